@@ -1,0 +1,3 @@
+module github.com/vllmstat/vllmstat
+
+go 1.25.0

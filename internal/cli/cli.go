@@ -1,0 +1,77 @@
+// Package cli holds vllmstat's subcommands. Each one parses its own flags and returns an exit
+// code, so that tests can run the whole program in-process.
+package cli
+
+import (
+	"fmt"
+	"io"
+	"sort"
+)
+
+// Exit codes shared by every subcommand.
+const (
+	exitOK    = 0
+	exitError = 1 // a run that started failed
+	exitUsage = 2 // bad flags, bad config, bad input file
+)
+
+type command struct {
+	summary string
+	run     func(args []string, stdout, stderr io.Writer) int
+}
+
+// commands lists every subcommand; each lives in its own file of this package.
+var commands map[string]command
+
+func init() {
+	// Assigned here rather than in the declaration because usage() reads the map.
+	commands = map[string]command{
+		"sim": {"start a simulated vLLM fleet serving /metrics", runSim},
+	}
+}
+
+// Run runs vllmstat with the given arguments (without the program name).
+func Run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		usage(stderr)
+		return exitUsage
+	}
+	switch args[0] {
+	case "-h", "--help", "help":
+		usage(stdout)
+		return exitOK
+	case "version", "--version":
+		fmt.Fprintln(stdout, "vllmstat", version)
+		return exitOK
+	}
+	c, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "vllmstat: unknown command %q\n\n", args[0])
+		usage(stderr)
+		return exitUsage
+	}
+	return c.run(args[1:], stdout, stderr)
+}
+
+var version = "dev"
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, `vllmstat: exact per-step metrics from a fleet of vLLM engines.
+
+Usage:
+  vllmstat <command> [flags]
+
+Commands:
+`)
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-8s %s\n", n, commands[n].summary)
+	}
+	fmt.Fprint(w, `
+Run "vllmstat <command> -h" for the flags of a command.
+`)
+}
