@@ -1,0 +1,293 @@
+// Package expo reads the Prometheus text exposition format (and the OpenMetrics text format,
+// which shares its sample syntax) as a stream.
+//
+// A vLLM page is 30 to 100 KB and vllmstat needs about a hundred of its samples, at up to
+// thousands of pages a second. So the parser does not build metric families: it checks the
+// syntax of every line, and hands only the samples whose names the caller asked for to a
+// callback, with their labels decoded. Everything else is validated and skipped without
+// allocating.
+package expo
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"strconv"
+)
+
+// Label is one decoded label pair of a sample.
+type Label struct {
+	Name, Value string
+}
+
+// Names is the set of metric names a caller wants, each with an index of the caller's choosing.
+// Build it once and share it: it is read-only after NewNames.
+type Names struct {
+	index map[string]int
+	names []string
+}
+
+// NewNames returns the set of names; the index of names[i] is i.
+func NewNames(names []string) *Names {
+	n := &Names{index: make(map[string]int, len(names)), names: names}
+	for i, s := range names {
+		n.index[s] = i
+	}
+	return n
+}
+
+// Sample is one sample line whose name was asked for. Labels is only valid during the callback
+// (the parser reuses its backing array); copy what must outlive it.
+type Sample struct {
+	ID     int    // index of Name in the Names set
+	Name   string // shared with the Names set (no allocation)
+	Labels []Label
+	Value  float64
+	Line   int // 1-based line number in the page
+}
+
+// SyntaxError says what was wrong and where.
+type SyntaxError struct {
+	Line int
+	Msg  string
+}
+
+func (e *SyntaxError) Error() string { return fmt.Sprintf("line %d: %s", e.Line, e.Msg) }
+
+// Parse reads page and calls emit for every sample whose metric name is in names.
+// It returns the first syntax error; samples before it have been emitted.
+func Parse(page []byte, names *Names, emit func(*Sample)) error {
+	p := parser{names: names, emit: emit}
+	return p.run(page)
+}
+
+type parser struct {
+	names  *Names
+	emit   func(*Sample)
+	labels []Label
+	s      Sample
+}
+
+func (p *parser) run(page []byte) error {
+	line := 0
+	for len(page) > 0 {
+		line++
+		var l []byte
+		if i := bytes.IndexByte(page, '\n'); i >= 0 {
+			l, page = page[:i], page[i+1:]
+		} else {
+			l, page = page, nil
+		}
+		if err := p.line(l, line); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func isBlank(c byte) bool { return c == ' ' || c == '\t' }
+
+func trimLeft(b []byte) []byte {
+	for len(b) > 0 && isBlank(b[0]) {
+		b = b[1:]
+	}
+	return b
+}
+
+func isNameStart(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_' || c == ':'
+}
+
+func isNameChar(c byte) bool { return isNameStart(c) || c >= '0' && c <= '9' }
+
+func isLabelStart(c byte) bool { return isNameStart(c) && c != ':' }
+
+func isLabelChar(c byte) bool { return isLabelStart(c) || c >= '0' && c <= '9' }
+
+func (p *parser) line(l []byte, n int) error {
+	l = trimLeft(l)
+	if len(l) == 0 || l[0] == '#' {
+		return nil // comments carry HELP and TYPE, which vllmstat identifies by exact sample names instead
+	}
+	fail := func(format string, a ...any) error {
+		return &SyntaxError{Line: n, Msg: fmt.Sprintf(format, a...)}
+	}
+	if !isNameStart(l[0]) {
+		return fail("invalid metric name start %q", l[0])
+	}
+	i := 1
+	for i < len(l) && isNameChar(l[i]) {
+		i++
+	}
+	name := l[:i]
+	rest := trimLeft(l[i:])
+	id, want := p.names.index[string(name)]
+	p.labels = p.labels[:0]
+	if len(rest) > 0 && rest[0] == '{' {
+		var err error
+		rest, err = p.labelSet(rest[1:], want)
+		if err != nil {
+			return fail("metric %q: %v", name, err)
+		}
+		rest = trimLeft(rest)
+	}
+	end := 0
+	for end < len(rest) && !isBlank(rest[end]) {
+		end++
+	}
+	if end == 0 {
+		return fail("metric %q: missing value", name)
+	}
+	v, err := parseValue(rest[:end])
+	if err != nil {
+		return fail("metric %q: invalid value %q", name, rest[:end])
+	}
+	if err := checkTail(rest[end:]); err != nil {
+		return fail("metric %q: %v", name, err)
+	}
+	if want {
+		p.s.ID = id
+		p.s.Name = p.names.names[id]
+		p.s.Labels = p.labels
+		p.s.Value = v
+		p.s.Line = n
+		p.emit(&p.s)
+	}
+	return nil
+}
+
+// labelSet parses the inside of {...} and returns what follows the closing brace. Labels are
+// decoded only when keep is set.
+func (p *parser) labelSet(b []byte, keep bool) ([]byte, error) {
+	for {
+		b = trimLeft(b)
+		if len(b) == 0 {
+			return nil, fmt.Errorf("unterminated label set")
+		}
+		if b[0] == '}' {
+			return b[1:], nil
+		}
+		if !isLabelStart(b[0]) {
+			return nil, fmt.Errorf("invalid label name start %q", b[0])
+		}
+		i := 1
+		for i < len(b) && isLabelChar(b[i]) {
+			i++
+		}
+		lname := b[:i]
+		b = trimLeft(b[i:])
+		if len(b) == 0 || b[0] != '=' {
+			return nil, fmt.Errorf("label %q: expected '='", lname)
+		}
+		b = trimLeft(b[1:])
+		if len(b) == 0 || b[0] != '"' {
+			return nil, fmt.Errorf("label %q: expected quoted value", lname)
+		}
+		val, rest, err := quoted(b[1:], keep)
+		if err != nil {
+			return nil, fmt.Errorf("label %q: %v", lname, err)
+		}
+		if keep {
+			for _, l := range p.labels {
+				if l.Name == string(lname) {
+					return nil, fmt.Errorf("duplicate label %q", lname)
+				}
+			}
+			p.labels = append(p.labels, Label{Name: string(lname), Value: val})
+		}
+		b = trimLeft(rest)
+		if len(b) > 0 && b[0] == ',' {
+			b = b[1:]
+			continue
+		}
+		if len(b) > 0 && b[0] == '}' {
+			return b[1:], nil
+		}
+		return nil, fmt.Errorf("expected ',' or '}' after label %q", lname)
+	}
+}
+
+// quoted reads a label value up to its closing quote. It decodes escapes only when keep is set.
+func quoted(b []byte, keep bool) (string, []byte, error) {
+	escaped := false
+	for i := 0; i < len(b); i++ {
+		switch b[i] {
+		case '\\':
+			if i+1 >= len(b) {
+				return "", nil, fmt.Errorf("unterminated label value")
+			}
+			switch b[i+1] {
+			case '\\', '"', 'n':
+			default:
+				return "", nil, fmt.Errorf("invalid escape %q", b[i:i+2])
+			}
+			escaped = true
+			i++
+		case '"':
+			if !keep {
+				return "", b[i+1:], nil
+			}
+			if !escaped {
+				return string(b[:i]), b[i+1:], nil
+			}
+			return unescape(b[:i]), b[i+1:], nil
+		}
+	}
+	return "", nil, fmt.Errorf("unterminated label value")
+}
+
+func unescape(b []byte) string {
+	out := make([]byte, 0, len(b))
+	for i := 0; i < len(b); i++ {
+		if b[i] == '\\' {
+			i++
+			if b[i] == 'n' {
+				out = append(out, '\n')
+				continue
+			}
+		}
+		out = append(out, b[i])
+	}
+	return string(out)
+}
+
+// parseValue accepts what the text format allows: Go float syntax without hexadecimal
+// mantissas or digit separators, plus Inf and NaN spellings.
+func parseValue(b []byte) (float64, error) {
+	if bytes.ContainsAny(b, "pPxX_") {
+		return 0, strconv.ErrSyntax
+	}
+	v, err := strconv.ParseFloat(string(b), 64)
+	if err != nil {
+		return 0, err
+	}
+	if math.IsNaN(v) {
+		return math.NaN(), nil
+	}
+	return v, nil
+}
+
+// checkTail accepts an optional integer timestamp, and an OpenMetrics exemplar ("# {...} v").
+func checkTail(b []byte) error {
+	b = trimLeft(b)
+	if len(b) == 0 {
+		return nil
+	}
+	if b[0] != '#' {
+		end := 0
+		for end < len(b) && !isBlank(b[end]) {
+			end++
+		}
+		if _, err := strconv.ParseFloat(string(b[:end]), 64); err != nil || bytes.ContainsAny(b[:end], "pPxX_") {
+			return fmt.Errorf("invalid timestamp %q", b[:end])
+		}
+		b = trimLeft(b[end:])
+		if len(b) == 0 {
+			return nil
+		}
+		if b[0] != '#' {
+			return fmt.Errorf("unexpected text after timestamp %q", b)
+		}
+	}
+	return nil // an exemplar: vllmstat does not read exemplars
+}
