@@ -1,0 +1,61 @@
+// Package step pools the windowed values of every worker into per-step records: totals, the
+// token-weighted prefix-cache hit rate, throughput, mean/max/p95 of the per-interval samples and
+// histogram quantiles. It is pure logic: the caller supplies every timestamp.
+package step
+
+import "time"
+
+// Record is one closed step, written as one JSON line. Its fields and keys are a fixed format
+// that other tools read.
+type Record struct {
+	Step      int64              `json:"step"`
+	Start     time.Time          `json:"start"`
+	End       time.Time          `json:"end"`
+	DurationS float64            `json:"duration_s"`
+	Scrapes   Scrapes            `json:"scrapes"`
+	Workers   int                `json:"workers"`
+	Metrics   map[string]float64 `json:"metrics"`
+	PerWorker []WorkerRecord     `json:"per_worker,omitempty"`
+	Plots     []string           `json:"plots,omitempty"`
+
+	// Timeline holds every sample of the step; not part of the JSON line.
+	Timeline *Timeline `json:"-"`
+}
+
+// Scrapes counts the step's scrapes of all targets.
+type Scrapes struct {
+	OK     int `json:"ok"`
+	Failed int `json:"failed"`
+}
+
+// WorkerRecord holds the same keys as Record.Metrics, computed for one worker.
+type WorkerRecord struct {
+	Target  string             `json:"target"`
+	Engine  string             `json:"engine"`
+	Metrics map[string]float64 `json:"metrics"`
+}
+
+// WorkerID names a worker: one vLLM engine, the target plus its engine label ("" when absent).
+type WorkerID struct {
+	Target string
+	Engine string
+}
+
+// Timeline is every per-interval sample of a step, per worker, for plots and reports.
+type Timeline struct {
+	Start   time.Time
+	Workers []WorkerTimeline // sorted by target, engine
+}
+
+// WorkerTimeline holds one worker's series, keyed by metric name without prefix (e.g.
+// "kv_cache_usage_perc", "num_preemptions", "prefix_cache_hit_rate").
+type WorkerTimeline struct {
+	WorkerID
+	Series map[string][]Point
+}
+
+// Point is one sample at an offset from the step start.
+type Point struct {
+	OffsetS float64 `json:"t"`
+	Value   float64 `json:"v"`
+}

@@ -1,0 +1,167 @@
+package window
+
+import (
+	"os"
+	"strings"
+	"testing"
+)
+
+func load(t *testing.T, name string) *Page {
+	t.Helper()
+	b, err := os.ReadFile("testdata/" + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := ParsePage(b)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return p
+}
+
+func counter(ep EnginePage, c Counter) (sum float64, created float64, n int) {
+	for _, cs := range ep.Counters {
+		if cs.Family == c {
+			sum += cs.Value
+			created = cs.Created
+			n++
+		}
+	}
+	return
+}
+
+func TestFixturePages(t *testing.T) {
+	tests := []struct {
+		file    string
+		engines []string
+		queries float64
+		kv      float64
+		reasons int
+		hists   int
+	}{
+		{"prometheus-client-render-vllm-0.20.prom", []string{"0", "1"}, 123456, 0.83, 5, 4},
+		{"prometheus-client-render-vllm-0.10.prom", []string{"0", "1"}, 123456, 0.83, 3, 4},
+		{"prometheus-client-render-vllm-0.8.prom", []string{""}, 123456, 0.83, 3, 4},
+		{"llm-d-inference-sim-dp1.prom", []string{""}, -1, -1, -1, -1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.file, func(t *testing.T) {
+			p := load(t, tt.file)
+			if len(p.Engines) != len(tt.engines) {
+				t.Fatalf("engines %d, want %d", len(p.Engines), len(tt.engines))
+			}
+			for i, ep := range p.Engines {
+				if ep.Engine != tt.engines[i] {
+					t.Errorf("engine %q, want %q", ep.Engine, tt.engines[i])
+				}
+				if !ep.HasGauge[Running] {
+					t.Errorf("engine %q: no running gauge", ep.Engine)
+				}
+				q, created, n := counter(ep, PrefixQueries)
+				if tt.queries >= 0 {
+					// one series, read once even where old and new names are both exported
+					if n != 1 || q != tt.queries {
+						t.Errorf("prefix queries = %v over %d series, want %v over 1", q, n, tt.queries)
+					}
+					if created < 1.7e9 {
+						t.Errorf("prefix queries _created = %v, want a Unix time", created)
+					}
+				}
+				if tt.kv >= 0 && ep.Gauges[KVUsage] != tt.kv {
+					t.Errorf("kv = %v, want %v", ep.Gauges[KVUsage], tt.kv)
+				}
+				if tt.reasons >= 0 {
+					if _, _, n := counter(ep, RequestSuccess); n != tt.reasons {
+						t.Errorf("request_success series %d, want %d", n, tt.reasons)
+					}
+				}
+				if tt.hists >= 0 && len(ep.Hists) != tt.hists {
+					t.Errorf("histograms %d, want %d", len(ep.Hists), tt.hists)
+				}
+				for _, h := range ep.Hists {
+					if len(h.Buckets) < 2 || h.Buckets[len(h.Buckets)-1].Le < 1e308 {
+						t.Errorf("histogram %v: buckets %v lack +Inf", h.Family, h.Buckets)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestExcerptWithOnlyCreatedOfOldName(t *testing.T) {
+	// The excerpt has gpu_prefix_cache_queries_created but not its _total, and the new
+	// prefix_cache_queries_total: the new name is read, and no _created is taken as a value.
+	p := load(t, "vllm-0.10.0-glm45-issue-excerpt-a.prom")
+	q, _, n := counter(p.Engines[0], PrefixQueries)
+	if n != 1 || q != 32 {
+		t.Fatalf("queries %v over %d series, want 32 over 1", q, n)
+	}
+}
+
+func TestCreatedNeverReadAsValue(t *testing.T) {
+	p, err := ParsePage([]byte("vllm:num_preemptions_created{engine=\"0\"} 1.75e+09\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ep := range p.Engines {
+		if v, _, n := counter(ep, Preemptions); n > 0 && v != 0 {
+			t.Fatalf("a _created sample became a counter value %v", v)
+		}
+	}
+}
+
+func TestGarbagePagesFail(t *testing.T) {
+	for _, body := range []string{
+		"<!DOCTYPE html><html><body><h1>502 Bad Gateway</h1></body></html>",
+		`{"detail":"Not Found"}`,
+		"vllm:num_requests_running{engine=\"0\" 1\n",
+		"vllm:time_to_first_token_seconds_bucket{engine=\"0\",le=\"abc\"} 1\n",
+	} {
+		if _, err := ParsePage([]byte(body)); err == nil {
+			t.Errorf("page %q parsed without error", body)
+		} else if !strings.Contains(err.Error(), "line 1") {
+			t.Errorf("error %q does not name the line", err)
+		}
+	}
+}
+
+func FuzzParsePage(f *testing.F) {
+	for _, n := range []string{"prometheus-client-render-vllm-0.10.prom", "llm-d-inference-sim-dp1.prom"} {
+		b, err := os.ReadFile("testdata/" + n)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		p, err := ParsePage(b)
+		if err != nil {
+			return
+		}
+		w := NewWorker()
+		for i := range p.Engines {
+			w.Observe(&p.Engines[i], 0)
+			w.Observe(&p.Engines[i], 0) // a second identical scrape never increases anything
+			inc := w.Observe(&p.Engines[i], 0)
+			for c, v := range inc.Counters {
+				if v != 0 && v == v { // NaN pages may give NaN, never a made-up number
+					t.Fatalf("identical scrape gave increase %v for %s", v, CounterNames[c])
+				}
+			}
+		}
+	})
+}
+
+func BenchmarkParsePage(b *testing.B) {
+	body, err := os.ReadFile("testdata/prometheus-client-render-vllm-0.10.prom")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ParsePage(body); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
