@@ -1,0 +1,122 @@
+package config
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestNemoRLFile(t *testing.T) {
+	c, err := Load("testdata/nemo-rl.good.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if !c.Enabled || c.Interval != 0.5 || !c.LogScalars || c.TimelinePlots {
+		t.Errorf("logger keys: %+v", c)
+	}
+	if c.StepEvery != 0 || c.OutDir != "runs/grpo" {
+		t.Errorf("own keys: step_every %v out_dir %q", c.StepEvery, c.OutDir)
+	}
+	want := []string{"http://10.0.0.1:8000/metrics", "http://10.0.0.2:8000/metrics"}
+	if strings.Join(c.Targets, " ") != strings.Join(want, " ") {
+		t.Errorf("targets %v, want %v", c.Targets, want)
+	}
+	if c.Timeout() != 400*time.Millisecond {
+		t.Errorf("default timeout %v, want 80%% of 0.5s", c.Timeout())
+	}
+}
+
+func TestVllmstatFile(t *testing.T) {
+	c, err := Load("testdata/vllmstat.good.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if c.Interval != 2 || c.StepEvery != time.Minute || c.ScrapeTimeout != 300*time.Millisecond || c.MetricPrefix != "rollout" || !c.PerWorker {
+		t.Errorf("got %+v", c)
+	}
+	if c.Targets[1] != "http://127.0.0.1:8101/metrics" {
+		t.Errorf("host:port target became %q", c.Targets[1])
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	c := Default()
+	if c.Interval != 1 || !c.LogScalars || c.TimelinePlots || !c.Enabled || c.MetricPrefix != "vllm" {
+		t.Errorf("defaults %+v", c)
+	}
+	c.Interval = 60
+	if c.Timeout() != 10*time.Second {
+		t.Errorf("timeout not capped at 10s: %v", c.Timeout())
+	}
+}
+
+func TestBadFileReportsEverything(t *testing.T) {
+	c, err := Load("testdata/bad.bad.yaml")
+	if err == nil {
+		err = c.Validate()
+	}
+	if err == nil {
+		t.Fatal("bad config accepted")
+	}
+	for _, want := range []string{
+		`step_evry (line 4): unknown key`,
+		`scrape_timeout (line 5): "soon" is not allowed`,
+		`per_worker (line 6): "yes" is not allowed: must be true or false`,
+		`vllm_cfg.vllm_metrics_logger_interval (line 8): "-1" is not allowed: must be a number of seconds > 0`,
+		`vllm_cfg.vllm_metrics_log_scalars (line 9): "maybe" is not allowed`,
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+	// Validate also reports the targets, with their key path and index.
+	c2 := Default()
+	c2.Targets = []string{"ftp://10.0.0.1/metrics", "not a target", "h:1", "h:1"}
+	err = c2.Validate()
+	for _, want := range []string{`targets[0]: "ftp://10.0.0.1/metrics" is not allowed: scheme "ftp"`, `targets[1]: "not a target" is not allowed`, `targets[3]: "h:1" is listed twice`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+}
+
+func TestDisabledNeedsNoTargets(t *testing.T) {
+	c, err := Parse([]byte("vllm_cfg:\n  enable_vllm_metrics_logger: false\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Enabled {
+		t.Fatal("enable_vllm_metrics_logger: false ignored")
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatalf("a disabled logger needs no targets: %v", err)
+	}
+}
+
+func TestNotYAML(t *testing.T) {
+	for _, in := range []string{"targets: [unclosed", "- a\n- b\n"} {
+		if _, err := Parse([]byte(in)); err == nil {
+			t.Errorf("%q accepted", in)
+		}
+	}
+	if _, err := Load("testdata/missing.yaml"); err == nil || !os.IsNotExist(unwrap(err)) {
+		t.Errorf("missing file: %v", err)
+	}
+}
+
+func unwrap(err error) error {
+	for {
+		u, ok := err.(interface{ Unwrap() error })
+		if !ok {
+			return err
+		}
+		err = u.Unwrap()
+	}
+}

@@ -1,0 +1,192 @@
+package config
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// ownKeys are vllmstat's own keys; any other key in its section is an error (a typo would
+// otherwise be silently ignored).
+var ownKeys = []string{"targets", "step_every", "scrape_timeout", "out_dir", "metric_prefix", "per_worker", "record", "max_body_bytes", "vllm_cfg"}
+
+// Parse reads a YAML document over the defaults and reports every problem at once.
+func Parse(b []byte) (Config, error) {
+	c := Default()
+	var doc yaml.Node
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		return c, Problems{fmt.Sprintf("not valid YAML: %v", err)}
+	}
+	if len(doc.Content) == 0 {
+		return c, nil // an empty file: all defaults
+	}
+	root := doc.Content[0]
+	if root.Kind != yaml.MappingNode {
+		return c, Problems{fmt.Sprintf("line %d: the file must be a mapping of keys to values", root.Line)}
+	}
+	d := decoder{c: &c}
+	// Where vllmstat's own keys are: under vllmstat: when present; nowhere in a NeMo-RL file
+	// without it (its other keys belong to NeMo-RL); else the top level is vllmstat's.
+	own, ownPath := root, ""
+	if n := get(root, "vllmstat"); n != nil {
+		own, ownPath = n, "vllmstat."
+	} else if get(root, "policy") != nil {
+		own = nil
+	}
+	if own != nil {
+		if own.Kind != yaml.MappingNode {
+			d.problem(own, strings.TrimSuffix(ownPath, "."), "must be a mapping")
+		} else {
+			d.own(own, ownPath)
+		}
+	}
+	// The logger keys: vllm_cfg at the top (or in vllmstat's section), else policy.generation.vllm_cfg.
+	vc, vcPath := get(root, "vllm_cfg"), "vllm_cfg."
+	if own != nil && own != root && vc == nil {
+		vc, vcPath = get(own, "vllm_cfg"), ownPath+"vllm_cfg."
+	}
+	if vc == nil {
+		if n := get(get(get(root, "policy"), "generation"), "vllm_cfg"); n != nil {
+			vc, vcPath = n, "policy.generation.vllm_cfg."
+		}
+	}
+	if vc != nil {
+		d.logger(vc, vcPath)
+	}
+	if len(d.ps) > 0 {
+		return c, d.ps
+	}
+	return c, nil
+}
+
+// get returns the value of key in mapping n, or nil.
+func get(n *yaml.Node, key string) *yaml.Node {
+	if n == nil || n.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return n.Content[i+1]
+		}
+	}
+	return nil
+}
+
+type decoder struct {
+	c  *Config
+	ps Problems
+}
+
+func (d *decoder) problem(n *yaml.Node, path, msg string) {
+	d.ps = append(d.ps, fmt.Sprintf("%s (line %d): %s", path, n.Line, msg))
+}
+
+func (d *decoder) bad(n *yaml.Node, path, allowed string) {
+	d.problem(n, path, fmt.Sprintf("%q is not allowed: %s", n.Value, allowed))
+}
+
+func (d *decoder) own(n *yaml.Node, prefix string) {
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		path := prefix + k.Value
+		d.c.SetPath(k.Value, path)
+		switch k.Value {
+		case "targets":
+			var ts []string
+			if v.Kind != yaml.SequenceNode || v.Decode(&ts) != nil {
+				d.problem(v, path, "must be a list of URLs such as http://host:8000/metrics or host:port")
+				continue
+			}
+			d.c.Targets = ts
+		case "step_every":
+			d.duration(v, path, &d.c.StepEvery)
+		case "scrape_timeout":
+			d.duration(v, path, &d.c.ScrapeTimeout)
+		case "out_dir":
+			d.str(v, path, &d.c.OutDir)
+		case "metric_prefix":
+			d.str(v, path, &d.c.MetricPrefix)
+		case "record":
+			d.str(v, path, &d.c.Record)
+		case "per_worker":
+			d.boolean(v, path, &d.c.PerWorker)
+		case "max_body_bytes":
+			var x int64
+			if v.Kind != yaml.ScalarNode || v.Decode(&x) != nil {
+				d.bad(v, path, "must be a whole number of bytes")
+				continue
+			}
+			d.c.MaxBodyBytes = x
+		case "vllm_cfg":
+			// read by Parse
+		default:
+			d.problem(k, path, fmt.Sprintf("unknown key; vllmstat's keys are %s", strings.Join(ownKeys, ", ")))
+		}
+	}
+}
+
+// logger reads the NeMo-RL logger keys and ignores the rest of vllm_cfg, which is NeMo-RL's.
+func (d *decoder) logger(n *yaml.Node, prefix string) {
+	if n.Kind != yaml.MappingNode {
+		d.problem(n, strings.TrimSuffix(prefix, "."), "must be a mapping")
+		return
+	}
+	for _, key := range []string{KeyEnable, KeyScalars, KeyTimelines, KeyInterval} {
+		v := get(n, key)
+		if v == nil {
+			continue
+		}
+		path := prefix + key
+		d.c.SetPath(key, path)
+		switch key {
+		case KeyEnable:
+			d.boolean(v, path, &d.c.Enabled)
+		case KeyScalars:
+			d.boolean(v, path, &d.c.LogScalars)
+		case KeyTimelines:
+			d.boolean(v, path, &d.c.TimelinePlots)
+		case KeyInterval:
+			f, err := strconv.ParseFloat(v.Value, 64)
+			if v.Kind != yaml.ScalarNode || err != nil || !(f > 0) || f > 3600 {
+				d.bad(v, path, "must be a number of seconds > 0 (at most 3600), e.g. 0.5")
+				continue
+			}
+			d.c.Interval = f
+		}
+	}
+}
+
+func (d *decoder) boolean(v *yaml.Node, path string, dst *bool) {
+	var b bool
+	if v.Kind != yaml.ScalarNode || v.Tag != "!!bool" || v.Decode(&b) != nil {
+		d.bad(v, path, "must be true or false")
+		return
+	}
+	*dst = b
+}
+
+func (d *decoder) str(v *yaml.Node, path string, dst *string) {
+	if v.Kind != yaml.ScalarNode || v.Tag == "!!null" {
+		d.problem(v, path, "must be a string")
+		return
+	}
+	*dst = v.Value
+}
+
+// duration accepts Go durations ("30s", "1m30s") and plain numbers of seconds.
+func (d *decoder) duration(v *yaml.Node, path string, dst *time.Duration) {
+	if v.Kind == yaml.ScalarNode {
+		if f, err := strconv.ParseFloat(v.Value, 64); err == nil && f >= 0 {
+			*dst = time.Duration(f * float64(time.Second))
+			return
+		}
+		if x, err := time.ParseDuration(v.Value); err == nil && x >= 0 {
+			*dst = x
+			return
+		}
+	}
+	d.bad(v, path, "must be a duration such as 30s, 500ms or 1m, or a number of seconds")
+}

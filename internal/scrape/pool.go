@@ -1,0 +1,147 @@
+package scrape
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Options configure every target's scrapes.
+type Options struct {
+	Client   *http.Client
+	Timeout  time.Duration
+	MaxBody  int64
+	KeepBody bool // keep page bodies in results, for recordings
+}
+
+// Pool runs one goroutine per target and sends every Result to out. Its methods are called by
+// one owner goroutine (the collector), which must keep receiving from out until Close returns.
+type Pool struct {
+	opt     Options
+	out     chan<- Result
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	targets map[string]*target
+	order   []string
+}
+
+type target struct {
+	url      string
+	tick     chan struct{}
+	boundary chan uint64
+	busy     atomic.Bool
+	cancel   context.CancelFunc
+}
+
+// NewPool returns a pool with no targets.
+func NewPool(opt Options, out chan<- Result) *Pool {
+	if opt.Client == nil {
+		opt.Client = NewClient()
+	}
+	if opt.MaxBody <= 0 {
+		opt.MaxBody = DefaultMaxBody
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Pool{opt: opt, out: out, ctx: ctx, cancel: cancel, targets: map[string]*target{}}
+}
+
+// Targets returns the current targets in the order they were added.
+func (p *Pool) Targets() []string { return append([]string(nil), p.order...) }
+
+// Set makes urls the targets: new ones start, missing ones stop (a scrape of theirs in flight
+// may still deliver its result). It returns the added and removed URLs.
+func (p *Pool) Set(urls []string) (added, removed []string) {
+	keep := map[string]bool{}
+	for _, u := range urls {
+		keep[u] = true
+	}
+	var order []string
+	for _, u := range p.order {
+		if keep[u] {
+			order = append(order, u)
+			continue
+		}
+		p.targets[u].cancel()
+		delete(p.targets, u)
+		removed = append(removed, u)
+	}
+	for _, u := range urls {
+		if _, ok := p.targets[u]; ok {
+			continue
+		}
+		ctx, cancel := context.WithCancel(p.ctx)
+		t := &target{url: u, tick: make(chan struct{}, 1), boundary: make(chan uint64, 1), cancel: cancel}
+		p.targets[u] = t
+		order = append(order, u)
+		added = append(added, u)
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			p.loop(ctx, t)
+		}()
+	}
+	p.order = order
+	return added, removed
+}
+
+// Tick asks every idle target for a scrape and returns the targets skipped because their
+// previous scrape is still running.
+func (p *Pool) Tick() (skipped []string) {
+	for _, u := range p.order {
+		t := p.targets[u]
+		if t.busy.Load() {
+			skipped = append(skipped, u)
+			continue
+		}
+		select {
+		case t.tick <- struct{}{}:
+		default:
+			skipped = append(skipped, u) // a tick is already queued
+		}
+	}
+	return skipped
+}
+
+// Boundary asks every target for a fresh scrape answering request id: right away when idle,
+// right after the scrape in flight otherwise. It returns the targets asked.
+func (p *Pool) Boundary(id uint64) []string {
+	for _, u := range p.order {
+		t := p.targets[u]
+		select {
+		case <-t.boundary: // an older request nobody answered yet: this one supersedes it
+		default:
+		}
+		t.boundary <- id
+	}
+	return p.Targets()
+}
+
+// Close stops every target and waits for their goroutines.
+func (p *Pool) Close() {
+	p.cancel()
+	p.wg.Wait()
+}
+
+func (p *Pool) loop(ctx context.Context, t *target) {
+	for {
+		var id uint64
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.tick:
+		case id = <-t.boundary:
+		}
+		t.busy.Store(true)
+		res := Fetch(ctx, p.opt.Client, t.url, p.opt.Timeout, p.opt.MaxBody, p.opt.KeepBody)
+		res.Boundary = id
+		t.busy.Store(false)
+		select {
+		case p.out <- res:
+		case <-ctx.Done():
+			return
+		}
+	}
+}

@@ -1,0 +1,133 @@
+// Package scrape fetches /metrics pages: one goroutine per target, never two scrapes of one
+// target at once, each scrape bounded in time and size, the page parsed where it was fetched so
+// that parsing spreads over cores.
+package scrape
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/vllmstat/vllmstat/internal/window"
+)
+
+// DefaultMaxBody bounds a page; vLLM's are 30 to 100 KB.
+const DefaultMaxBody = 16 << 20
+
+// ErrBodyTooLarge is the failure of a page over the size limit.
+var ErrBodyTooLarge = errors.New("body exceeds size limit")
+
+// Result is one scrape of one target.
+type Result struct {
+	Target   string
+	Start    time.Time
+	Duration time.Duration
+	// Body is the page as answered (kept for recordings), nil when the fetch failed.
+	Body      []byte
+	BodyBytes int
+	Page      *window.Page
+	// FetchErr is a failure to get a page; ParseErr a page that is not exposition text.
+	FetchErr error
+	ParseErr error
+	// Boundary is the id of the step-boundary request this scrape answers, 0 for a tick.
+	Boundary uint64
+}
+
+// Err returns why the scrape failed, or nil.
+func (r *Result) Err() error {
+	if r.FetchErr != nil {
+		return r.FetchErr
+	}
+	return r.ParseErr
+}
+
+// Reason classifies a failure for counting: "timeout", "refused", "http_status",
+// "body_too_large", "parse", "network"; "" for success.
+func (r *Result) Reason() string {
+	switch err := r.FetchErr; {
+	case err == nil && r.ParseErr != nil:
+		return "parse"
+	case err == nil:
+		return ""
+	case errors.Is(err, context.DeadlineExceeded) || os.IsTimeout(err):
+		return "timeout"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "refused"
+	case errors.Is(err, ErrBodyTooLarge):
+		return "body_too_large"
+	case errors.As(err, new(*StatusError)):
+		return "http_status"
+	default:
+		var ne net.Error
+		if errors.As(err, &ne) {
+			return "network"
+		}
+		return "other"
+	}
+}
+
+// StatusError is an answer other than 200 OK.
+type StatusError struct{ Code int }
+
+func (e *StatusError) Error() string { return fmt.Sprintf("HTTP status %d", e.Code) }
+
+// NewClient returns the HTTP client shared by all targets: keep-alive connections to every
+// target (a fleet can be a thousand of them), and transparent gzip.
+func NewClient() *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns = 0 // no global cap: one idle connection per target is the point
+	tr.MaxIdleConnsPerHost = 4
+	tr.IdleConnTimeout = 5 * time.Minute
+	return &http.Client{Transport: tr}
+}
+
+// Fetch scrapes url once, within timeout, reading at most maxBody bytes, and parses the page.
+func Fetch(ctx context.Context, client *http.Client, url string, timeout time.Duration, maxBody int64, keepBody bool) Result {
+	res := Result{Target: url, Start: time.Now()}
+	defer func() { res.Duration = time.Since(res.Start) }()
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	body, err := get(ctx, client, url, maxBody)
+	res.BodyBytes = len(body)
+	if err != nil {
+		res.FetchErr = err
+		return res
+	}
+	if keepBody {
+		res.Body = body
+	}
+	res.Page, res.ParseErr = window.ParsePage(body)
+	return res
+}
+
+func get(ctx context.Context, client *http.Client, url string, maxBody int64) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "text/plain;version=0.0.4;q=0.9,*/*;q=0.1")
+	req.Header.Set("User-Agent", "vllmstat")
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		io.Copy(io.Discard, io.LimitReader(resp.Body, 4096)) // let the connection be reused
+		return nil, &StatusError{Code: resp.StatusCode}
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(body)) > maxBody {
+		return nil, fmt.Errorf("%w of %d bytes", ErrBodyTooLarge, maxBody)
+	}
+	return body, nil
+}
