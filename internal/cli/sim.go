@@ -1,11 +1,153 @@
 package cli
 
 import (
+	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/vllmstat/vllmstat/internal/sim"
 )
 
+// faultFlags collects repeated --fault flags.
+type faultFlags []sim.Fault
+
+func (f *faultFlags) String() string {
+	s := make([]string, len(*f))
+	for i, x := range *f {
+		s[i] = x.String()
+	}
+	return strings.Join(s, ",")
+}
+
+func (f *faultFlags) Set(v string) error {
+	x, err := sim.ParseFault(v)
+	if err != nil {
+		return err
+	}
+	*f = append(*f, x)
+	return nil
+}
+
+const simUsage = `Usage: vllmstat sim [flags]
+
+Start a simulated fleet of vLLM API servers. Each server serves a /metrics page laid out exactly
+as vLLM's (families, HELP texts, labels, buckets, number formatting), whose values come from a
+model of vLLM's scheduler: KV cache with prefix caching, running batch, waiting queue,
+preemption. The simulator prints one /metrics URL per line and runs until interrupted.
+
+Server i listens on port --port + i. Simulated time runs --speed times faster than the wall
+clock; fault times are wall-clock offsets from the start.
+
+Faults (--fault, repeatable): KIND@TIME[+DURATION][:server=N]
+  restart@30s         the server restarts: counters reset, new _created, caches and requests lost
+  down@30s+10s        the port refuses connections for 10s, then comes back
+  slow@30s+10s        /metrics answers only after --slow-delay during the window
+  garbage@30s         one /metrics answer is an HTML error page with status 200
+  N is a 0-based server index; without :server=N the fault hits every server.
+
+Flags:
+`
+
+// runSim is `vllmstat sim`.
 func runSim(args []string, stdout, stderr io.Writer) int {
-	fmt.Fprintln(stderr, "vllmstat sim: not built yet")
-	return exitError
+	return runSimContext(context.Background(), args, stdout, stderr)
+}
+
+func runSimContext(parent context.Context, args []string, stdout, stderr io.Writer) int {
+	cfg := sim.DefaultConfig()
+	w := &cfg.Workload
+	fs := flag.NewFlagSet("vllmstat sim", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), simUsage)
+		fs.PrintDefaults()
+	}
+	fs.IntVar(&cfg.Servers, "servers", cfg.Servers, "number of API servers (scrape targets)")
+	fs.IntVar(&cfg.DP, "dp", cfg.DP, "data-parallel engines per server (the engine label)")
+	fs.IntVar(&cfg.Port, "port", cfg.Port, "port of server 0; server i uses port+i; 0 picks free ports")
+	fs.StringVar(&cfg.Host, "host", cfg.Host, "address to listen on")
+	fs.StringVar(&cfg.Version, "vllm-version", cfg.Version, "vLLM page layout: 0.20, 0.10 or 0.8")
+	fs.Int64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the workload; the same seed gives the same events")
+	fs.Float64Var(&cfg.Speed, "speed", cfg.Speed, "simulated seconds per wall second")
+	fs.StringVar(&cfg.Model, "model", cfg.Model, "served model name (model_name label)")
+	fs.StringVar(&w.Kind, "workload", w.Kind, "workload: grpo (rollout batches) or poisson (steady serving)")
+	fs.IntVar(&w.Prompts, "prompts", w.Prompts, "grpo: prompts per batch")
+	fs.IntVar(&w.Samples, "samples", w.Samples, "grpo: samples per prompt (all on one engine)")
+	fs.IntVar(&w.Batches, "batches", w.Batches, "grpo: stop after this many batches; 0 runs forever")
+	fs.DurationVar(&w.Pause, "pause", w.Pause, "grpo: simulated pause between batches (the trainer's update)")
+	fs.DurationVar(&w.StartDelay, "start-delay", w.StartDelay, "simulated time before the first request")
+	fs.Float64Var(&w.Rate, "rate", w.Rate, "poisson: requests per simulated second, fleet-wide")
+	fs.IntVar(&w.Questions, "questions", w.Questions, "poisson: distinct questions requests draw from")
+	fs.IntVar(&w.SystemTokens, "system-tokens", w.SystemTokens, "length of the system prompt all requests share")
+	fs.IntVar(&w.QuestionTokensMin, "question-tokens-min", w.QuestionTokensMin, "shortest question, in tokens")
+	fs.IntVar(&w.QuestionTokensMax, "question-tokens-max", w.QuestionTokensMax, "longest question, in tokens")
+	fs.IntVar(&w.OutputMedian, "output-median", w.OutputMedian, "median output length, in tokens (lognormal)")
+	fs.Float64Var(&w.OutputSigma, "output-sigma", w.OutputSigma, "sigma of the lognormal output length")
+	fs.IntVar(&w.MaxTokens, "max-tokens", w.MaxTokens, "max_tokens of every request; longer outputs finish with reason length")
+	fs.IntVar(&cfg.BlocksPerEngine, "blocks", cfg.BlocksPerEngine, "KV-cache blocks of 16 tokens per engine")
+	fs.IntVar(&cfg.MaxNumSeqs, "max-num-seqs", cfg.MaxNumSeqs, "cap on each engine's running batch")
+	fs.IntVar(&cfg.MaxNumBatchedTokens, "max-num-batched-tokens", cfg.MaxNumBatchedTokens, "token budget of one engine iteration")
+	fs.IntVar(&cfg.MaxModelLen, "max-model-len", cfg.MaxModelLen, "longest request in tokens; sets token histogram buckets")
+	fs.DurationVar(&cfg.SlowDelay, "slow-delay", cfg.SlowDelay, "how late /metrics answers during a slow fault")
+	var faults faultFlags
+	fs.Var(&faults, "fault", "fault to inject, KIND@TIME[+DURATION][:server=N] (repeatable, see above)")
+	logLevel := fs.String("log-level", "info", "log level on stderr: debug, info, warn or error")
+
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stdout)
+			fs.Usage()
+			return exitOK
+		}
+		return exitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "vllmstat sim: unexpected argument %q (all settings are flags; see -h)\n", fs.Arg(0))
+		return exitUsage
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		fmt.Fprintf(stderr, "vllmstat sim: invalid value %q for flag -log-level: want debug, info, warn or error\n", *logLevel)
+		return exitUsage
+	}
+	cfg.Faults = faults
+	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	if err := cfg.Validate(); err != nil {
+		fmt.Fprintf(stderr, "vllmstat sim: invalid flags:\n  %s\n", strings.ReplaceAll(err.Error(), "\n", "\n  "))
+		return exitUsage
+	}
+
+	ctx, stop := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	fleet, err := sim.Start(ctx, cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "vllmstat sim: %v\n", err)
+		return exitError
+	}
+	for _, u := range fleet.URLs() {
+		fmt.Fprintln(stdout, u)
+	}
+	<-ctx.Done()
+	stop()
+	cfg.Logger.Info("shutting down")
+	done := make(chan struct{})
+	go func() {
+		fleet.Close()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		fmt.Fprintln(stderr, "vllmstat sim: shutdown took too long")
+		return exitError
+	}
+	return exitOK
 }

@@ -1,0 +1,151 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"time"
+)
+
+// Config describes a simulated fleet: Servers API servers, each on its own port with DP
+// data-parallel engines behind it.
+type Config struct {
+	// Servers is the number of API servers (scrape targets).
+	Servers int
+	// DP is the number of data-parallel engines per server; each shows on the server's page
+	// under its own engine label, "0" to DP-1.
+	DP int
+	// Host is the address the servers listen on.
+	Host string
+	// Port is server 0's port; server i listens on Port+i. 0 picks free ports.
+	Port int
+	// Version is the vLLM release whose page layout to imitate: "0.20", "0.10" or "0.8"
+	// (a patch release such as "0.10.2" selects its minor version's layout).
+	Version string
+	// Seed makes the workload, and with it every simulated event, repeatable.
+	Seed int64
+	// Speed is simulated seconds per wall second.
+	Speed float64
+	// Model is the served model name, the model_name label.
+	Model string
+	// Workload is what the fleet is asked to do.
+	Workload WorkloadConfig
+	// Faults are misbehaviours scheduled at wall-clock offsets from the start.
+	Faults []Fault
+	// BlocksPerEngine is each engine's KV cache size in blocks of BlockSize tokens. Far smaller
+	// than a real GPU's so that the cache fills and preempts at demo scale.
+	BlocksPerEngine int
+	// MaxNumSeqs caps each engine's running batch (vLLM's --max-num-seqs).
+	MaxNumSeqs int
+	// MaxNumBatchedTokens is each iteration's token budget (vLLM's --max-num-batched-tokens).
+	MaxNumBatchedTokens int
+	// MaxModelLen bounds a request's length and sets the token-count histogram buckets.
+	MaxModelLen int
+	// Cost is the iteration cost model.
+	Cost CostModel
+	// SlowDelay is how long /metrics takes to answer during a slow fault.
+	SlowDelay time.Duration
+	// Tick is how often the fleet catches the simulation up with the wall clock and publishes
+	// new pages.
+	Tick time.Duration
+	// Logger receives state transitions (server up/down, restarts, batches); nil discards them.
+	Logger *slog.Logger
+	// Clock is the wall clock; nil means the real one. Tests may inject their own.
+	Clock Clock
+}
+
+// DefaultConfig returns the configuration of `vllmstat sim` without flags: two servers with one
+// engine each, a GRPO workload, vLLM 0.20's page layout.
+func DefaultConfig() Config {
+	return Config{
+		Servers:             2,
+		DP:                  1,
+		Host:                "127.0.0.1",
+		Port:                8100,
+		Version:             "0.20",
+		Seed:                1,
+		Speed:               1,
+		Model:               "Qwen/Qwen3-1.7B",
+		Workload:            DefaultWorkload(),
+		BlocksPerEngine:     768,
+		MaxNumSeqs:          256,
+		MaxNumBatchedTokens: 8192,
+		MaxModelLen:         4096,
+		Cost:                DefaultCostModel(),
+		SlowDelay:           5 * time.Second,
+		Tick:                20 * time.Millisecond,
+	}
+}
+
+// Validate reports every problem with the configuration at once.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if c.Servers < 1 {
+		bad("servers must be at least 1, got %d", c.Servers)
+	}
+	if c.DP < 1 {
+		bad("dp must be at least 1, got %d", c.DP)
+	}
+	if c.Port < 0 || c.Port > 65535 || (c.Port > 0 && c.Port+c.Servers-1 > 65535) {
+		bad("port %d does not leave room for %d servers below 65536", c.Port, c.Servers)
+	}
+	v, err := parseVersion(c.Version)
+	if err != nil {
+		errs = append(errs, err)
+	} else if !v.engineLabel && c.DP > 1 {
+		bad("vllm version %s pages have no engine label, so they can show only one engine: use dp 1", c.Version)
+	}
+	if !(c.Speed > 0) || math.IsInf(c.Speed, 0) {
+		bad("speed must be a positive number, got %v", c.Speed)
+	}
+	if c.Model == "" {
+		bad("model name must not be empty")
+	}
+	ec := EngineConfig{c.BlocksPerEngine, c.MaxNumSeqs, c.MaxNumBatchedTokens, c.MaxModelLen, c.Cost}
+	if err := ec.validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if ec.MaxModelLen >= 1e7 {
+		bad("max model len must be below 10000000, got %d", c.MaxModelLen)
+	}
+	if c.Cost.StepOverhead <= 0 || c.Cost.PerPrefillToken < 0 || c.Cost.PerDecodeRequest < 0 || c.Cost.PerContextToken < 0 {
+		bad("cost model needs a positive step overhead and non-negative per-token costs")
+	}
+	if err := c.Workload.validate(c.MaxModelLen); err != nil {
+		errs = append(errs, err)
+	}
+	for _, f := range c.Faults {
+		if f.Server != AllServers && (f.Server < 0 || f.Server >= c.Servers) {
+			bad("fault %s aims at server %d, but servers are numbered 0 to %d", f, f.Server, c.Servers-1)
+		}
+	}
+	if c.SlowDelay < 0 {
+		bad("slow delay must not be negative, got %s", c.SlowDelay)
+	}
+	if c.Tick <= 0 {
+		bad("tick must be positive, got %s", c.Tick)
+	}
+	return errors.Join(errs...)
+}
+
+func (c Config) engineConfig() EngineConfig {
+	return EngineConfig{
+		NumBlocks:           c.BlocksPerEngine,
+		MaxNumSeqs:          c.MaxNumSeqs,
+		MaxNumBatchedTokens: c.MaxNumBatchedTokens,
+		MaxModelLen:         c.MaxModelLen,
+		Cost:                c.Cost,
+	}
+}
+
+// simTime converts a wall-clock offset to simulated time.
+func (c Config) simTime(wall time.Duration) time.Duration {
+	return time.Duration(float64(wall) * c.Speed)
+}
+
+// wallTime converts simulated time to a wall-clock offset.
+func (c Config) wallTime(sim time.Duration) time.Duration {
+	return time.Duration(float64(sim) / c.Speed)
+}

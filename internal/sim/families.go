@@ -1,0 +1,230 @@
+package sim
+
+import (
+	"fmt"
+	"strings"
+)
+
+// famKind is how a family is exposed.
+type famKind int
+
+const (
+	famGauge     famKind = iota
+	famCounter           // <name>_total, then a <name>_created gauge family
+	famHistogram         // _bucket/_count/_sum per child, then a <name>_created gauge family
+	famInfo              // vllm:cache_config_info: a gauge fixed at 1 whose labels carry the data
+)
+
+// family is one vLLM metric family as a page version shows it. Every family has one child per
+// engine, times the values of its extra label if it has one.
+type family struct {
+	name string // as vLLM registers it: counters without "_total"
+	help string
+	kind famKind
+
+	// extraLabel and extraValues give a counter a second dimension (finished_reason, source).
+	extraLabel  string
+	extraValues []string
+
+	// value reads a gauge, or counter child i of the extra dimension.
+	value func(s *engineStats, i int) float64
+	// hist reads a histogram; buckets names its bucket bounds in bucketSet.
+	hist    func(s *engineStats) *histogram
+	buckets string
+}
+
+// version is one vLLM release style of the /metrics page.
+type version struct {
+	name        string
+	engineLabel bool // 0.8's pages have no engine label
+	families    []family
+	python      pythonInfo
+}
+
+type pythonInfo struct{ major, minor, patch string }
+
+// parseVersion maps a --vllm-version value to a page layout.
+func parseVersion(s string) (*version, error) {
+	parts := strings.Split(s, ".")
+	if len(parts) >= 2 {
+		switch parts[0] + "." + parts[1] {
+		case "0.20":
+			return &v020, nil
+		case "0.10":
+			return &v010, nil
+		case "0.8":
+			return &v08, nil
+		}
+	}
+	return nil, fmt.Errorf("vllm version %q is not supported: use 0.20 (current names), 0.10 (old and new names side by side) or 0.8 (old names, no engine label)", s)
+}
+
+func gauge(name, help string, v func(*engineStats) float64) family {
+	return family{name: name, help: help, kind: famGauge, value: func(s *engineStats, _ int) float64 { return v(s) }}
+}
+
+func counter(name, help string, v func(*engineStats) int64) family {
+	return family{name: name, help: help, kind: famCounter, value: func(s *engineStats, _ int) float64 { return float64(v(s)) }}
+}
+
+func hist(name, help string, h func(*engineStats) *histogram) family {
+	return family{name: name, help: help, kind: famHistogram, hist: h, buckets: strings.TrimPrefix(name, "vllm:")}
+}
+
+// histAs is a histogram family that shows another family's observations under an older name
+// (time_per_output_token_seconds repeats inter_token_latency_seconds, as vLLM does while both
+// names exist).
+func histAs(name, help, buckets string, h func(*engineStats) *histogram) family {
+	return family{name: name, help: help, kind: famHistogram, hist: h, buckets: buckets}
+}
+
+func successFamily(reasons int) family {
+	return family{
+		name: "vllm:request_success", help: "Count of successfully processed requests.", kind: famCounter,
+		extraLabel: "finished_reason", extraValues: reasonNames[:reasons],
+		value: func(s *engineStats, i int) float64 { return float64(s.success[i]) },
+	}
+}
+
+// The families below are listed in the order the reference pages print them; the HELP texts
+// are vLLM's own.
+var (
+	famRunning = gauge("vllm:num_requests_running", "Number of requests in model execution batches.",
+		func(s *engineStats) float64 { return float64(s.running) })
+	famWaiting = gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.",
+		func(s *engineStats) float64 { return float64(s.waiting) })
+	famKVUsage = gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.",
+		func(s *engineStats) float64 { return s.kvUsage })
+	famPrefixQueries = counter("vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens.",
+		func(s *engineStats) int64 { return s.prefixQueries })
+	famPrefixHits = counter("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.",
+		func(s *engineStats) int64 { return s.prefixHits })
+	famExternalQueries = counter("vllm:external_prefix_cache_queries",
+		"External prefix cache queries from KV connector cross-instance cache sharing, in terms of number of queried tokens.",
+		func(*engineStats) int64 { return 0 })
+	famExternalHits = counter("vllm:external_prefix_cache_hits",
+		"External prefix cache hits from KV connector cross-instance cache sharing, in terms of number of cached tokens.",
+		func(*engineStats) int64 { return 0 })
+	famMMQueries = counter("vllm:mm_cache_queries", "Multi-modal cache queries, in terms of number of queried items.",
+		func(*engineStats) int64 { return 0 })
+	famMMHits = counter("vllm:mm_cache_hits", "Multi-modal cache hits, in terms of number of cached items.",
+		func(*engineStats) int64 { return 0 })
+	famPreemptions = counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.",
+		func(s *engineStats) int64 { return s.preemptions })
+	famPromptTokens = counter("vllm:prompt_tokens", "Number of prefill tokens processed.",
+		func(s *engineStats) int64 { return s.promptTokens })
+	famPromptBySource = family{
+		name: "vllm:prompt_tokens_by_source", help: "Number of prompt tokens by source.", kind: famCounter,
+		extraLabel: "source", extraValues: []string{"local_compute", "local_cache_hit", "external_kv_transfer"},
+		value: func(s *engineStats, i int) float64 {
+			switch i {
+			case 0:
+				return float64(s.promptComputed)
+			case 1:
+				return float64(s.promptCached)
+			}
+			return 0
+		},
+	}
+	famPromptCached = counter("vllm:prompt_tokens_cached", "Number of cached prompt tokens (local + external).",
+		func(s *engineStats) int64 { return s.promptCached })
+	famGenerationTokens = counter("vllm:generation_tokens", "Number of generation tokens processed.",
+		func(s *engineStats) int64 { return s.generationTokens })
+
+	famTTFT = hist("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
+		func(s *engineStats) *histogram { return &s.ttft })
+	famITL = hist("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.",
+		func(s *engineStats) *histogram { return &s.itl })
+	famE2E = hist("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.",
+		func(s *engineStats) *histogram { return &s.e2e })
+	famQueue = hist("vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.",
+		func(s *engineStats) *histogram { return &s.queue })
+	famInference = hist("vllm:request_inference_time_seconds", "Histogram of time spent in RUNNING phase for request.",
+		func(s *engineStats) *histogram { return &s.inference })
+	famPrefill = hist("vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.",
+		func(s *engineStats) *histogram { return &s.prefill })
+	famDecode = hist("vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.",
+		func(s *engineStats) *histogram { return &s.decode })
+	famReqTPOT = hist("vllm:request_time_per_output_token_seconds", "Histogram of time_per_output_token_seconds per request.",
+		func(s *engineStats) *histogram { return &s.reqTPOT })
+	famReqPrompt = hist("vllm:request_prompt_tokens", "Number of prefill tokens processed.",
+		func(s *engineStats) *histogram { return &s.reqPrompt })
+	famReqGeneration = hist("vllm:request_generation_tokens", "Number of generation tokens processed.",
+		func(s *engineStats) *histogram { return &s.reqGeneration })
+	famReqMaxGeneration = hist("vllm:request_max_num_generation_tokens", "Histogram of maximum number of requested generation tokens.",
+		func(s *engineStats) *histogram { return &s.reqMaxGeneration })
+	famParamsMaxTokens = hist("vllm:request_params_max_tokens", "Histogram of the max_tokens request parameter.",
+		func(s *engineStats) *histogram { return &s.paramsMaxTokens })
+	famParamsN = hist("vllm:request_params_n", "Histogram of the n request parameter.",
+		func(s *engineStats) *histogram { return &s.paramsN })
+	famIterationTokens = hist("vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.",
+		func(s *engineStats) *histogram { return &s.iterationTokens })
+	famCacheConfig = family{name: "vllm:cache_config_info", help: "Information of the LLMEngine CacheConfig", kind: famInfo}
+)
+
+func kvUsage(s *engineStats) float64         { return s.kvUsage }
+func prefixQueries(s *engineStats) int64     { return s.prefixQueries }
+func prefixHits(s *engineStats) int64        { return s.prefixHits }
+func itlHistogram(s *engineStats) *histogram { return &s.itl }
+
+// v020 is the current layout: new names only, engine label, five finish reasons, prompt tokens
+// by source.
+var v020 = version{
+	name: "0.20", engineLabel: true, python: pythonInfo{"3", "12", "11"},
+	families: []family{
+		famRunning, famWaiting, famKVUsage, famPrefixQueries, famPrefixHits,
+		famExternalQueries, famExternalHits, famMMQueries, famMMHits,
+		famPreemptions, famPromptTokens, famPromptBySource, famPromptCached, famGenerationTokens,
+		successFamily(5),
+		famTTFT, famITL, famE2E, famQueue,
+		famInference, famPrefill, famDecode, famReqTPOT,
+		famReqPrompt, famReqGeneration, famReqMaxGeneration, famParamsMaxTokens, famParamsN,
+		famIterationTokens, famCacheConfig,
+	},
+}
+
+// v010 exports the deprecated gpu_* names beside the new ones with the same values, and the old
+// time_per_output_token_seconds beside inter_token_latency_seconds (0.10.2 and later 0.10.x).
+// The deprecated HELP texts, typo included, are the ones real 0.10 servers print.
+var v010 = version{
+	name: "0.10", engineLabel: true, python: pythonInfo{"3", "12", "11"},
+	families: []family{
+		famRunning, famWaiting,
+		gauge("vllm:gpu_cache_usage_perc",
+			"GPU KV-cache usage. 1 means 100 percent usage.DEPRECATED: Use vllm:kv_cache_usage_perc instead.", kvUsage),
+		counter("vllm:gpu_prefix_cache_queries",
+			"GPU prefix cache queries, in terms of number of queriedtokens. DEPRECATED: Use vllm:prefix_cache_queries instead.", prefixQueries),
+		counter("vllm:gpu_prefix_cache_hits",
+			"GPU prefix cache hits, in terms of number of cached tokens. DEPRECATED: Use vllm:prefix_cache_hits instead.", prefixHits),
+		famKVUsage, famPrefixQueries, famPrefixHits,
+		famExternalQueries, famExternalHits, famMMQueries, famMMHits,
+		famPreemptions, famPromptTokens, famGenerationTokens,
+		successFamily(3),
+		famTTFT, famITL, famE2E, famQueue,
+		histAs("vllm:time_per_output_token_seconds",
+			"Histogram of time per output token in seconds.DEPRECATED: Use vllm:inter_token_latency_seconds instead.",
+			"inter_token_latency_seconds", itlHistogram),
+		famInference, famPrefill, famDecode, famReqTPOT,
+		famReqPrompt, famReqGeneration, famReqMaxGeneration, famParamsMaxTokens, famParamsN,
+		famIterationTokens, famCacheConfig,
+	},
+}
+
+// v08 is the early V1 layout: old names only and no engine label (one engine per server).
+var v08 = version{
+	name: "0.8", engineLabel: false, python: pythonInfo{"3", "12", "9"},
+	families: []family{
+		famRunning, famWaiting,
+		gauge("vllm:gpu_cache_usage_perc", "GPU KV-cache usage. 1 means 100 percent usage.", kvUsage),
+		counter("vllm:gpu_prefix_cache_queries", "GPU prefix cache queries, in terms of number of queried tokens.", prefixQueries),
+		counter("vllm:gpu_prefix_cache_hits", "GPU prefix cache hits, in terms of number of cached tokens.", prefixHits),
+		famPreemptions, famPromptTokens, famGenerationTokens,
+		successFamily(3),
+		famTTFT, famITL, famE2E, famQueue,
+		histAs("vllm:time_per_output_token_seconds", "Histogram of time per output token in seconds.",
+			"inter_token_latency_seconds", itlHistogram),
+		famInference, famPrefill, famDecode, famReqTPOT,
+		famReqPrompt, famReqGeneration, famReqMaxGeneration, famParamsMaxTokens, famParamsN,
+		famIterationTokens, famCacheConfig,
+	},
+}

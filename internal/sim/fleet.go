@@ -1,0 +1,165 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Fleet is a running simulated fleet: one goroutine advances the Sim in step with the wall clock
+// (scaled by Speed) and publishes each server's page state; each server answers HTTP on its own
+// port. Start it, read URLs, and Close it.
+type Fleet struct {
+	cfg     Config
+	log     *slog.Logger
+	clock   Clock
+	start   time.Time
+	sim     *Sim // owned by the run goroutine
+	servers []*server
+	batches chan int
+	restarts []int // per server, as last logged; owned by the run goroutine
+
+	mu     sync.Mutex
+	totals map[string]float64 // guarded by mu; as of the last publish
+
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+}
+
+// Start validates cfg, opens every server's port and starts the simulation. Cancelling ctx
+// stops the fleet as Close does, but only Close waits for it.
+func Start(ctx context.Context, cfg Config) (*Fleet, error) {
+	if cfg.Clock == nil {
+		cfg.Clock = realClock{}
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s, err := NewSim(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("start fleet: %w", err)
+	}
+	var lns []net.Listener
+	for i := range cfg.Servers {
+		port := 0
+		if cfg.Port != 0 {
+			port = cfg.Port + i
+		}
+		ln, err := net.Listen("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(port)))
+		if err != nil {
+			for _, l := range lns {
+				l.Close()
+			}
+			return nil, fmt.Errorf("start fleet: server %d: %w", i, err)
+		}
+		lns = append(lns, ln)
+	}
+	f := &Fleet{cfg: cfg, log: log, clock: cfg.Clock, start: cfg.Clock.Now(), sim: s, restarts: make([]int, cfg.Servers)}
+	if cfg.Workload.Kind == WorkloadGRPO {
+		f.batches = make(chan int, 1024)
+	}
+	for i, ln := range lns {
+		r := newRenderer(s.version, cfg.Model, s.buckets, cfg.BlocksPerEngine, cfg.DP)
+		f.servers = append(f.servers, newServer(i, ln, r, cfg, f.start, log))
+	}
+	f.publish()
+	ctx, f.cancel = context.WithCancel(ctx)
+	for i, srv := range f.servers {
+		srv.serve(lns[i], &f.wg)
+		f.wg.Go(func() { srv.runDownFaults(ctx, &f.wg) })
+	}
+	f.wg.Go(func() { f.run(ctx) })
+	log.Info("fleet started", "servers", cfg.Servers, "dp", cfg.DP, "vllm_version", cfg.Version,
+		"workload", cfg.Workload.Kind, "seed", cfg.Seed, "speed", cfg.Speed)
+	return f, nil
+}
+
+// URLs returns each server's /metrics URL, server 0 first.
+func (f *Fleet) URLs() []string {
+	urls := make([]string, len(f.servers))
+	for i, s := range f.servers {
+		urls[i] = s.URL()
+	}
+	return urls
+}
+
+// Batches delivers the number of each GRPO batch once every engine has finished it, after the
+// pages show its end: the moment a trainer would end its step. It is nil for the Poisson
+// workload. It is never closed; if nobody reads it, batch numbers past its buffer of 1024 are
+// dropped rather than stalling the simulation.
+func (f *Fleet) Batches() <-chan int { return f.batches }
+
+// Totals returns the simulator's own cumulative event counts summed over the fleet since start,
+// restarts included (the true increase, which the pages' counters lose at a restart), as of the
+// last publish. Keys are vLLM family names without "vllm:" and "_total": "prefix_cache_queries",
+// "prefix_cache_hits", "num_preemptions", "prompt_tokens", "prompt_tokens_cached",
+// "generation_tokens", "prompt_tokens_by_source/<source>", "request_success/<reason>", and
+// "<histogram>_count" and "<histogram>_sum" for each histogram family (e.g.
+// "time_to_first_token_seconds_sum"); plus "requests_lost" (requests dropped by restarts) and
+// "restarts".
+func (f *Fleet) Totals() map[string]float64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return maps.Clone(f.totals)
+}
+
+// Close stops the simulation and every server and waits for their goroutines.
+func (f *Fleet) Close() error {
+	f.closeOnce.Do(func() {
+		f.cancel()
+		for _, s := range f.servers {
+			s.stop(time.Second)
+		}
+		f.wg.Wait()
+		// A down fault may have reopened a port while the servers were being stopped.
+		for _, s := range f.servers {
+			s.stop(time.Second)
+		}
+		f.log.Info("fleet stopped")
+	})
+	return nil
+}
+
+// run keeps the simulation at the wall clock's simulated time, publishing after each catch-up.
+// A simulation slower than the wall clock falls behind and catches up as it can; its events stay
+// the same, only their publication is late.
+func (f *Fleet) run(ctx context.Context) {
+	for {
+		f.sim.AdvanceTo(f.cfg.simTime(f.clock.Now().Sub(f.start)))
+		f.publish()
+		for _, b := range f.sim.takeBatches() {
+			f.log.Info("batch done", "batch", b.N, "sim_time", b.At)
+			select {
+			case f.batches <- b.N:
+			default:
+				f.log.Warn("batch channel full, dropping", "batch", b.N)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-f.clock.After(f.cfg.Tick):
+		}
+	}
+}
+
+func (f *Fleet) publish() {
+	for i, s := range f.servers {
+		s.publish(func(st *pageState) { f.sim.fillPage(i, f.start, st) })
+		if n := f.sim.servers[i].restarts; n != f.restarts[i] {
+			f.restarts[i] = n
+			f.log.Info("server restarted", "server", i, "restarts", n)
+		}
+	}
+	t := f.sim.Totals()
+	f.mu.Lock()
+	f.totals = t
+	f.mu.Unlock()
+}

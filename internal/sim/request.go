@@ -1,0 +1,96 @@
+package sim
+
+import "time"
+
+// BlockSize is the number of tokens per KV-cache block, vLLM's default for GPU engines.
+const BlockSize = 16
+
+// vocabSize keeps simulated token ids in the range of a real tokenizer (Qwen's).
+const vocabSize = 151936
+
+// RequestSpec describes one completion request as a client sends it. Tokens are not stored:
+// the prompt is a system part of SystemLen tokens derived from SystemSeed followed by a question
+// of PromptLen-SystemLen tokens derived from QuestionSeed, and output token i is derived from
+// OutputSeed. Two requests with the same seeds and lengths therefore have the same prompt token
+// for token, which is what lets the prefix cache find shared prefixes.
+type RequestSpec struct {
+	ID           uint64
+	Arrival      time.Duration // simulated time the request reaches the engine
+	SystemSeed   uint64
+	SystemLen    int
+	QuestionSeed uint64
+	PromptLen    int
+	OutputSeed   uint64
+	// OutputLen is how many tokens the model will generate before it stops: at most MaxTokens,
+	// and the request finishes with reason "length" when it equals MaxTokens, else "stop".
+	OutputLen int
+	MaxTokens int
+	Batch     int // rollout batch number, or 0 outside a rollout
+}
+
+// request is a RequestSpec in flight inside one engine.
+type request struct {
+	RequestSpec
+
+	numOutput   int // tokens generated so far
+	numComputed int // tokens whose KV is in the cache (after a preemption: recomputed so far)
+	hashes      []uint64
+	blocks      []int32 // the block table
+	numCached   int     // leading blocks of the table registered in the prefix cache
+
+	everScheduled bool
+	preempted     bool
+	cachedTokens  int // prefix-cache hit at the first scheduling
+
+	scheduledAt, firstTokenAt, lastTokenAt time.Duration
+}
+
+func newRequest(spec RequestSpec) *request {
+	r := &request{RequestSpec: spec}
+	r.hashes = make([]uint64, 0, (spec.PromptLen+spec.OutputLen)/BlockSize+1)
+	r.extendHashes()
+	return r
+}
+
+func (r *request) numTokens() int { return r.PromptLen + r.numOutput }
+
+// token returns the id of token i of the request's sequence (prompt, then output).
+func (r *request) token(i int) uint64 {
+	var x uint64
+	switch {
+	case i < r.SystemLen:
+		x = mix64(r.SystemSeed + uint64(i)*0x9e3779b97f4a7c15)
+	case i < r.PromptLen:
+		x = mix64(r.QuestionSeed + uint64(i)*0x9e3779b97f4a7c15)
+	default:
+		x = mix64(r.OutputSeed + uint64(i)*0x9e3779b97f4a7c15)
+	}
+	return x % vocabSize
+}
+
+// extendHashes computes the hash of every full block of known tokens not hashed yet. As in vLLM,
+// block i's hash covers block i-1's hash and block i's tokens, so equal hashes mean equal
+// prefixes, not only equal blocks.
+func (r *request) extendHashes() {
+	full := r.numTokens() / BlockSize
+	for i := len(r.hashes); i < full; i++ {
+		h := uint64(0x6a09e667f3bcc908)
+		if i > 0 {
+			h = r.hashes[i-1]
+		}
+		for t := i * BlockSize; t < (i+1)*BlockSize; t++ {
+			h = mix64(h ^ (r.token(t) + 0x243f6a8885a308d3))
+		}
+		r.hashes = append(r.hashes, h)
+	}
+}
+
+// mix64 is the SplitMix64 finalizer: a cheap bijective scrambler for deriving ids.
+func mix64(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return x
+}

@@ -1,0 +1,206 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// server is one simulated API server's HTTP side. The fleet's simulation loop publishes the
+// server's page state into it; handlers copy that state under mu and render outside the lock.
+// Its faults (down, slow, garbage) act here, on the wall clock.
+type server struct {
+	idx      int
+	addr     string // host:port, fixed at the first listen so that a reopened port is the same
+	renderer *renderer
+	clock    Clock
+	start    time.Time
+	log      *slog.Logger
+	slow     time.Duration // delay of a slow answer
+
+	faults  []Fault       // down, slow and garbage faults aimed at this server
+	garbage []atomic.Bool // per fault: the garbage answer was sent
+
+	mu    sync.Mutex
+	state pageState // guarded by mu
+	http  httpStats // guarded by mu; reset when the simulated process restarts
+
+	srvMu   sync.Mutex
+	httpSrv *http.Server // the one serving now, nil while down
+}
+
+func newServer(idx int, ln net.Listener, r *renderer, cfg Config, start time.Time, log *slog.Logger) *server {
+	s := &server{idx: idx, addr: ln.Addr().String(), renderer: r, clock: cfg.Clock, start: start,
+		log: log.With("server", idx, "addr", ln.Addr().String()), slow: cfg.SlowDelay}
+	for _, f := range cfg.Faults {
+		if f.Kind != FaultRestart && f.hits(idx) {
+			s.faults = append(s.faults, f)
+		}
+	}
+	slices.SortStableFunc(s.faults, func(a, b Fault) int { return int(a.At - b.At) })
+	s.garbage = make([]atomic.Bool, len(s.faults))
+	return s
+}
+
+// URL is the server's metrics endpoint.
+func (s *server) URL() string {
+	host, port, _ := net.SplitHostPort(s.addr)
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port) + "/metrics"
+}
+
+// publish replaces the page state with what fill writes. A new createdAt means the simulated
+// process restarted, and the HTTP counters restart with it.
+func (s *server) publish(fill func(st *pageState)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old := s.state.createdAt
+	fill(&s.state)
+	if old != 0 && s.state.createdAt != old {
+		s.http = httpStats{}
+	}
+}
+
+// serve starts answering on ln; the goroutine belongs to wg.
+func (s *server) serve(ln net.Listener, wg *sync.WaitGroup) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /metrics", s.handleMetrics)
+	mux.HandleFunc("GET /health", s.handleHealth)
+	hs := &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 5 * time.Second,
+		WriteTimeout:      s.slow + 10*time.Second,
+		IdleTimeout:       time.Minute,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
+	s.srvMu.Lock()
+	s.httpSrv = hs
+	s.srvMu.Unlock()
+	wg.Go(func() {
+		if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("serve", "err", err)
+		}
+	})
+}
+
+// stop closes the listener and every connection, so that new connections are refused. It
+// waits up to grace for handlers in flight.
+func (s *server) stop(grace time.Duration) {
+	s.srvMu.Lock()
+	hs := s.httpSrv
+	s.httpSrv = nil
+	s.srvMu.Unlock()
+	if hs == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	if err := hs.Shutdown(ctx); err != nil {
+		hs.Close()
+	}
+}
+
+// runDownFaults takes the server's port away during each down fault's window and brings it
+// back after, until ctx ends.
+func (s *server) runDownFaults(ctx context.Context, wg *sync.WaitGroup) {
+	for _, f := range s.faults {
+		if f.Kind != FaultDown {
+			continue
+		}
+		if !s.sleepUntil(ctx, f.At) {
+			return
+		}
+		s.stop(0)
+		s.log.Info("server down", "fault", f.String())
+		if !s.sleepUntil(ctx, f.At+f.Duration) {
+			return
+		}
+		for {
+			ln, err := net.Listen("tcp", s.addr)
+			if err == nil {
+				s.serve(ln, wg)
+				s.log.Info("server up", "fault", f.String())
+				break
+			}
+			s.log.Warn("reopen port", "err", err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-s.clock.After(100 * time.Millisecond):
+			}
+		}
+	}
+}
+
+// sleepUntil waits until wall offset off from the start; false if ctx ended first.
+func (s *server) sleepUntil(ctx context.Context, off time.Duration) bool {
+	d := off - s.clock.Now().Sub(s.start)
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	select {
+	case <-ctx.Done():
+		return false
+	case <-s.clock.After(d):
+		return true
+	}
+}
+
+const garbagePage = `<!DOCTYPE html>
+<html><head><title>502 Bad Gateway</title></head>
+<body><center><h1>502 Bad Gateway</h1></center><hr><center>nginx</center></body></html>
+`
+
+func (s *server) handleMetrics(w http.ResponseWriter, r *http.Request) {
+	begin := s.clock.Now()
+	off := begin.Sub(s.start)
+	for i, f := range s.faults {
+		switch {
+		case f.Kind == FaultGarbage && off >= f.At && s.garbage[i].CompareAndSwap(false, true):
+			s.log.Info("answering garbage", "fault", f.String())
+			w.Header().Set("Content-Type", "text/html")
+			fmt.Fprint(w, garbagePage)
+			return
+		case f.Kind == FaultSlow && f.within(off):
+			select {
+			case <-r.Context().Done():
+				return
+			case <-s.clock.After(s.slow):
+			}
+		}
+	}
+	var st pageState
+	s.mu.Lock()
+	st.engines = append(st.engines, s.state.engines...)
+	st.createdAt, st.uptime = s.state.createdAt, s.state.uptime
+	st.http.metrics, st.http.health = s.http.metrics, s.http.health
+	st.http.duration.copyFrom(&s.http.duration)
+	s.mu.Unlock()
+
+	page := s.renderer.render(make([]byte, 0, 64<<10), &st)
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+	w.Write(page)
+	s.count(func(h *httpStats) { h.metrics++ }, begin)
+}
+
+func (s *server) handleHealth(w http.ResponseWriter, r *http.Request) {
+	s.count(func(h *httpStats) { h.health++ }, s.clock.Now())
+}
+
+// count records a finished request the way the instrumentation does, after the response.
+func (s *server) count(inc func(*httpStats), begin time.Time) {
+	d := s.clock.Now().Sub(begin).Seconds()
+	s.mu.Lock()
+	inc(&s.http)
+	s.http.duration.observe(httpDurationBounds, d)
+	s.mu.Unlock()
+}

@@ -1,0 +1,209 @@
+package sim
+
+import (
+	"slices"
+	"time"
+)
+
+// Sim is a whole fleet's model without any I/O: engines, workload and restarts on one simulated
+// clock. It is deterministic: the same Config gives the same events at the same simulated times
+// however AdvanceTo is called. Fleet runs one against the wall clock; tests drive it directly.
+// It is not safe for concurrent use.
+type Sim struct {
+	cfg     Config
+	version *version
+	buckets *bucketSet
+	servers []*simServer
+	engines []*Engine // all engines, server by server
+	gen     *generator
+	now     time.Duration
+
+	restarts []restartEvent // pending, in time order
+
+	// GRPO batch state.
+	batch       int           // number of the last batch submitted
+	inFlight    bool          // a batch is being served
+	nextBatchAt time.Duration // when the next batch arrives, if none is in flight
+	done        []BatchDone   // finished batches not yet taken
+
+	onEvent func(Event)
+}
+
+// simServer is one API server's part of the model.
+type simServer struct {
+	engines   []*Engine
+	carry     []engineStats // per engine: counters of lives before the last restart
+	startedAt time.Duration // simulated time of the last (re)start
+	restarts  int
+	lost      int64 // requests lost in restarts, all lives
+}
+
+type restartEvent struct {
+	at     time.Duration
+	server int
+}
+
+// BatchDone tells that GRPO batch N finished on every engine at simulated time At.
+type BatchDone struct {
+	N  int
+	At time.Duration
+}
+
+// NewSim builds the model of the fleet cfg describes, at simulated time 0.
+func NewSim(cfg Config) (*Sim, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	v, _ := parseVersion(cfg.Version)
+	s := &Sim{cfg: cfg, version: v, buckets: newBucketSet(cfg.MaxModelLen)}
+	ec := cfg.engineConfig()
+	for i := range cfg.Servers {
+		srv := &simServer{carry: make([]engineStats, cfg.DP)}
+		for j := range cfg.DP {
+			e := newEngine(ec, s.buckets)
+			e.server, e.index = i, j
+			srv.engines = append(srv.engines, e)
+			s.engines = append(s.engines, e)
+		}
+		s.servers = append(s.servers, srv)
+	}
+	s.gen = newGenerator(cfg.Workload, len(s.engines), cfg.Seed)
+	s.nextBatchAt = cfg.Workload.StartDelay
+	for _, f := range cfg.Faults {
+		if f.Kind != FaultRestart {
+			continue
+		}
+		for i := range s.servers {
+			if f.hits(i) {
+				s.restarts = append(s.restarts, restartEvent{cfg.simTime(f.At), i})
+			}
+		}
+	}
+	slices.SortStableFunc(s.restarts, func(a, b restartEvent) int { return int(a.at - b.at) })
+	return s, nil
+}
+
+// OnEvent makes fn see every request event of every engine, in a deterministic order.
+func (s *Sim) OnEvent(fn func(Event)) {
+	s.onEvent = fn
+	for _, e := range s.engines {
+		e.onEvent = fn
+	}
+}
+
+// Now is the simulated time the model has been advanced to.
+func (s *Sim) Now() time.Duration { return s.now }
+
+// AdvanceTo runs the model up to simulated time t: arrivals, iterations, finished batches and
+// restarts. Engines whose last iteration started before t may end up a little past it.
+func (s *Sim) AdvanceTo(t time.Duration) {
+	for len(s.restarts) > 0 && s.restarts[0].at <= t {
+		r := s.restarts[0]
+		s.restarts = s.restarts[1:]
+		s.advance(r.at)
+		s.restart(r.server, r.at)
+	}
+	s.advance(t)
+	s.now = max(s.now, t)
+}
+
+func (s *Sim) advance(t time.Duration) {
+	for {
+		if s.cfg.Workload.Kind == WorkloadPoisson {
+			for {
+				rs, ok := s.gen.poisson(t)
+				if !ok {
+					break
+				}
+				s.engines[rs.engine].Submit(rs.spec)
+			}
+		} else if !s.inFlight && s.nextBatchAt <= t && (s.cfg.Workload.Batches == 0 || s.batch < s.cfg.Workload.Batches) {
+			s.batch++
+			s.inFlight = true
+			for _, rs := range s.gen.batch(s.batch, s.nextBatchAt) {
+				s.engines[rs.engine].Submit(rs.spec)
+			}
+		}
+		for _, e := range s.engines {
+			e.RunUntil(t)
+		}
+		if !s.inFlight || !s.allIdle() {
+			return
+		}
+		// The batch is done when its last request finishes on any engine.
+		end := s.nextBatchAt
+		for _, e := range s.engines {
+			end = max(end, e.lastBusy)
+		}
+		s.inFlight = false
+		s.done = append(s.done, BatchDone{s.batch, end})
+		s.nextBatchAt = end + s.cfg.Workload.Pause
+		if s.nextBatchAt > t {
+			return
+		}
+	}
+}
+
+func (s *Sim) allIdle() bool {
+	for _, e := range s.engines {
+		if e.Busy() || e.Pending() {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *Sim) restart(server int, at time.Duration) {
+	srv := s.servers[server]
+	for i, e := range srv.engines {
+		srv.carry[i].addCounters(&e.stats)
+		e.now = max(e.now, at)
+		e.lastBusy = max(e.lastBusy, at)
+		srv.lost += int64(e.restart())
+	}
+	srv.startedAt = at
+	srv.restarts++
+}
+
+// takeBatches returns the batches finished since the last call.
+func (s *Sim) takeBatches() []BatchDone {
+	d := s.done
+	s.done = nil
+	return d
+}
+
+// Totals returns the model's own event counts summed over the fleet since time 0, restarts
+// included; see Fleet.Totals for the keys.
+func (s *Sim) Totals() map[string]float64 {
+	m := map[string]float64{}
+	for _, srv := range s.servers {
+		for i, e := range srv.engines {
+			srv.carry[i].addTotals(m)
+			e.stats.addTotals(m)
+		}
+		m["requests_lost"] += float64(srv.lost)
+		m["restarts"] += float64(srv.restarts)
+	}
+	return m
+}
+
+// Page renders server i's /metrics page as it is now, taking the fleet to have started at Unix
+// time start (which sets the _created timestamps) and counting no HTTP requests.
+func (s *Sim) Page(i int, start time.Time) []byte {
+	var st pageState
+	s.fillPage(i, start, &st)
+	r := newRenderer(s.version, s.cfg.Model, s.buckets, s.cfg.BlocksPerEngine, s.cfg.DP)
+	return r.render(nil, &st)
+}
+
+// fillPage copies server i's engine stats into st, reusing st's slices.
+func (s *Sim) fillPage(i int, start time.Time, st *pageState) {
+	srv := s.servers[i]
+	st.engines = st.engines[:0]
+	for _, e := range srv.engines {
+		st.engines = append(st.engines, e.stats)
+	}
+	startedWall := start.Add(s.cfg.wallTime(srv.startedAt))
+	st.createdAt = float64(startedWall.UnixMicro()) / 1e6
+	st.uptime = s.cfg.wallTime(s.now - srv.startedAt).Seconds()
+}

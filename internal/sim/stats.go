@@ -1,0 +1,190 @@
+package sim
+
+import "sort"
+
+// maxBounds is the largest number of finite bucket bounds an engine histogram may have. Engine
+// histograms are fixed-size arrays so that engineStats is a plain value: publishing a snapshot
+// to the HTTP side is a struct copy, with no allocation and nothing shared.
+const maxBounds = 23
+
+// histogram is one Prometheus histogram child. counts are per bucket (not cumulative); the last
+// used slot, counts[len(bounds)], is the +Inf bucket. The bounds live in the engine's bucketSet.
+type histogram struct {
+	counts [maxBounds + 1]uint64
+	sum    float64
+	count  uint64
+}
+
+// observe adds v with prometheus_client's rule: the first bucket whose bound is >= v.
+func (h *histogram) observe(bounds []float64, v float64) {
+	h.counts[sort.SearchFloat64s(bounds, v)]++
+	h.sum += v
+	h.count++
+}
+
+func (h *histogram) add(o *histogram) {
+	for i := range h.counts {
+		h.counts[i] += o.counts[i]
+	}
+	h.sum += o.sum
+	h.count += o.count
+}
+
+// finishReason indexes engineStats.success, in the order vLLM's FinishReason enum lists them.
+type finishReason int
+
+const (
+	reasonStop finishReason = iota
+	reasonLength
+	reasonAbort
+	reasonError
+	reasonRepetition
+	numReasons
+)
+
+var reasonNames = [numReasons]string{"stop", "length", "abort", "error", "repetition"}
+
+// engineStats is everything one engine's part of a /metrics page shows: gauges as they are now,
+// counters and histograms since the engine (re)started. Only the engine's owner writes it.
+type engineStats struct {
+	running, waiting int
+	kvUsage          float64
+
+	prefixQueries, prefixHits int64
+	preemptions               int64
+	promptTokens              int64
+	promptComputed            int64 // prompt tokens of first-time prefills not served by the cache
+	promptCached              int64 // prompt tokens served by the local prefix cache
+	generationTokens          int64
+	success                   [numReasons]int64
+
+	ttft, itl, e2e, queue, inference, prefill, decode, reqTPOT histogram
+	reqPrompt, reqGeneration, reqMaxGeneration, paramsMaxTokens     histogram
+	paramsN, iterationTokens                                        histogram
+}
+
+// addCounters adds o's counters and histograms to s, leaving the gauges alone. It is how a
+// restarted engine's earlier life is kept for Totals.
+func (s *engineStats) addCounters(o *engineStats) {
+	s.prefixQueries += o.prefixQueries
+	s.prefixHits += o.prefixHits
+	s.preemptions += o.preemptions
+	s.promptTokens += o.promptTokens
+	s.promptComputed += o.promptComputed
+	s.promptCached += o.promptCached
+	s.generationTokens += o.generationTokens
+	for i := range s.success {
+		s.success[i] += o.success[i]
+	}
+	for _, p := range s.histograms() {
+		p.h.add(o.histogramByName(p.name))
+	}
+}
+
+type namedHistogram struct {
+	name string
+	h    *histogram
+}
+
+// histograms lists the histograms under the family names vLLM gives them (without "vllm:").
+func (s *engineStats) histograms() []namedHistogram {
+	return []namedHistogram{
+		{"time_to_first_token_seconds", &s.ttft},
+		{"inter_token_latency_seconds", &s.itl},
+		{"e2e_request_latency_seconds", &s.e2e},
+		{"request_queue_time_seconds", &s.queue},
+		{"request_inference_time_seconds", &s.inference},
+		{"request_prefill_time_seconds", &s.prefill},
+		{"request_decode_time_seconds", &s.decode},
+		{"request_time_per_output_token_seconds", &s.reqTPOT},
+		{"request_prompt_tokens", &s.reqPrompt},
+		{"request_generation_tokens", &s.reqGeneration},
+		{"request_max_num_generation_tokens", &s.reqMaxGeneration},
+		{"request_params_max_tokens", &s.paramsMaxTokens},
+		{"request_params_n", &s.paramsN},
+		{"iteration_tokens_total", &s.iterationTokens},
+	}
+}
+
+func (s *engineStats) histogramByName(name string) *histogram {
+	for _, p := range s.histograms() {
+		if p.name == name {
+			return p.h
+		}
+	}
+	return nil
+}
+
+// addTotals adds s's counters to a Totals map under the keys documented on Fleet.Totals.
+func (s *engineStats) addTotals(m map[string]float64) {
+	m["prefix_cache_queries"] += float64(s.prefixQueries)
+	m["prefix_cache_hits"] += float64(s.prefixHits)
+	m["num_preemptions"] += float64(s.preemptions)
+	m["prompt_tokens"] += float64(s.promptTokens)
+	m["prompt_tokens_cached"] += float64(s.promptCached)
+	m["prompt_tokens_by_source/local_compute"] += float64(s.promptComputed)
+	m["prompt_tokens_by_source/local_cache_hit"] += float64(s.promptCached)
+	m["prompt_tokens_by_source/external_kv_transfer"] += 0
+	m["generation_tokens"] += float64(s.generationTokens)
+	for i, n := range s.success {
+		m["request_success/"+reasonNames[i]] += float64(n)
+	}
+	for _, p := range s.histograms() {
+		m[p.name+"_count"] += float64(p.h.count)
+		m[p.name+"_sum"] += p.h.sum
+	}
+}
+
+// bucketSet holds the bucket bounds of an engine's histograms; they depend on the configuration
+// (max_model_len) but not on the engine, so all engines of a fleet share one.
+type bucketSet struct {
+	ttft, perToken, requestPhase, tokens, n, iteration []float64
+}
+
+func newBucketSet(maxModelLen int) *bucketSet {
+	return &bucketSet{
+		ttft: []float64{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0,
+			2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0},
+		perToken: []float64{0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0,
+			2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0},
+		requestPhase: []float64{0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0,
+			40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0},
+		tokens:    buckets125(maxModelLen),
+		n:         []float64{1, 2, 5, 10, 20},
+		iteration: []float64{1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384},
+	}
+}
+
+// buckets125 is vLLM's build_1_2_5_buckets: 1, 2, 5, 10, 20, 50, ... up to max.
+func buckets125(max int) []float64 {
+	var b []float64
+	for p := 1; ; p *= 10 {
+		for _, m := range []int{1, 2, 5} {
+			if m*p > max {
+				return b
+			}
+			b = append(b, float64(m*p))
+		}
+	}
+}
+
+// bounds returns the bucket bounds of the histogram with the given family name.
+func (b *bucketSet) bounds(name string) []float64 {
+	switch name {
+	case "time_to_first_token_seconds":
+		return b.ttft
+	case "inter_token_latency_seconds", "time_per_output_token_seconds", "request_time_per_output_token_seconds":
+		return b.perToken
+	case "e2e_request_latency_seconds", "request_queue_time_seconds", "request_inference_time_seconds",
+		"request_prefill_time_seconds", "request_decode_time_seconds":
+		return b.requestPhase
+	case "request_prompt_tokens", "request_generation_tokens", "request_max_num_generation_tokens",
+		"request_params_max_tokens":
+		return b.tokens
+	case "request_params_n":
+		return b.n
+	case "iteration_tokens_total":
+		return b.iteration
+	}
+	panic("sim: no buckets for histogram " + name)
+}

@@ -1,0 +1,212 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"time"
+)
+
+// Workload kinds.
+const (
+	WorkloadGRPO    = "grpo"
+	WorkloadPoisson = "poisson"
+)
+
+// WorkloadConfig describes the requests the fleet serves. Times are simulated time.
+type WorkloadConfig struct {
+	// Kind is "grpo" (rollout batches, the default) or "poisson" (steady serving).
+	Kind string
+
+	// Prompts and Samples shape a GRPO batch: Prompts questions, each sampled Samples times.
+	// All samples of a question go to the same engine, as a prefix-aware router would send them.
+	Prompts, Samples int
+	// Batches stops the GRPO workload after that many batches; 0 runs batches forever.
+	Batches int
+	// Pause is the gap between the end of one batch and the start of the next: the trainer's
+	// update.
+	Pause time.Duration
+	// StartDelay is when the first batch (or the first Poisson arrival) may come, so that a
+	// scraper starting with the fleet sees an idle page first.
+	StartDelay time.Duration
+
+	// Rate is the Poisson workload's arrival rate in requests per simulated second, fleet-wide.
+	Rate float64
+	// Questions is the number of distinct questions the Poisson workload draws from; a repeated
+	// question is a longer shared prefix.
+	Questions int
+
+	// SystemTokens is the length of the system prompt every request starts with.
+	SystemTokens int
+	// QuestionTokensMin and QuestionTokensMax bound the length of the question after it.
+	QuestionTokensMin, QuestionTokensMax int
+	// OutputMedian and OutputSigma give the lognormal distribution of output lengths; outputs
+	// reaching MaxTokens are cut there and finish with reason "length".
+	OutputMedian int
+	OutputSigma  float64
+	MaxTokens    int
+}
+
+// DefaultWorkload returns the GRPO workload DefaultConfig uses: sized so that a fleet of four
+// engines takes 5–10 s per batch, fills its KV caches and preempts a little.
+func DefaultWorkload() WorkloadConfig {
+	return WorkloadConfig{
+		Kind:              WorkloadGRPO,
+		Prompts:           32,
+		Samples:           8,
+		Pause:             2 * time.Second,
+		StartDelay:        time.Second,
+		Rate:              40,
+		Questions:         500,
+		SystemTokens:      512,
+		QuestionTokensMin: 64,
+		QuestionTokensMax: 448,
+		OutputMedian:      250,
+		OutputSigma:       0.8,
+		MaxTokens:         1024,
+	}
+}
+
+func (w WorkloadConfig) validate(maxModelLen int) error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	switch w.Kind {
+	case WorkloadGRPO:
+		if w.Prompts < 1 {
+			bad("workload prompts must be positive, got %d", w.Prompts)
+		}
+		if w.Samples < 1 {
+			bad("workload samples must be positive, got %d", w.Samples)
+		}
+		if w.Batches < 0 {
+			bad("workload batches must not be negative, got %d", w.Batches)
+		}
+		if w.Pause < 0 {
+			bad("workload pause must not be negative, got %s", w.Pause)
+		}
+	case WorkloadPoisson:
+		if !(w.Rate > 0) || math.IsInf(w.Rate, 0) {
+			bad("workload rate must be a positive number of requests per second, got %v", w.Rate)
+		}
+		if w.Questions < 1 {
+			bad("workload questions must be positive, got %d", w.Questions)
+		}
+	default:
+		bad("workload kind %q is not %q or %q", w.Kind, WorkloadGRPO, WorkloadPoisson)
+	}
+	if w.StartDelay < 0 {
+		bad("workload start delay must not be negative, got %s", w.StartDelay)
+	}
+	if w.SystemTokens < 0 {
+		bad("workload system tokens must not be negative, got %d", w.SystemTokens)
+	}
+	if w.QuestionTokensMin < 1 || w.QuestionTokensMax < w.QuestionTokensMin {
+		bad("workload question tokens must satisfy 1 <= min <= max, got min %d max %d", w.QuestionTokensMin, w.QuestionTokensMax)
+	}
+	if w.OutputMedian < 1 {
+		bad("workload output median must be positive, got %d", w.OutputMedian)
+	}
+	if w.OutputSigma < 0 || math.IsNaN(w.OutputSigma) || math.IsInf(w.OutputSigma, 0) {
+		bad("workload output sigma must be a non-negative number, got %v", w.OutputSigma)
+	}
+	if w.MaxTokens < 1 {
+		bad("workload max tokens must be positive, got %d", w.MaxTokens)
+	}
+	if n := w.SystemTokens + w.QuestionTokensMax + w.MaxTokens; n > maxModelLen {
+		bad("workload requests of up to %d tokens (system %d + question %d + max tokens %d) exceed max model len %d",
+			n, w.SystemTokens, w.QuestionTokensMax, w.MaxTokens, maxModelLen)
+	}
+	return errors.Join(errs...)
+}
+
+// generator turns a WorkloadConfig and a seed into request specs. All randomness of a simulation
+// comes from here, drawn in a fixed order, which is what makes a run repeatable from its seed.
+type generator struct {
+	cfg     WorkloadConfig
+	engines int
+	rng     *rand.Rand
+	sysSeed uint64
+	seed    uint64
+	nextID  uint64
+
+	nextArrival time.Duration // Poisson only
+}
+
+func newGenerator(cfg WorkloadConfig, engines int, seed int64) *generator {
+	s := uint64(seed)
+	g := &generator{
+		cfg:     cfg,
+		engines: engines,
+		rng:     rand.New(rand.NewPCG(s, 0x5851f42d4c957f2d)),
+		sysSeed: mix64(s ^ 0x73797374656d), // one system prompt for the whole fleet
+		seed:    s,
+	}
+	if cfg.Kind == WorkloadPoisson {
+		g.nextArrival = cfg.StartDelay + g.expGap()
+	}
+	return g
+}
+
+// outputLen draws a lognormal output length, cut at MaxTokens.
+func (g *generator) outputLen() int {
+	l := float64(g.cfg.OutputMedian) * math.Exp(g.cfg.OutputSigma*g.rng.NormFloat64())
+	return int(min(max(math.Round(l), 1), float64(g.cfg.MaxTokens)))
+}
+
+// questionLen derives a question's length from its id, so that a repeated question is the same
+// token sequence every time.
+func (g *generator) questionLen(q uint64) int {
+	span := uint64(g.cfg.QuestionTokensMax - g.cfg.QuestionTokensMin + 1)
+	return g.cfg.QuestionTokensMin + int(mix64(q^g.seed^0x71756573)%span)
+}
+
+func (g *generator) spec(q uint64, at time.Duration, batch int) RequestSpec {
+	g.nextID++
+	return RequestSpec{
+		ID:           g.nextID,
+		Arrival:      at,
+		SystemSeed:   g.sysSeed,
+		SystemLen:    g.cfg.SystemTokens,
+		QuestionSeed: mix64(q ^ g.seed ^ 0x7175657374696f6e),
+		PromptLen:    g.cfg.SystemTokens + g.questionLen(q),
+		OutputSeed:   mix64(g.nextID ^ g.seed ^ 0x6f7574),
+		OutputLen:    g.outputLen(),
+		MaxTokens:    g.cfg.MaxTokens,
+		Batch:        batch,
+	}
+}
+
+// batch returns GRPO batch number n (counting from 1) arriving at time at, as a list of
+// (engine, request) pairs in submission order: question by question, sample by sample.
+func (g *generator) batch(n int, at time.Duration) []routedSpec {
+	out := make([]routedSpec, 0, g.cfg.Prompts*g.cfg.Samples)
+	for p := range g.cfg.Prompts {
+		q := uint64(n-1)*uint64(g.cfg.Prompts) + uint64(p)
+		engine := int(q % uint64(g.engines))
+		for range g.cfg.Samples {
+			out = append(out, routedSpec{engine, g.spec(q, at, n)})
+		}
+	}
+	return out
+}
+
+type routedSpec struct {
+	engine int
+	spec   RequestSpec
+}
+
+func (g *generator) expGap() time.Duration {
+	return time.Duration(g.rng.ExpFloat64() / g.cfg.Rate * float64(time.Second))
+}
+
+// poisson returns the next Poisson arrival if it comes at or before t.
+func (g *generator) poisson(t time.Duration) (routedSpec, bool) {
+	if g.nextArrival > t {
+		return routedSpec{}, false
+	}
+	q := g.rng.Uint64N(uint64(g.cfg.Questions))
+	rs := routedSpec{int(mix64(q^g.seed) % uint64(g.engines)), g.spec(q, g.nextArrival, 0)}
+	g.nextArrival += g.expGap()
+	return rs, true
+}
