@@ -15,13 +15,13 @@ import (
 // (scaled by Speed) and publishes each server's page state; each server answers HTTP on its own
 // port. Start it, read URLs, and Close it.
 type Fleet struct {
-	cfg     Config
-	log     *slog.Logger
-	clock   Clock
-	start   time.Time
-	sim     *Sim // owned by the run goroutine
-	servers []*server
-	batches chan int
+	cfg      Config
+	log      *slog.Logger
+	clock    Clock
+	start    time.Time
+	sim      *Sim // owned by the run goroutine
+	servers  []*server
+	batches  chan int
 	restarts []int // per server, as last logged; owned by the run goroutine
 
 	mu     sync.Mutex

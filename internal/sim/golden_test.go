@@ -74,12 +74,12 @@ func renderIdle(t *testing.T, cfg Config) string {
 // the same vLLM source lines.
 var knownHelpDifferences = map[string]map[string]string{
 	"0.10": {
-		"vllm:gpu_cache_usage_perc":             "GPU KV-cache usage. 1 means 100 percent usage.DEPRECATED: Use vllm:kv_cache_usage_perc instead.",
-		"vllm:gpu_prefix_cache_queries_total":   "GPU prefix cache queries, in terms of number of queriedtokens. DEPRECATED: Use vllm:prefix_cache_queries instead.",
-		"vllm:gpu_prefix_cache_queries_created": "GPU prefix cache queries, in terms of number of queriedtokens. DEPRECATED: Use vllm:prefix_cache_queries instead.",
-		"vllm:gpu_prefix_cache_hits_total":      "GPU prefix cache hits, in terms of number of cached tokens. DEPRECATED: Use vllm:prefix_cache_hits instead.",
-		"vllm:gpu_prefix_cache_hits_created":    "GPU prefix cache hits, in terms of number of cached tokens. DEPRECATED: Use vllm:prefix_cache_hits instead.",
-		"vllm:time_per_output_token_seconds":    "Histogram of time per output token in seconds.DEPRECATED: Use vllm:inter_token_latency_seconds instead.",
+		"vllm:gpu_cache_usage_perc":                  "GPU KV-cache usage. 1 means 100 percent usage.DEPRECATED: Use vllm:kv_cache_usage_perc instead.",
+		"vllm:gpu_prefix_cache_queries_total":        "GPU prefix cache queries, in terms of number of queriedtokens. DEPRECATED: Use vllm:prefix_cache_queries instead.",
+		"vllm:gpu_prefix_cache_queries_created":      "GPU prefix cache queries, in terms of number of queriedtokens. DEPRECATED: Use vllm:prefix_cache_queries instead.",
+		"vllm:gpu_prefix_cache_hits_total":           "GPU prefix cache hits, in terms of number of cached tokens. DEPRECATED: Use vllm:prefix_cache_hits instead.",
+		"vllm:gpu_prefix_cache_hits_created":         "GPU prefix cache hits, in terms of number of cached tokens. DEPRECATED: Use vllm:prefix_cache_hits instead.",
+		"vllm:time_per_output_token_seconds":         "Histogram of time per output token in seconds.DEPRECATED: Use vllm:inter_token_latency_seconds instead.",
 		"vllm:time_per_output_token_seconds_created": "Histogram of time per output token in seconds.DEPRECATED: Use vllm:inter_token_latency_seconds instead.",
 	},
 }

@@ -58,9 +58,9 @@ type engineStats struct {
 	generationTokens          int64
 	success                   [numReasons]int64
 
-	ttft, itl, e2e, queue, inference, prefill, decode, reqTPOT histogram
-	reqPrompt, reqGeneration, reqMaxGeneration, paramsMaxTokens     histogram
-	paramsN, iterationTokens                                        histogram
+	ttft, itl, e2e, queue, inference, prefill, decode, reqTPOT  histogram
+	reqPrompt, reqGeneration, reqMaxGeneration, paramsMaxTokens histogram
+	paramsN, iterationTokens                                    histogram
 }
 
 // addCounters adds o's counters and histograms to s, leaving the gauges alone. It is how a
