@@ -26,7 +26,10 @@ var commands map[string]command
 func init() {
 	// Assigned here rather than in the declaration because usage() reads the map.
 	commands = map[string]command{
-		"sim": {"start a simulated vLLM fleet serving /metrics", runSim},
+		"run":    {"scrape a vLLM fleet and write per-step metrics", runRun},
+		"record": {"like run, writing everything scraped to a recording (-record FILE)", runRecord},
+		"replay": {"recompute the step records of a recording", runReplay},
+		"sim":    {"start a simulated vLLM fleet serving /metrics", runSim},
 	}
 }
 

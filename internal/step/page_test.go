@@ -11,16 +11,16 @@ import (
 
 // eng describes one engine's cumulative values for a generated test page.
 type eng struct {
-	engine                  string // "-" for no engine label
-	queries, hits, preempt  float64
-	prompt, gen             float64
-	created                 float64 // _created of every counter; 0 = no _created samples
-	running, waiting, kv    float64
-	success                 map[string]float64
-	ttft                    []float64 // cumulative counts for ttftBounds, +Inf last
-	ttftSum                 float64
-	oldNames, bothNames     bool   // 0.9.1 spelling only; 0.10 spelling (old and new)
-	prefix                  string // default "vllm:"
+	engine                 string // "-" for no engine label
+	queries, hits, preempt float64
+	prompt, gen            float64
+	created                float64 // _created of every counter; 0 = no _created samples
+	running, waiting, kv   float64
+	success                map[string]float64
+	ttft                   []float64 // cumulative counts for ttftBounds, +Inf last
+	ttftSum                float64
+	oldNames, bothNames    bool   // 0.9.1 spelling only; 0.10 spelling (old and new)
+	prefix                 string // default "vllm:"
 }
 
 var ttftBounds = []string{"0.1", "0.5", "1.0", "+Inf"}

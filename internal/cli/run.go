@@ -1,0 +1,131 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/vllmstat/vllmstat/internal/collector"
+	"github.com/vllmstat/vllmstat/internal/config"
+	"github.com/vllmstat/vllmstat/internal/record"
+	"github.com/vllmstat/vllmstat/internal/scrape"
+	"github.com/vllmstat/vllmstat/internal/sink"
+	"github.com/vllmstat/vllmstat/internal/step"
+)
+
+const runHelp = `Usage: vllmstat run [flags]
+
+Scrapes every target's /metrics at the interval, concurrently, and closes a step every
+--step-every (and on SIGINT/SIGTERM, after a last boundary scrape). Each step is appended
+to OUT/steps.jsonl as one JSON line and summarised in one line on stderr.
+
+Flags override the config file. Examples:
+  vllmstat run --target 10.0.0.1:8000 --target 10.0.0.2:8000 --interval 0.5 --step-every 30s
+  vllmstat run --config grpo.yaml --record run.jsonl.gz
+
+Flags:
+`
+
+func runRun(args []string, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return runWith(ctx, "run", args, stdout, stderr)
+}
+
+// runWith is run (and record) with the context that ends it, so tests can stop it.
+func runWith(ctx context.Context, name string, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("vllmstat "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var f runFlags
+	f.register(fs)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), runHelp)
+		fs.PrintDefaults()
+	}
+	if code, done := parseFlags(fs, args, stdout); done {
+		return code
+	}
+	f.args = fs.Args() // targets may also be given as arguments
+	cfg, err := f.load(fs)
+	if err != nil {
+		fmt.Fprintf(stderr, "vllmstat %s: %v\n", name, err)
+		return exitUsage
+	}
+	if !cfg.Enabled {
+		fmt.Fprintf(stderr, "vllmstat %s: %s is false (%s): scraping nothing, writing nothing\n", name, config.KeyEnable, cfg.Path(config.KeyEnable))
+		return exitOK
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	if err := collect(ctx, cfg, log, stderr); err != nil {
+		fmt.Fprintf(stderr, "vllmstat %s: %v\n", name, err)
+		return exitError
+	}
+	return exitOK
+}
+
+// parseFlags parses args; done reports that the command should return code right away.
+func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) (code int, done bool) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stdout)
+			fs.Usage()
+			return exitOK, true
+		}
+		return exitUsage, true
+	}
+	return 0, false
+}
+
+// collect runs a collector with cfg until ctx ends.
+func collect(ctx context.Context, cfg config.Config, log *slog.Logger, summary io.Writer) error {
+	steps, err := sink.OpenJSONL(filepath.Join(cfg.OutDir, "steps.jsonl"))
+	if err != nil {
+		return err
+	}
+	var rw *record.Writer
+	if cfg.Record != "" {
+		if rw, err = record.Create(cfg.Record); err != nil {
+			steps.Close(ctx)
+			return err
+		}
+	}
+	c := collector.New(collector.Options{
+		Targets:   cfg.Targets,
+		Interval:  cfg.IntervalDuration(),
+		Timeout:   cfg.Timeout(),
+		StepEvery: cfg.StepEvery,
+		MaxBody:   cfg.MaxBodyBytes,
+		Tracker:   trackerOptions(cfg),
+		Recorder:  rw,
+		Sinks:     []sink.Sink{steps},
+		OnStep:    func(r *step.Record) { fmt.Fprintln(summary, summaryLine(r, cfg.MetricPrefix)) },
+		Client:    scrape.NewClient(),
+		Logger:    log,
+	})
+	log.Info("scraping", "targets", len(cfg.Targets), "interval_s", cfg.Interval, "step_every", cfg.StepEvery, "out", cfg.OutDir)
+	return c.Run(ctx)
+}
+
+func trackerOptions(cfg config.Config) step.Options {
+	return step.Options{Prefix: cfg.MetricPrefix, PerWorker: cfg.PerWorker, Scalars: cfg.LogScalars}
+}
+
+// runRecord is run with a recording: "vllmstat record FILE [run flags]".
+func runRecord(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || len(args[0]) > 0 && args[0][0] == '-' {
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
+			fmt.Fprintln(stdout, "Usage: vllmstat record FILE [run flags]\n\nRuns \"vllmstat run --record FILE\"; see \"vllmstat run -h\" for the flags.")
+			return exitOK
+		}
+		fmt.Fprintln(stderr, "vllmstat record: give the recording FILE first, then run's flags")
+		return exitUsage
+	}
+	return runRun(append([]string{"--record", args[0]}, args[1:]...), stdout, stderr)
+}

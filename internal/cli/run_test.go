@@ -1,0 +1,167 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vllmstat/vllmstat/internal/step"
+)
+
+func readSteps(t *testing.T, path string) ([]step.Record, []byte) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []step.Record
+	for _, l := range bytes.Split(bytes.TrimSpace(b), []byte("\n")) {
+		var r step.Record
+		if err := json.Unmarshal(l, &r); err != nil {
+			t.Fatalf("steps.jsonl line %q: %v", l, err)
+		}
+		out = append(out, r)
+	}
+	return out, b
+}
+
+// TestRunEndToEnd runs "vllmstat run" in-process against real HTTP servers on loopback, one of
+// them a DP=2 0.20 server that restarts and once answers garbage, one a 0.10 server exporting
+// old and new names, and one dead port. It checks steps.jsonl against the servers' own truth,
+// then replays the recording and compares byte for byte.
+func TestRunEndToEnd(t *testing.T) {
+	a := newFakeServer(t, "prometheus-client-render-vllm-0.20.prom", 1)
+	a.restarts[9] = true
+	a.garbage[5] = true
+	b := newFakeServer(t, "prometheus-client-render-vllm-0.10.prom", 2)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := l.Addr().String()
+	l.Close()
+
+	dir := t.TempDir()
+	rec := filepath.Join(dir, "rec.jsonl.gz")
+	ctx, cancel := context.WithCancel(context.Background())
+	var stderr bytes.Buffer
+	done := make(chan int)
+	go func() {
+		done <- runWith(ctx, "run", []string{
+			"--target", a.url(), "--target", b.url(), "--target", dead,
+			"--interval", "0.05", "--step-every", "300ms", "--out", dir, "--record", rec, "--per-worker",
+		}, &bytes.Buffer{}, &stderr)
+	}()
+	if !waitUntil(10*time.Second, func() bool { a.mu.Lock(); defer a.mu.Unlock(); return a.n > 20 }) {
+		t.Fatal("server a was not scraped 20 times")
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("run exited %d\n%s", code, stderr.String())
+	}
+	steps, raw := readSteps(t, filepath.Join(dir, "steps.jsonl"))
+	if len(steps) < 2 {
+		t.Fatalf("%d steps, want at least 2\n%s", len(steps), stderr.String())
+	}
+	sum := map[string]float64{}
+	failed := 0
+	for i, s := range steps {
+		if s.Step != int64(i+1) {
+			t.Errorf("step %d numbered %d", i+1, s.Step)
+		}
+		for k, v := range s.Metrics {
+			sum[k] += v
+		}
+		failed += s.Scrapes.Failed
+		if s.Workers > 4 {
+			t.Errorf("step %d: %d workers, at most 4 exist", s.Step, s.Workers)
+		}
+	}
+	truth := a.truth()
+	for k, v := range b.truth() {
+		truth[k] += v
+	}
+	for _, fam := range []string{"prefix_cache_queries", "prefix_cache_hits", "num_preemptions", "prompt_tokens", "generation_tokens", "request_success/stop", "request_success/abort"} {
+		if got := sum["vllm/"+fam]; got != truth[fam] {
+			t.Errorf("sum of step totals of %s = %v, the servers counted %v", fam, got, truth[fam])
+		}
+	}
+	if failed == 0 {
+		t.Error("no failed scrapes counted, but one target is dead and one answered garbage")
+	}
+	for _, want := range []string{"target down", "page is not Prometheus text", "step 1 |"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("stderr lacks %q", want)
+		}
+	}
+	if n := strings.Count(stderr.String(), `msg="target down" target=http://`+dead+"/metrics"); n != 1 {
+		t.Errorf("dead target reported down %d times, want once", n)
+	}
+
+	var out, errb bytes.Buffer
+	if code := Run([]string{"replay", "--per-worker", rec}, &out, &errb); code != 0 {
+		t.Fatalf("replay exited %d: %s", code, errb.String())
+	}
+	if !bytes.Equal(out.Bytes(), raw) {
+		t.Fatalf("replay differs from steps.jsonl\nreplay:\n%s\nrun:\n%s", out.String(), raw)
+	}
+}
+
+func TestRunBadConfigExits2(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "c.yaml")
+	os.WriteFile(cfg, []byte("targets: [ftp://x/metrics]\nstep_evry: 1s\nvllm_cfg:\n  vllm_metrics_logger_interval: 0\n"), 0o644)
+	var stderr bytes.Buffer
+	code := runWith(context.Background(), "run", []string{"--config", cfg, "--scrape-timeout", "soon"}, &bytes.Buffer{}, &stderr)
+	if code != 2 {
+		t.Fatalf("exit %d, want 2", code)
+	}
+	for _, want := range []string{"step_evry (line 2): unknown key", `vllm_cfg.vllm_metrics_logger_interval (line 4): "0" is not allowed`, `--scrape-timeout: "soon" is not allowed`, `targets[0]: "ftp://x/metrics"`} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
+		}
+	}
+}
+
+func TestRunDisabled(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "c.yaml")
+	os.WriteFile(cfg, []byte("policy:\n  generation:\n    vllm_cfg:\n      enable_vllm_metrics_logger: false\n"), 0o644)
+	var stderr bytes.Buffer
+	code := runWith(context.Background(), "run", []string{"--config", cfg, "--out", filepath.Join(dir, "out")}, &bytes.Buffer{}, &stderr)
+	if code != 0 || strings.Count(stderr.String(), "scraping nothing") != 1 {
+		t.Fatalf("exit %d, stderr %q", code, stderr.String())
+	}
+	if _, err := os.Stat(filepath.Join(dir, "out")); !os.IsNotExist(err) {
+		t.Fatal("a disabled run wrote its output directory")
+	}
+}
+
+func TestReplayBadInput(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "r.jsonl")
+	os.WriteFile(p, []byte(`{"kind":"scrape","ts":"2026-01-01T00:00:00.000000000Z","target":"http://a/metrics","body":"<html>"}`+"\n"+
+		`{"kind":"bogus","ts":"2026-01-01T00:00:01.000000000Z"}`+"\n"+
+		`{"kind":"step","ts":"2026-01-01T00:00:02.000000000Z","step":1}`+"\n"+
+		"not json\n"), 0o644)
+	var out, errb bytes.Buffer
+	code := Run([]string{"replay", p}, &out, &errb)
+	if code != 2 {
+		t.Fatalf("exit %d, want 2", code)
+	}
+	for _, want := range []string{"line 4", "unknown kind", "page is not Prometheus text", "target=http://a/metrics"} {
+		if !strings.Contains(errb.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errb.String())
+		}
+	}
+	var r step.Record
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil || r.Scrapes.Failed != 1 {
+		t.Errorf("step before the bad line: %q (%v)", out.String(), err)
+	}
+}

@@ -1,0 +1,123 @@
+package cli
+
+import (
+	"flag"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/vllmstat/vllmstat/internal/config"
+)
+
+// listFlag collects a repeatable flag.
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
+
+// runFlags are the flags that override a config file's settings.
+type runFlags struct {
+	configPath    string
+	targets       listFlag
+	interval      float64
+	stepEvery     string
+	scrapeTimeout string
+	outDir        string
+	prefix        string
+	perWorker     bool
+	logScalars    bool
+	record        string
+	args          []string // targets given as arguments
+}
+
+func (f *runFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.configPath, "config", "", "YAML config `file` (vllmstat keys, or a NeMo-RL config with vllm_cfg logger keys)")
+	fs.Var(&f.targets, "target", "a /metrics `URL` or host:port to scrape (repeatable; adds to the config's targets)")
+	fs.Float64Var(&f.interval, "interval", 1.0, "scrape interval in `seconds` (vllm_metrics_logger_interval)")
+	fs.StringVar(&f.stepEvery, "step-every", "30s", "close a step this often, e.g. 30s; 0 closes steps only on request and at exit")
+	fs.StringVar(&f.scrapeTimeout, "scrape-timeout", "", "timeout of one scrape (default 80% of the interval, at most 10s)")
+	fs.StringVar(&f.outDir, "out", "vllmstat-out", "output `directory` (steps.jsonl, ...)")
+	fs.StringVar(&f.prefix, "metric-prefix", "vllm", "replaces the leading \"vllm\" of every metric key")
+	fs.BoolVar(&f.perWorker, "per-worker", false, "add per-worker metrics to every step record")
+	fs.BoolVar(&f.logScalars, "log-scalars", true, "add mean/max/p95 of the per-interval samples (vllm_metrics_log_scalars)")
+	fs.StringVar(&f.record, "record", "", "write everything scraped to this recording `file` (.gz to compress) for replay")
+}
+
+// load builds the configuration: defaults, then the file, then the flags that were set. Every
+// problem is reported at once.
+func (f *runFlags) load(fs *flag.FlagSet) (config.Config, error) {
+	c := config.Default()
+	var problems config.Problems
+	if f.configPath != "" {
+		var err error
+		c, err = config.Load(f.configPath)
+		if err != nil {
+			if ps, ok := err.(config.Problems); ok {
+				for _, p := range ps {
+					problems = append(problems, f.configPath+": "+p)
+				}
+			} else {
+				return c, err
+			}
+		}
+	}
+	fs.Visit(func(fl *flag.Flag) {
+		path := "--" + fl.Name
+		switch fl.Name {
+		case "target":
+			c.Targets = append(c.Targets, f.targets...)
+			c.SetPath("targets", path)
+		case "interval":
+			c.Interval = f.interval
+			c.SetPath(config.KeyInterval, path)
+		case "step-every", "scrape-timeout":
+			d, err := parseDuration(fl.Value.String())
+			if err != nil {
+				problems = append(problems, fmt.Sprintf("%s: %q is not allowed: must be a duration such as 30s or a number of seconds", path, fl.Value.String()))
+				return
+			}
+			if fl.Name == "step-every" {
+				c.StepEvery = d
+				c.SetPath("step_every", path)
+			} else {
+				c.ScrapeTimeout = d
+				c.SetPath("scrape_timeout", path)
+			}
+		case "out":
+			c.OutDir = f.outDir
+			c.SetPath("out_dir", path)
+		case "metric-prefix":
+			c.MetricPrefix = f.prefix
+			c.SetPath("metric_prefix", path)
+		case "per-worker":
+			c.PerWorker = f.perWorker
+		case "log-scalars":
+			c.LogScalars = f.logScalars
+		case "record":
+			c.Record = f.record
+		}
+	})
+	if len(f.args) > 0 {
+		c.Targets = append(c.Targets, f.args...)
+		c.SetPath("targets", "arguments")
+	}
+	if err := c.Validate(); err != nil {
+		problems = append(problems, err.(config.Problems)...)
+	}
+	if len(problems) > 0 {
+		return c, problems
+	}
+	return c, nil
+}
+
+func parseDuration(s string) (time.Duration, error) {
+	if f, err := strconv.ParseFloat(s, 64); err == nil && f >= 0 {
+		return time.Duration(f * float64(time.Second)), nil
+	}
+	d, err := time.ParseDuration(s)
+	if err == nil && d < 0 {
+		err = fmt.Errorf("negative")
+	}
+	return d, err
+}

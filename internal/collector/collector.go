@@ -1,0 +1,215 @@
+// Package collector is the one goroutine that owns a run's state: it drives the scrape pool,
+// feeds every result to the step tracker in the order it stamps them, closes steps (on a
+// timer, on request, and at shutdown, each after a boundary scrape of every target), records
+// what it saw, and hands closed steps to the sinks.
+package collector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/vllmstat/vllmstat/internal/clock"
+	"github.com/vllmstat/vllmstat/internal/record"
+	"github.com/vllmstat/vllmstat/internal/scrape"
+	"github.com/vllmstat/vllmstat/internal/sink"
+	"github.com/vllmstat/vllmstat/internal/step"
+)
+
+// Options configure a Collector.
+type Options struct {
+	Targets   []string
+	Interval  time.Duration
+	Timeout   time.Duration
+	StepEvery time.Duration // 0: steps end only on request and at shutdown
+	MaxBody   int64
+	Tracker   step.Options
+	Recorder  *record.Writer // nil: no recording
+	Sinks     []sink.Sink
+	OnStep    func(*step.Record) // called after the sinks, e.g. to print a summary
+	Keep      int                // closed steps kept in memory for Steps; default 1000
+	Clock     clock.Clock
+	Client    *http.Client
+	Logger    *slog.Logger
+}
+
+// ErrStepOrder is returned for a step number not greater than the last one.
+var ErrStepOrder = errors.New("step number must be greater than the last step")
+
+// ErrStopped is returned by requests made after the collector stopped.
+var ErrStopped = errors.New("collector stopped")
+
+// Collector runs the scrape-and-step loop. Create it with New, run it with Run; its other
+// methods may be called from any goroutine while Run runs.
+type Collector struct {
+	opt  Options
+	log  *slog.Logger
+	reqs chan func(*state)
+	done chan struct{}
+}
+
+// New returns a collector; nothing starts before Run.
+func New(opt Options) *Collector {
+	if opt.Clock == nil {
+		opt.Clock = clock.Real{}
+	}
+	if opt.Logger == nil {
+		opt.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opt.Keep <= 0 {
+		opt.Keep = 1000
+	}
+	return &Collector{opt: opt, log: opt.Logger, reqs: make(chan func(*state)), done: make(chan struct{})}
+}
+
+// call runs f on the collector's goroutine and waits for it.
+func (c *Collector) call(ctx context.Context, f func(*state)) error {
+	ran := make(chan struct{})
+	select {
+	case c.reqs <- func(s *state) { f(s); close(ran) }:
+	case <-c.done:
+		return ErrStopped
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case <-ran:
+		return nil
+	case <-c.done:
+		return ErrStopped
+	}
+}
+
+// EndStep closes the open step as step n (n <= 0: the next number) after a boundary scrape of
+// every target, and returns its record once the sinks have it.
+func (c *Collector) EndStep(ctx context.Context, n int64) (step.Record, error) {
+	reply := make(chan endResult, 1)
+	if err := c.call(ctx, func(s *state) { s.requestEnd(n, reply) }); err != nil {
+		return step.Record{}, err
+	}
+	select {
+	case r := <-reply:
+		return r.rec, r.err
+	case <-ctx.Done():
+		return step.Record{}, ctx.Err()
+	case <-c.done:
+		select {
+		case r := <-reply:
+			return r.rec, r.err
+		default:
+			return step.Record{}, ErrStopped
+		}
+	}
+}
+
+// Live returns the open step so far (no boundary scrape) and every target's state.
+func (c *Collector) Live(ctx context.Context) (step.Record, []TargetState, error) {
+	var rec step.Record
+	var ts []TargetState
+	err := c.call(ctx, func(s *state) {
+		rec = s.tracker.Peek(s.stamp())
+		ts = s.targetStates()
+	})
+	return rec, ts, err
+}
+
+// Steps returns the closed steps kept in memory with a number >= since.
+func (c *Collector) Steps(ctx context.Context, since int64) ([]step.Record, error) {
+	var out []step.Record
+	err := c.call(ctx, func(s *state) {
+		for _, r := range s.closed {
+			if r.Step >= since {
+				out = append(out, r)
+			}
+		}
+	})
+	return out, err
+}
+
+// Targets returns the current targets.
+func (c *Collector) Targets(ctx context.Context) ([]string, error) {
+	var out []string
+	err := c.call(ctx, func(s *state) { out = s.pool.Targets() })
+	return out, err
+}
+
+// SetTargets replaces the targets. Data of removed targets stays in the open step; added ones
+// start as new workers.
+func (c *Collector) SetTargets(ctx context.Context, urls []string) error {
+	return c.call(ctx, func(s *state) { s.setTargets(urls) })
+}
+
+// Run scrapes and closes steps until ctx is done, then closes the open step after a final
+// boundary scrape, closes the sinks and the recording, and returns.
+func (c *Collector) Run(ctx context.Context) error {
+	defer close(c.done)
+	s := newState(c)
+	results := make(chan scrape.Result, 256)
+	s.pool = scrape.NewPool(scrape.Options{
+		Client:   c.opt.Client,
+		Timeout:  c.opt.Timeout,
+		MaxBody:  c.opt.MaxBody,
+		KeepBody: c.opt.Recorder != nil,
+	}, results)
+	s.setTargets(c.opt.Targets)
+	ticker := c.opt.Clock.NewTicker(c.opt.Interval)
+	defer ticker.Stop()
+	var stepC <-chan time.Time
+	if c.opt.StepEvery > 0 {
+		st := c.opt.Clock.NewTicker(c.opt.StepEvery)
+		defer st.Stop()
+		stepC = st.C()
+	}
+	s.tick() // the first scrape happens at start
+	for {
+		select {
+		case <-ctx.Done():
+			return s.shutdown(results)
+		case <-ticker.C():
+			s.tick()
+		case <-stepC:
+			if s.boundary == nil && len(s.queue) == 0 {
+				s.requestEnd(0, nil)
+			}
+		case f := <-c.reqs:
+			f(s)
+		case res := <-results:
+			s.observe(res)
+		}
+	}
+}
+
+// shutdown closes the open step with a final boundary scrape, bounded in time so that a dead
+// target cannot hold the exit, then closes everything.
+func (s *state) shutdown(results chan scrape.Result) error {
+	s.requestEnd(0, nil)
+	deadline := time.NewTimer(2*s.c.opt.Timeout + 2*time.Second)
+	defer deadline.Stop()
+	for s.boundary != nil {
+		select {
+		case res := <-results:
+			s.observe(res)
+		case <-deadline.C:
+			s.c.log.Warn("closing the last step without every boundary scrape", "missing", len(s.boundary.pending))
+			s.closeStep()
+		}
+	}
+	s.pool.Close()
+	var errs []error
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, sk := range s.c.opt.Sinks {
+		if err := sk.Close(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if s.c.opt.Recorder != nil {
+		if err := s.c.opt.Recorder.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close recording: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,225 @@
+package collector
+
+import (
+	"time"
+
+	"github.com/vllmstat/vllmstat/internal/scrape"
+	"github.com/vllmstat/vllmstat/internal/step"
+)
+
+// state is everything the collector goroutine owns.
+type state struct {
+	c       *Collector
+	pool    *scrape.Pool
+	tracker *step.Tracker
+	last    time.Time // last stamp: stamps strictly increase
+	targets map[string]*TargetState
+
+	lastStep  int64 // highest step number closed or requested
+	nextID    uint64
+	boundary  *boundary  // the step end in progress
+	queue     []endQuery // step ends waiting for it
+	closed    []step.Record
+	recordErr bool
+}
+
+type endQuery struct {
+	n     int64
+	reply chan endResult // nil for timer and shutdown steps
+}
+
+type endResult struct {
+	rec step.Record
+	err error
+}
+
+// boundary is a step end waiting for every target's boundary scrape.
+type boundary struct {
+	id      uint64
+	q       endQuery
+	pending map[string]bool
+}
+
+// TargetState is what the collector knows of one target.
+type TargetState struct {
+	URL          string    `json:"url"`
+	Up           bool      `json:"up"`
+	LastScrape   time.Time `json:"last_scrape,omitzero"`
+	LastDuration float64   `json:"last_duration_s"`
+	LastError    string    `json:"last_error,omitempty"`
+	Scrapes      int64     `json:"scrapes"`
+	Failures     int64     `json:"failures"`
+	Skipped      int64     `json:"skipped_ticks"`
+	BodyBytes    int       `json:"body_bytes"`
+	seen         bool
+}
+
+func newState(c *Collector) *state {
+	return &state{c: c, tracker: step.NewTracker(c.opt.Tracker), targets: map[string]*TargetState{}}
+}
+
+// stamp returns the time of the event being processed: the clock's reading, made strictly
+// greater than the previous stamp so that events have one order, in UTC and without a
+// monotonic reading so that a recording reproduces it exactly.
+func (s *state) stamp() time.Time {
+	now := s.c.opt.Clock.Now().UTC().Round(0)
+	if !now.After(s.last) {
+		now = s.last.Add(time.Nanosecond)
+	}
+	s.last = now
+	return now
+}
+
+func (s *state) tick() {
+	for _, u := range s.pool.Tick() {
+		if ts := s.targets[u]; ts != nil {
+			ts.Skipped++
+		}
+	}
+}
+
+func (s *state) setTargets(urls []string) {
+	added, removed := s.pool.Set(urls)
+	for _, u := range added {
+		s.targets[u] = &TargetState{URL: u}
+	}
+	for _, u := range removed {
+		delete(s.targets, u)
+		if s.boundary != nil {
+			delete(s.boundary.pending, u)
+		}
+	}
+	if len(added) > 0 {
+		s.c.log.Info("targets added", "targets", added)
+	}
+	if len(removed) > 0 {
+		s.c.log.Info("targets removed", "targets", removed)
+	}
+	s.maybeClose()
+}
+
+func (s *state) targetStates() []TargetState {
+	var out []TargetState
+	for _, u := range s.pool.Targets() {
+		out = append(out, *s.targets[u])
+	}
+	return out
+}
+
+func (s *state) observe(res scrape.Result) {
+	ts := s.stamp()
+	if rw := s.c.opt.Recorder; rw != nil {
+		if err := rw.Scrape(ts, res.Target, res.Body, res.FetchErr); err != nil && !s.recordErr {
+			s.recordErr = true
+			s.c.log.Error("recording failed; the run goes on without it", "err", err)
+		}
+	}
+	err := res.Err()
+	s.tracker.Observe(ts, res.Target, res.Page, err)
+	if t := s.targets[res.Target]; t != nil {
+		s.updateTarget(t, ts, &res)
+	}
+	if res.ParseErr != nil {
+		s.c.log.Warn("page is not Prometheus text; counted as a failed scrape", "target", res.Target, "ts", ts, "err", res.ParseErr)
+	}
+	if b := s.boundary; b != nil && res.Boundary == b.id {
+		delete(b.pending, res.Target)
+		s.maybeClose()
+	}
+}
+
+// updateTarget keeps the target's state and logs its transitions between up and down once.
+func (s *state) updateTarget(t *TargetState, ts time.Time, res *scrape.Result) {
+	err := res.Err()
+	t.Scrapes++
+	t.LastScrape = ts
+	t.LastDuration = res.Duration.Seconds()
+	t.BodyBytes = res.BodyBytes
+	up := err == nil
+	if !up {
+		t.Failures++
+		t.LastError = err.Error()
+	} else {
+		t.LastError = ""
+	}
+	switch {
+	case up && (!t.Up && t.seen):
+		s.c.log.Info("target up", "target", t.URL)
+	case !up && (t.Up || !t.seen):
+		s.c.log.Warn("target down", "target", t.URL, "reason", res.Reason(), "err", err)
+	}
+	t.Up, t.seen = up, true
+}
+
+// requestEnd asks for the open step to end as step n (n <= 0: the next number).
+func (s *state) requestEnd(n int64, reply chan endResult) {
+	if n <= 0 {
+		n = s.lastStep + 1
+	} else if n <= s.lastStep {
+		if reply != nil {
+			reply <- endResult{err: ErrStepOrder}
+		}
+		return
+	}
+	s.lastStep = n
+	q := endQuery{n: n, reply: reply}
+	if s.boundary != nil {
+		s.queue = append(s.queue, q)
+		return
+	}
+	s.startBoundary(q)
+}
+
+func (s *state) startBoundary(q endQuery) {
+	s.nextID++
+	b := &boundary{id: s.nextID, q: q, pending: map[string]bool{}}
+	for _, u := range s.pool.Boundary(b.id) {
+		b.pending[u] = true
+	}
+	s.boundary = b
+	s.maybeClose()
+}
+
+func (s *state) maybeClose() {
+	if s.boundary != nil && len(s.boundary.pending) == 0 {
+		s.closeStep()
+	}
+}
+
+// closeStep closes the open step once its boundary scrapes are in.
+func (s *state) closeStep() {
+	q := s.boundary.q
+	s.boundary = nil
+	ts := s.stamp()
+	rec := s.tracker.EndStep(q.n, ts)
+	if rw := s.c.opt.Recorder; rw != nil {
+		err := rw.StepEnd(ts, q.n)
+		if err == nil {
+			err = rw.Flush()
+		}
+		if err != nil && !s.recordErr {
+			s.recordErr = true
+			s.c.log.Error("recording failed; the run goes on without it", "err", err)
+		}
+	}
+	for _, sk := range s.c.opt.Sinks {
+		if err := sk.Write(contextFor(s), &rec); err != nil {
+			s.c.log.Error("sink failed", "step", rec.Step, "err", err)
+		}
+	}
+	if s.c.opt.OnStep != nil {
+		s.c.opt.OnStep(&rec)
+	}
+	s.closed = append(s.closed, rec)
+	if len(s.closed) > s.c.opt.Keep {
+		s.closed = s.closed[len(s.closed)-s.c.opt.Keep:]
+	}
+	if q.reply != nil {
+		q.reply <- endResult{rec: rec}
+	}
+	if len(s.queue) > 0 {
+		next := s.queue[0]
+		s.queue = s.queue[1:]
+		s.startBoundary(next)
+	}
+}
