@@ -6,6 +6,8 @@ package config
 
 import (
 	"fmt"
+
+	"go.yaml.in/yaml/v3"
 	"net"
 	"net/url"
 	"os"
@@ -42,8 +44,29 @@ type Config struct {
 	// MaxBodyBytes bounds a page; a larger one is a failed scrape.
 	MaxBodyBytes int64
 
+	// Sinks are the destinations of closed steps besides steps.jsonl, in order.
+	Sinks []SinkSpec
+	// RecordTimelines writes OUT_DIR/timelines/step_NNNNNN.json even without plots.
+	RecordTimelines bool
+	// TerminalTimelines prints per-worker block-character timelines at each step close.
+	TerminalTimelines bool
+	// Listen is the address of the HTTP API ("" = no API).
+	Listen string
+	// APIToken, when set, is required as a bearer token on every /v1/ call.
+	APIToken string
+	// AllowInsecureListen permits a non-loopback Listen without an APIToken.
+	AllowInsecureListen bool
+
 	// paths records where each setting came from, for error messages.
 	paths map[string]string
+}
+
+// SinkSpec is one entry of sinks: a type ("jsonl", "tensorboard", "wandb", "remote_write", ...)
+// and its own settings, which the sink package decodes and checks.
+type SinkSpec struct {
+	Type     string
+	Path     string     // key path of the entry, for error messages
+	Settings *yaml.Node // the entry's mapping (nil for a bare name)
 }
 
 // Keys of the NeMo-RL vLLM metrics logger.

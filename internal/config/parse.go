@@ -11,7 +11,8 @@ import (
 
 // ownKeys are vllmstat's own keys; any other key in its section is an error (a typo would
 // otherwise be silently ignored).
-var ownKeys = []string{"targets", "step_every", "scrape_timeout", "out_dir", "metric_prefix", "per_worker", "record", "max_body_bytes", "vllm_cfg"}
+var ownKeys = []string{"targets", "step_every", "scrape_timeout", "out_dir", "metric_prefix", "per_worker", "record",
+	"max_body_bytes", "sinks", "record_timelines", "terminal_timelines", "listen", "api_token", "allow_insecure_listen", "vllm_cfg"}
 
 // Parse reads a YAML document over the defaults and reports every problem at once.
 func Parse(b []byte) (Config, error) {
@@ -120,6 +121,18 @@ func (d *decoder) own(n *yaml.Node, prefix string) {
 				continue
 			}
 			d.c.MaxBodyBytes = x
+		case "record_timelines":
+			d.boolean(v, path, &d.c.RecordTimelines)
+		case "terminal_timelines":
+			d.boolean(v, path, &d.c.TerminalTimelines)
+		case "listen":
+			d.str(v, path, &d.c.Listen)
+		case "api_token":
+			d.str(v, path, &d.c.APIToken)
+		case "allow_insecure_listen":
+			d.boolean(v, path, &d.c.AllowInsecureListen)
+		case "sinks":
+			d.sinks(v, path)
 		case "vllm_cfg":
 			// read by Parse
 		default:
@@ -189,4 +202,29 @@ func (d *decoder) duration(v *yaml.Node, path string, dst *time.Duration) {
 		}
 	}
 	d.bad(v, path, "must be a duration such as 30s, 500ms or 1m, or a number of seconds")
+}
+
+// sinks reads a list whose entries are a sink type ("tensorboard") or a mapping with a type key
+// and the sink's settings ({type: wandb, project: rl}).
+func (d *decoder) sinks(v *yaml.Node, path string) {
+	if v.Kind != yaml.SequenceNode {
+		d.problem(v, path, "must be a list of sinks, e.g. [jsonl, tensorboard, wandb]")
+		return
+	}
+	for i, e := range v.Content {
+		p := fmt.Sprintf("%s[%d]", path, i)
+		switch e.Kind {
+		case yaml.ScalarNode:
+			d.c.Sinks = append(d.c.Sinks, SinkSpec{Type: e.Value, Path: p})
+		case yaml.MappingNode:
+			t := get(e, "type")
+			if t == nil || t.Kind != yaml.ScalarNode || t.Value == "" {
+				d.problem(e, p, "a sink with settings needs a type key, e.g. {type: wandb, project: rl}")
+				continue
+			}
+			d.c.Sinks = append(d.c.Sinks, SinkSpec{Type: t.Value, Path: p, Settings: e})
+		default:
+			d.problem(e, p, "must be a sink type or a mapping with a type key")
+		}
+	}
 }

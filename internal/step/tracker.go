@@ -13,6 +13,21 @@ type Options struct {
 	Prefix    string // replaces the leading "vllm" of every key
 	PerWorker bool   // add per_worker records
 	Scalars   bool   // add the mean/max/p95 aggregates of the per-interval samples
+	// OnInterval, if set, receives every worker's windowed values of every successful scrape
+	// (for live views and per-interval exports). It runs on the tracker's goroutine.
+	OnInterval func(Interval)
+}
+
+// Interval is one worker's values at one successful scrape: its gauges, the counter increases
+// since its previous successful scrape, the interval's hit rate, and token rates over DT.
+type Interval struct {
+	WorkerID
+	TS time.Time
+	// DT is the time since the worker's previous successful scrape; 0 on its first.
+	DT float64
+	// Values is keyed like timeline series: "num_requests_running", "kv_cache_usage_perc",
+	// "num_preemptions", "prefix_cache_hit_rate", "generation_tokens_per_s", ...
+	Values map[string]float64
 }
 
 // Tracker turns a time-ordered stream of scrapes and step ends into step records. The live
@@ -25,6 +40,7 @@ type Tracker struct {
 	start   time.Time // start of the open step
 	open    *acc
 	lastOK  map[string]time.Time // each target's last successful scrape
+	seenAt  map[WorkerID]time.Time
 }
 
 // acc accumulates the open step.
@@ -55,7 +71,7 @@ func NewTracker(opt Options) *Tracker {
 	if opt.Prefix == "" {
 		opt.Prefix = "vllm"
 	}
-	return &Tracker{opt: opt, workers: map[WorkerID]*window.Worker{}, open: newAcc(), lastOK: map[string]time.Time{}}
+	return &Tracker{opt: opt, workers: map[WorkerID]*window.Worker{}, open: newAcc(), lastOK: map[string]time.Time{}, seenAt: map[WorkerID]time.Time{}}
 }
 
 func newAcc() *acc { return &acc{workers: map[WorkerID]*workerAcc{}} }
@@ -122,7 +138,39 @@ func (t *Tracker) Observe(ts time.Time, target string, page *window.Page, err er
 				wa.hists[h] = addHist(wa.hists[h], d)
 			}
 		}
+		if t.opt.OnInterval != nil {
+			t.opt.OnInterval(t.interval(id, ts, ep, &inc))
+		}
+		t.seenAt[id] = ts
 	}
+}
+
+func (t *Tracker) interval(id WorkerID, ts time.Time, ep *window.EnginePage, inc *window.Increase) Interval {
+	iv := Interval{WorkerID: id, TS: ts, Values: map[string]float64{}}
+	if prev, ok := t.seenAt[id]; ok {
+		iv.DT = ts.Sub(prev).Seconds()
+	}
+	for g := range ep.Gauges {
+		if ep.HasGauge[g] {
+			iv.Values[window.GaugeNames[g]] = ep.Gauges[g]
+		}
+	}
+	for c := range inc.Counters {
+		if inc.HasCounter[c] && window.Counter(c) != window.RequestSuccess {
+			iv.Values[window.CounterNames[c]] = inc.Counters[c]
+		}
+	}
+	if inc.HasCounter[window.PrefixHits] && inc.Counters[window.PrefixQueries] > 0 {
+		iv.Values["prefix_cache_hit_rate"] = inc.Counters[window.PrefixHits] / inc.Counters[window.PrefixQueries]
+	}
+	if iv.DT > 0 {
+		for _, c := range []window.Counter{window.GenerationTokens, window.PromptTokens} {
+			if inc.HasCounter[c] {
+				iv.Values[window.CounterNames[c]+"_per_s"] = inc.Counters[c] / iv.DT
+			}
+		}
+	}
+	return iv
 }
 
 func addHist(acc, d *window.HistDelta) *window.HistDelta {

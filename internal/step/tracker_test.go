@@ -387,3 +387,23 @@ func TestNoScrapesStep(t *testing.T) {
 		t.Fatalf("empty step: %+v", r)
 	}
 }
+
+func TestOnInterval(t *testing.T) {
+	var got []Interval
+	o := Options{OnInterval: func(iv Interval) { got = append(got, iv) }}
+	run(t, o, []event{
+		scrape(0, eng{engine: "0", queries: 100, hits: 50, gen: 10, running: 2}),
+		scrape(2, eng{engine: "0", queries: 200, hits: 125, gen: 50, running: 3}),
+		end(2, 1),
+	})
+	if len(got) != 2 || got[0].DT != 0 || got[1].DT != 2 {
+		t.Fatalf("intervals %+v", got)
+	}
+	v := got[1].Values
+	if v["prefix_cache_hit_rate"] != 0.75 || v["generation_tokens_per_s"] != 20 || v["num_requests_running"] != 3 || v["prefix_cache_queries"] != 100 {
+		t.Fatalf("values %v", v)
+	}
+	if _, ok := got[0].Values["prefix_cache_queries"]; ok {
+		t.Fatal("a first sight gave an increase")
+	}
+}
