@@ -31,10 +31,27 @@ type Options struct {
 	Sinks     []sink.Sink
 	OnStep    func(*step.Record) // called after the sinks, e.g. to print a summary
 	Keep      int                // closed steps kept in memory for Steps; default 1000
+	Observer  Observer           // nil: none
 	Clock     clock.Clock
 	Client    *http.Client
 	Logger    *slog.Logger
 }
+
+// Observer is told what the collector does, for self-metrics. Its methods run on the collector
+// goroutine and must not block.
+type Observer interface {
+	Scraped(res *scrape.Result) // every scrape result, as it is processed
+	Skipped(target string)      // a tick found the target's previous scrape still running
+	StepClosed(rec *step.Record)
+	TargetsChanged(added, removed []string)
+}
+
+type noObserver struct{}
+
+func (noObserver) Scraped(*scrape.Result)       {}
+func (noObserver) Skipped(string)               {}
+func (noObserver) StepClosed(*step.Record)      {}
+func (noObserver) TargetsChanged(_, _ []string) {}
 
 // ErrStepOrder is returned for a step number not greater than the last one.
 var ErrStepOrder = errors.New("step number must be greater than the last step")
@@ -58,6 +75,9 @@ func New(opt Options) *Collector {
 	}
 	if opt.Logger == nil {
 		opt.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opt.Observer == nil {
+		opt.Observer = noObserver{}
 	}
 	if opt.Keep <= 0 {
 		opt.Keep = 1000

@@ -75,6 +75,7 @@ func (s *state) tick() {
 		if ts := s.targets[u]; ts != nil {
 			ts.Skipped++
 		}
+		s.c.opt.Observer.Skipped(u)
 	}
 }
 
@@ -88,6 +89,9 @@ func (s *state) setTargets(urls []string) {
 		if s.boundary != nil {
 			delete(s.boundary.pending, u)
 		}
+	}
+	if len(added) > 0 || len(removed) > 0 {
+		s.c.opt.Observer.TargetsChanged(added, removed)
 	}
 	if len(added) > 0 {
 		s.c.log.Info("targets added", "targets", added)
@@ -116,6 +120,7 @@ func (s *state) observe(res scrape.Result) {
 	}
 	err := res.Err()
 	s.tracker.Observe(ts, res.Target, res.Page, err)
+	s.c.opt.Observer.Scraped(&res)
 	if t := s.targets[res.Target]; t != nil {
 		s.updateTarget(t, ts, &res)
 	}
@@ -207,6 +212,7 @@ func (s *state) closeStep() {
 			s.c.log.Error("sink failed", "step", rec.Step, "err", err)
 		}
 	}
+	s.c.opt.Observer.StepClosed(&rec)
 	if s.c.opt.OnStep != nil {
 		s.c.opt.OnStep(&rec)
 	}
