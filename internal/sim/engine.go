@@ -78,6 +78,8 @@ type Event struct {
 	Server  int
 	Engine  int
 	Request uint64
+	// Cached is, for EventSchedule, the prompt tokens found in the prefix cache.
+	Cached int
 }
 
 // Engine is one vLLM engine core: a KV-cache block pool with a prefix cache, a running batch,
@@ -119,6 +121,9 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 func newEngine(cfg EngineConfig, b *bucketSet) *Engine {
 	return &Engine{cfg: cfg, buckets: b, pool: newBlockPool(cfg.NumBlocks)}
 }
+
+// OnEvent makes fn see every event of the engine.
+func (e *Engine) OnEvent(fn func(Event)) { e.onEvent = fn }
 
 // Now is the engine's simulated clock: the end of its last iteration, or the time it idled to.
 func (e *Engine) Now() time.Duration { return e.now }
@@ -179,6 +184,12 @@ func (e *Engine) Step() time.Duration {
 func (e *Engine) emit(kind EventKind, r *request, at time.Duration) {
 	if e.onEvent != nil {
 		e.onEvent(Event{At: at, Kind: kind, Server: e.server, Engine: e.index, Request: r.ID})
+	}
+}
+
+func (e *Engine) emitSchedule(r *request, cached int) {
+	if e.onEvent != nil {
+		e.onEvent(Event{At: e.now, Kind: EventSchedule, Server: e.server, Engine: e.index, Request: r.ID, Cached: cached})
 	}
 }
 
@@ -251,7 +262,7 @@ func (e *Engine) schedule() []scheduledReq {
 			e.stats.prefixQueries += int64(r.numTokens())
 			e.stats.prefixHits += int64(hit * BlockSize)
 		}
-		e.emit(EventSchedule, r, e.now)
+		e.emitSchedule(r, hit*BlockSize)
 		sched = append(sched, scheduledReq{r, n})
 		budget -= n
 	}
