@@ -65,12 +65,12 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 	if cfg.Workload.Kind == WorkloadGRPO {
 		f.batches = make(chan int, 1024)
 	}
+	ctx, f.cancel = context.WithCancel(ctx)
 	for i, ln := range lns {
 		r := newRenderer(s.version, cfg.Model, s.buckets, cfg.BlocksPerEngine, cfg.DP)
-		f.servers = append(f.servers, newServer(i, ln, r, cfg, f.start, log))
+		f.servers = append(f.servers, newServer(ctx, i, ln, r, cfg, f.start, log))
 	}
 	f.publish()
-	ctx, f.cancel = context.WithCancel(ctx)
 	for i, srv := range f.servers {
 		srv.serve(lns[i], &f.wg)
 		f.wg.Go(func() { srv.runDownFaults(ctx, &f.wg) })

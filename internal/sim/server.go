@@ -24,6 +24,7 @@ type server struct {
 	start    time.Time
 	log      *slog.Logger
 	slow     time.Duration // delay of a slow answer
+	done     <-chan struct{} // closed when the fleet stops, so that slow answers end at once
 
 	faults  []Fault       // down, slow and garbage faults aimed at this server
 	garbage []atomic.Bool // per fault: the garbage answer was sent
@@ -36,8 +37,8 @@ type server struct {
 	httpSrv *http.Server // the one serving now, nil while down
 }
 
-func newServer(idx int, ln net.Listener, r *renderer, cfg Config, start time.Time, log *slog.Logger) *server {
-	s := &server{idx: idx, addr: ln.Addr().String(), renderer: r, clock: cfg.Clock, start: start,
+func newServer(ctx context.Context, idx int, ln net.Listener, r *renderer, cfg Config, start time.Time, log *slog.Logger) *server {
+	s := &server{idx: idx, addr: ln.Addr().String(), renderer: r, clock: cfg.Clock, start: start, done: ctx.Done(),
 		log: log.With("server", idx, "addr", ln.Addr().String()), slow: cfg.SlowDelay}
 	for _, f := range cfg.Faults {
 		if f.Kind != FaultRestart && f.hits(idx) {
@@ -173,6 +174,9 @@ func (s *server) handleMetrics(w http.ResponseWriter, r *http.Request) {
 		case f.Kind == FaultSlow && f.within(off):
 			select {
 			case <-r.Context().Done():
+				return
+			case <-s.done:
+				http.Error(w, "shutting down", http.StatusServiceUnavailable)
 				return
 			case <-s.clock.After(s.slow):
 			}

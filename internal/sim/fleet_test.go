@@ -1,0 +1,287 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// fastConfig is a small fleet on free ports running 20x faster than the wall clock: a GRPO
+// batch takes about half a second.
+func fastConfig() Config {
+	cfg := DefaultConfig()
+	cfg.Port = 0
+	cfg.DP = 2
+	cfg.Speed = 20
+	cfg.Tick = 5 * time.Millisecond
+	cfg.Workload.StartDelay = 100 * time.Millisecond
+	cfg.Workload.Pause = 200 * time.Millisecond
+	return cfg
+}
+
+func startFleet(t *testing.T, cfg Config) *Fleet {
+	t.Helper()
+	before := runtime.NumGoroutine()
+	f, err := Start(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := f.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+		http.DefaultClient.CloseIdleConnections()
+		deadline := time.Now().Add(2 * time.Second)
+		for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if n := runtime.NumGoroutine(); n > before {
+			buf := make([]byte, 1<<16)
+			t.Errorf("%d goroutines after Close, %d before:\n%s", n, before, buf[:runtime.Stack(buf, true)])
+		}
+	})
+	return f
+}
+
+func get(t *testing.T, client *http.Client, url string) (string, *http.Response, error) {
+	t.Helper()
+	resp, err := client.Get(url)
+	if err != nil {
+		return "", nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return string(b), resp, err
+}
+
+func mustGet(t *testing.T, url string) string {
+	t.Helper()
+	body, resp, err := get(t, http.DefaultClient, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET %s: %s", url, resp.Status)
+	}
+	return body
+}
+
+// waitFor polls cond every 10 ms until it holds or the timeout passes.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func sampleValue(t *testing.T, page, name string) float64 {
+	t.Helper()
+	fams := parsePage(t, []byte(page))
+	f := fams[name]
+	if f == nil || len(f.Metric) == 0 {
+		t.Fatalf("page has no %s", name)
+	}
+	m := f.Metric[0]
+	switch {
+	case m.Counter != nil:
+		return m.Counter.GetValue()
+	case m.Gauge != nil:
+		return m.Gauge.GetValue()
+	}
+	t.Fatalf("%s is neither counter nor gauge", name)
+	return 0
+}
+
+// TestFleetBatchesAndTotalsOverHTTP runs two batches and then compares what the pages say over
+// HTTP with the simulator's own totals.
+func TestFleetBatchesAndTotalsOverHTTP(t *testing.T) {
+	cfg := fastConfig()
+	cfg.Workload.Batches = 2
+	f := startFleet(t, cfg)
+	urls := f.URLs()
+	if len(urls) != 2 || !strings.HasPrefix(urls[0], "http://127.0.0.1:") || !strings.HasSuffix(urls[0], "/metrics") || urls[0] == urls[1] {
+		t.Fatalf("URLs %v", urls)
+	}
+	for want := 1; want <= 2; want++ {
+		select {
+		case n := <-f.Batches():
+			if n != want {
+				t.Fatalf("batch %d, want %d", n, want)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("batch %d never finished", want)
+		}
+	}
+	// The workload is over, so the pages and the totals stay put.
+	pages := map[string]float64{}
+	for _, u := range urls {
+		pageTotals(parsePage(t, []byte(mustGet(t, u))), pages)
+	}
+	tot := f.Totals()
+	compareTotals(t, "over HTTP", pages, tot)
+	if want := float64(2 * cfg.Workload.Prompts * cfg.Workload.Samples); tot["request_success/stop"]+tot["request_success/length"] != want {
+		t.Errorf("%v requests finished, want %v", tot["request_success/stop"]+tot["request_success/length"], want)
+	}
+	// One scrape of server 0 so far; the instrumentation counts a request after answering it.
+	if page := mustGet(t, urls[0]); !strings.Contains(page, `http_requests_total{handler="/metrics",method="GET",status="2xx"} 1.0`+"\n") {
+		t.Errorf("scrapes not counted:\n%s", page[strings.Index(page, "http_requests_total{"):])
+	}
+}
+
+func TestFaultRestartOverHTTP(t *testing.T) {
+	cfg := fastConfig()
+	cfg.Faults = []Fault{{Kind: FaultRestart, At: 400 * time.Millisecond, Server: 1}}
+	f := startFleet(t, cfg)
+	u0, u1 := f.URLs()[0], f.URLs()[1]
+	page := mustGet(t, u1)
+	created := sampleValue(t, page, "vllm:generation_tokens_created")
+	created0 := sampleValue(t, mustGet(t, u0), "vllm:generation_tokens_created")
+	var gen float64
+	waitFor(t, 5*time.Second, "tokens before the restart", func() bool {
+		page = mustGet(t, u1)
+		gen = sampleValue(t, page, "vllm:generation_tokens_total")
+		return gen > 0 || sampleValue(t, page, "vllm:generation_tokens_created") != created
+	})
+	if sampleValue(t, page, "vllm:generation_tokens_created") != created {
+		t.Skip("the machine is too slow to scrape before the restart")
+	}
+	waitFor(t, 5*time.Second, "the restart", func() bool {
+		page = mustGet(t, u1)
+		return sampleValue(t, page, "vllm:generation_tokens_created") != created
+	})
+	newCreated := sampleValue(t, page, "vllm:generation_tokens_created")
+	if d := newCreated - created; d < 0.35 || d > 0.45 {
+		t.Errorf("_created moved by %v s, want the restart's 0.4 s", d)
+	}
+	for _, name := range []string{"vllm:num_preemptions_created", "vllm:time_to_first_token_seconds_created", "http_requests_created"} {
+		if v := sampleValue(t, page, name); v != newCreated {
+			t.Errorf("%s = %v, want %v", name, v, newCreated)
+		}
+	}
+	if v := sampleValue(t, page, "process_start_time_seconds"); v < newCreated-0.01 || v > newCreated+0.01 {
+		t.Errorf("process_start_time_seconds %v, want about %v", v, newCreated)
+	}
+	if after := sampleValue(t, page, "vllm:generation_tokens_total"); after >= gen {
+		t.Errorf("generation tokens %v after the restart, %v before: no reset", after, gen)
+	}
+	if v := sampleValue(t, mustGet(t, u0), "vllm:generation_tokens_created"); v != created0 {
+		t.Errorf("server 0 restarted too")
+	}
+	waitFor(t, 5*time.Second, "totals to show the restart", func() bool { return f.Totals()["restarts"] == 1 })
+	if f.Totals()["requests_lost"] == 0 {
+		t.Error("no request lost in a restart during a batch")
+	}
+}
+
+func TestFaultDownOverHTTP(t *testing.T) {
+	cfg := fastConfig()
+	cfg.Servers = 1
+	cfg.Faults = []Fault{{Kind: FaultDown, At: 200 * time.Millisecond, Duration: 400 * time.Millisecond, Server: AllServers}}
+	f := startFleet(t, cfg)
+	u := f.URLs()[0]
+	mustGet(t, u)
+	var downAt time.Time
+	waitFor(t, 3*time.Second, "connection refused", func() bool {
+		_, _, err := get(t, http.DefaultClient, u)
+		if err == nil {
+			return false
+		}
+		if !errors.Is(err, syscall.ECONNREFUSED) {
+			t.Fatalf("want connection refused, got %v", err)
+		}
+		downAt = time.Now()
+		return true
+	})
+	waitFor(t, 3*time.Second, "the port to come back", func() bool {
+		_, resp, err := get(t, http.DefaultClient, u)
+		return err == nil && resp.StatusCode == 200
+	})
+	if d := time.Since(downAt); d < 250*time.Millisecond {
+		t.Errorf("down for only %s", d)
+	}
+	if f.URLs()[0] != u {
+		t.Errorf("URL changed from %s to %s", u, f.URLs()[0])
+	}
+	parsePage(t, []byte(mustGet(t, u)))
+}
+
+func TestFaultSlowOverHTTP(t *testing.T) {
+	cfg := fastConfig()
+	cfg.Servers = 1
+	cfg.SlowDelay = 800 * time.Millisecond
+	cfg.Faults = []Fault{{Kind: FaultSlow, At: 0, Duration: 500 * time.Millisecond, Server: 0}}
+	f := startFleet(t, cfg)
+	u := f.URLs()[0]
+	client := &http.Client{Timeout: 300 * time.Millisecond}
+	defer client.CloseIdleConnections()
+	begin := time.Now()
+	if _, _, err := get(t, client, u); err == nil {
+		t.Fatalf("answered within %s during the slow window", time.Since(begin))
+	}
+	time.Sleep(time.Until(begin.Add(550 * time.Millisecond)))
+	begin = time.Now()
+	if _, _, err := get(t, client, u); err != nil {
+		t.Fatalf("after the window: %v", err)
+	}
+	if d := time.Since(begin); d > 250*time.Millisecond {
+		t.Errorf("still slow after the window: %s", d)
+	}
+}
+
+func TestFaultGarbageOverHTTP(t *testing.T) {
+	cfg := fastConfig()
+	cfg.Faults = []Fault{{Kind: FaultGarbage, At: 0, Server: AllServers}}
+	f := startFleet(t, cfg)
+	for _, u := range f.URLs() {
+		body, resp, err := get(t, http.DefaultClient, u)
+		if err != nil || resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") || !strings.Contains(body, "<html>") {
+			t.Fatalf("first answer: %v %v %q", err, resp, body)
+		}
+		// The second answer is a real page again.
+		parsePage(t, []byte(mustGet(t, u)))
+	}
+}
+
+func TestCloseDoesNotWaitForSlowAnswers(t *testing.T) {
+	cfg := fastConfig()
+	cfg.Servers = 1
+	cfg.SlowDelay = time.Minute
+	cfg.Faults = []Fault{{Kind: FaultSlow, At: 0, Duration: time.Hour, Server: 0}}
+	f, err := Start(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go http.Get(f.URLs()[0])
+	time.Sleep(50 * time.Millisecond)
+	begin := time.Now()
+	f.Close()
+	if d := time.Since(begin); d > 500*time.Millisecond {
+		t.Errorf("Close took %s", d)
+	}
+}
+
+func TestStartFailsOnTakenPort(t *testing.T) {
+	cfg := fastConfig()
+	f := startFleet(t, cfg)
+	u := f.URLs()[0]
+	port := u[strings.LastIndexByte(u, ':')+1 : strings.LastIndexByte(u, '/')]
+	cfg.Servers = 1
+	cfg.Port = 0
+	for _, c := range port {
+		cfg.Port = cfg.Port*10 + int(c-'0')
+	}
+	if g, err := Start(context.Background(), cfg); err == nil {
+		g.Close()
+		t.Fatal("second fleet started on a taken port")
+	}
+}
