@@ -23,7 +23,7 @@ type server struct {
 	clock    Clock
 	start    time.Time
 	log      *slog.Logger
-	slow     time.Duration // delay of a slow answer
+	slow     time.Duration   // delay of a slow answer
 	done     <-chan struct{} // closed when the fleet stops, so that slow answers end at once
 
 	faults  []Fault       // down, slow and garbage faults aimed at this server
