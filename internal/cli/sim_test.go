@@ -1,0 +1,100 @@
+package cli
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestSimHelp(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := runSim([]string{"-h"}, &stdout, &stderr); code != exitOK {
+		t.Fatalf("exit %d, stderr %s", code, stderr.String())
+	}
+	for _, want := range []string{"Usage: vllmstat sim", "-servers", "-dp", "-vllm-version", "-fault", "restart@30s", ":server=N"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("help lacks %q", want)
+		}
+	}
+}
+
+func TestSimBadFlags(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--servers", "x"}, `invalid value "x" for flag -servers`},
+		{[]string{"--servers", "0"}, "servers must be at least 1"},
+		{[]string{"--workload", "burst"}, `workload kind "burst" is not "grpo" or "poisson"`},
+		{[]string{"--vllm-version", "0.9"}, "use 0.20 (current names), 0.10"},
+		{[]string{"--vllm-version", "0.8", "--dp", "2"}, "use dp 1"},
+		{[]string{"--fault", "boom@1s"}, `unknown kind "boom" (want restart, down, slow or garbage)`},
+		{[]string{"--fault", "down@1s"}, "down needs a duration"},
+		{[]string{"--fault", "restart@1s:server=3"}, "servers are numbered 0 to 1"},
+		{[]string{"--speed", "-1"}, "speed must be a positive number"},
+		{[]string{"--log-level", "loud"}, "-log-level: want debug, info, warn or error"},
+		{[]string{"extra"}, `unexpected argument "extra"`},
+		{[]string{"--nope"}, "flag provided but not defined: -nope"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			if code := runSim(tt.args, &stdout, &stderr); code != exitUsage {
+				t.Fatalf("exit %d, want %d", code, exitUsage)
+			}
+			if !strings.Contains(stderr.String(), tt.want) {
+				t.Errorf("stderr %q lacks %q", stderr.String(), tt.want)
+			}
+		})
+	}
+}
+
+// TestSimServesUntilCancelled runs the subcommand in-process: it prints one URL per server,
+// serves vLLM pages there, and exits 0 when its context ends (as on SIGINT).
+func TestSimServesUntilCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pr, pw := io.Pipe()
+	var stderr bytes.Buffer
+	code := make(chan int, 1)
+	go func() {
+		code <- runSimContext(ctx, []string{"--port", "0", "--servers", "3", "--dp", "2", "--speed", "10",
+			"--fault", "garbage@1h", "--log-level", "error"}, pw, &stderr)
+		pw.Close()
+	}()
+	sc := bufio.NewScanner(pr)
+	var urls []string
+	for len(urls) < 3 && sc.Scan() {
+		urls = append(urls, sc.Text())
+	}
+	if len(urls) != 3 {
+		t.Fatalf("printed %q", urls)
+	}
+	for _, u := range urls {
+		resp, err := http.Get(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(body), `vllm:num_requests_running{engine="1",model_name="Qwen/Qwen3-1.7B"}`) {
+			t.Errorf("%s does not look like a vLLM page with two engines", u)
+		}
+	}
+	http.DefaultClient.CloseIdleConnections()
+	cancel()
+	go io.Copy(io.Discard, pr)
+	select {
+	case c := <-code:
+		if c != exitOK {
+			t.Fatalf("exit %d, stderr %s", c, stderr.String())
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("did not stop")
+	}
+}
