@@ -1,0 +1,269 @@
+// Package termline draws a step's timelines in a terminal: one line of block characters per
+// worker and metric, scaled to the step's maximum of that metric, followed by the worker's
+// active and idle seconds. It uses no colour, so the lines read the same in a log file.
+package termline
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"strings"
+	"unicode/utf8"
+
+	"golang.org/x/term"
+
+	"github.com/vllmstat/vllmstat/internal/step"
+	"github.com/vllmstat/vllmstat/internal/timeline"
+)
+
+// DefaultMetrics are the series drawn when Options.Metrics is empty.
+var DefaultMetrics = []string{"kv_cache_usage_perc", "num_requests_running"}
+
+// DefaultWidth is the line width used when the output is not a terminal.
+const DefaultWidth = 100
+
+// Options choose what Lines draws.
+type Options struct {
+	// Width is the width of every line in columns; 0 means DefaultWidth.
+	Width int
+	// Metrics are the timeline series to draw, by name without prefix; nil means DefaultMetrics.
+	Metrics []string
+}
+
+// Blocks are the eight levels, lowest first; a zero is a blank and a time without any sample
+// (after a worker's last scrape) is NoSample.
+var Blocks = []rune("▁▂▃▄▅▆▇█")
+
+// NoSample marks columns that no sample covers.
+const NoSample = '·'
+
+const (
+	maxLabel = 24 // columns of the worker label at most, less on narrow lines
+	minLabel = 8
+	minBars  = 8
+)
+
+// Width returns f's width in columns when f is a terminal, else DefaultWidth.
+func Width(f *os.File) int {
+	fd := int(f.Fd())
+	if term.IsTerminal(fd) {
+		if w, _, err := term.GetSize(fd); err == nil && w > 0 {
+			return w
+		}
+	}
+	return DefaultWidth
+}
+
+// Write writes the Lines of r to w.
+func Write(w io.Writer, r *step.Record, opt Options) error {
+	_, err := io.WriteString(w, strings.Join(Lines(r, opt), "\n")+"\n")
+	return err
+}
+
+// Lines draws r's timeline: for each metric, a header line and one line per worker. A record
+// without a timeline gives a single line that says so.
+func Lines(r *step.Record, opt Options) []string {
+	if opt.Width <= 0 {
+		opt.Width = DefaultWidth
+	}
+	if len(opt.Metrics) == 0 {
+		opt.Metrics = DefaultMetrics
+	}
+	if r.Timeline == nil || len(r.Timeline.Workers) == 0 {
+		return []string{fmt.Sprintf("step %d: no timeline", r.Step)}
+	}
+	ws := r.Timeline.Workers
+	ids := make([]step.WorkerID, len(ws))
+	for i, w := range ws {
+		ids[i] = w.WorkerID
+	}
+	labels := Labels(ids, min(max(opt.Width/5, minLabel), maxLabel))
+	labelW := 0
+	for _, l := range labels {
+		labelW = max(labelW, utf8.RuneCountInString(l))
+	}
+	stats := activity(ws)
+	statsW := 0
+	for _, s := range stats {
+		statsW = max(statsW, utf8.RuneCountInString(s))
+	}
+	bars := max(opt.Width-labelW-statsW-4, minBars) // label, " │", bars, "│ ", stats
+
+	var lines []string
+	col := make([]float64, bars)
+	for _, metric := range opt.Metrics {
+		peak := 0.0
+		for _, w := range ws {
+			for _, p := range w.Series[metric] {
+				if p.Value > peak && !math.IsInf(p.Value, 1) {
+					peak = p.Value
+				}
+			}
+		}
+		lines = append(lines, fmt.Sprintf("step %d  %s  0–%.1fs  %c = %s", r.Step, metric, r.DurationS, Blocks[len(Blocks)-1], formatValue(peak)))
+		for i, w := range ws {
+			timeline.Resample(col, w.Series[metric], r.DurationS)
+			var b strings.Builder
+			b.WriteString(pad(labels[i], labelW))
+			b.WriteString(" │")
+			for _, v := range col {
+				b.WriteRune(block(v, peak))
+			}
+			b.WriteString("│ ")
+			b.WriteString(stats[i])
+			lines = append(lines, strings.TrimRight(b.String(), " "))
+		}
+	}
+	return lines
+}
+
+// block is the character for v on a scale whose full block is peak.
+func block(v, peak float64) rune {
+	switch {
+	case math.IsNaN(v):
+		return NoSample
+	case v <= 0 || peak <= 0:
+		return ' '
+	}
+	level := int(math.Ceil(v / peak * float64(len(Blocks))))
+	return Blocks[min(max(level, 1), len(Blocks))-1]
+}
+
+// activity is each worker's "active Xs idle Ys": the time covered by samples with requests
+// running, and by samples with none. A sample stands for the interval since the previous one
+// (the first since the step start). Columns are aligned across workers.
+func activity(ws []step.WorkerTimeline) []string {
+	active := make([]float64, len(ws))
+	idle := make([]float64, len(ws))
+	has := make([]bool, len(ws))
+	for i, w := range ws {
+		prev := 0.0
+		for _, p := range w.Series["num_requests_running"] {
+			d := max(p.OffsetS-prev, 0)
+			prev = max(prev, p.OffsetS)
+			has[i] = true
+			if p.Value > 0 {
+				active[i] += d
+			} else {
+				idle[i] += d
+			}
+		}
+	}
+	aw, iw := 1, 1
+	for i := range ws {
+		aw = max(aw, len(fmt.Sprintf("%.1f", active[i])))
+		iw = max(iw, len(fmt.Sprintf("%.1f", idle[i])))
+	}
+	out := make([]string, len(ws))
+	for i := range ws {
+		if !has[i] {
+			out[i] = fmt.Sprintf("active %*s  idle %*s", aw+1, "-", iw+1, "-")
+			continue
+		}
+		out[i] = fmt.Sprintf("active %*.1fs idle %*.1fs", aw, active[i], iw, idle[i])
+	}
+	return out
+}
+
+// Label is a short name for a worker: its target without scheme and "/metrics", then
+// "#engine" when it has an engine label.
+func Label(id step.WorkerID) string {
+	s := id.Target
+	if i := strings.Index(s, "://"); i >= 0 {
+		s = s[i+3:]
+	}
+	s = strings.TrimSuffix(s, "/metrics")
+	if id.Engine != "" {
+		s += "#" + id.Engine
+	}
+	return s
+}
+
+// Labels names every worker in at most width columns. When a name is too long, the part that
+// all names share at the start (then at the end) becomes "…", so that what tells the workers
+// apart stays; a name still too long loses its middle.
+func Labels(ids []step.WorkerID, width int) []string {
+	names := make([][]rune, len(ids))
+	longest := 0
+	for i, id := range ids {
+		names[i] = []rune(Label(id))
+		longest = max(longest, len(names[i]))
+	}
+	if longest > width && len(ids) > 1 {
+		if n := commonPrefix(names); n > 1 {
+			for i := range names {
+				names[i] = append([]rune("…"), names[i][n:]...)
+			}
+		}
+	}
+	longest = 0
+	for _, r := range names {
+		longest = max(longest, len(r))
+	}
+	if longest > width && len(ids) > 1 {
+		if n := commonSuffix(names); n > 1 {
+			for i, r := range names {
+				names[i] = append(r[:len(r)-n:len(r)-n], '…')
+			}
+		}
+	}
+	out := make([]string, len(names))
+	for i, r := range names {
+		if width > 1 && len(r) > width {
+			head := (width - 1) / 3
+			r = append(append(r[:head:head], '…'), r[len(r)-(width-1-head):]...)
+		}
+		out[i] = string(r)
+	}
+	return out
+}
+
+// commonPrefix is the length of the start that all names share, cut back to just after a
+// separator so that a number is not split.
+func commonPrefix(names [][]rune) int {
+	n := len(names[0])
+	for _, r := range names[1:] {
+		n = min(n, len(r))
+		for i := range n {
+			if r[i] != names[0][i] {
+				n = i
+				break
+			}
+		}
+	}
+	for n > 0 && !separator(names[0][n-1]) {
+		n--
+	}
+	return n
+}
+
+// commonSuffix is commonPrefix for the end.
+func commonSuffix(names [][]rune) int {
+	first := names[0]
+	n := len(first)
+	for _, r := range names[1:] {
+		n = min(n, len(r))
+		for i := range n {
+			if r[len(r)-1-i] != first[len(first)-1-i] {
+				n = i
+				break
+			}
+		}
+	}
+	for n > 0 && !separator(first[len(first)-n]) {
+		n--
+	}
+	return n
+}
+
+func separator(r rune) bool { return strings.ContainsRune(".:/#-_", r) }
+
+func pad(s string, w int) string {
+	return s + strings.Repeat(" ", max(w-utf8.RuneCountInString(s), 0))
+}
+
+// formatValue prints a scale's maximum with three significant digits.
+func formatValue(v float64) string {
+	return fmt.Sprintf("%.3g", v)
+}

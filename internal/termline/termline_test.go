@@ -1,0 +1,144 @@
+package termline
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/vllmstat/vllmstat/internal/step"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata")
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from the golden file (run go test -update after checking):\ngot:\n%s\nwant:\n%s", name, got, want)
+	}
+}
+
+// testRecord is a 30 s step of three workers sampled every second: one busy throughout, one
+// idle for the first half then filling its KV cache, and one that stopped answering after 10 s.
+func testRecord() *step.Record {
+	start := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
+	series := func(n int, f func(i int) float64) []step.Point {
+		ps := make([]step.Point, n)
+		for i := range ps {
+			ps[i] = step.Point{OffsetS: float64(i + 1), Value: f(i)}
+		}
+		return ps
+	}
+	return &step.Record{
+		Step: 42, Start: start, End: start.Add(30 * time.Second), DurationS: 30,
+		Timeline: &step.Timeline{Start: start, Workers: []step.WorkerTimeline{
+			{WorkerID: step.WorkerID{Target: "http://10.0.0.1:8000/metrics", Engine: "0"}, Series: map[string][]step.Point{
+				"num_requests_running": series(30, func(i int) float64 { return float64(8 + i%4) }),
+				"kv_cache_usage_perc":  series(30, func(i int) float64 { return 0.3 + 0.02*float64(i) }),
+			}},
+			{WorkerID: step.WorkerID{Target: "http://10.0.0.2:8000/metrics", Engine: "0"}, Series: map[string][]step.Point{
+				"num_requests_running": series(30, func(i int) float64 { return float64(max(i-14, 0)) }),
+				"kv_cache_usage_perc":  series(30, func(i int) float64 { return max(float64(i-14)*0.06, 0) }),
+			}},
+			{WorkerID: step.WorkerID{Target: "http://a-very-long-hostname.cluster.internal:8000/metrics"}, Series: map[string][]step.Point{
+				"num_requests_running": series(10, func(i int) float64 { return 2 }),
+			}},
+		}},
+	}
+}
+
+func TestLinesGolden(t *testing.T) {
+	for _, width := range []int{60, 120} {
+		t.Run(fmt.Sprint(width), func(t *testing.T) {
+			lines := Lines(testRecord(), Options{Width: width})
+			for _, l := range lines[1:] {
+				if n := utf8.RuneCountInString(l); n > width {
+					t.Errorf("line is %d columns, wider than %d: %q", n, width, l)
+				}
+			}
+			golden(t, fmt.Sprintf("width%d.txt", width), []byte(strings.Join(lines, "\n")+"\n"))
+		})
+	}
+}
+
+func TestLinesChosenMetric(t *testing.T) {
+	var b bytes.Buffer
+	if err := Write(&b, testRecord(), Options{Width: 80, Metrics: []string{"num_preemptions"}}); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "preemptions80.txt", b.Bytes())
+}
+
+func TestNoTimeline(t *testing.T) {
+	got := Lines(&step.Record{Step: 3}, Options{})
+	if len(got) != 1 || got[0] != "step 3: no timeline" {
+		t.Errorf("Lines = %q", got)
+	}
+}
+
+func TestBlock(t *testing.T) {
+	for _, tt := range []struct {
+		v, peak float64
+		want    rune
+	}{{0, 1, ' '}, {-1, 1, ' '}, {0.001, 1, '▁'}, {0.125, 1, '▁'}, {0.13, 1, '▂'}, {0.5, 1, '▄'}, {1, 1, '█'}, {2, 1, '█'}, {1, 0, ' '}} {
+		if got := block(tt.v, tt.peak); got != tt.want {
+			t.Errorf("block(%v, %v) = %q, want %q", tt.v, tt.peak, got, tt.want)
+		}
+	}
+}
+
+func TestLabels(t *testing.T) {
+	ids := func(targets ...string) []step.WorkerID {
+		var out []step.WorkerID
+		for _, tg := range targets {
+			target, engine, _ := strings.Cut(tg, "#")
+			out = append(out, step.WorkerID{Target: target, Engine: engine})
+		}
+		return out
+	}
+	for _, tt := range []struct {
+		name  string
+		ids   []step.WorkerID
+		width int
+		want  []string
+	}{
+		{"short names stay", ids("http://h:8000/metrics", "https://h:8001/metrics#3"), 12, []string{"h:8000", "h:8001#3"}},
+		{"a shared start goes", ids("http://10.0.0.1:8000/metrics#0", "http://10.0.0.12:8000/metrics#0"), 10, []string{"…1:8000#0", "…12:8000#0"}},
+		{"then a shared end", ids("http://node-001.cluster.example:8000/metrics", "http://node-002.cluster.example:8000/metrics"), 10, []string{"…001…", "…002…"}},
+		{"else the middle", ids("http://0123456789abcdefghij:8000/metrics"), 12, []string{"012…hij:8000"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Labels(tt.ids, tt.width)
+			if strings.Join(got, "|") != strings.Join(tt.want, "|") {
+				t.Errorf("Labels = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestWidthNotATerminal(t *testing.T) {
+	f, err := os.CreateTemp(t.TempDir(), "out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if got := Width(f); got != DefaultWidth {
+		t.Errorf("Width of a file = %d, want %d", got, DefaultWidth)
+	}
+}
