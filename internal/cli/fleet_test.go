@@ -24,7 +24,7 @@ type fakeServer struct {
 	values   map[string]float64 // by series (the line's name and labels)
 	created  float64
 	served   bool
-	trueInc  map[string]float64 // by family, summed over engines and reasons
+	incs     []map[string]float64 // per answer: increments by family, summed over engines and reasons
 	rng      *rand.Rand
 	restarts map[int]bool // answer numbers at which the server restarts first
 	garbage  map[int]bool // answer numbers that are an HTML error page
@@ -40,7 +40,7 @@ func newFakeServer(t *testing.T, fixture string, seed uint64) *fakeServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fakeServer{values: map[string]float64{}, trueInc: map[string]float64{}, rng: rand.New(rand.NewPCG(seed, 7)),
+	f := &fakeServer{values: map[string]float64{}, rng: rand.New(rand.NewPCG(seed, 7)),
 		restarts: map[int]bool{}, garbage: map[int]bool{}, created: 1.7e9}
 	sc := bufio.NewScanner(strings.NewReader(string(b)))
 	for sc.Scan() {
@@ -58,6 +58,7 @@ func (f *fakeServer) serve(w http.ResponseWriter, r *http.Request) {
 	defer f.mu.Unlock()
 	f.n++
 	if f.garbage[f.n] {
+		f.incs = append(f.incs, nil)
 		fmt.Fprint(w, "<html><body><h1>500 Internal Server Error</h1></body></html>")
 		return
 	}
@@ -68,6 +69,9 @@ func (f *fakeServer) serve(w http.ResponseWriter, r *http.Request) {
 		f.created += 1000
 	}
 	var out strings.Builder
+	fmt.Fprintf(&out, "# answer %d\n", f.n)
+	incs := map[string]float64{}
+	f.incs = append(f.incs, incs)
 	for _, l := range f.lines {
 		m := seriesRe.FindStringSubmatch(l)
 		if m == nil {
@@ -81,13 +85,11 @@ func (f *fakeServer) serve(w http.ResponseWriter, r *http.Request) {
 		key := m[1] + m[4]
 		inc := float64(f.rng.IntN(100))
 		f.values[key] += inc
-		if f.served {
-			fam := m[2]
-			if fam == "request_success" {
-				fam += "/" + regexp.MustCompile(`finished_reason="(\w+)"`).FindStringSubmatch(m[4])[1]
-			}
-			f.trueInc[fam] += inc
+		fam := m[2]
+		if fam == "request_success" {
+			fam += "/" + regexp.MustCompile(`finished_reason="(\w+)"`).FindStringSubmatch(m[4])[1]
 		}
+		incs[fam] += inc
 		fmt.Fprintf(&out, "%s%s %s\n", m[1], m[4], strconv.FormatFloat(f.values[key], 'f', 1, 64))
 	}
 	f.served = true
@@ -95,12 +97,16 @@ func (f *fakeServer) serve(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprint(w, out.String())
 }
 
-func (f *fakeServer) truth() map[string]float64 {
+// truth is the true increase between answers first and last (numbered from 1): what a run
+// that saw those two answers, and nothing outside them, must count.
+func (f *fakeServer) truth(first, last int) map[string]float64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	out := map[string]float64{}
-	for k, v := range f.trueInc {
-		out[k] = v
+	for n := first + 1; n <= last; n++ {
+		for k, v := range f.incs[n-1] {
+			out[k] += v
+		}
 	}
 	return out
 }

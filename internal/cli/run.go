@@ -7,11 +7,15 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"syscall"
+	"time"
 
+	"github.com/vllmstat/vllmstat/internal/api"
 	"github.com/vllmstat/vllmstat/internal/collector"
 	"github.com/vllmstat/vllmstat/internal/config"
 	"github.com/vllmstat/vllmstat/internal/record"
@@ -85,18 +89,48 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) (code int, do
 
 // collect runs a collector with cfg until ctx ends.
 func collect(ctx context.Context, cfg config.Config, log *slog.Logger, summary io.Writer) error {
-	steps, err := sink.OpenJSONL(filepath.Join(cfg.OutDir, "steps.jsonl"))
+	r, err := startRun(cfg, log, summary)
 	if err != nil {
 		return err
 	}
+	return r.run(ctx)
+}
+
+// running is a collector with its outputs and API server, ready to run.
+type running struct {
+	c      *collector.Collector
+	srv    *http.Server
+	ln     net.Listener
+	log    *slog.Logger
+	closer []func()
+}
+
+// startRun opens the outputs and the API listener; nothing is scraped before run.
+func startRun(cfg config.Config, log *slog.Logger, summary io.Writer) (*running, error) {
+	r := &running{log: log}
+	fail := func(err error) (*running, error) {
+		for _, f := range r.closer {
+			f()
+		}
+		return nil, err
+	}
+	sinks, err := buildSinks(cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	steps, err := sink.OpenJSONL(filepath.Join(cfg.OutDir, "steps.jsonl"))
+	if err != nil {
+		return fail(err)
+	}
+	r.closer = append(r.closer, func() { steps.Close(context.Background()) })
 	var rw *record.Writer
 	if cfg.Record != "" {
 		if rw, err = record.Create(cfg.Record); err != nil {
-			steps.Close(ctx)
-			return err
+			return fail(err)
 		}
+		r.closer = append(r.closer, func() { rw.Close() })
 	}
-	c := collector.New(collector.Options{
+	r.c = collector.New(collector.Options{
 		Targets:   cfg.Targets,
 		Interval:  cfg.IntervalDuration(),
 		Timeout:   cfg.Timeout(),
@@ -104,13 +138,55 @@ func collect(ctx context.Context, cfg config.Config, log *slog.Logger, summary i
 		MaxBody:   cfg.MaxBodyBytes,
 		Tracker:   trackerOptions(cfg),
 		Recorder:  rw,
-		Sinks:     []sink.Sink{steps},
-		OnStep:    func(r *step.Record) { fmt.Fprintln(summary, summaryLine(r, cfg.MetricPrefix)) },
+		Sinks:     append([]sink.Sink{steps}, sinks...),
+		OnStep:    func(rec *step.Record) { fmt.Fprintln(summary, summaryLine(rec, cfg.MetricPrefix)) },
 		Client:    scrape.NewClient(),
 		Logger:    log,
 	})
+	if cfg.Listen != "" {
+		if r.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
+			return fail(fmt.Errorf("listen for the API on %s: %w", cfg.Listen, err))
+		}
+		r.srv = &http.Server{
+			Handler: api.New(api.Options{Collector: r.c, Token: cfg.APIToken, Logger: log}),
+			// Ending a step waits for a boundary scrape of every target: at most twice the scrape
+			// timeout, so the write timeout leaves room for it.
+			ReadHeaderTimeout: 5 * time.Second,
+			ReadTimeout:       10 * time.Second,
+			WriteTimeout:      2*cfg.Timeout() + 30*time.Second,
+			IdleTimeout:       2 * time.Minute,
+		}
+	}
+	r.closer = nil // from here on, run closes everything
 	log.Info("scraping", "targets", len(cfg.Targets), "interval_s", cfg.Interval, "step_every", cfg.StepEvery, "out", cfg.OutDir)
-	return c.Run(ctx)
+	return r, nil
+}
+
+// addr is the API's address, or "" without one.
+func (r *running) addr() string {
+	if r.ln == nil {
+		return ""
+	}
+	return r.ln.Addr().String()
+}
+
+// run runs until ctx ends; the API keeps answering until the last step is closed.
+func (r *running) run(ctx context.Context) error {
+	serveErr := make(chan error, 1)
+	if r.srv != nil {
+		r.log.Info("api listening", "url", "http://"+r.addr())
+		go func() { serveErr <- r.srv.Serve(r.ln) }()
+	}
+	err := r.c.Run(ctx)
+	if r.srv != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		r.srv.Shutdown(sctx)
+		if e := <-serveErr; e != nil && !errors.Is(e, http.ErrServerClosed) {
+			err = errors.Join(err, fmt.Errorf("api server: %w", e))
+		}
+	}
+	return err
 }
 
 func trackerOptions(cfg config.Config) step.Options {

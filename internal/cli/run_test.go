@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vllmstat/vllmstat/internal/record"
 	"github.com/vllmstat/vllmstat/internal/step"
 )
 
@@ -55,7 +57,7 @@ func TestRunEndToEnd(t *testing.T) {
 	go func() {
 		done <- runWith(ctx, "run", []string{
 			"--target", a.url(), "--target", b.url(), "--target", dead,
-			"--interval", "0.05", "--step-every", "300ms", "--out", dir, "--record", rec, "--per-worker",
+			"--interval", "0.05", "--scrape-timeout", "5s", "--step-every", "300ms", "--listen", "127.0.0.1:0", "--out", dir, "--record", rec, "--per-worker",
 		}, &bytes.Buffer{}, &stderr)
 	}()
 	if !waitUntil(10*time.Second, func() bool { a.mu.Lock(); defer a.mu.Unlock(); return a.n > 20 }) {
@@ -83,8 +85,9 @@ func TestRunEndToEnd(t *testing.T) {
 			t.Errorf("step %d: %d workers, at most 4 exist", s.Step, s.Workers)
 		}
 	}
-	truth := a.truth()
-	for k, v := range b.truth() {
+	seen := answersRecorded(t, rec)
+	truth := a.truth(seen[a.url()][0], seen[a.url()][1])
+	for k, v := range b.truth(seen[b.url()][0], seen[b.url()][1]) {
 		truth[k] += v
 	}
 	for _, fam := range []string{"prefix_cache_queries", "prefix_cache_hits", "num_preemptions", "prompt_tokens", "generation_tokens", "request_success/stop", "request_success/abort"} {
@@ -163,5 +166,36 @@ func TestReplayBadInput(t *testing.T) {
 	var r step.Record
 	if err := json.Unmarshal(out.Bytes(), &r); err != nil || r.Scrapes.Failed != 1 {
 		t.Errorf("step before the bad line: %q (%v)", out.String(), err)
+	}
+}
+
+// answersRecorded returns, per target, the numbers of the first and last valid pages a
+// recording holds.
+func answersRecorded(t *testing.T, path string) map[string][2]int {
+	t.Helper()
+	r, err := record.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	out := map[string][2]int{}
+	for {
+		e, err := r.Next()
+		if err != nil {
+			return out
+		}
+		var n int
+		if e.Kind != record.KindScrape || e.Body == nil {
+			continue
+		}
+		if _, err := fmt.Sscanf(*e.Body, "# answer %d", &n); err != nil {
+			continue // the garbage page
+		}
+		fl, ok := out[e.Target]
+		if !ok {
+			fl[0] = n
+		}
+		fl[1] = n
+		out[e.Target] = fl
 	}
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"flag"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -28,6 +29,7 @@ type runFlags struct {
 	perWorker     bool
 	logScalars    bool
 	record        string
+	listen        string
 	args          []string // targets given as arguments
 }
 
@@ -41,6 +43,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.prefix, "metric-prefix", "vllm", "replaces the leading \"vllm\" of every metric key")
 	fs.BoolVar(&f.perWorker, "per-worker", false, "add per-worker metrics to every step record")
 	fs.BoolVar(&f.logScalars, "log-scalars", true, "add mean/max/p95 of the per-interval samples (vllm_metrics_log_scalars)")
+	fs.StringVar(&f.listen, "listen", "127.0.0.1:9400", "`address` of the HTTP API (step ends, live view); \"\" for none")
 	fs.StringVar(&f.record, "record", "", "write everything scraped to this recording `file` (.gz to compress) for replay")
 }
 
@@ -96,8 +99,14 @@ func (f *runFlags) load(fs *flag.FlagSet) (config.Config, error) {
 			c.LogScalars = f.logScalars
 		case "record":
 			c.Record = f.record
+		case "listen":
+			c.Listen = f.listen
+			c.SetPath("listen", path)
 		}
 	})
+	if t := os.Getenv("VLLMSTAT_API_TOKEN"); t != "" && c.APIToken == "" {
+		c.APIToken = t
+	}
 	if len(f.args) > 0 {
 		c.Targets = append(c.Targets, f.args...)
 		c.SetPath("targets", "arguments")

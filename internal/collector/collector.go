@@ -103,7 +103,7 @@ func (c *Collector) call(ctx context.Context, f func(*state)) error {
 	}
 }
 
-// EndStep closes the open step as step n (n <= 0: the next number) after a boundary scrape of
+// EndStep closes the open step as step n (n < 0: the next number) after a boundary scrape of
 // every target, and returns its record once the sinks have it.
 func (c *Collector) EndStep(ctx context.Context, n int64) (step.Record, error) {
 	reply := make(chan endResult, 1)
@@ -192,7 +192,7 @@ func (c *Collector) Run(ctx context.Context) error {
 			s.tick()
 		case <-stepC:
 			if s.boundary == nil && len(s.queue) == 0 {
-				s.requestEnd(0, nil)
+				s.requestEnd(-1, nil)
 			}
 		case f := <-c.reqs:
 			f(s)
@@ -205,7 +205,7 @@ func (c *Collector) Run(ctx context.Context) error {
 // shutdown closes the open step with a final boundary scrape, bounded in time so that a dead
 // target cannot hold the exit, then closes everything.
 func (s *state) shutdown(results chan scrape.Result) error {
-	s.requestEnd(0, nil)
+	s.requestEnd(-1, nil)
 	deadline := time.NewTimer(2*s.c.opt.Timeout + 2*time.Second)
 	defer deadline.Stop()
 	for s.boundary != nil {

@@ -55,7 +55,7 @@ type TargetState struct {
 }
 
 func newState(c *Collector) *state {
-	return &state{c: c, tracker: step.NewTracker(c.opt.Tracker), targets: map[string]*TargetState{}}
+	return &state{c: c, tracker: step.NewTracker(c.opt.Tracker), targets: map[string]*TargetState{}, lastStep: -1}
 }
 
 // stamp returns the time of the event being processed: the clock's reading, made strictly
@@ -156,10 +156,10 @@ func (s *state) updateTarget(t *TargetState, ts time.Time, res *scrape.Result) {
 	t.Up, t.seen = up, true
 }
 
-// requestEnd asks for the open step to end as step n (n <= 0: the next number).
+// requestEnd asks for the open step to end as step n (n < 0: the next number, from 1).
 func (s *state) requestEnd(n int64, reply chan endResult) {
-	if n <= 0 {
-		n = s.lastStep + 1
+	if n < 0 {
+		n = max(s.lastStep+1, 1)
 	} else if n <= s.lastStep {
 		if reply != nil {
 			reply <- endResult{err: ErrStepOrder}

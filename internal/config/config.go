@@ -87,6 +87,7 @@ func Default() Config {
 		OutDir:       "vllmstat-out",
 		MetricPrefix: "vllm",
 		MaxBodyBytes: 16 << 20,
+		Listen:       "127.0.0.1:9400",
 		paths:        map[string]string{},
 	}
 }
@@ -164,6 +165,15 @@ func (c *Config) Validate() error {
 	if c.Enabled && len(c.Targets) == 0 {
 		ps = append(ps, fmt.Sprintf("%s: no targets: give at least one /metrics URL (or host:port)", c.Path("targets")))
 	}
+	if c.Listen != "" {
+		host, port, err := net.SplitHostPort(c.Listen)
+		switch {
+		case err != nil || port == "":
+			bad("listen", strconv.Quote(c.Listen), "must be host:port such as 127.0.0.1:9400 (empty: no API)")
+		case c.APIToken == "" && !c.AllowInsecureListen && !isLoopback(host):
+			bad("listen", strconv.Quote(c.Listen), "without api_token (or VLLMSTAT_API_TOKEN) the API listens only on a loopback address; set a token, or allow_insecure_listen: true")
+		}
+	}
 	seen := map[string]bool{}
 	for i, t := range c.Targets {
 		u, err := NormalizeTarget(t)
@@ -216,4 +226,12 @@ func Load(path string) (Config, error) {
 		return Config{}, fmt.Errorf("read config: %w", err)
 	}
 	return Parse(b)
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

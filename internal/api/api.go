@@ -1,0 +1,298 @@
+// Package api serves vllmstat's HTTP API: trainers end steps and read them back, operators
+// look at the live step and change the targets. Handlers return a value or an apiError and one
+// wrapper writes JSON, so every error has the same shape: {"error": "<message>"}.
+package api
+
+import (
+	"bytes"
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/vllmstat/vllmstat/internal/collector"
+	"github.com/vllmstat/vllmstat/internal/config"
+	"github.com/vllmstat/vllmstat/internal/step"
+)
+
+// MaxBody bounds request bodies; the largest legitimate one is a target list.
+const MaxBody = 1 << 20
+
+// Collector is what the API needs of the collector.
+type Collector interface {
+	EndStep(ctx context.Context, n int64) (step.Record, error)
+	Live(ctx context.Context) (step.Record, []collector.TargetState, error)
+	Steps(ctx context.Context, since int64) ([]step.Record, error)
+	Targets(ctx context.Context) ([]string, error)
+	SetTargets(ctx context.Context, urls []string) error
+}
+
+// Options configure the handler.
+type Options struct {
+	Collector Collector
+	Token     string       // required as a bearer token on /v1/ when set
+	Metrics   http.Handler // served at /metrics when set
+	Report    http.Handler // served at / when set
+	Logger    *slog.Logger
+}
+
+type apiError struct {
+	code int
+	msg  string
+}
+
+func errorf(code int, format string, a ...any) *apiError {
+	return &apiError{code: code, msg: fmt.Sprintf(format, a...)}
+}
+
+// New returns the API's handler.
+func New(opt Options) http.Handler {
+	if opt.Logger == nil {
+		opt.Logger = slog.New(slog.DiscardHandler)
+	}
+	h := &handler{opt: opt}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	v1 := func(pattern string, f func(*http.Request) (any, *apiError)) {
+		mux.Handle(pattern, h.auth(h.wrap(f)))
+	}
+	v1("POST /v1/steps/end", h.endStep)
+	v1("GET /v1/steps/{n}", h.getStep)
+	v1("GET /v1/steps", h.listSteps)
+	v1("GET /v1/live", h.live)
+	v1("GET /v1/targets", h.targets)
+	v1("PUT /v1/targets", h.setTargets)
+	mux.Handle("/v1/", h.auth(h.wrap(func(r *http.Request) (any, *apiError) {
+		switch p := r.URL.Path; {
+		case p == "/v1/steps/end", p == "/v1/steps", p == "/v1/live", p == "/v1/targets", strings.HasPrefix(p, "/v1/steps/"):
+			return nil, errorf(http.StatusMethodNotAllowed, "method %s not allowed on %s", r.Method, p)
+		}
+		return nil, errorf(http.StatusNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path)
+	})))
+	if opt.Metrics != nil {
+		mux.Handle("GET /metrics", opt.Metrics)
+	}
+	if opt.Report != nil {
+		mux.Handle("GET /{$}", opt.Report)
+	}
+	return mux
+}
+
+type handler struct {
+	opt Options
+}
+
+// auth checks the bearer token in constant time, so a caller cannot learn it byte by byte.
+func (h *handler) auth(next http.Handler) http.Handler {
+	if h.opt.Token == "" {
+		return next
+	}
+	want := []byte("Bearer " + h.opt.Token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got := []byte(r.Header.Get("Authorization"))
+		if subtle.ConstantTimeCompare(got, want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="vllmstat"`)
+			writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "missing or wrong bearer token"})
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (h *handler) wrap(f func(*http.Request) (any, *apiError)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Body = http.MaxBytesReader(w, r.Body, MaxBody)
+		v, err := f(r)
+		if err != nil {
+			if err.code >= 500 {
+				h.opt.Logger.Error("api request failed", "method", r.Method, "path", r.URL.Path, "err", err.msg)
+			}
+			writeJSON(w, err.code, map[string]string{"error": err.msg})
+			return
+		}
+		if b, ok := v.([]byte); ok { // an already encoded step record
+			w.Header().Set("Content-Type", "application/json")
+			w.Write(b)
+			return
+		}
+		writeJSON(w, http.StatusOK, v)
+	})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.Encode(v)
+}
+
+// decode reads a JSON body strictly into v.
+func decode(r *http.Request, v any) *apiError {
+	b, err := io.ReadAll(r.Body)
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return errorf(http.StatusRequestEntityTooLarge, "request body larger than %d bytes", MaxBody)
+		}
+		return errorf(http.StatusBadRequest, "read request body: %v", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		if err == io.EOF {
+			return errorf(http.StatusBadRequest, "empty request body: want a JSON object")
+		}
+		return errorf(http.StatusBadRequest, "malformed JSON body: %v", err)
+	}
+	if dec.More() {
+		return errorf(http.StatusBadRequest, "malformed JSON body: more than one value")
+	}
+	return nil
+}
+
+func collectorError(err error) *apiError {
+	switch {
+	case errors.Is(err, collector.ErrStepOrder):
+		return errorf(http.StatusConflict, "%v", err)
+	case errors.Is(err, collector.ErrStopped):
+		return errorf(http.StatusServiceUnavailable, "vllmstat is shutting down")
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return errorf(http.StatusServiceUnavailable, "request cancelled: %v", err)
+	default:
+		return errorf(http.StatusInternalServerError, "%v", err)
+	}
+}
+
+func recordJSON(r *step.Record) (any, *apiError) {
+	b, err := step.MarshalLine(r)
+	if err != nil {
+		return nil, errorf(http.StatusInternalServerError, "encode step: %v", err)
+	}
+	return b, nil
+}
+
+func (h *handler) endStep(r *http.Request) (any, *apiError) {
+	var body struct {
+		Step *int64 `json:"step"`
+	}
+	if err := decode(r, &body); err != nil {
+		return nil, err
+	}
+	if body.Step == nil {
+		return nil, errorf(http.StatusBadRequest, `missing "step": want {"step": <number of the step that ends>}`)
+	}
+	if *body.Step < 0 {
+		return nil, errorf(http.StatusBadRequest, `"step" must be >= 0, got %d`, *body.Step)
+	}
+	rec, err := h.opt.Collector.EndStep(r.Context(), *body.Step)
+	if err != nil {
+		if errors.Is(err, collector.ErrStepOrder) {
+			return nil, errorf(http.StatusConflict, "step %d: %v", *body.Step, err)
+		}
+		return nil, collectorError(err)
+	}
+	return recordJSON(&rec)
+}
+
+func (h *handler) getStep(r *http.Request) (any, *apiError) {
+	n, err := strconv.ParseInt(r.PathValue("n"), 10, 64)
+	if err != nil {
+		return nil, errorf(http.StatusBadRequest, "step %q is not a number", r.PathValue("n"))
+	}
+	recs, cerr := h.opt.Collector.Steps(r.Context(), n)
+	if cerr != nil {
+		return nil, collectorError(cerr)
+	}
+	for i := range recs {
+		if recs[i].Step == n {
+			return recordJSON(&recs[i])
+		}
+	}
+	return nil, errorf(http.StatusNotFound, "step %d is unknown (not closed, or no longer kept in memory: see steps.jsonl)", n)
+}
+
+func (h *handler) listSteps(r *http.Request) (any, *apiError) {
+	var since int64
+	if s := r.URL.Query().Get("since"); s != "" {
+		var err error
+		if since, err = strconv.ParseInt(s, 10, 64); err != nil {
+			return nil, errorf(http.StatusBadRequest, "since=%q is not a number", s)
+		}
+	}
+	recs, err := h.opt.Collector.Steps(r.Context(), since)
+	if err != nil {
+		return nil, collectorError(err)
+	}
+	if recs == nil {
+		recs = []step.Record{}
+	}
+	return map[string]any{"steps": recs}, nil
+}
+
+func (h *handler) live(r *http.Request) (any, *apiError) {
+	rec, ts, err := h.opt.Collector.Live(r.Context())
+	if err != nil {
+		return nil, collectorError(err)
+	}
+	if ts == nil {
+		ts = []collector.TargetState{}
+	}
+	return map[string]any{"step": rec, "targets": ts}, nil
+}
+
+func (h *handler) targets(r *http.Request) (any, *apiError) {
+	ts, err := h.opt.Collector.Targets(r.Context())
+	if err != nil {
+		return nil, collectorError(err)
+	}
+	if ts == nil {
+		ts = []string{}
+	}
+	return map[string]any{"targets": ts}, nil
+}
+
+func (h *handler) setTargets(r *http.Request) (any, *apiError) {
+	var body struct {
+		Targets []string `json:"targets"`
+	}
+	if err := decode(r, &body); err != nil {
+		return nil, err
+	}
+	if body.Targets == nil {
+		return nil, errorf(http.StatusBadRequest, `missing "targets": want {"targets": ["http://host:8000/metrics", ...]}`)
+	}
+	var problems []string
+	seen := map[string]bool{}
+	urls := make([]string, 0, len(body.Targets))
+	for i, t := range body.Targets {
+		if !strings.HasPrefix(t, "http://") && !strings.HasPrefix(t, "https://") {
+			problems = append(problems, fmt.Sprintf("targets[%d]: %q: only http and https URLs", i, t))
+			continue
+		}
+		u, err := config.NormalizeTarget(t)
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("targets[%d]: %q: %v", i, t, err))
+			continue
+		}
+		if !seen[u] {
+			seen[u] = true
+			urls = append(urls, u)
+		}
+	}
+	if len(problems) > 0 {
+		return nil, errorf(http.StatusBadRequest, "%s", strings.Join(problems, "; "))
+	}
+	if err := h.opt.Collector.SetTargets(r.Context(), urls); err != nil {
+		return nil, collectorError(err)
+	}
+	return map[string]any{"targets": urls}, nil
+}

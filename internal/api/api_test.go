@@ -1,0 +1,158 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vllmstat/vllmstat/internal/collector"
+	"github.com/vllmstat/vllmstat/internal/step"
+)
+
+// fakeCollector keeps closed steps like the collector does.
+type fakeCollector struct {
+	steps   []step.Record
+	last    int64
+	targets []string
+}
+
+func (f *fakeCollector) EndStep(_ context.Context, n int64) (step.Record, error) {
+	if n < 0 {
+		n = f.last + 1
+	}
+	if n <= f.last {
+		return step.Record{}, collector.ErrStepOrder
+	}
+	f.last = n
+	r := step.Record{Step: n, End: time.Date(2026, 1, 1, 0, 0, int(n), 0, time.UTC), Metrics: map[string]float64{"vllm/num_preemptions": float64(n)}}
+	f.steps = append(f.steps, r)
+	return r, nil
+}
+
+func (f *fakeCollector) Live(context.Context) (step.Record, []collector.TargetState, error) {
+	return step.Record{Metrics: map[string]float64{}}, []collector.TargetState{{URL: "http://a/metrics", Up: true}}, nil
+}
+
+func (f *fakeCollector) Steps(_ context.Context, since int64) ([]step.Record, error) {
+	var out []step.Record
+	for _, r := range f.steps {
+		if r.Step >= since {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+func (f *fakeCollector) Targets(context.Context) ([]string, error) { return f.targets, nil }
+
+func (f *fakeCollector) SetTargets(_ context.Context, urls []string) error {
+	f.targets = urls
+	return nil
+}
+
+func do(t *testing.T, h http.Handler, method, path, body, token string) (int, map[string]any) {
+	t.Helper()
+	req := httptest.NewRequest(method, path, strings.NewReader(body))
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, req)
+	var out map[string]any
+	b, _ := io.ReadAll(w.Body)
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatalf("%s %s: answer is not a JSON object: %q", method, path, b)
+	}
+	if ct := w.Header().Get("Content-Type"); ct != "application/json" {
+		t.Errorf("%s %s: content type %q", method, path, ct)
+	}
+	return w.Code, out
+}
+
+func TestEndpoints(t *testing.T) {
+	fc := &fakeCollector{}
+	h := New(Options{Collector: fc})
+	tests := []struct {
+		method, path, body string
+		code               int
+		check              func(t *testing.T, out map[string]any)
+	}{
+		{"GET", "/healthz", "", 200, func(t *testing.T, o map[string]any) { eq(t, o["status"], "ok") }},
+		{"POST", "/v1/steps/end", `{"step": 5}`, 200, func(t *testing.T, o map[string]any) { eq(t, o["step"], 5.0) }},
+		{"POST", "/v1/steps/end", `{"step": 5}`, 409, hasErr("must be greater")},
+		{"POST", "/v1/steps/end", `{"step": 3}`, 409, hasErr("step 3")},
+		{"POST", "/v1/steps/end", `{"step": 10}`, 200, func(t *testing.T, o map[string]any) { eq(t, o["step"], 10.0) }}, // steps may skip
+		{"POST", "/v1/steps/end", `{"step": "x"}`, 400, hasErr("malformed JSON")},
+		{"POST", "/v1/steps/end", `{"step": 11, "extra": 1}`, 400, hasErr("unknown field")},
+		{"POST", "/v1/steps/end", `not json`, 400, hasErr("malformed JSON")},
+		{"POST", "/v1/steps/end", ``, 400, hasErr("empty request body")},
+		{"POST", "/v1/steps/end", `{}`, 400, hasErr(`missing "step"`)},
+		{"POST", "/v1/steps/end", `{"step": -2}`, 400, hasErr(">= 0")},
+		{"POST", "/v1/steps/end", `{"step": 12}` + strings.Repeat(" ", MaxBody), 413, hasErr("larger than")},
+		{"GET", "/v1/steps/10", "", 200, func(t *testing.T, o map[string]any) { eq(t, o["step"], 10.0) }},
+		{"GET", "/v1/steps/7", "", 404, hasErr("step 7 is unknown")},
+		{"GET", "/v1/steps/x", "", 400, hasErr("not a number")},
+		{"GET", "/v1/steps?since=6", "", 200, func(t *testing.T, o map[string]any) { eq(t, len(o["steps"].([]any)), 1) }},
+		{"GET", "/v1/steps", "", 200, func(t *testing.T, o map[string]any) { eq(t, len(o["steps"].([]any)), 2) }},
+		{"GET", "/v1/steps?since=abc", "", 400, hasErr("not a number")},
+		{"GET", "/v1/live", "", 200, func(t *testing.T, o map[string]any) { eq(t, len(o["targets"].([]any)), 1) }},
+		{"PUT", "/v1/targets", `{"targets": ["http://a:1/metrics", "https://b:2/m", "http://a:1/metrics"]}`, 200, func(t *testing.T, o map[string]any) { eq(t, len(o["targets"].([]any)), 2) }},
+		{"GET", "/v1/targets", "", 200, func(t *testing.T, o map[string]any) { eq(t, o["targets"].([]any)[1], "https://b:2/m") }},
+		{"PUT", "/v1/targets", `{"targets": ["ftp://a/metrics", "a:1"]}`, 400, hasErr(`targets[0]: "ftp://a/metrics": only http and https`)},
+		{"PUT", "/v1/targets", `{}`, 400, hasErr(`missing "targets"`)},
+		{"DELETE", "/v1/targets", "", 405, hasErr("not allowed")},
+		{"GET", "/v1/nothing", "", 404, hasErr("no such endpoint")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.method+" "+tt.path, func(t *testing.T) {
+			code, out := do(t, h, tt.method, tt.path, tt.body, "")
+			if code != tt.code {
+				t.Fatalf("code %d, want %d: %v", code, tt.code, out)
+			}
+			if tt.check != nil {
+				tt.check(t, out)
+			}
+		})
+	}
+}
+
+func TestAuth(t *testing.T) {
+	h := New(Options{Collector: &fakeCollector{}, Token: "s3cret"})
+	if code, _ := do(t, h, "GET", "/v1/live", "", ""); code != 401 {
+		t.Errorf("no token: %d, want 401", code)
+	}
+	if code, out := do(t, h, "GET", "/v1/live", "", "wrong"); code != 401 || out["error"] == nil {
+		t.Errorf("wrong token: %d %v", code, out)
+	}
+	if code, _ := do(t, h, "GET", "/v1/live", "", "s3cret"); code != 200 {
+		t.Errorf("right token: %d", code)
+	}
+	if code, _ := do(t, h, "POST", "/v1/steps/end", `{"step":1}`, ""); code != 401 {
+		t.Errorf("end step without token: %d", code)
+	}
+	if code, _ := do(t, h, "GET", "/healthz", "", ""); code != 200 {
+		t.Errorf("healthz needs no token: %d", code)
+	}
+}
+
+func eq(t *testing.T, got, want any) {
+	t.Helper()
+	if got != want {
+		t.Errorf("got %v (%T), want %v (%T)", got, got, want, want)
+	}
+}
+
+func hasErr(sub string) func(t *testing.T, o map[string]any) {
+	return func(t *testing.T, o map[string]any) {
+		t.Helper()
+		msg, _ := o["error"].(string)
+		if !strings.Contains(msg, sub) {
+			t.Errorf("error %q lacks %q", msg, sub)
+		}
+	}
+}
