@@ -76,44 +76,48 @@ func (s *engineStats) addCounters(o *engineStats) {
 	for i := range s.success {
 		s.success[i] += o.success[i]
 	}
-	for _, p := range s.histograms() {
-		p.h.add(o.histogramByName(p.name))
+	for _, f := range histogramFields {
+		f.get(s).add(f.get(o))
 	}
 }
 
-type namedHistogram struct {
-	name string
-	h    *histogram
+// histogramField names one engineStats histogram by its vLLM family name (without "vllm:") and
+// carries its Totals keys, built once so that Totals, which the fleet computes every tick, does
+// not build strings.
+type histogramField struct {
+	name, countKey, sumKey string
+	get                    func(*engineStats) *histogram
 }
 
-// histograms lists the histograms under the family names vLLM gives them (without "vllm:").
-func (s *engineStats) histograms() []namedHistogram {
-	return []namedHistogram{
-		{"time_to_first_token_seconds", &s.ttft},
-		{"inter_token_latency_seconds", &s.itl},
-		{"e2e_request_latency_seconds", &s.e2e},
-		{"request_queue_time_seconds", &s.queue},
-		{"request_inference_time_seconds", &s.inference},
-		{"request_prefill_time_seconds", &s.prefill},
-		{"request_decode_time_seconds", &s.decode},
-		{"request_time_per_output_token_seconds", &s.reqTPOT},
-		{"request_prompt_tokens", &s.reqPrompt},
-		{"request_generation_tokens", &s.reqGeneration},
-		{"request_max_num_generation_tokens", &s.reqMaxGeneration},
-		{"request_params_max_tokens", &s.paramsMaxTokens},
-		{"request_params_n", &s.paramsN},
-		{"iteration_tokens_total", &s.iterationTokens},
+var histogramFields = func() []histogramField {
+	fs := []histogramField{
+		{name: "time_to_first_token_seconds", get: func(s *engineStats) *histogram { return &s.ttft }},
+		{name: "inter_token_latency_seconds", get: func(s *engineStats) *histogram { return &s.itl }},
+		{name: "e2e_request_latency_seconds", get: func(s *engineStats) *histogram { return &s.e2e }},
+		{name: "request_queue_time_seconds", get: func(s *engineStats) *histogram { return &s.queue }},
+		{name: "request_inference_time_seconds", get: func(s *engineStats) *histogram { return &s.inference }},
+		{name: "request_prefill_time_seconds", get: func(s *engineStats) *histogram { return &s.prefill }},
+		{name: "request_decode_time_seconds", get: func(s *engineStats) *histogram { return &s.decode }},
+		{name: "request_time_per_output_token_seconds", get: func(s *engineStats) *histogram { return &s.reqTPOT }},
+		{name: "request_prompt_tokens", get: func(s *engineStats) *histogram { return &s.reqPrompt }},
+		{name: "request_generation_tokens", get: func(s *engineStats) *histogram { return &s.reqGeneration }},
+		{name: "request_max_num_generation_tokens", get: func(s *engineStats) *histogram { return &s.reqMaxGeneration }},
+		{name: "request_params_max_tokens", get: func(s *engineStats) *histogram { return &s.paramsMaxTokens }},
+		{name: "request_params_n", get: func(s *engineStats) *histogram { return &s.paramsN }},
+		{name: "iteration_tokens_total", get: func(s *engineStats) *histogram { return &s.iterationTokens }},
 	}
-}
+	for i := range fs {
+		fs[i].countKey, fs[i].sumKey = fs[i].name+"_count", fs[i].name+"_sum"
+	}
+	return fs
+}()
 
-func (s *engineStats) histogramByName(name string) *histogram {
-	for _, p := range s.histograms() {
-		if p.name == name {
-			return p.h
-		}
+var successKeys = func() (k [numReasons]string) {
+	for i, r := range reasonNames {
+		k[i] = "request_success/" + r
 	}
-	return nil
-}
+	return k
+}()
 
 // addTotals adds s's counters to a Totals map under the keys documented on Fleet.Totals.
 func (s *engineStats) addTotals(m map[string]float64) {
@@ -127,11 +131,12 @@ func (s *engineStats) addTotals(m map[string]float64) {
 	m["prompt_tokens_by_source/external_kv_transfer"] += 0
 	m["generation_tokens"] += float64(s.generationTokens)
 	for i, n := range s.success {
-		m["request_success/"+reasonNames[i]] += float64(n)
+		m[successKeys[i]] += float64(n)
 	}
-	for _, p := range s.histograms() {
-		m[p.name+"_count"] += float64(p.h.count)
-		m[p.name+"_sum"] += p.h.sum
+	for _, f := range histogramFields {
+		h := f.get(s)
+		m[f.countKey] += float64(h.count)
+		m[f.sumKey] += h.sum
 	}
 }
 
