@@ -57,3 +57,30 @@ func BenchmarkResample(b *testing.B) {
 		Resample(out, ps, 60)
 	}
 }
+
+func TestGridSpread(t *testing.T) {
+	p := func(t, v float64) step.Point { return step.Point{OffsetS: t, Value: v} }
+	rows := Grid([][]step.Point{
+		{p(1, 0), p(2, 10)},
+		{p(1, 4), p(2, 20)},
+		{p(1, 2)}, // stopped after 1 s
+	}, 2, 2)
+	if len(rows) != 3 || rows[2][0] != 2 || !math.IsNaN(rows[2][1]) {
+		t.Fatalf("Grid = %v", rows)
+	}
+	b := Spread(rows)
+	want := Band{Min: []float64{0, 10}, Max: []float64{4, 20}, Mean: []float64{2, 15}, P95: []float64{3.8, 19.5}}
+	for c := range 2 {
+		for _, f := range []struct {
+			name      string
+			got, want float64
+		}{{"min", b.Min[c], want.Min[c]}, {"max", b.Max[c], want.Max[c]}, {"mean", b.Mean[c], want.Mean[c]}, {"p95", b.P95[c], want.P95[c]}} {
+			if math.Abs(f.got-f.want) > 1e-9 {
+				t.Errorf("column %d %s = %v, want %v", c, f.name, f.got, f.want)
+			}
+		}
+	}
+	if b := Spread([][]float64{{math.NaN()}}); !math.IsNaN(b.Mean[0]) {
+		t.Errorf("a column without values has mean %v", b.Mean[0])
+	}
+}
