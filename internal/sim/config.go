@@ -69,7 +69,7 @@ func DefaultConfig() Config {
 		Model:               "Qwen/Qwen3-1.7B",
 		Workload:            DefaultWorkload(),
 		BlocksPerEngine:     768,
-		MaxNumSeqs:          256,
+		MaxNumSeqs:          48,
 		MaxNumBatchedTokens: 8192,
 		MaxModelLen:         4096,
 		Cost:                DefaultCostModel(),

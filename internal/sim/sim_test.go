@@ -217,12 +217,13 @@ func TestDefaultWorkloadMovesEverything(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.DP = 2
 	s := mustSim(t, cfg)
-	maxUsage := 0.0
+	maxUsage, maxWaiting := 0.0, 0
 	var batches []BatchDone
 	for at := 100 * time.Millisecond; at <= 60*time.Second; at += 100 * time.Millisecond {
 		s.AdvanceTo(at)
 		for _, e := range s.engines {
 			maxUsage = max(maxUsage, e.stats.kvUsage)
+			maxWaiting = max(maxWaiting, e.stats.waiting)
 		}
 		batches = append(batches, s.takeBatches()...)
 	}
@@ -246,6 +247,9 @@ func TestDefaultWorkloadMovesEverything(t *testing.T) {
 	}
 	if tot["num_preemptions"] == 0 || maxUsage < 0.95 {
 		t.Errorf("KV cache never under pressure: %v preemptions, max usage %v", tot["num_preemptions"], maxUsage)
+	}
+	if maxWaiting == 0 || tot["request_queue_time_seconds_sum"] == 0 {
+		t.Errorf("nothing ever waited: max waiting %d, queue time %v", maxWaiting, tot["request_queue_time_seconds_sum"])
 	}
 	if ttft < 0.01 || ttft > 0.5 || itl < 0.008 || itl > 0.05 {
 		t.Errorf("latencies out of range: ttft %v itl %v", ttft, itl)
