@@ -26,6 +26,7 @@ var commands map[string]command
 func init() {
 	// Assigned here rather than in the declaration because usage() reads the map.
 	commands = map[string]command{
+		"demo":   {"run a simulated vLLM fleet and show its per-step metrics (start here)", runDemo},
 		"run":    {"scrape a vLLM fleet and write per-step metrics", runRun},
 		"record": {"like run, writing everything scraped to a recording (-record FILE)", runRecord},
 		"replay": {"recompute the step records of a recording", runReplay},

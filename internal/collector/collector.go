@@ -32,9 +32,12 @@ type Options struct {
 	OnStep    func(*step.Record) // called after the sinks, e.g. to print a summary
 	Keep      int                // closed steps kept in memory for Steps; default 1000
 	Observer  Observer           // nil: none
-	Clock     clock.Clock
-	Client    *http.Client
-	Logger    *slog.Logger
+	// NoFinalStep leaves the open step unclosed at shutdown (a caller that ends every step
+	// itself, like the demo, does not want a last partial one).
+	NoFinalStep bool
+	Clock       clock.Clock
+	Client      *http.Client
+	Logger      *slog.Logger
 }
 
 // Observer is told what the collector does, for self-metrics. Its methods run on the collector
@@ -84,6 +87,9 @@ func New(opt Options) *Collector {
 	}
 	return &Collector{opt: opt, log: opt.Logger, reqs: make(chan func(*state)), done: make(chan struct{})}
 }
+
+// SetNoFinalStep makes Run leave the open step unclosed at shutdown. Call it before Run.
+func (c *Collector) SetNoFinalStep() { c.opt.NoFinalStep = true }
 
 // call runs f on the collector's goroutine and waits for it.
 func (c *Collector) call(ctx context.Context, f func(*state)) error {
@@ -205,7 +211,9 @@ func (c *Collector) Run(ctx context.Context) error {
 // shutdown closes the open step with a final boundary scrape, bounded in time so that a dead
 // target cannot hold the exit, then closes everything.
 func (s *state) shutdown(results chan scrape.Result) error {
-	s.requestEnd(-1, nil)
+	if !s.c.opt.NoFinalStep {
+		s.requestEnd(-1, nil) // queued behind a step end in progress, if any
+	}
 	deadline := time.NewTimer(2*s.c.opt.Timeout + 2*time.Second)
 	defer deadline.Stop()
 	for s.boundary != nil {

@@ -1,0 +1,189 @@
+package cli
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/vllmstat/vllmstat/internal/config"
+	"github.com/vllmstat/vllmstat/internal/sim"
+	"github.com/vllmstat/vllmstat/internal/step"
+)
+
+const demoHelp = `Usage: vllmstat demo [flags]
+
+Starts a simulated vLLM fleet in this process (GRPO-style rollout batches with shared prompt
+prefixes, a KV cache small enough to fill up and preempt), scrapes it every 0.5 s, and ends a
+step at the end of each rollout batch, the way a trainer would. Each step is printed as a row
+of a table and written to OUT/steps.jsonl.
+
+Flags:
+`
+
+func runDemo(args []string, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return demoWith(ctx, args, stdout, stderr)
+}
+
+func demoWith(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("vllmstat demo", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	steps := fs.Int("steps", 5, "number of steps (rollout batches) to run")
+	servers := fs.Int("servers", 2, "simulated vLLM servers (scrape targets)")
+	dp := fs.Int("dp", 2, "data-parallel engines per server")
+	out := fs.String("out", "vllmstat-demo", "output `directory`")
+	speed := fs.Float64("speed", 1, "simulated seconds per wall second")
+	seed := fs.Int64("seed", 1, "workload seed: the same seed gives the same events")
+	interval := fs.Float64("interval", 0.5, "scrape interval in `seconds`")
+	perWorker := fs.Bool("per-worker", true, "add per-worker metrics to every step record")
+	verbose := fs.Bool("v", false, "log scrape and target events")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), demoHelp)
+		fs.PrintDefaults()
+	}
+	if code, done := parseFlags(fs, args, stdout); done {
+		return code
+	}
+	if *steps < 1 || *servers < 1 || *dp < 1 || !(*speed > 0) || !(*interval > 0) {
+		fmt.Fprintln(stderr, "vllmstat demo: --steps, --servers and --dp must be at least 1; --speed and --interval > 0")
+		return exitUsage
+	}
+	level := slog.LevelWarn
+	if *verbose {
+		level = slog.LevelInfo
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+
+	sc := sim.DefaultConfig()
+	sc.Servers, sc.DP, sc.Port, sc.Speed, sc.Seed = *servers, *dp, 0, *speed, *seed
+	sc.Workload.Batches = *steps
+	sc.Logger = log
+	fleetCtx, stopFleet := context.WithCancel(ctx)
+	defer stopFleet()
+	fleet, err := sim.Start(fleetCtx, sc)
+	if err != nil {
+		fmt.Fprintf(stderr, "vllmstat demo: start the simulated fleet: %v\n", err)
+		return exitError
+	}
+	defer fleet.Close()
+
+	cfg := config.Default()
+	cfg.Targets = fleet.URLs()
+	cfg.Interval = *interval
+	cfg.StepEvery = 0
+	cfg.OutDir = *out
+	cfg.PerWorker = *perWorker
+	cfg.Listen = ""
+	if err := cfg.Validate(); err != nil {
+		fmt.Fprintf(stderr, "vllmstat demo: %v\n", err)
+		return exitError
+	}
+	if err := os.Remove(filepath.Join(cfg.OutDir, "steps.jsonl")); err != nil && !os.IsNotExist(err) {
+		fmt.Fprintf(stderr, "vllmstat demo: %v\n", err)
+		return exitError
+	}
+	fmt.Fprintf(stdout, "Simulated vLLM fleet: %d servers x %d engines (vLLM %s pages)\n", *servers, *dp, sc.Version)
+	for _, u := range cfg.Targets {
+		fmt.Fprintf(stdout, "  %s\n", u)
+	}
+	fmt.Fprintf(stdout, "Scraping every %gs; a step ends when a rollout batch has finished on every engine.\n\n", cfg.Interval)
+	table := newStepTable(stdout, cfg.MetricPrefix)
+	r, err := startRun(cfg, log, io.Discard)
+	if err != nil {
+		fmt.Fprintf(stderr, "vllmstat demo: %v\n", err)
+		return exitError
+	}
+	r.c.SetNoFinalStep()
+	runCtx, stopRun := context.WithCancel(context.Background())
+	runErr := make(chan error, 1)
+	go func() { runErr <- r.run(runCtx) }()
+
+	code := exitOK
+	for done := 0; done < *steps; {
+		select {
+		case n, ok := <-fleet.Batches():
+			if !ok {
+				done = *steps
+				break
+			}
+			rec, err := r.c.EndStep(ctx, int64(n))
+			if err != nil {
+				fmt.Fprintf(stderr, "vllmstat demo: end step %d: %v\n", n, err)
+				code = exitError
+				done = *steps
+				break
+			}
+			table.row(&rec)
+			done++
+		case <-ctx.Done():
+			done = *steps
+		case <-time.After(2 * time.Minute):
+			fmt.Fprintln(stderr, "vllmstat demo: no rollout batch finished in 2 minutes")
+			code = exitError
+			done = *steps
+		}
+	}
+	stopRun()
+	if err := <-runErr; err != nil {
+		fmt.Fprintf(stderr, "vllmstat demo: %v\n", err)
+		code = exitError
+	}
+	fmt.Fprintf(stdout, "\nSteps written to %s\n", filepath.Join(cfg.OutDir, "steps.jsonl"))
+	return code
+}
+
+// stepTable prints closed steps as the rows of an aligned table.
+type stepTable struct {
+	w      io.Writer
+	prefix string
+	rows   int
+}
+
+func newStepTable(w io.Writer, prefix string) *stepTable { return &stepTable{w: w, prefix: prefix} }
+
+var tableCols = []struct {
+	head, key, format string
+	scale             float64
+}{
+	{"hit rate", "prefix_cache_hit_rate", "%7.1f%%", 100},
+	{"preempt", "num_preemptions", "%7.0f", 1},
+	{"kv mean", "kv_cache_usage_perc/mean", "%7.2f", 1},
+	{"kv max", "kv_cache_usage_perc/max", "%7.2f", 1},
+	{"run mean", "num_requests_running/mean", "%8.1f", 1},
+	{"run max", "num_requests_running/max", "%7.0f", 1},
+	{"wait mean", "num_requests_waiting/mean", "%9.1f", 1},
+	{"wait max", "num_requests_waiting/max", "%8.0f", 1},
+	{"gen tok/s", "generation_tokens_per_s", "%9.0f", 1},
+	{"ttft p50", "time_to_first_token_seconds/p50", "%7.3fs", 1},
+	{"ttft p95", "time_to_first_token_seconds/p95", "%7.3fs", 1},
+}
+
+func (t *stepTable) row(r *step.Record) {
+	if t.rows == 0 {
+		fmt.Fprintf(t.w, "%4s %6s %7s", "step", "secs", "workers")
+		for _, c := range tableCols {
+			fmt.Fprintf(t.w, " %*s", len(fmt.Sprintf(c.format, 0.0)), c.head)
+		}
+		fmt.Fprintln(t.w)
+	}
+	t.rows++
+	fmt.Fprintf(t.w, "%4d %6.1f %7d", r.Step, r.DurationS, r.Workers)
+	for _, c := range tableCols {
+		width := len(fmt.Sprintf(c.format, 0.0))
+		v, ok := r.Metrics[t.prefix+"/"+c.key]
+		if !ok {
+			fmt.Fprintf(t.w, " %*s", width, "-")
+			continue
+		}
+		fmt.Fprintf(t.w, " "+c.format, v*c.scale)
+	}
+	fmt.Fprintln(t.w)
+}
