@@ -1,0 +1,228 @@
+// Package tensorboard writes closed steps to a TensorBoard event file, natively: TFRecord
+// framing around hand-encoded Event protos, one event per step with a scalar per metric key
+// and, when plots are on, the step's PNG plots as image summaries. TensorBoard and W&B's
+// sync_tensorboard read the file while it grows.
+package tensorboard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/vllmstat/vllmstat/internal/config"
+	"github.com/vllmstat/vllmstat/internal/step"
+)
+
+// errClosed is returned by Write after Close.
+var errClosed = errors.New("tensorboard sink is closed")
+
+// file is what Writer needs of its event file; tests put a failing one in its place.
+type file interface {
+	io.Writer
+	io.Seeker
+	Truncate(size int64) error
+	Close() error
+}
+
+// Writer appends steps to one event file. Each step is one write of whole records with no
+// buffering in between, so a live TensorBoard sees a step as soon as Write returns.
+type Writer struct {
+	log    *slog.Logger
+	outDir string
+	set    settings
+	path   string
+
+	mu     sync.Mutex
+	f      file
+	size   int64 // bytes of whole records: a failed write is cut back to this
+	broken bool  // a failed write may have left part of a record after size
+	closed bool
+}
+
+// New creates OUT_DIR/tensorboard/events.out.tfevents.<unix>.<host> (or the dir setting's
+// directory) and writes its file-version event. spec's settings are decoded strictly: images
+// (default true), per_worker (default false) and dir.
+func New(outDir string, spec config.SinkSpec, log *slog.Logger) (*Writer, error) {
+	return open(outDir, spec, log, time.Now())
+}
+
+func open(outDir string, spec config.SinkSpec, log *slog.Logger, now time.Time) (*Writer, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	set, err := decodeSettings(outDir, spec)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(set.dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create tensorboard directory: %w", err)
+	}
+	f, path, err := create(set.dir, now)
+	if err != nil {
+		return nil, err
+	}
+	w := &Writer{log: log, outDir: outDir, set: set, path: path, f: f}
+	if err := w.write(appendRecord(nil, versionEvent(wallTime(now)))); err != nil {
+		f.Close()
+		return nil, err
+	}
+	log.Info("tensorboard sink writing", "path", path, "images", set.images, "per_worker", set.perWorker)
+	return w, nil
+}
+
+// create makes a new event file named the way TensorFlow names them. A file of the same
+// second and host is never appended to: a second writer gets a numbered name instead.
+func create(dir string, now time.Time) (*os.File, string, error) {
+	base := filepath.Join(dir, fmt.Sprintf("events.out.tfevents.%d.%s", now.Unix(), hostname()))
+	for i := 0; ; i++ {
+		p := base
+		if i > 0 {
+			p += "." + strconv.Itoa(i)
+		}
+		f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if errors.Is(err, fs.ErrExist) && i < 100 {
+			continue
+		}
+		if err != nil {
+			return nil, "", fmt.Errorf("create event file: %w", err)
+		}
+		return f, p, nil
+	}
+}
+
+// hostname is the host part of the file name, reduced to characters safe in a file name.
+func hostname() string {
+	h, err := os.Hostname()
+	if err != nil || h == "" {
+		return "localhost"
+	}
+	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '.' || r == '_' {
+			return r
+		}
+		return '_'
+	}, h)
+}
+
+// Path is the event file being written.
+func (w *Writer) Path() string { return w.path }
+
+// Write appends r as one event: step = r.Step, wall_time = r.End.
+func (w *Writer) Write(ctx context.Context, r *step.Record) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	ev := summaryEvent(wallTime(r.End), r.Step, w.scalars(r), w.pictures(r))
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return fmt.Errorf("write step %d: %w", r.Step, errClosed)
+	}
+	if err := w.write(appendRecord(nil, ev)); err != nil {
+		return fmt.Errorf("write step %d: %w", r.Step, err)
+	}
+	return nil
+}
+
+// Close closes the file; later writes fail.
+func (w *Writer) Close(context.Context) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return nil
+	}
+	w.closed = true
+	if err := w.f.Close(); err != nil {
+		return fmt.Errorf("close %q: %w", w.path, err)
+	}
+	return nil
+}
+
+// write appends whole records. After a failed write it cuts the file back to its last whole
+// record, so that the queue's retry of the step leaves a file every reader accepts.
+func (w *Writer) write(b []byte) error {
+	if w.broken {
+		if err := w.cut(); err != nil {
+			return err
+		}
+	}
+	if _, err := w.f.Write(b); err != nil {
+		w.broken = true
+		err = fmt.Errorf("write %q: %w", w.path, err)
+		if cerr := w.cut(); cerr != nil {
+			return errors.Join(err, cerr)
+		}
+		return err
+	}
+	w.size += int64(len(b))
+	return nil
+}
+
+func (w *Writer) cut() error {
+	if err := w.f.Truncate(w.size); err != nil {
+		return fmt.Errorf("cut %q back to its last whole record: %w", w.path, err)
+	}
+	if _, err := w.f.Seek(w.size, io.SeekStart); err != nil {
+		return fmt.Errorf("cut %q back to its last whole record: %w", w.path, err)
+	}
+	w.broken = false
+	return nil
+}
+
+// scalars lists the step's keys in order, then each worker's when per_worker is on.
+func (w *Writer) scalars(r *step.Record) []scalar {
+	out := make([]scalar, 0, len(r.Metrics))
+	for _, k := range slices.Sorted(maps.Keys(r.Metrics)) {
+		out = append(out, scalar{k, r.Metrics[k]})
+	}
+	if !w.set.perWorker {
+		return out
+	}
+	for _, wr := range r.PerWorker {
+		for _, k := range slices.Sorted(maps.Keys(wr.Metrics)) {
+			out = append(out, scalar{workerTag(k, wr.Target, wr.Engine), wr.Metrics[k]})
+		}
+	}
+	return out
+}
+
+// pictures reads the step's plots. A plot that cannot be read is logged and left out rather
+// than failing the step: the scalars matter more, and a retry would not bring the file back.
+func (w *Writer) pictures(r *step.Record) []picture {
+	if !w.set.images {
+		return nil
+	}
+	var out []picture
+	for _, p := range r.Plots {
+		path := p
+		if !filepath.IsAbs(path) {
+			path = filepath.Join(w.outDir, p)
+		}
+		b, err := os.ReadFile(path)
+		if err == nil {
+			var pic picture
+			if pic, err = pngPicture(plotTag(p), b); err == nil {
+				out = append(out, pic)
+				continue
+			}
+		}
+		w.log.Warn("tensorboard sink leaves out a plot", "step", r.Step, "path", path, "err", err)
+	}
+	return out
+}
+
+// wallTime is t in Unix seconds, as Event.wall_time holds it.
+func wallTime(t time.Time) float64 {
+	return float64(t.Unix()) + float64(t.Nanosecond())/1e9
+}
