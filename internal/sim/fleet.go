@@ -115,13 +115,9 @@ func (f *Fleet) Close() error {
 	f.closeOnce.Do(func() {
 		f.cancel()
 		for _, s := range f.servers {
-			s.stop(time.Second)
+			s.stop(time.Second, true)
 		}
 		f.wg.Wait()
-		// A down fault may have reopened a port while the servers were being stopped.
-		for _, s := range f.servers {
-			s.stop(time.Second)
-		}
 		f.log.Info("fleet stopped")
 	})
 	return nil

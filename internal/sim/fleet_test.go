@@ -285,3 +285,15 @@ func TestStartFailsOnTakenPort(t *testing.T) {
 		t.Fatal("second fleet started on a taken port")
 	}
 }
+
+func TestCloseDuringDownWindow(t *testing.T) {
+	cfg := fastConfig()
+	cfg.Faults = []Fault{{Kind: FaultDown, At: 50 * time.Millisecond, Duration: 100 * time.Millisecond, Server: AllServers}}
+	f := startFleet(t, cfg)
+	u := f.URLs()[0]
+	waitFor(t, 3*time.Second, "the port to close", func() bool {
+		_, _, err := get(t, http.DefaultClient, u)
+		return err != nil
+	})
+	// startFleet's cleanup closes the fleet inside the window and checks for leaked goroutines.
+}

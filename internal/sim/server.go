@@ -35,6 +35,7 @@ type server struct {
 
 	srvMu   sync.Mutex
 	httpSrv *http.Server // the one serving now, nil while down
+	closed  bool         // the fleet is closing: serve no more
 }
 
 func newServer(ctx context.Context, idx int, ln net.Listener, r *renderer, cfg Config, start time.Time, log *slog.Logger) *server {
@@ -84,8 +85,12 @@ func (s *server) serve(ln net.Listener, wg *sync.WaitGroup) {
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
 	s.srvMu.Lock()
+	defer s.srvMu.Unlock()
+	if s.closed {
+		ln.Close() // a down fault reopened the port while the fleet was closing
+		return
+	}
 	s.httpSrv = hs
-	s.srvMu.Unlock()
 	wg.Go(func() {
 		if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error("serve", "err", err)
@@ -94,11 +99,12 @@ func (s *server) serve(ln net.Listener, wg *sync.WaitGroup) {
 }
 
 // stop closes the listener and every connection, so that new connections are refused. It
-// waits up to grace for handlers in flight.
-func (s *server) stop(grace time.Duration) {
+// waits up to grace for handlers in flight. After a final stop, serve starts nothing.
+func (s *server) stop(grace time.Duration, final bool) {
 	s.srvMu.Lock()
 	hs := s.httpSrv
 	s.httpSrv = nil
+	s.closed = s.closed || final
 	s.srvMu.Unlock()
 	if hs == nil {
 		return
@@ -120,7 +126,7 @@ func (s *server) runDownFaults(ctx context.Context, wg *sync.WaitGroup) {
 		if !s.sleepUntil(ctx, f.At) {
 			return
 		}
-		s.stop(0)
+		s.stop(0, false)
 		s.log.Info("server down", "fault", f.String())
 		if !s.sleepUntil(ctx, f.At+f.Duration) {
 			return
