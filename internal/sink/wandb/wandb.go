@@ -1,0 +1,297 @@
+// Package wandb writes closed steps as a W&B offline run, natively: the run's transaction log
+// (run-<id>.wandb) with hand-encoded wandb_internal.Record protos in W&B's LevelDB-log framing,
+// and the step's plots as media files beside it. `wandb sync` uploads the run later; nothing
+// here talks to W&B.
+package wandb
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"image/png"
+	"io"
+	"log/slog"
+	"maps"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/vllmstat/vllmstat/internal/config"
+	"github.com/vllmstat/vllmstat/internal/step"
+)
+
+// errClosed is returned by Write after Close.
+var errClosed = errors.New("wandb sink is closed")
+
+// file is what Writer needs of the transaction log; tests put a failing one in its place.
+type file interface {
+	io.Writer
+	io.Seeker
+	Truncate(size int64) error
+	Close() error
+}
+
+// Writer writes one offline run. Records are numbered from 1 as W&B numbers them. The Run
+// record is written with the first step, so that its start time is the first step's start
+// (a replay of an old recording then gets the run times of the recording); a run without
+// steps gets it at Close.
+type Writer struct {
+	log     *slog.Logger
+	outDir  string
+	set     settings
+	runDir  string
+	path    string
+	created time.Time
+	host    string
+
+	mu      sync.Mutex
+	f       file
+	size    int64 // bytes of whole records: the log offset of the next chunk
+	broken  bool  // a failed write may have left part of a record after size
+	closed  bool
+	num     int64 // number of the last record written
+	started bool  // the Run record is written
+	start   time.Time
+	summary []item // the last step's values, the run's summary at Close
+	lastEnd time.Time
+}
+
+// New creates OUT_DIR/wandb/offline-run-<YYYYMMDD_HHMMSS>-<id>/run-<id>.wandb and writes its
+// header. spec's settings are decoded strictly: project (default "vllmstat"), entity, group,
+// name, run_id (default 8 random characters), config (a mapping), images (default true) and
+// per_worker (default false).
+func New(outDir string, spec config.SinkSpec, log *slog.Logger) (*Writer, error) {
+	return open(outDir, spec, log, time.Now())
+}
+
+func open(outDir string, spec config.SinkSpec, log *slog.Logger, now time.Time) (*Writer, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	set, err := decodeSettings(spec)
+	if err != nil {
+		return nil, err
+	}
+	runDir := filepath.Join(outDir, "wandb", fmt.Sprintf("offline-run-%s-%s", now.Format("20060102_150405"), set.runID))
+	if err := os.MkdirAll(filepath.Join(runDir, "files"), 0o755); err != nil {
+		return nil, fmt.Errorf("create wandb run directory: %w", err)
+	}
+	path := filepath.Join(runDir, "run-"+set.runID+".wandb")
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("create wandb run file (is run_id %q used twice?): %w", set.runID, err)
+	}
+	host, _ := os.Hostname()
+	w := &Writer{log: log, outDir: outDir, set: set, runDir: runDir, path: path, created: now, host: host, f: f}
+	if err := w.write(logHeader); err != nil {
+		f.Close()
+		return nil, err
+	}
+	log.Info("wandb sink writing an offline run", "dir", runDir, "project", set.project, "run_id", set.runID,
+		"group", set.group, "images", set.images, "per_worker", set.perWorker)
+	return w, nil
+}
+
+// RunDir is the offline run's directory, the argument of `wandb sync`.
+func (w *Writer) RunDir() string { return w.runDir }
+
+// Path is the run's transaction log.
+func (w *Writer) Path() string { return w.path }
+
+// Write appends r as one History record (after the Run record for the first step, and a Files
+// record for its plots), in one write, so that a failed step leaves nothing behind.
+func (w *Writer) Write(ctx context.Context, r *step.Record) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return fmt.Errorf("write step %d: %w", r.Step, errClosed)
+	}
+	start := w.start
+	if !w.started {
+		start = r.Start
+	}
+	values := w.values(r, start)
+	images, files := w.images(r)
+
+	var buf []byte
+	num := w.num
+	off := w.size
+	add := func(rec []byte) {
+		num++
+		buf, off = appendLogRecord(buf, off, rec)
+	}
+	if !w.started {
+		add(runRecord(num+1, w.runInfo(start)))
+	}
+	if len(files) > 0 {
+		add(filesRecord(num+1, files))
+	}
+	add(historyRecord(num+1, r.Step, append(values, images...)))
+	if err := w.write(buf); err != nil {
+		return fmt.Errorf("write step %d: %w", r.Step, err)
+	}
+	w.num, w.started, w.start = num, true, start
+	w.summary, w.lastEnd = values, r.End
+	return nil
+}
+
+// Close writes the run's summary (the last step's values) and an Exit record with exit code 0,
+// which tells wandb sync that the run ended cleanly, and closes the log.
+func (w *Writer) Close(context.Context) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return nil
+	}
+	w.closed = true
+	var buf []byte
+	num, off := w.num, w.size
+	add := func(rec []byte) {
+		num++
+		buf, off = appendLogRecord(buf, off, rec)
+	}
+	runtime := w.lastEnd.Sub(w.start)
+	if !w.started {
+		add(runRecord(num+1, w.runInfo(w.created)))
+		runtime = 0
+	}
+	if len(w.summary) > 0 {
+		add(summaryRecord(num+1, w.summary))
+	}
+	add(exitRecord(num+1, 0, int32(runtime.Round(time.Second)/time.Second)))
+	err := w.write(buf)
+	if cerr := w.f.Close(); cerr != nil {
+		err = errors.Join(err, fmt.Errorf("close %q: %w", w.path, cerr))
+	}
+	if err != nil {
+		return fmt.Errorf("finish wandb run: %w", err)
+	}
+	w.num = num
+	return nil
+}
+
+func (w *Writer) runInfo(start time.Time) runInfo {
+	return runInfo{id: w.set.runID, entity: w.set.entity, project: w.set.project, group: w.set.group,
+		name: w.set.name, host: w.host, config: w.set.config, start: start}
+}
+
+// values are the step's history items: _step, _runtime and _timestamp as the W&B SDK writes
+// them, then every key in order, then each worker's keys when per_worker is on.
+func (w *Writer) values(r *step.Record, start time.Time) []item {
+	items := []item{
+		{"_step", strconv.FormatInt(r.Step, 10)},
+		{"_runtime", jsonFloat(r.End.Sub(start).Seconds())},
+		{"_timestamp", jsonFloat(seconds(r.End))},
+	}
+	for _, k := range slices.Sorted(maps.Keys(r.Metrics)) {
+		items = append(items, item{k, jsonFloat(r.Metrics[k])})
+	}
+	if w.set.perWorker {
+		for _, wr := range r.PerWorker {
+			for _, k := range slices.Sorted(maps.Keys(wr.Metrics)) {
+				items = append(items, item{workerKey(k, wr.Target, wr.Engine), jsonFloat(wr.Metrics[k])})
+			}
+		}
+	}
+	return items
+}
+
+// imageFile is the history value of an image, W&B's "image-file" as its SDK writes it.
+type imageFile struct {
+	Type   string `json:"_type"`
+	Path   string `json:"path"`
+	SHA256 string `json:"sha256"`
+	Size   int    `json:"size"`
+	Width  int    `json:"width"`
+	Height int    `json:"height"`
+	Format string `json:"format"`
+}
+
+// images copies the step's plots into files/media/images and returns their history items and
+// run file paths. A plot that cannot be read or copied is logged and left out rather than
+// failing the step: the scalars matter more, and a retry would not bring the file back.
+func (w *Writer) images(r *step.Record) (items []item, files []string) {
+	if !w.set.images {
+		return nil, nil
+	}
+	for _, p := range r.Plots {
+		src := p
+		if !filepath.IsAbs(src) {
+			src = filepath.Join(w.outDir, p)
+		}
+		it, file, err := w.copyImage(src, r.Step)
+		if err != nil {
+			w.log.Warn("wandb sink leaves out a plot", "step", r.Step, "path", src, "err", err)
+			continue
+		}
+		items = append(items, item{plotKey(p), it})
+		files = append(files, file)
+	}
+	return items, files
+}
+
+func (w *Writer) copyImage(src string, stepNum int64) (value, file string, err error) {
+	b, err := os.ReadFile(src)
+	if err != nil {
+		return "", "", err
+	}
+	cfg, err := png.DecodeConfig(bytes.NewReader(b))
+	if err != nil {
+		return "", "", fmt.Errorf("not a PNG: %w", err)
+	}
+	sum := sha256.Sum256(b)
+	sha := hex.EncodeToString(sum[:])
+	file = path.Join("media", "images", mediaName(src, stepNum, sha))
+	dst := filepath.Join(w.runDir, "files", filepath.FromSlash(file))
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return "", "", fmt.Errorf("create media directory: %w", err)
+	}
+	if err := os.WriteFile(dst, b, 0o644); err != nil {
+		return "", "", fmt.Errorf("copy plot: %w", err)
+	}
+	v, err := json.Marshal(imageFile{Type: "image-file", Path: file, SHA256: sha, Size: len(b),
+		Width: cfg.Width, Height: cfg.Height, Format: "png"})
+	return string(v), file, err
+}
+
+// write appends whole records. After a failed write it cuts the log back to its last whole
+// record, so that the queue's retry of the step leaves a log every reader accepts.
+func (w *Writer) write(b []byte) error {
+	if w.broken {
+		if err := w.cut(); err != nil {
+			return err
+		}
+	}
+	if _, err := w.f.Write(b); err != nil {
+		w.broken = true
+		err = fmt.Errorf("write %q: %w", w.path, err)
+		if cerr := w.cut(); cerr != nil {
+			return errors.Join(err, cerr)
+		}
+		return err
+	}
+	w.size += int64(len(b))
+	return nil
+}
+
+func (w *Writer) cut() error {
+	if err := w.f.Truncate(w.size); err != nil {
+		return fmt.Errorf("cut %q back to its last whole record: %w", w.path, err)
+	}
+	if _, err := w.f.Seek(w.size, io.SeekStart); err != nil {
+		return fmt.Errorf("cut %q back to its last whole record: %w", w.path, err)
+	}
+	w.broken = false
+	return nil
+}
