@@ -30,6 +30,7 @@ func init() {
 		"run":    {"scrape a vLLM fleet and write per-step metrics", runRun},
 		"record": {"like run, writing everything scraped to a recording (-record FILE)", runRecord},
 		"replay": {"recompute the step records of a recording", runReplay},
+		"watch":  {"print live fleet numbers every interval, like vmstat", runWatch},
 		"sim":    {"start a simulated vLLM fleet serving /metrics", runSim},
 	}
 }

@@ -1,0 +1,300 @@
+package cli
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/term"
+
+	"github.com/vllmstat/vllmstat/internal/config"
+	"github.com/vllmstat/vllmstat/internal/scrape"
+	"github.com/vllmstat/vllmstat/internal/step"
+)
+
+const watchHelp = `Usage: vllmstat watch [flags] TARGET...
+
+Scrapes the targets (/metrics URLs or host:port) every --interval and prints one row per
+interval, like vmstat: workers up/total, running and waiting requests (summed over workers), KV
+usage mean and max, the prefix-cache hit rate over the interval, preemptions in the interval,
+generation and prompt tokens/s. An unreachable target shows as down. Ctrl-C prints the whole
+session as one step record and exits 0.
+
+On a terminal the header repeats every screenful and --per-worker redraws one row per worker in
+place; on a pipe only plain lines are printed.
+
+Flags:
+`
+
+func runWatch(args []string, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return watchWith(ctx, args, stdout, stderr, nil)
+}
+
+// watchWith runs watch until ctx ends; ticks, when not nil, replaces the interval timer (tests).
+func watchWith(ctx context.Context, args []string, stdout, stderr io.Writer, ticks <-chan time.Time) int {
+	fs := flag.NewFlagSet("vllmstat watch", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	interval := fs.Float64("interval", 1, "seconds between scrapes")
+	perWorker := fs.Bool("per-worker", false, "one row per worker (redrawn in place on a terminal)")
+	timeout := fs.Float64("timeout", 0, "scrape timeout in seconds (default 80% of the interval, at most 10)")
+	prefix := fs.String("metric-prefix", "vllm", "prefix of the metric keys in the session summary")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), watchHelp)
+		fs.PrintDefaults()
+	}
+	if code, done := parseFlags(fs, args, stdout); done {
+		return code
+	}
+	cfg := config.Default()
+	cfg.Targets = fs.Args()
+	cfg.Interval = *interval
+	cfg.MetricPrefix = *prefix
+	cfg.SetPath("targets", "arguments")
+	cfg.SetPath(config.KeyInterval, "--interval")
+	if *timeout > 0 {
+		cfg.ScrapeTimeout = time.Duration(*timeout * float64(time.Second))
+	}
+	cfg.Listen = ""
+	if err := cfg.Validate(); err != nil {
+		fmt.Fprintf(stderr, "vllmstat watch: %v\n", err)
+		return exitUsage
+	}
+	w := newWatcher(cfg, *perWorker, stdout)
+	if ticks == nil {
+		t := time.NewTicker(cfg.IntervalDuration())
+		defer t.Stop()
+		ticks = t.C
+	}
+	w.round(ctx)
+	for {
+		select {
+		case <-ctx.Done():
+			w.summary()
+			return exitOK
+		case <-ticks:
+			w.round(ctx)
+		}
+	}
+}
+
+// watcher owns a watch session: one tracker fed with every round of scrapes.
+type watcher struct {
+	cfg       config.Config
+	perWorker bool
+	out       io.Writer
+	tty       bool
+	height    int
+	client    *http.Client
+	tr        *step.Tracker
+	ivs       []step.Interval // this round's intervals
+	known     map[step.WorkerID]bool
+	lines     int // rows since the last header
+	drawn     int // rows drawn in place last round
+	last      time.Time
+}
+
+func newWatcher(cfg config.Config, perWorker bool, out io.Writer) *watcher {
+	w := &watcher{cfg: cfg, perWorker: perWorker, out: out, client: scrape.NewClient(), known: map[step.WorkerID]bool{}, height: 24}
+	if f, ok := out.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		w.tty = true
+		if _, h, err := term.GetSize(int(f.Fd())); err == nil && h > 4 {
+			w.height = h
+		}
+	}
+	w.tr = step.NewTracker(step.Options{Prefix: cfg.MetricPrefix, Scalars: true, OnInterval: func(iv step.Interval) { w.ivs = append(w.ivs, iv) }})
+	return w
+}
+
+// round scrapes every target at once and prints the interval's row(s).
+func (w *watcher) round(ctx context.Context) {
+	results := make([]scrape.Result, len(w.cfg.Targets))
+	var wg sync.WaitGroup
+	for i, u := range w.cfg.Targets {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i] = scrape.Fetch(ctx, w.client, u, w.cfg.Timeout(), w.cfg.MaxBodyBytes, false)
+		}()
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		return // interrupted mid-round: the summary covers the rounds that completed
+	}
+	now := time.Now().UTC().Round(0)
+	if !now.After(w.last) {
+		now = w.last.Add(time.Nanosecond)
+	}
+	w.ivs = w.ivs[:0]
+	down := 0
+	for i := range results {
+		ts := now.Add(time.Duration(i)) // one order for the tracker
+		w.last = ts
+		w.tr.Observe(ts, results[i].Target, results[i].Page, results[i].Err())
+		if results[i].Err() != nil {
+			down++
+		}
+	}
+	for _, iv := range w.ivs {
+		w.known[iv.WorkerID] = true
+	}
+	if w.perWorker {
+		w.printWorkers(now, down)
+		return
+	}
+	w.printRow(now, w.ivs, fmt.Sprintf("%d/%d", len(w.ivs), max(len(w.known), len(w.ivs))), down)
+}
+
+var watchCols = []struct{ head, format string }{
+	{"time", "%8s"}, {"workers", "%7s"}, {"down", "%4s"}, {"run", "%6s"}, {"wait", "%6s"},
+	{"kv_mean", "%7s"}, {"kv_max", "%6s"}, {"hit%", "%6s"}, {"preempt", "%7s"}, {"gen_tok/s", "%9s"}, {"prompt_tok/s", "%12s"},
+}
+
+func (w *watcher) header(first string) string {
+	var b strings.Builder
+	for i, c := range watchCols {
+		h := c.head
+		if i == 1 && first != "" {
+			h = first
+		}
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		fmt.Fprintf(&b, c.format, h)
+	}
+	return b.String()
+}
+
+// rowFields summarises intervals (of all workers, or one) into the row's columns.
+func rowFields(ivs []step.Interval) []string {
+	var run, wait, q, h, pre, gen, prompt, kvSum, kvMax float64
+	var kvN int
+	var hasQ, hasPre, hasGen, hasPrompt bool
+	kvMax = math.Inf(-1)
+	for _, iv := range ivs {
+		v := iv.Values
+		run += v["num_requests_running"]
+		wait += v["num_requests_waiting"]
+		if kv, ok := v["kv_cache_usage_perc"]; ok {
+			kvSum += kv
+			kvN++
+			kvMax = math.Max(kvMax, kv)
+		}
+		if x, ok := v["prefix_cache_queries"]; ok {
+			q += x
+			h += v["prefix_cache_hits"]
+			hasQ = true
+		}
+		if x, ok := v["num_preemptions"]; ok {
+			pre += x
+			hasPre = true
+		}
+		if x, ok := v["generation_tokens_per_s"]; ok {
+			gen += x
+			hasGen = true
+		}
+		if x, ok := v["prompt_tokens_per_s"]; ok {
+			prompt += x
+			hasPrompt = true
+		}
+	}
+	f := func(ok bool, format string, v float64) string {
+		if !ok {
+			return "-"
+		}
+		return fmt.Sprintf(format, v)
+	}
+	return []string{
+		f(len(ivs) > 0, "%.0f", run), f(len(ivs) > 0, "%.0f", wait),
+		f(kvN > 0, "%.2f", kvSum/float64(max(kvN, 1))), f(kvN > 0, "%.2f", kvMax),
+		f(hasQ && q > 0, "%.1f", 100*h/math.Max(q, 1)), f(hasPre, "%.0f", pre),
+		f(hasGen, "%.0f", gen), f(hasPrompt, "%.0f", prompt),
+	}
+}
+
+func (w *watcher) formatRow(t time.Time, who string, down int, fields []string) string {
+	vals := append([]string{t.Local().Format("15:04:05"), who, fmt.Sprint(down)}, fields...)
+	var b strings.Builder
+	for i, c := range watchCols {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		fmt.Fprintf(&b, c.format, vals[i])
+	}
+	return b.String()
+}
+
+func (w *watcher) printRow(t time.Time, ivs []step.Interval, who string, down int) {
+	if w.lines == 0 || w.tty && w.lines >= w.height-1 {
+		fmt.Fprintln(w.out, w.header(""))
+		w.lines = 0
+	}
+	fmt.Fprintln(w.out, w.formatRow(t, who, down, rowFields(ivs)))
+	w.lines++
+}
+
+// printWorkers prints one row per worker: redrawn in place on a terminal, appended on a pipe.
+func (w *watcher) printWorkers(t time.Time, down int) {
+	ivs := append([]step.Interval(nil), w.ivs...)
+	sort.Slice(ivs, func(i, j int) bool {
+		return ivs[i].Target < ivs[j].Target || ivs[i].Target == ivs[j].Target && ivs[i].Engine < ivs[j].Engine
+	})
+	var rows []string
+	rows = append(rows, w.header("worker"))
+	for i, iv := range ivs {
+		rows = append(rows, w.formatRow(t, fmt.Sprint(i), down, rowFields(ivs[i:i+1])))
+		_ = iv
+	}
+	rows = append(rows, w.formatRow(t, "all", down, rowFields(ivs)))
+	if w.tty {
+		if w.drawn > 0 {
+			fmt.Fprintf(w.out, "\x1b[%dA", w.drawn) // back to the top of the previous drawing
+		}
+		for _, r := range rows {
+			fmt.Fprint(w.out, "\r\x1b[2K"+r+"\n")
+		}
+		w.drawn = len(rows)
+		return
+	}
+	for _, r := range rows[1:] {
+		if w.lines == 0 {
+			fmt.Fprintln(w.out, rows[0])
+		}
+		fmt.Fprintln(w.out, r)
+		w.lines++
+	}
+}
+
+// summary prints the whole session as one step record: every metric key and its value.
+func (w *watcher) summary() {
+	rec := w.tr.EndStep(1, w.last.Add(time.Nanosecond))
+	fmt.Fprintf(w.out, "\nsession: %.1fs, %d workers, %d scrapes ok, %d failed\n", rec.DurationS, rec.Workers, rec.Scrapes.OK, rec.Scrapes.Failed)
+	keys := make([]string, 0, len(rec.Metrics))
+	width := 0
+	for k := range rec.Metrics {
+		keys = append(keys, k)
+		width = max(width, len(k))
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(w.out, "  %-*s  %s\n", width, k, formatValue(rec.Metrics[k]))
+	}
+}
+
+func formatValue(v float64) string {
+	if v == math.Trunc(v) && math.Abs(v) < 1e15 {
+		return fmt.Sprintf("%.0f", v)
+	}
+	return fmt.Sprintf("%.4g", v)
+}
