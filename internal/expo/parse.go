@@ -66,6 +66,20 @@ type parser struct {
 	emit   func(*Sample)
 	labels []Label
 	s      Sample
+	strs   map[string]string // interned label names and values: a page repeats a few dozen
+}
+
+// intern returns b as a string, allocating only the first time a page has it.
+func (p *parser) intern(b []byte) string {
+	if s, ok := p.strs[string(b)]; ok {
+		return s
+	}
+	if p.strs == nil {
+		p.strs = make(map[string]string, 64)
+	}
+	s := string(b)
+	p.strs[s] = s
+	return s
 }
 
 func (p *parser) run(page []byte) error {
@@ -183,7 +197,7 @@ func (p *parser) labelSet(b []byte, keep bool) ([]byte, error) {
 		if len(b) == 0 || b[0] != '"' {
 			return nil, fmt.Errorf("label %q: expected quoted value", lname)
 		}
-		val, rest, err := quoted(b[1:], keep)
+		val, rest, err := p.quoted(b[1:], keep)
 		if err != nil {
 			return nil, fmt.Errorf("label %q: %v", lname, err)
 		}
@@ -193,7 +207,7 @@ func (p *parser) labelSet(b []byte, keep bool) ([]byte, error) {
 					return nil, fmt.Errorf("duplicate label %q", lname)
 				}
 			}
-			p.labels = append(p.labels, Label{Name: string(lname), Value: val})
+			p.labels = append(p.labels, Label{Name: p.intern(lname), Value: val})
 		}
 		b = trimLeft(rest)
 		if len(b) > 0 && b[0] == ',' {
@@ -208,7 +222,7 @@ func (p *parser) labelSet(b []byte, keep bool) ([]byte, error) {
 }
 
 // quoted reads a label value up to its closing quote. It decodes escapes only when keep is set.
-func quoted(b []byte, keep bool) (string, []byte, error) {
+func (p *parser) quoted(b []byte, keep bool) (string, []byte, error) {
 	escaped := false
 	for i := 0; i < len(b); i++ {
 		switch b[i] {
@@ -228,7 +242,7 @@ func quoted(b []byte, keep bool) (string, []byte, error) {
 				return "", b[i+1:], nil
 			}
 			if !escaped {
-				return string(b[:i]), b[i+1:], nil
+				return p.intern(b[:i]), b[i+1:], nil
 			}
 			return unescape(b[:i]), b[i+1:], nil
 		}

@@ -5,7 +5,6 @@ import (
 	"math"
 	"sort"
 	"strconv"
-	"strings"
 
 	"github.com/vllmstat/vllmstat/internal/expo"
 )
@@ -74,10 +73,13 @@ func ParsePage(body []byte) (*Page, error) {
 	best[kCounter] = fill(int(NumCounters))
 	best[kHist] = fill(int(NumHists))
 	var bad error
+	var kv []string
+	var buf []byte
+	keys := map[string]string{} // series keys repeat across a page's families: build each once
 	err := expo.Parse(body, tableSet, func(s *expo.Sample) {
 		m := table.metas[s.ID]
 		r := raw{meta: s.ID, value: s.Value}
-		var kv []string
+		kv = kv[:0]
 		for _, l := range s.Labels {
 			switch l.Name {
 			case "engine":
@@ -95,15 +97,27 @@ func ParsePage(body []byte) (*Page, error) {
 			case "finished_reason":
 				r.reason = l.Value
 			}
-			kv = append(kv, l.Name+"="+l.Value)
+			kv = append(kv, l.Name, l.Value)
 		}
 		if m.role == rBucket && !hasLabel(s.Labels, "le") && bad == nil {
 			bad = fmt.Errorf("line %d: %s: bucket without le label", s.Line, s.Name)
 		}
-		if len(kv) > 1 {
-			sort.Strings(kv)
+		sortPairs(kv)
+		buf = buf[:0]
+		for i := 0; i < len(kv); i += 2 {
+			if i > 0 {
+				buf = append(buf, ',')
+			}
+			buf = append(buf, kv[i]...)
+			buf = append(buf, '=')
+			buf = append(buf, kv[i+1]...)
 		}
-		r.key = strings.Join(kv, ",")
+		key, ok := keys[string(buf)]
+		if !ok {
+			key = string(buf)
+			keys[key] = key
+		}
+		r.key = key
 		if m.role != rCreated && m.rank < best[m.kind][m.fam] {
 			best[m.kind][m.fam] = m.rank
 		}
@@ -236,4 +250,15 @@ func assemble(raws []raw, best [3][]int) *Page {
 	}
 	sort.Slice(p.Engines, func(i, j int) bool { return p.Engines[i].Engine < p.Engines[j].Engine })
 	return p
+}
+
+// sortPairs sorts name, value pairs by name; pages list labels sorted already, so this is
+// usually one pass.
+func sortPairs(kv []string) {
+	for i := 2; i < len(kv); i += 2 {
+		for j := i; j >= 2 && kv[j] < kv[j-2]; j -= 2 {
+			kv[j], kv[j-2] = kv[j-2], kv[j]
+			kv[j+1], kv[j-1] = kv[j-1], kv[j+1]
+		}
+	}
 }
