@@ -1,6 +1,8 @@
 package selfmetrics
 
 import (
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/vllmstat/vllmstat/internal/step"
@@ -56,7 +58,7 @@ func StepFamily(prefix, key string) (family string, lbl Label) {
 
 // WalkStep calls fn for every series of a closed step: its number, duration, workers and
 // scrapes, each metric key, and each worker's keys (with target and engine labels) when the
-// record has them. labels is reused between calls.
+// record has them, in the same order every time. labels is reused between calls.
 func WalkStep(prefix string, r *step.Record, fn func(name string, labels []Label, v float64)) {
 	var ls []Label
 	fn(StepNumber, nil, float64(r.Step))
@@ -64,7 +66,8 @@ func WalkStep(prefix string, r *step.Record, fn func(name string, labels []Label
 	fn(StepWorkers, nil, float64(r.Workers))
 	fn(StepScrapes, append(ls[:0], Label{"result", "ok"}), float64(r.Scrapes.OK))
 	fn(StepScrapes, append(ls[:0], Label{"result", "failed"}), float64(r.Scrapes.Failed))
-	for k, v := range r.Metrics {
+	for _, k := range slices.Sorted(maps.Keys(r.Metrics)) {
+		v := r.Metrics[k]
 		fam, l := StepFamily(prefix, k)
 		ls = ls[:0]
 		if l.Name != "" {
@@ -74,7 +77,8 @@ func WalkStep(prefix string, r *step.Record, fn func(name string, labels []Label
 	}
 	for i := range r.PerWorker {
 		w := &r.PerWorker[i]
-		for k, v := range w.Metrics {
+		for _, k := range slices.Sorted(maps.Keys(w.Metrics)) {
+			v := w.Metrics[k]
 			fam, l := StepFamily(prefix, k)
 			ls = append(ls[:0], Label{"target", w.Target}, Label{"engine", w.Engine})
 			if l.Name != "" {
@@ -91,8 +95,8 @@ func WalkStep(prefix string, r *step.Record, fn func(name string, labels []Label
 func WalkInterval(prefix string, iv *step.Interval, fn func(name string, labels []Label, v float64)) {
 	ls := []Label{{"target", iv.Target}, {"engine", iv.Engine}}
 	p := intervalFamily + sanitize(prefix) + "_"
-	for k, v := range iv.Values {
-		fn(p+sanitize(k), ls, v)
+	for _, k := range slices.Sorted(maps.Keys(iv.Values)) {
+		fn(p+sanitize(k), ls, iv.Values[k])
 	}
 	if iv.DT > 0 {
 		fn(IntervalDT, ls, iv.DT)
