@@ -1,0 +1,187 @@
+package collector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/vllmstat/vllmstat/internal/clock"
+	"github.com/vllmstat/vllmstat/internal/scrape"
+	"github.com/vllmstat/vllmstat/internal/step"
+)
+
+// counterServer answers a page whose generation counter grows by 10 per answer.
+type counterServer struct {
+	n     atomic.Int64
+	block chan struct{} // when set, answers wait for it
+	srv   *httptest.Server
+}
+
+func newCounterServer(t *testing.T) *counterServer {
+	c := &counterServer{}
+	c.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if c.block != nil {
+			select {
+			case <-c.block:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		n := c.n.Add(1)
+		fmt.Fprintf(w, "vllm:generation_tokens_total{engine=\"0\",model_name=\"m\"} %d\nvllm:num_requests_running{engine=\"0\",model_name=\"m\"} 1\n", 10*n)
+	}))
+	t.Cleanup(c.srv.Close)
+	return c
+}
+
+type recObserver struct {
+	mu      sync.Mutex
+	skipped int
+	scraped int
+}
+
+func (o *recObserver) Scraped(*scrape.Result)       { o.mu.Lock(); o.scraped++; o.mu.Unlock() }
+func (o *recObserver) Skipped(string)               { o.mu.Lock(); o.skipped++; o.mu.Unlock() }
+func (o *recObserver) StepClosed(*step.Record)      {}
+func (o *recObserver) TargetsChanged(_, _ []string) {}
+
+func start(t *testing.T, opt Options) (*Collector, *clock.Fake, func() error) {
+	t.Helper()
+	fc := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	opt.Clock = fc
+	if opt.Interval == 0 {
+		opt.Interval = time.Second
+	}
+	if opt.Timeout == 0 {
+		opt.Timeout = 5 * time.Second
+	}
+	c := New(opt)
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- c.Run(ctx) }()
+	return c, fc, func() error { cancel(); return <-errc }
+}
+
+func TestEndStepOrderAndBoundary(t *testing.T) {
+	s := newCounterServer(t)
+	c, _, stop := start(t, Options{Targets: []string{s.srv.URL}, NoFinalStep: true})
+	ctx := context.Background()
+	waitFor(t, func() bool { return s.n.Load() == 1 }) // the scrape at start
+	r1, err := c.EndStep(ctx, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// the first scrape (at start) and the boundary scrape: one increase of 10
+	if r1.Step != 3 || r1.Metrics["vllm/generation_tokens"] != 10 || r1.Scrapes.OK != 2 {
+		t.Fatalf("step 3: %+v", r1)
+	}
+	if _, err := c.EndStep(ctx, 3); !errors.Is(err, ErrStepOrder) {
+		t.Fatalf("repeated step number: %v", err)
+	}
+	r2, err := c.EndStep(ctx, -1)
+	if err != nil || r2.Step != 4 || r2.Metrics["vllm/generation_tokens"] != 10 {
+		t.Fatalf("next step: %+v %v", r2, err)
+	}
+	steps, _ := c.Steps(ctx, 0)
+	if len(steps) != 2 {
+		t.Fatalf("kept %d steps", len(steps))
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.EndStep(ctx, 9); !errors.Is(err, ErrStopped) {
+		t.Fatalf("after stop: %v", err)
+	}
+}
+
+func TestSlowTargetSkipsTicksAndNeverDelaysOthers(t *testing.T) {
+	slow := newCounterServer(t)
+	slow.block = make(chan struct{})
+	fast := newCounterServer(t)
+	obs := &recObserver{}
+	c, fc, stop := start(t, Options{Targets: []string{slow.srv.URL, fast.srv.URL}, Observer: obs, NoFinalStep: true})
+	for i := 0; i < 5; i++ {
+		waitFor(t, func() bool { return fast.n.Load() == int64(i+1) })
+		fc.Advance(time.Second)
+	}
+	waitFor(t, func() bool { return fast.n.Load() == 6 })
+	obs.mu.Lock()
+	skipped := obs.skipped
+	obs.mu.Unlock()
+	if skipped != 5 {
+		t.Errorf("skipped ticks %d, want 5 (the slow target's scrape never finished)", skipped)
+	}
+	live, ts, err := c.Live(context.Background())
+	if err != nil || live.Scrapes.OK != 6 {
+		t.Fatalf("live: %+v %v", live.Scrapes, err)
+	}
+	if ts[0].Skipped != 5 || ts[1].Scrapes != 6 {
+		t.Errorf("target states %+v", ts)
+	}
+	close(slow.block)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRemovedTargetDoesNotHoldBoundary(t *testing.T) {
+	slow := newCounterServer(t)
+	fast := newCounterServer(t)
+	slow.block = make(chan struct{})
+	defer close(slow.block)
+	c, _, stop := start(t, Options{Targets: []string{slow.srv.URL, fast.srv.URL}, NoFinalStep: true})
+	waitFor(t, func() bool { return fast.n.Load() == 1 })
+	done := make(chan step.Record)
+	go func() {
+		r, _ := c.EndStep(context.Background(), 1)
+		done <- r
+	}()
+	waitFor(t, func() bool { return fast.n.Load() == 2 }) // the fast target's boundary scrape
+	if err := c.SetTargets(context.Background(), []string{fast.srv.URL}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-done:
+		if r.Step != 1 || r.Metrics["vllm/generation_tokens"] != 10 {
+			t.Errorf("step %+v", r)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the step waited for a removed target")
+	}
+	stop()
+}
+
+func TestShutdownClosesFinalStep(t *testing.T) {
+	s := newCounterServer(t)
+	var got []int64
+	var mu sync.Mutex
+	_, _, stop := start(t, Options{Targets: []string{s.srv.URL}, OnStep: func(r *step.Record) {
+		mu.Lock()
+		got = append(got, r.Step)
+		mu.Unlock()
+	}})
+	waitFor(t, func() bool { return s.n.Load() == 1 })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0] != 1 || s.n.Load() != 2 {
+		t.Fatalf("steps %v after %d answers, want one step after a boundary scrape", got, s.n.Load())
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	end := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(end) {
+			t.Fatal("condition not met in 5s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
