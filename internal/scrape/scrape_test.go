@@ -1,0 +1,82 @@
+package scrape
+
+import (
+	"compress/gzip"
+	"context"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+const page = "vllm:num_requests_running{engine=\"0\"} 3\n"
+
+func TestFetch(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/ok", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(page)) })
+	mux.HandleFunc("/gzip", func(w http.ResponseWriter, r *http.Request) {
+		if !strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
+			http.Error(w, "want gzip", 400)
+			return
+		}
+		w.Header().Set("Content-Encoding", "gzip")
+		gz := gzip.NewWriter(w)
+		gz.Write([]byte(page))
+		gz.Close()
+	})
+	mux.HandleFunc("/503", func(w http.ResponseWriter, r *http.Request) { http.Error(w, "busy", 503) })
+	mux.HandleFunc("/slow", func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-time.After(10 * time.Second):
+		}
+	})
+	mux.HandleFunc("/big", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(strings.Repeat("# x\n", 1000))) })
+	mux.HandleFunc("/html", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("<html>oops</html>")) })
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	l, _ := net.Listen("tcp", "127.0.0.1:0")
+	dead := "http://" + l.Addr().String() + "/metrics"
+	l.Close()
+
+	tests := []struct {
+		path   string
+		url    string
+		reason string
+	}{
+		{path: "/ok"},
+		{path: "/gzip"},
+		{path: "/503", reason: "http_status"},
+		{path: "/slow", reason: "timeout"},
+		{path: "/big", reason: "body_too_large"},
+		{path: "/html", reason: "parse"},
+		{url: dead, reason: "refused"},
+	}
+	client := NewClient()
+	for _, tt := range tests {
+		u := tt.url
+		if u == "" {
+			u = srv.URL + tt.path
+		}
+		t.Run(u, func(t *testing.T) {
+			start := time.Now()
+			r := Fetch(context.Background(), client, u, 200*time.Millisecond, 2000, true)
+			if time.Since(start) > 3*time.Second {
+				t.Fatal("the timeout did not bound the scrape")
+			}
+			if r.Reason() != tt.reason {
+				t.Fatalf("reason %q (err %v), want %q", r.Reason(), r.Err(), tt.reason)
+			}
+			if tt.reason == "" {
+				if r.Page == nil || len(r.Page.Engines) != 1 || r.Page.Engines[0].Gauges[0] != 3 || string(r.Body) != page {
+					t.Fatalf("page %+v body %q", r.Page, r.Body)
+				}
+			}
+			if tt.reason == "parse" && string(r.Body) != "<html>oops</html>" {
+				t.Fatalf("a page that does not parse keeps its body for the recording: %q", r.Body)
+			}
+		})
+	}
+}
