@@ -2,6 +2,7 @@ package remotewrite
 
 import (
 	"fmt"
+	"net/http"
 	"net/url"
 	"os"
 	"regexp"
@@ -29,6 +30,8 @@ type Settings struct {
 	// ExtraLabels are added to every series (extra_labels), e.g. run, job, instance; sorted by
 	// name.
 	ExtraLabels []selfmetrics.Label
+	// Headers are sent with every request (headers), e.g. X-Scope-OrgID for a Mimir tenant.
+	Headers map[string]string
 	// BatchSize is the most samples in one request (batch_size); default 2000.
 	BatchSize int
 	// Timeout bounds one request (timeout); default 10s.
@@ -53,7 +56,7 @@ func DefaultSettings() Settings {
 		MinBackoff: 500 * time.Millisecond, MaxBackoff: 30 * time.Second}
 }
 
-var keys = []string{"type", "url", "basic_auth", "bearer_token", "bearer_token_file", "extra_labels", "batch_size",
+var keys = []string{"type", "url", "basic_auth", "bearer_token", "bearer_token_file", "extra_labels", "headers", "batch_size",
 	"timeout", "intervals", "max_retries", "queue_size", "min_backoff", "max_backoff"}
 
 var labelName = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
@@ -90,6 +93,8 @@ func ParseSettings(spec config.SinkSpec) (Settings, error) {
 			}
 		case "extra_labels":
 			s.ExtraLabels = extraLabels(v, bad)
+		case "headers":
+			s.Headers = headers(v, bad)
 		case "batch_size":
 			s.BatchSize = integer(v, k, 1, 1_000_000, bad)
 		case "timeout":
@@ -229,3 +234,31 @@ func extraLabels(v *yaml.Node, bad badFunc) []selfmetrics.Label {
 	sort.Slice(ls, func(i, j int) bool { return ls[i].Name < ls[j].Name })
 	return ls
 }
+
+// ownHeaders are set by the writer itself.
+var ownHeaders = []string{"Authorization", "Content-Encoding", "Content-Length", "Content-Type", "Host", "User-Agent", "X-Prometheus-Remote-Write-Version"}
+
+func headers(v *yaml.Node, bad badFunc) map[string]string {
+	if v.Kind != yaml.MappingNode {
+		bad("headers", "must be a mapping of header names to values, e.g. {X-Scope-OrgID: team-a}")
+		return nil
+	}
+	h := map[string]string{}
+	for i := 0; i+1 < len(v.Content); i += 2 {
+		k, x := http.CanonicalHeaderKey(v.Content[i].Value), v.Content[i+1]
+		key := "headers." + v.Content[i].Value
+		switch {
+		case !headerName.MatchString(k):
+			bad(key, "%q is not a header name", v.Content[i].Value)
+		case slices.Contains(ownHeaders, k):
+			bad(key, "%q is not allowed: the writer sets it (use basic_auth or bearer_token for Authorization)", k)
+		case x.Kind != yaml.ScalarNode || x.Tag == "!!null":
+			bad(key, "must be a string")
+		default:
+			h[k] = x.Value
+		}
+	}
+	return h
+}
+
+var headerName = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")

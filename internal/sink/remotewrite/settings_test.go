@@ -33,6 +33,7 @@ type: remote_write
 url: https://mimir.example/api/v1/push
 bearer_token_file: `+tok+`
 extra_labels: {run: grpo-7, instance: shard-0, job: rl}
+headers: {x-scope-orgid: team-a}
 batch_size: 500
 timeout: 5s
 intervals: true
@@ -46,6 +47,7 @@ max_backoff: 10s
 	}
 	want := Settings{URL: "https://mimir.example/api/v1/push", BearerToken: "abc",
 		ExtraLabels: []selfmetrics.Label{{Name: "instance", Value: "shard-0"}, {Name: "job", Value: "rl"}, {Name: "run", Value: "grpo-7"}},
+		Headers:     map[string]string{"X-Scope-Orgid": "team-a"},
 		BatchSize:   500, Timeout: 5 * time.Second, Intervals: true, MaxRetries: 0, QueueSize: 1000,
 		MinBackoff: 100 * time.Millisecond, MaxBackoff: 10 * time.Second}
 	if !reflect.DeepEqual(got, want) {
@@ -82,6 +84,8 @@ func TestParseSettingsBad(t *testing.T) {
 		{"two auths", "{type: remote_write, url: 'http://x', bearer_token: t, basic_auth: {username: u}}", []string{"sinks[2].bearer_token: give basic_auth or a bearer token, not both"}},
 		{"auth typo", "{type: remote_write, url: 'http://x', basic_auth: {user: u}}", []string{"sinks[2].basic_auth.user: unknown", "sinks[2].basic_auth.username: missing"}},
 		{"no token file", "{type: remote_write, url: 'http://x', bearer_token_file: /nonexistent/token}", []string{"sinks[2].bearer_token_file:", "no such file"}},
+		{"own header", "{type: remote_write, url: 'http://x', headers: {content-type: text/plain}}", []string{`sinks[2].headers.content-type: "Content-Type" is not allowed`}},
+		{"bad header", "{type: remote_write, url: 'http://x', headers: {'a b': c}}", []string{`sinks[2].headers.a b: "a b" is not a header name`}},
 		{"backoffs", "{type: remote_write, url: 'http://x', min_backoff: 1m, max_backoff: 1s}", []string{"sinks[2].min_backoff:"}},
 		{"no settings", "remote_write", []string{"sinks[2]: remote_write needs settings"}},
 		{"all at once", "{type: remote_write, batch_size: x, timeout: -1s}", []string{"sinks[2].url: missing", "sinks[2].batch_size:", "sinks[2].timeout:"}},

@@ -264,6 +264,9 @@ func (w *Writer) post(ctx context.Context, body []byte) (time.Duration, error) {
 	if err != nil {
 		return 0, fmt.Errorf("%w: %v", errRejected, err)
 	}
+	for k, v := range w.set.Headers {
+		req.Header.Set(k, v)
+	}
 	req.Header.Set("Content-Encoding", "snappy")
 	req.Header.Set("Content-Type", "application/x-protobuf")
 	req.Header.Set("X-Prometheus-Remote-Write-Version", "0.1.0")

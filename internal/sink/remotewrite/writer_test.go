@@ -186,6 +186,7 @@ func TestAuthHeaders(t *testing.T) {
 	w := NewWithSettings(s, "vllm", nil)
 	writeAll(t, w, run.Records[:1])
 	s.Username, s.Password, s.BearerToken = "", "", "tok"
+	s.Headers = map[string]string{"X-Scope-Orgid": "team-a"}
 	w = NewWithSettings(s, "vllm", nil)
 	writeAll(t, w, run.Records[:1])
 	r.mu.Lock()
@@ -196,6 +197,9 @@ func TestAuthHeaders(t *testing.T) {
 	}
 	if got := r.headers[len(r.headers)-1].Get("Authorization"); got != "Bearer tok" {
 		t.Errorf("bearer header %q", got)
+	}
+	if got := r.headers[len(r.headers)-1].Get("X-Scope-OrgID"); got != "team-a" {
+		t.Errorf("X-Scope-OrgID header %q", got)
 	}
 }
 
