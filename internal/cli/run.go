@@ -131,9 +131,12 @@ func startRun(cfg config.Config, log *slog.Logger, summary io.Writer) (*running,
 		r.closer = append(r.closer, func() { rw.Close() })
 	}
 	r.c = collector.New(collector.Options{
-		Targets:   cfg.Targets,
-		Interval:  cfg.IntervalDuration(),
-		Timeout:   cfg.Timeout(),
+		Targets:  cfg.Targets,
+		Interval: cfg.IntervalDuration(),
+		Timeout:  cfg.Timeout(),
+		// A fleet of hundreds of targets is scraped over half the interval rather than in one
+		// burst; a small one gains nothing from it and keeps its samples aligned.
+		Spread:    spreadFor(len(cfg.Targets), cfg.IntervalDuration()),
 		StepEvery: cfg.StepEvery,
 		MaxBody:   cfg.MaxBodyBytes,
 		Tracker:   trackerOptions(cfg),
@@ -204,4 +207,11 @@ func runRecord(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	return runRun(append([]string{"--record", args[0]}, args[1:]...), stdout, stderr)
+}
+
+func spreadFor(targets int, interval time.Duration) time.Duration {
+	if targets < 64 {
+		return 0
+	}
+	return interval / 2
 }

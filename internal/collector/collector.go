@@ -32,6 +32,8 @@ type Options struct {
 	OnStep    func(*step.Record) // called after the sinks, e.g. to print a summary
 	Keep      int                // closed steps kept in memory for Steps; default 1000
 	Observer  Observer           // nil: none
+	// Spread staggers the targets' scrapes over this much of each interval (see scrape.Options).
+	Spread time.Duration
 	// NoFinalStep leaves the open step unclosed at shutdown (a caller that ends every step
 	// itself, like the demo, does not want a last partial one).
 	NoFinalStep bool
@@ -179,6 +181,7 @@ func (c *Collector) Run(ctx context.Context) error {
 		Timeout:  c.opt.Timeout,
 		MaxBody:  c.opt.MaxBody,
 		KeepBody: c.opt.Recorder != nil,
+		Spread:   c.opt.Spread,
 	}, results)
 	s.setTargets(c.opt.Targets)
 	ticker := c.opt.Clock.NewTicker(c.opt.Interval)

@@ -14,6 +14,10 @@ type Options struct {
 	Timeout  time.Duration
 	MaxBody  int64
 	KeepBody bool // keep page bodies in results, for recordings
+	// Spread delays each target's tick scrapes by a fixed offset in [0, Spread) derived from its
+	// URL, so that a large fleet is not scraped in one burst per tick. Boundary scrapes are never
+	// delayed. 0 scrapes every target on the tick.
+	Spread time.Duration
 }
 
 // Pool runs one goroutine per target and sends every Result to out. Its methods are called by
@@ -34,6 +38,20 @@ type target struct {
 	boundary chan uint64
 	busy     atomic.Bool
 	cancel   context.CancelFunc
+	offset   time.Duration
+}
+
+// offset spreads targets over the interval by a hash of the URL (FNV-1a), stable across runs.
+func offset(url string, spread time.Duration) time.Duration {
+	if spread <= 0 {
+		return 0
+	}
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(url); i++ {
+		h ^= uint64(url[i])
+		h *= 1099511628211
+	}
+	return time.Duration(h % uint64(spread))
 }
 
 // NewPool returns a pool with no targets.
@@ -73,7 +91,7 @@ func (p *Pool) Set(urls []string) (added, removed []string) {
 			continue
 		}
 		ctx, cancel := context.WithCancel(p.ctx)
-		t := &target{url: u, tick: make(chan struct{}, 1), boundary: make(chan uint64, 1), cancel: cancel}
+		t := &target{url: u, tick: make(chan struct{}, 1), boundary: make(chan uint64, 1), cancel: cancel, offset: offset(u, p.opt.Spread)}
 		p.targets[u] = t
 		order = append(order, u)
 		added = append(added, u)
@@ -132,6 +150,18 @@ func (p *Pool) loop(ctx context.Context, t *target) {
 		case <-ctx.Done():
 			return
 		case <-t.tick:
+			t.busy.Store(true)
+			if t.offset > 0 {
+				timer := time.NewTimer(t.offset)
+				select {
+				case <-ctx.Done():
+					timer.Stop()
+					return
+				case <-timer.C:
+				case id = <-t.boundary: // a step is ending: scrape now, for the boundary
+					timer.Stop()
+				}
+			}
 		case id = <-t.boundary:
 		}
 		t.busy.Store(true)

@@ -80,3 +80,22 @@ func TestFetch(t *testing.T) {
 		})
 	}
 }
+
+func TestOffsetSpread(t *testing.T) {
+	spread := 500 * time.Millisecond
+	seen := map[time.Duration]bool{}
+	for i := 0; i < 200; i++ {
+		u := "http://10.0.0.1:" + string(rune('a'+i%26)) + "/metrics" + strings.Repeat("x", i)
+		o := offset(u, spread)
+		if o < 0 || o >= spread || o != offset(u, spread) {
+			t.Fatalf("offset %v for %q", o, u)
+		}
+		seen[o/(50*time.Millisecond)] = true
+	}
+	if len(seen) < 8 {
+		t.Fatalf("offsets fall in %d of 10 slices of the interval: not spread", len(seen))
+	}
+	if offset("http://a/metrics", 0) != 0 {
+		t.Fatal("no spread must mean no offset")
+	}
+}
