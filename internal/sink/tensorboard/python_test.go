@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+
+	"github.com/vllmstat/vllmstat/internal/step"
 )
 
 // The independent check: Debian's protoc generates Python classes from testdata/tfevent.proto
@@ -191,4 +193,49 @@ func TestColorspace(t *testing.T) {
 			t.Errorf("%s: colorspace %d, want %d", p, pic.colorspace, w)
 		}
 	}
+}
+
+// readSteps parses a steps.jsonl written by vllmstat run against the simulated fleet (two
+// servers of two engines, per-worker records on).
+func readSteps(t *testing.T, path string) []*step.Record {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rs []*step.Record
+	for _, line := range bytes.Split(bytes.TrimSpace(b), []byte("\n")) {
+		r := &step.Record{}
+		if err := json.Unmarshal(line, r); err != nil {
+			t.Fatal(err)
+		}
+		rs = append(rs, r)
+	}
+	return rs
+}
+
+// TestPythonReadsStepsJSONL writes the records of a real run's steps.jsonl and checks that the
+// independent reader decodes exactly them.
+func TestPythonReadsStepsJSONL(t *testing.T) {
+	out := t.TempDir()
+	rs := readSteps(t, "testdata/steps.jsonl")
+	evs := pythonRead(t, writeAll(t, out, "{type: tensorboard, per_worker: true}", rs))
+	if len(evs) != len(rs)+1 {
+		t.Fatalf("python read %d events, want %d", len(evs), len(rs)+1)
+	}
+	n := 0
+	for i, r := range rs {
+		ev := evs[i+1]
+		e := expect(t, out, r, true, true)
+		if ev.Step != r.Step || pyFloat(t, ev.WallTime) != wallTime(r.End) || len(ev.Values) != len(e.tags) {
+			t.Fatalf("event %d: step %d at %s with %d values, want step %d with %d", i+1, ev.Step, ev.WallTime, len(ev.Values), r.Step, len(e.tags))
+		}
+		for j, v := range ev.Values {
+			if got, want := pyFloat(t, v.Simple), float64(e.values[j]); v.Tag != e.tags[j] || got != want {
+				t.Errorf("step %d: %s = %s, want %s = %v", r.Step, v.Tag, v.Simple, e.tags[j], want)
+			}
+			n++
+		}
+	}
+	t.Logf("%d steps, %d scalars compared", len(rs), n)
 }

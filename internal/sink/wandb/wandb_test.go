@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -266,5 +267,35 @@ func TestRetryAfterFailedWrite(t *testing.T) {
 		if !bytes.Equal(a, b) {
 			t.Errorf("fail at write %d: log differs from a clean one (%d vs %d bytes)", fail, len(b), len(a))
 		}
+	}
+}
+
+func TestConcurrentWriteAndClose(t *testing.T) {
+	w, err := open(t.TempDir(), spec(t, "{type: wandb, run_id: conc}"), nil, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for _, r := range testRecords(8) {
+		wg.Go(func() { _ = w.Write(context.Background(), r) })
+	}
+	wg.Go(func() { _ = w.Close(context.Background()) })
+	wg.Wait()
+	b, err := os.ReadFile(w.Path())
+	if err != nil || !bytes.HasPrefix(b, logHeader) {
+		t.Fatalf("log %q..., %v", b[:min(len(b), 7)], err)
+	}
+}
+
+func TestCanceledContext(t *testing.T) {
+	w, err := open(t.TempDir(), spec(t, "{type: wandb, run_id: ctx}"), nil, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close(context.Background())
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := w.Write(ctx, testRecords(1)[0]); !errors.Is(err, context.Canceled) {
+		t.Errorf("error = %v, want context.Canceled", err)
 	}
 }

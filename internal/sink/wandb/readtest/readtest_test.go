@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"image"
@@ -159,22 +160,43 @@ func number(t *testing.T, js string) float64 {
 
 func same(a, b float64) bool { return a == b || math.IsNaN(a) && math.IsNaN(b) }
 
+// workerName is how the sinks name a worker: host:port of an http(s) target whose path is
+// /metrics, and the engine label after a slash when there is one.
+func workerName(t *testing.T, target, engine string) string {
+	t.Helper()
+	hp, ok := strings.CutPrefix(target, "http://")
+	if !ok {
+		t.Fatalf("target %q: the tests use http:// targets", target)
+	}
+	hp, ok = strings.CutSuffix(hp, "/metrics")
+	if !ok || strings.Contains(hp, "/") {
+		t.Fatalf("target %q: the tests use /metrics targets", target)
+	}
+	if engine != "" {
+		return hp + "/" + engine
+	}
+	return hp
+}
+
 // checkHistory compares a History record with the step, exactly: every key written, none
 // missing, and every value the same float64.
-func checkHistory(t *testing.T, h *spb.HistoryRecord, r *step.Record, perWorker bool) map[string]string {
+func checkHistory(t *testing.T, h *spb.HistoryRecord, r *step.Record, start time.Time, perWorker bool) map[string]string {
 	t.Helper()
 	if h.GetStep().GetNum() != r.Step {
 		t.Errorf("step %d: history step.num = %d", r.Step, h.GetStep().GetNum())
 	}
 	want := map[string]float64{
 		"_step":      float64(r.Step),
-		"_runtime":   r.End.Sub(t0).Seconds(),
+		"_runtime":   r.End.Sub(start).Seconds(),
 		"_timestamp": float64(r.End.Unix()) + float64(r.End.Nanosecond())/1e9,
 	}
 	maps.Copy(want, r.Metrics)
 	if perWorker {
-		want["vllm/num_preemptions/10.0.0.7:8000/0"] = r.PerWorker[0].Metrics["vllm/num_preemptions"]
-		want["vllm/num_preemptions/10.0.0.8:8000"] = r.PerWorker[1].Metrics["vllm/num_preemptions"]
+		for _, w := range r.PerWorker {
+			for k, v := range w.Metrics {
+				want[k+"/"+workerName(t, w.Target, w.Engine)] = v
+			}
+		}
 	}
 	other := map[string]string{}
 	seen := map[string]bool{}
@@ -249,7 +271,7 @@ func TestManySteps(t *testing.T) {
 		if h == nil {
 			t.Fatalf("record %d is %T, want History", i+1, recs[i+1].GetRecordType())
 		}
-		if other := checkHistory(t, h, r, true); len(other) > 0 {
+		if other := checkHistory(t, h, r, t0, true); len(other) > 0 {
 			t.Errorf("step %d: unexpected keys %v", r.Step, other)
 		}
 	}
@@ -285,7 +307,7 @@ func TestLargeRecord(t *testing.T) {
 		t.Fatalf("W&B reader: %d records, %v", len(recs), err)
 	}
 	for i, r := range rs {
-		checkHistory(t, recs[i+1].GetHistory(), r, false)
+		checkHistory(t, recs[i+1].GetHistory(), r, t0, false)
 	}
 }
 
@@ -426,7 +448,7 @@ func TestImages(t *testing.T) {
 	if files == nil || len(files.GetFiles()) != 2 {
 		t.Fatalf("record 4 = %v, want a Files record of 2 files", recs[4])
 	}
-	images := checkHistory(t, recs[5].GetHistory(), rs[3], false)
+	images := checkHistory(t, recs[5].GetHistory(), rs[3], t0, false)
 	if len(images) != 2 {
 		t.Fatalf("history images %v, want 2", images)
 	}
@@ -515,10 +537,45 @@ func TestBlockTails(t *testing.T) {
 			t.Fatalf("%d bytes left in the block: W&B reader returned %d records, %v", tail, len(recs), err)
 		}
 		for i, r := range rs {
-			checkHistory(t, recs[i+1].GetHistory(), r, false)
+			checkHistory(t, recs[i+1].GetHistory(), r, t0, false)
 		}
 	}
 	if len(found) != 7 {
 		t.Errorf("block tails exercised: %v, want 1 to 7", slices.Sorted(maps.Keys(found)))
 	}
+}
+
+// TestStepsJSONL writes the records of a real run's steps.jsonl (vllmstat run against the
+// simulated fleet: two servers of two engines, per-worker records on) and checks that W&B's
+// reader decodes exactly them.
+func TestStepsJSONL(t *testing.T) {
+	b, err := os.ReadFile("testdata/steps.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rs []*step.Record
+	for _, line := range bytes.Split(bytes.TrimSpace(b), []byte("\n")) {
+		r := &step.Record{}
+		if err := json.Unmarshal(line, r); err != nil {
+			t.Fatal(err)
+		}
+		rs = append(rs, r)
+	}
+	w, _ := writeRun(t, t.TempDir(), "{type: wandb, per_worker: true}", rs)
+	recs, err := readRun(w.Path())
+	if err != nil || len(recs) != len(rs)+3 {
+		t.Fatalf("W&B reader: %d records, %v", len(recs), err)
+	}
+	if !recs[0].GetRun().GetStartTime().AsTime().Equal(rs[0].Start) {
+		t.Errorf("start time %v, want the first step's start %v", recs[0].GetRun().GetStartTime().AsTime(), rs[0].Start)
+	}
+	n := 0
+	for i, r := range rs {
+		h := recs[i+1].GetHistory()
+		if other := checkHistory(t, h, r, rs[0].Start, true); len(other) > 0 {
+			t.Errorf("step %d: unexpected keys %v", r.Step, other)
+		}
+		n += len(h.GetItem())
+	}
+	t.Logf("%d steps, %d history values compared", len(rs), n)
 }
