@@ -1,0 +1,57 @@
+package cli
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"path/filepath"
+
+	"github.com/vllmstat/vllmstat/internal/report"
+)
+
+const reportHelp = `Usage: vllmstat report RUN_DIR [-o FILE]
+
+Writes the report of a run (the OUT folder of run, record or demo) as one HTML file that opens
+from disk without network: charts of every step metric across steps, the per-worker timelines
+of a chosen step (when the run wrote timelines/), and a table of all steps.
+
+Flags:
+`
+
+func runReport(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("vllmstat report", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	out := fs.String("o", "", "write the report to `FILE` (default RUN_DIR/report.html)")
+	title := fs.String("title", "", "title of the page (default: the run folder's name)")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), reportHelp)
+		fs.PrintDefaults()
+	}
+	// The run folder may come before the flags: "report RUN_DIR -o FILE".
+	var dir string
+	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
+		dir, args = args[0], args[1:]
+	}
+	if code, done := parseFlags(fs, args, stdout); done {
+		return code
+	}
+	rest := fs.Args()
+	if dir == "" && len(rest) > 0 {
+		dir, rest = rest[0], rest[1:]
+	}
+	if dir == "" || len(rest) > 0 {
+		fmt.Fprintln(stderr, "vllmstat report: give one RUN_DIR")
+		fs.Usage()
+		return exitUsage
+	}
+	path := *out
+	if path == "" {
+		path = filepath.Join(dir, "report.html")
+	}
+	if err := report.WriteFile(path, dir, report.Options{Title: *title}); err != nil {
+		fmt.Fprintf(stderr, "vllmstat report: %v\n", err)
+		return exitUsage
+	}
+	fmt.Fprintln(stdout, path)
+	return exitOK
+}

@@ -1,0 +1,484 @@
+// Package report builds the run report: one self-contained HTML page with a chart of every
+// step metric across steps, each step's per-worker timelines and a table of all steps. The
+// page needs no network: its data, script and style are inlined. vllmstat report writes it to
+// a file; Handler serves it live, built by the same code.
+package report
+
+import (
+	"bufio"
+	"bytes"
+	_ "embed"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/vllmstat/vllmstat/internal/step"
+	"github.com/vllmstat/vllmstat/internal/timeline"
+)
+
+// Options configure a report.
+type Options struct {
+	// Title heads the page; "" means the run folder's name.
+	Title string
+	// Refresh reloads the page every so many seconds; 0 never.
+	Refresh int
+	// TimelineSteps is how many of the latest steps carry their timelines in the page; 0
+	// means 300. Older steps say where their timeline file is.
+	TimelineSteps int
+	// WorkerBytes bounds the per-worker timeline data in the page; the latest steps get it
+	// until it runs out, older ones keep the fleet's band (min, max, mean, p95). 0 means 16 MiB.
+	WorkerBytes int
+}
+
+func (o Options) withDefaults() Options {
+	if o.TimelineSteps <= 0 {
+		o.TimelineSteps = 300
+	}
+	if o.WorkerBytes <= 0 {
+		o.WorkerBytes = 16 << 20
+	}
+	return o
+}
+
+// cols is the width of the embedded timeline grid: a step's samples are resampled to at most
+// this many columns.
+const cols = 60
+
+// noValue marks a grid cell without a sample in the quantised timelines.
+const noValue = 255
+
+// ReadSteps reads a steps.jsonl file. A last line cut short (a run still writing) is ignored.
+func ReadSteps(path string) ([]*step.Record, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []*step.Record
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 1<<20), 256<<20)
+	line := 0
+	for sc.Scan() {
+		line++
+		b := bytes.TrimSpace(sc.Bytes())
+		if len(b) == 0 {
+			continue
+		}
+		var r step.Record
+		if err := json.Unmarshal(b, &r); err != nil {
+			if !bytes.HasSuffix(b, []byte("}")) {
+				break // a partial last line
+			}
+			return nil, fmt.Errorf("read %q line %d: %w", path, line, err)
+		}
+		out = append(out, &r)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("read %q: %w", path, err)
+	}
+	return out, nil
+}
+
+// timelineSource gives the timeline file of a step.
+type timelineSource interface {
+	steps() ([]int64, error)
+	digest(n int64) (*stepTimeline, error)
+}
+
+// dirSource reads the timeline files of a run folder, keeping their digests between builds.
+type dirSource struct {
+	outDir string
+	cache  map[string]cached
+}
+
+type cached struct {
+	size int64
+	mod  time.Time
+	d    *stepTimeline
+}
+
+func newDirSource(outDir string) *dirSource {
+	return &dirSource{outDir: outDir, cache: map[string]cached{}}
+}
+
+func (s *dirSource) steps() ([]int64, error) { return timeline.Steps(s.outDir) }
+
+func (s *dirSource) digest(n int64) (*stepTimeline, error) {
+	path := timeline.Path(s.outDir, n)
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if c, ok := s.cache[path]; ok && c.size == fi.Size() && c.mod.Equal(fi.ModTime()) {
+		return c.d, nil
+	}
+	f, err := timeline.Read(path)
+	if err != nil {
+		return nil, fmt.Errorf("read %q: %w", path, err)
+	}
+	d := digest(f)
+	s.cache[path] = cached{size: fi.Size(), mod: fi.ModTime(), d: d}
+	return d, nil
+}
+
+// stepTimeline is one step's timelines as the page carries them: per series, the fleet's band
+// and each worker's values on a grid of Cols columns, quantised to bytes (0..254 of Max, 255
+// for no sample) and base64-encoded.
+type stepTimeline struct {
+	DurS    float64                  `json:"dur"`
+	Cols    int                      `json:"cols"`
+	Workers []string                 `json:"workers"`
+	Series  map[string]*seriesDigest `json:"series"`
+	rows    map[string]string        // per-worker data, added to Series when the budget allows
+	order   []string                 // series names in a fixed order
+}
+
+type seriesDigest struct {
+	Max  float64 `json:"max"`
+	Band string  `json:"band"`        // min, max, mean, p95 rows
+	Rows string  `json:"w,omitempty"` // workers × cols
+}
+
+// digest reduces a timeline file to what the page shows.
+func digest(f *timeline.File) *stepTimeline {
+	dur := f.DurationS()
+	ids := make([]step.WorkerID, len(f.Workers))
+	names := map[string]bool{}
+	maxSamples := 0
+	for i, w := range f.Workers {
+		ids[i] = step.WorkerID{Target: w.Target, Engine: w.Engine}
+		for name, ps := range w.Series {
+			if len(ps) > 0 {
+				names[name] = true
+				maxSamples = max(maxSamples, len(ps))
+			}
+		}
+	}
+	n := min(max(maxSamples, 2), cols)
+	d := &stepTimeline{DurS: dur, Cols: n, Workers: timeline.Labels(ids, 40), Series: map[string]*seriesDigest{}, rows: map[string]string{}}
+	for name := range names {
+		d.order = append(d.order, name)
+	}
+	slices.Sort(d.order)
+	series := make([][]step.Point, len(f.Workers))
+	buf := make([]byte, 0, len(f.Workers)*n)
+	for _, name := range d.order {
+		for i, w := range f.Workers {
+			series[i] = w.Series[name]
+		}
+		grid := timeline.Grid(series, dur, n)
+		band := timeline.Spread(grid)
+		peak := 0.0
+		for _, v := range band.Max {
+			if !math.IsNaN(v) && !math.IsInf(v, 0) {
+				peak = max(peak, v)
+			}
+		}
+		sd := &seriesDigest{Max: round(peak)}
+		buf = buf[:0]
+		for _, row := range [][]float64{band.Min, band.Max, band.Mean, band.P95} {
+			buf = quantise(buf, row, peak)
+		}
+		sd.Band = base64.StdEncoding.EncodeToString(buf)
+		buf = buf[:0]
+		for _, row := range grid {
+			buf = quantise(buf, row, peak)
+		}
+		d.rows[name] = base64.StdEncoding.EncodeToString(buf)
+		d.Series[name] = sd
+	}
+	return d
+}
+
+func quantise(b []byte, row []float64, peak float64) []byte {
+	for _, v := range row {
+		switch {
+		case math.IsNaN(v):
+			b = append(b, noValue)
+		case peak <= 0 || v <= 0:
+			b = append(b, 0)
+		default:
+			b = append(b, byte(math.Round(min(v/peak, 1)*254)))
+		}
+	}
+	return b
+}
+
+// round keeps six significant digits, enough for a chart and a table, to keep the page small.
+func round(v float64) float64 {
+	if v == 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+		return v
+	}
+	r, _ := strconv.ParseFloat(strconv.FormatFloat(v, 'g', 6, 64), 64)
+	return r
+}
+
+// values is a column of numbers where NaN is written as null.
+type values []float64
+
+func (vs values) MarshalJSON() ([]byte, error) {
+	b := make([]byte, 0, 8*len(vs)+2)
+	b = append(b, '[')
+	for i, v := range vs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			b = append(b, "null"...)
+			continue
+		}
+		b = strconv.AppendFloat(b, round(v), 'g', -1, 64)
+	}
+	return append(b, ']'), nil
+}
+
+// pageData is everything the page's script draws, embedded as JSON.
+type pageData struct {
+	Title     string                   `json:"title"`
+	Generated string                   `json:"generated"`
+	Refresh   int                      `json:"refresh"`
+	Steps     []int64                  `json:"steps"`
+	Start     []string                 `json:"start"`
+	Dur       values                   `json:"dur"`
+	Workers   []int                    `json:"workers"`
+	OK        []int                    `json:"ok"`
+	Failed    []int                    `json:"failed"`
+	Keys      []string                 `json:"keys"`
+	Values    []values                 `json:"values"` // per key, per step
+	Groups    []group                  `json:"groups"`
+	Timelines map[string]*stepTimeline `json:"timelines"` // by step number
+	// TimelineFiles counts the run's timeline files; Timelines may hold fewer.
+	TimelineFiles int `json:"timelineFiles"`
+	// Notes explain what the page leaves out.
+	Notes []string `json:"notes"`
+}
+
+type group struct {
+	Name   string  `json:"name"`
+	Charts []chart `json:"charts"`
+}
+
+type chart struct {
+	Title string `json:"title"`
+	Keys  []int  `json:"keys"` // indexes into pageData.Keys
+}
+
+// The groups of the page, in order, and how a key (without its prefix) joins one.
+var groupOrder = []struct {
+	name  string
+	match func(k string) bool
+}{
+	{"Prefix cache", func(k string) bool { return strings.HasPrefix(k, "prefix_cache") }},
+	{"Preemptions", func(k string) bool { return strings.HasPrefix(k, "num_preemptions") }},
+	{"KV cache", func(k string) bool { return strings.HasPrefix(k, "kv_cache") }},
+	{"Queue", func(k string) bool {
+		return strings.HasPrefix(k, "num_requests_") || strings.HasPrefix(k, "request_queue_time")
+	}},
+	{"Throughput", func(k string) bool {
+		return strings.HasSuffix(k, "_tokens") || strings.HasSuffix(k, "_per_s") || strings.HasPrefix(k, "request_success")
+	}},
+	{"Latency", func(k string) bool {
+		return strings.Contains(k, "latency") || strings.Contains(k, "time_to_first_token")
+	}},
+	{"Other", func(string) bool { return true }},
+}
+
+// chartOf names the chart of a key without its prefix: the key less its last part when that
+// is a statistic or a finish reason, so that e.g. p50, p95 and p99 share a chart.
+func chartOf(k string) string {
+	if strings.HasPrefix(k, "request_success/") {
+		return "request_success"
+	}
+	if i := strings.LastIndexByte(k, '/'); i > 0 {
+		switch k[i+1:] {
+		case "mean", "max", "min", "p50", "p90", "p95", "p99":
+			return k[:i]
+		}
+	}
+	return k
+}
+
+func groupKeys(keys []string) []group {
+	var gs []group
+	for _, g := range groupOrder {
+		var charts []chart
+		byTitle := map[string]int{}
+		for i, key := range keys {
+			k := key
+			if j := strings.IndexByte(k, '/'); j >= 0 {
+				k = k[j+1:] // the prefix, "vllm" unless configured
+			}
+			if done := slices.ContainsFunc(gs, func(g group) bool {
+				return slices.ContainsFunc(g.Charts, func(c chart) bool { return slices.Contains(c.Keys, i) })
+			}); done || !g.match(k) {
+				continue
+			}
+			t := chartOf(k)
+			c, ok := byTitle[t]
+			if !ok {
+				c = len(charts)
+				byTitle[t] = c
+				charts = append(charts, chart{Title: t})
+			}
+			charts[c].Keys = append(charts[c].Keys, i)
+		}
+		if len(charts) > 0 {
+			gs = append(gs, group{Name: g.name, Charts: charts})
+		}
+	}
+	return gs
+}
+
+// build assembles the page data from the step records and their timelines.
+func build(title string, recs []*step.Record, src timelineSource, opt Options, now time.Time) (*pageData, error) {
+	d := &pageData{Title: title, Generated: now.UTC().Format(time.RFC3339), Refresh: opt.Refresh, Timelines: map[string]*stepTimeline{}, Notes: []string{}, Groups: []group{}, Keys: []string{}, Values: []values{}}
+	keySet := map[string]bool{}
+	for _, r := range recs {
+		for k := range r.Metrics {
+			keySet[k] = true
+		}
+	}
+	for k := range keySet {
+		d.Keys = append(d.Keys, k)
+	}
+	d.Steps, d.Start, d.Dur, d.Workers, d.OK, d.Failed = []int64{}, []string{}, values{}, []int{}, []int{}, []int{}
+	slices.Sort(d.Keys)
+	d.Values = make([]values, len(d.Keys))
+	for i := range d.Values {
+		d.Values[i] = make(values, len(recs))
+	}
+	for j, r := range recs {
+		d.Steps = append(d.Steps, r.Step)
+		d.Start = append(d.Start, r.Start.UTC().Format(time.RFC3339))
+		d.Dur = append(d.Dur, r.DurationS)
+		d.Workers = append(d.Workers, r.Workers)
+		d.OK = append(d.OK, r.Scrapes.OK)
+		d.Failed = append(d.Failed, r.Scrapes.Failed)
+		for i, k := range d.Keys {
+			v, ok := r.Metrics[k]
+			if !ok {
+				v = math.NaN()
+			}
+			d.Values[i][j] = v
+		}
+	}
+	if gs := groupKeys(d.Keys); gs != nil {
+		d.Groups = gs
+	}
+
+	steps, err := src.steps()
+	if err != nil {
+		return nil, err
+	}
+	d.TimelineFiles = len(steps)
+	if len(steps) > opt.TimelineSteps {
+		d.Notes = append(d.Notes, fmt.Sprintf("Timelines are embedded for the latest %d of %d steps; older steps have theirs in timelines/step_NNNNNN.json.", opt.TimelineSteps, len(steps)))
+		steps = steps[len(steps)-opt.TimelineSteps:]
+	}
+	budget := opt.WorkerBytes
+	banded := 0
+	for i := len(steps) - 1; i >= 0; i-- {
+		st, err := src.digest(steps[i])
+		if err != nil {
+			d.Notes = append(d.Notes, fmt.Sprintf("Step %d: %v", steps[i], err))
+			continue
+		}
+		// A copy, so that the cached digest keeps its rows for the next build.
+		c := *st
+		c.Series = make(map[string]*seriesDigest, len(st.Series))
+		size := 0
+		for _, name := range st.order {
+			size += len(st.rows[name])
+		}
+		for name, sd := range st.Series {
+			s := *sd
+			if size <= budget {
+				s.Rows = st.rows[name]
+			}
+			c.Series[name] = &s
+		}
+		if size <= budget {
+			budget -= size
+		} else {
+			banded++
+		}
+		d.Timelines[strconv.FormatInt(steps[i], 10)] = &c
+	}
+	if banded > 0 {
+		d.Notes = append(d.Notes, fmt.Sprintf("Per-worker timelines are embedded for the latest steps up to %d MiB; %d older steps show the fleet's band only.", opt.WorkerBytes>>20, banded))
+	}
+	return d, nil
+}
+
+// Write writes the report of the run in outDir to w.
+func Write(w io.Writer, outDir string, opt Options) error {
+	return writeFrom(w, outDir, newDirSource(outDir), opt, time.Now())
+}
+
+func writeFrom(w io.Writer, outDir string, src timelineSource, opt Options, now time.Time) error {
+	opt = opt.withDefaults()
+	recs, err := ReadSteps(filepath.Join(outDir, "steps.jsonl"))
+	if errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("%w in %q: not a run folder, or no step closed yet", ErrNoSteps, outDir)
+	}
+	if err != nil {
+		return fmt.Errorf("read steps: %w", err)
+	}
+	title := opt.Title
+	if title == "" {
+		abs, _ := filepath.Abs(outDir)
+		title = "vllmstat · " + filepath.Base(abs)
+	}
+	d, err := build(title, recs, src, opt, now)
+	if err != nil {
+		return err
+	}
+	return render(w, d)
+}
+
+//go:embed report.js
+var script string
+
+//go:embed report.css
+var style string
+
+// render writes the page: the data as JSON inside a script element (encoding/json escapes
+// "<", so it cannot close the element), then the script that draws it.
+func render(w io.Writer, d *pageData) error {
+	data, err := json.Marshal(d)
+	if err != nil {
+		return fmt.Errorf("encode report data: %w", err)
+	}
+	bw := bufio.NewWriterSize(w, 64<<10)
+	t := html.EscapeString(d.Title)
+	fmt.Fprintf(bw, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>%s</title>\n<style>\n%s</style>\n</head>\n<body>\n", t, style)
+	fmt.Fprintf(bw, "<header><h1>%s</h1><p id=\"summary\"></p></header>\n<main id=\"app\"><noscript>This report draws its charts with JavaScript.</noscript></main>\n", t)
+	bw.WriteString("<script type=\"application/json\" id=\"data\">")
+	bw.Write(data)
+	bw.WriteString("</script>\n<script>\n")
+	bw.WriteString(script)
+	bw.WriteString("</script>\n</body>\n</html>\n")
+	return bw.Flush()
+}
+
+// WriteFile writes the report of the run in outDir to path, whole or not at all.
+func WriteFile(path, outDir string, opt Options) error {
+	var b bytes.Buffer
+	if err := Write(&b, outDir, opt); err != nil {
+		return err
+	}
+	return timeline.WriteFileAtomic(path, b.Bytes())
+}
+
+// ErrNoSteps is returned for a folder without steps.jsonl.
+var ErrNoSteps = errors.New("no steps.jsonl")

@@ -1,0 +1,300 @@
+// Draws the vllmstat run report from the JSON in #data: charts of the step metrics, the chosen
+// step's timelines and the table of steps. Plain DOM and SVG, no libraries, no network.
+(function () {
+  'use strict';
+  var D = JSON.parse(document.getElementById('data').textContent);
+  var app = document.getElementById('app');
+  var SVG = 'http://www.w3.org/2000/svg';
+  var COLORS = ['#1f77b4', '#ff7f0e', '#2ca02c', '#d62728', '#9467bd', '#8c564b', '#e377c2', '#7f7f7f',
+    '#bcbd22', '#17becf', '#00488c', '#b05000', '#006e3c', '#96003c', '#5a3c96', '#646428'];
+  var SERIES_ORDER = ['kv_cache_usage_perc', 'num_requests_running', 'num_requests_waiting', 'prefix_cache_hit_rate',
+    'prefix_cache_queries', 'prefix_cache_hits', 'num_preemptions', 'prompt_tokens', 'generation_tokens'];
+  var UNITS = {
+    kv_cache_usage_perc: 'fraction of KV cache in use (0–1)', num_requests_running: 'requests',
+    num_requests_waiting: 'requests', prefix_cache_hit_rate: 'hit rate per interval (0–1)',
+    num_preemptions: 'preemptions per interval'
+  };
+  var MAX_LINES = 16;
+  var W = 560, H = 220, M = { l: 58, r: 12, t: 10, b: 32 };
+
+  function el(tag, attrs, parent, text) {
+    var e = document.createElement(tag);
+    for (var k in attrs) e.setAttribute(k, attrs[k]);
+    if (text != null) e.textContent = text;
+    if (parent) parent.appendChild(e);
+    return e;
+  }
+  function sv(tag, attrs, parent) {
+    var e = document.createElementNS(SVG, tag);
+    for (var k in attrs) e.setAttribute(k, attrs[k]);
+    if (parent) parent.appendChild(e);
+    return e;
+  }
+  function fmt(v) {
+    if (v == null || isNaN(v)) return '–';
+    var a = Math.abs(v);
+    if (a !== 0 && (a >= 1e7 || a < 1e-3)) return v.toExponential(3);
+    return String(+v.toPrecision(5));
+  }
+  function fmtTick(v) {
+    var a = Math.abs(v);
+    if (a >= 1e9) return +(v / 1e9).toPrecision(4) + 'G';
+    if (a >= 1e6) return +(v / 1e6).toPrecision(4) + 'M';
+    if (a >= 1e4) return +(v / 1e3).toPrecision(4) + 'k';
+    return fmt(v);
+  }
+  function shortKey(k) { var i = k.indexOf('/'); return i < 0 ? k : k.slice(i + 1); }
+  function ticks(lo, hi, n) {
+    if (!(hi > lo)) { hi = lo + 1; }
+    var step = Math.pow(10, Math.floor(Math.log10((hi - lo) / n)));
+    var err = (hi - lo) / n / step;
+    step *= err >= 7.5 ? 10 : err >= 3.5 ? 5 : err >= 1.5 ? 2 : 1;
+    var out = [];
+    for (var t = Math.ceil(lo / step) * step; t <= hi + step * 1e-9; t += step) out.push(+t.toPrecision(12));
+    return out;
+  }
+
+  // lineChart draws series over shared xs into parent and returns the svg. o: {xs, series:
+  // [{name, ys, color, cls, width, dash}], band: {lo, hi}, xLabel, yLabel, yMax, onPick}.
+  function lineChart(parent, o) {
+    var wrap = el('div', { 'class': 'chart-wrap' }, parent);
+    var svg = sv('svg', { viewBox: '0 0 ' + W + ' ' + H, 'class': 'chart ' + (o.cls || '') }, wrap);
+    var xs = o.xs, x0 = xs.length ? xs[0] : 0, x1 = xs.length ? xs[xs.length - 1] : 1;
+    if (o.xMin != null) x0 = o.xMin;
+    if (o.xMax != null) x1 = o.xMax;
+    if (!(x1 > x0)) x1 = x0 + 1;
+    var y0 = Infinity, y1 = -Infinity;
+    o.series.forEach(function (s) { s.ys.forEach(function (y) { if (y != null) { y0 = Math.min(y0, y); y1 = Math.max(y1, y); } }); });
+    if (o.band) o.band.hi.forEach(function (y) { if (y != null) y1 = Math.max(y1, y); });
+    if (!isFinite(y0)) { y0 = 0; y1 = 1; }
+    y0 = Math.min(0, y0);
+    if (o.yMax != null && y1 <= o.yMax) y1 = o.yMax;
+    if (!(y1 > y0)) y1 = y0 + 1;
+    var pw = W - M.l - M.r, ph = H - M.t - M.b;
+    function X(x) { return M.l + (x - x0) / (x1 - x0) * pw; }
+    function Y(y) { return M.t + ph - (y - y0) / (y1 - y0) * ph; }
+    var axes = sv('g', { 'class': 'axes' }, svg);
+    ticks(y0, y1, 4).forEach(function (t) {
+      sv('line', { x1: M.l, x2: W - M.r, y1: Y(t), y2: Y(t), 'class': 'grid' }, axes);
+      sv('text', { x: M.l - 6, y: Y(t) + 4, 'text-anchor': 'end' }, axes).textContent = fmtTick(t);
+    });
+    ticks(x0, x1, 6).forEach(function (t) {
+      sv('line', { x1: X(t), x2: X(t), y1: M.t + ph, y2: M.t + ph + 4, 'class': 'tick' }, axes);
+      sv('text', { x: X(t), y: H - M.b + 17, 'text-anchor': 'middle' }, axes).textContent = fmt(t);
+    });
+    sv('text', { x: M.l + pw / 2, y: H - 2, 'text-anchor': 'middle', 'class': 'label' }, axes).textContent = o.xLabel;
+    if (o.yLabel) sv('text', { x: 10, y: M.t + ph / 2, transform: 'rotate(-90 10 ' + (M.t + ph / 2) + ')', 'text-anchor': 'middle', 'class': 'label' }, axes).textContent = o.yLabel;
+    if (o.band) {
+      var pts = [];
+      xs.forEach(function (x, i) { if (o.band.hi[i] != null) pts.push(X(x).toFixed(1) + ',' + Y(o.band.hi[i]).toFixed(1)); });
+      for (var i = xs.length - 1; i >= 0; i--) if (o.band.lo[i] != null) pts.push(X(xs[i]).toFixed(1) + ',' + Y(o.band.lo[i]).toFixed(1));
+      sv('polygon', { points: pts.join(' '), 'class': 'band' }, svg);
+    }
+    o.series.forEach(function (s) {
+      var d = [], n = 0, pen = 'M';
+      s.ys.forEach(function (y, i) {
+        if (y == null) { pen = 'M'; return; }
+        d.push(pen + X(xs[i]).toFixed(1) + ' ' + Y(y).toFixed(1));
+        pen = 'L'; n++;
+      });
+      var p = sv('path', { d: d.join(''), 'class': s.cls || 'series', stroke: s.color, 'stroke-width': s.width || 1.5, 'data-key': s.name, 'data-n': n }, svg);
+      if (s.dash) p.setAttribute('stroke-dasharray', s.dash);
+      if (n === 1) sv('circle', { cx: d[0].slice(1).split(' ')[0], cy: d[0].split(' ')[1], r: 2.5, fill: s.color }, svg);
+    });
+    // Hover: the nearest x, its values in a tip.
+    var cursor = sv('line', { y1: M.t, y2: M.t + ph, 'class': 'cursor', visibility: 'hidden' }, svg);
+    var tip = el('div', { 'class': 'tip', hidden: '' }, wrap);
+    var hit = sv('rect', { x: M.l, y: M.t, width: pw, height: ph, 'class': 'hit' }, svg);
+    function nearest(ev) {
+      var r = svg.getBoundingClientRect();
+      var x = x0 + ((ev.clientX - r.left) / r.width * W - M.l) / pw * (x1 - x0);
+      var best = -1, bd = Infinity;
+      for (var i = 0; i < xs.length; i++) { var dd = Math.abs(xs[i] - x); if (dd < bd) { bd = dd; best = i; } }
+      return best;
+    }
+    hit.addEventListener('mousemove', function (ev) {
+      var i = nearest(ev);
+      if (i < 0) return;
+      cursor.setAttribute('x1', X(xs[i])); cursor.setAttribute('x2', X(xs[i]));
+      cursor.setAttribute('visibility', 'visible');
+      tip.textContent = '';
+      el('div', { 'class': 'tip-head' }, tip, o.xLabel + ' ' + fmt(xs[i]));
+      var rows = o.series.map(function (s) { return [s, s.ys[i]]; });
+      if (o.band) rows.push([{ name: 'min', color: '#9db4dc' }, o.band.lo[i]], [{ name: 'max', color: '#9db4dc' }, o.band.hi[i]]);
+      rows.slice(0, 24).forEach(function (row) {
+        var line = el('div', {}, tip);
+        el('span', { 'class': 'swatch', style: 'background:' + row[0].color }, line);
+        line.appendChild(document.createTextNode(row[0].name + ': ' + fmt(row[1])));
+      });
+      tip.hidden = false;
+      var r = wrap.getBoundingClientRect();
+      var left = ev.clientX - r.left + 14;
+      tip.style.left = Math.min(left, r.width - tip.offsetWidth - 4) + 'px';
+      tip.style.top = (ev.clientY - r.top + 10) + 'px';
+    });
+    hit.addEventListener('mouseleave', function () { cursor.setAttribute('visibility', 'hidden'); tip.hidden = true; });
+    if (o.onPick) hit.addEventListener('click', function (ev) { var i = nearest(ev); if (i >= 0) o.onPick(xs[i]); });
+    return svg;
+  }
+
+  function legend(parent, items) {
+    var l = el('div', { 'class': 'legend' }, parent);
+    items.forEach(function (it) {
+      var s = el('span', {}, l);
+      el('span', { 'class': 'swatch' + (it.band ? ' band-swatch' : ''), style: 'background:' + it.color }, s);
+      s.appendChild(document.createTextNode(it.name));
+    });
+  }
+
+  // Summary and notes.
+  var n = D.steps.length;
+  document.getElementById('summary').textContent = n + ' steps' +
+    (n ? ' (' + D.steps[0] + '–' + D.steps[n - 1] + ', from ' + D.start[0] + ')' : '') +
+    ' · ' + D.keys.length + ' metrics · ' + D.timelineFiles + ' timeline files · built ' + D.generated +
+    (D.refresh ? ' · reloads every ' + D.refresh + ' s' : '');
+  D.notes.forEach(function (t) { el('p', { 'class': 'note' }, app, t); });
+
+  var current = null;
+  function pick(step) { showStep(step); }
+
+  // Step metrics, grouped.
+  var metrics = el('section', { id: 'metrics' }, app);
+  el('h2', {}, metrics, 'Step metrics');
+  if (!n) el('p', { 'class': 'note' }, metrics, 'No steps yet.');
+  D.groups.forEach(function (g) {
+    el('h3', {}, metrics, g.name);
+    var grid = el('div', { 'class': 'grid' }, metrics);
+    g.charts.forEach(function (c) {
+      var fig = el('figure', { 'data-chart': c.title }, grid);
+      el('figcaption', {}, fig, c.title);
+      var series = c.keys.map(function (k, i) {
+        var name = shortKey(D.keys[k]);
+        var stat = name.indexOf(c.title + '/') === 0 ? name.slice(c.title.length + 1) : name === c.title ? 'step' : name;
+        return { name: stat, key: D.keys[k], ys: D.values[k], color: COLORS[i % COLORS.length] };
+      });
+      lineChart(fig, { xs: D.steps, series: series, xLabel: 'step', onPick: pick });
+      legend(fig, series);
+    });
+  });
+
+  // Timelines of the chosen step.
+  var tls = el('section', { id: 'timelines-section' }, app);
+  el('h2', {}, tls, 'Step timelines');
+  var bar = el('div', { 'class': 'picker' }, tls);
+  el('label', { 'for': 'step-picker' }, bar, 'Step ');
+  var prev = el('button', { type: 'button', id: 'prev-step' }, bar, '◀');
+  var picker = el('select', { id: 'step-picker' }, bar);
+  var next = el('button', { type: 'button', id: 'next-step' }, bar, '▶');
+  var withTimeline = D.steps.filter(function (s) { return D.timelines[s]; });
+  D.steps.forEach(function (s) { el('option', { value: s }, picker, 'step ' + s + (D.timelines[s] ? '' : ' (no timeline)')); });
+  picker.addEventListener('change', function () { showStep(+picker.value); });
+  prev.addEventListener('click', function () { move(-1); });
+  next.addEventListener('click', function () { move(1); });
+  function move(d) { var i = D.steps.indexOf(current) + d; if (i >= 0 && i < n) showStep(D.steps[i]); }
+  var view = el('div', { id: 'timelines' }, tls);
+  if (!withTimeline.length) {
+    el('p', { id: 'no-timelines', 'class': 'note' }, tls, 'This run has no timelines: they are written to timelines/step_NNNNNN.json when vllm_metrics_log_timeline_plots or record_timelines is on.');
+  }
+
+  function decode(b64) {
+    var s = atob(b64), a = new Uint8Array(s.length);
+    for (var i = 0; i < s.length; i++) a[i] = s.charCodeAt(i);
+    return a;
+  }
+  function row(q, off, cols, max) {
+    var out = new Array(cols);
+    for (var c = 0; c < cols; c++) { var v = q[off + c]; out[c] = v === 255 ? null : v / 254 * max; }
+    return out;
+  }
+  function heatmap(parent, q, workers, cols, labels, max) {
+    var h = Math.max(40, Math.min(workers.length * 3, 320));
+    var fig = el('div', { 'class': 'heat' }, parent);
+    el('div', { 'class': 'heat-label' }, fig, 'Per worker (a row each, ' + workers.length + ' rows; darker is higher, grey is no sample)');
+    var cv = el('canvas', { width: cols, height: workers.length, 'class': 'heatmap', style: 'height:' + h + 'px' }, fig);
+    var ctx = cv.getContext('2d'), img = ctx.createImageData(cols, workers.length);
+    for (var i = 0; i < q.length; i++) {
+      var v = q[i], p = i * 4;
+      if (v === 255) { img.data[p] = img.data[p + 1] = img.data[p + 2] = 225; }
+      else { var t = v / 254; img.data[p] = 247 - 239 * t; img.data[p + 1] = 251 - 203 * t; img.data[p + 2] = 255 - 148 * t; }
+      img.data[p + 3] = 255;
+    }
+    ctx.putImageData(img, 0, 0);
+    cv.addEventListener('mousemove', function (ev) {
+      var r = cv.getBoundingClientRect();
+      var c = Math.floor((ev.clientX - r.left) / r.width * cols), w = Math.floor((ev.clientY - r.top) / r.height * workers.length);
+      var v = q[w * cols + c];
+      cv.title = labels[w] + ': ' + (v === 255 ? 'no sample' : fmt(v / 254 * max));
+    });
+  }
+
+  function showStep(s) {
+    current = s;
+    picker.value = String(s);
+    view.textContent = '';
+    view.setAttribute('data-step', s);
+    var rows = document.querySelectorAll('#steps-table tbody tr');
+    for (var i = 0; i < rows.length; i++) rows[i].classList.toggle('selected', +rows[i].getAttribute('data-step') === s);
+    if (history.replaceState) history.replaceState(null, '', '#step=' + s);
+    var t = D.timelines[s];
+    if (!t) {
+      if (withTimeline.length) el('p', { 'class': 'note' }, view, 'Step ' + s + ' has no timeline in this report' + (D.timelineFiles ? ' (see timelines/step_NNNNNN.json).' : '.'));
+      return;
+    }
+    el('p', { 'class': 'step-head' }, view, 'Step ' + s + ' · ' + fmt(t.dur) + ' s · ' + t.workers.length + ' workers');
+    var names = Object.keys(t.series).sort(function (a, b) {
+      var ia = SERIES_ORDER.indexOf(a), ib = SERIES_ORDER.indexOf(b);
+      return (ia < 0 ? 99 : ia) - (ib < 0 ? 99 : ib) || (a < b ? -1 : a > b ? 1 : 0);
+    });
+    var grid = el('div', { 'class': 'grid' }, view);
+    var xs = [];
+    for (var c = 0; c < t.cols; c++) xs.push(+((c + 0.5) * t.dur / t.cols).toPrecision(6));
+    names.forEach(function (name) {
+      var sd = t.series[name], cols = t.cols, max = sd.max;
+      var fig = el('figure', { 'data-series': name }, grid);
+      el('figcaption', {}, fig, name);
+      var b = decode(sd.band);
+      var lo = row(b, 0, cols, max), hi = row(b, cols, cols, max), mean = row(b, 2 * cols, cols, max), p95 = row(b, 3 * cols, cols, max);
+      var frac = name === 'kv_cache_usage_perc' || name === 'prefix_cache_hit_rate';
+      var opts = { xs: xs, xMin: 0, xMax: t.dur, xLabel: 'seconds since step start', yLabel: UNITS[name] || 'per interval', yMax: frac ? 1 : null, cls: 'timeline' };
+      var items;
+      if (sd.w && t.workers.length <= MAX_LINES) {
+        var q = decode(sd.w);
+        opts.series = t.workers.map(function (label, w) { return { name: label, ys: row(q, w * cols, cols, max), color: COLORS[w % COLORS.length], cls: 'worker', width: 1.2 }; });
+        if (t.workers.length > 1) opts.series.push({ name: 'fleet mean', ys: mean, color: '#000', cls: 'mean', width: 2.5 });
+        items = opts.series;
+      } else {
+        opts.band = { lo: lo, hi: hi };
+        opts.series = [{ name: 'fleet p95', ys: p95, color: '#d62728', cls: 'p95', width: 1.5, dash: '5 3' },
+          { name: 'fleet mean', ys: mean, color: '#000', cls: 'mean', width: 2.5 }];
+        items = [{ name: 'min–max of ' + t.workers.length, color: '#c4d3ec', band: true }].concat(opts.series);
+      }
+      lineChart(fig, opts);
+      legend(fig, items.length > MAX_LINES + 1 ? items.slice(0, MAX_LINES + 1) : items);
+      if (sd.w && t.workers.length > MAX_LINES) heatmap(fig, decode(sd.w), t.workers, cols, t.workers, max);
+    });
+  }
+
+  // The table of all steps.
+  var ts = el('section', { id: 'table-section' }, app);
+  el('h2', {}, ts, 'All steps');
+  var scroll = el('div', { 'class': 'table-scroll' }, ts);
+  var table = el('table', { id: 'steps-table' }, scroll);
+  var hr = el('tr', {}, el('thead', {}, table));
+  ['step', 'start', 'duration s', 'workers', 'scrapes ok', 'failed'].concat(D.keys.map(shortKey)).forEach(function (h) { el('th', {}, hr, h); });
+  var tb = el('tbody', {}, table), frag = document.createDocumentFragment();
+  D.steps.forEach(function (s, j) {
+    var tr = el('tr', { 'data-step': s }, frag);
+    [s, D.start[j].replace('T', ' ').replace('Z', ''), fmt(D.dur[j]), D.workers[j], D.ok[j], D.failed[j]].forEach(function (v) { el('td', {}, tr, v); });
+    for (var k = 0; k < D.keys.length; k++) el('td', {}, tr, fmt(D.values[k][j]));
+  });
+  tb.appendChild(frag);
+  tb.addEventListener('click', function (ev) {
+    var tr = ev.target.closest('tr');
+    if (tr) { showStep(+tr.getAttribute('data-step')); tls.scrollIntoView(); }
+  });
+
+  var m = /step=(\d+)/.exec(location.hash);
+  var first = m && D.steps.indexOf(+m[1]) >= 0 ? +m[1] : withTimeline.length ? withTimeline[withTimeline.length - 1] : D.steps[n - 1];
+  if (first != null) showStep(first);
+  if (D.refresh > 0) setTimeout(function () { location.reload(); }, D.refresh * 1000);
+})();
