@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -9,6 +10,8 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -45,6 +48,8 @@ func demoWith(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	interval := fs.Float64("interval", 0.5, "scrape interval in `seconds`")
 	perWorker := fs.Bool("per-worker", true, "add per-worker metrics to every step record")
 	verbose := fs.Bool("v", false, "log scrape and target events")
+	configPath := fs.String("config", "", "YAML config `file` for sinks, plots, timelines (its targets, interval and API are the demo's own)")
+	sinks := fs.String("sinks", "", "comma-separated tracker sinks to add, e.g. tensorboard,wandb")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), demoHelp)
 		fs.PrintDefaults()
@@ -60,8 +65,30 @@ func demoWith(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if *verbose {
 		level = slog.LevelInfo
 	}
+	stderr = &lockedWriter{w: stderr}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 
+	cfg := config.Default()
+	if *configPath != "" {
+		var err error
+		if cfg, err = config.Load(*configPath); err != nil {
+			fmt.Fprintf(stderr, "vllmstat demo: %s: %v\n", *configPath, err)
+			return exitUsage
+		}
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	for _, name := range strings.Split(*sinks, ",") {
+		if name = strings.TrimSpace(name); name != "" {
+			cfg.Sinks = append(cfg.Sinks, config.SinkSpec{Type: name, Path: "--sinks"})
+		}
+	}
+	for _, sp := range cfg.Sinks {
+		if !slices.Contains(sinkTypes, sp.Type) {
+			fmt.Fprintf(stderr, "vllmstat demo: %s: unknown sink type %q; known: %s\n", sp.Path, sp.Type, strings.Join(sinkTypes, ", "))
+			return exitUsage
+		}
+	}
 	sc := sim.DefaultConfig()
 	sc.Servers, sc.DP, sc.Port, sc.Speed, sc.Seed = *servers, *dp, 0, *speed, *seed
 	sc.Workload.Batches = *steps
@@ -75,13 +102,17 @@ func demoWith(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	defer fleet.Close()
 
-	cfg := config.Default()
 	cfg.Targets = fleet.URLs()
 	cfg.Interval = *interval
 	cfg.StepEvery = 0
-	cfg.OutDir = *out
-	cfg.PerWorker = *perWorker
+	if set["out"] || *configPath == "" {
+		cfg.OutDir = *out
+	}
+	if set["per-worker"] || *configPath == "" {
+		cfg.PerWorker = *perWorker
+	}
 	cfg.Listen = ""
+	cfg.Record = ""
 	if err := cfg.Validate(); err != nil {
 		fmt.Fprintf(stderr, "vllmstat demo: %v\n", err)
 		return exitError
@@ -99,6 +130,10 @@ func demoWith(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	r, err := startRun(cfg, log, io.Discard)
 	if err != nil {
 		fmt.Fprintf(stderr, "vllmstat demo: %v\n", err)
+		var ps config.Problems
+		if errors.As(err, &ps) {
+			return exitUsage
+		}
 		return exitError
 	}
 	r.c.SetNoFinalStep()

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"time"
 
@@ -66,9 +67,14 @@ func runWith(ctx context.Context, name string, args []string, stdout, stderr io.
 		fmt.Fprintf(stderr, "vllmstat %s: %s is false (%s): scraping nothing, writing nothing\n", name, config.KeyEnable, cfg.Path(config.KeyEnable))
 		return exitOK
 	}
+	stderr = &lockedWriter{w: stderr} // the step summaries and the log come from several goroutines
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	if err := collect(ctx, cfg, log, stderr); err != nil {
 		fmt.Fprintf(stderr, "vllmstat %s: %v\n", name, err)
+		var ps config.Problems
+		if errors.As(err, &ps) {
+			return exitUsage
+		}
 		return exitError
 	}
 	return exitOK
@@ -114,9 +120,14 @@ func startRun(cfg config.Config, log *slog.Logger, summary io.Writer) (*running,
 		}
 		return nil, err
 	}
-	sinks, err := buildSinks(cfg, log)
+	named, err := buildSinks(cfg, log)
 	if err != nil {
 		return nil, err
+	}
+	var sinks []sink.Sink
+	for _, n := range named {
+		sinks = append(sinks, n.queue)
+		r.closer = append(r.closer, func() { n.queue.Close(context.Background()) })
 	}
 	steps, err := sink.OpenJSONL(filepath.Join(cfg.OutDir, "steps.jsonl"))
 	if err != nil {
@@ -214,4 +225,16 @@ func spreadFor(targets int, interval time.Duration) time.Duration {
 		return 0
 	}
 	return interval / 2
+}
+
+// lockedWriter serialises writes from several goroutines, so lines never interleave.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

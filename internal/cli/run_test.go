@@ -199,3 +199,36 @@ func answersRecorded(t *testing.T, path string) map[string][2]int {
 		out[e.Target] = fl
 	}
 }
+
+// TestFailingSinkDoesNotStopRun points the tensorboard sink at a path that cannot be a
+// directory: the run goes on, steps.jsonl is complete, and the failure is reported.
+func TestFailingSinkDoesNotStopRun(t *testing.T) {
+	a := newFakeServer(t, "prometheus-client-render-vllm-0.20.prom", 3)
+	dir := t.TempDir()
+	blocker := filepath.Join(dir, "file")
+	os.WriteFile(blocker, []byte("x"), 0o644)
+	cfg := filepath.Join(dir, "c.yaml")
+	os.WriteFile(cfg, []byte("sinks:\n  - jsonl\n  - {type: tensorboard, dir: "+blocker+"/tb}\n"), 0o644)
+	ctx, cancel := context.WithCancel(context.Background())
+	var stderr bytes.Buffer
+	done := make(chan int)
+	go func() {
+		done <- runWith(ctx, "run", []string{"--config", cfg, "--target", a.url(), "--interval", "0.05", "--step-every", "200ms",
+			"--listen", "", "--out", filepath.Join(dir, "out")}, &bytes.Buffer{}, &stderr)
+	}()
+	if !waitUntil(10*time.Second, func() bool {
+		b, _ := os.ReadFile(filepath.Join(dir, "out", "steps.jsonl"))
+		return bytes.Count(b, []byte("\n")) >= 3
+	}) {
+		t.Fatalf("steps not written\n%s", stderr.String())
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr.String())
+	}
+	for _, want := range []string{"sink cannot start", "sink=tensorboard"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
+		}
+	}
+}

@@ -1,0 +1,70 @@
+package tensorboard_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/vllmstat/vllmstat/internal/cli"
+	"github.com/vllmstat/vllmstat/internal/sink/tensorboard"
+	"github.com/vllmstat/vllmstat/internal/step"
+)
+
+// TestDemoWritesTensorBoard runs "vllmstat demo" with the tensorboard sink and checks that the
+// independent reader decodes exactly the step records of steps.jsonl.
+func TestDemoWritesTensorBoard(t *testing.T) {
+	out := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	code := cli.Run([]string{"demo", "--steps", "2", "--servers", "1", "--dp", "2", "--speed", "6", "--interval", "0.2",
+		"--sinks", "jsonl,tensorboard", "--out", out}, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("demo exited %d\n%s\n%s", code, stdout.String(), stderr.String())
+	}
+	b, err := os.ReadFile(filepath.Join(out, "steps.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recs []step.Record
+	for _, l := range bytes.Split(bytes.TrimSpace(b), []byte("\n")) {
+		var r step.Record
+		if err := json.Unmarshal(l, &r); err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, r)
+	}
+	files, _ := filepath.Glob(filepath.Join(out, "tensorboard", "events.out.tfevents.*"))
+	if len(files) != 1 {
+		t.Fatalf("event files %v", files)
+	}
+	evs := tensorboard.PythonRead(t, files[0])
+	if len(evs) != len(recs)+1 || evs[0].FileVersion != "brain.Event:2" {
+		t.Fatalf("%d events for %d steps", len(evs), len(recs))
+	}
+	for i, r := range recs {
+		ev := evs[i+1]
+		if ev.Step != r.Step {
+			t.Errorf("event %d: step %d, want %d", i+1, ev.Step, r.Step)
+		}
+		wt, _ := strconv.ParseFloat(ev.WallTime, 64)
+		if math.Abs(wt-float64(r.End.UnixNano())/1e9) > 1e-6 {
+			t.Errorf("step %d: wall time %v, want %v", r.Step, wt, r.End)
+		}
+		got := map[string]float64{}
+		for _, v := range ev.Values {
+			f, _ := strconv.ParseFloat(v.Simple, 64)
+			got[v.Tag] = f
+		}
+		if len(got) != len(r.Metrics) {
+			t.Errorf("step %d: %d scalars, steps.jsonl has %d", r.Step, len(got), len(r.Metrics))
+		}
+		for k, v := range r.Metrics {
+			if g, ok := got[k]; !ok || float32(g) != float32(v) {
+				t.Errorf("step %d: %s = %v, steps.jsonl says %v", r.Step, k, g, v)
+			}
+		}
+	}
+}
