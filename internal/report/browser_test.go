@@ -39,6 +39,20 @@ func chromiumPath(t *testing.T) string {
 // returns a context for a tab in it.
 func browser(t *testing.T) context.Context {
 	t.Helper()
+	// Chromium's helper processes may still write to the profile as the browser exits, so the
+	// folder is removed after the browser, and without failing the test.
+	profile, err := os.MkdirTemp("", "vllmstat-chromium-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for range 20 {
+			if os.RemoveAll(profile) == nil {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(chromiumPath(t)),
 		chromedp.Headless,
@@ -50,7 +64,7 @@ func browser(t *testing.T) context.Context {
 		chromedp.Flag("disable-background-networking", true),
 		chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(t.TempDir()),
+		chromedp.UserDataDir(profile),
 		chromedp.WindowSize(1400, 1000),
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -278,11 +292,15 @@ func TestBrowserLargeReport(t *testing.T) {
 	if testing.Short() {
 		t.Skip("large report: not with -short")
 	}
-	b := browser(t)
+	opt := Options{}
+	if raceEnabled {
+		opt.TimelineSteps = 20
+	}
 	var page bytes.Buffer
-	if err := writeFrom(&page, largeRun(t, 1000), newSynthSource(512, 120, 1000), Options{}, time.Unix(0, 0)); err != nil {
+	if err := writeFrom(&page, largeRun(t, 1000), newSynthSource(512, 120, 1000), opt, time.Unix(0, 0)); err != nil {
 		t.Fatal(err)
 	}
+	b := browser(t)
 	path := filepath.Join(t.TempDir(), "large.html")
 	if err := os.WriteFile(path, page.Bytes(), 0o644); err != nil {
 		t.Fatal(err)

@@ -44,11 +44,12 @@
     return fmt(v);
   }
   function shortKey(k) { var i = k.indexOf('/'); return i < 0 ? k : k.slice(i + 1); }
-  function ticks(lo, hi, n) {
+  function ticks(lo, hi, n, whole) {
     if (!(hi > lo)) { hi = lo + 1; }
     var step = Math.pow(10, Math.floor(Math.log10((hi - lo) / n)));
     var err = (hi - lo) / n / step;
     step *= err >= 7.5 ? 10 : err >= 3.5 ? 5 : err >= 1.5 ? 2 : 1;
+    if (whole) step = Math.max(step, 1);
     var out = [];
     for (var t = Math.ceil(lo / step) * step; t <= hi + step * 1e-9; t += step) out.push(+t.toPrecision(12));
     return out;
@@ -78,7 +79,7 @@
       sv('line', { x1: M.l, x2: W - M.r, y1: Y(t), y2: Y(t), 'class': 'grid' }, axes);
       sv('text', { x: M.l - 6, y: Y(t) + 4, 'text-anchor': 'end' }, axes).textContent = fmtTick(t);
     });
-    ticks(x0, x1, 6).forEach(function (t) {
+    ticks(x0, x1, 6, o.xLabel === 'step').forEach(function (t) {
       sv('line', { x1: X(t), x2: X(t), y1: M.t + ph, y2: M.t + ph + 4, 'class': 'tick' }, axes);
       sv('text', { x: X(t), y: H - M.b + 17, 'text-anchor': 'middle' }, axes).textContent = fmt(t);
     });
