@@ -21,6 +21,7 @@ import (
 	"github.com/vllmstat/vllmstat/internal/config"
 	"github.com/vllmstat/vllmstat/internal/record"
 	"github.com/vllmstat/vllmstat/internal/scrape"
+	"github.com/vllmstat/vllmstat/internal/selfmetrics"
 	"github.com/vllmstat/vllmstat/internal/sink"
 	"github.com/vllmstat/vllmstat/internal/step"
 )
@@ -124,10 +125,24 @@ func startRun(cfg config.Config, log *slog.Logger, summary io.Writer) (*running,
 	if err != nil {
 		return nil, err
 	}
+	self := selfmetrics.New(selfmetrics.Options{Prefix: cfg.MetricPrefix, Logger: log})
 	var sinks []sink.Sink
+	var intervalHooks []func(step.Interval)
 	for _, n := range named {
 		sinks = append(sinks, n.queue)
+		self.AddSink(n.name, n.queue.Stats())
+		if n.interval != nil {
+			intervalHooks = append(intervalHooks, n.interval)
+			self.AddSampleSink(n.name, n.samples)
+		}
 		r.closer = append(r.closer, func() { n.queue.Close(context.Background()) })
+	}
+	topt := trackerOptions(cfg)
+	topt.OnInterval = func(iv step.Interval) {
+		self.Interval(iv)
+		for _, h := range intervalHooks {
+			h(iv)
+		}
 	}
 	steps, err := sink.OpenJSONL(filepath.Join(cfg.OutDir, "steps.jsonl"))
 	if err != nil {
@@ -150,8 +165,9 @@ func startRun(cfg config.Config, log *slog.Logger, summary io.Writer) (*running,
 		Spread:    spreadFor(len(cfg.Targets), cfg.IntervalDuration()),
 		StepEvery: cfg.StepEvery,
 		MaxBody:   cfg.MaxBodyBytes,
-		Tracker:   trackerOptions(cfg),
+		Tracker:   topt,
 		Recorder:  rw,
+		Observer:  self,
 		Sinks:     append([]sink.Sink{steps}, sinks...),
 		OnStep:    func(rec *step.Record) { fmt.Fprintln(summary, summaryLine(rec, cfg.MetricPrefix)) },
 		Client:    scrape.NewClient(),
@@ -162,7 +178,7 @@ func startRun(cfg config.Config, log *slog.Logger, summary io.Writer) (*running,
 			return fail(fmt.Errorf("listen for the API on %s: %w", cfg.Listen, err))
 		}
 		r.srv = &http.Server{
-			Handler: api.New(api.Options{Collector: r.c, Token: cfg.APIToken, Logger: log}),
+			Handler: api.New(api.Options{Collector: r.c, Token: cfg.APIToken, Metrics: self.Handler(), Logger: log}),
 			// Ending a step waits for a boundary scrape of every target: at most twice the scrape
 			// timeout, so the write timeout leaves room for it.
 			ReadHeaderTimeout: 5 * time.Second,

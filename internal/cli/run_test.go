@@ -5,10 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -231,4 +235,71 @@ func TestFailingSinkDoesNotStopRun(t *testing.T) {
 			t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
 		}
 	}
+}
+
+// TestRunServesSelfMetrics checks that the API listener of a real run serves vllmstat's own
+// /metrics, with the targets' health and the last closed step.
+func TestRunServesSelfMetrics(t *testing.T) {
+	a := newFakeServer(t, "prometheus-client-render-vllm-0.20.prom", 4)
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	stderr := &syncBuffer{}
+	done := make(chan int)
+	go func() {
+		done <- runWith(ctx, "run", []string{"--target", a.url(), "--interval", "0.05", "--step-every", "0",
+			"--listen", "127.0.0.1:0", "--out", dir}, &bytes.Buffer{}, stderr)
+	}()
+	var base string
+	if !waitUntil(10*time.Second, func() bool {
+		m := regexp.MustCompile(`api listening" url=(\S+)`).FindStringSubmatch(stderr.String())
+		if m != nil {
+			base = m[1]
+		}
+		return m != nil
+	}) {
+		t.Fatalf("no api address\n%s", stderr.String())
+	}
+	resp, err := http.Post(base+"/v1/steps/end", "application/json", strings.NewReader(`{"step": 7}`))
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("end step: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	resp, err = http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{
+		"vllmstat_step_number 7",
+		`vllmstat_target_up{target="` + a.url() + `"} 1`,
+		"vllmstat_steps_closed_total 1",
+		"vllmstat_step_vllm_generation_tokens ",
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe to read while a run writes to it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -9,17 +9,23 @@ import (
 
 	"github.com/vllmstat/vllmstat/internal/config"
 	"github.com/vllmstat/vllmstat/internal/sink"
+	"github.com/vllmstat/vllmstat/internal/sink/remotewrite"
 	"github.com/vllmstat/vllmstat/internal/sink/tensorboard"
 	"github.com/vllmstat/vllmstat/internal/sink/wandb"
+	"github.com/vllmstat/vllmstat/internal/step"
 )
 
 // sinkTypes lists the sink types a config may name.
-var sinkTypes = []string{"jsonl", "tensorboard", "wandb"}
+var sinkTypes = []string{"jsonl", "tensorboard", "wandb", "remote_write"}
 
 // namedSink is a sink behind its own queue, with its name for self-metrics.
 type namedSink struct {
 	name  string
 	queue *sink.Queue
+	// interval, when set, takes every worker's interval values (remote write's optional
+	// per-interval samples); samples counts them for self-metrics.
+	interval func(step.Interval)
+	samples  *sink.Stats
 }
 
 // buildSinks makes the configured tracker sinks, each behind its own queue, so that a slow or
@@ -37,6 +43,20 @@ func buildSinks(cfg config.Config, log *slog.Logger) ([]namedSink, error) {
 			open = func() (sink.Sink, error) { return tensorboard.New(cfg.OutDir, spec, log) }
 		case "wandb":
 			open = func() (sink.Sink, error) { return wandb.New(cfg.OutDir, spec, log) }
+		case "remote_write":
+			// A network sink: settings are checked here, and the writer retries on its own.
+			rw, err := remotewrite.New(spec, cfg.MetricPrefix, log)
+			var ps config.Problems
+			if errors.As(err, &ps) {
+				problems = append(problems, ps...)
+				continue
+			} else if err != nil {
+				problems = append(problems, fmt.Sprintf("%s: %v", spec.Path, err))
+				continue
+			}
+			out = append(out, namedSink{name: spec.Path, queue: sink.NewQueue(rw, sink.QueueOptions{Name: spec.Path, Logger: log}),
+				interval: rw.Interval, samples: rw.Stats()})
+			continue
 		default:
 			problems = append(problems, fmt.Sprintf("%s: unknown sink type %q; known: %s", spec.Path, spec.Type, strings.Join(sinkTypes, ", ")))
 			continue
@@ -53,7 +73,7 @@ func buildSinks(cfg config.Config, log *slog.Logger) ([]namedSink, error) {
 			log.Error("sink cannot start; retrying with backoff while the run goes on", "sink", spec.Type, "err", err)
 			s = sink.NewLazy(open)
 		}
-		out = append(out, namedSink{name: spec.Type, queue: sink.NewQueue(s, sink.QueueOptions{Name: spec.Type, Logger: log})})
+		out = append(out, namedSink{name: spec.Path, queue: sink.NewQueue(s, sink.QueueOptions{Name: spec.Type, Logger: log})})
 	}
 	if len(problems) > 0 {
 		for _, s := range out {
