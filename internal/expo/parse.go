@@ -67,6 +67,20 @@ type parser struct {
 	labels []Label
 	s      Sample
 	strs   map[string]string // interned label names and values: a page repeats a few dozen
+	prev   []Label           // the previous wanted sample's labels: the next one mostly repeats them
+}
+
+// reuse returns the string of the label at position i of the previous sample when it equals b
+// (consecutive samples share engine and model labels), saving the intern map lookup.
+func (p *parser) reuse(i int, b []byte, value bool) (string, bool) {
+	if i >= len(p.prev) {
+		return "", false
+	}
+	s := p.prev[i].Name
+	if value {
+		s = p.prev[i].Value
+	}
+	return s, s == string(b)
 }
 
 // intern returns b as a string, allocating only the first time a page has it.
@@ -136,7 +150,7 @@ func (p *parser) line(l []byte, n int) error {
 	name := l[:i]
 	rest := trimLeft(l[i:])
 	id, want := p.names.index[string(name)]
-	p.labels = p.labels[:0]
+	p.prev, p.labels = p.labels, p.prev[:0]
 	if len(rest) > 0 && rest[0] == '{' {
 		var err error
 		rest, err = p.labelSet(rest[1:], want)
@@ -197,7 +211,7 @@ func (p *parser) labelSet(b []byte, keep bool) ([]byte, error) {
 		if len(b) == 0 || b[0] != '"' {
 			return nil, fmt.Errorf("label %q: expected quoted value", lname)
 		}
-		val, rest, err := p.quoted(b[1:], keep)
+		val, rest, err := p.quoted(b[1:], keep, len(p.labels))
 		if err != nil {
 			return nil, fmt.Errorf("label %q: %v", lname, err)
 		}
@@ -207,7 +221,11 @@ func (p *parser) labelSet(b []byte, keep bool) ([]byte, error) {
 					return nil, fmt.Errorf("duplicate label %q", lname)
 				}
 			}
-			p.labels = append(p.labels, Label{Name: p.intern(lname), Value: val})
+			name, ok := p.reuse(len(p.labels), lname, false)
+			if !ok {
+				name = p.intern(lname)
+			}
+			p.labels = append(p.labels, Label{Name: name, Value: val})
 		}
 		b = trimLeft(rest)
 		if len(b) > 0 && b[0] == ',' {
@@ -222,7 +240,7 @@ func (p *parser) labelSet(b []byte, keep bool) ([]byte, error) {
 }
 
 // quoted reads a label value up to its closing quote. It decodes escapes only when keep is set.
-func (p *parser) quoted(b []byte, keep bool) (string, []byte, error) {
+func (p *parser) quoted(b []byte, keep bool, pos int) (string, []byte, error) {
 	escaped := false
 	for i := 0; i < len(b); i++ {
 		switch b[i] {
@@ -242,6 +260,9 @@ func (p *parser) quoted(b []byte, keep bool) (string, []byte, error) {
 				return "", b[i+1:], nil
 			}
 			if !escaped {
+				if v, ok := p.reuse(pos, b[:i], true); ok {
+					return v, b[i+1:], nil
+				}
 				return p.intern(b[:i]), b[i+1:], nil
 			}
 			return unescape(b[:i]), b[i+1:], nil
