@@ -68,7 +68,7 @@ type raw struct {
 // Prometheus or OpenMetrics text is an error, whatever it contains.
 func ParsePage(body []byte) (*Page, error) {
 	raws := make([]raw, 0, len(body)/256) // about a third of a vLLM page's lines are kept
-	var best [3][]int // lowest rank seen per kind and family
+	var best [3][]int                     // lowest rank seen per kind and family
 	best[kGauge] = fill(int(NumGauges))
 	best[kCounter] = fill(int(NumCounters))
 	best[kHist] = fill(int(NumHists))
