@@ -72,6 +72,9 @@ func (c *countWriter) Write(p []byte) (int, error) { c.n += len(p); return len(p
 func BenchmarkBuild(b *testing.B) {
 	dir := largeRun(b, 1000)
 	warm := newSynthSource(512, 120, 1000)
+	if err := writeFrom(&countWriter{}, dir, warm, Options{}, time.Unix(0, 0)); err != nil {
+		b.Fatal(err)
+	}
 	for _, mode := range []string{"cold", "warm"} {
 		b.Run(mode, func(b *testing.B) {
 			var w countWriter
@@ -105,7 +108,7 @@ func BenchmarkReadTimeline(b *testing.B) {
 		b.Fatal(err)
 	}
 	fi, _ := os.Stat(path)
-	b.ReportMetric(float64(fi.Size())/(1<<20), "file_MiB")
+	b.SetBytes(fi.Size())
 	b.ReportAllocs()
 	for b.Loop() {
 		f, err := timeline.Read(path)
@@ -114,6 +117,7 @@ func BenchmarkReadTimeline(b *testing.B) {
 		}
 		digest(f)
 	}
+	b.ReportMetric(float64(fi.Size())/(1<<20), "file_MiB")
 }
 
 var _ io.Writer = (*countWriter)(nil)

@@ -205,11 +205,14 @@ func Read(path string) (*File, error) {
 
 // Unmarshal decodes a timeline file's content.
 func Unmarshal(data []byte) (*File, error) {
-	var f File
-	if err := json.Unmarshal(data, &f); err != nil {
+	if f, err := decodeFast(data); err == nil {
+		return f, nil
+	}
+	f, err := decodeJSON(data)
+	if err != nil {
 		return nil, fmt.Errorf("decode timeline: %w", err)
 	}
-	return &f, nil
+	return f, nil
 }
 
 // Steps lists the step numbers that have a timeline file under outDir, in increasing order.
