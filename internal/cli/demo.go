@@ -16,8 +16,11 @@ import (
 	"time"
 
 	"github.com/vllmstat/vllmstat/internal/config"
+	"github.com/vllmstat/vllmstat/internal/plot"
+	"github.com/vllmstat/vllmstat/internal/report"
 	"github.com/vllmstat/vllmstat/internal/sim"
 	"github.com/vllmstat/vllmstat/internal/step"
+	"github.com/vllmstat/vllmstat/internal/termline"
 )
 
 const demoHelp = `Usage: vllmstat demo [flags]
@@ -49,6 +52,8 @@ func demoWith(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	perWorker := fs.Bool("per-worker", true, "add per-worker metrics to every step record")
 	verbose := fs.Bool("v", false, "log scrape and target events")
 	configPath := fs.String("config", "", "YAML config `file` for sinks, plots, timelines (its targets, interval and API are the demo's own)")
+	plots := fs.Bool("plots", true, "draw per-step timeline plots (PNG) under OUT/plots")
+	termTL := fs.Bool("terminal-timelines", true, "print per-worker timelines under each step's row")
 	sinks := fs.String("sinks", "", "comma-separated tracker sinks to add, e.g. tensorboard,wandb")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), demoHelp)
@@ -113,6 +118,13 @@ func demoWith(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	cfg.Listen = ""
 	cfg.Record = ""
+	if set["plots"] || *configPath == "" {
+		cfg.TimelinePlots = *plots
+	}
+	if set["terminal-timelines"] || *configPath == "" {
+		cfg.TerminalTimelines = *termTL
+	}
+	cfg.RecordTimelines = true // the report's step picker shows them
 	if err := cfg.Validate(); err != nil {
 		fmt.Fprintf(stderr, "vllmstat demo: %v\n", err)
 		return exitError
@@ -157,6 +169,12 @@ func demoWith(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 				break
 			}
 			table.row(&rec)
+			if cfg.TerminalTimelines {
+				fmt.Fprintln(stdout)
+				termline.Write(stdout, &rec, termline.Options{Width: termWidth(stdout)})
+				fmt.Fprintln(stdout)
+				table.rows = 0 // repeat the header above the next row
+			}
 			done++
 		case <-ctx.Done():
 			done = *steps
@@ -172,6 +190,16 @@ func demoWith(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		code = exitError
 	}
 	fmt.Fprintf(stdout, "\nSteps written to %s\n", filepath.Join(cfg.OutDir, "steps.jsonl"))
+	if cfg.TimelinePlots {
+		fmt.Fprintf(stdout, "Timeline plots in %s\n", filepath.Join(cfg.OutDir, plot.Dir))
+	}
+	rep := filepath.Join(cfg.OutDir, "report.html")
+	if err := report.WriteFile(rep, cfg.OutDir, report.Options{}); err != nil {
+		fmt.Fprintf(stderr, "vllmstat demo: write the report: %v\n", err)
+		code = exitError
+	} else {
+		fmt.Fprintf(stdout, "Report: %s (open it in a browser)\n", rep)
+	}
 	return code
 }
 

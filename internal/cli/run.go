@@ -19,11 +19,14 @@ import (
 	"github.com/vllmstat/vllmstat/internal/api"
 	"github.com/vllmstat/vllmstat/internal/collector"
 	"github.com/vllmstat/vllmstat/internal/config"
+	"github.com/vllmstat/vllmstat/internal/plot"
 	"github.com/vllmstat/vllmstat/internal/record"
+	"github.com/vllmstat/vllmstat/internal/report"
 	"github.com/vllmstat/vllmstat/internal/scrape"
 	"github.com/vllmstat/vllmstat/internal/selfmetrics"
 	"github.com/vllmstat/vllmstat/internal/sink"
 	"github.com/vllmstat/vllmstat/internal/step"
+	"github.com/vllmstat/vllmstat/internal/termline"
 )
 
 const runHelp = `Usage: vllmstat run [flags]
@@ -126,16 +129,28 @@ func startRun(cfg config.Config, log *slog.Logger, summary io.Writer) (*running,
 		return nil, err
 	}
 	self := selfmetrics.New(selfmetrics.Options{Prefix: cfg.MetricPrefix, Logger: log})
-	var sinks []sink.Sink
+	var sinks, imageSinks []sink.Sink
 	var intervalHooks []func(step.Interval)
 	for _, n := range named {
-		sinks = append(sinks, n.queue)
 		self.AddSink(n.name, n.queue.Stats())
 		if n.interval != nil {
 			intervalHooks = append(intervalHooks, n.interval)
 			self.AddSampleSink(n.name, n.samples)
 		}
+		if n.images {
+			imageSinks = append(imageSinks, n.queue)
+		} else {
+			sinks = append(sinks, n.queue)
+		}
 		r.closer = append(r.closer, func() { n.queue.Close(context.Background()) })
+	}
+	if cfg.TimelinePlots || cfg.RecordTimelines {
+		// Timeline files and PNGs are drawn on the stage's own goroutine; the sinks that log
+		// images get each step from it, with its plots, once drawn.
+		stage := plot.NewStage(cfg.OutDir, plot.StageOptions{Plots: cfg.TimelinePlots, Timelines: true}, imageSinks, log)
+		sinks = append(sinks, stage)
+	} else {
+		sinks = append(sinks, imageSinks...)
 	}
 	topt := trackerOptions(cfg)
 	topt.OnInterval = func(iv step.Interval) {
@@ -169,16 +184,21 @@ func startRun(cfg config.Config, log *slog.Logger, summary io.Writer) (*running,
 		Recorder:  rw,
 		Observer:  self,
 		Sinks:     append([]sink.Sink{steps}, sinks...),
-		OnStep:    func(rec *step.Record) { fmt.Fprintln(summary, summaryLine(rec, cfg.MetricPrefix)) },
-		Client:    scrape.NewClient(),
-		Logger:    log,
+		OnStep: func(rec *step.Record) {
+			fmt.Fprintln(summary, summaryLine(rec, cfg.MetricPrefix))
+			if cfg.TerminalTimelines {
+				termline.Write(summary, rec, termline.Options{Width: termWidth(summary)})
+			}
+		},
+		Client: scrape.NewClient(),
+		Logger: log,
 	})
 	if cfg.Listen != "" {
 		if r.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
 			return fail(fmt.Errorf("listen for the API on %s: %w", cfg.Listen, err))
 		}
 		r.srv = &http.Server{
-			Handler: api.New(api.Options{Collector: r.c, Token: cfg.APIToken, Metrics: self.Handler(), Logger: log}),
+			Handler: api.New(api.Options{Collector: r.c, Token: cfg.APIToken, Metrics: self.Handler(), Report: report.Handler(cfg.OutDir), Logger: log}),
 			// Ending a step waits for a boundary scrape of every target: at most twice the scrape
 			// timeout, so the write timeout leaves room for it.
 			ReadHeaderTimeout: 5 * time.Second,
@@ -253,4 +273,16 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// termWidth is the width of w when it is a terminal (through a lockedWriter too), else the
+// default.
+func termWidth(w io.Writer) int {
+	if l, ok := w.(*lockedWriter); ok {
+		w = l.w
+	}
+	if f, ok := w.(*os.File); ok {
+		return termline.Width(f)
+	}
+	return termline.DefaultWidth
 }

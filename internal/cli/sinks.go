@@ -26,6 +26,7 @@ type namedSink struct {
 	// per-interval samples); samples counts them for self-metrics.
 	interval func(step.Interval)
 	samples  *sink.Stats
+	images   bool // logs the timeline plots, so comes after the plot stage
 }
 
 // buildSinks makes the configured tracker sinks, each behind its own queue, so that a slow or
@@ -73,7 +74,8 @@ func buildSinks(cfg config.Config, log *slog.Logger) ([]namedSink, error) {
 			log.Error("sink cannot start; retrying with backoff while the run goes on", "sink", spec.Type, "err", err)
 			s = sink.NewLazy(open)
 		}
-		out = append(out, namedSink{name: spec.Path, queue: sink.NewQueue(s, sink.QueueOptions{Name: spec.Type, Logger: log})})
+		out = append(out, namedSink{name: spec.Path, queue: sink.NewQueue(s, sink.QueueOptions{Name: spec.Type, Logger: log}),
+			images: spec.Type == "tensorboard" || spec.Type == "wandb"})
 	}
 	if len(problems) > 0 {
 		for _, s := range out {
