@@ -155,20 +155,31 @@ type encoderBuffer struct{ b *png.EncoderBuffer }
 func (e *encoderBuffer) Get() *png.EncoderBuffer  { return e.b }
 func (e *encoderBuffer) Put(b *png.EncoderBuffer) { e.b = b }
 
-// pointsXY reads a series as plotter.XYer without copying it.
-type pointsXY []step.Point
+// stepsXY reads a series as plotter.XYer of a step line, without copying it: a sample holds
+// its value over the interval since the previous sample (the first one since the step start),
+// as in timeline.Resample, so the workers' lines and the fleet's mean and band agree.
+type stepsXY []step.Point
 
-func (p pointsXY) Len() int                    { return len(p) }
-func (p pointsXY) XY(i int) (x, y float64)     { return p[i].OffsetS, p[i].Value }
-func finite(x float64) bool                    { return !math.IsNaN(x) && !math.IsInf(x, 0) }
-func lineStyle(l *plotter.Line, c color.Color) { l.Color, l.Width = c, vg.Points(1) }
+func (p stepsXY) Len() int { return 2 * len(p) }
+func (p stepsXY) XY(i int) (x, y float64) {
+	k := i / 2
+	if i%2 == 1 {
+		return p[k].OffsetS, p[k].Value
+	}
+	if k == 0 {
+		return min(0, p[0].OffsetS), p[0].Value
+	}
+	return p[k-1].OffsetS, p[k].Value
+}
 
-// columnsXY reads the non-NaN columns of a grid row, at the columns' centres.
+func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
+
+// columnsXY draws the non-NaN columns of a grid row as steps, each over its column.
 func columnsXY(ys []float64, width float64) plotter.XYs {
-	xys := make(plotter.XYs, 0, len(ys))
+	xys := make(plotter.XYs, 0, 2*len(ys))
 	for c, y := range ys {
 		if finite(y) {
-			xys = append(xys, plotter.XY{X: (float64(c) + 0.5) * width, Y: y})
+			xys = append(xys, plotter.XY{X: float64(c) * width, Y: y}, plotter.XY{X: float64(c+1) * width, Y: y})
 		}
 	}
 	return xys
@@ -179,7 +190,6 @@ func (rd *Renderer) Image(r *step.Record, metric string) (image.Image, error) {
 	m := Describe(metric)
 	var ids []step.WorkerID
 	var series [][]step.Point
-	maxSamples := 0
 	if r.Timeline != nil {
 		for _, w := range r.Timeline.Workers {
 			ps := w.Series[metric]
@@ -191,7 +201,6 @@ func (rd *Renderer) Image(r *step.Record, metric string) (image.Image, error) {
 			}
 			ids = append(ids, w.WorkerID)
 			series = append(series, ps)
-			maxSamples = max(maxSamples, len(ps))
 		}
 	}
 	dur := r.DurationS
@@ -216,19 +225,20 @@ func (rd *Renderer) Image(r *step.Record, metric string) (image.Image, error) {
 	legend.Top, legend.Left = true, true
 	legend.TextStyle.Font.Size = vg.Points(8)
 
-	// The fleet's mean (and band) on a grid as fine as the densest worker's samples.
-	cols := min(max(maxSamples, 2), 240)
+	// The fleet's mean (and band) on a fine grid, so that workers scraped at different
+	// moments blur little.
+	const cols = 240
 	width := dur / float64(cols)
 	band := timeline.Spread(timeline.Grid(series, dur, cols))
 
 	if len(ids) <= rd.opt.MaxLines {
 		labels := timeline.Labels(ids, 22)
 		for i, ps := range series {
-			l, err := plotter.NewLine(pointsXY(ps))
+			l, err := plotter.NewLine(stepsXY(ps))
 			if err != nil {
 				return nil, fmt.Errorf("plot %s of step %d: %w", metric, r.Step, err)
 			}
-			lineStyle(l, palette[i%len(palette)])
+			l.Color, l.Width = palette[i%len(palette)], vg.Points(1)
 			p.Add(l)
 			legend.Add(labels[i], l)
 		}

@@ -50,8 +50,8 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// cols is the width of the embedded timeline grid: a step's samples are resampled to at most
-// this many columns.
+// cols is the width of the embedded timeline grid: a step's samples are resampled to this many
+// columns, each drawn as a step.
 const cols = 60
 
 // noValue marks a grid cell without a sample in the quantised timelines.
@@ -154,17 +154,15 @@ func digest(f *timeline.File) *stepTimeline {
 	dur := f.DurationS()
 	ids := make([]step.WorkerID, len(f.Workers))
 	names := map[string]bool{}
-	maxSamples := 0
 	for i, w := range f.Workers {
 		ids[i] = step.WorkerID{Target: w.Target, Engine: w.Engine}
 		for name, ps := range w.Series {
 			if len(ps) > 0 {
 				names[name] = true
-				maxSamples = max(maxSamples, len(ps))
 			}
 		}
 	}
-	n := min(max(maxSamples, 2), cols)
+	n := cols
 	d := &stepTimeline{DurS: dur, Cols: n, Workers: timeline.Labels(ids, 40), Series: map[string]*seriesDigest{}, rows: map[string]string{}}
 	for name := range names {
 		d.order = append(d.order, name)

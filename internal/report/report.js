@@ -56,7 +56,8 @@
   }
 
   // lineChart draws series over shared xs into parent and returns the svg. o: {xs, series:
-  // [{name, ys, color, cls, width, dash}], band: {lo, hi}, xLabel, yLabel, yMax, onPick}.
+  // [{name, ys, color, cls, width, dash}], band: {lo, hi}, xLabel, yLabel, yMax, onPick}. With
+  // o.stepW, each value is a step held from xs[i] to xs[i] + stepW (the timelines' grid).
   function lineChart(parent, o) {
     var wrap = el('div', { 'class': 'chart-wrap' }, parent);
     var svg = sv('svg', { viewBox: '0 0 ' + W + ' ' + H, 'class': 'chart ' + (o.cls || '') }, wrap);
@@ -85,17 +86,20 @@
     });
     sv('text', { x: M.l + pw / 2, y: H - 2, 'text-anchor': 'middle', 'class': 'label' }, axes).textContent = o.xLabel;
     if (o.yLabel) sv('text', { x: 10, y: M.t + ph / 2, transform: 'rotate(-90 10 ' + (M.t + ph / 2) + ')', 'text-anchor': 'middle', 'class': 'label' }, axes).textContent = o.yLabel;
+    var sw = o.stepW || 0;
+    function pt(x, y) { return X(x).toFixed(1) + ' ' + Y(y).toFixed(1); }
     if (o.band) {
       var pts = [];
-      xs.forEach(function (x, i) { if (o.band.hi[i] != null) pts.push(X(x).toFixed(1) + ',' + Y(o.band.hi[i]).toFixed(1)); });
-      for (var i = xs.length - 1; i >= 0; i--) if (o.band.lo[i] != null) pts.push(X(xs[i]).toFixed(1) + ',' + Y(o.band.lo[i]).toFixed(1));
+      xs.forEach(function (x, i) { if (o.band.hi[i] != null) { pts.push(pt(x, o.band.hi[i])); if (sw) pts.push(pt(x + sw, o.band.hi[i])); } });
+      for (var i = xs.length - 1; i >= 0; i--) if (o.band.lo[i] != null) { if (sw) pts.push(pt(xs[i] + sw, o.band.lo[i])); pts.push(pt(xs[i], o.band.lo[i])); }
       sv('polygon', { points: pts.join(' '), 'class': 'band' }, svg);
     }
     o.series.forEach(function (s) {
       var d = [], n = 0, pen = 'M';
       s.ys.forEach(function (y, i) {
         if (y == null) { pen = 'M'; return; }
-        d.push(pen + X(xs[i]).toFixed(1) + ' ' + Y(y).toFixed(1));
+        d.push(pen + pt(xs[i], y));
+        if (sw) d.push('L' + pt(xs[i] + sw, y));
         pen = 'L'; n++;
       });
       var p = sv('path', { d: d.join(''), 'class': s.cls || 'series', stroke: s.color, 'stroke-width': s.width || 1.5, 'data-key': s.name, 'data-n': n }, svg);
@@ -108,7 +112,7 @@
     var hit = sv('rect', { x: M.l, y: M.t, width: pw, height: ph, 'class': 'hit' }, svg);
     function nearest(ev) {
       var r = svg.getBoundingClientRect();
-      var x = x0 + ((ev.clientX - r.left) / r.width * W - M.l) / pw * (x1 - x0);
+      var x = x0 + ((ev.clientX - r.left) / r.width * W - M.l) / pw * (x1 - x0) - sw / 2;
       var best = -1, bd = Infinity;
       for (var i = 0; i < xs.length; i++) { var dd = Math.abs(xs[i] - x); if (dd < bd) { bd = dd; best = i; } }
       return best;
@@ -116,10 +120,10 @@
     hit.addEventListener('mousemove', function (ev) {
       var i = nearest(ev);
       if (i < 0) return;
-      cursor.setAttribute('x1', X(xs[i])); cursor.setAttribute('x2', X(xs[i]));
+      cursor.setAttribute('x1', X(xs[i] + sw / 2)); cursor.setAttribute('x2', X(xs[i] + sw / 2));
       cursor.setAttribute('visibility', 'visible');
       tip.textContent = '';
-      el('div', { 'class': 'tip-head' }, tip, o.xLabel + ' ' + fmt(xs[i]));
+      el('div', { 'class': 'tip-head' }, tip, sw ? fmt(xs[i]) + '–' + fmt(xs[i] + sw) + ' s' : o.xLabel + ' ' + fmt(xs[i]));
       var rows = o.series.map(function (s) { return [s, s.ys[i]]; });
       if (o.band) rows.push([{ name: 'min', color: '#9db4dc' }, o.band.lo[i]], [{ name: 'max', color: '#9db4dc' }, o.band.hi[i]]);
       rows.slice(0, 24).forEach(function (row) {
@@ -248,7 +252,7 @@
     });
     var grid = el('div', { 'class': 'grid' }, view);
     var xs = [];
-    for (var c = 0; c < t.cols; c++) xs.push(+((c + 0.5) * t.dur / t.cols).toPrecision(6));
+    for (var c = 0; c < t.cols; c++) xs.push(c * t.dur / t.cols);
     names.forEach(function (name) {
       var sd = t.series[name], cols = t.cols, max = sd.max;
       var fig = el('figure', { 'data-series': name }, grid);
@@ -256,7 +260,7 @@
       var b = decode(sd.band);
       var lo = row(b, 0, cols, max), hi = row(b, cols, cols, max), mean = row(b, 2 * cols, cols, max), p95 = row(b, 3 * cols, cols, max);
       var frac = name === 'kv_cache_usage_perc' || name === 'prefix_cache_hit_rate';
-      var opts = { xs: xs, xMin: 0, xMax: t.dur, xLabel: 'seconds since step start', yLabel: UNITS[name] || 'per interval', yMax: frac ? 1 : null, cls: 'timeline' };
+      var opts = { xs: xs, stepW: t.dur / t.cols, xMin: 0, xMax: t.dur, xLabel: 'seconds since step start', yLabel: UNITS[name] || 'per interval', yMax: frac ? 1 : null, cls: 'timeline' };
       var items;
       if (sd.w && t.workers.length <= MAX_LINES) {
         var q = decode(sd.w);
