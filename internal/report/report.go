@@ -307,6 +307,14 @@ func chartOf(k string) string {
 }
 
 func groupKeys(keys []string) []group {
+	// A counter's step total and the mean/max/p95 of its per-interval deltas differ by orders
+	// of magnitude: those stats get their own chart. Rates share one.
+	plain := map[string]bool{}
+	for _, key := range keys {
+		if j := strings.IndexByte(key, '/'); j >= 0 {
+			plain[key[j+1:]] = true
+		}
+	}
 	var gs []group
 	for _, g := range groupOrder {
 		var charts []chart
@@ -318,10 +326,13 @@ func groupKeys(keys []string) []group {
 			}
 			if done := slices.ContainsFunc(gs, func(g group) bool {
 				return slices.ContainsFunc(g.Charts, func(c chart) bool { return slices.Contains(c.Keys, i) })
-			}); done || !g.match(k) {
+			}); done || !g.match(chartOf(k)) {
 				continue
 			}
 			t := chartOf(k)
+			if t != k && plain[t] && !strings.HasSuffix(t, "_rate") && !strings.HasPrefix(k, "request_success/") {
+				t += " per interval"
+			}
 			c, ok := byTitle[t]
 			if !ok {
 				c = len(charts)

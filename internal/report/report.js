@@ -174,7 +174,8 @@
       el('figcaption', {}, fig, c.title);
       var series = c.keys.map(function (k, i) {
         var name = shortKey(D.keys[k]);
-        var stat = name.indexOf(c.title + '/') === 0 ? name.slice(c.title.length + 1) : name === c.title ? 'step' : name;
+        var base = c.title.replace(/ per interval$/, '');
+        var stat = name.indexOf(base + '/') === 0 ? name.slice(base.length + 1) : name === base ? 'step' : name;
         return { name: stat, key: D.keys[k], ys: D.values[k], color: COLORS[i % COLORS.length] };
       });
       lineChart(fig, { xs: D.steps, series: series, xLabel: 'step', onPick: pick });

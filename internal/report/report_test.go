@@ -78,7 +78,7 @@ func TestWriteReport(t *testing.T) {
 }
 
 func TestGroups(t *testing.T) {
-	keys := []string{"llm/e2e_request_latency_seconds/p50", "llm/generation_tokens", "llm/generation_tokens_per_s", "llm/kv_cache_usage_perc/max",
+	keys := []string{"llm/e2e_request_latency_seconds/p50", "llm/generation_tokens", "llm/generation_tokens/max", "llm/generation_tokens/mean", "llm/generation_tokens_per_s", "llm/kv_cache_usage_perc/max",
 		"llm/kv_cache_usage_perc/mean", "llm/num_preemptions", "llm/num_requests_waiting/mean", "llm/prefix_cache_hit_rate", "llm/prefix_cache_hit_rate/p95",
 		"llm/request_queue_time_seconds/p99", "llm/request_success/stop", "llm/something_new", "llm/time_to_first_token_seconds/p50"}
 	var got []string
@@ -98,6 +98,7 @@ func TestGroups(t *testing.T) {
 		"Queue: num_requests_waiting = num_requests_waiting/mean",
 		"Queue: request_queue_time_seconds = request_queue_time_seconds/p99",
 		"Throughput: generation_tokens = generation_tokens",
+		"Throughput: generation_tokens per interval = generation_tokens/max,generation_tokens/mean",
 		"Throughput: generation_tokens_per_s = generation_tokens_per_s",
 		"Throughput: request_success = request_success/stop",
 		"Latency: e2e_request_latency_seconds = e2e_request_latency_seconds/p50",
