@@ -246,7 +246,7 @@ func TestRunServesSelfMetrics(t *testing.T) {
 	stderr := &syncBuffer{}
 	done := make(chan int)
 	go func() {
-		done <- runWith(ctx, "run", []string{"--target", a.url(), "--interval", "0.05", "--step-every", "0",
+		done <- runWith(ctx, "run", []string{"--target", a.url(), "--interval", "0.05", "--scrape-timeout", "5s", "--step-every", "0",
 			"--listen", "127.0.0.1:0", "--out", dir}, &bytes.Buffer{}, stderr)
 	}()
 	var base string
@@ -258,6 +258,21 @@ func TestRunServesSelfMetrics(t *testing.T) {
 		return m != nil
 	}) {
 		t.Fatalf("no api address\n%s", stderr.String())
+	}
+	// end the step once the target has answered twice: then it has an increase to report
+	if !waitUntil(10*time.Second, func() bool {
+		resp, err := http.Get(base + "/v1/live")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		var live struct {
+			Step step.Record `json:"step"`
+		}
+		json.NewDecoder(resp.Body).Decode(&live)
+		return live.Step.Scrapes.OK >= 2
+	}) {
+		t.Fatal("the target was not scraped twice")
 	}
 	resp, err := http.Post(base+"/v1/steps/end", "application/json", strings.NewReader(`{"step": 7}`))
 	if err != nil || resp.StatusCode != 200 {
