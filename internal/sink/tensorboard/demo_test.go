@@ -2,16 +2,13 @@ package tensorboard_test
 
 import (
 	"bytes"
-	"encoding/json"
 	"math"
-	"os"
 	"path/filepath"
 	"strconv"
 	"testing"
 
 	"github.com/vllmstat/vllmstat/internal/cli"
 	"github.com/vllmstat/vllmstat/internal/sink/tensorboard"
-	"github.com/vllmstat/vllmstat/internal/step"
 )
 
 // TestDemoWritesTensorBoard runs "vllmstat demo" with the tensorboard sink and checks that the
@@ -24,18 +21,7 @@ func TestDemoWritesTensorBoard(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("demo exited %d\n%s\n%s", code, stdout.String(), stderr.String())
 	}
-	b, err := os.ReadFile(filepath.Join(out, "steps.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var recs []step.Record
-	for _, l := range bytes.Split(bytes.TrimSpace(b), []byte("\n")) {
-		var r step.Record
-		if err := json.Unmarshal(l, &r); err != nil {
-			t.Fatal(err)
-		}
-		recs = append(recs, r)
-	}
+	recs := tensorboard.ReadSteps(t, filepath.Join(out, "steps.jsonl"))
 	files, _ := filepath.Glob(filepath.Join(out, "tensorboard", "events.out.tfevents.*"))
 	if len(files) != 1 {
 		t.Fatalf("event files %v", files)

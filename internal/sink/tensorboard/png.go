@@ -6,7 +6,6 @@ import (
 	"image"
 	"image/color"
 	"image/png"
-	"net/url"
 	"path/filepath"
 	"strings"
 )
@@ -46,21 +45,4 @@ func colorspace(cfg image.Config) int {
 func plotTag(path string) string {
 	base := filepath.Base(path)
 	return "plots/" + strings.TrimSuffix(base, filepath.Ext(base))
-}
-
-// workerTag is the tag of a per-worker metric: the key, then the target without scheme and
-// /metrics path, then the engine when there is one, e.g. "vllm/num_preemptions/10.0.0.7:8000/1".
-// The W&B sink names workers the same way so that both trackers show the same names.
-func workerTag(key, target, engine string) string {
-	w := target
-	if u, err := url.Parse(target); err == nil && u.Host != "" {
-		w = u.Host
-		if p := strings.Trim(strings.TrimSuffix(u.Path, "/metrics"), "/"); p != "" {
-			w += "_" + strings.ReplaceAll(p, "/", "_")
-		}
-	}
-	if engine != "" {
-		w += "/" + engine
-	}
-	return key + "/" + w
 }

@@ -195,8 +195,7 @@ func TestColorspace(t *testing.T) {
 	}
 }
 
-// readSteps parses a steps.jsonl written by vllmstat run against the simulated fleet (two
-// servers of two engines, per-worker records on).
+// readSteps parses a steps.jsonl, one record a line.
 func readSteps(t *testing.T, path string) []*step.Record {
 	t.Helper()
 	b, err := os.ReadFile(path)
@@ -214,7 +213,8 @@ func readSteps(t *testing.T, path string) []*step.Record {
 	return rs
 }
 
-// TestPythonReadsStepsJSONL writes the records of a real run's steps.jsonl and checks that the
+// TestPythonReadsStepsJSONL writes the records of a real run's steps.jsonl (vllmstat run against
+// the simulated fleet: two servers of two engines, per-worker records on) and checks that the
 // independent reader decodes exactly them.
 func TestPythonReadsStepsJSONL(t *testing.T) {
 	out := t.TempDir()

@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"log/slog"
 	"maps"
@@ -21,19 +20,12 @@ import (
 	"time"
 
 	"github.com/vllmstat/vllmstat/internal/config"
+	"github.com/vllmstat/vllmstat/internal/sink"
 	"github.com/vllmstat/vllmstat/internal/step"
 )
 
 // errClosed is returned by Write after Close.
 var errClosed = errors.New("tensorboard sink is closed")
-
-// file is what Writer needs of its event file; tests put a failing one in its place.
-type file interface {
-	io.Writer
-	io.Seeker
-	Truncate(size int64) error
-	Close() error
-}
 
 // Writer appends steps to one event file. Each step is one write of whole records with no
 // buffering in between, so a live TensorBoard sees a step as soon as Write returns.
@@ -44,9 +36,7 @@ type Writer struct {
 	path   string
 
 	mu     sync.Mutex
-	f      file
-	size   int64 // bytes of whole records: a failed write is cut back to this
-	broken bool  // a failed write may have left part of a record after size
+	f      *sink.RecordFile
 	closed bool
 }
 
@@ -72,11 +62,15 @@ func open(outDir string, spec config.SinkSpec, log *slog.Logger, now time.Time) 
 	if err != nil {
 		return nil, err
 	}
-	w := &Writer{log: log, outDir: outDir, set: set, path: path, f: f}
-	if err := w.write(appendRecord(nil, versionEvent(wallTime(now)))); err != nil {
+	rf, err := sink.NewRecordFile(f, path)
+	if err == nil {
+		err = rf.Append(appendRecord(nil, versionEvent(wallTime(now))))
+	}
+	if err != nil {
 		f.Close()
 		return nil, err
 	}
+	w := &Writer{log: log, outDir: outDir, set: set, path: path, f: rf}
 	log.Info("tensorboard sink writing", "path", path, "images", set.images, "per_worker", set.perWorker)
 	return w, nil
 }
@@ -129,7 +123,7 @@ func (w *Writer) Write(ctx context.Context, r *step.Record) error {
 	if w.closed {
 		return fmt.Errorf("write step %d: %w", r.Step, errClosed)
 	}
-	if err := w.write(appendRecord(nil, ev)); err != nil {
+	if err := w.f.Append(appendRecord(nil, ev)); err != nil {
 		return fmt.Errorf("write step %d: %w", r.Step, err)
 	}
 	return nil
@@ -143,41 +137,7 @@ func (w *Writer) Close(context.Context) error {
 		return nil
 	}
 	w.closed = true
-	if err := w.f.Close(); err != nil {
-		return fmt.Errorf("close %q: %w", w.path, err)
-	}
-	return nil
-}
-
-// write appends whole records. After a failed write it cuts the file back to its last whole
-// record, so that the queue's retry of the step leaves a file every reader accepts.
-func (w *Writer) write(b []byte) error {
-	if w.broken {
-		if err := w.cut(); err != nil {
-			return err
-		}
-	}
-	if _, err := w.f.Write(b); err != nil {
-		w.broken = true
-		err = fmt.Errorf("write %q: %w", w.path, err)
-		if cerr := w.cut(); cerr != nil {
-			return errors.Join(err, cerr)
-		}
-		return err
-	}
-	w.size += int64(len(b))
-	return nil
-}
-
-func (w *Writer) cut() error {
-	if err := w.f.Truncate(w.size); err != nil {
-		return fmt.Errorf("cut %q back to its last whole record: %w", w.path, err)
-	}
-	if _, err := w.f.Seek(w.size, io.SeekStart); err != nil {
-		return fmt.Errorf("cut %q back to its last whole record: %w", w.path, err)
-	}
-	w.broken = false
-	return nil
+	return w.f.Close()
 }
 
 // scalars lists the step's keys in order, then each worker's when per_worker is on.
@@ -191,7 +151,7 @@ func (w *Writer) scalars(r *step.Record) []scalar {
 	}
 	for _, wr := range r.PerWorker {
 		for _, k := range slices.Sorted(maps.Keys(wr.Metrics)) {
-			out = append(out, scalar{workerTag(k, wr.Target, wr.Engine), wr.Metrics[k]})
+			out = append(out, scalar{sink.WorkerKey(k, wr.Target, wr.Engine), wr.Metrics[k]})
 		}
 	}
 	return out

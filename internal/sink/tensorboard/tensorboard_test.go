@@ -21,6 +21,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/vllmstat/vllmstat/internal/config"
+	"github.com/vllmstat/vllmstat/internal/sink"
 	"github.com/vllmstat/vllmstat/internal/step"
 )
 
@@ -137,7 +138,7 @@ func expect(t *testing.T, outDir string, r *step.Record, perWorker, images bool)
 	if perWorker {
 		for _, w := range r.PerWorker {
 			for _, k := range slices.Sorted(maps.Keys(w.Metrics)) {
-				e.tags = append(e.tags, workerTag(k, w.Target, w.Engine))
+				e.tags = append(e.tags, sink.WorkerKey(k, w.Target, w.Engine))
 				e.values = append(e.values, float32(w.Metrics[k]))
 			}
 		}
@@ -220,19 +221,6 @@ func TestRoundTrip(t *testing.T) {
 	}
 }
 
-func TestWorkerTag(t *testing.T) {
-	for _, tt := range []struct{ target, engine, want string }{
-		{"http://10.0.0.7:8000/metrics", "0", "k/10.0.0.7:8000/0"},
-		{"http://10.0.0.7:8000/metrics", "", "k/10.0.0.7:8000"},
-		{"https://gpu-3:9000/vllm/metrics", "", "k/gpu-3:9000_vllm"},
-		{"not a url", "e", "k/not a url/e"},
-	} {
-		if got := workerTag("k", tt.target, tt.engine); got != tt.want {
-			t.Errorf("workerTag(%q, %q) = %q, want %q", tt.target, tt.engine, got, tt.want)
-		}
-	}
-}
-
 func TestSettings(t *testing.T) {
 	for _, tt := range []struct {
 		name, doc string
@@ -310,6 +298,20 @@ func (f *failingFile) Write(b []byte) (int, error) {
 	return f.File.Write(b)
 }
 
+// failAt puts w's event file, as written so far, under a failingFile that fails its nth write
+// from now on.
+func failAt(t *testing.T, w *Writer, n int) {
+	t.Helper()
+	f, err := os.OpenFile(w.Path(), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.f.Close()
+	if w.f, err = sink.NewRecordFile(&failingFile{File: f, n: n}, w.Path()); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestRetryAfterFailedWrite checks that a step whose write failed halfway, written again as
 // the queue retries it, leaves exactly the file of a run without the failure.
 func TestRetryAfterFailedWrite(t *testing.T) {
@@ -320,7 +322,7 @@ func TestRetryAfterFailedWrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.f = &failingFile{File: w.f.(*os.File), n: 2}
+	failAt(t, w, 2)
 	ctx := context.Background()
 	if err := w.Write(ctx, rs[0]); err != nil {
 		t.Fatal(err)

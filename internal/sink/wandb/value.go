@@ -2,7 +2,6 @@ package wandb
 
 import (
 	"math"
-	"net/url"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -55,21 +54,4 @@ func mediaName(path string, step int64, sha string) string {
 		return '_'
 	}, plotName(path))
 	return name + "_" + strconv.FormatInt(step, 10) + "_" + sha[:20] + ".png"
-}
-
-// workerKey is the key of a per-worker metric: the key, then the target without scheme and
-// /metrics path, then the engine when there is one, e.g. "vllm/num_preemptions/10.0.0.7:8000/1".
-// The TensorBoard sink tags workers the same way so that both trackers show the same names.
-func workerKey(key, target, engine string) string {
-	w := target
-	if u, err := url.Parse(target); err == nil && u.Host != "" {
-		w = u.Host
-		if p := strings.Trim(strings.TrimSuffix(u.Path, "/metrics"), "/"); p != "" {
-			w += "_" + strings.ReplaceAll(p, "/", "_")
-		}
-	}
-	if engine != "" {
-		w += "/" + engine
-	}
-	return key + "/" + w
 }

@@ -13,7 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"image/png"
-	"io"
 	"log/slog"
 	"maps"
 	"os"
@@ -25,19 +24,12 @@ import (
 	"time"
 
 	"github.com/vllmstat/vllmstat/internal/config"
+	"github.com/vllmstat/vllmstat/internal/sink"
 	"github.com/vllmstat/vllmstat/internal/step"
 )
 
 // errClosed is returned by Write after Close.
 var errClosed = errors.New("wandb sink is closed")
-
-// file is what Writer needs of the transaction log; tests put a failing one in its place.
-type file interface {
-	io.Writer
-	io.Seeker
-	Truncate(size int64) error
-	Close() error
-}
 
 // Writer writes one offline run. Records are numbered from 1 as W&B numbers them. The Run
 // record is written with the first step, so that its start time is the first step's start
@@ -53,9 +45,7 @@ type Writer struct {
 	host    string
 
 	mu      sync.Mutex
-	f       file
-	size    int64 // bytes of whole records: the log offset of the next chunk
-	broken  bool  // a failed write may have left part of a record after size
+	f       *sink.RecordFile // its Size is the log offset of the next chunk
 	closed  bool
 	num     int64 // number of the last record written
 	started bool  // the Run record is written
@@ -89,12 +79,16 @@ func open(outDir string, spec config.SinkSpec, log *slog.Logger, now time.Time) 
 	if err != nil {
 		return nil, fmt.Errorf("create wandb run file (is run_id %q used twice?): %w", set.runID, err)
 	}
-	host, _ := os.Hostname()
-	w := &Writer{log: log, outDir: outDir, set: set, runDir: runDir, path: path, created: now, host: host, f: f}
-	if err := w.write(logHeader); err != nil {
+	rf, err := sink.NewRecordFile(f, path)
+	if err == nil {
+		err = rf.Append(logHeader)
+	}
+	if err != nil {
 		f.Close()
 		return nil, err
 	}
+	host, _ := os.Hostname()
+	w := &Writer{log: log, outDir: outDir, set: set, runDir: runDir, path: path, created: now, host: host, f: rf}
 	log.Info("wandb sink writing an offline run", "dir", runDir, "project", set.project, "run_id", set.runID,
 		"group", set.group, "images", set.images, "per_worker", set.perWorker)
 	return w, nil
@@ -126,7 +120,7 @@ func (w *Writer) Write(ctx context.Context, r *step.Record) error {
 
 	var buf []byte
 	num := w.num
-	off := w.size
+	off := w.f.Size()
 	add := func(rec []byte) {
 		num++
 		buf, off = appendLogRecord(buf, off, rec)
@@ -138,7 +132,7 @@ func (w *Writer) Write(ctx context.Context, r *step.Record) error {
 		add(filesRecord(num+1, files))
 	}
 	add(historyRecord(num+1, r.Step, append(values, images...)))
-	if err := w.write(buf); err != nil {
+	if err := w.f.Append(buf); err != nil {
 		return fmt.Errorf("write step %d: %w", r.Step, err)
 	}
 	w.num, w.started, w.start = num, true, start
@@ -156,7 +150,7 @@ func (w *Writer) Close(context.Context) error {
 	}
 	w.closed = true
 	var buf []byte
-	num, off := w.num, w.size
+	num, off := w.num, w.f.Size()
 	add := func(rec []byte) {
 		num++
 		buf, off = appendLogRecord(buf, off, rec)
@@ -170,11 +164,7 @@ func (w *Writer) Close(context.Context) error {
 		add(summaryRecord(num+1, w.summary))
 	}
 	add(exitRecord(num+1, 0, int32(runtime.Round(time.Second)/time.Second)))
-	err := w.write(buf)
-	if cerr := w.f.Close(); cerr != nil {
-		err = errors.Join(err, fmt.Errorf("close %q: %w", w.path, cerr))
-	}
-	if err != nil {
+	if err := errors.Join(w.f.Append(buf), w.f.Close()); err != nil {
 		return fmt.Errorf("finish wandb run: %w", err)
 	}
 	w.num = num
@@ -200,7 +190,7 @@ func (w *Writer) values(r *step.Record, start time.Time) []item {
 	if w.set.perWorker {
 		for _, wr := range r.PerWorker {
 			for _, k := range slices.Sorted(maps.Keys(wr.Metrics)) {
-				items = append(items, item{workerKey(k, wr.Target, wr.Engine), jsonFloat(wr.Metrics[k])})
+				items = append(items, item{sink.WorkerKey(k, wr.Target, wr.Engine), jsonFloat(wr.Metrics[k])})
 			}
 		}
 	}
@@ -263,35 +253,4 @@ func (w *Writer) copyImage(src string, stepNum int64) (value, file string, err e
 	v, err := json.Marshal(imageFile{Type: "image-file", Path: file, SHA256: sha, Size: len(b),
 		Width: cfg.Width, Height: cfg.Height, Format: "png"})
 	return string(v), file, err
-}
-
-// write appends whole records. After a failed write it cuts the log back to its last whole
-// record, so that the queue's retry of the step leaves a log every reader accepts.
-func (w *Writer) write(b []byte) error {
-	if w.broken {
-		if err := w.cut(); err != nil {
-			return err
-		}
-	}
-	if _, err := w.f.Write(b); err != nil {
-		w.broken = true
-		err = fmt.Errorf("write %q: %w", w.path, err)
-		if cerr := w.cut(); cerr != nil {
-			return errors.Join(err, cerr)
-		}
-		return err
-	}
-	w.size += int64(len(b))
-	return nil
-}
-
-func (w *Writer) cut() error {
-	if err := w.f.Truncate(w.size); err != nil {
-		return fmt.Errorf("cut %q back to its last whole record: %w", w.path, err)
-	}
-	if _, err := w.f.Seek(w.size, io.SeekStart); err != nil {
-		return fmt.Errorf("cut %q back to its last whole record: %w", w.path, err)
-	}
-	w.broken = false
-	return nil
 }

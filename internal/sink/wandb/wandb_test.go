@@ -20,6 +20,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/vllmstat/vllmstat/internal/config"
+	"github.com/vllmstat/vllmstat/internal/sink"
 	"github.com/vllmstat/vllmstat/internal/step"
 )
 
@@ -227,6 +228,20 @@ func (f *failingFile) Write(b []byte) (int, error) {
 	return f.File.Write(b)
 }
 
+// failAt puts w's log, as written so far, under a failingFile that fails its nth write from now
+// on.
+func failAt(t *testing.T, w *Writer, n int) {
+	t.Helper()
+	f, err := os.OpenFile(w.Path(), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.f.Close()
+	if w.f, err = sink.NewRecordFile(&failingFile{File: f, n: n}, w.Path()); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestRetryAfterFailedWrite checks that a step whose write failed halfway, written again as the
 // queue retries it, leaves exactly the log of a run without the failure: no half record and no
 // gap in the record numbers.
@@ -238,7 +253,7 @@ func TestRetryAfterFailedWrite(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		w.f = &failingFile{File: w.f.(*os.File), n: fail}
+		failAt(t, w, fail)
 		var first error
 		for _, r := range rs {
 			if err := w.Write(ctx, r); err != nil {
