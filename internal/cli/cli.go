@@ -29,6 +29,7 @@ func init() {
 		"demo":   {"run a simulated vLLM fleet and show its per-step metrics (start here)", runDemo},
 		"run":    {"scrape a vLLM fleet and write per-step metrics", runRun},
 		"record": {"like run, writing everything scraped to a recording (-record FILE)", runRecord},
+		"report": {"write a self-contained HTML report of a run directory", runReport},
 		"replay": {"recompute the step records of a recording", runReplay},
 		"watch":  {"print live fleet numbers every interval, like vmstat", runWatch},
 		"sim":    {"start a simulated vLLM fleet serving /metrics", runSim},
