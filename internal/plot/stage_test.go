@@ -140,7 +140,7 @@ func TestStageNeverBlocks(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if d := time.Since(start); d > time.Second {
+	if d := time.Since(start); d > 10*time.Second { // a blocking Write would hang for good
 		t.Errorf("%d writes took %v with the next sink hanging", n, d)
 	}
 	close(next.gate)
@@ -176,7 +176,9 @@ func TestStageCloseDeadline(t *testing.T) {
 	if err := s.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if d := time.Since(start); d > 5*time.Second {
+	// Close waits for the drawing in progress (it cannot be interrupted), never for the rest:
+	// the bound only catches a Close that drew everything or hung.
+	if d := time.Since(start); d > time.Minute {
 		t.Errorf("Close with an expired context took %v", d)
 	}
 	if len(next.records()) != 8 || !next.closed {
