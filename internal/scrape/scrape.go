@@ -4,6 +4,7 @@
 package scrape
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sync"
 	"syscall"
 	"time"
 
@@ -93,41 +95,56 @@ func Fetch(ctx context.Context, client *http.Client, url string, timeout time.Du
 	defer func() { res.Duration = time.Since(res.Start) }()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	body, err := get(ctx, client, url, maxBody)
+	buf := bufs.Get().(*bytes.Buffer)
+	defer func() {
+		if buf.Cap() <= 4<<20 { // an oversized page's buffer is not worth keeping
+			bufs.Put(buf)
+		}
+	}()
+	buf.Reset()
+	err := get(ctx, client, url, maxBody, buf)
+	body := buf.Bytes()
 	res.BodyBytes = len(body)
 	if err != nil {
 		res.FetchErr = err
 		return res
 	}
 	if keepBody {
-		res.Body = body
+		res.Body = bytes.Clone(body)
 	}
+	// The page keeps no reference into body (its strings are copies), so the buffer is reused.
 	res.Page, res.ParseErr = window.ParsePage(body)
 	return res
 }
 
-func get(ctx context.Context, client *http.Client, url string, maxBody int64) ([]byte, error) {
+// bufs recycles page buffers: a fleet's pages arrive at up to hundreds of MB/s, and reading
+// each into a fresh, repeatedly grown slice was most of the collector's garbage.
+var bufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+func get(ctx context.Context, client *http.Client, url string, maxBody int64, buf *bytes.Buffer) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	req.Header.Set("Accept", "text/plain;version=0.0.4;q=0.9,*/*;q=0.1")
 	req.Header.Set("User-Agent", "vllmstat")
 	resp, err := client.Do(req)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		io.Copy(io.Discard, io.LimitReader(resp.Body, 4096)) // let the connection be reused
-		return nil, &StatusError{Code: resp.StatusCode}
+		return &StatusError{Code: resp.StatusCode}
 	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
-	if err != nil {
-		return nil, err
+	if resp.ContentLength > 0 && resp.ContentLength <= maxBody {
+		buf.Grow(int(resp.ContentLength) + 1)
 	}
-	if int64(len(body)) > maxBody {
-		return nil, fmt.Errorf("%w of %d bytes", ErrBodyTooLarge, maxBody)
+	if _, err := buf.ReadFrom(io.LimitReader(resp.Body, maxBody+1)); err != nil {
+		return err
 	}
-	return body, nil
+	if int64(buf.Len()) > maxBody {
+		return fmt.Errorf("%w of %d bytes", ErrBodyTooLarge, maxBody)
+	}
+	return nil
 }
