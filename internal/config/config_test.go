@@ -120,3 +120,33 @@ func unwrap(err error) error {
 		err = u.Unwrap()
 	}
 }
+
+func TestListenNeedsTokenOffLoopback(t *testing.T) {
+	tests := []struct {
+		listen, token string
+		insecure      bool
+		ok            bool
+	}{
+		{"127.0.0.1:9400", "", false, true},
+		{"localhost:9400", "", false, true},
+		{"[::1]:9400", "", false, true},
+		{"0.0.0.0:9400", "", false, false},
+		{"10.1.2.3:9400", "", false, false},
+		{"0.0.0.0:9400", "s3cret", false, true},
+		{"0.0.0.0:9400", "", true, true},
+		{"nonsense", "", false, false},
+		{"", "", false, true}, // no API
+	}
+	for _, tt := range tests {
+		c := Default()
+		c.Targets = []string{"h:1"}
+		c.Listen, c.APIToken, c.AllowInsecureListen = tt.listen, tt.token, tt.insecure
+		err := c.Validate()
+		if (err == nil) != tt.ok {
+			t.Errorf("listen %q token %q insecure %v: %v", tt.listen, tt.token, tt.insecure, err)
+		}
+		if err != nil && tt.listen != "nonsense" && !strings.Contains(err.Error(), "loopback") {
+			t.Errorf("error %q does not say why", err)
+		}
+	}
+}
