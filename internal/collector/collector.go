@@ -225,7 +225,9 @@ func (s *state) shutdown(results chan scrape.Result) error {
 			s.observe(res)
 		case <-deadline.C:
 			s.c.log.Warn("closing the last step without every boundary scrape", "missing", len(s.boundary.pending))
-			s.closeStep()
+			for s.boundary != nil { // this one, and any step end queued behind it
+				s.closeStep()
+			}
 		}
 	}
 	s.pool.Close()
