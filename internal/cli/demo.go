@@ -96,6 +96,7 @@ func demoWith(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	sc := sim.DefaultConfig()
 	sc.Servers, sc.DP, sc.Port, sc.Speed, sc.Seed = *servers, *dp, 0, *speed, *seed
+	sc.BlocksPerEngine = demoBlocks
 	sc.Workload.Batches = *steps
 	sc.Logger = log
 	fleetCtx, stopFleet := context.WithCancel(ctx)
@@ -253,3 +254,7 @@ func (t *stepTable) row(r *step.Record) {
 	}
 	fmt.Fprintln(t.w)
 }
+
+// demoBlocks sizes each simulated engine's KV cache so that every rollout batch fills it and
+// preempts some requests (the simulator's default leaves some batches without preemptions).
+const demoBlocks = 640
