@@ -97,6 +97,7 @@ func demoWith(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	sc := sim.DefaultConfig()
 	sc.Servers, sc.DP, sc.Port, sc.Speed, sc.Seed = *servers, *dp, 0, *speed, *seed
 	sc.BlocksPerEngine = demoBlocks
+	sc.Workload.Pause = time.Second // the trainer's update between batches; keeps the demo under a minute
 	sc.Workload.Batches = *steps
 	sc.Logger = log
 	fleetCtx, stopFleet := context.WithCancel(ctx)
