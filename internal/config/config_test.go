@@ -150,3 +150,25 @@ func TestListenNeedsTokenOffLoopback(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParse feeds arbitrary YAML to the config reader: it never panics, and whatever it accepts
+// either validates or reports its problems.
+func FuzzParse(f *testing.F) {
+	for _, name := range []string{"testdata/nemo-rl.good.yaml", "testdata/vllmstat.good.yaml", "testdata/bad.bad.yaml"} {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c, err := Parse(b)
+		if err != nil {
+			if _, ok := err.(Problems); !ok {
+				t.Fatalf("error of type %T: %v", err, err)
+			}
+			return
+		}
+		_ = c.Validate()
+	})
+}

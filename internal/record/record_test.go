@@ -103,3 +103,29 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// FuzzReader feeds arbitrary recordings to the reader: it returns events or an error naming a
+// line, and never panics.
+func FuzzReader(f *testing.F) {
+	f.Add([]byte(`{"kind":"scrape","ts":"2026-01-01T00:00:00.000000000Z","target":"http://a/metrics","body":"x 1\n"}` + "\n" +
+		`{"kind":"step","ts":"2026-01-01T00:00:01.000000000Z","step":1}` + "\n"))
+	f.Add([]byte(`{"kind":"scrape","ts":"2026-01-01T00:00:00Z","target":"t","error":"refused"}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r := NewReader(strings.NewReader(string(b)))
+		for i := 0; i < 10000; i++ {
+			e, err := r.Next()
+			if err == io.EOF {
+				return
+			}
+			if err != nil {
+				if !strings.HasPrefix(err.Error(), "line ") {
+					t.Fatalf("error %q does not name the line", err)
+				}
+				return
+			}
+			if e.Kind == KindScrape && e.Target == "" {
+				t.Fatal("a scrape without target got through")
+			}
+		}
+	})
+}
