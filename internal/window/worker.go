@@ -4,8 +4,14 @@ package window
 // increases. A Worker is owned by one goroutine.
 type Worker struct {
 	seen     bool
-	counters map[string]counterState // by family and series key
-	hists    map[string]*histState
+	counters map[seriesID]counterState
+	hists    map[seriesID]*histState
+}
+
+// seriesID names a series of one worker: its family and its other labels.
+type seriesID struct {
+	fam int
+	key string
 }
 
 type counterState struct {
@@ -36,7 +42,7 @@ type HistDelta struct {
 
 // NewWorker returns a worker that has seen nothing yet.
 func NewWorker() *Worker {
-	return &Worker{counters: map[string]counterState{}, hists: map[string]*histState{}}
+	return &Worker{counters: map[seriesID]counterState{}, hists: map[seriesID]*histState{}}
 }
 
 // Seen reports whether the worker has had a successful scrape.
@@ -56,7 +62,7 @@ func (w *Worker) Observe(p *EnginePage, since float64) Increase {
 	w.seen = true
 	for i := range p.Counters {
 		cs := &p.Counters[i]
-		k := string(rune('0'+cs.Family)) + cs.Key
+		k := seriesID{int(cs.Family), cs.Key}
 		old, had := w.counters[k]
 		w.counters[k] = counterState{value: cs.Value, created: cs.Created, hasCreated: cs.HasCreated}
 		var d float64
@@ -84,7 +90,7 @@ func (w *Worker) Observe(p *EnginePage, since float64) Increase {
 	}
 	for i := range p.Hists {
 		hs := &p.Hists[i]
-		k := string(rune('0'+hs.Family)) + hs.Key
+		k := seriesID{int(hs.Family), hs.Key}
 		old := w.hists[k]
 		w.hists[k] = &histState{buckets: hs.Buckets, sum: hs.Sum, count: hs.Count, created: hs.Created, hasCreated: hs.HasCreated}
 		var d *HistDelta
