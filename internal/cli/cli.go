@@ -3,9 +3,13 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
 	"sort"
+	"syscall"
 )
 
 // Exit codes shared by every subcommand.
@@ -17,7 +21,7 @@ const (
 
 type command struct {
 	summary string
-	run     func(args []string, stdout, stderr io.Writer) int
+	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) int
 }
 
 // commands lists every subcommand; each lives in its own file of this package.
@@ -36,8 +40,17 @@ func init() {
 	}
 }
 
-// Run runs vllmstat with the given arguments (without the program name).
+// Run runs vllmstat with the given arguments (without the program name) until it is done or
+// interrupted by SIGINT or SIGTERM.
 func Run(args []string, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return RunContext(ctx, args, stdout, stderr)
+}
+
+// RunContext is Run ended by ctx instead of a signal: long-running commands (run, demo,
+// watch, sim) stop as on SIGINT when ctx ends.
+func RunContext(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		usage(stderr)
 		return exitUsage
@@ -56,7 +69,7 @@ func Run(args []string, stdout, stderr io.Writer) int {
 		usage(stderr)
 		return exitUsage
 	}
-	return c.run(args[1:], stdout, stderr)
+	return c.run(ctx, args[1:], stdout, stderr)
 }
 
 var version = "dev"

@@ -8,11 +8,9 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/vllmstat/vllmstat/internal/config"
@@ -33,9 +31,7 @@ of a table and written to OUT/steps.jsonl.
 Flags:
 `
 
-func runDemo(args []string, stdout, stderr io.Writer) int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return demoWith(ctx, args, stdout, stderr)
 }
 

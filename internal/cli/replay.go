@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"io"
@@ -20,7 +21,7 @@ same scrapes, the lines equal run's steps.jsonl byte for byte.
 Flags:
 `
 
-func runReplay(args []string, stdout, stderr io.Writer) int {
+func runReplay(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("vllmstat replay", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	perWorker := fs.Bool("per-worker", false, "add per-worker metrics to every step record")

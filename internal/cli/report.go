@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"io"
@@ -18,7 +19,7 @@ of a chosen step (when the run wrote timelines/), and a table of all steps.
 Flags:
 `
 
-func runReport(args []string, stdout, stderr io.Writer) int {
+func runReport(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("vllmstat report", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	out := fs.String("o", "", "write the report to `FILE` (default RUN_DIR/report.html)")

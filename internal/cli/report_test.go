@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -32,7 +33,7 @@ func TestRunReport(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
-			code := runReport(tt.args, &stdout, &stderr)
+			code := runReport(context.Background(), tt.args, &stdout, &stderr)
 			if code != tt.code || !strings.Contains(stdout.String(), tt.stdout) || !strings.Contains(stderr.String(), tt.stderr) {
 				t.Fatalf("code %d\nstdout: %s\nstderr: %s", code, stdout.String(), stderr.String())
 			}

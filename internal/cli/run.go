@@ -10,10 +10,8 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/vllmstat/vllmstat/internal/api"
@@ -42,9 +40,7 @@ Flags override the config file. Examples:
 Flags:
 `
 
-func runRun(args []string, stdout, stderr io.Writer) int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return runWith(ctx, "run", args, stdout, stderr)
 }
 
@@ -244,7 +240,7 @@ func trackerOptions(cfg config.Config) step.Options {
 }
 
 // runRecord is run with a recording: "vllmstat record FILE [run flags]".
-func runRecord(args []string, stdout, stderr io.Writer) int {
+func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || len(args[0]) > 0 && args[0][0] == '-' {
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
 			fmt.Fprintln(stdout, "Usage: vllmstat record FILE [run flags]\n\nRuns \"vllmstat run --record FILE\"; see \"vllmstat run -h\" for the flags.")
@@ -253,7 +249,7 @@ func runRecord(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "vllmstat record: give the recording FILE first, then run's flags")
 		return exitUsage
 	}
-	return runRun(append([]string{"--record", args[0]}, args[1:]...), stdout, stderr)
+	return runWith(ctx, "record", append([]string{"--record", args[0]}, args[1:]...), stdout, stderr)
 }
 
 func spreadFor(targets int, interval time.Duration) time.Duration {

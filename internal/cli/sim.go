@@ -57,8 +57,8 @@ Flags:
 `
 
 // runSim is `vllmstat sim`.
-func runSim(args []string, stdout, stderr io.Writer) int {
-	return runSimContext(context.Background(), args, stdout, stderr)
+func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return runSimContext(ctx, args, stdout, stderr)
 }
 
 func runSimContext(parent context.Context, args []string, stdout, stderr io.Writer) int {

@@ -13,7 +13,7 @@ import (
 
 func TestSimHelp(t *testing.T) {
 	var stdout, stderr bytes.Buffer
-	if code := runSim([]string{"-h"}, &stdout, &stderr); code != exitOK {
+	if code := runSim(context.Background(), []string{"-h"}, &stdout, &stderr); code != exitOK {
 		t.Fatalf("exit %d, stderr %s", code, stderr.String())
 	}
 	for _, want := range []string{"Usage: vllmstat sim", "-servers", "-dp", "-vllm-version", "-fault", "restart@30s", ":server=N"} {
@@ -44,7 +44,7 @@ func TestSimBadFlags(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
-			if code := runSim(tt.args, &stdout, &stderr); code != exitUsage {
+			if code := runSim(context.Background(), tt.args, &stdout, &stderr); code != exitUsage {
 				t.Fatalf("exit %d, want %d", code, exitUsage)
 			}
 			if !strings.Contains(stderr.String(), tt.want) {

@@ -8,11 +8,9 @@ import (
 	"math"
 	"net/http"
 	"os"
-	"os/signal"
 	"sort"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"golang.org/x/term"
@@ -36,9 +34,7 @@ place; on a pipe only plain lines are printed.
 Flags:
 `
 
-func runWatch(args []string, stdout, stderr io.Writer) int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return watchWith(ctx, args, stdout, stderr, nil)
 }
 

@@ -2,12 +2,16 @@ package tensorboard_test
 
 import (
 	"bytes"
+	"context"
 	"math"
+	"os"
 	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/vllmstat/vllmstat/internal/cli"
+	"github.com/vllmstat/vllmstat/internal/sim"
 	"github.com/vllmstat/vllmstat/internal/sink/tensorboard"
 )
 
@@ -21,6 +25,13 @@ func TestDemoWritesTensorBoard(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("demo exited %d\n%s\n%s", code, stdout.String(), stderr.String())
 	}
+	compareEvents(t, out, true)
+}
+
+// compareEvents checks that the run's event file holds exactly the records of its steps.jsonl,
+// decoded by the independent reader; with plots, every step also carries images.
+func compareEvents(t *testing.T, out string, plots bool) {
+	t.Helper()
 	recs := tensorboard.ReadSteps(t, filepath.Join(out, "steps.jsonl"))
 	files, _ := filepath.Glob(filepath.Join(out, "tensorboard", "events.out.tfevents.*"))
 	if len(files) != 1 {
@@ -49,7 +60,7 @@ func TestDemoWritesTensorBoard(t *testing.T) {
 			f, _ := strconv.ParseFloat(v.Simple, 64)
 			got[v.Tag] = f
 		}
-		if images == 0 {
+		if plots && images == 0 {
 			t.Errorf("step %d: no timeline plots among the events", r.Step)
 		}
 		if len(got) != len(r.Metrics) {
@@ -61,4 +72,38 @@ func TestDemoWritesTensorBoard(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestRunWritesTensorBoard runs "vllmstat run" against a simulated fleet with sinks
+// [jsonl, tensorboard] from a config file, stops it as SIGINT would, and checks the event file
+// with the independent reader.
+func TestRunWritesTensorBoard(t *testing.T) {
+	sc := sim.DefaultConfig()
+	sc.Servers, sc.DP, sc.Port, sc.Speed = 1, 2, 0, 4
+	fleet, err := sim.Start(context.Background(), sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fleet.Close()
+	out := t.TempDir()
+	cfg := filepath.Join(out, "vllmstat.yaml")
+	os.WriteFile(cfg, []byte("sinks: [jsonl, tensorboard]\n"), 0o644)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int)
+	var stderr bytes.Buffer
+	go func() {
+		done <- cli.RunContext(ctx, []string{"run", "--config", cfg, "--target", fleet.URLs()[0], "--interval", "0.2",
+			"--scrape-timeout", "2s", "--step-every", "1s", "--listen", "", "--out", out}, &bytes.Buffer{}, &stderr)
+	}()
+	steps := filepath.Join(out, "steps.jsonl")
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if b, _ := os.ReadFile(steps); bytes.Count(b, []byte("\n")) >= 3 {
+			break
+		}
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("run exited %d\n%s", code, stderr.String())
+	}
+	compareEvents(t, out, false)
 }
