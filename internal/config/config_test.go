@@ -172,3 +172,13 @@ func FuzzParse(f *testing.F) {
 		_ = c.Validate()
 	})
 }
+
+func TestNemoRLFileWithTopLevelVllmstatKeys(t *testing.T) {
+	c, err := Parse([]byte("policy:\n  generation:\n    vllm_cfg:\n      vllm_metrics_logger_interval: 0.25\ntargets: [h:1]\nstep_every: 0\ncheckpointing: {enabled: true}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Targets) != 1 || c.StepEvery != 0 || c.Interval != 0.25 {
+		t.Fatalf("got targets %v step_every %v interval %v", c.Targets, c.StepEvery, c.Interval)
+	}
+}

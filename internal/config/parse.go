@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -36,6 +37,8 @@ func Parse(b []byte) (Config, error) {
 		own, ownPath = n, "vllmstat."
 	} else if get(root, "policy") != nil {
 		own = nil
+		// A NeMo-RL file may still carry vllmstat's keys at its top: read those, leave the rest.
+		d.own(pick(root, ownKeys), "")
 	}
 	if own != nil {
 		if own.Kind != yaml.MappingNode {
@@ -61,6 +64,18 @@ func Parse(b []byte) (Config, error) {
 		return c, d.ps
 	}
 	return c, nil
+}
+
+// pick returns a mapping of the entries of n whose keys are in keys (vllm_cfg excepted: Parse
+// reads it).
+func pick(n *yaml.Node, keys []string) *yaml.Node {
+	out := &yaml.Node{Kind: yaml.MappingNode}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if k := n.Content[i].Value; k != "vllm_cfg" && slices.Contains(keys, k) {
+			out.Content = append(out.Content, n.Content[i], n.Content[i+1])
+		}
+	}
+	return out
 }
 
 // get returns the value of key in mapping n, or nil.
