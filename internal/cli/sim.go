@@ -7,10 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/vllmstat/vllmstat/internal/sim"
@@ -125,8 +122,7 @@ func runSimContext(parent context.Context, args []string, stdout, stderr io.Writ
 		return exitUsage
 	}
 
-	ctx, stop := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	ctx := parent // Run ends it on SIGINT/SIGTERM
 	fleet, err := sim.Start(ctx, cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "vllmstat sim: %v\n", err)
@@ -136,7 +132,6 @@ func runSimContext(parent context.Context, args []string, stdout, stderr io.Writ
 		fmt.Fprintln(stdout, u)
 	}
 	<-ctx.Done()
-	stop()
 	cfg.Logger.Info("shutting down")
 	done := make(chan struct{})
 	go func() {
