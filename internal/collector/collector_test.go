@@ -106,11 +106,16 @@ func TestSlowTargetSkipsTicksAndNeverDelaysOthers(t *testing.T) {
 	fast := newCounterServer(t)
 	obs := &recObserver{}
 	c, fc, stop := start(t, Options{Targets: []string{slow.srv.URL, fast.srv.URL}, Observer: obs, NoFinalStep: true})
+	// Wait for the collector to have processed each fast answer (not merely for the server to
+	// have sent it) before the next tick: only then is the fast target idle again.
+	scraped := func(n int) func() bool {
+		return func() bool { obs.mu.Lock(); defer obs.mu.Unlock(); return obs.scraped == n }
+	}
 	for i := 0; i < 5; i++ {
-		waitFor(t, func() bool { return fast.n.Load() == int64(i+1) })
+		waitFor(t, scraped(i+1))
 		fc.Advance(time.Second)
 	}
-	waitFor(t, func() bool { return fast.n.Load() == 6 })
+	waitFor(t, scraped(6))
 	obs.mu.Lock()
 	skipped := obs.skipped
 	obs.mu.Unlock()
