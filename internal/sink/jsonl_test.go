@@ -1,0 +1,209 @@
+package sink
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/vllmstat/vllmstat/internal/step"
+)
+
+// fullDisk is a real file whose writes fail like a full disk while full is set: the first half
+// of the bytes reach the file (a short write), then ENOSPC.
+type fullDisk struct {
+	*os.File
+	full bool
+}
+
+func (d *fullDisk) Write(p []byte) (int, error) {
+	if d.full {
+		n, _ := d.File.Write(p[:len(p)/2])
+		return n, syscall.ENOSPC
+	}
+	return d.File.Write(p)
+}
+
+func openFullDisk(t *testing.T, opt JSONLOptions) (*JSONL, *fullDisk, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "steps.jsonl")
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &fullDisk{File: f}
+	j, err := NewJSONL(d, path, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j, d, path
+}
+
+// fileSteps returns the step numbers of the file's lines, failing on any line that is not a
+// whole record.
+func fileSteps(t *testing.T, path string) []int64 {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) > 0 && b[len(b)-1] != '\n' {
+		t.Fatalf("file ends with a partial line: %q", b[bytes.LastIndexByte(b, '\n')+1:])
+	}
+	var out []int64
+	for _, l := range bytes.Split(bytes.TrimSuffix(b, []byte("\n")), []byte("\n")) {
+		if len(l) == 0 {
+			continue
+		}
+		var r step.Record
+		if err := json.Unmarshal(l, &r); err != nil {
+			t.Fatalf("line %q is not a whole record: %v", l, err)
+		}
+		out = append(out, r.Step)
+	}
+	return out
+}
+
+func writeStep(t *testing.T, j *JSONL, n int64) {
+	t.Helper()
+	r := step.Record{Step: n, DurationS: 1.5, Metrics: map[string]float64{"vllm/generation_tokens": float64(100 * n)}}
+	if err := j.Write(context.Background(), &r); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestJSONLFullDiskRecovers(t *testing.T) {
+	var logs bytes.Buffer
+	j, d, path := openFullDisk(t, JSONLOptions{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	writeStep(t, j, 1)
+	writeStep(t, j, 2)
+	d.full = true
+	for n := int64(3); n <= 5; n++ {
+		writeStep(t, j, n)
+		if got := fileSteps(t, path); len(got) != 2 {
+			t.Fatalf("while full, the file holds steps %v, want 1 and 2 only", got)
+		}
+	}
+	if q := j.Stats().Queued.Load(); q != 3 {
+		t.Errorf("%d steps waiting, want 3", q)
+	}
+	d.full = false
+	writeStep(t, j, 6)
+	if err := j.Close(context.Background()); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	if got := fileSteps(t, path); !slices.Equal(got, []int64{1, 2, 3, 4, 5, 6}) {
+		t.Fatalf("file holds steps %v, want 1..6 in order", got)
+	}
+	if n := strings.Count(logs.String(), "steps file write failed"); n != 1 {
+		t.Errorf("failure logged %d times, want once:\n%s", n, logs.String())
+	}
+	if n := strings.Count(logs.String(), "steps file recovered"); n != 1 {
+		t.Errorf("recovery logged %d times, want once:\n%s", n, logs.String())
+	}
+	st := j.Stats()
+	if st.Written.Load() != 6 || st.Errors.Load() != 3 || st.Dropped.Load() != 0 || st.Queued.Load() != 0 {
+		t.Errorf("stats written %d errors %d dropped %d queued %d, want 6 3 0 0", st.Written.Load(), st.Errors.Load(), st.Dropped.Load(), st.Queued.Load())
+	}
+}
+
+func TestJSONLFullAtCloseNamesTheSteps(t *testing.T) {
+	j, d, path := openFullDisk(t, JSONLOptions{})
+	writeStep(t, j, 1)
+	d.full = true
+	writeStep(t, j, 2)
+	writeStep(t, j, 3)
+	writeStep(t, j, 5)
+	err := j.Close(context.Background())
+	if err == nil {
+		t.Fatal("close with steps not written returned nil")
+	}
+	for _, want := range []string{"3 steps not written", "steps 2-3, 5", "no space left on device", path} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+	if got := fileSteps(t, path); !slices.Equal(got, []int64{1}) {
+		t.Fatalf("file holds %v, want step 1 whole and nothing else", got)
+	}
+	if j.Stats().Dropped.Load() != 3 {
+		t.Errorf("dropped %d, want 3", j.Stats().Dropped.Load())
+	}
+}
+
+func TestJSONLMemoryBound(t *testing.T) {
+	line, _ := step.MarshalLine(&step.Record{Step: 1, DurationS: 1.5, Metrics: map[string]float64{"vllm/generation_tokens": 100}})
+	var logs bytes.Buffer
+	j, d, path := openFullDisk(t, JSONLOptions{MaxPending: 2*len(line) + 1, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	d.full = true
+	for n := int64(1); n <= 6; n++ {
+		writeStep(t, j, n) // two fit the bound
+	}
+	d.full = false
+	writeStep(t, j, 7)
+	err := j.Close(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "steps 3-6") {
+		t.Fatalf("close: %v, want the dropped steps 3-6 named", err)
+	}
+	if got := fileSteps(t, path); !slices.Equal(got, []int64{1, 2, 7}) {
+		t.Fatalf("file holds %v, want 1, 2, 7", got)
+	}
+	if n := strings.Count(logs.String(), "exceed the memory bound"); n != 1 {
+		t.Errorf("memory bound logged %d times, want once", n)
+	}
+}
+
+func TestJSONLRepairsTail(t *testing.T) {
+	whole := `{"step":1,"duration_s":1}` + "\n"
+	for _, tt := range []struct {
+		name, in, want, log string
+	}{
+		{"whole", whole, whole, ""},
+		{"partial line cut off", whole + `{"step":2,"dura`, whole, "bytes=15"},
+		{"only a partial line", `{"st`, "", "bytes=4"},
+		{"whole record without newline", whole + `{"step":2}`, whole + `{"step":2}` + "\n", "added it"},
+		{"empty", "", "", ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "steps.jsonl")
+			os.WriteFile(path, []byte(tt.in), 0o644)
+			var logs bytes.Buffer
+			j, err := OpenJSONL(path, JSONLOptions{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			writeStep(t, j, 3)
+			if err := j.Close(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			b, _ := os.ReadFile(path)
+			if got, ok := strings.CutSuffix(string(b), "\n"); !ok || !strings.HasPrefix(got, tt.want) || strings.Count(got[len(tt.want):], "\n") != 0 {
+				t.Fatalf("file %q, want %q then step 3's line", b, tt.want)
+			}
+			if tt.log == "" && logs.Len() > 0 || !strings.Contains(logs.String(), tt.log) {
+				t.Errorf("log %q, want %q", logs.String(), tt.log)
+			}
+		})
+	}
+}
+
+func TestRanges(t *testing.T) {
+	for _, tt := range []struct {
+		in   []int64
+		want string
+	}{
+		{[]int64{4}, "step 4"},
+		{[]int64{1, 2, 3, 7, 9, 10}, "steps 1-3, 7, 9-10"},
+		{[]int64{5, 6}, "steps 5-6"},
+	} {
+		if got := Ranges(tt.in); got != tt.want {
+			t.Errorf("Ranges(%v) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
