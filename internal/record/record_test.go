@@ -13,7 +13,7 @@ func TestRoundTrip(t *testing.T) {
 	for _, name := range []string{"rec.jsonl", "rec.jsonl.gz"} {
 		t.Run(name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), name)
-			w, err := Create(path)
+			w, err := Create(path, WriterOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -72,6 +72,12 @@ func TestBadLines(t *testing.T) {
 		{"scrape without target", `{"kind":"scrape","ts":"2026-01-01T00:00:00Z","body":"x"}`, "line 1: scrape without target", 0, 0},
 		{"unknown kind skipped", `{"kind":"note","ts":"2026-01-01T00:00:00Z"}` + "\n" + `{"kind":"step","ts":"2026-01-01T00:00:00Z","step":1}`, "", 1, 1},
 		{"no ts", `{"kind":"step","step":1}`, "line 1: event without ts", 0, 0},
+		{"out of order", `{"kind":"step","ts":"2026-01-01T00:00:02Z","step":1}` + "\n" + `{"kind":"step","ts":"2026-01-01T00:00:01Z","step":2}`,
+			"line 2: ts 2026-01-01T00:00:01.000000000Z is earlier than ts 2026-01-01T00:00:02.000000000Z of line 1", 0, 1},
+		{"equal times allowed", `{"kind":"step","ts":"2026-01-01T00:00:02Z","step":1}` + "\n" + `{"kind":"step","ts":"2026-01-01T00:00:02Z","step":2}`, "", 0, 2},
+		{"cut short", `{"kind":"step","ts":"2026-01-01T00:00:02Z","step":1}` + "\n" + `{"kind":"step","ts":"2026-01-01T00`, "", 1, 1},
+		{"bad last line with newline is an error", `{"kind":"step","ts":"2026-01-01T00:00:02Z","step":1}` + "\n" + `{"kind":"step","ts":"2026-01-01T00` + "\n", "line 2: not a valid event", 0, 1},
+		{"gap", `{"kind":"gap","ts":"2026-01-01T00:00:02Z","since":"2026-01-01T00:00:01Z","events":3}`, "", 0, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,0 +1,278 @@
+package record
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/vllmstat/vllmstat/internal/sink"
+)
+
+// WriterOptions configure a Writer.
+type WriterOptions struct {
+	// ChunkBytes of encoded events make a chunk, written as soon as it is full; a chunk is
+	// also written at every step end. Default 1 MiB.
+	ChunkBytes int
+	// MaxPending bounds the bytes of chunks kept in memory while the file refuses writes;
+	// beyond it events are dropped and a gap event marks them. Default 64 MiB.
+	MaxPending int
+	Logger     *slog.Logger
+}
+
+func (o WriterOptions) withDefaults() WriterOptions {
+	if o.ChunkBytes <= 0 {
+		o.ChunkBytes = 1 << 20
+	}
+	if o.MaxPending <= 0 {
+		o.MaxPending = 64 << 20
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
+}
+
+// Writer appends events to a recording so that the file always holds whole events: events
+// are buffered and written in chunks, each a complete gzip member in a .gz file (concatenated
+// members are one valid gzip stream), and a failed or short write is cut back to the last whole
+// chunk (see sink.RecordFile). Chunks the file refused wait in memory, in order, and are
+// written before the next one; a write error never stops the recording. Errors are logged when
+// writing starts and stops failing, counted in Stats, and reported by Close.
+//
+// Not safe for concurrent use: one collector owns it; Stats may be read from anywhere.
+type Writer struct {
+	opt  WriterOptions
+	rf   *sink.RecordFile
+	path string
+	gz   bool
+
+	cur          bytes.Buffer // encoded events of the chunk being filled
+	curN         int64
+	curFrom      time.Time
+	curTo        time.Time
+	pending      []chunk // sealed chunks the file has not taken yet
+	pendingBytes int
+
+	gapN           int64 // events dropped since the last chunk kept
+	gapFrom, gapTo time.Time
+	lost           int64 // events dropped in all
+	gaps           int
+
+	failing bool
+	lastErr error
+	stats   sink.Stats
+	zbuf    bytes.Buffer
+	zw      *gzip.Writer
+}
+
+type chunk struct {
+	b        []byte
+	events   int64
+	from, to time.Time
+}
+
+// Create creates the recording at path or, when path exists, its next free segment (see
+// SegmentPath); Path says which. Nothing that exists is truncated.
+func Create(path string, opt WriterOptions) (*Writer, error) {
+	f, p, err := createSegment(path)
+	if err != nil {
+		return nil, err
+	}
+	w, err := NewWriter(f, p, opt)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return w, nil
+}
+
+// NewWriter appends events to f, which must be empty or end with a whole chunk; name is f's
+// path: a name ending in .gz makes a gzip recording.
+func NewWriter(f sink.File, name string, opt WriterOptions) (*Writer, error) {
+	rf, err := sink.NewRecordFile(f, name)
+	if err != nil {
+		return nil, err
+	}
+	return &Writer{opt: opt.withDefaults(), rf: rf, path: name, gz: strings.HasSuffix(name, ".gz")}, nil
+}
+
+// Path is the file the writer writes: the path given to Create or a later segment of it.
+func (rw *Writer) Path() string { return rw.path }
+
+// Stats are the writer's counters, in events: Queued waiting in memory, Written, Dropped (lost
+// to the memory bound or not written at Close), and Errors, the failed write attempts.
+func (rw *Writer) Stats() *sink.Stats { return &rw.stats }
+
+// Scrape records a scrape: its body when it answered, else the error.
+func (rw *Writer) Scrape(ts time.Time, target string, body []byte, scrapeErr error) error {
+	e := Event{Kind: KindScrape, TS: ts.UTC(), Target: target}
+	if scrapeErr != nil {
+		e.Error = scrapeErr.Error()
+	} else {
+		s := string(body)
+		e.Body = &s
+	}
+	return rw.add(&e)
+}
+
+// StepEnd records the end of a step.
+func (rw *Writer) StepEnd(ts time.Time, step int64) error {
+	return rw.add(&Event{Kind: KindStep, TS: ts.UTC(), Step: step})
+}
+
+// add buffers e, and writes the chunk once it is full. Only an event that cannot be encoded is
+// an error; write errors are kept for Close.
+func (rw *Writer) add(e *Event) error {
+	b, err := json.Marshal(e)
+	if err != nil {
+		return fmt.Errorf("encode %s event: %w", e.Kind, err)
+	}
+	if rw.curN == 0 {
+		rw.curFrom = e.TS
+	}
+	rw.curTo = e.TS
+	rw.cur.Write(b)
+	rw.cur.WriteByte('\n')
+	rw.curN++
+	rw.stats.Queued.Add(1)
+	if rw.cur.Len() >= rw.opt.ChunkBytes {
+		rw.write()
+	}
+	return nil
+}
+
+// write seals cur into a chunk and writes it after the chunks waiting, which go first and may
+// make room for it; when those fail, the new chunk waits without another attempt.
+func (rw *Writer) write() {
+	rw.drain()
+	accepting := len(rw.pending) == 0
+	if rw.curN > 0 || rw.gapN > 0 {
+		rw.seal()
+	}
+	if accepting {
+		rw.drain()
+	}
+}
+
+// Flush writes the events buffered so far as a chunk, after any chunks still waiting; the
+// collector calls it at every step end. A write error is not returned (see Writer).
+func (rw *Writer) Flush() error {
+	if rw.curN > 0 {
+		rw.write()
+	} else {
+		rw.drain()
+	}
+	return nil
+}
+
+// seal turns cur into a chunk waiting to be written, preceded by a gap event if events were
+// dropped just before it, or drops it when waiting chunks already fill the memory bound.
+func (rw *Writer) seal() {
+	to := rw.curTo
+	if rw.curN == 0 { // only a gap event to write
+		to = rw.gapTo
+	}
+	data := rw.cur.Bytes()
+	if rw.gapN > 0 {
+		g, _ := json.Marshal(Event{Kind: KindGap, TS: rw.gapTo, Since: rw.gapFrom, Events: rw.gapN})
+		data = append(append(g, '\n'), data...)
+	}
+	c := chunk{b: rw.encode(data), events: rw.curN, from: rw.curFrom, to: to}
+	if len(rw.pending) > 0 && rw.pendingBytes+len(c.b) > rw.opt.MaxPending {
+		if rw.gapN == 0 {
+			rw.gaps++
+			rw.gapFrom = rw.curFrom
+			rw.opt.Logger.Error("recording's waiting events exceed the memory bound; dropping events until its file accepts writes (a gap event will mark them)",
+				"path", rw.path, "waiting_bytes", rw.pendingBytes)
+		}
+		rw.gapN += rw.curN
+		rw.gapTo = to
+		rw.lost += rw.curN
+		rw.stats.Dropped.Add(rw.curN)
+		rw.stats.Queued.Add(-rw.curN)
+	} else {
+		rw.pending = append(rw.pending, c)
+		rw.pendingBytes += len(c.b)
+		rw.gapN = 0
+	}
+	rw.cur.Reset()
+	rw.curN = 0
+}
+
+// encode is the chunk of data as it goes to the file: a gzip member for .gz recordings.
+func (rw *Writer) encode(data []byte) []byte {
+	if !rw.gz {
+		return bytes.Clone(data)
+	}
+	rw.zbuf.Reset()
+	if rw.zw == nil {
+		rw.zw = gzip.NewWriter(&rw.zbuf)
+	} else {
+		rw.zw.Reset(&rw.zbuf)
+	}
+	rw.zw.Write(data) // writes to a bytes.Buffer do not fail
+	rw.zw.Close()
+	return bytes.Clone(rw.zbuf.Bytes())
+}
+
+// drain writes the waiting chunks in order until one fails.
+func (rw *Writer) drain() {
+	for len(rw.pending) > 0 {
+		c := rw.pending[0]
+		if err := rw.rf.Append(c.b); err != nil {
+			rw.stats.Errors.Add(1)
+			rw.lastErr = err
+			if !rw.failing {
+				rw.failing = true
+				rw.opt.Logger.Error("recording write failed; keeping its events in memory and retrying at each step end", "path", rw.path, "err", err)
+			}
+			return
+		}
+		rw.pending[0] = chunk{}
+		rw.pending = rw.pending[1:]
+		rw.pendingBytes -= len(c.b)
+		rw.stats.Written.Add(c.events)
+		rw.stats.Queued.Add(-c.events)
+		if rw.failing {
+			rw.failing = false
+			rw.opt.Logger.Info("recording recovered; writing the events kept in memory", "path", rw.path, "waiting_chunks", len(rw.pending))
+		}
+	}
+}
+
+// waiting is the number of events buffered or in chunks not yet written.
+func (rw *Writer) waiting() int64 {
+	n := rw.curN
+	for _, c := range rw.pending {
+		n += c.events
+	}
+	return n
+}
+
+// Close writes everything still buffered or waiting (and a gap event for events dropped at the
+// end) and closes the file. It returns an error when events could not be written or were
+// dropped during the run, saying how many and when.
+func (rw *Writer) Close() error {
+	rw.write()
+	var errs []error
+	if n := rw.waiting(); n > 0 {
+		first, last := rw.pending[0].from, rw.pending[len(rw.pending)-1].to
+		errs = append(errs, fmt.Errorf("recording %q: %d events from %s to %s not written: %w", rw.path, n,
+			first.Format(time.RFC3339), last.Format(time.RFC3339), rw.lastErr))
+		rw.stats.Dropped.Add(n)
+		rw.pending = nil
+	}
+	if rw.lost > 0 {
+		errs = append(errs, fmt.Errorf("recording %q lost %d events in %d gaps while its file refused writes", rw.path, rw.lost, rw.gaps))
+	}
+	rw.stats.Queued.Store(0)
+	if err := rw.rf.Close(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
