@@ -29,7 +29,7 @@ type Event struct {
 	Body   *string   `json:"body,omitempty"`
 	Error  string    `json:"error,omitempty"`
 	Step   int64     `json:"step,omitempty"`
-	Since  time.Time `json:"since,omitzero"`  // gap: the first dropped event's time
+	Since  time.Time `json:"since,omitzero"`   // gap: the first dropped event's time
 	Events int64     `json:"events,omitempty"` // gap: how many events were dropped
 }
 
