@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -130,17 +129,13 @@ func demoWith(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "vllmstat demo: %v\n", err)
 		return exitError
 	}
-	if err := os.Remove(filepath.Join(cfg.OutDir, "steps.jsonl")); err != nil && !os.IsNotExist(err) {
-		fmt.Fprintf(stderr, "vllmstat demo: %v\n", err)
-		return exitError
-	}
 	fmt.Fprintf(stdout, "Simulated vLLM fleet: %d servers x %d engines (vLLM %s pages)\n", *servers, *dp, sc.Version)
 	for _, u := range cfg.Targets {
 		fmt.Fprintf(stdout, "  %s\n", u)
 	}
 	fmt.Fprintf(stdout, "Scraping every %gs; a step ends when a rollout batch has finished on every engine.\n\n", cfg.Interval)
 	table := newStepTable(stdout, cfg.MetricPrefix)
-	r, err := startRun(cfg, log, io.Discard)
+	r, err := startRun(cfg, log, io.Discard, true) // a demo starts steps.jsonl anew
 	if err != nil {
 		fmt.Fprintf(stderr, "vllmstat demo: %v\n", err)
 		var ps config.Problems

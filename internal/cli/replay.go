@@ -2,10 +2,14 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
+	"slices"
+	"strings"
 
 	"github.com/vllmstat/vllmstat/internal/record"
 	"github.com/vllmstat/vllmstat/internal/step"
@@ -18,15 +22,24 @@ Reads a recording made by "vllmstat run --record FILE" (or any tool writing the 
 prints its step records as JSON Lines on stdout, computed by the same code as run: for the
 same scrapes, the lines equal run's steps.jsonl byte for byte.
 
+FILE's later segments (FILE with .2, .3, … before its extension, written by later runs with
+the same --record) are read after it, each as the separate run it was. Events must be in time
+order within a segment: an event earlier than the one before it stops replay with exit 2 and
+its line number.
+
 Flags:
 `
 
-func runReplay(_ context.Context, args []string, stdout, stderr io.Writer) int {
+// maxWarnings is how many warnings of one kind replay prints before it only counts them.
+const maxWarnings = 10
+
+func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("vllmstat replay", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	perWorker := fs.Bool("per-worker", false, "add per-worker metrics to every step record")
 	prefix := fs.String("metric-prefix", "vllm", "replaces the leading \"vllm\" of every metric key")
 	scalars := fs.Bool("log-scalars", true, "add mean/max/p95 of the per-interval samples")
+	maxLine := fs.Int("max-line-bytes", record.DefaultMaxLine, "longest line (decompressed) accepted; a longer one stops replay")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), replayHelp)
 		fs.PrintDefaults()
@@ -38,22 +51,49 @@ func runReplay(_ context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "vllmstat replay: give exactly one recording file")
 		return exitUsage
 	}
-	log := slog.New(slog.NewTextHandler(stderr, nil))
-	r, err := record.Open(fs.Arg(0))
+	segs, err := record.Segments(fs.Arg(0))
+	if err != nil {
+		fmt.Fprintf(stderr, "vllmstat replay: %v\n", err)
+		return exitUsage
+	}
+	warn := newWarner(slog.New(slog.NewTextHandler(stderr, nil)))
+	defer warn.summary()
+	opt := step.Options{Prefix: *prefix, PerWorker: *perWorker, Scalars: *scalars}
+	for _, seg := range segs {
+		if code := replaySegment(ctx, seg, opt, *maxLine, warn, stdout, stderr); code != exitOK {
+			return code
+		}
+	}
+	return exitOK
+}
+
+// replaySegment replays one segment, one run, with a tracker of its own, as that run had.
+func replaySegment(ctx context.Context, path string, opt step.Options, maxLine int, warn *warner, stdout, stderr io.Writer) int {
+	r, err := record.OpenContext(ctx, path, maxLine)
 	if err != nil {
 		fmt.Fprintf(stderr, "vllmstat replay: %v\n", err)
 		return exitUsage
 	}
 	defer r.Close()
-	r.Warn = func(line int, msg string) { log.Warn(msg, "file", fs.Arg(0), "line", line) }
-	tr := step.NewTracker(step.Options{Prefix: *prefix, PerWorker: *perWorker, Scalars: *scalars})
+	r.Warn = func(line int, msg string) {
+		kind, _, _ := strings.Cut(msg, ` "`) // unknown kinds are one kind of warning
+		warn.warn(kind, msg, "file", path, "line", line)
+	}
+	tr := step.NewTracker(opt)
 	for {
 		e, err := r.Next()
 		if err == io.EOF {
 			return exitOK
 		}
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			fmt.Fprintf(stderr, "vllmstat replay: interrupted at %s line %d\n", path, r.Line())
+			return exitError
+		}
 		if err != nil {
-			fmt.Fprintf(stderr, "vllmstat replay: %s: %v\n", fs.Arg(0), err)
+			fmt.Fprintf(stderr, "vllmstat replay: %s: %v\n", path, err)
+			if errors.Is(err, record.ErrLineTooLong) {
+				fmt.Fprintln(stderr, "vllmstat replay: raise --max-line-bytes if the recording is trusted")
+			}
 			return exitUsage
 		}
 		switch e.Kind {
@@ -63,12 +103,15 @@ func runReplay(_ context.Context, args []string, stdout, stderr io.Writer) int {
 			if e.Body != nil {
 				page, serr = window.ParsePage([]byte(*e.Body))
 				if serr != nil {
-					log.Warn("page is not Prometheus text; counted as a failed scrape", "target", e.Target, "ts", e.TS, "err", serr)
+					warn.warn("not Prometheus text", "page is not Prometheus text; counted as a failed scrape", "target", e.Target, "ts", e.TS, "err", serr)
 				}
 			} else {
 				serr = fmt.Errorf("%s", e.Error)
 			}
 			tr.Observe(e.TS, e.Target, page, serr)
+		case record.KindGap:
+			warn.warn("gap", "the recording lost events here (its disk refused writes); steps around it differ from the run's",
+				"file", path, "line", r.Line(), "events", e.Events, "since", e.Since, "until", e.TS)
 		case record.KindStep:
 			rec := tr.EndStep(e.Step, e.TS)
 			b, err := step.MarshalLine(&rec)
@@ -77,8 +120,37 @@ func runReplay(_ context.Context, args []string, stdout, stderr io.Writer) int {
 				return exitError
 			}
 			if _, err := stdout.Write(b); err != nil {
+				fmt.Fprintf(stderr, "vllmstat replay: write: %v\n", err)
 				return exitError
 			}
+		}
+	}
+}
+
+// warner logs the first maxWarnings warnings of each kind and counts the rest, so that a file
+// of millions of bad lines gives a screenful, not gigabytes.
+type warner struct {
+	log    *slog.Logger
+	counts map[string]int
+}
+
+func newWarner(log *slog.Logger) *warner { return &warner{log: log, counts: map[string]int{}} }
+
+func (w *warner) warn(kind, msg string, args ...any) {
+	w.counts[kind]++
+	if n := w.counts[kind]; n <= maxWarnings {
+		w.log.Warn(msg, args...)
+		if n == maxWarnings {
+			w.log.Warn("further warnings like this one are counted, not shown", "warning", msg)
+		}
+	}
+}
+
+// summary logs how many warnings were not shown.
+func (w *warner) summary() {
+	for _, kind := range slices.Sorted(maps.Keys(w.counts)) {
+		if n := w.counts[kind]; n > maxWarnings {
+			w.log.Warn("warnings not shown", "warning", kind, "count", n-maxWarnings)
 		}
 	}
 }

@@ -19,7 +19,7 @@ of a chosen step (when the run wrote timelines/), and a table of all steps.
 Flags:
 `
 
-func runReport(_ context.Context, args []string, stdout, stderr io.Writer) int {
+func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("vllmstat report", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	out := fs.String("o", "", "write the report to `FILE` (default RUN_DIR/report.html)")
@@ -49,9 +49,20 @@ func runReport(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	if path == "" {
 		path = filepath.Join(dir, "report.html")
 	}
-	if err := report.WriteFile(path, dir, report.Options{Title: *title}); err != nil {
-		fmt.Fprintf(stderr, "vllmstat report: %v\n", err)
-		return exitUsage
+	// Building the report reads the whole run folder, which a damaged or hostile file can make
+	// slow; on SIGINT or SIGTERM the command returns at once and the process exits with it. The
+	// report is written to a temporary file and renamed, so none is left half written.
+	done := make(chan error, 1)
+	go func() { done <- report.WriteFile(path, dir, report.Options{Title: *title}) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			fmt.Fprintf(stderr, "vllmstat report: %v\n", err)
+			return exitUsage
+		}
+	case <-ctx.Done():
+		fmt.Fprintln(stderr, "vllmstat report: interrupted")
+		return exitError
 	}
 	fmt.Fprintln(stdout, path)
 	return exitOK

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -17,6 +18,7 @@ import (
 	"github.com/vllmstat/vllmstat/internal/api"
 	"github.com/vllmstat/vllmstat/internal/collector"
 	"github.com/vllmstat/vllmstat/internal/config"
+	"github.com/vllmstat/vllmstat/internal/outdir"
 	"github.com/vllmstat/vllmstat/internal/plot"
 	"github.com/vllmstat/vllmstat/internal/record"
 	"github.com/vllmstat/vllmstat/internal/report"
@@ -95,7 +97,7 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) (code int, do
 
 // collect runs a collector with cfg until ctx ends.
 func collect(ctx context.Context, cfg config.Config, log *slog.Logger, summary io.Writer) error {
-	r, err := startRun(cfg, log, summary)
+	r, err := startRun(cfg, log, summary, false)
 	if err != nil {
 		return err
 	}
@@ -107,22 +109,42 @@ type running struct {
 	c      *collector.Collector
 	srv    *http.Server
 	ln     net.Listener
+	lock   *outdir.Lock
 	log    *slog.Logger
 	closer []func()
 }
 
-// startRun opens the outputs and the API listener; nothing is scraped before run.
-func startRun(cfg config.Config, log *slog.Logger, summary io.Writer) (*running, error) {
+// startRun checks everything that can stop a run from starting, in this order: the out_dir's
+// lock (another run writing there), the API's address, the sinks' settings; only then does it
+// create steps.jsonl, the recording and the sinks' files, so that a run refused at start
+// changes nothing. fresh starts steps.jsonl anew (the demo) instead of appending to it. Nothing
+// is scraped before run.
+func startRun(cfg config.Config, log *slog.Logger, summary io.Writer, fresh bool) (*running, error) {
 	r := &running{log: log}
 	fail := func(err error) (*running, error) {
-		for _, f := range r.closer {
-			f()
+		for i := len(r.closer) - 1; i >= 0; i-- {
+			r.closer[i]()
 		}
 		return nil, err
 	}
-	named, err := buildSinks(cfg, log)
+	lock, err := outdir.Acquire(cfg.OutDir, outdir.Self(time.Now()))
 	if err != nil {
 		return nil, err
+	}
+	r.lock = lock
+	r.closer = append(r.closer, func() { lock.Release() })
+	if cfg.Listen != "" {
+		if r.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
+			return fail(fmt.Errorf("listen for the API on %s: %w", cfg.Listen, err))
+		}
+		r.closer = append(r.closer, func() { r.ln.Close() })
+		if err := lock.SetAPI(r.ln.Addr().String()); err != nil {
+			return fail(err)
+		}
+	}
+	named, err := buildSinks(cfg, log)
+	if err != nil {
+		return fail(err)
 	}
 	self := selfmetrics.New(selfmetrics.Options{Prefix: cfg.MetricPrefix, Logger: log})
 	var sinks, imageSinks []sink.Sink
@@ -140,14 +162,6 @@ func startRun(cfg config.Config, log *slog.Logger, summary io.Writer) (*running,
 		}
 		r.closer = append(r.closer, func() { n.queue.Close(context.Background()) })
 	}
-	if cfg.TimelinePlots || cfg.RecordTimelines {
-		// Timeline files and PNGs are drawn on the stage's own goroutine; the sinks that log
-		// images get each step from it, with its plots, once drawn.
-		stage := plot.NewStage(cfg.OutDir, plot.StageOptions{Plots: cfg.TimelinePlots, Timelines: true}, imageSinks, log)
-		sinks = append(sinks, stage)
-	} else {
-		sinks = append(sinks, imageSinks...)
-	}
 	topt := trackerOptions(cfg)
 	topt.OnInterval = func(iv step.Interval) {
 		self.Interval(iv)
@@ -155,17 +169,36 @@ func startRun(cfg config.Config, log *slog.Logger, summary io.Writer) (*running,
 			h(iv)
 		}
 	}
-	steps, err := sink.OpenJSONL(filepath.Join(cfg.OutDir, "steps.jsonl"))
+	stepsPath := filepath.Join(cfg.OutDir, "steps.jsonl")
+	if fresh {
+		if err := os.Remove(stepsPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fail(err)
+		}
+	}
+	steps, err := sink.OpenJSONL(stepsPath, sink.JSONLOptions{Logger: log})
 	if err != nil {
 		return fail(err)
 	}
+	self.AddStepsFile(steps.Stats())
 	r.closer = append(r.closer, func() { steps.Close(context.Background()) })
 	var rw *record.Writer
 	if cfg.Record != "" {
-		if rw, err = record.Create(cfg.Record); err != nil {
+		if rw, err = record.Create(cfg.Record, record.WriterOptions{Logger: log}); err != nil {
 			return fail(err)
 		}
+		if rw.Path() != cfg.Record {
+			log.Info("recording exists; writing its next segment (replay reads them all)", "recording", cfg.Record, "segment", rw.Path())
+		}
+		self.AddRecording(rw.Stats())
 		r.closer = append(r.closer, func() { rw.Close() })
+	}
+	if cfg.TimelinePlots || cfg.RecordTimelines {
+		// Timeline files and PNGs are drawn on the stage's own goroutine; the sinks that log
+		// images get each step from it, with its plots, once drawn.
+		stage := plot.NewStage(cfg.OutDir, plot.StageOptions{Plots: cfg.TimelinePlots, Timelines: true}, imageSinks, log)
+		sinks = append(sinks, stage)
+	} else {
+		sinks = append(sinks, imageSinks...)
 	}
 	r.c = collector.New(collector.Options{
 		Targets:  cfg.Targets,
@@ -189,10 +222,7 @@ func startRun(cfg config.Config, log *slog.Logger, summary io.Writer) (*running,
 		Client: scrape.NewClient(),
 		Logger: log,
 	})
-	if cfg.Listen != "" {
-		if r.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
-			return fail(fmt.Errorf("listen for the API on %s: %w", cfg.Listen, err))
-		}
+	if r.ln != nil {
 		r.srv = &http.Server{
 			Handler: api.New(api.Options{Collector: r.c, Token: cfg.APIToken, Metrics: self.Handler(), Report: report.Handler(cfg.OutDir), Logger: log}),
 			// Ending a step waits for a boundary scrape of every target: at most twice the scrape
@@ -232,6 +262,7 @@ func (r *running) run(ctx context.Context) error {
 			err = errors.Join(err, fmt.Errorf("api server: %w", e))
 		}
 	}
+	r.lock.Release() // after the last write to the out_dir
 	return err
 }
 

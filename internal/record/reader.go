@@ -19,6 +19,9 @@ import (
 // that a hostile file (a gzip bomb) cannot take the reader's memory.
 const DefaultMaxLine = 64 << 20
 
+// ErrLineTooLong is returned for a line longer than the reader's limit.
+var ErrLineTooLong = errors.New("line longer than the limit")
+
 // Reader reads one segment of a recording event by event.
 type Reader struct {
 	ctx      context.Context
@@ -171,7 +174,7 @@ func (r *Reader) Next() (*Event, error) {
 	case err == nil:
 		return nil, io.EOF
 	case errors.Is(err, bufio.ErrTooLong):
-		return nil, fmt.Errorf("line %d: longer than the limit of %d bytes", r.line+1, r.max)
+		return nil, fmt.Errorf("line %d: %w of %d bytes", r.line+1, ErrLineTooLong, r.max)
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		r.warn(r.line+1, "recording ends inside a gzip member (was its run killed?); reading stops here")
 		return nil, io.EOF

@@ -305,7 +305,7 @@ func TestReadLimits(t *testing.T) {
 	if _, err := r.Next(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.Next(); err == nil || err.Error() != "line 2: longer than the limit of 1000 bytes" {
+	if _, err := r.Next(); err == nil || err.Error() != "line 2: line longer than the limit of 1000 bytes" {
 		t.Fatalf("err %v, want line 2 over the limit", err)
 	}
 
