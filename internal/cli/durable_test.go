@@ -17,6 +17,7 @@ import (
 
 	"github.com/vllmstat/vllmstat/internal/outdir"
 	"github.com/vllmstat/vllmstat/internal/record"
+	"github.com/vllmstat/vllmstat/internal/step"
 )
 
 // liveRun is "vllmstat run" running in this process, ending steps over its API.
@@ -62,6 +63,21 @@ func (l *liveRun) endStep(n int) {
 		b, _ := io.ReadAll(resp.Body)
 		l.t.Fatalf("end step %d: %d %s", n, resp.StatusCode, b)
 	}
+}
+
+// liveScrapes is the number of scrapes in the open step.
+func (l *liveRun) liveScrapes() int {
+	l.t.Helper()
+	resp, err := http.Get(l.api + "/v1/live")
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var live struct {
+		Step step.Record `json:"step"`
+	}
+	json.NewDecoder(resp.Body).Decode(&live)
+	return live.Step.Scrapes.OK + live.Step.Scrapes.Failed
 }
 
 // metric returns the value of an unlabelled series of the run's /metrics.
