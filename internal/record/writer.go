@@ -263,7 +263,7 @@ func (rw *Writer) Close() error {
 	if n := rw.waiting(); n > 0 {
 		first, last := rw.pending[0].from, rw.pending[len(rw.pending)-1].to
 		errs = append(errs, fmt.Errorf("recording %q: %d events from %s to %s not written: %w", rw.path, n,
-			first.Format(time.RFC3339), last.Format(time.RFC3339), rw.lastErr))
+			first.Format(TimeFormat), last.Format(TimeFormat), rw.lastErr))
 		rw.stats.Dropped.Add(n)
 		rw.pending = nil
 	}
