@@ -176,6 +176,7 @@ func startRun(cfg config.Config, log *slog.Logger, summary io.Writer) (*running,
 		Spread:    spreadFor(len(cfg.Targets), cfg.IntervalDuration()),
 		StepEvery: cfg.StepEvery,
 		MaxBody:   cfg.MaxBodyBytes,
+		Limits:    cfg.Limits(),
 		Tracker:   topt,
 		Recorder:  rw,
 		Observer:  self,
@@ -188,13 +189,15 @@ func startRun(cfg config.Config, log *slog.Logger, summary io.Writer) (*running,
 		},
 		Client: scrape.NewClient(),
 		Logger: log,
+
+		DefaultAuth: cfg.Auth, // for targets added over the API without credentials
 	})
 	if cfg.Listen != "" {
 		if r.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
 			return fail(fmt.Errorf("listen for the API on %s: %w", cfg.Listen, err))
 		}
 		r.srv = &http.Server{
-			Handler: api.New(api.Options{Collector: r.c, Token: cfg.APIToken, Metrics: self.Handler(), Report: report.Handler(cfg.OutDir), Logger: log}),
+			Handler: api.New(api.Options{Collector: r.c, Token: cfg.APIToken, MetricsPublic: cfg.MetricsPublic, Metrics: self.Handler(), Report: report.Handler(cfg.OutDir), Logger: log}),
 			// Ending a step waits for a boundary scrape of every target: at most twice the scrape
 			// timeout, so the write timeout leaves room for it.
 			ReadHeaderTimeout: 5 * time.Second,

@@ -69,7 +69,7 @@ func (f *runFlags) load(fs *flag.FlagSet) (config.Config, error) {
 		path := "--" + fl.Name
 		switch fl.Name {
 		case "target":
-			c.Targets = append(c.Targets, f.targets...)
+			c.Targets = append(c.Targets, config.TargetsOf(f.targets)...)
 			c.SetPath("targets", path)
 		case "interval":
 			c.Interval = f.interval
@@ -108,7 +108,7 @@ func (f *runFlags) load(fs *flag.FlagSet) (config.Config, error) {
 		c.APIToken = t
 	}
 	if len(f.args) > 0 {
-		c.Targets = append(c.Targets, f.args...)
+		c.Targets = append(c.Targets, config.TargetsOf(f.args)...)
 		c.SetPath("targets", "arguments")
 	}
 	if err := c.Validate(); err != nil {
