@@ -197,7 +197,7 @@ func startRun(cfg config.Config, log *slog.Logger, summary io.Writer) (*running,
 			return fail(fmt.Errorf("listen for the API on %s: %w", cfg.Listen, err))
 		}
 		r.srv = &http.Server{
-			Handler: api.New(api.Options{Collector: r.c, Token: cfg.APIToken, MetricsPublic: cfg.MetricsPublic, Metrics: self.Handler(), Report: report.Handler(cfg.OutDir), Logger: log}),
+			Handler: api.New(api.Options{Collector: r.c, Token: cfg.APIToken.Reveal(), MetricsPublic: cfg.MetricsPublic, Metrics: self.Handler(), Report: report.Handler(cfg.OutDir), Logger: log}),
 			// Ending a step waits for a boundary scrape of every target: at most twice the scrape
 			// timeout, so the write timeout leaves room for it.
 			ReadHeaderTimeout: 5 * time.Second,

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/vllmstat/vllmstat/internal/config"
+	"github.com/vllmstat/vllmstat/internal/scrape"
 )
 
 // listFlag collects a repeatable flag.
@@ -104,8 +105,8 @@ func (f *runFlags) load(fs *flag.FlagSet) (config.Config, error) {
 			c.SetPath("listen", path)
 		}
 	})
-	if t := os.Getenv("VLLMSTAT_API_TOKEN"); t != "" && c.APIToken == "" {
-		c.APIToken = t
+	if t := os.Getenv("VLLMSTAT_API_TOKEN"); t != "" && c.APIToken.Reveal() == "" {
+		c.APIToken = scrape.NewSecret(t)
 	}
 	if len(f.args) > 0 {
 		c.Targets = append(c.Targets, config.TargetsOf(f.args)...)

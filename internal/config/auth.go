@@ -84,10 +84,12 @@ func (d *decoder) basicAuth(n *yaml.Node, path string) *scrape.BasicAuth {
 	d.unknownKeys(n, path, basicAuthKeys)
 	var b scrape.BasicAuth
 	if v := get(n, "username"); v != nil {
-		d.str(v, path+".username", &b.Username)
+		var user string
+		d.str(v, path+".username", &user)
+		b.Username = scrape.NewSecret(user)
 	}
 	b.Password, b.PasswordFile = d.secretOrFile(n, path, "password")
-	if b.Username == "" && b.Password.Reveal() == "" && b.PasswordFile == "" {
+	if b.Username.Reveal() == "" && b.Password.Reveal() == "" && b.PasswordFile == "" {
 		d.problem(n, path, "needs a username, a password or a password_file")
 	}
 	if len(d.ps) > bad {

@@ -67,7 +67,7 @@ type Config struct {
 	Listen string
 	// APIToken, when set, is required as a bearer token on every endpoint that serves run data:
 	// /v1/, the report at / and /metrics (unless MetricsPublic).
-	APIToken string
+	APIToken scrape.Secret
 	// MetricsPublic serves /metrics without the token.
 	MetricsPublic bool
 	// AllowInsecureListen permits a non-loopback Listen without an APIToken.
@@ -217,7 +217,7 @@ func (c *Config) Validate() error {
 		switch {
 		case err != nil || port == "":
 			bad("listen", strconv.Quote(c.Listen), "must be host:port such as 127.0.0.1:9400 (empty: no API)")
-		case c.APIToken == "" && !c.AllowInsecureListen && !isLoopback(host):
+		case c.APIToken.Reveal() == "" && !c.AllowInsecureListen && !isLoopback(host):
 			bad("listen", strconv.Quote(c.Listen), "without api_token (or VLLMSTAT_API_TOKEN) the API listens only on a loopback address; set a token, or allow_insecure_listen: true")
 		}
 	}

@@ -150,7 +150,7 @@ func TestListenNeedsTokenOffLoopback(t *testing.T) {
 	for _, tt := range tests {
 		c := Default()
 		c.Targets = TargetsOf([]string{"h:1"})
-		c.Listen, c.APIToken, c.AllowInsecureListen = tt.listen, tt.token, tt.insecure
+		c.Listen, c.APIToken, c.AllowInsecureListen = tt.listen, scrape.NewSecret(tt.token), tt.insecure
 		err := c.Validate()
 		if (err == nil) != tt.ok {
 			t.Errorf("listen %q token %q insecure %v: %v", tt.listen, tt.token, tt.insecure, err)

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/vllmstat/vllmstat/internal/scrape"
 )
 
 // ownKeys are vllmstat's own keys; any other key in its section is an error (a typo would
@@ -152,7 +154,9 @@ func (d *decoder) own(n *yaml.Node, prefix string) {
 		case "listen":
 			d.str(v, path, &d.c.Listen)
 		case "api_token":
-			d.str(v, path, &d.c.APIToken) // its problems never quote the value
+			var tok string
+			d.str(v, path, &tok) // its problems never quote the value
+			d.c.APIToken = scrape.NewSecret(tok)
 		case "allow_insecure_listen":
 			d.boolean(v, path, &d.c.AllowInsecureListen)
 		case "sinks":

@@ -32,9 +32,10 @@ type Auth struct {
 }
 
 // BasicAuth is sent as HTTP basic auth. The password is Password, or the content of
-// PasswordFile (without surrounding white space).
+// PasswordFile (without surrounding white space). The user name is user info too, kept as
+// secret as the password.
 type BasicAuth struct {
-	Username     string
+	Username     Secret
 	Password     Secret
 	PasswordFile string
 }
@@ -55,7 +56,7 @@ func (a Auth) Equal(b Auth) bool {
 	switch {
 	case (a.Basic == nil) != (b.Basic == nil), (a.Authorization == nil) != (b.Authorization == nil):
 		return false
-	case a.Basic != nil && (a.Basic.Username != b.Basic.Username || a.Basic.Password.Reveal() != b.Basic.Password.Reveal() ||
+	case a.Basic != nil && (a.Basic.Username.Reveal() != b.Basic.Username.Reveal() || a.Basic.Password.Reveal() != b.Basic.Password.Reveal() ||
 		a.Basic.PasswordFile != b.Basic.PasswordFile):
 		return false
 	case a.Authorization != nil && (a.Authorization.Type != b.Authorization.Type ||
@@ -90,7 +91,7 @@ func (a *Auth) apply(req *http.Request) error {
 		if err != nil {
 			return err
 		}
-		req.SetBasicAuth(a.Basic.Username, pw)
+		req.SetBasicAuth(a.Basic.Username.Reveal(), pw)
 	case a.Authorization != nil:
 		cred, err := secretOrFile(a.Authorization.Credentials, a.Authorization.CredentialsFile, "authorization.credentials_file")
 		if err != nil {
@@ -204,7 +205,7 @@ func ParseTarget(raw string) (Target, error) {
 	var t Target
 	if u.User != nil {
 		pw, _ := u.User.Password()
-		t.Auth.Basic = &BasicAuth{Username: u.User.Username(), Password: NewSecret(pw)}
+		t.Auth.Basic = &BasicAuth{Username: NewSecret(u.User.Username()), Password: NewSecret(pw)}
 		u.User = nil
 	}
 	t.URL = u.String()
