@@ -32,7 +32,7 @@ func (f *fakeCollector) EndStep(_ context.Context, n int64) (step.Record, error)
 		return step.Record{}, fmt.Errorf("step %d: %w (the last step ended or being ended is %d)", n, collector.ErrStepOrder, f.last)
 	}
 	f.last = n
-	r := step.Record{Step: n, End: time.Date(2026, 1, 1, 0, 0, int(n), 0, time.UTC), Metrics: map[string]float64{"vllm/num_preemptions": float64(n)}}
+	r := step.Record{Step: n, End: time.Date(2026, 1, 1, 0, 0, int(n%60), 0, time.UTC), Metrics: map[string]float64{"vllm/num_preemptions": float64(n)}}
 	f.steps = append(f.steps, r)
 	return r, nil
 }

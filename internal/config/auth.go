@@ -88,8 +88,9 @@ func (d *decoder) basicAuth(n *yaml.Node, path string) *scrape.BasicAuth {
 		d.str(v, path+".username", &user)
 		b.Username = scrape.NewSecret(user)
 	}
+	before := len(d.ps)
 	b.Password, b.PasswordFile = d.secretOrFile(n, path, "password")
-	if b.Username.Reveal() == "" && b.Password.Reveal() == "" && b.PasswordFile == "" {
+	if len(d.ps) == before && b.Username.Reveal() == "" && b.Password.Reveal() == "" && b.PasswordFile == "" {
 		d.problem(n, path, "needs a username, a password or a password_file")
 	}
 	if len(d.ps) > bad {
@@ -115,8 +116,9 @@ func (d *decoder) authorization(n *yaml.Node, path string) *scrape.Authorization
 			d.problem(v, path+".type", "must be one word, such as Bearer")
 		}
 	}
+	before := len(d.ps)
 	a.Credentials, a.CredentialsFile = d.secretOrFile(n, path, "credentials")
-	if a.Credentials.Reveal() == "" && a.CredentialsFile == "" {
+	if len(d.ps) == before && a.Credentials.Reveal() == "" && a.CredentialsFile == "" {
 		d.problem(n, path, "needs credentials or a credentials_file")
 	}
 	if len(d.ps) > bad {

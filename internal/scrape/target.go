@@ -117,10 +117,14 @@ func secretOrFile(s Secret, path, key string) (string, error) {
 	return v, nil
 }
 
+// maxSecretFile bounds a credentials file: a path to something else (a log, /dev/zero) must not
+// be read whole.
+const maxSecretFile = 64 << 10
+
 // ReadSecretFile reads a credentials file: its content without surrounding white space. An
 // error names the file, never its content.
 func ReadSecretFile(path string) (string, error) {
-	b, err := os.ReadFile(path)
+	b, err := readAtMost(path, maxSecretFile)
 	if err != nil {
 		var pe *os.PathError
 		if errors.As(err, &pe) {
@@ -128,11 +132,23 @@ func ReadSecretFile(path string) (string, error) {
 		}
 		return "", fmt.Errorf("read %q: %w", path, err)
 	}
+	if len(b) > maxSecretFile {
+		return "", fmt.Errorf("%q is larger than %d KiB: not a credentials file", path, maxSecretFile>>10)
+	}
 	s := strings.TrimSpace(string(b))
 	if s == "" {
 		return "", fmt.Errorf("%q is empty", path)
 	}
 	return s, nil
+}
+
+func readAtMost(path string, n int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, n+1))
 }
 
 // Secret holds a credential. It prints, logs and encodes as "<secret>" whatever the verb or

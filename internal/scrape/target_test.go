@@ -212,3 +212,25 @@ func TestRedirectKeepsCredentialsOnHost(t *testing.T) {
 		t.Errorf("the same host got Authorization %q after a redirect, want basic auth", sameGot)
 	}
 }
+
+func TestReadSecretFile(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, s string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	if s, err := ReadSecretFile(write("ok", "\n  tok-x7 \r\n")); err != nil || s != "tok-x7" {
+		t.Errorf("%q %v", s, err)
+	}
+	for name, content := range map[string]string{"empty": " \n", "big": strings.Repeat("tok-x7", 20000)} {
+		if _, err := ReadSecretFile(write(name, content)); err == nil || strings.Contains(err.Error(), "tok-x7") {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if _, err := ReadSecretFile("/dev/zero"); err == nil {
+		t.Error("/dev/zero read as a credential")
+	}
+}
