@@ -56,6 +56,7 @@ type TargetState struct {
 	Skipped      int64     `json:"skipped_ticks"`
 	BodyBytes    int       `json:"body_bytes"`
 	seen         bool
+	reason       string // of the last failure, "" when up
 }
 
 func newState(c *Collector) *state {
@@ -172,13 +173,15 @@ func (s *state) updateTarget(t *TargetState, ts time.Time, res *scrape.Result) {
 	switch {
 	case up && (!t.Up && t.seen):
 		s.c.log.Info("target up", "target", t.URL)
-	case !up && (t.Up || !t.seen) && res.Reason() == "limit":
+	case !up && res.Reason() == "limit" && (t.Up || !t.seen || t.reason != "limit"):
+		// Also when a target already down for another reason goes over its limits: the fix
+		// is on its side, and the log must say so.
 		s.c.log.Warn("target down: its page is over the per-target limits (max_series_per_target, max_workers_per_target); its scrapes fail until it shrinks",
 			"target", t.URL, "reason", "limit", "err", err)
 	case !up && (t.Up || !t.seen):
 		s.c.log.Warn("target down", "target", t.URL, "reason", res.Reason(), "err", err)
 	}
-	t.Up, t.seen = up, true
+	t.Up, t.seen, t.reason = up, true, res.Reason()
 }
 
 // requestEnd asks for the open step to end as step n (n < 0: the next number, from 1). lastStep

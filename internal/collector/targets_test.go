@@ -202,8 +202,11 @@ func TestScrapeDurationAndLimits(t *testing.T) {
 	if ts[0].Up || !strings.Contains(ts[0].LastError, "more than the limit of 2 workers") {
 		t.Fatalf("target state %+v, want down for the limit", ts[0])
 	}
-	if l := logBuf.String(); !strings.Contains(l, "over the per-target limits") || !strings.Contains(l, "reason=limit") {
-		t.Fatalf("log lacks the limit:\n%s", l)
+	if _, err := c.EndStep(context.Background(), 3); err != nil {
+		t.Fatal(err)
+	}
+	if l := logBuf.String(); strings.Count(l, "over the per-target limits") != 1 || !strings.Contains(l, "reason=limit") {
+		t.Fatalf("log says the limit %d times, want once:\n%s", strings.Count(l, "over the per-target limits"), l)
 	}
 }
 
