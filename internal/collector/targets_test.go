@@ -186,6 +186,8 @@ func TestScrapeDurationAndLimits(t *testing.T) {
 	go func() { errc <- c.Run(ctx) }()
 	defer func() { cancel(); <-errc }()
 
+	// The scrape at start first, so that it cannot come after step 1's boundary scrape.
+	waitFor(t, func() bool { r, _, _ := c.Live(context.Background()); return r.Scrapes.OK == 1 })
 	if _, err := c.EndStep(context.Background(), 1); err != nil {
 		t.Fatal(err)
 	}
