@@ -5,10 +5,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/vllmstat/vllmstat/internal/window"
-
 	"github.com/vllmstat/vllmstat/internal/scrape"
 	"github.com/vllmstat/vllmstat/internal/step"
+	"github.com/vllmstat/vllmstat/internal/window"
 )
 
 // state is everything the collector goroutine owns.
@@ -136,7 +135,13 @@ func (s *state) observe(res scrape.Result) {
 	}
 	ts := s.stamp()
 	if rw := s.c.opt.Recorder; rw != nil {
-		if err := rw.Scrape(ts, res.Target, res.Body, res.FetchErr); err != nil && !s.recordErr {
+		body, ferr := res.Body, res.FetchErr
+		if errors.Is(res.ParseErr, window.ErrLimit) {
+			// Replay knows no limits: it gets the failure, so that it counts what the run did,
+			// and the recording does not grow by the oversized page.
+			body, ferr = nil, res.ParseErr
+		}
+		if err := rw.Scrape(ts, res.Target, body, ferr); err != nil && !s.recordErr {
 			s.recordErr = true
 			s.c.log.Error("recording failed; the run goes on without it", "err", err)
 		}

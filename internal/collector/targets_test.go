@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/vllmstat/vllmstat/internal/clock"
+	"github.com/vllmstat/vllmstat/internal/record"
 	"github.com/vllmstat/vllmstat/internal/scrape"
 	"github.com/vllmstat/vllmstat/internal/step"
 	"github.com/vllmstat/vllmstat/internal/window"
@@ -268,4 +270,47 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// TestLimitRecordedAsFailure: a page over the limits goes into the recording as the failure
+// it was, not as a page that replay, which knows no limits, would count.
+func TestLimitRecordedAsFailure(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, "vllm:generation_tokens_total{engine=\"0\",model_name=\"m\"} 1\nvllm:generation_tokens_total{engine=\"1\",model_name=\"m\"} 1\n")
+	}))
+	defer srv.Close()
+	path := filepath.Join(t.TempDir(), "rec.jsonl")
+	rw, err := record.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _, stop := start(t, Options{Targets: targets(srv.URL), Recorder: rw, Limits: window.Limits{MaxWorkers: 1}})
+	if _, err := c.EndStep(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := record.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	scrapes := 0
+	for {
+		e, err := r.Next()
+		if err != nil {
+			break
+		}
+		if e.Kind != record.KindScrape {
+			continue
+		}
+		scrapes++
+		if e.Body != nil || !strings.Contains(e.Error, "more than the limit of 1 workers") {
+			t.Errorf("recorded %+v, want the limit failure without the page", e)
+		}
+	}
+	if scrapes == 0 {
+		t.Fatal("nothing recorded")
+	}
 }

@@ -128,11 +128,11 @@ func fetch(ctx context.Context, t Target, opt *Options) Result {
 		res.FetchErr = err
 		return res
 	}
-	if opt.KeepBody {
-		res.Body = bytes.Clone(body)
-	}
 	// The page keeps no reference into body (its strings are copies), so the buffer is reused.
 	res.Page, res.ParseErr = window.ParsePageLimits(body, opt.Limits)
+	if opt.KeepBody && !errors.Is(res.ParseErr, window.ErrLimit) { // a page over the limits is not kept
+		res.Body = bytes.Clone(body)
+	}
 	return res
 }
 
