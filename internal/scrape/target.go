@@ -1,6 +1,7 @@
 package scrape
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -20,8 +21,23 @@ type Target struct {
 	Auth Auth
 }
 
-// String returns the URL: printing a Target never shows its credentials.
-func (t Target) String() string { return t.URL }
+// String returns the URL: printing a Target never shows its credentials, even one whose URL
+// still holds user info (a config entry before config.Validate moved it out).
+func (t Target) String() string {
+	if u, err := url.Parse(t.URL); err == nil && u.User == nil {
+		return t.URL
+	}
+	return Redact(t.URL)
+}
+
+// GoString is String, for %#v.
+func (t Target) GoString() string { return t.String() }
+
+// MarshalJSON encodes the URL as String gives it, without credentials.
+func (t Target) MarshalJSON() ([]byte, error) { return json.Marshal(t.String()) }
+
+// LogValue logs String.
+func (t Target) LogValue() slog.Value { return slog.StringValue(t.String()) }
 
 // Auth is how a target's scrapes authenticate: HTTP basic auth, an Authorization header, or
 // neither (both nil). Files are read on every scrape, so that a rotated credential is picked up

@@ -91,7 +91,8 @@ func TestSecretsNeverPrint(t *testing.T) {
 		a Auth
 	}{NewSecret("pw-x7"), tg.Auth}
 	var out bytes.Buffer
-	for _, v := range []any{tg, &tg, az, tg.Auth, *tg.Auth.Basic, tg.Auth.Basic, hidden, &hidden, NewSecret("pw-x7")} {
+	raw := Target{URL: "http://usr-x7:pw-x7@h:8000/metrics"} // not parsed yet
+	for _, v := range []any{raw, tg, &tg, az, tg.Auth, *tg.Auth.Basic, tg.Auth.Basic, hidden, &hidden, NewSecret("pw-x7")} {
 		for _, verb := range []string{"%v", "%+v", "%#v", "%s", "%q", "%x"} {
 			fmt.Fprintf(&out, verb+"\n", v)
 		}
