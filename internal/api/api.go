@@ -6,6 +6,7 @@ package api
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -17,7 +18,7 @@ import (
 	"strings"
 
 	"github.com/vllmstat/vllmstat/internal/collector"
-	"github.com/vllmstat/vllmstat/internal/config"
+	"github.com/vllmstat/vllmstat/internal/scrape"
 	"github.com/vllmstat/vllmstat/internal/step"
 )
 
@@ -30,16 +31,20 @@ type Collector interface {
 	Live(ctx context.Context) (step.Record, []collector.TargetState, error)
 	Steps(ctx context.Context, since int64) ([]step.Record, error)
 	Targets(ctx context.Context) ([]string, error)
-	SetTargets(ctx context.Context, urls []string) error
+	SetTargets(ctx context.Context, ts []scrape.Target) error
 }
 
 // Options configure the handler.
 type Options struct {
 	Collector Collector
-	Token     string       // required as a bearer token on /v1/ when set
-	Metrics   http.Handler // served at /metrics when set
-	Report    http.Handler // served at / when set
-	Logger    *slog.Logger
+	// Token, when set, is required as a bearer token on everything that serves run data: /v1/,
+	// the report at / and /metrics (unless MetricsPublic). /healthz stays open.
+	Token string
+	// MetricsPublic serves /metrics without the token, for a Prometheus that cannot send one.
+	MetricsPublic bool
+	Metrics       http.Handler // served at /metrics when set
+	Report        http.Handler // served at / when set
+	Logger        *slog.Logger
 }
 
 type apiError struct {
@@ -78,10 +83,14 @@ func New(opt Options) http.Handler {
 		return nil, errorf(http.StatusNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path)
 	})))
 	if opt.Metrics != nil {
-		mux.Handle("GET /metrics", opt.Metrics)
+		if opt.MetricsPublic {
+			mux.Handle("GET /metrics", opt.Metrics)
+		} else {
+			mux.Handle("GET /metrics", h.auth(opt.Metrics))
+		}
 	}
 	if opt.Report != nil {
-		mux.Handle("GET /{$}", opt.Report)
+		mux.Handle("GET /{$}", h.auth(opt.Report))
 	}
 	return mux
 }
@@ -90,21 +99,33 @@ type handler struct {
 	opt Options
 }
 
-// auth checks the bearer token in constant time, so a caller cannot learn it byte by byte.
+// auth requires the bearer token. The scheme is matched without regard to case (RFC 9110) and
+// the token compared in constant time, as hashes of equal length, so that a caller learns
+// neither its bytes nor its length.
 func (h *handler) auth(next http.Handler) http.Handler {
 	if h.opt.Token == "" {
 		return next
 	}
-	want := []byte("Bearer " + h.opt.Token)
+	want := sha256.Sum256([]byte(h.opt.Token))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got := []byte(r.Header.Get("Authorization"))
-		if subtle.ConstantTimeCompare(got, want) != 1 {
+		if !bearer(r.Header.Get("Authorization"), want) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="vllmstat"`)
 			writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "missing or wrong bearer token"})
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// bearer reports that an Authorization header value is "Bearer <token>" with the token whose
+// hash is want.
+func bearer(header string, want [sha256.Size]byte) bool {
+	scheme, tok, ok := strings.Cut(strings.TrimSpace(header), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return false
+	}
+	got := sha256.Sum256([]byte(strings.TrimLeft(tok, " ")))
+	return subtle.ConstantTimeCompare(got[:], want[:]) == 1
 }
 
 func (h *handler) wrap(f func(*http.Request) (any, *apiError)) http.Handler {
@@ -163,6 +184,8 @@ func collectorError(err error) *apiError {
 	switch {
 	case errors.Is(err, collector.ErrStepOrder):
 		return errorf(http.StatusConflict, "%v", err)
+	case errors.Is(err, collector.ErrStepRange):
+		return errorf(http.StatusBadRequest, "%v", err)
 	case errors.Is(err, collector.ErrStopped):
 		return errorf(http.StatusServiceUnavailable, "vllmstat is shutting down")
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
@@ -182,7 +205,7 @@ func recordJSON(r *step.Record) (any, *apiError) {
 
 func (h *handler) endStep(r *http.Request) (any, *apiError) {
 	var body struct {
-		Step *int64 `json:"step"`
+		Step *json.RawMessage `json:"step"`
 	}
 	if err := decode(r, &body); err != nil {
 		return nil, err
@@ -190,15 +213,14 @@ func (h *handler) endStep(r *http.Request) (any, *apiError) {
 	if body.Step == nil {
 		return nil, errorf(http.StatusBadRequest, `missing "step": want {"step": <number of the step that ends>}`)
 	}
-	if *body.Step < 0 {
-		return nil, errorf(http.StatusBadRequest, `"step" must be >= 0, got %d`, *body.Step)
+	// Read as text so that a number too large for int64 gets the same clear answer.
+	n, err := strconv.ParseInt(string(*body.Step), 10, 64)
+	if err != nil || n < 1 || n > collector.MaxStep {
+		return nil, errorf(http.StatusBadRequest, `"step" must be a whole number from 1 to %d (2^53), got %s`, collector.MaxStep, *body.Step)
 	}
-	rec, err := h.opt.Collector.EndStep(r.Context(), *body.Step)
-	if err != nil {
-		if errors.Is(err, collector.ErrStepOrder) {
-			return nil, errorf(http.StatusConflict, "step %d: %v", *body.Step, err)
-		}
-		return nil, collectorError(err)
+	rec, cerr := h.opt.Collector.EndStep(r.Context(), n)
+	if cerr != nil {
+		return nil, collectorError(cerr)
 	}
 	return recordJSON(&rec)
 }
@@ -260,6 +282,8 @@ func (h *handler) targets(r *http.Request) (any, *apiError) {
 	return map[string]any{"targets": ts}, nil
 }
 
+// setTargets takes http and https URLs only (no host:port shorthand), schemes in any case.
+// User info in a URL becomes the target's basic-auth credentials; URLs are returned without it.
 func (h *handler) setTargets(r *http.Request) (any, *apiError) {
 	var body struct {
 		Targets []string `json:"targets"`
@@ -271,27 +295,34 @@ func (h *handler) setTargets(r *http.Request) (any, *apiError) {
 		return nil, errorf(http.StatusBadRequest, `missing "targets": want {"targets": ["http://host:8000/metrics", ...]}`)
 	}
 	var problems []string
-	seen := map[string]bool{}
+	first := map[string][2]int{} // URL -> its first entry's index in ts and in the body
+	ts := make([]scrape.Target, 0, len(body.Targets))
 	urls := make([]string, 0, len(body.Targets))
-	for i, t := range body.Targets {
-		if !strings.HasPrefix(t, "http://") && !strings.HasPrefix(t, "https://") {
-			problems = append(problems, fmt.Sprintf("targets[%d]: %q: only http and https URLs", i, t))
+	for i, raw := range body.Targets {
+		scheme, _, ok := strings.Cut(strings.TrimSpace(raw), "://")
+		if !ok || !strings.EqualFold(scheme, "http") && !strings.EqualFold(scheme, "https") {
+			problems = append(problems, fmt.Sprintf("targets[%d]: %q: only http and https URLs", i, scrape.Redact(raw)))
 			continue
 		}
-		u, err := config.NormalizeTarget(t)
+		t, err := scrape.ParseTarget(raw)
 		if err != nil {
-			problems = append(problems, fmt.Sprintf("targets[%d]: %q: %v", i, t, err))
+			problems = append(problems, fmt.Sprintf("targets[%d]: %q: %v", i, scrape.Redact(raw), err))
 			continue
 		}
-		if !seen[u] {
-			seen[u] = true
-			urls = append(urls, u)
+		if j, dup := first[t.URL]; dup {
+			if !ts[j[0]].Auth.Equal(t.Auth) {
+				problems = append(problems, fmt.Sprintf("targets[%d]: %q is targets[%d] with other credentials; a URL is one target with one set of credentials", i, t.URL, j[1]))
+			}
+			continue
 		}
+		first[t.URL] = [2]int{len(ts), i}
+		ts = append(ts, t)
+		urls = append(urls, t.URL)
 	}
 	if len(problems) > 0 {
 		return nil, errorf(http.StatusBadRequest, "%s", strings.Join(problems, "; "))
 	}
-	if err := h.opt.Collector.SetTargets(r.Context(), urls); err != nil {
+	if err := h.opt.Collector.SetTargets(r.Context(), ts); err != nil {
 		return nil, collectorError(err)
 	}
 	return map[string]any{"targets": urls}, nil

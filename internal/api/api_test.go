@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/vllmstat/vllmstat/internal/collector"
+	"github.com/vllmstat/vllmstat/internal/scrape"
 	"github.com/vllmstat/vllmstat/internal/step"
 )
 
@@ -19,6 +21,7 @@ type fakeCollector struct {
 	steps   []step.Record
 	last    int64
 	targets []string
+	auth    map[string]scrape.Auth
 }
 
 func (f *fakeCollector) EndStep(_ context.Context, n int64) (step.Record, error) {
@@ -26,10 +29,10 @@ func (f *fakeCollector) EndStep(_ context.Context, n int64) (step.Record, error)
 		n = f.last + 1
 	}
 	if n <= f.last {
-		return step.Record{}, collector.ErrStepOrder
+		return step.Record{}, fmt.Errorf("step %d: %w (the last step ended or being ended is %d)", n, collector.ErrStepOrder, f.last)
 	}
 	f.last = n
-	r := step.Record{Step: n, End: time.Date(2026, 1, 1, 0, 0, int(n), 0, time.UTC), Metrics: map[string]float64{"vllm/num_preemptions": float64(n)}}
+	r := step.Record{Step: n, End: time.Date(2026, 1, 1, 0, 0, int(n%60), 0, time.UTC), Metrics: map[string]float64{"vllm/num_preemptions": float64(n)}}
 	f.steps = append(f.steps, r)
 	return r, nil
 }
@@ -50,8 +53,13 @@ func (f *fakeCollector) Steps(_ context.Context, since int64) ([]step.Record, er
 
 func (f *fakeCollector) Targets(context.Context) ([]string, error) { return f.targets, nil }
 
-func (f *fakeCollector) SetTargets(_ context.Context, urls []string) error {
-	f.targets = urls
+func (f *fakeCollector) SetTargets(_ context.Context, ts []scrape.Target) error {
+	f.targets = f.targets[:0]
+	f.auth = map[string]scrape.Auth{}
+	for _, t := range ts {
+		f.targets = append(f.targets, t.URL)
+		f.auth[t.URL] = t.Auth
+	}
 	return nil
 }
 
@@ -87,12 +95,12 @@ func TestEndpoints(t *testing.T) {
 		{"POST", "/v1/steps/end", `{"step": 5}`, 409, hasErr("must be greater")},
 		{"POST", "/v1/steps/end", `{"step": 3}`, 409, hasErr("step 3")},
 		{"POST", "/v1/steps/end", `{"step": 10}`, 200, func(t *testing.T, o map[string]any) { eq(t, o["step"], 10.0) }}, // steps may skip
-		{"POST", "/v1/steps/end", `{"step": "x"}`, 400, hasErr("malformed JSON")},
+		{"POST", "/v1/steps/end", `{"step": "x"}`, 400, hasErr("whole number")},
 		{"POST", "/v1/steps/end", `{"step": 11, "extra": 1}`, 400, hasErr("unknown field")},
 		{"POST", "/v1/steps/end", `not json`, 400, hasErr("malformed JSON")},
 		{"POST", "/v1/steps/end", ``, 400, hasErr("empty request body")},
 		{"POST", "/v1/steps/end", `{}`, 400, hasErr(`missing "step"`)},
-		{"POST", "/v1/steps/end", `{"step": -2}`, 400, hasErr(">= 0")},
+		{"POST", "/v1/steps/end", `{"step": -2}`, 400, hasErr("from 1 to 9007199254740992")},
 		{"POST", "/v1/steps/end", `{"step": 12}` + strings.Repeat(" ", MaxBody), 413, hasErr("larger than")},
 		{"GET", "/v1/steps/10", "", 200, func(t *testing.T, o map[string]any) { eq(t, o["step"], 10.0) }},
 		{"GET", "/v1/steps/7", "", 404, hasErr("step 7 is unknown")},

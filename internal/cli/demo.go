@@ -104,7 +104,7 @@ func demoWith(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	defer fleet.Close()
 
-	cfg.Targets = fleet.URLs()
+	cfg.Targets = config.TargetsOf(fleet.URLs())
 	cfg.Interval = *interval
 	cfg.StepEvery = 0
 	if set["out"] || *configPath == "" {

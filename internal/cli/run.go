@@ -209,6 +209,7 @@ func startRun(cfg config.Config, log *slog.Logger, summary io.Writer, fresh bool
 		Spread:    spreadFor(len(cfg.Targets), cfg.IntervalDuration()),
 		StepEvery: cfg.StepEvery,
 		MaxBody:   cfg.MaxBodyBytes,
+		Limits:    cfg.Limits(),
 		Tracker:   topt,
 		Recorder:  rw,
 		Observer:  self,
@@ -221,10 +222,12 @@ func startRun(cfg config.Config, log *slog.Logger, summary io.Writer, fresh bool
 		},
 		Client: scrape.NewClient(),
 		Logger: log,
+
+		DefaultAuth: cfg.Auth, // for targets added over the API without credentials
 	})
 	if r.ln != nil {
 		r.srv = &http.Server{
-			Handler: api.New(api.Options{Collector: r.c, Token: cfg.APIToken, Metrics: self.Handler(), Report: report.Handler(cfg.OutDir), Logger: log}),
+			Handler: api.New(api.Options{Collector: r.c, Token: cfg.APIToken.Reveal(), MetricsPublic: cfg.MetricsPublic, Metrics: self.Handler(), Report: report.Handler(cfg.OutDir), Logger: log}),
 			// Ending a step waits for a boundary scrape of every target: at most twice the scrape
 			// timeout, so the write timeout leaves room for it.
 			ReadHeaderTimeout: 5 * time.Second,

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/vllmstat/vllmstat/internal/config"
+	"github.com/vllmstat/vllmstat/internal/scrape"
 )
 
 // listFlag collects a repeatable flag.
@@ -69,7 +70,7 @@ func (f *runFlags) load(fs *flag.FlagSet) (config.Config, error) {
 		path := "--" + fl.Name
 		switch fl.Name {
 		case "target":
-			c.Targets = append(c.Targets, f.targets...)
+			c.Targets = append(c.Targets, config.TargetsOf(f.targets)...)
 			c.SetPath("targets", path)
 		case "interval":
 			c.Interval = f.interval
@@ -104,11 +105,11 @@ func (f *runFlags) load(fs *flag.FlagSet) (config.Config, error) {
 			c.SetPath("listen", path)
 		}
 	})
-	if t := os.Getenv("VLLMSTAT_API_TOKEN"); t != "" && c.APIToken == "" {
-		c.APIToken = t
+	if t := os.Getenv("VLLMSTAT_API_TOKEN"); t != "" && c.APIToken.Reveal() == "" {
+		c.APIToken = scrape.NewSecret(t)
 	}
 	if len(f.args) > 0 {
-		c.Targets = append(c.Targets, f.args...)
+		c.Targets = append(c.Targets, config.TargetsOf(f.args)...)
 		c.SetPath("targets", "arguments")
 	}
 	if err := c.Validate(); err != nil {

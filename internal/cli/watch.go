@@ -54,7 +54,7 @@ func watchWith(ctx context.Context, args []string, stdout, stderr io.Writer, tic
 		return code
 	}
 	cfg := config.Default()
-	cfg.Targets = fs.Args()
+	cfg.Targets = config.TargetsOf(fs.Args())
 	cfg.Interval = *interval
 	cfg.MetricPrefix = *prefix
 	cfg.SetPath("targets", "arguments")
@@ -121,7 +121,7 @@ func (w *watcher) round(ctx context.Context) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[i] = scrape.Fetch(ctx, w.client, u, w.cfg.Timeout(), w.cfg.MaxBodyBytes, false)
+			results[i] = scrape.Fetch(ctx, u, scrape.Options{Client: w.client, Timeout: w.cfg.Timeout(), MaxBody: w.cfg.MaxBodyBytes, Limits: w.cfg.Limits()})
 		}()
 	}
 	wg.Wait()

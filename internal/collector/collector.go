@@ -17,21 +17,28 @@ import (
 	"github.com/vllmstat/vllmstat/internal/scrape"
 	"github.com/vllmstat/vllmstat/internal/sink"
 	"github.com/vllmstat/vllmstat/internal/step"
+	"github.com/vllmstat/vllmstat/internal/window"
 )
 
 // Options configure a Collector.
 type Options struct {
-	Targets   []string
-	Interval  time.Duration
-	Timeout   time.Duration
-	StepEvery time.Duration // 0: steps end only on request and at shutdown
-	MaxBody   int64
-	Tracker   step.Options
-	Recorder  *record.Writer // nil: no recording
-	Sinks     []sink.Sink
-	OnStep    func(*step.Record) // called after the sinks, e.g. to print a summary
-	Keep      int                // closed steps kept in memory for Steps; default 1000
-	Observer  Observer           // nil: none
+	// Targets are scraped from the start; their URLs must be distinct and without user info
+	// (scrape.ParseTarget moves it to the credentials).
+	Targets []scrape.Target
+	// DefaultAuth is given to targets added later without credentials of their own.
+	DefaultAuth scrape.Auth
+	Interval    time.Duration
+	Timeout     time.Duration
+	StepEvery   time.Duration // 0: steps end only on request and at shutdown
+	MaxBody     int64
+	// Limits bound one target's page (series, workers); zero values mean no limit.
+	Limits   window.Limits
+	Tracker  step.Options
+	Recorder *record.Writer // nil: no recording
+	Sinks    []sink.Sink
+	OnStep   func(*step.Record) // called after the sinks, e.g. to print a summary
+	Keep     int                // closed steps kept in memory for Steps; default 1000
+	Observer Observer           // nil: none
 	// Spread staggers the targets' scrapes over this much of each interval (see scrape.Options).
 	Spread time.Duration
 	// NoFinalStep leaves the open step unclosed at shutdown (a caller that ends every step
@@ -60,6 +67,13 @@ func (noObserver) TargetsChanged(_, _ []string) {}
 
 // ErrStepOrder is returned for a step number not greater than the last one.
 var ErrStepOrder = errors.New("step number must be greater than the last step")
+
+// MaxStep is the largest step number: 2^53, the largest integer up to which every integer
+// survives a JSON reader that keeps numbers as float64.
+const MaxStep int64 = 1 << 53
+
+// ErrStepRange is returned for a step number outside 1..MaxStep.
+var ErrStepRange = fmt.Errorf("step number must be from 1 to %d (2^53)", MaxStep)
 
 // ErrStopped is returned by requests made after the collector stopped.
 var ErrStopped = errors.New("collector stopped")
@@ -112,7 +126,8 @@ func (c *Collector) call(ctx context.Context, f func(*state)) error {
 }
 
 // EndStep closes the open step as step n (n < 0: the next number) after a boundary scrape of
-// every target, and returns its record once the sinks have it.
+// every target, and returns its record once the sinks have it. n must be at most MaxStep and
+// greater than every step number ended or being ended (ErrStepRange, ErrStepOrder).
 func (c *Collector) EndStep(ctx context.Context, n int64) (step.Record, error) {
 	reply := make(chan endResult, 1)
 	if err := c.call(ctx, func(s *state) { s.requestEnd(n, reply) }); err != nil {
@@ -157,17 +172,18 @@ func (c *Collector) Steps(ctx context.Context, since int64) ([]step.Record, erro
 	return out, err
 }
 
-// Targets returns the current targets.
+// Targets returns the current targets' URLs.
 func (c *Collector) Targets(ctx context.Context) ([]string, error) {
 	var out []string
 	err := c.call(ctx, func(s *state) { out = s.pool.Targets() })
 	return out, err
 }
 
-// SetTargets replaces the targets. Data of removed targets stays in the open step; added ones
-// start as new workers.
-func (c *Collector) SetTargets(ctx context.Context, urls []string) error {
-	return c.call(ctx, func(s *state) { s.setTargets(urls) })
+// SetTargets replaces the targets (distinct URLs without user info). Data of removed targets
+// stays in the open step; added ones start as new workers, a target removed earlier too. A
+// target without credentials keeps the ones it has, or gets DefaultAuth when it is new.
+func (c *Collector) SetTargets(ctx context.Context, ts []scrape.Target) error {
+	return c.call(ctx, func(s *state) { s.setTargets(ts) })
 }
 
 // Run scrapes and closes steps until ctx is done, then closes the open step after a final
@@ -180,8 +196,10 @@ func (c *Collector) Run(ctx context.Context) error {
 		Client:   c.opt.Client,
 		Timeout:  c.opt.Timeout,
 		MaxBody:  c.opt.MaxBody,
+		Limits:   c.opt.Limits,
 		KeepBody: c.opt.Recorder != nil,
 		Spread:   c.opt.Spread,
+		Clock:    c.opt.Clock,
 	}, results)
 	s.setTargets(c.opt.Targets)
 	ticker := c.opt.Clock.NewTicker(c.opt.Interval)

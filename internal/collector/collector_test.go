@@ -70,7 +70,7 @@ func start(t *testing.T, opt Options) (*Collector, *clock.Fake, func() error) {
 
 func TestEndStepOrderAndBoundary(t *testing.T) {
 	s := newCounterServer(t)
-	c, _, stop := start(t, Options{Targets: []string{s.srv.URL}, NoFinalStep: true})
+	c, _, stop := start(t, Options{Targets: targets(s.srv.URL), NoFinalStep: true})
 	ctx := context.Background()
 	waitFor(t, func() bool { return s.n.Load() == 1 }) // the scrape at start
 	r1, err := c.EndStep(ctx, 3)
@@ -105,7 +105,7 @@ func TestSlowTargetSkipsTicksAndNeverDelaysOthers(t *testing.T) {
 	slow.block = make(chan struct{})
 	fast := newCounterServer(t)
 	obs := &recObserver{}
-	c, fc, stop := start(t, Options{Targets: []string{slow.srv.URL, fast.srv.URL}, Observer: obs, NoFinalStep: true})
+	c, fc, stop := start(t, Options{Targets: targets(slow.srv.URL, fast.srv.URL), Observer: obs, NoFinalStep: true})
 	// Wait for the collector to have processed each fast answer (not merely for the server to
 	// have sent it) before the next tick: only then is the fast target idle again.
 	scraped := func(n int) func() bool {
@@ -140,7 +140,7 @@ func TestRemovedTargetDoesNotHoldBoundary(t *testing.T) {
 	fast := newCounterServer(t)
 	slow.block = make(chan struct{})
 	defer close(slow.block)
-	c, _, stop := start(t, Options{Targets: []string{slow.srv.URL, fast.srv.URL}, NoFinalStep: true})
+	c, _, stop := start(t, Options{Targets: targets(slow.srv.URL, fast.srv.URL), NoFinalStep: true})
 	waitFor(t, func() bool { return fast.n.Load() == 1 })
 	done := make(chan step.Record)
 	go func() {
@@ -148,7 +148,7 @@ func TestRemovedTargetDoesNotHoldBoundary(t *testing.T) {
 		done <- r
 	}()
 	waitFor(t, func() bool { return fast.n.Load() == 2 }) // the fast target's boundary scrape
-	if err := c.SetTargets(context.Background(), []string{fast.srv.URL}); err != nil {
+	if err := c.SetTargets(context.Background(), targets(fast.srv.URL)); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -166,7 +166,7 @@ func TestShutdownClosesFinalStep(t *testing.T) {
 	s := newCounterServer(t)
 	var got []int64
 	var mu sync.Mutex
-	_, _, stop := start(t, Options{Targets: []string{s.srv.URL}, OnStep: func(r *step.Record) {
+	_, _, stop := start(t, Options{Targets: targets(s.srv.URL), OnStep: func(r *step.Record) {
 		mu.Lock()
 		got = append(got, r.Step)
 		mu.Unlock()
@@ -178,6 +178,15 @@ func TestShutdownClosesFinalStep(t *testing.T) {
 	if len(got) != 1 || got[0] != 1 || s.n.Load() != 2 {
 		t.Fatalf("steps %v after %d answers, want one step after a boundary scrape", got, s.n.Load())
 	}
+}
+
+// targets makes targets of URLs without credentials.
+func targets(urls ...string) []scrape.Target {
+	ts := make([]scrape.Target, len(urls))
+	for i, u := range urls {
+		ts[i] = scrape.Target{URL: u}
+	}
+	return ts
 }
 
 func waitFor(t *testing.T, cond func() bool) {

@@ -1,10 +1,13 @@
 package collector
 
 import (
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/vllmstat/vllmstat/internal/scrape"
 	"github.com/vllmstat/vllmstat/internal/step"
+	"github.com/vllmstat/vllmstat/internal/window"
 )
 
 // state is everything the collector goroutine owns.
@@ -52,6 +55,7 @@ type TargetState struct {
 	Skipped      int64     `json:"skipped_ticks"`
 	BodyBytes    int       `json:"body_bytes"`
 	seen         bool
+	reason       string // of the last failure, "" when up
 }
 
 func newState(c *Collector) *state {
@@ -79,13 +83,26 @@ func (s *state) tick() {
 	}
 }
 
-func (s *state) setTargets(urls []string) {
-	added, removed := s.pool.Set(urls)
+func (s *state) setTargets(ts []scrape.Target) {
+	ts = append([]scrape.Target(nil), ts...)
+	for i := range ts {
+		if ts[i].Auth.IsZero() {
+			if _, ok := s.pool.Generation(ts[i].URL); ok {
+				ts[i].Auth = s.pool.Auth(ts[i].URL)
+			} else {
+				ts[i].Auth = s.c.opt.DefaultAuth
+			}
+		}
+	}
+	added, removed := s.pool.Set(ts)
 	for _, u := range added {
 		s.targets[u] = &TargetState{URL: u}
 	}
 	for _, u := range removed {
 		delete(s.targets, u)
+		// Its workers go: if it comes back, it is a new worker whose first scrape is a
+		// baseline, not an increase over everything it counted while away.
+		s.tracker.Forget(u)
 		if s.boundary != nil {
 			delete(s.boundary.pending, u)
 		}
@@ -111,9 +128,20 @@ func (s *state) targetStates() []TargetState {
 }
 
 func (s *state) observe(res scrape.Result) {
+	if gen, ok := s.pool.Generation(res.Target); !ok || gen != res.Gen {
+		// A scrape of a removed target instance, delivered late: its target is gone, or is a
+		// new instance whose worker must not see the old one's page.
+		return
+	}
 	ts := s.stamp()
 	if rw := s.c.opt.Recorder; rw != nil {
-		if err := rw.Scrape(ts, res.Target, res.Body, res.FetchErr); err != nil && !s.recordErr {
+		body, ferr := res.Body, res.FetchErr
+		if errors.Is(res.ParseErr, window.ErrLimit) {
+			// Replay knows no limits: it gets the failure, so that it counts what the run did,
+			// and the recording does not grow by the oversized page.
+			body, ferr = nil, res.ParseErr
+		}
+		if err := rw.Scrape(ts, res.Target, body, ferr); err != nil && !s.recordErr {
 			s.recordErr = true
 			s.c.log.Error("recording failed; the run goes on without it", "err", err)
 		}
@@ -124,7 +152,7 @@ func (s *state) observe(res scrape.Result) {
 	if t := s.targets[res.Target]; t != nil {
 		s.updateTarget(t, ts, &res)
 	}
-	if res.ParseErr != nil {
+	if res.ParseErr != nil && !errors.Is(res.ParseErr, window.ErrLimit) {
 		s.c.log.Warn("page is not Prometheus text; counted as a failed scrape", "target", res.Target, "ts", ts, "err", res.ParseErr)
 	}
 	if b := s.boundary; b != nil && res.Boundary == b.id {
@@ -150,20 +178,38 @@ func (s *state) updateTarget(t *TargetState, ts time.Time, res *scrape.Result) {
 	switch {
 	case up && (!t.Up && t.seen):
 		s.c.log.Info("target up", "target", t.URL)
+	case !up && res.Reason() == "limit" && (t.Up || !t.seen || t.reason != "limit"):
+		// Also when a target already down for another reason goes over its limits: the fix
+		// is on its side, and the log must say so.
+		s.c.log.Warn("target down: its page is over the per-target limits (max_series_per_target, max_workers_per_target); its scrapes fail until it shrinks",
+			"target", t.URL, "reason", "limit", "err", err)
 	case !up && (t.Up || !t.seen):
 		s.c.log.Warn("target down", "target", t.URL, "reason", res.Reason(), "err", err)
 	}
-	t.Up, t.seen = up, true
+	t.Up, t.seen, t.reason = up, true, res.Reason()
 }
 
-// requestEnd asks for the open step to end as step n (n < 0: the next number, from 1).
+// requestEnd asks for the open step to end as step n (n < 0: the next number, from 1). lastStep
+// never exceeds MaxStep, so the next number cannot overflow.
 func (s *state) requestEnd(n int64, reply chan endResult) {
-	if n < 0 {
-		n = max(s.lastStep+1, 1)
-	} else if n <= s.lastStep {
+	fail := func(err error) {
 		if reply != nil {
-			reply <- endResult{err: ErrStepOrder}
+			reply <- endResult{err: err}
+		} else {
+			s.c.log.Error("step not closed", "err", err)
 		}
+	}
+	switch {
+	case n < 0 && s.lastStep >= MaxStep:
+		fail(fmt.Errorf("%w: the last step is %d, so there is no next one; the open step stays open", ErrStepRange, s.lastStep))
+		return
+	case n < 0:
+		n = max(s.lastStep+1, 1)
+	case n == 0 || n > MaxStep:
+		fail(fmt.Errorf("step %d: %w", n, ErrStepRange))
+		return
+	case n <= s.lastStep:
+		fail(fmt.Errorf("step %d: %w (the last step ended or being ended is %d)", n, ErrStepOrder, s.lastStep))
 		return
 	}
 	s.lastStep = n

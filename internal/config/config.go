@@ -6,14 +6,17 @@ package config
 
 import (
 	"fmt"
-
-	"go.yaml.in/yaml/v3"
 	"net"
-	"net/url"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/vllmstat/vllmstat/internal/scrape"
+	"github.com/vllmstat/vllmstat/internal/window"
 )
 
 // Config is the whole configuration of a run.
@@ -27,8 +30,14 @@ type Config struct {
 	// TimelinePlots is vllm_metrics_log_timeline_plots: draw per-step timeline plots.
 	TimelinePlots bool
 
-	// Targets are the /metrics URLs; "host:port" means http://host:port/metrics.
-	Targets []string
+	// Targets are the /metrics pages to scrape. Before Validate a target's URL is as written
+	// (a URL, or host:port meaning http://host:port/metrics, maybe with user info); Validate
+	// normalises it, moves user info to the target's credentials, and gives Auth to targets
+	// without credentials of their own.
+	Targets []scrape.Target
+	// Auth are the credentials of targets that have none of their own (top-level basic_auth or
+	// authorization), also given to targets added through the API.
+	Auth scrape.Auth
 	// StepEvery closes a step this often; 0 closes steps only on request (and at exit).
 	StepEvery time.Duration
 	// ScrapeTimeout bounds one scrape; default 80% of the interval, at most 10s.
@@ -43,6 +52,10 @@ type Config struct {
 	Record string
 	// MaxBodyBytes bounds a page; a larger one is a failed scrape.
 	MaxBodyBytes int64
+	// MaxSeriesPerTarget and MaxWorkersPerTarget bound one target's page (see window.Limits);
+	// a page over them is a failed scrape.
+	MaxSeriesPerTarget  int
+	MaxWorkersPerTarget int
 
 	// Sinks are the destinations of closed steps besides steps.jsonl, in order.
 	Sinks []SinkSpec
@@ -52,8 +65,11 @@ type Config struct {
 	TerminalTimelines bool
 	// Listen is the address of the HTTP API ("" = no API).
 	Listen string
-	// APIToken, when set, is required as a bearer token on every /v1/ call.
-	APIToken string
+	// APIToken, when set, is required as a bearer token on every endpoint that serves run data:
+	// /v1/, the report at / and /metrics (unless MetricsPublic).
+	APIToken scrape.Secret
+	// MetricsPublic serves /metrics without the token.
+	MetricsPublic bool
 	// AllowInsecureListen permits a non-loopback Listen without an APIToken.
 	AllowInsecureListen bool
 
@@ -89,7 +105,32 @@ func Default() Config {
 		MaxBodyBytes: 16 << 20,
 		Listen:       "127.0.0.1:9400",
 		paths:        map[string]string{},
+
+		MaxSeriesPerTarget:  window.DefaultLimits.MaxSeries,
+		MaxWorkersPerTarget: window.DefaultLimits.MaxWorkers,
 	}
+}
+
+// MinInterval is the shortest scrape interval: below it a scrape loop would mostly measure
+// itself.
+const MinInterval = 0.01
+
+// intervalRule says what an interval may be.
+var intervalRule = fmt.Sprintf("must be a number of seconds > 0, at least %g (10 ms) and at most 3600, e.g. 0.5", MinInterval)
+
+// TargetsOf returns targets as written (URLs or host:port, maybe with user info), for Validate
+// to normalise.
+func TargetsOf(raw []string) []scrape.Target {
+	ts := make([]scrape.Target, len(raw))
+	for i, r := range raw {
+		ts[i] = scrape.Target{URL: r}
+	}
+	return ts
+}
+
+// Limits returns the per-target page limits.
+func (c *Config) Limits() window.Limits {
+	return window.Limits{MaxSeries: c.MaxSeriesPerTarget, MaxWorkers: c.MaxWorkersPerTarget}
 }
 
 // Path returns where setting key (the name of a YAML key) was given: a key path in the file, a
@@ -142,8 +183,8 @@ func (c *Config) Validate() error {
 	bad := func(key string, v any, allowed string) {
 		ps = append(ps, fmt.Sprintf("%s: %v is not allowed: %s", c.Path(key), v, allowed))
 	}
-	if !(c.Interval > 0) || c.Interval > 3600 {
-		bad(KeyInterval, c.Interval, "must be a number of seconds > 0 (at most 3600)")
+	if !(c.Interval >= MinInterval) || c.Interval > 3600 {
+		bad(KeyInterval, c.Interval, intervalRule)
 	}
 	if c.StepEvery < 0 {
 		bad("step_every", c.StepEvery, "must be a duration >= 0 such as 30s (0: steps end only on request)")
@@ -155,6 +196,12 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxBodyBytes <= 0 {
 		bad("max_body_bytes", c.MaxBodyBytes, "must be a number of bytes > 0")
+	}
+	if c.MaxSeriesPerTarget <= 0 {
+		bad("max_series_per_target", c.MaxSeriesPerTarget, "must be a whole number > 0")
+	}
+	if c.MaxWorkersPerTarget <= 0 {
+		bad("max_workers_per_target", c.MaxWorkersPerTarget, "must be a whole number > 0")
 	}
 	if c.OutDir == "" {
 		bad("out_dir", `""`, "must be a directory path")
@@ -170,62 +217,61 @@ func (c *Config) Validate() error {
 		switch {
 		case err != nil || port == "":
 			bad("listen", strconv.Quote(c.Listen), "must be host:port such as 127.0.0.1:9400 (empty: no API)")
-		case c.APIToken == "" && !c.AllowInsecureListen && !isLoopback(host):
+		case c.APIToken.Reveal() == "" && !c.AllowInsecureListen && !isLoopback(host):
 			bad("listen", strconv.Quote(c.Listen), "without api_token (or VLLMSTAT_API_TOKEN) the API listens only on a loopback address; set a token, or allow_insecure_listen: true")
 		}
 	}
-	seen := map[string]bool{}
-	for i, t := range c.Targets {
-		u, err := NormalizeTarget(t)
-		if err != nil {
-			ps = append(ps, fmt.Sprintf("%s[%d]: %q is not allowed: %v", c.Path("targets"), i, t, err))
-			continue
-		}
-		if seen[u] {
-			ps = append(ps, fmt.Sprintf("%s[%d]: %q is listed twice", c.Path("targets"), i, t))
-		}
-		seen[u] = true
-		c.Targets[i] = u
-	}
+	ps = append(ps, c.validateTargets()...)
 	if len(ps) > 0 {
 		return ps
 	}
 	return nil
 }
 
-// NormalizeTarget turns "host:port" into "http://host:port/metrics" and checks that a URL is
-// http or https with a host.
-func NormalizeTarget(t string) (string, error) {
-	t = strings.TrimSpace(t)
-	if !strings.Contains(t, "://") {
-		if _, _, err := net.SplitHostPort(t); err != nil {
-			return "", fmt.Errorf("want a URL such as http://host:8000/metrics or host:port")
+// validateTargets normalises the targets and settles their credentials: user info in the URL,
+// else the target's own basic_auth or authorization, else the top-level ones. A target is
+// never quoted with its user info.
+func (c *Config) validateTargets() Problems {
+	var ps Problems
+	first := map[string]int{}
+	for i, t := range c.Targets {
+		at := fmt.Sprintf("%s[%d]", c.Path("targets"), i)
+		p, err := scrape.ParseTarget(t.URL)
+		if err != nil {
+			ps = append(ps, fmt.Sprintf("%s: %q is not allowed: %v", at, scrape.Redact(t.URL), err))
+			continue
 		}
-		t = "http://" + t + "/metrics"
+		switch {
+		case !p.Auth.IsZero() && !t.Auth.IsZero() && !p.Auth.Equal(t.Auth):
+			ps = append(ps, fmt.Sprintf("%s: %q has credentials both in its URL and in basic_auth or authorization; give them once", at, scrape.Redact(t.URL)))
+			continue
+		case p.Auth.IsZero() && t.Auth.IsZero():
+			p.Auth = c.Auth
+		case p.Auth.IsZero():
+			p.Auth = t.Auth
+		}
+		if j, dup := first[p.URL]; dup {
+			if c.Targets[j].Auth.Equal(p.Auth) {
+				ps = append(ps, fmt.Sprintf("%s: %q is listed twice", at, scrape.Redact(t.URL)))
+			} else {
+				ps = append(ps, fmt.Sprintf("%s: %q is %s[%d] with other credentials; a URL is one target with one set of credentials", at, scrape.Redact(t.URL), c.Path("targets"), j))
+			}
+			continue
+		}
+		first[p.URL] = i
+		c.Targets[i] = p
 	}
-	u, err := url.Parse(t)
-	if err != nil {
-		return "", fmt.Errorf("not a URL: %v", err)
-	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return "", fmt.Errorf("scheme %q: only http and https", u.Scheme)
-	}
-	if u.Host == "" {
-		return "", fmt.Errorf("no host")
-	}
-	if u.Path == "" {
-		u.Path = "/metrics"
-	}
-	return u.String(), nil
+	return ps
 }
 
-// Load reads the file at path over the defaults.
+// Load reads the file at path over the defaults. Relative credentials files are relative to
+// the file's directory.
 func Load(path string) (Config, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return Config{}, fmt.Errorf("read config: %w", err)
 	}
-	return Parse(b)
+	return parse(b, filepath.Dir(path))
 }
 
 func isLoopback(host string) bool {

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vllmstat/vllmstat/internal/scrape"
 )
 
 func TestNemoRLFile(t *testing.T) {
@@ -22,7 +24,7 @@ func TestNemoRLFile(t *testing.T) {
 		t.Errorf("own keys: step_every %v out_dir %q", c.StepEvery, c.OutDir)
 	}
 	want := []string{"http://10.0.0.1:8000/metrics", "http://10.0.0.2:8000/metrics"}
-	if strings.Join(c.Targets, " ") != strings.Join(want, " ") {
+	if strings.Join(urls(c.Targets), " ") != strings.Join(want, " ") {
 		t.Errorf("targets %v, want %v", c.Targets, want)
 	}
 	if c.Timeout() != 400*time.Millisecond {
@@ -41,7 +43,7 @@ func TestVllmstatFile(t *testing.T) {
 	if c.Interval != 2 || c.StepEvery != time.Minute || c.ScrapeTimeout != 300*time.Millisecond || c.MetricPrefix != "rollout" || !c.PerWorker {
 		t.Errorf("got %+v", c)
 	}
-	if c.Targets[1] != "http://127.0.0.1:8101/metrics" {
+	if c.Targets[1].URL != "http://127.0.0.1:8101/metrics" {
 		t.Errorf("host:port target became %q", c.Targets[1])
 	}
 }
@@ -78,7 +80,7 @@ func TestBadFileReportsEverything(t *testing.T) {
 	}
 	// Validate also reports the targets, with their key path and index.
 	c2 := Default()
-	c2.Targets = []string{"ftp://10.0.0.1/metrics", "not a target", "h:1", "h:1"}
+	c2.Targets = TargetsOf([]string{"ftp://10.0.0.1/metrics", "not a target", "h:1", "h:1"})
 	err = c2.Validate()
 	for _, want := range []string{`targets[0]: "ftp://10.0.0.1/metrics" is not allowed: scheme "ftp"`, `targets[1]: "not a target" is not allowed`, `targets[3]: "h:1" is listed twice`} {
 		if err == nil || !strings.Contains(err.Error(), want) {
@@ -111,6 +113,14 @@ func TestNotYAML(t *testing.T) {
 	}
 }
 
+func urls(ts []scrape.Target) []string {
+	var out []string
+	for _, t := range ts {
+		out = append(out, t.URL)
+	}
+	return out
+}
+
 func unwrap(err error) error {
 	for {
 		u, ok := err.(interface{ Unwrap() error })
@@ -139,8 +149,8 @@ func TestListenNeedsTokenOffLoopback(t *testing.T) {
 	}
 	for _, tt := range tests {
 		c := Default()
-		c.Targets = []string{"h:1"}
-		c.Listen, c.APIToken, c.AllowInsecureListen = tt.listen, tt.token, tt.insecure
+		c.Targets = TargetsOf([]string{"h:1"})
+		c.Listen, c.APIToken, c.AllowInsecureListen = tt.listen, scrape.NewSecret(tt.token), tt.insecure
 		err := c.Validate()
 		if (err == nil) != tt.ok {
 			t.Errorf("listen %q token %q insecure %v: %v", tt.listen, tt.token, tt.insecure, err)
@@ -154,7 +164,7 @@ func TestListenNeedsTokenOffLoopback(t *testing.T) {
 // FuzzParse feeds arbitrary YAML to the config reader: it never panics, and whatever it accepts
 // either validates or reports its problems.
 func FuzzParse(f *testing.F) {
-	for _, name := range []string{"testdata/nemo-rl.good.yaml", "testdata/vllmstat.good.yaml", "testdata/bad.bad.yaml"} {
+	for _, name := range []string{"testdata/nemo-rl.good.yaml", "testdata/vllmstat.good.yaml", "testdata/bad.bad.yaml", "testdata/auth.good.yaml", "testdata/auth.bad.yaml"} {
 		b, err := os.ReadFile(name)
 		if err != nil {
 			f.Fatal(err)

@@ -8,15 +8,22 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/vllmstat/vllmstat/internal/scrape"
 )
 
 // ownKeys are vllmstat's own keys; any other key in its section is an error (a typo would
 // otherwise be silently ignored).
-var ownKeys = []string{"targets", "step_every", "scrape_timeout", "out_dir", "metric_prefix", "per_worker", "record",
-	"max_body_bytes", "sinks", "record_timelines", "terminal_timelines", "listen", "api_token", "allow_insecure_listen", "vllm_cfg"}
+var ownKeys = []string{"targets", "basic_auth", "authorization", "step_every", "scrape_timeout", "out_dir", "metric_prefix",
+	"per_worker", "record", "max_body_bytes", "max_series_per_target", "max_workers_per_target", "sinks", "record_timelines",
+	"terminal_timelines", "listen", "api_token", "metrics_public", "allow_insecure_listen", "vllm_cfg"}
 
-// Parse reads a YAML document over the defaults and reports every problem at once.
-func Parse(b []byte) (Config, error) {
+// Parse reads a YAML document over the defaults and reports every problem at once. Credentials
+// files it names are read once here, to report a missing or empty one at start; relative ones
+// are relative to the working directory (Load makes them relative to the file's).
+func Parse(b []byte) (Config, error) { return parse(b, "") }
+
+func parse(b []byte, dir string) (Config, error) {
 	c := Default()
 	var doc yaml.Node
 	if err := yaml.Unmarshal(b, &doc); err != nil {
@@ -29,7 +36,7 @@ func Parse(b []byte) (Config, error) {
 	if root.Kind != yaml.MappingNode {
 		return c, Problems{fmt.Sprintf("line %d: the file must be a mapping of keys to values", root.Line)}
 	}
-	d := decoder{c: &c}
+	d := decoder{c: &c, dir: dir}
 	// Where vllmstat's own keys are: under vllmstat: when present; nowhere in a NeMo-RL file
 	// without it (its other keys belong to NeMo-RL); else the top level is vllmstat's.
 	own, ownPath := root, ""
@@ -92,8 +99,9 @@ func get(n *yaml.Node, key string) *yaml.Node {
 }
 
 type decoder struct {
-	c  *Config
-	ps Problems
+	c   *Config
+	dir string // relative credentials files are relative to it
+	ps  Problems
 }
 
 func (d *decoder) problem(n *yaml.Node, path, msg string) {
@@ -111,12 +119,9 @@ func (d *decoder) own(n *yaml.Node, prefix string) {
 		d.c.SetPath(k.Value, path)
 		switch k.Value {
 		case "targets":
-			var ts []string
-			if v.Kind != yaml.SequenceNode || v.Decode(&ts) != nil {
-				d.problem(v, path, "must be a list of URLs such as http://host:8000/metrics or host:port")
-				continue
-			}
-			d.c.Targets = ts
+			d.targets(v, path)
+		case "basic_auth", "authorization":
+			// read below, together, to check that only one is given
 		case "step_every":
 			d.duration(v, path, &d.c.StepEvery)
 		case "scrape_timeout":
@@ -136,6 +141,12 @@ func (d *decoder) own(n *yaml.Node, prefix string) {
 				continue
 			}
 			d.c.MaxBodyBytes = x
+		case "max_series_per_target":
+			d.count(v, path, &d.c.MaxSeriesPerTarget)
+		case "max_workers_per_target":
+			d.count(v, path, &d.c.MaxWorkersPerTarget)
+		case "metrics_public":
+			d.boolean(v, path, &d.c.MetricsPublic)
 		case "record_timelines":
 			d.boolean(v, path, &d.c.RecordTimelines)
 		case "terminal_timelines":
@@ -143,7 +154,9 @@ func (d *decoder) own(n *yaml.Node, prefix string) {
 		case "listen":
 			d.str(v, path, &d.c.Listen)
 		case "api_token":
-			d.str(v, path, &d.c.APIToken)
+			var tok string
+			d.str(v, path, &tok) // its problems never quote the value
+			d.c.APIToken = scrape.NewSecret(tok)
 		case "allow_insecure_listen":
 			d.boolean(v, path, &d.c.AllowInsecureListen)
 		case "sinks":
@@ -153,6 +166,9 @@ func (d *decoder) own(n *yaml.Node, prefix string) {
 		default:
 			d.problem(k, path, fmt.Sprintf("unknown key; vllmstat's keys are %s", strings.Join(ownKeys, ", ")))
 		}
+	}
+	if a, ok := d.auth(n, prefix); ok {
+		d.c.Auth = a
 	}
 }
 
@@ -178,8 +194,8 @@ func (d *decoder) logger(n *yaml.Node, prefix string) {
 			d.boolean(v, path, &d.c.TimelinePlots)
 		case KeyInterval:
 			f, err := strconv.ParseFloat(v.Value, 64)
-			if v.Kind != yaml.ScalarNode || err != nil || !(f > 0) || f > 3600 {
-				d.bad(v, path, "must be a number of seconds > 0 (at most 3600), e.g. 0.5")
+			if v.Kind != yaml.ScalarNode || err != nil || !(f >= MinInterval) || f > 3600 {
+				d.bad(v, path, intervalRule)
 				continue
 			}
 			d.c.Interval = f
@@ -202,6 +218,16 @@ func (d *decoder) str(v *yaml.Node, path string, dst *string) {
 		return
 	}
 	*dst = v.Value
+}
+
+// count reads a whole number > 0.
+func (d *decoder) count(v *yaml.Node, path string, dst *int) {
+	var x int
+	if v.Kind != yaml.ScalarNode || v.Decode(&x) != nil || x <= 0 {
+		d.bad(v, path, "must be a whole number > 0")
+		return
+	}
+	*dst = x
 }
 
 // duration accepts Go durations ("30s", "1m30s") and plain numbers of seconds.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/vllmstat/vllmstat/internal/collector"
+	"github.com/vllmstat/vllmstat/internal/config"
 	"github.com/vllmstat/vllmstat/internal/promtest"
 	"github.com/vllmstat/vllmstat/internal/scrape"
 	"github.com/vllmstat/vllmstat/internal/selfmetrics"
@@ -90,7 +91,7 @@ func TestPeerCheck(t *testing.T) {
 
 	var recs []step.Record
 	c := collector.New(collector.Options{
-		Targets: fleet.URLs(), Interval: 500 * time.Millisecond, Timeout: 400 * time.Millisecond, StepEvery: 5 * time.Second,
+		Targets: config.TargetsOf(fleet.URLs()), Interval: 500 * time.Millisecond, Timeout: 400 * time.Millisecond, StepEvery: 5 * time.Second,
 		MaxBody: scrape.DefaultMaxBody,
 		Tracker: step.Options{Prefix: "vllm", PerWorker: true, Scalars: true, OnInterval: func(iv step.Interval) {
 			metrics.Interval(iv)

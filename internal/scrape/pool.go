@@ -6,18 +6,42 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/vllmstat/vllmstat/internal/clock"
+	"github.com/vllmstat/vllmstat/internal/window"
 )
 
 // Options configure every target's scrapes.
 type Options struct {
-	Client   *http.Client
-	Timeout  time.Duration
-	MaxBody  int64
+	Client  *http.Client
+	Timeout time.Duration
+	MaxBody int64
+	// Limits bound the series and workers of one page; a page over them is a failed scrape
+	// (reason "limit"). Zero values mean no limit.
+	Limits   window.Limits
 	KeepBody bool // keep page bodies in results, for recordings
+	// Clock times the scrapes (Result.Start, Result.Duration); nil is the wall clock.
+	Clock clock.Clock
 	// Spread delays each target's tick scrapes by a fixed offset in [0, Spread) derived from its
 	// URL, so that a large fleet is not scraped in one burst per tick. Boundary scrapes are never
 	// delayed. 0 scrapes every target on the tick.
 	Spread time.Duration
+}
+
+// sharedClient is the client of Fetch calls that bring none.
+var sharedClient = sync.OnceValue(NewClient)
+
+func (o Options) withDefaults() Options {
+	if o.Client == nil {
+		o.Client = sharedClient()
+	}
+	if o.MaxBody <= 0 {
+		o.MaxBody = DefaultMaxBody
+	}
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
+	}
+	return o
 }
 
 // Pool runs one goroutine per target and sends every Result to out. Its methods are called by
@@ -30,10 +54,15 @@ type Pool struct {
 	wg      sync.WaitGroup
 	targets map[string]*target
 	order   []string
+	lastGen uint64
 }
 
+// target is one instance of a target: removing a URL and adding it again makes a new one, with
+// a new generation.
 type target struct {
 	url      string
+	gen      uint64
+	auth     atomic.Pointer[Auth] // replaced when the same URL comes with other credentials
 	tick     chan struct{}
 	boundary chan uint64
 	busy     atomic.Bool
@@ -59,9 +88,7 @@ func NewPool(opt Options, out chan<- Result) *Pool {
 	if opt.Client == nil {
 		opt.Client = NewClient()
 	}
-	if opt.MaxBody <= 0 {
-		opt.MaxBody = DefaultMaxBody
-	}
+	opt = opt.withDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Pool{opt: opt, out: out, ctx: ctx, cancel: cancel, targets: map[string]*target{}}
 }
@@ -69,12 +96,32 @@ func NewPool(opt Options, out chan<- Result) *Pool {
 // Targets returns the current targets in the order they were added.
 func (p *Pool) Targets() []string { return append([]string(nil), p.order...) }
 
-// Set makes urls the targets: new ones start, missing ones stop (a scrape of theirs in flight
-// may still deliver its result). It returns the added and removed URLs.
-func (p *Pool) Set(urls []string) (added, removed []string) {
+// Generation returns the generation of url's current instance, false when url is not a target.
+// A result whose Gen differs comes from an instance that was removed: drop it.
+func (p *Pool) Generation(url string) (uint64, bool) {
+	t, ok := p.targets[url]
+	if !ok {
+		return 0, false
+	}
+	return t.gen, true
+}
+
+// Auth returns the credentials url's scrapes send (the zero Auth when url is not a target).
+func (p *Pool) Auth(url string) Auth {
+	if t, ok := p.targets[url]; ok {
+		return *t.auth.Load()
+	}
+	return Auth{}
+}
+
+// Set makes ts the targets (their URLs must be distinct): new ones start with a new
+// generation, missing ones stop (a scrape of theirs in flight may still deliver its result,
+// with the old generation), and kept ones take the credentials given now. It returns the added
+// and removed URLs.
+func (p *Pool) Set(ts []Target) (added, removed []string) {
 	keep := map[string]bool{}
-	for _, u := range urls {
-		keep[u] = true
+	for _, t := range ts {
+		keep[t.URL] = true
 	}
 	var order []string
 	for _, u := range p.order {
@@ -86,15 +133,21 @@ func (p *Pool) Set(urls []string) (added, removed []string) {
 		delete(p.targets, u)
 		removed = append(removed, u)
 	}
-	for _, u := range urls {
-		if _, ok := p.targets[u]; ok {
+	for _, tg := range ts {
+		auth := tg.Auth
+		if t, ok := p.targets[tg.URL]; ok {
+			if !t.auth.Load().Equal(auth) {
+				t.auth.Store(&auth)
+			}
 			continue
 		}
 		ctx, cancel := context.WithCancel(p.ctx)
-		t := &target{url: u, tick: make(chan struct{}, 1), boundary: make(chan uint64, 1), cancel: cancel, offset: offset(u, p.opt.Spread)}
-		p.targets[u] = t
-		order = append(order, u)
-		added = append(added, u)
+		p.lastGen++
+		t := &target{url: tg.URL, gen: p.lastGen, tick: make(chan struct{}, 1), boundary: make(chan uint64, 1), cancel: cancel, offset: offset(tg.URL, p.opt.Spread)}
+		t.auth.Store(&auth)
+		p.targets[tg.URL] = t
+		order = append(order, tg.URL)
+		added = append(added, tg.URL)
 		p.wg.Add(1)
 		go func() {
 			defer p.wg.Done()
@@ -165,8 +218,8 @@ func (p *Pool) loop(ctx context.Context, t *target) {
 		case id = <-t.boundary:
 		}
 		t.busy.Store(true)
-		res := Fetch(ctx, p.opt.Client, t.url, p.opt.Timeout, p.opt.MaxBody, p.opt.KeepBody)
-		res.Boundary = id
+		res := Fetch(ctx, Target{URL: t.url, Auth: *t.auth.Load()}, p.opt)
+		res.Gen, res.Boundary = t.gen, id
 		t.busy.Store(false)
 		select {
 		case p.out <- res:

@@ -27,14 +27,19 @@ var ErrBodyTooLarge = errors.New("body exceeds size limit")
 
 // Result is one scrape of one target.
 type Result struct {
-	Target   string
+	// Target is the target's URL (never with user info).
+	Target string
+	// Gen is the generation of the target instance that scraped: a target removed and added
+	// again is a new instance, and a result of the old one is stale (see Pool.Generation).
+	Gen      uint64
 	Start    time.Time
 	Duration time.Duration
 	// Body is the page as answered (kept for recordings), nil when the fetch failed.
 	Body      []byte
 	BodyBytes int
 	Page      *window.Page
-	// FetchErr is a failure to get a page; ParseErr a page that is not exposition text.
+	// FetchErr is a failure to get a page; ParseErr a page that is not exposition text or is
+	// over the target's limits (window.ErrLimit).
 	FetchErr error
 	ParseErr error
 	// Boundary is the id of the step-boundary request this scrape answers, 0 for a tick.
@@ -50,9 +55,11 @@ func (r *Result) Err() error {
 }
 
 // Reason classifies a failure for counting: "timeout", "refused", "http_status",
-// "body_too_large", "parse", "network"; "" for success.
+// "body_too_large", "limit", "parse", "credentials", "network", "other"; "" for success.
 func (r *Result) Reason() string {
 	switch err := r.FetchErr; {
+	case err == nil && errors.Is(r.ParseErr, window.ErrLimit):
+		return "limit"
 	case err == nil && r.ParseErr != nil:
 		return "parse"
 	case err == nil:
@@ -63,6 +70,8 @@ func (r *Result) Reason() string {
 		return "refused"
 	case errors.Is(err, ErrBodyTooLarge):
 		return "body_too_large"
+	case errors.Is(err, ErrCredentials):
+		return "credentials"
 	case errors.As(err, new(*StatusError)):
 		return "http_status"
 	default:
@@ -89,11 +98,21 @@ func NewClient() *http.Client {
 	return &http.Client{Transport: tr}
 }
 
-// Fetch scrapes url once, within timeout, reading at most maxBody bytes, and parses the page.
-func Fetch(ctx context.Context, client *http.Client, url string, timeout time.Duration, maxBody int64, keepBody bool) Result {
-	res := Result{Target: url, Start: time.Now()}
-	defer func() { res.Duration = time.Since(res.Start) }()
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+// Fetch scrapes t once, within opt.Timeout, reading at most opt.MaxBody bytes, and parses the
+// page within opt.Limits. Only opt.Client, Timeout, MaxBody, Limits, KeepBody and Clock matter
+// here; a nil Client or Clock means the shared client and the wall clock.
+func Fetch(ctx context.Context, t Target, opt Options) Result {
+	opt = opt.withDefaults()
+	start := opt.Clock.Now()
+	res := fetch(ctx, t, &opt)
+	res.Start = start
+	res.Duration = opt.Clock.Now().Sub(start)
+	return res
+}
+
+func fetch(ctx context.Context, t Target, opt *Options) Result {
+	res := Result{Target: t.URL}
+	ctx, cancel := context.WithTimeout(ctx, opt.Timeout)
 	defer cancel()
 	buf := bufs.Get().(*bytes.Buffer)
 	defer func() {
@@ -102,18 +121,18 @@ func Fetch(ctx context.Context, client *http.Client, url string, timeout time.Du
 		}
 	}()
 	buf.Reset()
-	err := get(ctx, client, url, maxBody, buf)
+	err := get(ctx, opt.Client, &t, opt.MaxBody, buf)
 	body := buf.Bytes()
 	res.BodyBytes = len(body)
 	if err != nil {
 		res.FetchErr = err
 		return res
 	}
-	if keepBody {
+	// The page keeps no reference into body (its strings are copies), so the buffer is reused.
+	res.Page, res.ParseErr = window.ParsePageLimits(body, opt.Limits)
+	if opt.KeepBody && !errors.Is(res.ParseErr, window.ErrLimit) { // a page over the limits is not kept
 		res.Body = bytes.Clone(body)
 	}
-	// The page keeps no reference into body (its strings are copies), so the buffer is reused.
-	res.Page, res.ParseErr = window.ParsePage(body)
 	return res
 }
 
@@ -121,9 +140,12 @@ func Fetch(ctx context.Context, client *http.Client, url string, timeout time.Du
 // each into a fresh, repeatedly grown slice was most of the collector's garbage.
 var bufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
-func get(ctx context.Context, client *http.Client, url string, maxBody int64, buf *bytes.Buffer) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+func get(ctx context.Context, client *http.Client, t *Target, maxBody int64, buf *bytes.Buffer) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, t.URL, nil)
 	if err != nil {
+		return err
+	}
+	if err := t.Auth.apply(req); err != nil {
 		return err
 	}
 	req.Header.Set("Accept", "text/plain;version=0.0.4;q=0.9,*/*;q=0.1")

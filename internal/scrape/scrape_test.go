@@ -63,7 +63,7 @@ func TestFetch(t *testing.T) {
 		}
 		t.Run(u, func(t *testing.T) {
 			start := time.Now()
-			r := Fetch(context.Background(), client, u, 200*time.Millisecond, 2000, true)
+			r := Fetch(context.Background(), Target{URL: u}, Options{Client: client, Timeout: 200 * time.Millisecond, MaxBody: 2000, KeepBody: true})
 			if time.Since(start) > 3*time.Second {
 				t.Fatal("the timeout did not bound the scrape")
 			}
@@ -114,7 +114,7 @@ func BenchmarkFetch(b *testing.B) {
 	b.SetBytes(int64(len(page)))
 	b.ReportAllocs()
 	for b.Loop() {
-		r := Fetch(context.Background(), client, srv.URL, 5*time.Second, DefaultMaxBody, false)
+		r := Fetch(context.Background(), Target{URL: srv.URL}, Options{Client: client, Timeout: 5 * time.Second})
 		if r.Err() != nil {
 			b.Fatal(r.Err())
 		}

@@ -84,7 +84,7 @@ func New(opt Options) *Metrics {
 		}, []string{"target"}),
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "vllmstat_target_scrape_failures_total",
-			Help: "Failed scrapes of the target by reason: timeout, refused, http_status, body_too_large, parse, network, other.",
+			Help: "Failed scrapes of the target by reason: timeout, refused, http_status, body_too_large, limit, parse, credentials, network, other.",
 		}, []string{"target", "reason"}),
 		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "vllmstat_target_skipped_ticks_total", Help: "Ticks that found the target's previous scrape still running.",

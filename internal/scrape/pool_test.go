@@ -1,0 +1,148 @@
+package scrape
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vllmstat/vllmstat/internal/clock"
+	"github.com/vllmstat/vllmstat/internal/window"
+)
+
+// TestFetchDuration checks that a scrape's duration covers the server's delay, timed by the
+// injected clock: the server moves a fake clock on by 3 s before it answers.
+func TestFetchDuration(t *testing.T) {
+	fc := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fc.Advance(3 * time.Second)
+		w.Write([]byte(page))
+	}))
+	defer srv.Close()
+	r := Fetch(context.Background(), Target{URL: srv.URL}, Options{Timeout: 5 * time.Second, Clock: fc})
+	if r.Err() != nil {
+		t.Fatal(r.Err())
+	}
+	if r.Duration < 3*time.Second || !r.Start.Equal(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)) {
+		t.Fatalf("start %v duration %v, want the fake start and at least the server's 3s", r.Start, r.Duration)
+	}
+}
+
+// TestFetchDurationWallClock is the same on the wall clock, with a server that takes 30 ms: a
+// lower bound only, as a busy machine may take longer.
+func TestFetchDurationWallClock(t *testing.T) {
+	const delay = 30 * time.Millisecond
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(delay) // the slowness under test, not a wait for the test's sake
+		w.Write([]byte(page))
+	}))
+	defer srv.Close()
+	r := Fetch(context.Background(), Target{URL: srv.URL}, Options{Timeout: 5 * time.Second})
+	if r.Err() != nil {
+		t.Fatal(r.Err())
+	}
+	if r.Duration < delay {
+		t.Fatalf("duration %v, want at least the server's %v", r.Duration, delay)
+	}
+}
+
+// enginePage is a page with n engines, each with one counter.
+func enginePage(n int) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, "vllm:generation_tokens_total{engine=\"%d\",model_name=\"m\"} %d\n", i, 10*i)
+	}
+	return b.String()
+}
+
+func TestFetchLimits(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var n int
+		fmt.Sscan(r.URL.Query().Get("engines"), &n)
+		w.Write([]byte(enginePage(n)))
+	}))
+	defer srv.Close()
+	tests := []struct {
+		engines int
+		lim     window.Limits
+		reason  string
+		msg     string
+	}{
+		{engines: 3, lim: window.Limits{MaxWorkers: 3, MaxSeries: 3}},
+		{engines: 4, lim: window.Limits{MaxWorkers: 3}, reason: "limit", msg: "workers"},
+		{engines: 4, lim: window.Limits{MaxSeries: 3}, reason: "limit", msg: "series"},
+		{engines: 64, lim: window.DefaultLimits},
+		{engines: 100}, // no limits
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%d engines %+v", tt.engines, tt.lim), func(t *testing.T) {
+			r := Fetch(context.Background(), Target{URL: fmt.Sprintf("%s/metrics?engines=%d", srv.URL, tt.engines)}, Options{Timeout: 5 * time.Second, Limits: tt.lim})
+			if r.Reason() != tt.reason {
+				t.Fatalf("reason %q (err %v), want %q", r.Reason(), r.Err(), tt.reason)
+			}
+			if tt.reason == "" {
+				if len(r.Page.Engines) != tt.engines {
+					t.Fatalf("%d engines read, want %d", len(r.Page.Engines), tt.engines)
+				}
+				return
+			}
+			if !errors.Is(r.Err(), window.ErrLimit) || !strings.Contains(r.Err().Error(), tt.msg) || r.Page != nil {
+				t.Fatalf("err %v page %v: want an ErrLimit about %s and no page", r.Err(), r.Page, tt.msg)
+			}
+		})
+	}
+}
+
+// TestPoolGenerations checks that a target removed and added again is a new instance: its
+// results carry a new generation, and the pool reports only the current one.
+func TestPoolGenerations(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(page)) }))
+	defer srv.Close()
+	out := make(chan Result, 8)
+	p := NewPool(Options{Timeout: 5 * time.Second}, out)
+	defer p.Close()
+	a, b := Target{URL: srv.URL + "/a"}, Target{URL: srv.URL + "/b"}
+	if added, _ := p.Set([]Target{a, b}); len(added) != 2 {
+		t.Fatalf("added %v", added)
+	}
+	g1, _ := p.Generation(a.URL)
+	p.Tick()
+	first := map[string]uint64{}
+	for range 2 {
+		r := <-out
+		first[r.Target] = r.Gen
+	}
+	if first[a.URL] != g1 || first[b.URL] == g1 {
+		t.Fatalf("generations %v, want a's to be %d and b's another", first, g1)
+	}
+	if _, removed := p.Set([]Target{b}); len(removed) != 1 || removed[0] != a.URL {
+		t.Fatalf("removed %v", removed)
+	}
+	if _, ok := p.Generation(a.URL); ok {
+		t.Fatal("a removed target still has a generation")
+	}
+	p.Set([]Target{b, a})
+	g2, _ := p.Generation(a.URL)
+	if g2 == g1 {
+		t.Fatal("a target added again kept its old generation")
+	}
+	if gb, _ := p.Generation(b.URL); gb != first[b.URL] {
+		t.Fatalf("a kept target changed generation: %d, was %d", gb, first[b.URL])
+	}
+	p.Boundary(7)
+	for range 2 {
+		r := <-out
+		if r.Target == a.URL && (r.Gen != g2 || r.Boundary != 7) {
+			t.Fatalf("result %+v, want generation %d answering boundary 7", r, g2)
+		}
+	}
+	// The same URL with other credentials is the same instance, which scrapes with them.
+	p.Set([]Target{b, {URL: a.URL, Auth: Auth{Authorization: &Authorization{Type: "Bearer", Credentials: NewSecret("t")}}}})
+	if g, _ := p.Generation(a.URL); g != g2 || p.Auth(a.URL).Authorization == nil {
+		t.Fatalf("generation %d (want %d), auth %v", g, g2, p.Auth(a.URL))
+	}
+}
