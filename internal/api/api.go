@@ -215,8 +215,8 @@ func (h *handler) endStep(r *http.Request) (any, *apiError) {
 	}
 	// Read as text so that a number too large for int64 gets the same clear answer.
 	n, err := strconv.ParseInt(string(*body.Step), 10, 64)
-	if err != nil || n < 1 || n > collector.MaxStep {
-		return nil, errorf(http.StatusBadRequest, `"step" must be a whole number from 1 to %d (2^53), got %s`, collector.MaxStep, *body.Step)
+	if err != nil || n < 0 || n > collector.MaxStep {
+		return nil, errorf(http.StatusBadRequest, `"step" must be a whole number from 0 to %d (2^53), got %s`, collector.MaxStep, *body.Step)
 	}
 	rec, cerr := h.opt.Collector.EndStep(r.Context(), n)
 	if cerr != nil {

@@ -20,6 +20,7 @@ import (
 type fakeCollector struct {
 	steps   []step.Record
 	last    int64
+	ended   bool // a step was ended: last is its number
 	targets []string
 	auth    map[string]scrape.Auth
 }
@@ -28,10 +29,10 @@ func (f *fakeCollector) EndStep(_ context.Context, n int64) (step.Record, error)
 	if n < 0 {
 		n = f.last + 1
 	}
-	if n <= f.last {
+	if f.ended && n <= f.last {
 		return step.Record{}, fmt.Errorf("step %d: %w (the last step ended or being ended is %d)", n, collector.ErrStepOrder, f.last)
 	}
-	f.last = n
+	f.last, f.ended = n, true
 	r := step.Record{Step: n, End: time.Date(2026, 1, 1, 0, 0, int(n%60), 0, time.UTC), Metrics: map[string]float64{"vllm/num_preemptions": float64(n)}}
 	f.steps = append(f.steps, r)
 	return r, nil
@@ -100,7 +101,7 @@ func TestEndpoints(t *testing.T) {
 		{"POST", "/v1/steps/end", `not json`, 400, hasErr("malformed JSON")},
 		{"POST", "/v1/steps/end", ``, 400, hasErr("empty request body")},
 		{"POST", "/v1/steps/end", `{}`, 400, hasErr(`missing "step"`)},
-		{"POST", "/v1/steps/end", `{"step": -2}`, 400, hasErr("from 1 to 9007199254740992")},
+		{"POST", "/v1/steps/end", `{"step": -2}`, 400, hasErr("from 0 to 9007199254740992")},
 		{"POST", "/v1/steps/end", `{"step": 12}` + strings.Repeat(" ", MaxBody), 413, hasErr("larger than")},
 		{"GET", "/v1/steps/10", "", 200, func(t *testing.T, o map[string]any) { eq(t, o["step"], 10.0) }},
 		{"GET", "/v1/steps/7", "", 404, hasErr("step 7 is unknown")},

@@ -80,7 +80,7 @@ func TestTokenGuardsRunData(t *testing.T) {
 	}
 }
 
-// TestStepNumbers checks the bounds of step numbers over HTTP: 1 to 2^53.
+// TestStepNumbers checks the bounds of step numbers over HTTP: 0 to 2^53.
 func TestStepNumbers(t *testing.T) {
 	srv := httptest.NewServer(New(Options{Collector: &fakeCollector{}}))
 	defer srv.Close()
@@ -89,7 +89,8 @@ func TestStepNumbers(t *testing.T) {
 		code int
 		msg  string
 	}{
-		{`{"step": 0}`, 400, "from 1 to 9007199254740992 (2^53), got 0"},
+		{`{"step": -1}`, 400, "from 0 to 9007199254740992 (2^53), got -1"},
+		{`{"step": 0}`, 200, ""},
 		{`{"step": 9223372036854775807}`, 400, "got 9223372036854775807"},
 		{`{"step": 9007199254740993}`, 400, "got 9007199254740993"},
 		{`{"step": 99999999999999999999999}`, 400, "got 99999999999999999999999"},

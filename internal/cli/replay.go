@@ -109,6 +109,8 @@ func replaySegment(ctx context.Context, path string, opt step.Options, maxLine i
 				serr = fmt.Errorf("%s", e.Error)
 			}
 			tr.Observe(e.TS, e.Target, page, serr)
+		case record.KindRemove:
+			tr.Forget(e.Target)
 		case record.KindGap:
 			warn.warn("gap", "the recording lost events here (its disk refused writes); steps around it differ from the run's",
 				"file", path, "line", r.Line(), "events", e.Events, "since", e.Since, "until", e.TS)

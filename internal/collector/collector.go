@@ -72,8 +72,9 @@ var ErrStepOrder = errors.New("step number must be greater than the last step")
 // survives a JSON reader that keeps numbers as float64.
 const MaxStep int64 = 1 << 53
 
-// ErrStepRange is returned for a step number outside 1..MaxStep.
-var ErrStepRange = fmt.Errorf("step number must be from 1 to %d (2^53)", MaxStep)
+// ErrStepRange is returned for a step number outside 0..MaxStep. Training loops count steps
+// from 0 as often as from 1, so both are allowed.
+var ErrStepRange = fmt.Errorf("step number must be from 0 to %d (2^53)", MaxStep)
 
 // ErrStopped is returned by requests made after the collector stopped.
 var ErrStopped = errors.New("collector stopped")

@@ -103,6 +103,12 @@ func (s *state) setTargets(ts []scrape.Target) {
 		// Its workers go: if it comes back, it is a new worker whose first scrape is a
 		// baseline, not an increase over everything it counted while away.
 		s.tracker.Forget(u)
+		if rw := s.c.opt.Recorder; rw != nil {
+			if err := rw.Removed(s.stamp(), u); err != nil && !s.recordErr {
+				s.recordErr = true
+				s.c.log.Error("recording failed; the run goes on without it", "err", err)
+			}
+		}
 		if s.boundary != nil {
 			delete(s.boundary.pending, u)
 		}
@@ -205,7 +211,7 @@ func (s *state) requestEnd(n int64, reply chan endResult) {
 		return
 	case n < 0:
 		n = max(s.lastStep+1, 1)
-	case n == 0 || n > MaxStep:
+	case n > MaxStep:
 		fail(fmt.Errorf("step %d: %w", n, ErrStepRange))
 		return
 	case n <= s.lastStep:

@@ -154,6 +154,10 @@ func (r *Reader) Next() (*Event, error) {
 			if e.Body == nil && e.Error == "" {
 				e.Error = "recorded without body or error"
 			}
+		case KindRemove:
+			if e.Target == "" {
+				return nil, fmt.Errorf("line %d: remove without target", r.line)
+			}
 		case KindStep, KindGap:
 		default:
 			r.warn(r.line, fmt.Sprintf("skipping event of unknown kind %q", e.Kind))

@@ -7,10 +7,13 @@
 //	{"kind":"scrape","ts":"…","target":"…","error":"<why>"}
 //	{"kind":"step","ts":"…","step":12}
 //	{"kind":"gap","ts":"…","since":"…","events":340}
+//	{"kind":"remove","ts":"…","target":"…"}
 //
 // Events are in time order. A gap event marks events the writer had to drop (its disk refused
 // writes for longer than its memory could hold them): ts and since are the last and first
-// dropped event's times. Readers that do not know a kind skip it.
+// dropped event's times. A remove event marks a target taken out of the run: its workers are
+// forgotten, so that if it comes back its first scrape is a baseline, as it was live. Readers
+// that do not know a kind skip it.
 //
 // A recording is never truncated: a run whose recording path exists writes the next segment
 // (see SegmentPath), and each segment is one run.
@@ -56,4 +59,5 @@ const (
 	KindScrape = "scrape"
 	KindStep   = "step"
 	KindGap    = "gap"
+	KindRemove = "remove"
 )

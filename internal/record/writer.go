@@ -125,6 +125,11 @@ func (rw *Writer) StepEnd(ts time.Time, step int64) error {
 	return rw.add(&Event{Kind: KindStep, TS: ts.UTC(), Step: step})
 }
 
+// Removed records that target left the run.
+func (rw *Writer) Removed(ts time.Time, target string) error {
+	return rw.add(&Event{Kind: KindRemove, TS: ts.UTC(), Target: target})
+}
+
 // add buffers e, and writes the chunk once it is full. Only an event that cannot be encoded is
 // an error; write errors are kept for Close.
 func (rw *Writer) add(e *Event) error {

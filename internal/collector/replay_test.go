@@ -1,0 +1,98 @@
+package collector
+
+import (
+	"context"
+	"errors"
+	"io"
+	"path/filepath"
+	"testing"
+
+	"github.com/vllmstat/vllmstat/internal/record"
+	"github.com/vllmstat/vllmstat/internal/step"
+	"github.com/vllmstat/vllmstat/internal/window"
+)
+
+// TestRemovedTargetReplaysAsLive: a target removed while its counter jumps and then added
+// back is a new worker live; the recording says so with a remove event, so replaying it gives
+// the same step records, not the jump.
+func TestRemovedTargetReplaysAsLive(t *testing.T) {
+	s := newValueServer(t, 100)
+	path := filepath.Join(t.TempDir(), "rec.jsonl")
+	rw, err := record.Create(path, record.WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _, stop := start(t, Options{Targets: targets(s.srv.URL), Recorder: rw, NoFinalStep: true})
+	ctx := context.Background()
+	waitFor(t, func() bool { return s.n.Load() >= 1 })
+	var live []step.Record
+	s.value.Store(110)
+	endStep(t, c, 1, &live)
+	if err := c.SetTargets(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	s.value.Store(1_000_110)
+	if err := c.SetTargets(ctx, targets(s.srv.URL)); err != nil {
+		t.Fatal(err)
+	}
+	endStep(t, c, 2, &live)
+	s.value.Add(5)
+	endStep(t, c, 3, &live)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if got := live[1].Metrics["vllm/generation_tokens"]; got != 0 {
+		t.Fatalf("live step 2 counted %v tokens of the time the target was away", got)
+	}
+
+	r, err := record.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	tr := step.NewTracker(step.Options{})
+	var replayed []step.Record
+	for {
+		e, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch e.Kind {
+		case record.KindScrape:
+			var page *window.Page
+			var perr error
+			if e.Body != nil {
+				page, perr = window.ParsePage([]byte(*e.Body))
+			} else {
+				perr = errors.New(e.Error)
+			}
+			tr.Observe(e.TS, e.Target, page, perr)
+		case record.KindRemove:
+			tr.Forget(e.Target)
+		case record.KindStep:
+			replayed = append(replayed, tr.EndStep(e.Step, e.TS))
+		}
+	}
+	if len(replayed) != len(live) {
+		t.Fatalf("replayed %d steps, live %d", len(replayed), len(live))
+	}
+	for i := range live {
+		a, _ := step.MarshalLine(&live[i])
+		b, _ := step.MarshalLine(&replayed[i])
+		if string(a) != string(b) {
+			t.Errorf("step %d differs:\nlive   %s\nreplay %s", live[i].Step, a, b)
+		}
+	}
+}
+
+func endStep(t *testing.T, c *Collector, n int64, out *[]step.Record) {
+	t.Helper()
+	r, err := c.EndStep(context.Background(), n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	*out = append(*out, r)
+}
