@@ -88,11 +88,9 @@ func parse(body []byte, lim Limits) (page *Page, err error) {
 			page, err = nil, s.err
 		}
 	}()
-	n := len(body) / 256 // about a third of a vLLM page's lines are kept
-	if lim.MaxSeries > 0 && n > lim.MaxSeries {
-		n = lim.MaxSeries
-	}
-	raws := make([]raw, 0, n)
+	// About a third of a vLLM page's lines are kept; a huge page grows the slice as it goes, so
+	// that refusing one at a limit costs no more than the limit.
+	raws := make([]raw, 0, min(len(body)/256, 4096))
 	var best [3][]int // lowest rank seen per kind and family
 	best[kGauge] = fill(int(NumGauges))
 	best[kCounter] = fill(int(NumCounters))
