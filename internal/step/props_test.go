@@ -16,8 +16,6 @@ import (
 // The property test runs propRuns random fleets by default; scripts and long soaks ask for more
 // with `go test ./internal/step -run TestStepTotalsMatchReference -args -props=100000` or
 // VLLMSTAT_PROPS=100000.
-var stat = map[string]int{}
-
 var propsFlag = flag.Int("props", 0, "random runs of the property tests (default: a quick fixed set)")
 
 const propRuns = 25
@@ -145,16 +143,23 @@ type simStep struct {
 
 func TestStepTotalsMatchReference(t *testing.T) {
 	n := propsRuns(t)
-	defer func() { t.Log(stat) }()
+	seen := map[string]int{} // how often each kind of event happened, to show it was exercised
 	for run := range n {
-		if msg := propRun(uint64(run)); msg != "" {
+		if msg := propRun(uint64(run), seen); msg != "" {
 			t.Fatalf("run %d (seed %d): %s", run, run, msg)
+		}
+	}
+	t.Logf("%d runs: %v", n, seen)
+	for _, k := range []string{"forget", "restart", "restart without _created", "restart past the old values", "Inf", "NaN", "failed scrape"} {
+		if seen[k] == 0 {
+			t.Errorf("no %q in %d runs: the test does not exercise it", k, n)
 		}
 	}
 }
 
-// propRun simulates one random fleet and returns what went wrong, or "".
-func propRun(seed uint64) string {
+// propRun simulates one random fleet and returns what went wrong, or "". It counts the kinds of
+// events it generated in seen.
+func propRun(seed uint64, seen map[string]int) string {
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
 	p := func(n int) bool { return rng.IntN(n) == 0 }
 	tr := NewTracker(Options{Scalars: true, PerWorker: true})
@@ -190,7 +195,7 @@ func propRun(seed uint64) string {
 			switch {
 			case tg.present && tick > 0 && p(150):
 				tr.Forget(tg.url)
-				stat["forget"]++
+				seen["forget"]++
 				tg.present = false
 				for _, e := range tg.engines {
 					for _, s := range e.series {
@@ -208,18 +213,32 @@ func propRun(seed uint64) string {
 				switch {
 				case e.up && settled && tick > 0 && p(150):
 					e.up = false
-					stat["down"]++
 				case !e.up && tick > 0 && p(20):
 					// a new life of the engine: it starts from zero
 					e.up, e.created = true, unix(ts-0.1)
-					stat[fmt.Sprint("start created=", e.hasCreated)]++
+					seen["restart"]++
+					burst := e.hasCreated && p(2)
 					for _, s := range e.series {
+						old := s.val
 						s.val = simVals{}
 						switch {
 						case e.hasCreated:
 							s.tracked = true // _created says it started since the observer last looked
 						case s.base && s.lastShown > 0:
+							seen["restart without _created"]++
 							s.limit = s.lastShown // a drop shows the restart
+						}
+						if burst {
+							// so many events since the restart that every value is above the old one:
+							// only _created shows the restart
+							seen["restart past the old values"]++
+							if s.hist {
+								old.n[rng.IntN(4)]++
+								old.sum++
+							} else {
+								old.n[0]++
+							}
+							s.val, s.pend = old, old
 						}
 					}
 				}
@@ -230,10 +249,9 @@ func propRun(seed uint64) string {
 					switch {
 					case !s.inf && s.pend == (simVals{}) && tick > 0 && p(200):
 						s.inf = true
-						stat["inf"]++
+						seen["Inf"]++
 					case s.inf && s.infSeen && p(3):
 						// the series starts again from zero, which the Inf before it makes a reset
-						stat["infleave"]++
 						s.inf, s.infSeen, s.val, s.tracked, s.base, s.limit = false, false, simVals{}, true, false, 0
 					}
 				}
@@ -276,6 +294,7 @@ func propRun(seed uint64) string {
 			}
 			if tick > 0 && p(10) {
 				tr.Observe(at(ts), tg.url, nil, errTest)
+				seen["failed scrape"]++
 				continue
 			}
 			var b strings.Builder
@@ -315,12 +334,9 @@ func propRun(seed uint64) string {
 					case math.IsInf(sh.shows[i].bad, 0):
 						s.infSeen, s.base = true, false
 					case sh.shows[i].bad != 0: // NaN: as if not shown
-						stat["nan"]++
+						seen["NaN"]++
 					default:
 						if s.tracked {
-							if s.limit > 0 {
-								stat["limited landing"]++
-							}
 							if s.hist {
 								exp.ttft.add(s.pend)
 							} else {
