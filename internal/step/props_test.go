@@ -18,7 +18,7 @@ import (
 // VLLMSTAT_PROPS=100000.
 var propsFlag = flag.Int("props", 0, "random runs of the property tests (default: a quick fixed set)")
 
-const propRuns = 25
+const propRuns = 12
 
 func propsRuns(t *testing.T) int {
 	if *propsFlag > 0 {
