@@ -1,9 +1,10 @@
 package window
 
 import (
+	"cmp"
 	"fmt"
 	"math"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -305,22 +306,20 @@ func assemble(raws []raw, best [3][]int) *Page {
 		for _, cs := range counters[e] {
 			ep.Counters = append(ep.Counters, *cs)
 		}
-		sort.Slice(ep.Counters, func(i, j int) bool {
-			a, b := ep.Counters[i], ep.Counters[j]
-			return a.Family < b.Family || a.Family == b.Family && a.Key < b.Key
+		slices.SortFunc(ep.Counters, func(a, b CounterSeries) int {
+			return cmp.Or(cmp.Compare(a.Family, b.Family), strings.Compare(a.Key, b.Key))
 		})
 		for _, h := range hists[e] {
 			if h.complete() {
 				ep.Hists = append(ep.Hists, h.HistSeries)
 			}
 		}
-		sort.Slice(ep.Hists, func(i, j int) bool {
-			a, b := ep.Hists[i], ep.Hists[j]
-			return a.Family < b.Family || a.Family == b.Family && a.Key < b.Key
+		slices.SortFunc(ep.Hists, func(a, b HistSeries) int {
+			return cmp.Or(cmp.Compare(a.Family, b.Family), strings.Compare(a.Key, b.Key))
 		})
 		p.Engines = append(p.Engines, *ep)
 	}
-	sort.Slice(p.Engines, func(i, j int) bool { return p.Engines[i].Engine < p.Engines[j].Engine })
+	slices.SortFunc(p.Engines, func(a, b EnginePage) int { return strings.Compare(a.Engine, b.Engine) })
 	return p
 }
 
@@ -335,7 +334,7 @@ type histAsm struct {
 // for a series with neither: its count of observations is unknown.
 func (h *histAsm) complete() bool {
 	bs := h.Buckets
-	sort.Slice(bs, func(i, j int) bool { return bs[i].Le < bs[j].Le })
+	slices.SortFunc(bs, func(a, b Bucket) int { return cmp.Compare(a.Le, b.Le) })
 	hasInf := len(bs) > 0 && math.IsInf(bs[len(bs)-1].Le, 1)
 	switch {
 	case hasInf && !h.hasCount:
