@@ -40,7 +40,7 @@ type Tracker struct {
 	start   time.Time // start of the open step
 	open    *acc
 	lastOK  map[string]time.Time // each target's last successful scrape
-	forgot  map[string]time.Time // targets forgotten since their last successful scrape: when
+	forgot  map[string]time.Time // when each target was forgotten, until it answers again
 	seenAt  map[WorkerID]time.Time
 	now     time.Time // the latest timestamp fed in
 }
@@ -91,7 +91,8 @@ func (t *Tracker) Observe(ts time.Time, target string, page *window.Page, err er
 	}
 	t.open.ok++
 	// An engine first seen on this page counts from zero if it was created after the last time
-	// the target answered without it (or, on the target's first answer, after the step start):
+	// the target answered without it (on the target's first answer, after the step start; on its
+	// first answer since Forget, after it was forgotten):
 	// everything it counted happened since, so it all belongs to this scrape's step.
 	since := t.start
 	if f, ok := t.forgot[target]; ok {

@@ -16,9 +16,9 @@ type seriesID struct {
 	key string
 }
 
-// counterState is what a worker knows of one counter series. A series seen only with
-// non-finite values so far has no baseline (base false): its first finite value counts whole if
-// whole is set or its _created is after since, and is only a baseline otherwise.
+// counterState is what a worker knows of one counter series. A series that has shown no finite
+// value since it appeared, or since a ±Inf, has no baseline (base false): its next finite value
+// counts whole if whole is set or its _created is after since, and is only a baseline otherwise.
 type counterState struct {
 	value, created float64
 	hasCreated     bool
