@@ -1,18 +1,19 @@
 package step
 
-// Forget drops every worker of target and its last-success time, so that if the target comes
-// back its engines start as new workers (a baseline, or counted from zero when _created says
-// they started since). Data already in the open step stays.
+// Forget drops every worker of target and its last-success time, for a target removed from the
+// fleet. If the target comes back, its engines are new workers: the first scrape of each is a
+// baseline, unless its _created says the engine started after the target was forgotten (after
+// the latest timestamp the tracker had been fed), in which case all of its count is new. What the
+// target's workers already gave the open step stays in it.
 func (t *Tracker) Forget(target string) {
 	for id := range t.workers {
 		if id.Target == target {
 			delete(t.workers, id)
-		}
-	}
-	for id := range t.seenAt {
-		if id.Target == target {
 			delete(t.seenAt, id)
 		}
 	}
 	delete(t.lastOK, target)
+	if t.started {
+		t.forgot[target] = t.now
+	}
 }

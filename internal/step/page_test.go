@@ -21,6 +21,8 @@ type eng struct {
 	ttftSum                float64
 	oldNames, bothNames    bool   // 0.9.1 spelling only; 0.10 spelling (old and new)
 	prefix                 string // default "vllm:"
+	noTotal                bool   // counters without _total, as some Ray versions export them
+	noCount                bool   // histograms without _count
 }
 
 var ttftBounds = []string{"0.1", "0.5", "1.0", "+Inf"}
@@ -47,7 +49,11 @@ func page(engines ...eng) string {
 			return "{" + strings.Join(ls, ",") + "}"
 		}
 		counter := func(name string, v float64, extra string) {
-			fmt.Fprintf(&b, "%s%s_total%s %v\n", p, name, lbl(extra), v)
+			total := "_total"
+			if e.noTotal {
+				total = ""
+			}
+			fmt.Fprintf(&b, "%s%s%s%s %v\n", p, name, total, lbl(extra), v)
 			if e.created != 0 {
 				fmt.Fprintf(&b, "%s%s_created%s %v\n", p, name, lbl(extra), e.created)
 			}
@@ -75,7 +81,9 @@ func page(engines ...eng) string {
 			for i, le := range ttftBounds {
 				fmt.Fprintf(&b, "%stime_to_first_token_seconds_bucket%s %v\n", p, lbl(fmt.Sprintf("le=%q", le)), e.ttft[i])
 			}
-			fmt.Fprintf(&b, "%stime_to_first_token_seconds_count%s %v\n", p, lbl(""), e.ttft[len(e.ttft)-1])
+			if !e.noCount {
+				fmt.Fprintf(&b, "%stime_to_first_token_seconds_count%s %v\n", p, lbl(""), e.ttft[len(e.ttft)-1])
+			}
 			fmt.Fprintf(&b, "%stime_to_first_token_seconds_sum%s %v\n", p, lbl(""), e.ttftSum)
 			if e.created != 0 {
 				fmt.Fprintf(&b, "%stime_to_first_token_seconds_created%s %v\n", p, lbl(""), e.created)

@@ -40,7 +40,9 @@ type Tracker struct {
 	start   time.Time // start of the open step
 	open    *acc
 	lastOK  map[string]time.Time // each target's last successful scrape
+	forgot  map[string]time.Time // when each target was forgotten, until it answers again
 	seenAt  map[WorkerID]time.Time
+	now     time.Time // the latest timestamp fed in
 }
 
 // acc accumulates the open step.
@@ -71,7 +73,7 @@ func NewTracker(opt Options) *Tracker {
 	if opt.Prefix == "" {
 		opt.Prefix = "vllm"
 	}
-	return &Tracker{opt: opt, workers: map[WorkerID]*window.Worker{}, open: newAcc(), lastOK: map[string]time.Time{}, seenAt: map[WorkerID]time.Time{}}
+	return &Tracker{opt: opt, workers: map[WorkerID]*window.Worker{}, open: newAcc(), lastOK: map[string]time.Time{}, forgot: map[string]time.Time{}, seenAt: map[WorkerID]time.Time{}}
 }
 
 func newAcc() *acc { return &acc{workers: map[WorkerID]*workerAcc{}} }
@@ -82,15 +84,21 @@ func (t *Tracker) Observe(ts time.Time, target string, page *window.Page, err er
 	if !t.started {
 		t.started, t.start = true, ts
 	}
+	t.now = ts
 	if err != nil || page == nil {
 		t.open.failed++
 		return
 	}
 	t.open.ok++
 	// An engine first seen on this page counts from zero if it was created after the last time
-	// the target answered without it (or, on the target's first answer, after the step start):
+	// the target answered without it (on the target's first answer, after the step start; on its
+	// first answer since Forget, after it was forgotten):
 	// everything it counted happened since, so it all belongs to this scrape's step.
 	since := t.start
+	if f, ok := t.forgot[target]; ok {
+		since = f
+		delete(t.forgot, target)
+	}
 	if last, ok := t.lastOK[target]; ok {
 		since = last
 	}
@@ -175,10 +183,11 @@ func (t *Tracker) interval(id WorkerID, ts time.Time, ep *window.EnginePage, inc
 
 func addHist(acc, d *window.HistDelta) *window.HistDelta {
 	if acc == nil {
-		return &window.HistDelta{Buckets: append([]window.Bucket(nil), d.Buckets...), Sum: d.Sum, Count: d.Count}
+		return &window.HistDelta{Buckets: append([]window.Bucket(nil), d.Buckets...), Sum: d.Sum, Count: d.Count, NoSum: d.NoSum}
 	}
 	acc.Sum += d.Sum
 	acc.Count += d.Count
+	acc.NoSum = acc.NoSum || d.NoSum
 	acc.Buckets = window.MergeBuckets(acc.Buckets, d.Buckets)
 	return acc
 }
@@ -190,7 +199,7 @@ func (t *Tracker) EndStep(n int64, ts time.Time) Record {
 		t.started, t.start = true, ts
 	}
 	r := t.build(n, t.start, ts)
-	t.start = ts
+	t.start, t.now = ts, ts
 	t.open = newAcc()
 	return r
 }
@@ -302,7 +311,9 @@ func (t *Tracker) metrics(was []*workerAcc, durS float64) map[string]float64 {
 				m[k+"/"+q.name] = v
 			}
 		}
-		m[k+"/mean"] = d.Sum / d.Count
+		if !d.NoSum {
+			m[k+"/mean"] = d.Sum / d.Count
+		}
 	}
 	for k, v := range m {
 		if math.IsNaN(v) || math.IsInf(v, 0) {

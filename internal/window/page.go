@@ -1,10 +1,12 @@
 package window
 
 import (
+	"cmp"
 	"fmt"
 	"math"
-	"sort"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/vllmstat/vllmstat/internal/expo"
 )
@@ -28,19 +30,22 @@ type EnginePage struct {
 // CounterSeries is one series of a counter family: its labels other than engine identify it.
 type CounterSeries struct {
 	Family     Counter
-	Key        string // the other labels, sorted: "finished_reason=stop,model_name=m"
+	Key        string // the other labels, sorted and quoted: `finished_reason="stop",model_name="m"`
 	Reason     string // finished_reason, for RequestSuccess
 	Value      float64
 	Created    float64 // Unix seconds; valid when HasCreated
 	HasCreated bool
 }
 
-// HistSeries is one series of a histogram family.
+// HistSeries is one series of a histogram family. Its Count is the _count sample, or the +Inf
+// bucket's count when the page has no _count; a page without a +Inf bucket gets one holding
+// _count, and a series with neither is not kept (the exposition format makes them equal).
 type HistSeries struct {
 	Family     Hist
 	Key        string
 	Buckets    []Bucket // cumulative, sorted by Le, +Inf last
 	Sum, Count float64
+	HasSum     bool // the page had a _sum sample; without it there is no mean
 	Created    float64
 	HasCreated bool
 }
@@ -65,10 +70,29 @@ type raw struct {
 }
 
 // ParsePage parses an exposition page and keeps what vllmstat reads. A page that is not valid
-// Prometheus or OpenMetrics text is an error, whatever it contains.
-func ParsePage(body []byte) (*Page, error) {
-	raws := make([]raw, 0, len(body)/256) // about a third of a vLLM page's lines are kept
-	var best [3][]int                     // lowest rank seen per kind and family
+// Prometheus or OpenMetrics text is an error, whatever it contains. It sets no limits; see
+// ParsePageLimits.
+func ParsePage(body []byte) (*Page, error) { return parse(body, Limits{}) }
+
+// stop carries a limit error out of expo.Parse's callback, which has no other way to end the
+// parse: a page over its limits is abandoned at the first sample too many, before the rest of it
+// is decoded and interned.
+type stop struct{ err error }
+
+func parse(body []byte, lim Limits) (page *Page, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			s, ok := r.(stop)
+			if !ok {
+				panic(r)
+			}
+			page, err = nil, s.err
+		}
+	}()
+	// About a third of a vLLM page's lines are kept; a huge page grows the slice as it goes, so
+	// that refusing one at a limit costs no more than the limit.
+	raws := make([]raw, 0, min(len(body)/256, 4096))
+	var best [3][]int // lowest rank seen per kind and family
 	best[kGauge] = fill(int(NumGauges))
 	best[kCounter] = fill(int(NumCounters))
 	best[kHist] = fill(int(NumHists))
@@ -76,7 +100,12 @@ func ParsePage(body []byte) (*Page, error) {
 	var kv []string
 	var buf []byte
 	keys := map[string]string{} // series keys repeat across a page's families: build each once
-	err := expo.Parse(body, tableSet, func(s *expo.Sample) {
+	var engines map[string]bool // the engines seen, counted against lim.MaxWorkers
+	lastEngine, haveLast := "", false
+	err = expo.Parse(body, tableSet, func(s *expo.Sample) {
+		if lim.MaxSeries > 0 && len(raws) >= lim.MaxSeries {
+			panic(stop{fmt.Errorf("%w: line %d: more than %d samples of the families vllmstat reads, the limit per target", ErrLimit, s.Line, lim.MaxSeries)})
+		}
 		m := table.metas[s.ID]
 		r := raw{meta: s.ID, value: s.Value}
 		kv = kv[:0]
@@ -99,19 +128,23 @@ func ParsePage(body []byte) (*Page, error) {
 			}
 			kv = append(kv, l.Name, l.Value)
 		}
+		if lim.MaxWorkers > 0 && (!haveLast || r.engine != lastEngine) {
+			lastEngine, haveLast = r.engine, true
+			if engines == nil {
+				engines = map[string]bool{}
+			}
+			if !engines[r.engine] {
+				if len(engines) >= lim.MaxWorkers {
+					panic(stop{fmt.Errorf("%w: line %d: engine %q is one more than the limit of %d engines (workers) per target", ErrLimit, s.Line, r.engine, lim.MaxWorkers)})
+				}
+				engines[r.engine] = true
+			}
+		}
 		if m.role == rBucket && !hasLabel(s.Labels, "le") && bad == nil {
 			bad = fmt.Errorf("line %d: %s: bucket without le label", s.Line, s.Name)
 		}
 		sortPairs(kv)
-		buf = buf[:0]
-		for i := 0; i < len(kv); i += 2 {
-			if i > 0 {
-				buf = append(buf, ',')
-			}
-			buf = append(buf, kv[i]...)
-			buf = append(buf, '=')
-			buf = append(buf, kv[i+1]...)
-		}
+		buf = appendKey(buf[:0], kv)
 		key, ok := keys[string(buf)]
 		if !ok {
 			key = string(buf)
@@ -130,6 +163,37 @@ func ParsePage(body []byte) (*Page, error) {
 		return nil, bad
 	}
 	return assemble(raws, best), nil
+}
+
+// appendKey appends the series key of sorted name, value pairs: name="value" pairs joined by
+// commas, each value quoted with its backslashes, quotes and newlines escaped as in the
+// exposition format, so that two different label sets never share a key (a value may hold
+// commas, equals signs and quotes).
+func appendKey(buf []byte, kv []string) []byte {
+	for i := 0; i < len(kv); i += 2 {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = append(buf, kv[i]...)
+		buf = append(buf, '=', '"')
+		v := kv[i+1]
+		if strings.ContainsAny(v, "\\\"\n") {
+			for j := 0; j < len(v); j++ {
+				switch v[j] {
+				case '\\', '"':
+					buf = append(buf, '\\', v[j])
+				case '\n':
+					buf = append(buf, '\\', 'n')
+				default:
+					buf = append(buf, v[j])
+				}
+			}
+		} else {
+			buf = append(buf, v...)
+		}
+		buf = append(buf, '"')
+	}
+	return buf
 }
 
 func hasLabel(ls []expo.Label, name string) bool {
@@ -168,7 +232,7 @@ func assemble(raws []raw, best [3][]int) *Page {
 		fam Hist
 		key string
 	}
-	hists := map[string]map[hkey]*HistSeries{}
+	hists := map[string]map[hkey]*histAsm{}
 	type ckey struct {
 		fam Counter
 		key string
@@ -184,13 +248,16 @@ func assemble(raws []raw, best [3][]int) *Page {
 		if ep == nil {
 			ep = &EnginePage{Engine: r.engine}
 			byEngine[r.engine] = ep
-			hists[r.engine] = map[hkey]*HistSeries{}
+			hists[r.engine] = map[hkey]*histAsm{}
 			counters[r.engine] = map[ckey]*CounterSeries{}
 			gaugeN[r.engine] = &[NumGauges]int{}
 		}
 		switch m.kind {
 		case kGauge:
 			g := Gauge(m.fam)
+			if math.IsNaN(r.value) || math.IsInf(r.value, 0) {
+				continue // not a sample: it would make a mean, a max and a p95 disagree
+			}
 			// Running and waiting add up over series; KV usage is a fraction, so averaged.
 			ep.Gauges[g] += r.value
 			ep.HasGauge[g] = true
@@ -203,26 +270,31 @@ func assemble(raws []raw, best [3][]int) *Page {
 				counters[r.engine][k] = cs
 			}
 			if m.role == rCreated {
-				cs.Created, cs.HasCreated = r.value, true
+				if finite(r.value) { // a non-finite creation time says nothing
+					cs.Created, cs.HasCreated = r.value, true
+				}
 			} else {
 				cs.Value = r.value
 			}
 		case kHist:
 			k := hkey{Hist(m.fam), r.key}
-			hs := hists[r.engine][k]
-			if hs == nil {
-				hs = &HistSeries{Family: k.fam, Key: r.key}
-				hists[r.engine][k] = hs
+			h := hists[r.engine][k]
+			if h == nil {
+				h = &histAsm{HistSeries: HistSeries{Family: k.fam, Key: r.key}}
+				hists[r.engine][k] = h
 			}
+			hs := &h.HistSeries
 			switch m.role {
 			case rBucket:
 				hs.Buckets = append(hs.Buckets, Bucket{Le: r.le, Count: r.value})
 			case rSum:
-				hs.Sum = r.value
+				hs.Sum, hs.HasSum = r.value, true
 			case rCount:
-				hs.Count = r.value
+				hs.Count, h.hasCount = r.value, true
 			case rCreated:
-				hs.Created, hs.HasCreated = r.value, true
+				if finite(r.value) {
+					hs.Created, hs.HasCreated = r.value, true
+				}
 			}
 		}
 	}
@@ -234,23 +306,48 @@ func assemble(raws []raw, best [3][]int) *Page {
 		for _, cs := range counters[e] {
 			ep.Counters = append(ep.Counters, *cs)
 		}
-		sort.Slice(ep.Counters, func(i, j int) bool {
-			a, b := ep.Counters[i], ep.Counters[j]
-			return a.Family < b.Family || a.Family == b.Family && a.Key < b.Key
+		slices.SortFunc(ep.Counters, func(a, b CounterSeries) int {
+			return cmp.Or(cmp.Compare(a.Family, b.Family), strings.Compare(a.Key, b.Key))
 		})
-		for _, hs := range hists[e] {
-			sort.Slice(hs.Buckets, func(i, j int) bool { return hs.Buckets[i].Le < hs.Buckets[j].Le })
-			ep.Hists = append(ep.Hists, *hs)
+		for _, h := range hists[e] {
+			if h.complete() {
+				ep.Hists = append(ep.Hists, h.HistSeries)
+			}
 		}
-		sort.Slice(ep.Hists, func(i, j int) bool {
-			a, b := ep.Hists[i], ep.Hists[j]
-			return a.Family < b.Family || a.Family == b.Family && a.Key < b.Key
+		slices.SortFunc(ep.Hists, func(a, b HistSeries) int {
+			return cmp.Or(cmp.Compare(a.Family, b.Family), strings.Compare(a.Key, b.Key))
 		})
 		p.Engines = append(p.Engines, *ep)
 	}
-	sort.Slice(p.Engines, func(i, j int) bool { return p.Engines[i].Engine < p.Engines[j].Engine })
+	slices.SortFunc(p.Engines, func(a, b EnginePage) int { return strings.Compare(a.Engine, b.Engine) })
 	return p
 }
+
+// histAsm is a histogram series being assembled from its samples.
+type histAsm struct {
+	HistSeries
+	hasCount bool
+}
+
+// complete sorts the buckets and fills in the count or the +Inf bucket from the other, which the
+// exposition format makes equal (expfmt takes a missing _count from +Inf too). It reports false
+// for a series with neither: its count of observations is unknown.
+func (h *histAsm) complete() bool {
+	bs := h.Buckets
+	slices.SortFunc(bs, func(a, b Bucket) int { return cmp.Compare(a.Le, b.Le) })
+	hasInf := len(bs) > 0 && math.IsInf(bs[len(bs)-1].Le, 1)
+	switch {
+	case hasInf && !h.hasCount:
+		h.Count = bs[len(bs)-1].Count
+	case !hasInf && h.hasCount:
+		h.Buckets = append(bs, Bucket{Le: math.Inf(1), Count: h.Count})
+	case !hasInf:
+		return false
+	}
+	return true
+}
+
+func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 
 // sortPairs sorts name, value pairs by name; pages list labels sorted already, so this is
 // usually one pass.

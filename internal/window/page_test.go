@@ -1,6 +1,7 @@
 package window
 
 import (
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -144,8 +145,13 @@ func FuzzParsePage(f *testing.F) {
 			w.Observe(&p.Engines[i], 0) // a second identical scrape never increases anything
 			inc := w.Observe(&p.Engines[i], 0)
 			for c, v := range inc.Counters {
-				if v != 0 && v == v { // NaN pages may give NaN, never a made-up number
+				if v != 0 {
 					t.Fatalf("identical scrape gave increase %v for %s", v, CounterNames[c])
+				}
+			}
+			for h, d := range inc.Hists {
+				if d != nil && (d.Count != 0 || d.Sum != 0) {
+					t.Fatalf("identical scrape gave increase %s for %s", fmtDelta(d), HistNames[h])
 				}
 			}
 		}
@@ -163,5 +169,74 @@ func BenchmarkParsePage(b *testing.B) {
 		if _, err := ParsePage(body); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+func TestRayCountersWithoutTotal(t *testing.T) {
+	p := load(t, "ray-counters-without-total.prom")
+	if len(p.Engines) != 1 || p.Engines[0].Engine != "0" {
+		t.Fatalf("engines %+v, want one, engine 0", p.Engines)
+	}
+	ep := p.Engines[0]
+	for _, c := range []struct {
+		c    Counter
+		want float64
+		n    int
+	}{{PrefixQueries, 4096, 1}, {PrefixHits, 1024, 1}, {PromptTokens, 8192, 1}, {GenerationTokens, 2048, 1}, {RequestSuccess, 19, 2}} {
+		if v, _, n := counter(ep, c.c); v != c.want || n != c.n {
+			t.Errorf("%s = %v over %d series, want %v over %d", CounterNames[c.c], v, n, c.want, c.n)
+		}
+	}
+	if ep.Gauges[KVUsage] != 0.25 || ep.Gauges[Running] != 3 {
+		t.Errorf("gauges %v, want running 3 and kv 0.25", ep.Gauges)
+	}
+}
+
+func TestSeriesKeysDoNotCollide(t *testing.T) {
+	// Label values may hold commas, equals signs and quotes: each label set is its own series.
+	for _, pair := range [][2]string{
+		{`x="a,y=b"`, `x="a",y="b"`},
+		{`x="a\",y=\"b"`, `x="a",y="b"`},
+		{`x="a\\",y="b"`, `x="a\\\",y=\"b"`},
+	} {
+		body := fmt.Sprintf("vllm:num_preemptions_total{engine=\"0\",%s} 0\nvllm:num_preemptions_total{engine=\"0\",%s} 0\n", pair[0], pair[1])
+		p, err := ParsePage([]byte(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := len(p.Engines[0].Counters); n != 2 {
+			t.Fatalf("%s and %s: %d series, want 2", pair[0], pair[1], n)
+		}
+		w := NewWorker()
+		w.Observe(&p.Engines[0], 0)
+		body = fmt.Sprintf("vllm:num_preemptions_total{engine=\"0\",%s} 100\nvllm:num_preemptions_total{engine=\"0\",%s} 10\n", pair[0], pair[1])
+		if p, err = ParsePage([]byte(body)); err != nil {
+			t.Fatal(err)
+		}
+		if inc := w.Observe(&p.Engines[0], 0); inc.Counters[Preemptions] != 110 {
+			t.Errorf("%s and %s: increase %v, want 110", pair[0], pair[1], inc.Counters[Preemptions])
+		}
+	}
+}
+
+func TestNonFiniteGaugesAreNotSamples(t *testing.T) {
+	p, err := ParsePage([]byte(`vllm:kv_cache_usage_perc{engine="0",model_name="a"} NaN
+vllm:kv_cache_usage_perc{engine="0",model_name="b"} 0.5
+vllm:num_requests_running{engine="0",model_name="a"} +Inf
+vllm:num_requests_running{engine="0",model_name="b"} 3
+vllm:num_requests_waiting{engine="0",model_name="a"} NaN
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep := p.Engines[0]
+	if !ep.HasGauge[KVUsage] || ep.Gauges[KVUsage] != 0.5 {
+		t.Errorf("kv = %v (%v), want 0.5: the mean of the finite samples", ep.Gauges[KVUsage], ep.HasGauge[KVUsage])
+	}
+	if !ep.HasGauge[Running] || ep.Gauges[Running] != 3 {
+		t.Errorf("running = %v (%v), want 3", ep.Gauges[Running], ep.HasGauge[Running])
+	}
+	if ep.HasGauge[Waiting] {
+		t.Errorf("waiting = %v from a NaN sample, want none", ep.Gauges[Waiting])
 	}
 }

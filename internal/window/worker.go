@@ -1,5 +1,7 @@
 package window
 
+import "math"
+
 // Worker keeps what one engine's previous successful scrape said, to turn the next one into
 // increases. A Worker is owned by one goroutine.
 type Worker struct {
@@ -14,9 +16,15 @@ type seriesID struct {
 	key string
 }
 
+// counterState is what a worker knows of one counter series. A series that has shown no finite
+// value since it appeared, or since a ±Inf, has no baseline (base false): its next finite value
+// counts whole if whole is set or its _created is after since, and is only a baseline otherwise.
 type counterState struct {
 	value, created float64
 	hasCreated     bool
+	base           bool
+	whole          bool
+	since          float64
 }
 
 type histState struct {
@@ -24,6 +32,10 @@ type histState struct {
 	sum, count float64
 	created    float64
 	hasCreated bool
+	hasSum     bool
+	base       bool // as in counterState
+	whole      bool
+	since      float64
 }
 
 // Increase is what changed in one engine between its previous successful scrape and this one.
@@ -38,6 +50,7 @@ type Increase struct {
 type HistDelta struct {
 	Buckets    []Bucket
 	Sum, Count float64
+	NoSum      bool // a series without _sum took part: Sum is not the sum of the observations
 }
 
 // NewWorker returns a worker that has seen nothing yet.
@@ -51,11 +64,26 @@ func (w *Worker) Seen() bool { return w.seen }
 // Observe takes an engine's samples from a successful scrape and returns the increases since the
 // previous one. A worker seen for the first time contributes only the series whose _created is
 // after since (Unix seconds): the engine started after that moment, so all of its count is new;
-// otherwise its first scrape is only the baseline.
+// otherwise its first scrape is only the baseline. A series that appears on a worker seen
+// before started from zero, and all of it counts.
 //
 // A counter that went down, or whose _created changed, was reset by an engine restart, and its
 // increase is the new value (what Prometheus' increase() does, plus the _created check that
 // catches a restart whose counter has already passed its old value). Never clamped to zero.
+//
+// A histogram is reset as a whole when any of its _bucket, _sum and _count series went down
+// (each follows the counter rule), its _created changed or its bucket layout changed; its
+// increase is then its new values. So no bucket, sum or count increase is ever negative. _sum
+// could go down without a reset only through negative observations, which vLLM's latencies never
+// are; pages without _created (vLLM in multiprocess mode, simulators) have no other sign of a
+// restart.
+//
+// A NaN value is no value: the series is absent from this scrape, its last finite value stays
+// the baseline, and the increase lands when a finite value returns. A ±Inf value is absent too,
+// and the next finite value counts as a reset, whole (as in Prometheus, where every finite value
+// after +Inf is lower, hence a reset; the jump to Inf itself, infinite there, counts nothing
+// here). A histogram series with any non-finite _bucket, _sum or _count is treated so as a
+// whole.
 func (w *Worker) Observe(p *EnginePage, since float64) Increase {
 	var inc Increase
 	first := !w.seen
@@ -64,16 +92,24 @@ func (w *Worker) Observe(p *EnginePage, since float64) Increase {
 		cs := &p.Counters[i]
 		k := seriesID{int(cs.Family), cs.Key}
 		old, had := w.counters[k]
-		w.counters[k] = counterState{value: cs.Value, created: cs.Created, hasCreated: cs.HasCreated}
+		if !had {
+			old = counterState{whole: !first, since: since}
+		}
+		if !finite(cs.Value) {
+			if !math.IsNaN(cs.Value) {
+				old = counterState{whole: true}
+			}
+			w.counters[k] = old
+			continue
+		}
+		w.counters[k] = counterState{value: cs.Value, created: cs.Created, hasCreated: cs.HasCreated, base: true}
 		var d float64
 		switch {
-		case first:
-			if !cs.HasCreated || cs.Created <= since {
+		case !old.base:
+			if !old.whole && (!cs.HasCreated || cs.Created <= old.since) {
 				continue
 			}
 			d = cs.Value
-		case !had:
-			d = cs.Value // a series that appeared since the last scrape started from zero
 		case cs.Value < old.value || cs.HasCreated && old.hasCreated && cs.Created != old.created:
 			d = cs.Value
 		default:
@@ -92,31 +128,80 @@ func (w *Worker) Observe(p *EnginePage, since float64) Increase {
 		hs := &p.Hists[i]
 		k := seriesID{int(hs.Family), hs.Key}
 		old := w.hists[k]
-		w.hists[k] = &histState{buckets: hs.Buckets, sum: hs.Sum, count: hs.Count, created: hs.Created, hasCreated: hs.HasCreated}
+		if old == nil {
+			old = &histState{whole: !first, since: since}
+			w.hists[k] = old
+		}
+		switch nonFinite(hs) {
+		case nan:
+			continue
+		case inf:
+			*old = histState{whole: true}
+			continue
+		}
 		var d *HistDelta
 		switch {
-		case first:
-			if !hs.HasCreated || hs.Created <= since {
-				continue
+		case !old.base:
+			if old.whole || hs.HasCreated && hs.Created > old.since {
+				d = fullHist(hs)
 			}
-			d = fullHist(hs)
-		case old == nil:
-			d = fullHist(hs)
-		case hs.Count < old.count || hs.HasCreated && old.hasCreated && hs.Created != old.created || !sameLayout(hs.Buckets, old.buckets):
+		case histReset(old, hs):
 			d = fullHist(hs)
 		default:
-			d = &HistDelta{Sum: hs.Sum - old.sum, Count: hs.Count - old.count, Buckets: make([]Bucket, len(hs.Buckets))}
+			d = &HistDelta{Sum: hs.Sum - old.sum, Count: hs.Count - old.count, Buckets: make([]Bucket, len(hs.Buckets)), NoSum: !hs.HasSum}
 			for j, b := range hs.Buckets {
 				d.Buckets[j] = Bucket{Le: b.Le, Count: b.Count - old.buckets[j].Count}
 			}
 		}
-		inc.Hists[hs.Family] = addHist(inc.Hists[hs.Family], d)
+		*old = histState{buckets: hs.Buckets, sum: hs.Sum, count: hs.Count, created: hs.Created, hasCreated: hs.HasCreated, hasSum: hs.HasSum, base: true}
+		if d != nil {
+			inc.Hists[hs.Family] = addHist(inc.Hists[hs.Family], d)
+		}
 	}
 	return inc
 }
 
+// histReset reports whether a histogram was reset between its old state and hs: its _created
+// changed, its layout changed or any of its counters went down.
+func histReset(old *histState, hs *HistSeries) bool {
+	if hs.HasCreated && old.hasCreated && hs.Created != old.created || hs.HasSum != old.hasSum ||
+		hs.Count < old.count || hs.Sum < old.sum || !sameLayout(hs.Buckets, old.buckets) {
+		return true
+	}
+	for j, b := range hs.Buckets {
+		if b.Count < old.buckets[j].Count {
+			return true
+		}
+	}
+	return false
+}
+
+const (
+	allFinite = iota
+	nan
+	inf
+)
+
+// nonFinite reports whether a histogram series holds a ±Inf (which wins) or a NaN value.
+func nonFinite(hs *HistSeries) int {
+	r := allFinite
+	check := func(v float64) {
+		if math.IsInf(v, 0) {
+			r = inf
+		} else if math.IsNaN(v) && r == allFinite {
+			r = nan
+		}
+	}
+	check(hs.Sum)
+	check(hs.Count)
+	for _, b := range hs.Buckets {
+		check(b.Count)
+	}
+	return r
+}
+
 func fullHist(hs *HistSeries) *HistDelta {
-	return &HistDelta{Sum: hs.Sum, Count: hs.Count, Buckets: append([]Bucket(nil), hs.Buckets...)}
+	return &HistDelta{Sum: hs.Sum, Count: hs.Count, Buckets: append([]Bucket(nil), hs.Buckets...), NoSum: !hs.HasSum}
 }
 
 func sameLayout(a, b []Bucket) bool {
@@ -141,6 +226,7 @@ func addHist(acc, d *HistDelta) *HistDelta {
 	}
 	acc.Sum += d.Sum
 	acc.Count += d.Count
+	acc.NoSum = acc.NoSum || d.NoSum
 	acc.Buckets = MergeBuckets(acc.Buckets, d.Buckets)
 	return acc
 }

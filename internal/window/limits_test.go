@@ -1,0 +1,115 @@
+package window
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// bigPage is a page of n series of one counter family, each on its own engine when engines is
+// set, else all on engine 0 with distinct other labels. Its lines are as long as real vLLM ones.
+func bigPage(n int, engines bool) []byte {
+	var b bytes.Buffer
+	b.WriteString("# TYPE vllm:prompt_tokens counter\n")
+	for i := range n {
+		if engines {
+			fmt.Fprintf(&b, "vllm:prompt_tokens_total{engine=\"%d\",model_name=\"meta-llama/Llama-3.1-70B-Instruct-FP8-dynamic\",pad=\"%s\"} 1.234567e+06\n", i, strings.Repeat("p", 10))
+		} else {
+			fmt.Fprintf(&b, "vllm:prompt_tokens_total{engine=\"0\",model_name=\"meta-llama/Llama-3.1-70B-Instruct-FP8-dynamic\",shard=\"%d\"} 1.234567e+06\n", i)
+		}
+	}
+	return b.Bytes()
+}
+
+// hugePage is bigPage(100000, true), about 12.5 MB, built once.
+var hugePage = sync.OnceValue(func() []byte { return bigPage(100000, true) })
+
+func TestParsePageLimits(t *testing.T) {
+	byEngine := hugePage()
+	if len(byEngine) < 12<<20 {
+		t.Fatalf("generated page is %d bytes, want about 12.5 MB", len(byEngine))
+	}
+	bySeries := bigPage(100000, false)
+	fixture, err := os.ReadFile("testdata/prometheus-client-render-vllm-0.20.prom")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		body []byte
+		lim  Limits
+		want string // error substring, "" for none
+	}{
+		{"100,000 engines", byEngine, DefaultLimits, `line 66: engine "64" is one more than the limit of 64 engines (workers) per target`},
+		{"100,000 series on one engine", bySeries, DefaultLimits, "line 20002: more than 20000 samples of the families vllmstat reads"},
+		{"a real page within the defaults", fixture, DefaultLimits, ""},
+		{"a real page over a series limit", fixture, Limits{MaxSeries: 10}, "more than 10 samples"},
+		{"a real page over a worker limit", fixture, Limits{MaxWorkers: 1}, `engine "1" is one more than the limit of 1 engines`},
+		{"no limits", bigPage(20001, false), Limits{}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := ParsePageLimits(tt.body, tt.lim)
+			if tt.want == "" {
+				if err != nil || p == nil {
+					t.Fatalf("page within limits: %v", err)
+				}
+				return
+			}
+			if !errors.Is(err, ErrLimit) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error %v, want ErrLimit with %q", err, tt.want)
+			}
+			if p != nil {
+				t.Fatal("a page over its limits was returned")
+			}
+		})
+	}
+}
+
+// TestParsePageLimitsStopsEarly checks that a page over its limits costs what the limits allow,
+// not what the page holds: refusing 100,000 engines allocates no more than refusing 10,000, and
+// less than a tenth of the page's size.
+func TestParsePageLimitsStopsEarly(t *testing.T) {
+	cost := func(body []byte) (allocs, bytes uint64) {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		if _, err := ParsePageLimits(body, DefaultLimits); !errors.Is(err, ErrLimit) {
+			t.Fatalf("page of %d bytes: %v, want ErrLimit", len(body), err)
+		}
+		runtime.ReadMemStats(&after)
+		return after.Mallocs - before.Mallocs, after.TotalAlloc - before.TotalAlloc
+	}
+	smallA, smallB := cost(bigPage(10000, true))
+	hugeA, hugeB := cost(hugePage())
+	if hugeA > smallA+smallA/10 || hugeB > smallB+smallB/10 || hugeB > uint64(len(hugePage())/10) {
+		t.Fatalf("refusing 100,000 engines: %d allocations, %d bytes; 10,000 engines: %d, %d", hugeA, hugeB, smallA, smallB)
+	}
+}
+
+// BenchmarkParsePageLimits shows the cost of refusing a 12.5 MB page of 100,000 engines:
+// bounded by DefaultLimits (compare B/op and allocs/op with BenchmarkParsePageHuge).
+func BenchmarkParsePageLimits(b *testing.B) {
+	body := hugePage()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ParsePageLimits(body, DefaultLimits); !errors.Is(err, ErrLimit) {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkParsePageHuge parses the same page without limits.
+func BenchmarkParsePageHuge(b *testing.B) {
+	body := hugePage()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ParsePage(body); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
