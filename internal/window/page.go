@@ -104,7 +104,7 @@ func parse(body []byte, lim Limits) (page *Page, err error) {
 	lastEngine, haveLast := "", false
 	err = expo.Parse(body, tableSet, func(s *expo.Sample) {
 		if lim.MaxSeries > 0 && len(raws) >= lim.MaxSeries {
-			panic(stop{fmt.Errorf("%w: line %d: more than %d samples of the families vllmstat reads, the limit per target", ErrLimit, s.Line, lim.MaxSeries)})
+			panic(stop{fmt.Errorf("%w: line %d: more than the limit of %d series (samples of the families vllmstat reads) per target", ErrLimit, s.Line, lim.MaxSeries)})
 		}
 		m := table.metas[s.ID]
 		r := raw{meta: s.ID, value: s.Value}
@@ -135,7 +135,7 @@ func parse(body []byte, lim Limits) (page *Page, err error) {
 			}
 			if !engines[r.engine] {
 				if len(engines) >= lim.MaxWorkers {
-					panic(stop{fmt.Errorf("%w: line %d: engine %q is one more than the limit of %d engines (workers) per target", ErrLimit, s.Line, r.engine, lim.MaxWorkers)})
+					panic(stop{fmt.Errorf("%w: line %d: engine %q is one more than the limit of %d workers (engines) per target", ErrLimit, s.Line, r.engine, lim.MaxWorkers)})
 				}
 				engines[r.engine] = true
 			}
