@@ -48,7 +48,7 @@ func TestParsePageLimits(t *testing.T) {
 		{"100,000 engines", byEngine, DefaultLimits, `line 66: engine "64" is one more than the limit of 64 workers (engines) per target`},
 		{"100,000 series on one engine", bySeries, DefaultLimits, "line 20002: more than the limit of 20000 series (samples of the families vllmstat reads) per target"},
 		{"a real page within the defaults", fixture, DefaultLimits, ""},
-		{"a real page over a series limit", fixture, Limits{MaxSeries: 10}, "more than 10 samples"},
+		{"a real page over a series limit", fixture, Limits{MaxSeries: 10}, "more than the limit of 10 series"},
 		{"a real page over a worker limit", fixture, Limits{MaxWorkers: 1}, `engine "1" is one more than the limit of 1 workers`},
 		{"no limits", bigPage(20001, false), Limits{}, ""},
 	}
