@@ -32,6 +32,8 @@ type Collector interface {
 	Steps(ctx context.Context, since int64) ([]step.Record, error)
 	Targets(ctx context.Context) ([]string, error)
 	SetTargets(ctx context.Context, ts []scrape.Target) error
+	AddTargets(ctx context.Context, ts []scrape.Target) error
+	RemoveTargets(ctx context.Context, urls []string) error
 }
 
 // Options configure the handler.
@@ -75,6 +77,8 @@ func New(opt Options) http.Handler {
 	v1("GET /v1/live", h.live)
 	v1("GET /v1/targets", h.targets)
 	v1("PUT /v1/targets", h.setTargets)
+	v1("POST /v1/targets", h.addTargets)
+	v1("DELETE /v1/targets", h.removeTargets)
 	mux.Handle("/v1/", h.auth(h.wrap(func(r *http.Request) (any, *apiError) {
 		switch p := r.URL.Path; {
 		case p == "/v1/steps/end", p == "/v1/steps", p == "/v1/live", p == "/v1/targets", strings.HasPrefix(p, "/v1/steps/"):
@@ -285,14 +289,54 @@ func (h *handler) targets(r *http.Request) (any, *apiError) {
 // setTargets takes http and https URLs only (no host:port shorthand), schemes in any case.
 // User info in a URL becomes the target's basic-auth credentials; URLs are returned without it.
 func (h *handler) setTargets(r *http.Request) (any, *apiError) {
+	ts, urls, aerr := readTargets(r)
+	if aerr != nil {
+		return nil, aerr
+	}
+	if err := h.opt.Collector.SetTargets(r.Context(), ts); err != nil {
+		return nil, collectorError(err)
+	}
+	return map[string]any{"targets": urls}, nil
+}
+
+// addTargets adds the listed targets to the static ones (POST): a target already there stays
+// as it is, so workers may each register their own URL at the same time. It answers with every
+// target now scraped.
+func (h *handler) addTargets(r *http.Request) (any, *apiError) {
+	ts, _, aerr := readTargets(r)
+	if aerr != nil {
+		return nil, aerr
+	}
+	if err := h.opt.Collector.AddTargets(r.Context(), ts); err != nil {
+		return nil, collectorError(err)
+	}
+	return h.targets(r)
+}
+
+// removeTargets removes the listed targets (DELETE); URLs that are not targets are ignored. It
+// answers with every target now scraped.
+func (h *handler) removeTargets(r *http.Request) (any, *apiError) {
+	_, urls, aerr := readTargets(r)
+	if aerr != nil {
+		return nil, aerr
+	}
+	if err := h.opt.Collector.RemoveTargets(r.Context(), urls); err != nil {
+		return nil, collectorError(err)
+	}
+	return h.targets(r)
+}
+
+// readTargets reads {"targets": [URL, ...]}: http and https URLs only (no host:port
+// shorthand), schemes in any case, user info moved into the target's credentials.
+func readTargets(r *http.Request) ([]scrape.Target, []string, *apiError) {
 	var body struct {
 		Targets []string `json:"targets"`
 	}
 	if err := decode(r, &body); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if body.Targets == nil {
-		return nil, errorf(http.StatusBadRequest, `missing "targets": want {"targets": ["http://host:8000/metrics", ...]}`)
+		return nil, nil, errorf(http.StatusBadRequest, `missing "targets": want {"targets": ["http://host:8000/metrics", ...]}`)
 	}
 	var problems []string
 	first := map[string][2]int{} // URL -> its first entry's index in ts and in the body
@@ -320,10 +364,7 @@ func (h *handler) setTargets(r *http.Request) (any, *apiError) {
 		urls = append(urls, t.URL)
 	}
 	if len(problems) > 0 {
-		return nil, errorf(http.StatusBadRequest, "%s", strings.Join(problems, "; "))
+		return nil, nil, errorf(http.StatusBadRequest, "%s", strings.Join(problems, "; "))
 	}
-	if err := h.opt.Collector.SetTargets(r.Context(), ts); err != nil {
-		return nil, collectorError(err)
-	}
-	return map[string]any{"targets": urls}, nil
+	return ts, urls, nil
 }

@@ -64,6 +64,9 @@ func (f *fakeCollector) SetTargets(_ context.Context, ts []scrape.Target) error 
 	return nil
 }
 
+func (f *fakeCollector) AddTargets(context.Context, []scrape.Target) error { return nil }
+func (f *fakeCollector) RemoveTargets(context.Context, []string) error     { return nil }
+
 func do(t *testing.T, h http.Handler, method, path, body, token string) (int, map[string]any) {
 	t.Helper()
 	req := httptest.NewRequest(method, path, strings.NewReader(body))
@@ -114,7 +117,8 @@ func TestEndpoints(t *testing.T) {
 		{"GET", "/v1/targets", "", 200, func(t *testing.T, o map[string]any) { eq(t, o["targets"].([]any)[1], "https://b:2/m") }},
 		{"PUT", "/v1/targets", `{"targets": ["ftp://a/metrics", "a:1"]}`, 400, hasErr(`targets[0]: "ftp://a/metrics": only http and https`)},
 		{"PUT", "/v1/targets", `{}`, 400, hasErr(`missing "targets"`)},
-		{"DELETE", "/v1/targets", "", 405, hasErr("not allowed")},
+		{"PATCH", "/v1/targets", "", 405, hasErr("not allowed")},
+		{"DELETE", "/v1/targets", "", 400, hasErr("empty request body")},
 		{"GET", "/v1/nothing", "", 404, hasErr("no such endpoint")},
 	}
 	for _, tt := range tests {

@@ -238,6 +238,9 @@ func startRun(cfg config.Config, log *slog.Logger, summary io.Writer, fresh bool
 	}
 	r.closer = nil // from here on, run closes everything
 	log.Info("scraping", "targets", len(cfg.Targets), "interval_s", cfg.Interval, "step_every", cfg.StepEvery, "out", cfg.OutDir)
+	if len(cfg.Targets) == 0 {
+		log.Info("no targets yet: waiting for them through the API (POST /v1/targets, or expose() in the Python client)", "url", "http://"+r.addr()+"/v1/targets")
+	}
 	return r, nil
 }
 

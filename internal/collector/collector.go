@@ -180,13 +180,6 @@ func (c *Collector) Targets(ctx context.Context) ([]string, error) {
 	return out, err
 }
 
-// SetTargets replaces the targets (distinct URLs without user info). Data of removed targets
-// stays in the open step; added ones start as new workers, a target removed earlier too. A
-// target without credentials keeps the ones it has, or gets DefaultAuth when it is new.
-func (c *Collector) SetTargets(ctx context.Context, ts []scrape.Target) error {
-	return c.call(ctx, func(s *state) { s.setTargets(ts) })
-}
-
 // Run scrapes and closes steps until ctx is done, then closes the open step after a final
 // boundary scrape, closes the sinks and the recording, and returns.
 func (c *Collector) Run(ctx context.Context) error {
@@ -202,7 +195,7 @@ func (c *Collector) Run(ctx context.Context) error {
 		Spread:   c.opt.Spread,
 		Clock:    c.opt.Clock,
 	}, results)
-	s.setTargets(c.opt.Targets)
+	s.setSource(StaticSource, c.opt.Targets)
 	ticker := c.opt.Clock.NewTicker(c.opt.Interval)
 	defer ticker.Stop()
 	var stepC <-chan time.Time

@@ -17,6 +17,7 @@ type state struct {
 	tracker *step.Tracker
 	last    time.Time // last stamp: stamps strictly increase
 	targets map[string]*TargetState
+	sources sources // the targets of each source; targets is their union
 
 	lastStep  int64 // highest step number closed or requested
 	nextID    uint64

@@ -209,8 +209,10 @@ func (c *Config) Validate() error {
 	if c.MetricPrefix == "" || strings.ContainsAny(c.MetricPrefix, " \t\n") {
 		bad("metric_prefix", strconv.Quote(c.MetricPrefix), "must be a non-empty name without spaces")
 	}
-	if c.Enabled && len(c.Targets) == 0 {
-		ps = append(ps, fmt.Sprintf("%s: no targets: give at least one /metrics URL (or host:port)", c.Path("targets")))
+	// Without targets a run waits for them through the API; without an API nothing could
+	// ever arrive.
+	if c.Enabled && len(c.Targets) == 0 && c.Listen == "" {
+		ps = append(ps, fmt.Sprintf("%s: no targets, and no API (listen is \"\") to add them through: give at least one /metrics URL (or host:port)", c.Path("targets")))
 	}
 	if c.Listen != "" {
 		host, port, err := net.SplitHostPort(c.Listen)

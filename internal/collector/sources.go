@@ -1,0 +1,91 @@
+package collector
+
+import (
+	"context"
+	"slices"
+
+	"github.com/vllmstat/vllmstat/internal/scrape"
+)
+
+// StaticSource is the source of the targets given in the configuration and through the API;
+// discovery (DNS, files) keeps a source of its own per name or file.
+const StaticSource = "static"
+
+// sources holds the targets of every source; the collector scrapes their union. A URL listed by
+// several sources is one target, with the credentials and labels of the first source that lists
+// it (sources in the order they first gave targets, the static one first).
+type sources struct {
+	order []string
+	sets  map[string][]scrape.Target
+}
+
+func (so *sources) set(name string, ts []scrape.Target) {
+	if so.sets == nil {
+		so.sets = map[string][]scrape.Target{}
+	}
+	if _, ok := so.sets[name]; !ok {
+		so.order = append(so.order, name)
+	}
+	so.sets[name] = slices.Clone(ts)
+}
+
+func (so *sources) get(name string) []scrape.Target { return so.sets[name] }
+
+// union is every source's targets, each URL once.
+func (so *sources) union() []scrape.Target {
+	var out []scrape.Target
+	seen := map[string]bool{}
+	for _, name := range so.order {
+		for _, t := range so.sets[name] {
+			if !seen[t.URL] {
+				seen[t.URL] = true
+				out = append(out, t)
+			}
+		}
+	}
+	return out
+}
+
+// setSource replaces the targets of one source and applies the union.
+func (s *state) setSource(name string, ts []scrape.Target) {
+	s.sources.set(name, ts)
+	s.setTargets(s.sources.union())
+}
+
+// SetTargets replaces the static targets (distinct URLs without user info); targets found by
+// discovery stay. Data of removed targets stays in the open step; added ones start as new
+// workers, a target removed earlier too. A target without credentials keeps the ones it has,
+// or gets DefaultAuth when it is new.
+func (c *Collector) SetTargets(ctx context.Context, ts []scrape.Target) error {
+	return c.call(ctx, func(s *state) { s.setSource(StaticSource, ts) })
+}
+
+// AddTargets adds targets to the static ones; a URL already there is kept as it is, so adding
+// is idempotent and many workers may register themselves at once.
+func (c *Collector) AddTargets(ctx context.Context, ts []scrape.Target) error {
+	return c.call(ctx, func(s *state) {
+		cur := s.sources.get(StaticSource)
+		for _, t := range ts {
+			if !slices.ContainsFunc(cur, func(c scrape.Target) bool { return c.URL == t.URL }) {
+				cur = append(cur, t)
+			}
+		}
+		s.setSource(StaticSource, cur)
+	})
+}
+
+// RemoveTargets removes the static targets with these URLs; other URLs are ignored, so
+// removing is idempotent. A URL that discovery also finds stays a target.
+func (c *Collector) RemoveTargets(ctx context.Context, urls []string) error {
+	return c.call(ctx, func(s *state) {
+		cur := slices.DeleteFunc(slices.Clone(s.sources.get(StaticSource)), func(t scrape.Target) bool {
+			return slices.Contains(urls, t.URL)
+		})
+		s.setSource(StaticSource, cur)
+	})
+}
+
+// SetSourceTargets replaces the targets that one discovery source found.
+func (c *Collector) SetSourceTargets(ctx context.Context, source string, ts []scrape.Target) error {
+	return c.call(ctx, func(s *state) { s.setSource(source, ts) })
+}
