@@ -33,6 +33,9 @@ type WorkerRecord struct {
 	Target  string             `json:"target"`
 	Engine  string             `json:"engine"`
 	Metrics map[string]float64 `json:"metrics"`
+	// TargetLabels are the labels discovery gave the worker's target (file_sd's "labels");
+	// absent when it has none. Shared between records: read only.
+	TargetLabels map[string]string `json:"target_labels,omitempty"`
 }
 
 // WorkerID names a worker: one vLLM engine, the target plus its engine label ("" when absent).
