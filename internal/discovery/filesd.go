@@ -38,7 +38,7 @@ const (
 )
 
 // ParseFile reads a file_sd file: a list of {targets: [...], labels: {...}} groups, in JSON
-// (name ending in .json) or YAML (.yml, .yaml). A target is host:port, which becomes
+// (name ending in .json) or YAML (.yml, .yaml). A target is host:port (or host), which becomes
 // http://host:port/metrics (the group's __scheme__ and __metrics_path__ labels change the
 // scheme and path), or a http(s) URL. Every target carries its group's labels, less those
 // starting with "__" and those with an empty value. A URL listed twice keeps its first group's
