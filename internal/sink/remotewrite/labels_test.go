@@ -40,7 +40,7 @@ func TestTargetLabelsOnWorkerSeries(t *testing.T) {
 	want := map[string]float64{
 		seriesKey("vllmstat_step_worker_vllm_num_preemptions", append([]selfmetrics.Label{{Name: "target", Value: a}, {Name: "engine", Value: "0"}}, own...), testExtra): 1,
 		seriesKey("vllmstat_step_worker_vllm_num_preemptions", []selfmetrics.Label{{Name: "target", Value: b}, {Name: "engine", Value: "0"}}, testExtra):                 2,
-		seriesKey("vllmstat_step_vllm_num_preemptions", nil, testExtra):                                                                                                   3,
+		seriesKey("vllmstat_step_vllm_num_preemptions", nil, testExtra):                                                                                                  3,
 		seriesKey("vllmstat_interval_vllm_num_requests_running", append([]selfmetrics.Label{{Name: "target", Value: a}}, own...), testExtra):                             4,
 		seriesKey("vllmstat_interval_vllm_num_requests_running", []selfmetrics.Label{{Name: "target", Value: a}, {Name: "team", Value: "t2"}}, testExtra):                5,
 	}
