@@ -68,7 +68,7 @@ func New(opt Options, set Setter) *Manager {
 	}
 	m := &Manager{opt: opt, set: set}
 	for _, d := range opt.DNS {
-		m.dns = append(m.dns, &dnsSource{name: d, res: opt.Resolver, timeout: lookupTimeout(opt.Refresh), log: opt.Logger})
+		m.dns = append(m.dns, &dnsSource{name: d, res: opt.Resolver, timeout: lookupTimeout, log: opt.Logger})
 	}
 	if len(opt.Files) > 0 {
 		m.files = newFileSet(opt.Files, opt.Logger)
@@ -76,9 +76,9 @@ func New(opt Options, set Setter) *Manager {
 	return m
 }
 
-// lookupTimeout bounds one lookup: shorter than the refresh, so that lookups never pile up, and
-// at most 10 s.
-func lookupTimeout(refresh time.Duration) time.Duration { return min(refresh, 10*time.Second) }
+// lookupTimeout bounds one lookup. A source's lookups never overlap (a slow one delays the
+// next), so it need not be shorter than the refresh interval.
+const lookupTimeout = 10 * time.Second
 
 // Run checks every source at once, then again every refresh interval, until ctx ends. Each
 // DNS name has its own goroutine, so that a slow name never holds another back; the files share

@@ -111,13 +111,38 @@ func NewResolver(server string) Resolver {
 	if server == "" {
 		return net.DefaultResolver
 	}
-	return &net.Resolver{
+	return serverResolver{server: server, r: &net.Resolver{
 		PreferGo: true, // the only resolver that honours Dial
 		Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
 			var d net.Dialer
 			return d.DialContext(ctx, network, server)
 		},
+	}}
+}
+
+// serverResolver asks one DNS server, and says so in its errors (net.Resolver names the
+// system's server it would have asked).
+type serverResolver struct {
+	server string
+	r      *net.Resolver
+}
+
+func (s serverResolver) LookupIPAddr(ctx context.Context, host string) ([]net.IPAddr, error) {
+	ips, err := s.r.LookupIPAddr(ctx, host)
+	return ips, s.fix(err)
+}
+
+func (s serverResolver) LookupSRV(ctx context.Context, service, proto, name string) (string, []*net.SRV, error) {
+	cname, srvs, err := s.r.LookupSRV(ctx, service, proto, name)
+	return cname, srvs, s.fix(err)
+}
+
+func (s serverResolver) fix(err error) error {
+	var de *net.DNSError
+	if errors.As(err, &de) && de.Server != "" {
+		de.Server = s.server
 	}
+	return err
 }
 
 // dnsSource is one DNS name and what it last resolved to. Only its loop goroutine uses it.

@@ -95,7 +95,7 @@ func newDNSSource(t *testing.T, raw, server string, log *slog.Logger) *dnsSource
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &dnsSource{name: d, res: NewResolver(server), timeout: lookupTimeout(DefaultRefresh), log: log}
+	return &dnsSource{name: d, res: NewResolver(server), timeout: lookupTimeout, log: log}
 }
 
 // refreshOnce refreshes s and returns its update: changed is false when there was none.
@@ -147,8 +147,8 @@ func TestDNSAddresses(t *testing.T) {
 			t.Fatal("a failed lookup gave an update")
 		}
 	}
-	if n := lb.count("dns discovery failed"); n != 1 || !strings.Contains(lb.String(), "targets=1") {
-		t.Fatalf("failure logged %d times, want once with the targets kept:\n%s", n, lb)
+	if n := lb.count("dns discovery failed"); n != 1 || !strings.Contains(lb.String(), "targets=1") || !strings.Contains(lb.String(), "on "+srv.Addr) {
+		t.Fatalf("failure logged %d times, want once with the targets kept and the server asked:\n%s", n, lb)
 	}
 	srv.SetIPs(name, "10.0.0.3")
 	if _, changed := refreshOnce(t, s); changed || lb.count("dns discovery recovered") != 1 {
