@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -283,4 +284,46 @@ func TestRunDNSDiscovery(t *testing.T) {
 	r.waitTargets()
 	r.stop()
 	replayEquals(t, rec, filepath.Join(dir, "steps.jsonl"))
+}
+
+// TestRunDNSSRVDiscovery runs "vllmstat run" with a dnssrv+ target: every SRV record is a
+// target at its host and port, and the targets follow the records.
+func TestRunDNSSRVDiscovery(t *testing.T) {
+	var ss []*tokenServer
+	for range 2 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ss = append(ss, serveTokens(t, l))
+	}
+	port := func(s *tokenServer) uint16 {
+		_, p, _ := net.SplitHostPort(strings.TrimSuffix(strings.TrimPrefix(s.url, "http://"), "/metrics"))
+		n, _ := strconv.Atoi(p)
+		return uint16(n)
+	}
+	// The records name hosts, which scrapes resolve as usual: localhost, here.
+	url := func(s *tokenServer) string { return fmt.Sprintf("http://localhost:%d/metrics", port(s)) }
+	dns := dnstest.New(t)
+	const name = "_vllm._tcp.fleet.vllmstat.test"
+	dns.SetSRV(name, dnstest.SRV{Target: "localhost.", Port: port(ss[0])}, dnstest.SRV{Target: "localhost", Port: port(ss[1])})
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "vllmstat.yaml")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("dns_server: %s\nrefresh_interval: 100ms\n", dns.Addr)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The name comes as a flag, the server from the file.
+	r := startDiscRun(t, "--config", cfg, "--target", "dnssrv+http://"+name+"./metrics", "--out", dir)
+	a, b := ss[0], ss[1]
+	r.waitTargets(sorted(url(a), url(b))...)
+	a.tokens.Add(4)
+	b.tokens.Add(5)
+	checkStep(t, r.endStep(1), 9, map[string]float64{url(a): 4, url(b): 5})
+	b.tokens.Add(1)
+	r.waitTokens(1)
+	dns.SetSRV(name, dnstest.SRV{Target: "localhost", Port: port(a)})
+	r.waitTargets(url(a))
+	a.tokens.Add(2)
+	checkStep(t, r.endStep(2), 3, map[string]float64{url(a): 2, url(b): 1})
+	r.stop()
 }
