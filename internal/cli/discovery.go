@@ -21,4 +21,6 @@ func newDiscovery(cfg config.Config, c *collector.Collector, log *slog.Logger) r
 }
 
 // runner is an actor that runs until its context ends.
-type runner interface{ Run(ctx context.Context) error }
+type runner interface {
+	Run(ctx context.Context) error
+}
