@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"unicode/utf8"
 )
 
 // Label is one decoded label pair of a sample.
@@ -57,7 +58,10 @@ func (e *SyntaxError) Error() string { return fmt.Sprintf("line %d: %s", e.Line,
 // Parse reads page and calls emit for every sample whose metric name is in names.
 // It returns the first syntax error; samples before it have been emitted.
 func Parse(page []byte, names *Names, emit func(*Sample)) error {
-	p := parser{names: names, emit: emit}
+	// A page is valid UTF-8 as a whole nearly always; only when it is not are its label values
+	// and HELP and TYPE lines checked one by one, to name the line at fault. (utf8.Valid reads
+	// ASCII a word at a time: the page-wide check costs a few percent of a parse.)
+	p := parser{names: names, emit: emit, badUTF8: !utf8.Valid(page)}
 	return p.run(page)
 }
 
@@ -68,6 +72,9 @@ type parser struct {
 	s      Sample
 	strs   map[string]string // interned label names and values: a page repeats a few dozen
 	prev   []Label           // the previous wanted sample's labels: the next one mostly repeats them
+	lnames [][]byte          // the label names of the current line, to find duplicates
+	// badUTF8 is set when the page is not valid UTF-8 somewhere.
+	badUTF8 bool
 }
 
 // reuse returns the string of the label at position i of the previous sample when it equals b
@@ -113,6 +120,13 @@ func (p *parser) run(page []byte) error {
 	return nil
 }
 
+var help, typ = []byte("HELP"), []byte("TYPE")
+
+// keyword reports whether comment c (after its '#') starts with the word kw.
+func keyword(c, kw []byte) bool {
+	return bytes.HasPrefix(c, kw) && (len(c) == len(kw) || isBlank(c[len(kw)]))
+}
+
 func isBlank(c byte) bool { return c == ' ' || c == '\t' }
 
 func trimLeft(b []byte) []byte {
@@ -134,11 +148,20 @@ func isLabelChar(c byte) bool { return isLabelStart(c) || c >= '0' && c <= '9' }
 
 func (p *parser) line(l []byte, n int) error {
 	l = trimLeft(l)
-	if len(l) == 0 || l[0] == '#' {
-		return nil // comments carry HELP and TYPE, which vllmstat identifies by exact sample names instead
+	if len(l) == 0 {
+		return nil
 	}
 	fail := func(format string, a ...any) error {
 		return &SyntaxError{Line: n, Msg: fmt.Sprintf(format, a...)}
+	}
+	if l[0] == '#' {
+		// Comments carry HELP and TYPE, which vllmstat identifies by exact sample names instead;
+		// but the format is UTF-8, and a page whose HELP or TYPE line is not is a broken page
+		// (Prometheus refuses it too), not one to read numbers from.
+		if c := trimLeft(l[1:]); p.badUTF8 && (keyword(c, help) || keyword(c, typ)) && !utf8.Valid(c) {
+			return fail("invalid UTF-8 in %s line", c[:4])
+		}
+		return nil
 	}
 	if !isNameStart(l[0]) {
 		return fail("invalid metric name start %q", l[0])
@@ -148,6 +171,9 @@ func (p *parser) line(l []byte, n int) error {
 		i++
 	}
 	name := l[:i]
+	if i < len(l) && l[i] >= utf8.RuneSelf {
+		return fail("metric name %q is followed by a non-ASCII byte: names are ASCII letters, digits, '_' and ':'", name)
+	}
 	rest := trimLeft(l[i:])
 	id, want := p.names.index[string(name)]
 	p.prev, p.labels = p.labels, p.prev[:0]
@@ -187,6 +213,7 @@ func (p *parser) line(l []byte, n int) error {
 // labelSet parses the inside of {...} and returns what follows the closing brace. Labels are
 // decoded only when keep is set.
 func (p *parser) labelSet(b []byte, keep bool) ([]byte, error) {
+	p.lnames = p.lnames[:0]
 	for {
 		b = trimLeft(b)
 		if len(b) == 0 {
@@ -203,6 +230,9 @@ func (p *parser) labelSet(b []byte, keep bool) ([]byte, error) {
 			i++
 		}
 		lname := b[:i]
+		if i < len(b) && b[i] >= utf8.RuneSelf {
+			return nil, fmt.Errorf("label name %q is followed by a non-ASCII byte: names are ASCII letters, digits and '_'", lname)
+		}
 		b = trimLeft(b[i:])
 		if len(b) == 0 || b[0] != '=' {
 			return nil, fmt.Errorf("label %q: expected '='", lname)
@@ -215,12 +245,14 @@ func (p *parser) labelSet(b []byte, keep bool) ([]byte, error) {
 		if err != nil {
 			return nil, fmt.Errorf("label %q: %v", lname, err)
 		}
-		if keep {
-			for _, l := range p.labels {
-				if l.Name == string(lname) {
-					return nil, fmt.Errorf("duplicate label %q", lname)
-				}
+		// Every line is checked, wanted or not: a page with a duplicate label anywhere is broken.
+		for _, n := range p.lnames {
+			if bytes.Equal(n, lname) {
+				return nil, fmt.Errorf("duplicate label %q", lname)
 			}
+		}
+		p.lnames = append(p.lnames, lname)
+		if keep {
 			name, ok := p.reuse(len(p.labels), lname, false)
 			if !ok {
 				name = p.intern(lname)
@@ -256,6 +288,9 @@ func (p *parser) quoted(b []byte, keep bool, pos int) (string, []byte, error) {
 			escaped = true
 			i++
 		case '"':
+			if p.badUTF8 && !utf8.Valid(b[:i]) {
+				return "", nil, fmt.Errorf("invalid UTF-8 in label value %q", b[:i])
+			}
 			if !keep {
 				return "", b[i+1:], nil
 			}
