@@ -268,10 +268,10 @@ func TestInvalidUTF8(t *testing.T) {
 
 // FuzzDifferential feeds arbitrary pages to both parsers. Whenever expfmt accepts a page that
 // keeps to the format (strictlyValid), this parser must accept it too and agree on every
-// sample. The two need not agree on the rest: expfmt lets a few things through that the format
-// forbids, and refuses a trailing blank, which this parser reads. The small seeds, one family or one odd
-// spelling each, are in testdata/fuzz/FuzzDifferential; one whole page seeds the mix of
-// families a real server sends.
+// sample. The two need not agree on the rest: expfmt lets a few things through that the
+// format forbids, and refuses a trailing blank, which this parser reads. The small seeds, one
+// family or one odd spelling each, are in testdata/fuzz/FuzzDifferential; one whole page seeds
+// the mix of families a real server sends.
 func FuzzDifferential(f *testing.F) {
 	page, err := os.ReadFile("testdata/vllm-0.10.0-glm45-issue-excerpt-a.prom")
 	if err != nil {
