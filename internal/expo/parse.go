@@ -72,7 +72,6 @@ type parser struct {
 	s      Sample
 	strs   map[string]string // interned label names and values: a page repeats a few dozen
 	prev   []Label           // the previous wanted sample's labels: the next one mostly repeats them
-	lnames [][]byte          // the label names of the current line, to find duplicates
 	// badUTF8 is set when the page is not valid UTF-8 somewhere.
 	badUTF8 bool
 }
@@ -213,7 +212,9 @@ func (p *parser) line(l []byte, n int) error {
 // labelSet parses the inside of {...} and returns what follows the closing brace. Labels are
 // decoded only when keep is set.
 func (p *parser) labelSet(b []byte, keep bool) ([]byte, error) {
-	p.lnames = p.lnames[:0]
+	set := b       // the label set from its start, to look for a duplicate name
+	var sig uint64 // one bit per label name so far, from its first byte and length
+	k := 0         // label names so far
 	for {
 		b = trimLeft(b)
 		if len(b) == 0 {
@@ -246,12 +247,13 @@ func (p *parser) labelSet(b []byte, keep bool) ([]byte, error) {
 			return nil, fmt.Errorf("label %q: %v", lname, err)
 		}
 		// Every line is checked, wanted or not: a page with a duplicate label anywhere is broken.
-		for _, n := range p.lnames {
-			if bytes.Equal(n, lname) {
-				return nil, fmt.Errorf("duplicate label %q", lname)
-			}
+		// Names of one line rarely share a signature bit; only then are they compared.
+		bit := uint64(1) << ((uint(lname[0]) + 7*uint(len(lname))) & 63)
+		if sig&bit != 0 && hasName(set, k, lname) {
+			return nil, fmt.Errorf("duplicate label %q", lname)
 		}
-		p.lnames = append(p.lnames, lname)
+		sig |= bit
+		k++
 		if keep {
 			name, ok := p.reuse(len(p.labels), lname, false)
 			if !ok {
@@ -269,6 +271,36 @@ func (p *parser) labelSet(b []byte, keep bool) ([]byte, error) {
 		}
 		return nil, fmt.Errorf("expected ',' or '}' after label %q", lname)
 	}
+}
+
+// hasName reports whether one of the first k label names of set, whose syntax up to there has
+// been checked, is name.
+func hasName(set []byte, k int, name []byte) bool {
+	b := set
+	for ; k > 0; k-- {
+		b = trimLeft(b)
+		i := 0
+		for isLabelChar(b[i]) {
+			i++
+		}
+		if bytes.Equal(b[:i], name) {
+			return true
+		}
+		b = trimLeft(b[i:])     // at '='
+		b = trimLeft(b[1:])[1:] // past the opening quote
+		for j := 0; ; j++ {
+			if b[j] == '\\' {
+				j++
+			} else if b[j] == '"' {
+				b = b[j+1:]
+				break
+			}
+		}
+		if b = trimLeft(b); b[0] == ',' {
+			b = b[1:]
+		}
+	}
+	return false
 }
 
 // quoted reads a label value up to its closing quote. It decodes escapes only when keep is set.

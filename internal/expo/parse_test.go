@@ -200,6 +200,8 @@ func TestParseSyntax(t *testing.T) {
 		{name: "unquoted label", page: "m{a=x} 1\n", errLine: 1, errHas: "quoted"},
 		{name: "bad escape", page: `m{a="\t"} 1`, errLine: 1, errHas: "escape"},
 		{name: "duplicate label", page: `m{a="1",a="2"} 1`, errLine: 1, errHas: "duplicate"},
+		{name: "similar label names", page: "m{ ab = \"x\\\"y\\\\\" , ac=\"2\",ad=\"\\n\",ba=\"3\"} 1\n", want: flat{key("m", []Label{{"ab", "x\"y\\"}, {"ac", "2"}, {"ad", "\n"}, {"ba", "3"}}): 1}},
+		{name: "duplicate after similar names", page: "other{ab=\"x\\\"\",ac=\"2\" , ab=\"3\"} 1\n", errLine: 1, errHas: `duplicate label "ab"`},
 		{name: "duplicate label on a line not asked for", page: "m 1\nother{a=\"1\",a=\"2\"} 1\n", errLine: 2, errHas: "duplicate"},
 		{name: "UTF-8 label value", page: "m{a=\"modèle 日本\"} 1\n", want: flat{key("m", []Label{{"a", "modèle 日本"}}): 1}},
 		{name: "UTF-8 HELP", page: "# HELP m Anzahl – gemäß\nm 1\n", want: flat{"m{}": 1}},
