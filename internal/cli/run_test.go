@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -46,12 +45,7 @@ func TestRunEndToEnd(t *testing.T) {
 	a.restarts[9] = true
 	a.garbage[5] = true
 	b := newFakeServer(t, "prometheus-client-render-vllm-0.10.prom", 2)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := l.Addr().String()
-	l.Close()
+	dead := deadAddr(t)
 
 	dir := t.TempDir()
 	rec := filepath.Join(dir, "rec.jsonl.gz")
