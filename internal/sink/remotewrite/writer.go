@@ -153,7 +153,12 @@ func (w *Writer) Interval(iv step.Interval) {
 			s = newSeries(name, labels, w.set.ExtraLabels)
 			w.cache[key] = s
 		}
-		w.buf = append(w.buf, sample{s, t, v})
+		// A receiver takes one sample per series and millisecond (Prometheus rejects a second
+		// one as a duplicate), and a boundary scrape can follow a tick's within a millisecond:
+		// such a sample is stamped a millisecond after the previous one instead.
+		st := max(t, s.last+1)
+		s.last = st
+		w.buf = append(w.buf, sample{s, st, v})
 		w.pending++
 		n++
 	})
