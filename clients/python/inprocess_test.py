@@ -450,6 +450,15 @@ class InProcessEndToEnd(unittest.TestCase):
         r.inc("generation_tokens", 23)
         r.inc("num_preemptions", 4)
         self.check_step(client.end_step(0), 0, [r])
+
+        # vllmstat restarts and has lost its targets: expose() again registers the same page
+        self.assertEqual(self.vs.stop(), 0)
+        self.vs.proc.stderr.close()
+        self.vs = Vllmstat(self.tmp, listen="127.0.0.1:%d" % port)
+        self.assertEqual(client.targets(), [])
+        self.assertEqual(r.expose(api), (url, url))
+        self.assertEqual(client.targets(), [url])
+
         self.assertEqual(r.exit(), 0)
         self.assertEqual(client.targets(), [])
         # one warning for the whole outage, not one per retry

@@ -1,6 +1,7 @@
-"""Client for vllmstat's HTTP API, for training loops.
+"""Client for vllmstat's HTTP API, for training loops, and a metrics page for in-process engines.
 
-One file, standard library only (Python 3.9+): copy it next to your trainer or import it.
+One file (Python 3.9+): copy it next to your trainer or import it. The client needs only the
+standard library; :func:`expose` also uses ``prometheus_client``, which vLLM itself depends on.
 
 vllmstat runs beside the trainer as a sidecar (``vllmstat run --step-every 0``). At the end of
 each training step the trainer calls :meth:`Client.end_step`; vllmstat scrapes every vLLM
@@ -23,6 +24,12 @@ Example::
         metrics.update(record.get("metrics", {}))
         train(batch)
         log_to(wandb_run, record)       # or merge into your own logger's dict
+
+Engines that run inside the trainer's processes (vLLM's ``LLM``/``AsyncLLM`` in a Ray actor, as
+in NeMo-RL, veRL and OpenRLHF) have no ``/metrics`` server; in the process that owns the engine::
+
+    from vllmstat_client import expose
+    expose("http://TRAINER_HOST:9400")  # serves this process's metrics, registers them with vllmstat
 """
 
 import atexit
@@ -272,7 +279,8 @@ def expose(vllmstat="http://127.0.0.1:9400", port=0, host=None, token=None):
             if _exposure is None:
                 bind, advertise = _choose_host(vllmstat, host)
                 _exposure = _Exposure(bind, advertise, port, _process_registry())
-                atexit.register(_exposure.close)
+                # at exit only deregister: the server thread is a daemon and dies with the process
+                atexit.register(_exposure.close, stop_serving=False)
             exp = _exposure
         exp.register(vllmstat, token if token is not None else os.environ.get("VLLMSTAT_API_TOKEN") or None)
         return exp.url
@@ -401,13 +409,16 @@ class _Exposure:
     def register(self, vllmstat, token):
         key = vllmstat.rstrip("/")
         with self._cond:
-            if self._closed or key in self._regs:
+            if self._closed:
                 return
-            reg = _Registration(Client(key, token=token, timeout=_CALL_TIMEOUT, strict=True), self.url)
-            self._regs[key] = reg
+            reg = self._regs.get(key)
+            if reg is None:
+                reg = _Registration(Client(key, token=token, timeout=_CALL_TIMEOUT, strict=True), self.url)
+                self._regs[key] = reg
+        # again on a later call (adding is idempotent): a restarted vllmstat has lost its targets
         reg.start()
 
-    def close(self):
+    def close(self, stop_serving=True):
         """Deregisters everywhere (after one more scrape when vllmstat is scraping) and stops serving."""
         with self._cond:
             if self._closed:
@@ -421,8 +432,9 @@ class _Exposure:
                     reg.deregister()
             except Exception:  # at exit, nothing to report to
                 pass
-        self._server.shutdown()
-        self._server.server_close()
+        if stop_serving:
+            self._server.shutdown()
+            self._server.server_close()
 
     def _await_last_scrape(self, reg):
         """Waits, bounded, until vllmstat has taken and processed a page made from now on.
@@ -462,10 +474,17 @@ class _Registration:
         self._lock = threading.Lock()  # held during each call, so that stop() sees a settled state
         self._stop = threading.Event()
         self._registered = False
+        self._retrying = False  # a try or the retry thread is under way
         self._warned = False
 
     def start(self):
+        """Registers now, or keeps trying in the background; does nothing while already trying."""
+        with self._lock:
+            if self._retrying:
+                return
+            self._retrying = True
         if self._attempt():
+            self._retrying = False
             return
         threading.Thread(target=self._retry, name="vllmstat-register", daemon=True).start()
 
@@ -483,19 +502,23 @@ class _Registration:
                     "" if hopeless else "; retrying in the background for up to %d minutes" % (_RETRY_FOR // 60)))
                 return hopeless
             self._registered = True
+            self._warned = False  # a later failure is news again
             return True
 
     def _retry(self):
-        delay = _RETRY_FIRST
-        give_up = time.monotonic() + _RETRY_FOR
-        while not self._stop.wait(delay):
-            if self._attempt():
-                return
-            if time.monotonic() >= give_up:
-                self._warned = False
-                self._warn("gave up registering %s with %s; add it with Client.add_targets" % (self.url, self.client.url))
-                return
-            delay = min(delay * 2, _RETRY_MAX)
+        try:
+            delay = _RETRY_FIRST
+            give_up = time.monotonic() + _RETRY_FOR
+            while not self._stop.wait(delay):
+                if self._attempt():
+                    return
+                if time.monotonic() >= give_up:
+                    self._warned = False
+                    self._warn("gave up registering %s with %s; add it with Client.add_targets" % (self.url, self.client.url))
+                    return
+                delay = min(delay * 2, _RETRY_MAX)
+        finally:
+            self._retrying = False
 
     def _warn(self, msg):
         if not self._warned:
