@@ -14,7 +14,6 @@ Run: VLLMSTAT_BIN=path/to/vllmstat /usr/bin/python3 -m unittest discover -s clie
 """
 
 import gzip
-import json
 import os
 import queue
 import re
