@@ -270,8 +270,9 @@ def expose(vllmstat="http://127.0.0.1:9400", port=0, host=None, token=None):
     counts land in the open step, and removes itself (``DELETE /v1/targets``).
 
     Never raises: a failure warns once and returns the URL anyway (registration pending), or
-    ``""`` when the page cannot be served at all. Calling it again returns the same URL (and
-    registers it with another vllmstat, if a different one is given).
+    ``""`` when the page cannot be served at all. Calling it again returns the same URL and
+    registers it again (idempotent; a restarted vllmstat has lost its targets), with another
+    vllmstat too if a different one is given; ``port`` and ``host`` of later calls are ignored.
     """
     global _exposure
     try:
