@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -243,16 +242,7 @@ func TestRunServesSelfMetrics(t *testing.T) {
 		done <- runWith(ctx, "run", []string{"--target", a.url(), "--interval", "0.05", "--scrape-timeout", "5s", "--step-every", "0",
 			"--listen", "127.0.0.1:0", "--out", dir}, &bytes.Buffer{}, stderr)
 	}()
-	var base string
-	if !waitUntil(10*time.Second, func() bool {
-		m := regexp.MustCompile(`api listening" url=(\S+)`).FindStringSubmatch(stderr.String())
-		if m != nil {
-			base = m[1]
-		}
-		return m != nil
-	}) {
-		t.Fatalf("no api address\n%s", stderr.String())
-	}
+	base := apiURL(t, stderr)
 	// end the step once the target has answered twice: then it has an increase to report
 	if !waitUntil(10*time.Second, func() bool {
 		resp, err := http.Get(base + "/v1/live")
