@@ -121,7 +121,7 @@ func (w *watcher) round(ctx context.Context) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[i] = scrape.Fetch(ctx, u, scrape.Options{Client: w.client, Timeout: w.cfg.Timeout(), MaxBody: w.cfg.MaxBodyBytes, Limits: w.cfg.Limits()})
+			results[i] = scrape.Fetch(ctx, u, scrape.Options{Client: w.client, Timeout: w.cfg.Timeout(), MaxBody: w.cfg.MaxBodyBytes, Limits: w.cfg.Limits(), WorkerLabels: w.cfg.WorkerLabels})
 		}()
 	}
 	wg.Wait()
