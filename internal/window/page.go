@@ -66,9 +66,8 @@ var tableSet = expo.NewNames(table.names)
 
 // raw is a sample kept during the first pass over a page, before spellings are chosen.
 type raw struct {
-	meta   int
-	engine string
-	worker string // the worker labels' key
+	meta   int32
+	worker int32 // index in the page's workerTable
 	key    string
 	reason string
 	le     float64
@@ -119,20 +118,23 @@ func parse(body []byte, opt Options) (page *Page, err error) {
 		}
 		return k
 	}
-	var workers map[workerKey]bool // the workers seen, counted against lim.MaxWorkers
+	var workers workerTable // counted against lim.MaxWorkers
+	// Consecutive samples mostly belong to one worker; its engine and labels are interned
+	// strings, so comparing them with the last sample's is cheap.
 	var last workerKey
-	haveLast := false
+	lastIdx := int32(-1)
 	err = expo.Parse(body, tableSet, func(s *expo.Sample) {
 		if lim.MaxSeries > 0 && len(raws) >= lim.MaxSeries {
 			panic(stop{fmt.Errorf("%w: line %d: more than the limit of %d series (samples of the families vllmstat reads) per target", ErrLimit, s.Line, lim.MaxSeries)})
 		}
 		m := table.metas[s.ID]
-		r := raw{meta: s.ID, value: s.Value}
+		r := raw{meta: int32(s.ID), value: s.Value}
+		var wk workerKey
 		kv = kv[:0]
 		for _, l := range s.Labels {
 			switch l.Name {
 			case "engine":
-				r.engine = l.Value
+				wk.engine = l.Value
 				continue
 			case "le":
 				if m.role == rBucket {
@@ -156,21 +158,22 @@ func parse(body []byte, opt Options) (page *Page, err error) {
 		if len(wkv) > 0 {
 			sortPairs(wkv)
 			buf = appendKey(buf[:0], wkv)
-			r.worker = intern(buf)
+			if wk.labels = last.labels; string(buf) != wk.labels {
+				wk.labels = intern(buf)
+			}
 			wkv = wkv[:0]
 		}
-		if wk := (workerKey{r.engine, r.worker}); lim.MaxWorkers > 0 && (!haveLast || wk != last) {
-			last, haveLast = wk, true
-			if workers == nil {
-				workers = map[workerKey]bool{}
-			}
-			if !workers[wk] {
-				if len(workers) >= lim.MaxWorkers {
+		if lastIdx < 0 || wk != last {
+			i := workers.find(wk)
+			if i < 0 {
+				if lim.MaxWorkers > 0 && len(workers.keys) >= lim.MaxWorkers {
 					panic(stop{fmt.Errorf("%w: line %d: %s is one more than the limit of %d workers (engines) per target", ErrLimit, s.Line, wk, lim.MaxWorkers)})
 				}
-				workers[wk] = true
+				i = workers.add(wk)
 			}
+			last, lastIdx = wk, i
 		}
+		r.worker = lastIdx
 		if m.role == rBucket && !hasLabel(s.Labels, "le") && bad == nil {
 			bad = fmt.Errorf("line %d: %s: bucket without le label", s.Line, s.Name)
 		}
@@ -188,7 +191,45 @@ func parse(body []byte, opt Options) (page *Page, err error) {
 	if bad != nil {
 		return nil, bad
 	}
-	return assemble(raws, best), nil
+	return assemble(raws, best, workers.keys), nil
+}
+
+// workerTable numbers a page's workers in the order they appear.
+type workerTable struct {
+	keys  []workerKey
+	index map[workerKey]int32 // built once a page has more workers than a scan is worth
+}
+
+// find returns the number of worker k, or -1.
+func (t *workerTable) find(k workerKey) int32 {
+	if t.index != nil {
+		if i, ok := t.index[k]; ok {
+			return i
+		}
+		return -1
+	}
+	for i, o := range t.keys {
+		if o == k {
+			return int32(i)
+		}
+	}
+	return -1
+}
+
+// add numbers a worker not in the table yet.
+func (t *workerTable) add(k workerKey) int32 {
+	i := int32(len(t.keys))
+	t.keys = append(t.keys, k)
+	switch {
+	case t.index != nil:
+		t.index[k] = i
+	case len(t.keys) > 8:
+		t.index = make(map[workerKey]int32, 2*len(t.keys))
+		for j, o := range t.keys {
+			t.index[o] = int32(j)
+		}
+	}
+	return i
 }
 
 // workerKey tells a page's workers apart: the engine label and the worker labels' key.
@@ -264,32 +305,31 @@ func chosen(m meta, best [3][]int) bool {
 	return m.rank == b
 }
 
-func assemble(raws []raw, best [3][]int) *Page {
-	byWorker := map[workerKey]*EnginePage{}
+func assemble(raws []raw, best [3][]int, workers []workerKey) *Page {
+	byWorker := make([]*EnginePage, len(workers))
 	type hkey struct {
 		fam Hist
 		key string
 	}
-	hists := map[workerKey]map[hkey]*histAsm{}
+	hists := make([]map[hkey]*histAsm, len(workers))
 	type ckey struct {
 		fam Counter
 		key string
 	}
-	counters := map[workerKey]map[ckey]*CounterSeries{}
-	gaugeN := map[workerKey]*[NumGauges]int{}
+	counters := make([]map[ckey]*CounterSeries, len(workers))
+	gaugeN := make([][NumGauges]int, len(workers))
 	for _, r := range raws {
 		m := table.metas[r.meta]
 		if !chosen(m, best) {
 			continue
 		}
-		wk := workerKey{r.engine, r.worker}
+		wk := r.worker
 		ep := byWorker[wk]
 		if ep == nil {
-			ep = &EnginePage{Engine: r.engine, Labels: r.worker}
+			ep = &EnginePage{Engine: workers[wk].engine, Labels: workers[wk].labels}
 			byWorker[wk] = ep
 			hists[wk] = map[hkey]*histAsm{}
 			counters[wk] = map[ckey]*CounterSeries{}
-			gaugeN[wk] = &[NumGauges]int{}
 		}
 		switch m.kind {
 		case kGauge:
@@ -339,6 +379,9 @@ func assemble(raws []raw, best [3][]int) *Page {
 	}
 	p := &Page{}
 	for e, ep := range byWorker {
+		if ep == nil {
+			continue // only samples of spellings not chosen
+		}
 		if n := gaugeN[e][KVUsage]; n > 1 {
 			ep.Gauges[KVUsage] /= float64(n)
 		}
