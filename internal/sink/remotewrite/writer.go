@@ -144,7 +144,7 @@ func (w *Writer) Interval(iv step.Interval) {
 			dropped++
 			return
 		}
-		key := name + "\xff" + iv.Target + "\xff" + iv.Engine
+		key := name + "\xff" + iv.Target + "\xff" + iv.Engine + "\xff" + iv.Labels
 		s := w.cache[key]
 		if s == nil {
 			if len(w.cache) >= 1<<20 {
