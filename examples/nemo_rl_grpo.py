@@ -24,7 +24,9 @@ vs = Client()  # 1. once, before the loop
 def grpo_train(policy, policy_generation, dataloader, logger, master_config):
     # 2. optional: engines are created at run time; tell vllmstat where they are
     #    (each vLLM API server's /metrics, e.g. from the Ray actors' IPs and ports)
-    # vs.set_targets(["http://%s:%d/metrics" % (ip, port) for ip, port in engine_addresses])
+    # vs.add_targets(["http://%s:%d/metrics" % (ip, port) for ip, port in engine_addresses])
+    #    Engines inside the Ray actors, with no HTTP server, register themselves instead:
+    #    see nemo_rl_inprocess_worker.py (expose() in the worker's __init__).
     for step, batch in enumerate(dataloader):
         rollouts = policy_generation.generate(batch)          # vLLM does its work here
         record = vs.end_step(step)                            # 3. right after generation

@@ -1,6 +1,7 @@
-"""Client for vllmstat's HTTP API, for training loops.
+"""Client for vllmstat's HTTP API, for training loops, and a metrics page for in-process engines.
 
-One file, standard library only (Python 3.9+): copy it next to your trainer or import it.
+One file (Python 3.9+): copy it next to your trainer or import it. The client needs only the
+standard library; :func:`expose` also uses ``prometheus_client``, which vLLM itself depends on.
 
 vllmstat runs beside the trainer as a sidecar (``vllmstat run --step-every 0``). At the end of
 each training step the trainer calls :meth:`Client.end_step`; vllmstat scrapes every vLLM
@@ -23,16 +24,27 @@ Example::
         metrics.update(record.get("metrics", {}))
         train(batch)
         log_to(wandb_run, record)       # or merge into your own logger's dict
+
+Engines that run inside the trainer's processes (vLLM's ``LLM``/``AsyncLLM`` in a Ray actor, as
+in NeMo-RL, veRL and OpenRLHF) have no ``/metrics`` server; in the process that owns the engine::
+
+    from vllmstat_client import expose
+    expose("http://TRAINER_HOST:9400")  # serves this process's metrics, registers them with vllmstat
 """
 
+import atexit
+import ipaddress
 import json
 import os
+import socket
+import threading
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
 import warnings
 
-__all__ = ["Client", "VllmstatError", "log_to"]
+__all__ = ["Client", "VllmstatError", "expose", "log_to", "ray_targets"]
 
 
 class VllmstatError(Exception):
@@ -92,6 +104,22 @@ class Client:
     def set_targets(self, urls):
         """Replaces the scraped targets (http/https ``/metrics`` URLs); returns them as vllmstat keeps them."""
         out = self._call("PUT", "/v1/targets", {"targets": list(urls)}, empty={})
+        return out.get("targets", []) if out else []
+
+    def add_targets(self, urls):
+        """Adds targets, leaving the others alone (idempotent); returns every target now scraped.
+
+        Many workers may each add their own URL at the same time.
+        """
+        out = self._call("POST", "/v1/targets", {"targets": list(urls)}, empty={})
+        return out.get("targets", []) if out else []
+
+    def remove_targets(self, urls):
+        """Removes these targets (idempotent: unknown URLs are ignored); returns every target now scraped.
+
+        What a removed target counted stays in the open step.
+        """
+        out = self._call("DELETE", "/v1/targets", {"targets": list(urls)}, empty={})
         return out.get("targets", []) if out else []
 
     def targets(self):
@@ -198,3 +226,353 @@ def _image_factory(run):
     except ImportError:
         return None
     return getattr(mod, "Image", None)
+
+
+# -- in-process engines -------------------------------------------------------------------------
+#
+# NeMo-RL, veRL and OpenRLHF run vLLM's LLM/AsyncLLM inside a Ray actor, with no HTTP server.
+# vLLM records its metrics in the default prometheus_client registry of the process that owns
+# the engine, so that process serves the registry itself and tells vllmstat where it is.
+
+# Registration retries: first delay, largest delay, and how long to keep trying before giving up.
+_RETRY_FIRST = 0.2
+_RETRY_MAX = 10.0
+_RETRY_FOR = 15 * 60.0
+# One registration or deregistration call; the first one runs inside expose(), so it is short.
+_CALL_TIMEOUT = 3.0
+# At exit, how long to wait at most for vllmstat to scrape the page once more.
+_EXIT_WAIT_MAX = 5.0
+
+_expose_lock = threading.Lock()
+_exposure = None  # the process's _Exposure, once expose() has served the registry
+
+
+def expose(vllmstat="http://127.0.0.1:9400", port=0, host=None, token=None):
+    """Serves this process's Prometheus metrics and registers them with vllmstat.
+
+    Call it in the process that owns the vLLM engine (the Ray actor holding the ``LLM`` or
+    ``AsyncLLM``): vLLM records its metrics in that process's default ``prometheus_client``
+    registry (or, with ``PROMETHEUS_MULTIPROC_DIR`` set, in that directory, which is then
+    served as a whole). Returns the page's URL, ``http://HOST:PORT/metrics``.
+
+    Args:
+        vllmstat: base URL of vllmstat's API.
+        port: port to serve on; 0 takes any free one.
+        host: address to serve on and to advertise. By default the loopback address when
+            ``vllmstat`` is on loopback, else this machine's address on the interface that
+            routes to vllmstat's host. A wildcard (``0.0.0.0``, ``::``) serves on every
+            interface and advertises that routed address.
+        token: vllmstat's ``api_token``; defaults to ``VLLMSTAT_API_TOKEN``.
+
+    The URL is added to vllmstat's targets (``POST /v1/targets``). If vllmstat is not up yet,
+    registration goes on in a background thread, with backoff, for up to 15 minutes. At exit the
+    page waits (a few seconds at most) for vllmstat to scrape it once more, so that the last
+    counts land in the open step, and removes itself (``DELETE /v1/targets``).
+
+    Never raises: a failure warns once and returns the URL anyway (registration pending), or
+    ``""`` when the page cannot be served at all. Calling it again returns the same URL and
+    registers it again (idempotent; a restarted vllmstat has lost its targets), with another
+    vllmstat too if a different one is given; ``port`` and ``host`` of later calls are ignored.
+    """
+    global _exposure
+    try:
+        with _expose_lock:
+            if _exposure is None:
+                bind, advertise = _choose_host(vllmstat, host)
+                _exposure = _Exposure(bind, advertise, port, _process_registry())
+                # at exit only deregister: the server thread is a daemon and dies with the process
+                atexit.register(_exposure.close, stop_serving=False)
+            exp = _exposure
+        exp.register(vllmstat, token if token is not None else os.environ.get("VLLMSTAT_API_TOKEN") or None)
+        return exp.url
+    except Exception as e:  # a metrics helper must never take the trainer down
+        warnings.warn("vllmstat: cannot serve this process's metrics: %s" % (e,), RuntimeWarning, stacklevel=2)
+        return ""
+
+
+def ray_targets():
+    """Returns the metrics-agent URL of every alive Ray node: ``http://ADDR:PORT/metrics``.
+
+    With vLLM's Ray stat logger (``RayPrometheusStatLogger``), engine metrics reach Ray's
+    per-node metrics agent (as ``ray_vllm_...``, which vllmstat reads). Pass the result to
+    :meth:`Client.add_targets` or ``--target``. Needs ``ray.init()`` to have been called.
+    """
+    try:
+        import ray  # noqa: F401  (imported here so that the rest of the module needs no Ray)
+    except ImportError:
+        raise ImportError("ray_targets() needs Ray in this Python (pip install ray); "
+                          "it reads the nodes' metrics-agent ports from ray.nodes()") from None
+    if hasattr(ray, "is_initialized") and not ray.is_initialized():
+        raise RuntimeError("ray_targets(): Ray is not initialized in this process; call ray.init() first")
+    out = []
+    for node in ray.nodes():
+        if not node.get("Alive"):
+            continue
+        addr, port = node.get("NodeManagerAddress"), node.get("MetricsExportPort")
+        if not addr or not port:
+            continue
+        url = "http://%s:%d/metrics" % (_url_host(addr), int(port))
+        if url not in out:
+            out.append(url)
+    return out
+
+
+def _url_host(addr):
+    return "[%s]" % addr if ":" in addr else addr
+
+
+def _process_registry():
+    """The registry vLLM writes to: the default one, or the multiprocess directory's."""
+    import prometheus_client
+    mp_dir = os.environ.get("PROMETHEUS_MULTIPROC_DIR") or os.environ.get("prometheus_multiproc_dir")
+    if not mp_dir:
+        return prometheus_client.REGISTRY
+    from prometheus_client import multiprocess
+    registry = prometheus_client.CollectorRegistry()
+    multiprocess.MultiProcessCollector(registry, path=mp_dir)
+    return registry
+
+
+def _choose_host(vllmstat, host):
+    """Returns (address to bind, address to put in the URL) for a page vllmstat must reach."""
+    wildcard = host in ("0.0.0.0", "::", "")
+    if host is not None and not wildcard:
+        return host, host
+    routed = _routed_address(vllmstat)
+    if wildcard:
+        return host, routed
+    return routed, routed
+
+
+def _routed_address(vllmstat):
+    """This machine's address on the interface that routes to vllmstat's host.
+
+    Connecting a UDP socket sends nothing; it only makes the kernel pick the source address.
+    """
+    parts = urllib.parse.urlsplit(vllmstat if "://" in vllmstat else "http://" + vllmstat)
+    name = parts.hostname or "127.0.0.1"
+    if name == "localhost":
+        return "127.0.0.1"
+    try:
+        if ipaddress.ip_address(name).is_loopback:
+            return name
+    except ValueError:
+        pass  # a host name: resolve it below
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    err = None
+    for family, _, _, _, addr in socket.getaddrinfo(name, port, 0, socket.SOCK_DGRAM):
+        s = socket.socket(family, socket.SOCK_DGRAM)
+        try:
+            s.connect(addr)
+            return s.getsockname()[0]
+        except OSError as e:
+            err = e
+        finally:
+            s.close()
+    raise OSError("no route to vllmstat's host %s: %s (pass host= to expose())" % (name, err))
+
+
+class _Exposure:
+    """An HTTP server for one registry, and its registrations with vllmstat instances."""
+
+    def __init__(self, bind, advertise, port, registry):
+        from wsgiref.simple_server import make_server
+        import prometheus_client
+
+        self._app = prometheus_client.make_wsgi_app(registry)
+        self._cond = threading.Condition()
+        # vllmstat's scrapes of this page (User-Agent "vllmstat"): how many were answered, when
+        # the last one began and the time between the last two, for the wait at exit.
+        self._answered = 0
+        self._last_begin = None
+        self._gap = None
+        family = socket.AF_INET6 if ":" in bind else socket.AF_INET
+        server_class = _Server6 if family == socket.AF_INET6 else _Server
+        self._server = make_server(bind, port, self._serve, server_class=server_class, handler_class=_QuietHandler)
+        self.url = "http://%s:%d/metrics" % (_url_host(advertise), self._server.server_port)
+        self._thread = threading.Thread(target=self._server.serve_forever, name="vllmstat-metrics", daemon=True)
+        self._thread.start()
+        self._regs = {}
+        self._closed = False
+
+    def _serve(self, environ, start_response):
+        began = time.monotonic()
+        out = self._app(environ, start_response)
+        if environ.get("HTTP_USER_AGENT", "").startswith("vllmstat"):
+            with self._cond:
+                if self._last_begin is not None:
+                    self._gap = began - self._last_begin
+                self._last_begin = began
+                self._answered += 1
+                self._cond.notify_all()
+        return out
+
+    def register(self, vllmstat, token):
+        key = vllmstat.rstrip("/")
+        with self._cond:
+            if self._closed:
+                return
+            reg = self._regs.get(key)
+            if reg is None:
+                reg = _Registration(Client(key, token=token, timeout=_CALL_TIMEOUT, strict=True), self.url)
+                self._regs[key] = reg
+        # again on a later call (adding is idempotent): a restarted vllmstat has lost its targets
+        reg.start()
+
+    def close(self, stop_serving=True):
+        """Deregisters everywhere (after one more scrape when vllmstat is scraping) and stops serving."""
+        with self._cond:
+            if self._closed:
+                return
+            self._closed = True
+            regs = list(self._regs.values())
+        for reg in regs:
+            try:
+                if reg.stop():
+                    self._await_last_scrape(reg)
+                    reg.deregister()
+            except Exception:  # at exit, nothing to report to
+                pass
+        if stop_serving:
+            self._server.shutdown()
+            self._server.server_close()
+
+    def _await_last_scrape(self, reg):
+        """Waits, bounded, until vllmstat has taken and processed a page made from now on.
+
+        Only when vllmstat is scraping this page (it did recently): the wait is then about one
+        interval. "Processed" is read from vllmstat's own count of good scrapes of this target,
+        which catches up with the pages answered here once the last one has been taken in.
+        """
+        now = time.monotonic()
+        with self._cond:
+            if self._last_begin is None:
+                return
+            gap = self._gap or 1.0
+            if now - self._last_begin > max(3.0, 10 * gap):
+                return  # vllmstat stopped scraping (gone, or the target was removed)
+            deadline = now + min(_EXIT_WAIT_MAX, 1.0 + 4 * gap)
+            while self._last_begin <= now:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                self._cond.wait(left)
+        while time.monotonic() < deadline:
+            with self._cond:
+                answered = self._answered
+            state = reg.target_state()
+            if state is None or state.get("scrapes", 0) - state.get("failures", 0) >= answered:
+                return
+            time.sleep(min(0.02, gap / 4))
+
+
+class _Registration:
+    """Keeps one page registered with one vllmstat: a first try, then retries in the background."""
+
+    def __init__(self, client, url):
+        self.client = client
+        self.url = url
+        self._lock = threading.Lock()  # held during each call, so that stop() sees a settled state
+        self._stop = threading.Event()
+        self._registered = False
+        self._retrying = False  # a try or the retry thread is under way
+        self._warned = False
+
+    def start(self):
+        """Registers now, or keeps trying in the background; does nothing while already trying."""
+        with self._lock:
+            if self._retrying:
+                return
+            self._retrying = True
+        if self._attempt():
+            self._retrying = False
+            return
+        threading.Thread(target=self._retry, name="vllmstat-register", daemon=True).start()
+
+    def _attempt(self):
+        """Tries once; returns True when there is nothing more to try (done or hopeless)."""
+        with self._lock:
+            if self._stop.is_set():
+                return True
+            try:
+                self.client.add_targets([self.url])
+            except VllmstatError as e:
+                hopeless = e.status is not None and 400 <= e.status < 500
+                self._warn("cannot register %s with %s: %s%s" % (
+                    self.url, self.client.url, e,
+                    "" if hopeless else "; retrying in the background for up to %d minutes" % (_RETRY_FOR // 60)))
+                return hopeless
+            self._registered = True
+            self._warned = False  # a later failure is news again
+            return True
+
+    def _retry(self):
+        try:
+            delay = _RETRY_FIRST
+            give_up = time.monotonic() + _RETRY_FOR
+            while not self._stop.wait(delay):
+                if self._attempt():
+                    return
+                if time.monotonic() >= give_up:
+                    self._warned = False
+                    self._warn("gave up registering %s with %s; add it with Client.add_targets" % (self.url, self.client.url))
+                    return
+                delay = min(delay * 2, _RETRY_MAX)
+        finally:
+            self._retrying = False
+
+    def _warn(self, msg):
+        if not self._warned:
+            self._warned = True
+            warnings.warn("vllmstat: " + msg, RuntimeWarning, stacklevel=2)
+
+    def stop(self):
+        """Stops retrying; returns whether the page is registered."""
+        self._stop.set()
+        with self._lock:
+            return self._registered
+
+    def target_state(self):
+        try:
+            live = self.client.live()
+        except VllmstatError:
+            return None
+        for t in live.get("targets", []):
+            if t.get("url") == self.url:
+                return t
+        return None
+
+    def deregister(self):
+        try:
+            self.client.remove_targets([self.url])
+        except VllmstatError:
+            pass  # vllmstat is gone; so is the target
+
+
+def _server_classes():
+    import socketserver
+    from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
+
+    class Server(socketserver.ThreadingMixIn, WSGIServer):
+        """Answers scrapes concurrently (a boundary scrape may overlap a regular one)."""
+
+        daemon_threads = True
+
+        def server_bind(self):
+            # HTTPServer.server_bind resolves the bound address's name (getfqdn), which can
+            # stall for seconds on a machine with slow reverse DNS; the name is not needed.
+            socketserver.TCPServer.server_bind(self)
+            self.server_name, self.server_port = self.server_address[:2]
+            self.setup_environ()
+
+    class Server6(Server):
+        address_family = socket.AF_INET6
+
+    class QuietHandler(WSGIRequestHandler):
+        def log_message(self, *args):
+            pass  # one line per scrape on the trainer's stderr would drown it
+
+    return Server, Server6, QuietHandler
+
+
+_Server, _Server6, _QuietHandler = _server_classes()

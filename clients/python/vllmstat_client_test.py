@@ -7,12 +7,14 @@ Run: python3 -m unittest discover -s clients/python -p '*_test.py'
 import gzip
 import json
 import os
+import queue
 import re
 import shutil
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 import warnings
@@ -32,28 +34,64 @@ def vllmstat_bin(tmp):
     return out
 
 
-def read_until(proc, pattern, timeout=30):
-    """Reads proc's stream (stdout for sim, stderr for run) until a line matches pattern."""
-    stream = proc.stdout
-    deadline = time.time() + timeout
-    lines = []
-    while time.time() < deadline:
-        line = stream.readline()
-        if not line:
-            break
-        lines.append(line)
+class LineReader:
+    """Reads a subprocess's stream on a thread, so that every wait for a line has a deadline
+    (a hung process fails the test with what it printed instead of hanging it), and the pipe
+    never fills up."""
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.lines = queue.Queue()
+        self.thread = threading.Thread(target=self._pump, daemon=True)
+        self.thread.start()
+
+    def _pump(self):
+        for line in iter(self.stream.readline, ""):
+            self.lines.put(line)
+        self.lines.put(None)  # end of stream
+
+    def close(self, timeout=10):
+        """Closes the stream once the process has exited and the thread has read it to the end."""
+        self.thread.join(timeout)
+        if self.thread.is_alive():
+            raise AssertionError("the process's output did not end within %ss of its exit" % timeout)
+        self.stream.close()
+
+
+def read_until(reader, pattern, timeout=30):
+    """Reads lines from reader until one matches pattern, for at most timeout seconds."""
+    deadline = time.monotonic() + timeout
+    seen = []
+    while True:
+        left = deadline - time.monotonic()
+        try:
+            line = reader.lines.get(timeout=max(left, 0))
+        except queue.Empty:
+            raise AssertionError("no line matching %r within %ss; the process printed:\n%s"
+                                 % (pattern, timeout, "".join(seen)))
+        if line is None:
+            raise AssertionError("the process's output ended before a line matching %r:\n%s"
+                                 % (pattern, "".join(seen)))
+        seen.append(line)
         m = re.search(pattern, line)
         if m:
-            return m, lines
-    raise AssertionError("no line matching %r in:\n%s" % (pattern, "".join(lines)))
+            return m, seen
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+class Unreachable:
+    """A loopback port that refuses connections while the object lives: bound but not
+    listening, so no other process can take it in the meantime."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.url = "http://127.0.0.1:%d" % self.sock.getsockname()[1]
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.sock.close()
 
 
 class Fleet:
@@ -62,39 +100,59 @@ class Fleet:
     def __init__(self, tmp, token=None):
         self.tmp = tmp
         self.bin = vllmstat_bin(tmp)
+        self.run = self.sim = None
+        try:
+            self._start(token)
+        except BaseException:
+            for p in (self.run, self.sim):  # no process outlives a failed start
+                if p is not None and p.poll() is None:
+                    p.kill()
+                    p.wait()
+            raise
+
+    def _start(self, token):
+        tmp = self.tmp
         self.sim = subprocess.Popen(
             [self.bin, "sim", "--servers", "2", "--dp", "2", "--port", "0", "--speed", "4", "--seed", "3"],
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self.sim_out = LineReader(self.sim.stdout)
         urls = []
         while len(urls) < 2:
-            m, _ = read_until(self.sim, r"(http://\S+/metrics)")
+            m, _ = read_until(self.sim_out, r"(http://\S+/metrics)")
             urls.append(m.group(1))
         self.urls = urls
         self.out = os.path.join(tmp, "out")
         self.rec = os.path.join(tmp, "rec.jsonl.gz")
-        self.port = free_port()
         env = dict(os.environ)
         if token:
             env["VLLMSTAT_API_TOKEN"] = token
-        args = [self.bin, "run", "--listen", "127.0.0.1:%d" % self.port, "--step-every", "0",
+        # port 0: the run binds a free port itself and logs its URL
+        args = [self.bin, "run", "--listen", "127.0.0.1:0", "--step-every", "0",
                 "--interval", "0.2", "--out", self.out, "--record", self.rec, "--per-worker"]
         for u in urls:
             args += ["--target", u]
         self.run = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
-        self.run.stdout = self.run.stderr  # read_until reads .stdout
-        read_until(self.run, r"api listening")
-        self.url = "http://127.0.0.1:%d" % self.port
+        self.run_err = LineReader(self.run.stderr)
+        m, _ = read_until(self.run_err, r"api listening.* url=(http://\S+)")
+        self.url = m.group(1)
 
     def stop(self):
         # the sidecar first: on SIGINT it scrapes the fleet once more to close the open step
         codes = []
         for p in (self.run, self.sim):
+            if p is None:
+                continue
             if p.poll() is None:
                 p.send_signal(2)
-            codes.append(p.wait(timeout=30))
-        for p in (self.run, self.sim):
-            if p.stdout:
-                p.stdout.close()
+            try:
+                codes.append(p.wait(timeout=30))
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+                raise AssertionError("%s did not stop within 30s of SIGINT" % p.args[1])
+        for r in (getattr(self, "run_err", None), self.sim_out):
+            if r:
+                r.close()
         return codes
 
     def steps_jsonl(self):
@@ -160,8 +218,8 @@ class ClientAgainstRealRun(unittest.TestCase):
 
 class ClientFailures(unittest.TestCase):
     def test_unreachable_returns_empty_and_warns_once(self):
-        c = Client("http://127.0.0.1:%d" % free_port(), timeout=2)
-        with warnings.catch_warnings(record=True) as w:
+        with Unreachable() as dead, warnings.catch_warnings(record=True) as w:
+            c = Client(dead.url, timeout=2)
             warnings.simplefilter("always")
             self.assertEqual(c.end_step(1), {})
             self.assertEqual(c.end_step(2), {})
@@ -171,9 +229,10 @@ class ClientFailures(unittest.TestCase):
         self.assertIn("cannot reach", str(w[0].message))
 
     def test_strict_raises(self):
-        c = Client("http://127.0.0.1:%d" % free_port(), timeout=2, strict=True)
-        with self.assertRaises(VllmstatError):
-            c.end_step(1)
+        with Unreachable() as dead:
+            c = Client(dead.url, timeout=2, strict=True)
+            with self.assertRaises(VllmstatError):
+                c.end_step(1)
 
     def test_bad_step_argument(self):
         with self.assertRaises(ValueError):
@@ -209,6 +268,32 @@ class TokenAndTargets(unittest.TestCase):
         finally:
             fleet.stop()
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+class ReadUntil(unittest.TestCase):
+    def test_a_silent_process_fails_the_wait_instead_of_hanging_it(self):
+        p = subprocess.Popen([sys.executable, "-c", "import time; print('started', flush=True); time.sleep(60)"],
+                             stdout=subprocess.PIPE, text=True)
+        r = LineReader(p.stdout)
+        try:
+            start = time.monotonic()
+            with self.assertRaises(AssertionError) as cm:
+                read_until(r, r"never printed", timeout=0.5)
+            self.assertLess(time.monotonic() - start, 10)
+            self.assertIn("started", str(cm.exception))
+        finally:
+            p.kill()
+            p.wait()
+            r.close()
+
+    def test_an_exited_process_ends_the_wait(self):
+        p = subprocess.Popen([sys.executable, "-c", "print('bye')"], stdout=subprocess.PIPE, text=True)
+        r = LineReader(p.stdout)
+        with self.assertRaises(AssertionError) as cm:
+            read_until(r, r"never printed", timeout=30)
+        self.assertIn("ended", str(cm.exception))
+        p.wait()
+        r.close()
 
 
 class LogTo(unittest.TestCase):

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -32,16 +31,7 @@ func TestRunStartsWithoutTargets(t *testing.T) {
 		done <- runWith(ctx, "run", []string{"--interval", "0.05", "--scrape-timeout", "5s", "--step-every", "0",
 			"--listen", "127.0.0.1:0", "--out", t.TempDir()}, &bytes.Buffer{}, stderr)
 	}()
-	var base string
-	if !waitUntil(10*time.Second, func() bool {
-		m := regexp.MustCompile(`api listening" url=(\S+)`).FindStringSubmatch(stderr.String())
-		if m != nil {
-			base = m[1]
-		}
-		return m != nil
-	}) {
-		t.Fatalf("no api address\n%s", stderr.String())
-	}
+	base := apiURL(t, stderr)
 	if n := strings.Count(stderr.String(), "no targets yet"); n != 1 {
 		t.Fatalf("said %d times that there are no targets yet\n%s", n, stderr.String())
 	}

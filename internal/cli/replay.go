@@ -40,6 +40,7 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	prefix := fs.String("metric-prefix", "vllm", "replaces the leading \"vllm\" of every metric key")
 	scalars := fs.Bool("log-scalars", true, "add mean/max/p95 of the per-interval samples")
 	maxLine := fs.Int("max-line-bytes", record.DefaultMaxLine, "longest line (decompressed) accepted; a longer one stops replay")
+	workerLabels := fs.String("worker-labels", strings.Join(window.DefaultWorkerLabels(), ","), workerLabelsUsage)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), replayHelp)
 		fs.PrintDefaults()
@@ -51,6 +52,11 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintln(stderr, "vllmstat replay: give exactly one recording file")
 		return exitUsage
 	}
+	wl := labelList(*workerLabels)
+	if err := window.CheckWorkerLabels(wl); err != nil {
+		fmt.Fprintf(stderr, "vllmstat replay: --worker-labels: %v\n", err)
+		return exitUsage
+	}
 	segs, err := record.Segments(fs.Arg(0))
 	if err != nil {
 		fmt.Fprintf(stderr, "vllmstat replay: %v\n", err)
@@ -60,7 +66,7 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	defer warn.summary()
 	opt := step.Options{Prefix: *prefix, PerWorker: *perWorker, Scalars: *scalars}
 	for _, seg := range segs {
-		if code := replaySegment(ctx, seg, opt, *maxLine, warn, stdout, stderr); code != exitOK {
+		if code := replaySegment(ctx, seg, opt, wl, *maxLine, warn, stdout, stderr); code != exitOK {
 			return code
 		}
 	}
@@ -68,7 +74,7 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) int
 }
 
 // replaySegment replays one segment, one run, with a tracker of its own, as that run had.
-func replaySegment(ctx context.Context, path string, opt step.Options, maxLine int, warn *warner, stdout, stderr io.Writer) int {
+func replaySegment(ctx context.Context, path string, opt step.Options, workerLabels []string, maxLine int, warn *warner, stdout, stderr io.Writer) int {
 	r, err := record.OpenContext(ctx, path, maxLine)
 	if err != nil {
 		fmt.Fprintf(stderr, "vllmstat replay: %v\n", err)
@@ -101,7 +107,7 @@ func replaySegment(ctx context.Context, path string, opt step.Options, maxLine i
 			var page *window.Page
 			var serr error
 			if e.Body != nil {
-				page, serr = window.ParsePage([]byte(*e.Body))
+				page, serr = window.ParsePageOptions([]byte(*e.Body), window.Options{WorkerLabels: workerLabels})
 				if serr != nil {
 					warn.warn("not Prometheus text", "page is not Prometheus text; counted as a failed scrape", "target", e.Target, "ts", e.TS, "err", serr)
 				}

@@ -225,6 +225,8 @@ func startRun(cfg config.Config, log *slog.Logger, summary io.Writer, fresh bool
 		Logger: log,
 
 		DefaultAuth: cfg.Auth, // for targets added over the API without credentials
+
+		WorkerLabels: cfg.WorkerLabels, // as replay's --worker-labels, with the same default
 	})
 	if r.ln != nil {
 		r.srv = &http.Server{

@@ -6,11 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -46,12 +44,7 @@ func TestRunEndToEnd(t *testing.T) {
 	a.restarts[9] = true
 	a.garbage[5] = true
 	b := newFakeServer(t, "prometheus-client-render-vllm-0.10.prom", 2)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := l.Addr().String()
-	l.Close()
+	dead := deadAddr(t)
 
 	dir := t.TempDir()
 	rec := filepath.Join(dir, "rec.jsonl.gz")
@@ -249,16 +242,7 @@ func TestRunServesSelfMetrics(t *testing.T) {
 		done <- runWith(ctx, "run", []string{"--target", a.url(), "--interval", "0.05", "--scrape-timeout", "5s", "--step-every", "0",
 			"--listen", "127.0.0.1:0", "--out", dir}, &bytes.Buffer{}, stderr)
 	}()
-	var base string
-	if !waitUntil(10*time.Second, func() bool {
-		m := regexp.MustCompile(`api listening" url=(\S+)`).FindStringSubmatch(stderr.String())
-		if m != nil {
-			base = m[1]
-		}
-		return m != nil
-	}) {
-		t.Fatalf("no api address\n%s", stderr.String())
-	}
+	base := apiURL(t, stderr)
 	// end the step once the target has answered twice: then it has an increase to report
 	if !waitUntil(10*time.Second, func() bool {
 		resp, err := http.Get(base + "/v1/live")

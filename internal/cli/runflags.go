@@ -10,6 +10,7 @@ import (
 
 	"github.com/vllmstat/vllmstat/internal/config"
 	"github.com/vllmstat/vllmstat/internal/scrape"
+	"github.com/vllmstat/vllmstat/internal/window"
 )
 
 // listFlag collects a repeatable flag.
@@ -31,6 +32,7 @@ type runFlags struct {
 	logScalars    bool
 	record        string
 	listen        string
+	workerLabels  string
 	args          []string // targets given as arguments
 }
 
@@ -46,6 +48,22 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.logScalars, "log-scalars", true, "add mean/max/p95 of the per-interval samples (vllm_metrics_log_scalars)")
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:9400", "`address` of the HTTP API (step ends, live view); \"\" for none")
 	fs.StringVar(&f.record, "record", "", "write everything scraped to this recording `file` (.gz to compress) for replay")
+	fs.StringVar(&f.workerLabels, "worker-labels", strings.Join(window.DefaultWorkerLabels(), ","), workerLabelsUsage)
+}
+
+// workerLabelsUsage documents --worker-labels, for run and replay alike.
+const workerLabelsUsage = "comma-separated `labels` that, with target and engine, tell workers apart (worker_labels); \"\" for none"
+
+// labelList reads a comma-separated list of label names; "" is the empty list, not nil (nil
+// would mean the default).
+func labelList(s string) []string {
+	out := []string{}
+	for _, l := range strings.Split(s, ",") {
+		if l = strings.TrimSpace(l); l != "" {
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 // load builds the configuration: defaults, then the file, then the flags that were set. Every
@@ -103,6 +121,9 @@ func (f *runFlags) load(fs *flag.FlagSet) (config.Config, error) {
 		case "listen":
 			c.Listen = f.listen
 			c.SetPath("listen", path)
+		case "worker-labels":
+			c.WorkerLabels = labelList(f.workerLabels)
+			c.SetPath("worker_labels", path)
 		}
 	})
 	if t := os.Getenv("VLLMSTAT_API_TOKEN"); t != "" && c.APIToken.Reveal() == "" {

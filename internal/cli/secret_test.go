@@ -9,7 +9,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -44,16 +43,7 @@ func TestRunNeverShowsCredentials(t *testing.T) {
 		done <- runWith(ctx, "run", []string{"--target", withInfo, "--interval", "0.05", "--scrape-timeout", "5s", "--step-every", "200ms",
 			"--listen", "127.0.0.1:0", "--out", dir, "--record", rec, "--per-worker"}, &bytes.Buffer{}, stderr)
 	}()
-	var base string
-	if !waitUntil(10*time.Second, func() bool {
-		m := regexp.MustCompile(`api listening" url=(\S+)`).FindStringSubmatch(stderr.String())
-		if m != nil {
-			base = m[1]
-		}
-		return m != nil
-	}) {
-		t.Fatalf("no api address\n%s", stderr.String())
-	}
+	base := apiURL(t, stderr)
 	get := func(path, authz string) (int, string) {
 		req, _ := http.NewRequest("GET", base+path, nil)
 		if authz != "" {

@@ -121,7 +121,7 @@ func (w *watcher) round(ctx context.Context) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[i] = scrape.Fetch(ctx, u, scrape.Options{Client: w.client, Timeout: w.cfg.Timeout(), MaxBody: w.cfg.MaxBodyBytes, Limits: w.cfg.Limits()})
+			results[i] = scrape.Fetch(ctx, u, scrape.Options{Client: w.client, Timeout: w.cfg.Timeout(), MaxBody: w.cfg.MaxBodyBytes, Limits: w.cfg.Limits(), WorkerLabels: w.cfg.WorkerLabels})
 		}()
 	}
 	wg.Wait()
@@ -243,9 +243,7 @@ func (w *watcher) printRow(t time.Time, ivs []step.Interval, who string, down in
 // printWorkers prints one row per worker: redrawn in place on a terminal, appended on a pipe.
 func (w *watcher) printWorkers(t time.Time, down int) {
 	ivs := append([]step.Interval(nil), w.ivs...)
-	sort.Slice(ivs, func(i, j int) bool {
-		return ivs[i].Target < ivs[j].Target || ivs[i].Target == ivs[j].Target && ivs[i].Engine < ivs[j].Engine
-	})
+	sort.Slice(ivs, func(i, j int) bool { return ivs[i].WorkerID.Compare(ivs[j].WorkerID) < 0 })
 	var rows []string
 	rows = append(rows, w.header("worker"))
 	for i, iv := range ivs {

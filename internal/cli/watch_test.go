@@ -3,7 +3,6 @@ package cli
 import (
 	"bytes"
 	"context"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,9 +13,7 @@ import (
 
 func TestWatchOnPipe(t *testing.T) {
 	a := newFakeServer(t, "prometheus-client-render-vllm-0.20.prom", 1)
-	l, _ := net.Listen("tcp", "127.0.0.1:0")
-	dead := l.Addr().String()
-	l.Close()
+	dead := deadAddr(t)
 	ticks := make(chan time.Time)
 	ctx, cancel := context.WithCancel(context.Background())
 	var out, errb bytes.Buffer

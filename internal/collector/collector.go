@@ -39,6 +39,10 @@ type Options struct {
 	OnStep   func(*step.Record) // called after the sinks, e.g. to print a summary
 	Keep     int                // closed steps kept in memory for Steps; default 1000
 	Observer Observer           // nil: none
+	// WorkerLabels tell a page's workers apart besides engine (see window.Options); nil means
+	// window.DefaultWorkerLabels, an empty list none.
+	WorkerLabels []string
+
 	// Spread staggers the targets' scrapes over this much of each interval (see scrape.Options).
 	Spread time.Duration
 	// NoFinalStep leaves the open step unclosed at shutdown (a caller that ends every step
@@ -187,13 +191,14 @@ func (c *Collector) Run(ctx context.Context) error {
 	s := newState(c)
 	results := make(chan scrape.Result, 256)
 	s.pool = scrape.NewPool(scrape.Options{
-		Client:   c.opt.Client,
-		Timeout:  c.opt.Timeout,
-		MaxBody:  c.opt.MaxBody,
-		Limits:   c.opt.Limits,
-		KeepBody: c.opt.Recorder != nil,
-		Spread:   c.opt.Spread,
-		Clock:    c.opt.Clock,
+		Client:       c.opt.Client,
+		Timeout:      c.opt.Timeout,
+		MaxBody:      c.opt.MaxBody,
+		Limits:       c.opt.Limits,
+		WorkerLabels: c.opt.WorkerLabels,
+		KeepBody:     c.opt.Recorder != nil,
+		Spread:       c.opt.Spread,
+		Clock:        c.opt.Clock,
 	}, results)
 	s.setSource(StaticSource, c.opt.Targets)
 	ticker := c.opt.Clock.NewTicker(c.opt.Interval)

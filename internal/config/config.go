@@ -57,6 +57,9 @@ type Config struct {
 	// a page over them is a failed scrape.
 	MaxSeriesPerTarget  int
 	MaxWorkersPerTarget int
+	// WorkerLabels are the labels that, with the target and engine, tell workers apart (Ray's
+	// ReplicaId and WorkerId by default; see window.Options). Empty: target and engine alone.
+	WorkerLabels []string
 
 	// Sinks are the destinations of closed steps besides steps.jsonl, in order.
 	Sinks []SinkSpec
@@ -122,6 +125,7 @@ func Default() Config {
 
 		MaxSeriesPerTarget:  window.DefaultLimits.MaxSeries,
 		MaxWorkersPerTarget: window.DefaultLimits.MaxWorkers,
+		WorkerLabels:        window.DefaultWorkerLabels(),
 	}
 }
 
@@ -216,6 +220,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxWorkersPerTarget <= 0 {
 		bad("max_workers_per_target", c.MaxWorkersPerTarget, "must be a whole number > 0")
+	}
+	if err := window.CheckWorkerLabels(c.WorkerLabels); err != nil {
+		ps = append(ps, fmt.Sprintf("%s: %v", c.Path("worker_labels"), err))
 	}
 	if c.OutDir == "" {
 		bad("out_dir", `""`, "must be a directory path")

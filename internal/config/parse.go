@@ -15,7 +15,7 @@ import (
 // ownKeys are vllmstat's own keys; any other key in its section is an error (a typo would
 // otherwise be silently ignored).
 var ownKeys = []string{"targets", "basic_auth", "authorization", "step_every", "scrape_timeout", "out_dir", "metric_prefix",
-	"per_worker", "record", "max_body_bytes", "max_series_per_target", "max_workers_per_target", "sinks", "record_timelines",
+	"per_worker", "record", "max_body_bytes", "max_series_per_target", "max_workers_per_target", "worker_labels", "sinks", "record_timelines",
 	"terminal_timelines", "listen", "api_token", "metrics_public", "allow_insecure_listen", "file_sd", "refresh_interval",
 	"dns_server", "vllm_cfg"}
 
@@ -146,6 +146,8 @@ func (d *decoder) own(n *yaml.Node, prefix string) {
 			d.count(v, path, &d.c.MaxSeriesPerTarget)
 		case "max_workers_per_target":
 			d.count(v, path, &d.c.MaxWorkersPerTarget)
+		case "worker_labels":
+			d.labels(v, path, &d.c.WorkerLabels)
 		case "metrics_public":
 			d.boolean(v, path, &d.c.MetricsPublic)
 		case "record_timelines":
@@ -235,6 +237,23 @@ func (d *decoder) count(v *yaml.Node, path string, dst *int) {
 		return
 	}
 	*dst = x
+}
+
+// labels reads a list of label names; an empty list is kept as one (not nil).
+func (d *decoder) labels(v *yaml.Node, path string, dst *[]string) {
+	if v.Kind != yaml.SequenceNode {
+		d.problem(v, path, "must be a list of label names, e.g. [ReplicaId, WorkerId] ([] for none)")
+		return
+	}
+	out := make([]string, 0, len(v.Content))
+	for i, n := range v.Content {
+		if n.Kind != yaml.ScalarNode || n.Tag != "!!str" {
+			d.problem(n, fmt.Sprintf("%s[%d]", path, i), "must be a label name")
+			return
+		}
+		out = append(out, n.Value)
+	}
+	*dst = out
 }
 
 // duration accepts Go durations ("30s", "1m30s") and plain numbers of seconds.

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"unicode/utf8"
 )
 
 // Label is one decoded label pair of a sample.
@@ -55,9 +56,14 @@ type SyntaxError struct {
 func (e *SyntaxError) Error() string { return fmt.Sprintf("line %d: %s", e.Line, e.Msg) }
 
 // Parse reads page and calls emit for every sample whose metric name is in names.
-// It returns the first syntax error; samples before it have been emitted.
+// It returns the first syntax error; samples before it have been emitted. A label value, or a
+// HELP or TYPE line, that is not valid UTF-8 is a syntax error, as is a duplicate label name,
+// on any line.
 func Parse(page []byte, names *Names, emit func(*Sample)) error {
-	p := parser{names: names, emit: emit}
+	// A page is valid UTF-8 as a whole nearly always; only when it is not are its label values
+	// and HELP and TYPE lines checked one by one, to name the line at fault. (utf8.Valid reads
+	// ASCII a word at a time: the page-wide check is lost in the noise of a parse.)
+	p := parser{names: names, emit: emit, badUTF8: !utf8.Valid(page)}
 	return p.run(page)
 }
 
@@ -68,6 +74,8 @@ type parser struct {
 	s      Sample
 	strs   map[string]string // interned label names and values: a page repeats a few dozen
 	prev   []Label           // the previous wanted sample's labels: the next one mostly repeats them
+	// badUTF8 is set when the page is not valid UTF-8 somewhere.
+	badUTF8 bool
 }
 
 // reuse returns the string of the label at position i of the previous sample when it equals b
@@ -113,6 +121,13 @@ func (p *parser) run(page []byte) error {
 	return nil
 }
 
+var help, typ = []byte("HELP"), []byte("TYPE")
+
+// keyword reports whether comment c (after its '#') starts with the word kw.
+func keyword(c, kw []byte) bool {
+	return bytes.HasPrefix(c, kw) && (len(c) == len(kw) || isBlank(c[len(kw)]))
+}
+
 func isBlank(c byte) bool { return c == ' ' || c == '\t' }
 
 func trimLeft(b []byte) []byte {
@@ -134,11 +149,20 @@ func isLabelChar(c byte) bool { return isLabelStart(c) || c >= '0' && c <= '9' }
 
 func (p *parser) line(l []byte, n int) error {
 	l = trimLeft(l)
-	if len(l) == 0 || l[0] == '#' {
-		return nil // comments carry HELP and TYPE, which vllmstat identifies by exact sample names instead
+	if len(l) == 0 {
+		return nil
 	}
 	fail := func(format string, a ...any) error {
 		return &SyntaxError{Line: n, Msg: fmt.Sprintf(format, a...)}
+	}
+	if l[0] == '#' {
+		// Comments carry HELP and TYPE, which vllmstat identifies by exact sample names instead;
+		// but the format is UTF-8, and a page whose HELP or TYPE line is not is a broken page
+		// (Prometheus refuses it too), not one to read numbers from.
+		if c := trimLeft(l[1:]); p.badUTF8 && (keyword(c, help) || keyword(c, typ)) && !utf8.Valid(c) {
+			return fail("invalid UTF-8 in %s line", c[:4])
+		}
+		return nil
 	}
 	if !isNameStart(l[0]) {
 		return fail("invalid metric name start %q", l[0])
@@ -148,6 +172,9 @@ func (p *parser) line(l []byte, n int) error {
 		i++
 	}
 	name := l[:i]
+	if i < len(l) && l[i] >= utf8.RuneSelf {
+		return fail("metric name %q is followed by a non-ASCII byte: names are ASCII letters, digits, '_' and ':'", name)
+	}
 	rest := trimLeft(l[i:])
 	id, want := p.names.index[string(name)]
 	p.prev, p.labels = p.labels, p.prev[:0]
@@ -187,6 +214,9 @@ func (p *parser) line(l []byte, n int) error {
 // labelSet parses the inside of {...} and returns what follows the closing brace. Labels are
 // decoded only when keep is set.
 func (p *parser) labelSet(b []byte, keep bool) ([]byte, error) {
+	set := b       // the label set from its start, to look for a duplicate name
+	var sig uint64 // one bit per label name so far, from its first byte and length
+	k := 0         // label names so far
 	for {
 		b = trimLeft(b)
 		if len(b) == 0 {
@@ -203,6 +233,9 @@ func (p *parser) labelSet(b []byte, keep bool) ([]byte, error) {
 			i++
 		}
 		lname := b[:i]
+		if i < len(b) && b[i] >= utf8.RuneSelf {
+			return nil, fmt.Errorf("label name %q is followed by a non-ASCII byte: names are ASCII letters, digits and '_'", lname)
+		}
 		b = trimLeft(b[i:])
 		if len(b) == 0 || b[0] != '=' {
 			return nil, fmt.Errorf("label %q: expected '='", lname)
@@ -215,12 +248,15 @@ func (p *parser) labelSet(b []byte, keep bool) ([]byte, error) {
 		if err != nil {
 			return nil, fmt.Errorf("label %q: %v", lname, err)
 		}
+		// Every line is checked, wanted or not: a page with a duplicate label anywhere is broken.
+		// Names of one line rarely share a signature bit; only then are they compared.
+		bit := uint64(1) << ((uint(lname[0]) + 7*uint(len(lname))) & 63)
+		if sig&bit != 0 && hasName(set, k, lname) {
+			return nil, fmt.Errorf("duplicate label %q", lname)
+		}
+		sig |= bit
+		k++
 		if keep {
-			for _, l := range p.labels {
-				if l.Name == string(lname) {
-					return nil, fmt.Errorf("duplicate label %q", lname)
-				}
-			}
 			name, ok := p.reuse(len(p.labels), lname, false)
 			if !ok {
 				name = p.intern(lname)
@@ -237,6 +273,36 @@ func (p *parser) labelSet(b []byte, keep bool) ([]byte, error) {
 		}
 		return nil, fmt.Errorf("expected ',' or '}' after label %q", lname)
 	}
+}
+
+// hasName reports whether one of the first k label names of set, whose syntax up to there has
+// been checked, is name.
+func hasName(set []byte, k int, name []byte) bool {
+	b := set
+	for ; k > 0; k-- {
+		b = trimLeft(b)
+		i := 0
+		for isLabelChar(b[i]) {
+			i++
+		}
+		if bytes.Equal(b[:i], name) {
+			return true
+		}
+		b = trimLeft(b[i:])     // at '='
+		b = trimLeft(b[1:])[1:] // past the opening quote
+		for j := 0; ; j++ {
+			if b[j] == '\\' {
+				j++
+			} else if b[j] == '"' {
+				b = b[j+1:]
+				break
+			}
+		}
+		if b = trimLeft(b); b[0] == ',' {
+			b = b[1:]
+		}
+	}
+	return false
 }
 
 // quoted reads a label value up to its closing quote. It decodes escapes only when keep is set.
@@ -256,6 +322,9 @@ func (p *parser) quoted(b []byte, keep bool, pos int) (string, []byte, error) {
 			escaped = true
 			i++
 		case '"':
+			if p.badUTF8 && !utf8.Valid(b[:i]) {
+				return "", nil, fmt.Errorf("invalid UTF-8 in label value %q", b[:i])
+			}
 			if !keep {
 				return "", b[i+1:], nil
 			}

@@ -4,11 +4,11 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"net"
 	"net/http/httptest"
 	"os"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -51,17 +51,25 @@ func TestPeerCheck(t *testing.T) {
 	self := httptest.NewServer(metrics.Handler())
 	defer self.Close()
 
-	// Prometheus applies new targets only every few seconds, so it learns the fleet's ports
-	// first and the fleet starts once Prometheus is trying them.
+	// The fleet binds free ports (port 0) and its wall clock stands still until Prometheus,
+	// which applies new targets only every few seconds, has scraped its idle pages.
 	cfg := sim.DefaultConfig()
 	cfg.Servers, cfg.DP, cfg.Seed = 2, 2, 11
 	cfg.Workload.Batches = 3
 	cfg.Workload.StartDelay = 3 * time.Second // both scrapers see the idle pages first
 	cfg.Workload.Pause = time.Second
-	cfg.Port = consecutivePorts(t, cfg.Servers)
+	cfg.Port = 0
+	clk := newGatedClock()
+	cfg.Clock = clk
+	fleetStart := time.Now()
+	fleet, err := sim.Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fleet.Close()
 	var simTargets []string
-	for i := range cfg.Servers {
-		simTargets = append(simTargets, fmt.Sprintf("127.0.0.1:%d", cfg.Port+i))
+	for _, u := range fleet.URLs() {
+		simTargets = append(simTargets, strings.TrimSuffix(strings.TrimPrefix(u, "http://"), "/metrics"))
 	}
 	if err := prom.SetJobs(
 		promtest.Job{Name: "sim", Targets: simTargets, Interval: time.Second},
@@ -69,16 +77,10 @@ func TestPeerCheck(t *testing.T) {
 	); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 20*time.Second, "Prometheus to try the fleet's ports", func() bool {
-		up, err := promtest.Query(ctx, prom.Server, `up{job="sim"}`, time.Now())
+	waitUntil(t, 20*time.Second, "Prometheus to scrape the idle fleet", func() bool {
+		up, err := promtest.Query(ctx, prom.Server, `up{job="sim"} == 1`, time.Now())
 		return err == nil && len(up) == cfg.Servers
 	})
-	fleet, err := sim.Start(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fleet.Close()
-	fleetStart := time.Now()
 
 	set := remotewrite.DefaultSettings()
 	set.URL = prom.RemoteWriteURL()
@@ -106,6 +108,7 @@ func TestPeerCheck(t *testing.T) {
 	defer stop()
 	errc := make(chan error, 1)
 	go func() { errc <- c.Run(runCtx) }()
+	clk.open()
 
 	for done := 0; done < cfg.Workload.Batches; {
 		select {
@@ -317,34 +320,30 @@ func contains(xs []string, x string) bool {
 	return false
 }
 
-// consecutivePorts returns the first of n consecutive loopback ports that are free.
-func consecutivePorts(t *testing.T, n int) int {
-	t.Helper()
-	for range 20 {
-		p, err := promtest.FreePort()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var lns []net.Listener
-		ok := true
-		for i := range n {
-			ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p+i))
-			if err != nil {
-				ok = false
-				break
-			}
-			lns = append(lns, ln)
-		}
-		for _, ln := range lns {
-			ln.Close()
-		}
-		if ok {
-			return p
-		}
-	}
-	t.Fatal("no free consecutive ports")
-	return 0
+// gatedClock is a fleet's wall clock that stands at its first reading until open, then runs
+// with the real clock from there.
+type gatedClock struct {
+	t0     time.Time
+	opened chan struct{}
+	once   sync.Once
+	at     time.Time // when open was called; read only after opened is closed
 }
+
+func newGatedClock() *gatedClock { return &gatedClock{t0: time.Now(), opened: make(chan struct{})} }
+
+func (c *gatedClock) open() { c.once.Do(func() { c.at = time.Now(); close(c.opened) }) }
+
+func (c *gatedClock) Now() time.Time {
+	select {
+	case <-c.opened:
+		return c.t0.Add(time.Since(c.at))
+	default:
+		return c.t0
+	}
+}
+
+// After waits real time either way: before open, the fleet's loop ticks on an unmoving clock.
+func (c *gatedClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
 
 func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"image/png"
-	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -289,8 +288,8 @@ func TestBrowserReport(t *testing.T) {
 // TestBrowserLargeReport loads the report of 1,000 steps × 512 workers (timelines embedded as
 // the budget allows) and checks that it renders without errors in reasonable time.
 func TestBrowserLargeReport(t *testing.T) {
-	if testing.Short() {
-		t.Skip("large report: not with -short")
+	if testing.Short() && os.Getenv("CI") != "true" {
+		t.Skip("SKIPPED, NOT TESTED: the large report is not loaded with -short; CI loads it")
 	}
 	opt := Options{}
 	if raceEnabled {
@@ -321,8 +320,24 @@ func TestBrowserLargeReport(t *testing.T) {
 	if n := eval[int](t, ctx, `document.querySelectorAll('#steps-table tbody tr').length`); n != 1000 {
 		t.Errorf("table has %d rows", n)
 	}
-	if load > 30*time.Second || math.IsNaN(float64(load)) {
+	if load > 30*time.Second {
 		t.Errorf("loading took %v", load)
+	}
+	// The button moved the picker one step back, and nothing drawn for it or in the table
+	// came out as NaN (a path with NaN coordinates draws nothing, silently).
+	type drawn struct {
+		Step            string
+		Paths, NaNPaths int
+		TextHasNaN      bool
+	}
+	d := eval[drawn](t, ctx, `(() => {
+		const v = document.getElementById('timelines');
+		const ds = [...v.querySelectorAll('path')].map(p => p.getAttribute('d') || '');
+		return {Step: v.dataset.step, Paths: ds.length, NaNPaths: ds.filter(x => x.includes('NaN')).length,
+			TextHasNaN: document.body.innerText.includes('NaN')};
+	})()`)
+	if d.Step != "999" || d.Paths == 0 || d.NaNPaths != 0 || d.TextHasNaN {
+		t.Errorf("after the previous-step button: %+v, want step 999 drawn without NaN", d)
 	}
 	errs.check(t)
 }

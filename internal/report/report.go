@@ -155,7 +155,7 @@ func digest(f *timeline.File) *stepTimeline {
 	ids := make([]step.WorkerID, len(f.Workers))
 	names := map[string]bool{}
 	for i, w := range f.Workers {
-		ids[i] = step.WorkerID{Target: w.Target, Engine: w.Engine}
+		ids[i] = w.ID()
 		for name, ps := range w.Series {
 			if len(ps) > 0 {
 				names[name] = true

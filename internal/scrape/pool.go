@@ -22,6 +22,10 @@ type Options struct {
 	KeepBody bool // keep page bodies in results, for recordings
 	// Clock times the scrapes (Result.Start, Result.Duration); nil is the wall clock.
 	Clock clock.Clock
+	// WorkerLabels tell a page's workers apart besides engine (see window.Options); nil means
+	// window.DefaultWorkerLabels, an empty list none.
+	WorkerLabels []string
+
 	// Spread delays each target's tick scrapes by a fixed offset in [0, Spread) derived from its
 	// URL, so that a large fleet is not scraped in one burst per tick. Boundary scrapes are never
 	// delayed. 0 scrapes every target on the tick.

@@ -99,7 +99,7 @@ func NewClient() *http.Client {
 }
 
 // Fetch scrapes t once, within opt.Timeout, reading at most opt.MaxBody bytes, and parses the
-// page within opt.Limits. Only opt.Client, Timeout, MaxBody, Limits, KeepBody and Clock matter
+// page within opt.Limits. Only opt.Client, Timeout, MaxBody, Limits, WorkerLabels, KeepBody and Clock matter
 // here; a nil Client or Clock means the shared client and the wall clock.
 func Fetch(ctx context.Context, t Target, opt Options) Result {
 	opt = opt.withDefaults()
@@ -129,7 +129,7 @@ func fetch(ctx context.Context, t Target, opt *Options) Result {
 		return res
 	}
 	// The page keeps no reference into body (its strings are copies), so the buffer is reused.
-	res.Page, res.ParseErr = window.ParsePageLimits(body, opt.Limits)
+	res.Page, res.ParseErr = window.ParsePageOptions(body, window.Options{Limits: opt.Limits, WorkerLabels: opt.WorkerLabels})
 	if opt.KeepBody && !errors.Is(res.ParseErr, window.ErrLimit) { // a page over the limits is not kept
 		res.Body = bytes.Clone(body)
 	}

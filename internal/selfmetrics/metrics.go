@@ -243,7 +243,7 @@ func (d dynamic) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, iv := range m.intervals {
 		WalkInterval(m.opt.Prefix, &iv, gauge)
-		gauge("vllmstat_interval_timestamp_seconds", []Label{{"target", iv.Target}, {"engine", iv.Engine}}, float64(iv.TS.UnixMilli())/1e3)
+		gauge("vllmstat_interval_timestamp_seconds", []Label{{"target", iv.Target}, {"engine", iv.Engine}, {"worker_labels", iv.Labels}}, float64(iv.TS.UnixMilli())/1e3)
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/vllmstat/vllmstat/internal/scrape"
 	"github.com/vllmstat/vllmstat/internal/sink"
 	"github.com/vllmstat/vllmstat/internal/step"
+	"github.com/vllmstat/vllmstat/internal/window"
 )
 
 func TestStepFamily(t *testing.T) {
@@ -297,4 +298,51 @@ func TestPrometheusScrapesLastStep(t *testing.T) {
 		t.Errorf("Prometheus has %d step series, want %d", len(got), len(w)+1)
 	}
 	t.Logf("Prometheus scraped %d series of step %d", len(got), last.Step)
+}
+
+// TestRayReplicasAreSeriesOfTheirOwn: two Ray replicas with engine "0" on one node are two
+// workers, told apart by worker_labels, so /metrics shows both and a worker without labels
+// beside them keeps the same label names.
+func TestRayReplicasAreSeriesOfTheirOwn(t *testing.T) {
+	m := New(Options{Prefix: "vllm"})
+	const node = "http://10.0.0.5:8080/metrics"
+	rec := &step.Record{Step: 1, Workers: 3, PerWorker: []step.WorkerRecord{
+		{Target: node, Engine: "0", Labels: map[string]string{"ReplicaId": "a", "WorkerId": "w1"}, Metrics: map[string]float64{"vllm/generation_tokens": 10}},
+		{Target: node, Engine: "0", Labels: map[string]string{"ReplicaId": "b", "WorkerId": "w2"}, Metrics: map[string]float64{"vllm/generation_tokens": 20}},
+		{Target: "http://10.0.0.6:8000/metrics", Engine: "0", Metrics: map[string]float64{"vllm/generation_tokens": 30}},
+	}}
+	m.StepClosed(rec)
+	for i, w := range rec.PerWorker {
+		m.Interval(step.Interval{WorkerID: step.WorkerID{Target: w.Target, Engine: w.Engine, Labels: window.LabelKey(w.Labels)},
+			TS: time.Unix(1700000000, 0), Values: map[string]float64{"num_requests_running": float64(i + 1)}})
+	}
+	got := parse(t, get(t, m.Handler()))
+	wantWorker := map[string]float64{
+		`ReplicaId="a",WorkerId="w1"`: 10,
+		`ReplicaId="b",WorkerId="w2"`: 20,
+		``:                            30,
+	}
+	for labels, v := range wantWorker {
+		target := node
+		if labels == "" {
+			target = "http://10.0.0.6:8000/metrics"
+		}
+		ls := map[string]string{"target": target, "engine": "0"}
+		if labels != "" {
+			ls["worker_labels"] = labels
+		}
+		k := seriesKey("vllmstat_step_worker_vllm_generation_tokens", ls)
+		if got[k] != v {
+			t.Errorf("%s = %v, want %v", k, got[k], v)
+		}
+	}
+	n := 0
+	for k := range got {
+		if strings.HasPrefix(k, "vllmstat_interval_vllm_num_requests_running") {
+			n++
+		}
+	}
+	if n != 3 {
+		t.Errorf("%d interval series of running requests, want one per worker (3)", n)
+	}
 }

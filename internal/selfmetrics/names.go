@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/vllmstat/vllmstat/internal/step"
+	"github.com/vllmstat/vllmstat/internal/window"
 )
 
 // Label is one label of a series.
@@ -29,7 +30,7 @@ const (
 
 // Label names that the series of steps and intervals use, so that extra labels cannot clash
 // with them.
-var ReservedLabels = []string{"target", "engine", "stat", "reason", "result"}
+var ReservedLabels = []string{"target", "engine", "worker_labels", "stat", "reason", "result"}
 
 // stats are the key suffixes that become a stat label: aggregates of the per-interval samples
 // (mean, max, p95) and histogram quantiles (p50, p95, p99, mean).
@@ -80,7 +81,7 @@ func WalkStep(prefix string, r *step.Record, fn func(name string, labels []Label
 		for _, k := range slices.Sorted(maps.Keys(w.Metrics)) {
 			v := w.Metrics[k]
 			fam, l := StepFamily(prefix, k)
-			ls = append(ls[:0], Label{"target", w.Target}, Label{"engine", w.Engine})
+			ls = append(ls[:0], Label{"target", w.Target}, Label{"engine", w.Engine}, Label{"worker_labels", window.LabelKey(w.Labels)})
 			if l.Name != "" {
 				ls = append(ls, l)
 			}
@@ -93,7 +94,7 @@ func WalkStep(prefix string, r *step.Record, fn func(name string, labels []Label
 // vllmstat_interval_<prefix>_<key> with target and engine labels, plus the interval's length
 // (when it has one) as vllmstat_interval_seconds. labels is reused between calls.
 func WalkInterval(prefix string, iv *step.Interval, fn func(name string, labels []Label, v float64)) {
-	ls := []Label{{"target", iv.Target}, {"engine", iv.Engine}}
+	ls := []Label{{"target", iv.Target}, {"engine", iv.Engine}, {"worker_labels", iv.Labels}}
 	p := intervalFamily + sanitize(prefix) + "_"
 	for _, k := range slices.Sorted(maps.Keys(iv.Values)) {
 		fn(p+sanitize(k), ls, iv.Values[k])

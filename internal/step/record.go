@@ -3,7 +3,13 @@
 // histogram quantiles. It is pure logic: the caller supplies every timestamp.
 package step
 
-import "time"
+import (
+	"cmp"
+	"strings"
+	"time"
+
+	"github.com/vllmstat/vllmstat/internal/window"
+)
 
 // Record is one closed step, written as one JSON line. Its fields and keys are a fixed format
 // that other tools read.
@@ -30,24 +36,39 @@ type Scrapes struct {
 
 // WorkerRecord holds the same keys as Record.Metrics, computed for one worker.
 type WorkerRecord struct {
-	Target  string             `json:"target"`
-	Engine  string             `json:"engine"`
+	Target string `json:"target"`
+	Engine string `json:"engine"`
+	// Labels are the worker's worker labels (Ray's ReplicaId, WorkerId), left out when it has
+	// none, so that records of pages without them keep their bytes.
+	Labels  map[string]string  `json:"labels,omitempty"`
 	Metrics map[string]float64 `json:"metrics"`
 	// TargetLabels are the labels discovery gave the worker's target (file_sd's "labels");
 	// absent when it has none. Shared between records: read only.
 	TargetLabels map[string]string `json:"target_labels,omitempty"`
 }
 
-// WorkerID names a worker: one vLLM engine, the target plus its engine label ("" when absent).
+// WorkerID names a worker: one vLLM engine, the target plus its engine label ("" when absent)
+// plus the values of the worker labels its samples carry (see window.Options.WorkerLabels).
 type WorkerID struct {
 	Target string
 	Engine string
+	// Labels are the worker labels as window keys them (`ReplicaId="r1",WorkerId="w1"`), ""
+	// when there are none; LabelMap decodes them.
+	Labels string
+}
+
+// LabelMap returns the worker labels as a map, nil when there are none.
+func (id WorkerID) LabelMap() map[string]string { return window.LabelMap(id.Labels) }
+
+// Compare orders workers by target, engine, then worker labels.
+func (id WorkerID) Compare(o WorkerID) int {
+	return cmp.Or(strings.Compare(id.Target, o.Target), strings.Compare(id.Engine, o.Engine), strings.Compare(id.Labels, o.Labels))
 }
 
 // Timeline is every per-interval sample of a step, per worker, for plots and reports.
 type Timeline struct {
 	Start   time.Time
-	Workers []WorkerTimeline // sorted by target, engine
+	Workers []WorkerTimeline // sorted by target, engine, worker labels
 }
 
 // WorkerTimeline holds one worker's series, keyed by metric name without prefix (e.g.

@@ -2,7 +2,7 @@ package step
 
 import (
 	"math"
-	"sort"
+	"slices"
 	"time"
 
 	"github.com/vllmstat/vllmstat/internal/window"
@@ -110,7 +110,7 @@ func (t *Tracker) Observe(ts time.Time, target string, page *window.Page, err er
 	stepStart := float64(since.UnixNano()) / 1e9
 	for i := range page.Engines {
 		ep := &page.Engines[i]
-		id := WorkerID{Target: target, Engine: ep.Engine}
+		id := WorkerID{Target: target, Engine: ep.Engine, Labels: ep.Labels}
 		w := t.workers[id]
 		if w == nil {
 			w = window.NewWorker()
@@ -233,9 +233,7 @@ func (t *Tracker) build(n int64, start, end time.Time) Record {
 			ids = append(ids, id)
 		}
 	}
-	sort.Slice(ids, func(i, j int) bool {
-		return ids[i].Target < ids[j].Target || ids[i].Target == ids[j].Target && ids[i].Engine < ids[j].Engine
-	})
+	slices.SortFunc(ids, WorkerID.Compare)
 	r.Workers = len(ids)
 	was := make([]*workerAcc, len(ids))
 	for i, id := range ids {
@@ -244,7 +242,7 @@ func (t *Tracker) build(n int64, start, end time.Time) Record {
 	r.Metrics = t.metrics(was, r.DurationS)
 	for i, id := range ids {
 		if t.opt.PerWorker {
-			r.PerWorker = append(r.PerWorker, WorkerRecord{Target: id.Target, Engine: id.Engine, Metrics: t.metrics(was[i:i+1], r.DurationS),
+			r.PerWorker = append(r.PerWorker, WorkerRecord{Target: id.Target, Engine: id.Engine, Labels: id.LabelMap(), Metrics: t.metrics(was[i:i+1], r.DurationS),
 				TargetLabels: t.labels.of(id.Target)})
 		}
 		r.Timeline.Workers = append(r.Timeline.Workers, timeline(id, was[i], start))

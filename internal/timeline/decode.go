@@ -232,7 +232,7 @@ var pow10 = [...]float64{1, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1
 
 func (d *decoder) worker() (Worker, error) {
 	var w Worker
-	var seen [3]bool
+	var seen [4]bool
 	err := d.object(func(key []byte) error {
 		k := slicesIndex(string(key))
 		if k < 0 || seen[k] {
@@ -250,6 +250,13 @@ func (d *decoder) worker() (Worker, error) {
 			} else {
 				w.Engine = string(s)
 			}
+		case "labels":
+			w.Labels = map[string]string{}
+			return d.object(func(name []byte) error {
+				v, err := d.str()
+				w.Labels[string(name)] = string(v)
+				return err
+			})
 		case "series":
 			w.Series = map[string][]step.Point{}
 			return d.object(func(name []byte) error {
@@ -274,6 +281,8 @@ func slicesIndex(key string) int {
 		return 1
 	case "series":
 		return 2
+	case "labels":
+		return 3
 	}
 	return -1
 }

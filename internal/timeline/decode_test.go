@@ -19,6 +19,9 @@ func randomFile(rng *rand.Rand, workers int) *File {
 	f := &File{Step: rng.Int64N(1e7), Start: start, End: start.Add(time.Duration(rng.Int64N(1e11))), Workers: []Worker{}}
 	for w := range workers {
 		wk := Worker{Target: "http://h" + strconv.Itoa(w) + ":8000/metrics", Engine: strconv.Itoa(w % 3), Series: map[string][]step.Point{}}
+		if w%2 == 1 { // Ray's worker labels
+			wk.Labels = map[string]string{"ReplicaId": "r" + strconv.Itoa(w), "WorkerId": strconv.FormatUint(rng.Uint64(), 16)}
+		}
 		for _, name := range []string{"kv_cache_usage_perc", "generation_tokens", "num_preemptions", "empty"} {
 			ps := []step.Point{}
 			if name != "empty" {
@@ -69,6 +72,7 @@ func TestDecodeFallsBack(t *testing.T) {
 	for _, tt := range []struct{ name, in string }{
 		{"indented", "{\n  \"step\": 3,\n  \"start\": \"2025-06-01T12:00:00Z\",\n  \"end\": \"2025-06-01T12:00:01Z\",\n  \"workers\": [ { \"target\": \"a\", \"engine\": \"\", \"series\": { \"x\": [ { \"v\": 2, \"t\": 1E0 } ] } } ]\n}"},
 		{"escaped string", `{"step":3,"start":"2025-06-01T12:00:00Z","end":"2025-06-01T12:00:01Z","workers":[{"target":"a\"b","engine":"","series":{}}]}`},
+		{"escaped label", `{"step":3,"start":"2025-06-01T12:00:00Z","end":"2025-06-01T12:00:01Z","workers":[{"target":"a","engine":"0","labels":{"ReplicaId":"r\"1"},"series":{}}]}`},
 		{"another key", `{"step":3,"start":"2025-06-01T12:00:00Z","end":"2025-06-01T12:00:01Z","workers":[],"note":"x"}`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

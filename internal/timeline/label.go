@@ -1,13 +1,16 @@
 package timeline
 
 import (
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/vllmstat/vllmstat/internal/step"
 )
 
 // Label is a short name for a worker: its target without scheme and "/metrics", then
-// "#engine" when it has an engine label.
+// "#engine" when it has an engine label, then its worker labels, when it has any, as
+// "[ReplicaId=r1,WorkerId=w1]" (names sorted, values as they are).
 func Label(id step.WorkerID) string {
 	s := id.Target
 	if i := strings.Index(s, "://"); i >= 0 {
@@ -16,6 +19,18 @@ func Label(id step.WorkerID) string {
 	s = strings.TrimSuffix(s, "/metrics")
 	if id.Engine != "" {
 		s += "#" + id.Engine
+	}
+	if m := id.LabelMap(); len(m) > 0 {
+		var b strings.Builder
+		b.WriteString(s)
+		sep := byte('[')
+		for _, name := range slices.Sorted(maps.Keys(m)) {
+			b.WriteByte(sep)
+			b.WriteString(name + "=" + m[name])
+			sep = ','
+		}
+		b.WriteByte(']')
+		s = b.String()
 	}
 	return s
 }
@@ -97,4 +112,4 @@ func commonSuffix(names [][]rune) int {
 	return n
 }
 
-func separator(r rune) bool { return strings.ContainsRune(".:/#-_", r) }
+func separator(r rune) bool { return strings.ContainsRune(".:/#-_[,=", r) }

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/vllmstat/vllmstat/internal/step"
+	"github.com/vllmstat/vllmstat/internal/window"
 )
 
 // Dir is the folder of the timeline files inside OUT_DIR.
@@ -31,9 +33,16 @@ type File struct {
 
 // Worker is one worker's series, keyed by metric name without prefix.
 type Worker struct {
-	Target string                  `json:"target"`
-	Engine string                  `json:"engine"`
+	Target string `json:"target"`
+	Engine string `json:"engine"`
+	// Labels are the worker's worker labels (Ray's ReplicaId, WorkerId), absent when none.
+	Labels map[string]string       `json:"labels,omitempty"`
 	Series map[string][]step.Point `json:"series"`
+}
+
+// ID names the worker as the step package does.
+func (w *Worker) ID() step.WorkerID {
+	return step.WorkerID{Target: w.Target, Engine: w.Engine, Labels: window.LabelKey(w.Labels)}
 }
 
 // DurationS is the step's length in seconds.
@@ -45,7 +54,8 @@ func Name(n int64) string { return fmt.Sprintf("step_%06d.json", n) }
 // Path is where step n's timeline lives under outDir.
 func Path(outDir string, n int64) string { return filepath.Join(outDir, Dir, Name(n)) }
 
-// FromRecord returns r's timeline as a File with its workers sorted by target and engine.
+// FromRecord returns r's timeline as a File with its workers sorted by target, engine and
+// worker labels.
 // A record without a timeline gives a file without workers.
 func FromRecord(r *step.Record) *File {
 	f := &File{Step: r.Step, Start: r.Start, End: r.End, Workers: []Worker{}}
@@ -53,14 +63,9 @@ func FromRecord(r *step.Record) *File {
 		return f
 	}
 	for _, w := range r.Timeline.Workers {
-		f.Workers = append(f.Workers, Worker{Target: w.Target, Engine: w.Engine, Series: w.Series})
+		f.Workers = append(f.Workers, Worker{Target: w.Target, Engine: w.Engine, Labels: w.LabelMap(), Series: w.Series})
 	}
-	slices.SortStableFunc(f.Workers, func(a, b Worker) int {
-		if c := strings.Compare(a.Target, b.Target); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Engine, b.Engine)
-	})
+	slices.SortStableFunc(f.Workers, func(a, b Worker) int { return a.ID().Compare(b.ID()) })
 	return f
 }
 
@@ -92,6 +97,18 @@ func Marshal(f *File) ([]byte, error) {
 		writeString(&b, w.Target)
 		b.WriteString(`,"engine":`)
 		writeString(&b, w.Engine)
+		if len(w.Labels) > 0 {
+			b.WriteString(`,"labels":{`)
+			for j, name := range slices.Sorted(maps.Keys(w.Labels)) {
+				if j > 0 {
+					b.WriteByte(',')
+				}
+				writeString(&b, name)
+				b.WriteByte(':')
+				writeString(&b, w.Labels[name])
+			}
+			b.WriteByte('}')
+		}
 		b.WriteString(`,"series":{`)
 		names := make([]string, 0, len(w.Series))
 		for name := range w.Series {

@@ -12,8 +12,8 @@ type Limits struct {
 	// MaxSeries bounds the samples of the families vllmstat reads (every _bucket, _sum, _count,
 	// _created, counter and gauge line counts as one, in every spelling on the page).
 	MaxSeries int
-	// MaxWorkers bounds the engines (workers) on one page: the distinct values of the engine
-	// label among those samples.
+	// MaxWorkers bounds the workers on one page: the distinct values of the engine label and
+	// the worker labels (see Options) among those samples.
 	MaxWorkers int
 }
 
@@ -22,7 +22,13 @@ type Limits struct {
 // export the old and new names).
 var DefaultLimits = Limits{MaxSeries: 20000, MaxWorkers: 64}
 
-// ParsePageLimits is ParsePage for a page that must stay within lim. A page over them is an
+// ParsePageLimits is ParsePage for a page that must stay within lim (workers told apart by
+// DefaultWorkerLabels). A page over them is an
 // error wrapping ErrLimit that names the limit and the line where it was passed; parsing stops
 // there, so what such a page costs is bounded by the limits, not by its size.
-func ParsePageLimits(body []byte, lim Limits) (*Page, error) { return parse(body, lim) }
+func ParsePageLimits(body []byte, lim Limits) (*Page, error) {
+	return parse(body, Options{Limits: lim})
+}
+
+// ParsePageOptions is ParsePage with limits and worker labels of the caller's choosing.
+func ParsePageOptions(body []byte, opt Options) (*Page, error) { return parse(body, opt) }

@@ -11,16 +11,21 @@ import (
 	"github.com/vllmstat/vllmstat/internal/expo"
 )
 
-// Page is what vllmstat keeps of one scrape: per engine, the samples of the families it reads,
+// Page is what vllmstat keeps of one scrape: per worker, the samples of the families it reads,
 // each family in the one spelling chosen for the page.
 type Page struct {
-	Engines []EnginePage // sorted by Engine
+	Engines []EnginePage // sorted by Engine, then Labels
 }
 
-// EnginePage holds one engine's samples. A target without an engine label has one EnginePage
-// with Engine "".
+// EnginePage holds one worker's samples: one engine, told apart from the page's other engines by
+// its engine label and by its worker labels (see Options.WorkerLabels). A target without an
+// engine label has one EnginePage with Engine "" per set of worker labels.
 type EnginePage struct {
-	Engine   string
+	Engine string
+	// Labels are the worker labels the samples carry, as a series key sorted by name
+	// (`ReplicaId="r1",WorkerId="w1"`; see LabelMap), "" when they carry none. Like engine, they
+	// are not part of the series keys.
+	Labels   string
 	Gauges   [NumGauges]float64
 	HasGauge [NumGauges]bool
 	Counters []CounterSeries
@@ -61,8 +66,8 @@ var tableSet = expo.NewNames(table.names)
 
 // raw is a sample kept during the first pass over a page, before spellings are chosen.
 type raw struct {
-	meta   int
-	engine string
+	meta   int32
+	worker int32 // index in the page's workerTable
 	key    string
 	reason string
 	le     float64
@@ -70,16 +75,21 @@ type raw struct {
 }
 
 // ParsePage parses an exposition page and keeps what vllmstat reads. A page that is not valid
-// Prometheus or OpenMetrics text is an error, whatever it contains. It sets no limits; see
-// ParsePageLimits.
-func ParsePage(body []byte) (*Page, error) { return parse(body, Limits{}) }
+// Prometheus or OpenMetrics text is an error, whatever it contains. It sets no limits and tells
+// workers apart by DefaultWorkerLabels; see ParsePageOptions.
+func ParsePage(body []byte) (*Page, error) { return parse(body, Options{}) }
 
 // stop carries a limit error out of expo.Parse's callback, which has no other way to end the
 // parse: a page over its limits is abandoned at the first sample too many, before the rest of it
 // is decoded and interned.
 type stop struct{ err error }
 
-func parse(body []byte, lim Limits) (page *Page, err error) {
+func parse(body []byte, opt Options) (page *Page, err error) {
+	lim := opt.Limits
+	wl := opt.WorkerLabels
+	if wl == nil {
+		wl = defaultWorkerLabels
+	}
 	defer func() {
 		if r := recover(); r != nil {
 			s, ok := r.(stop)
@@ -97,22 +107,34 @@ func parse(body []byte, lim Limits) (page *Page, err error) {
 	best[kCounter] = fill(int(NumCounters))
 	best[kHist] = fill(int(NumHists))
 	var bad error
-	var kv []string
+	var kv, wkv []string
 	var buf []byte
 	keys := map[string]string{} // series keys repeat across a page's families: build each once
-	var engines map[string]bool // the engines seen, counted against lim.MaxWorkers
-	lastEngine, haveLast := "", false
+	intern := func(b []byte) string {
+		k, ok := keys[string(b)]
+		if !ok {
+			k = string(b)
+			keys[k] = k
+		}
+		return k
+	}
+	var workers workerTable // counted against lim.MaxWorkers
+	// Consecutive samples mostly belong to one worker; its engine and labels are interned
+	// strings, so comparing them with the last sample's is cheap.
+	var last workerKey
+	lastIdx := int32(-1)
 	err = expo.Parse(body, tableSet, func(s *expo.Sample) {
 		if lim.MaxSeries > 0 && len(raws) >= lim.MaxSeries {
 			panic(stop{fmt.Errorf("%w: line %d: more than the limit of %d series (samples of the families vllmstat reads) per target", ErrLimit, s.Line, lim.MaxSeries)})
 		}
 		m := table.metas[s.ID]
-		r := raw{meta: s.ID, value: s.Value}
+		r := raw{meta: int32(s.ID), value: s.Value}
+		var wk workerKey
 		kv = kv[:0]
 		for _, l := range s.Labels {
 			switch l.Name {
 			case "engine":
-				r.engine = l.Value
+				wk.engine = l.Value
 				continue
 			case "le":
 				if m.role == rBucket {
@@ -125,32 +147,39 @@ func parse(body []byte, lim Limits) (page *Page, err error) {
 				}
 			case "finished_reason":
 				r.reason = l.Value
+			default:
+				if slices.Contains(wl, l.Name) {
+					wkv = append(wkv, l.Name, l.Value)
+					continue
+				}
 			}
 			kv = append(kv, l.Name, l.Value)
 		}
-		if lim.MaxWorkers > 0 && (!haveLast || r.engine != lastEngine) {
-			lastEngine, haveLast = r.engine, true
-			if engines == nil {
-				engines = map[string]bool{}
+		if len(wkv) > 0 {
+			sortPairs(wkv)
+			buf = appendKey(buf[:0], wkv)
+			if wk.labels = last.labels; string(buf) != wk.labels {
+				wk.labels = intern(buf)
 			}
-			if !engines[r.engine] {
-				if len(engines) >= lim.MaxWorkers {
-					panic(stop{fmt.Errorf("%w: line %d: engine %q is one more than the limit of %d workers (engines) per target", ErrLimit, s.Line, r.engine, lim.MaxWorkers)})
-				}
-				engines[r.engine] = true
-			}
+			wkv = wkv[:0]
 		}
+		if lastIdx < 0 || wk != last {
+			i := workers.find(wk)
+			if i < 0 {
+				if lim.MaxWorkers > 0 && len(workers.keys) >= lim.MaxWorkers {
+					panic(stop{fmt.Errorf("%w: line %d: %s is one more than the limit of %d workers (engines) per target", ErrLimit, s.Line, wk, lim.MaxWorkers)})
+				}
+				i = workers.add(wk)
+			}
+			last, lastIdx = wk, i
+		}
+		r.worker = lastIdx
 		if m.role == rBucket && !hasLabel(s.Labels, "le") && bad == nil {
 			bad = fmt.Errorf("line %d: %s: bucket without le label", s.Line, s.Name)
 		}
 		sortPairs(kv)
 		buf = appendKey(buf[:0], kv)
-		key, ok := keys[string(buf)]
-		if !ok {
-			key = string(buf)
-			keys[key] = key
-		}
-		r.key = key
+		r.key = intern(buf)
 		if m.role != rCreated && m.rank < best[m.kind][m.fam] {
 			best[m.kind][m.fam] = m.rank
 		}
@@ -162,7 +191,57 @@ func parse(body []byte, lim Limits) (page *Page, err error) {
 	if bad != nil {
 		return nil, bad
 	}
-	return assemble(raws, best), nil
+	return assemble(raws, best, workers.keys), nil
+}
+
+// workerTable numbers a page's workers in the order they appear.
+type workerTable struct {
+	keys  []workerKey
+	index map[workerKey]int32 // built once a page has more workers than a scan is worth
+}
+
+// find returns the number of worker k, or -1.
+func (t *workerTable) find(k workerKey) int32 {
+	if t.index != nil {
+		if i, ok := t.index[k]; ok {
+			return i
+		}
+		return -1
+	}
+	for i, o := range t.keys {
+		if o == k {
+			return int32(i)
+		}
+	}
+	return -1
+}
+
+// add numbers a worker not in the table yet.
+func (t *workerTable) add(k workerKey) int32 {
+	i := int32(len(t.keys))
+	t.keys = append(t.keys, k)
+	switch {
+	case t.index != nil:
+		t.index[k] = i
+	case len(t.keys) > 8:
+		t.index = make(map[workerKey]int32, 2*len(t.keys))
+		for j, o := range t.keys {
+			t.index[o] = int32(j)
+		}
+	}
+	return i
+}
+
+// workerKey tells a page's workers apart: the engine label and the worker labels' key.
+type workerKey struct{ engine, labels string }
+
+// String names the worker in limit errors; a worker without worker labels reads as it did
+// before there were any.
+func (k workerKey) String() string {
+	if k.labels == "" {
+		return fmt.Sprintf("engine %q", k.engine)
+	}
+	return fmt.Sprintf("engine %q with %s", k.engine, k.labels)
 }
 
 // appendKey appends the series key of sorted name, value pairs: name="value" pairs joined by
@@ -226,31 +305,31 @@ func chosen(m meta, best [3][]int) bool {
 	return m.rank == b
 }
 
-func assemble(raws []raw, best [3][]int) *Page {
-	byEngine := map[string]*EnginePage{}
+func assemble(raws []raw, best [3][]int, workers []workerKey) *Page {
+	byWorker := make([]*EnginePage, len(workers))
 	type hkey struct {
 		fam Hist
 		key string
 	}
-	hists := map[string]map[hkey]*histAsm{}
+	hists := make([]map[hkey]*histAsm, len(workers))
 	type ckey struct {
 		fam Counter
 		key string
 	}
-	counters := map[string]map[ckey]*CounterSeries{}
-	gaugeN := map[string]*[NumGauges]int{}
+	counters := make([]map[ckey]*CounterSeries, len(workers))
+	gaugeN := make([][NumGauges]int, len(workers))
 	for _, r := range raws {
 		m := table.metas[r.meta]
 		if !chosen(m, best) {
 			continue
 		}
-		ep := byEngine[r.engine]
+		wk := r.worker
+		ep := byWorker[wk]
 		if ep == nil {
-			ep = &EnginePage{Engine: r.engine}
-			byEngine[r.engine] = ep
-			hists[r.engine] = map[hkey]*histAsm{}
-			counters[r.engine] = map[ckey]*CounterSeries{}
-			gaugeN[r.engine] = &[NumGauges]int{}
+			ep = &EnginePage{Engine: workers[wk].engine, Labels: workers[wk].labels}
+			byWorker[wk] = ep
+			hists[wk] = map[hkey]*histAsm{}
+			counters[wk] = map[ckey]*CounterSeries{}
 		}
 		switch m.kind {
 		case kGauge:
@@ -261,13 +340,13 @@ func assemble(raws []raw, best [3][]int) *Page {
 			// Running and waiting add up over series; KV usage is a fraction, so averaged.
 			ep.Gauges[g] += r.value
 			ep.HasGauge[g] = true
-			gaugeN[r.engine][g]++
+			gaugeN[wk][g]++
 		case kCounter:
 			k := ckey{Counter(m.fam), r.key}
-			cs := counters[r.engine][k]
+			cs := counters[wk][k]
 			if cs == nil {
 				cs = &CounterSeries{Family: k.fam, Key: r.key, Reason: r.reason}
-				counters[r.engine][k] = cs
+				counters[wk][k] = cs
 			}
 			if m.role == rCreated {
 				if finite(r.value) { // a non-finite creation time says nothing
@@ -278,10 +357,10 @@ func assemble(raws []raw, best [3][]int) *Page {
 			}
 		case kHist:
 			k := hkey{Hist(m.fam), r.key}
-			h := hists[r.engine][k]
+			h := hists[wk][k]
 			if h == nil {
 				h = &histAsm{HistSeries: HistSeries{Family: k.fam, Key: r.key}}
-				hists[r.engine][k] = h
+				hists[wk][k] = h
 			}
 			hs := &h.HistSeries
 			switch m.role {
@@ -299,7 +378,10 @@ func assemble(raws []raw, best [3][]int) *Page {
 		}
 	}
 	p := &Page{}
-	for e, ep := range byEngine {
+	for e, ep := range byWorker {
+		if ep == nil {
+			continue // only samples of spellings not chosen
+		}
 		if n := gaugeN[e][KVUsage]; n > 1 {
 			ep.Gauges[KVUsage] /= float64(n)
 		}
@@ -319,7 +401,9 @@ func assemble(raws []raw, best [3][]int) *Page {
 		})
 		p.Engines = append(p.Engines, *ep)
 	}
-	slices.SortFunc(p.Engines, func(a, b EnginePage) int { return strings.Compare(a.Engine, b.Engine) })
+	slices.SortFunc(p.Engines, func(a, b EnginePage) int {
+		return cmp.Or(strings.Compare(a.Engine, b.Engine), strings.Compare(a.Labels, b.Labels))
+	})
 	return p
 }
 

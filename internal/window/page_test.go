@@ -127,7 +127,7 @@ func TestGarbagePagesFail(t *testing.T) {
 }
 
 func FuzzParsePage(f *testing.F) {
-	for _, n := range []string{"prometheus-client-render-vllm-0.10.prom", "llm-d-inference-sim-dp1.prom"} {
+	for _, n := range []string{"prometheus-client-render-vllm-0.10.prom", "llm-d-inference-sim-dp1.prom", "ray-serve-llm-two-replicas.prom"} {
 		b, err := os.ReadFile("testdata/" + n)
 		if err != nil {
 			f.Fatal(err)
@@ -141,6 +141,9 @@ func FuzzParsePage(f *testing.F) {
 		}
 		w := NewWorker()
 		for i := range p.Engines {
+			if l := p.Engines[i].Labels; LabelKey(LabelMap(l)) != l {
+				t.Fatalf("worker labels %s do not survive LabelMap and LabelKey", l)
+			}
 			w.Observe(&p.Engines[i], 0)
 			w.Observe(&p.Engines[i], 0) // a second identical scrape never increases anything
 			inc := w.Observe(&p.Engines[i], 0)

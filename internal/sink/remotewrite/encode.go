@@ -27,6 +27,7 @@ const (
 // fields.
 type series struct {
 	labels []byte
+	last   int64 // time of the series' latest interval sample, Unix ms
 }
 
 // sample is one value of a series at a time in Unix milliseconds.

@@ -15,8 +15,8 @@ import (
 const exportedPrefix = "exported_"
 
 // targetLabels returns a target's labels (file_sd's "labels") as series labels, sorted by
-// name. A name that a per-worker series uses itself (target, engine, stat, reason, result,
-// __name__, an extra label) gets exportedPrefix; one that is taken even so is left out.
+// name. A name that a per-worker series uses itself (selfmetrics.ReservedLabels, __name__, an
+// extra label) gets exportedPrefix; one that is taken even so is left out.
 func (w *Writer) targetLabels(tl map[string]string) []selfmetrics.Label {
 	if len(tl) == 0 {
 		return nil

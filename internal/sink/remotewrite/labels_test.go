@@ -19,7 +19,7 @@ func TestTargetLabelsOnWorkerSeries(t *testing.T) {
 	s.Intervals = true
 	w := NewWithSettings(s, "vllm", nil)
 	const a, b = "http://a:8000/metrics", "http://b:8000/metrics"
-	tl := map[string]string{"team": "t1", "target": "fake", "job": "other", "engine": "e", "exported_engine": "x"}
+	tl := map[string]string{"team": "t1", "target": "fake", "job": "other", "engine": "e", "exported_engine": "x", "worker_labels": "w"}
 	end := time.UnixMilli(1_800_000_000_000)
 	rec := step.Record{Step: 1, End: end, Metrics: map[string]float64{"vllm/num_preemptions": 3},
 		PerWorker: []step.WorkerRecord{
@@ -36,7 +36,7 @@ func TestTargetLabelsOnWorkerSeries(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, _, _ := r.stored()
-	own := []selfmetrics.Label{{Name: "team", Value: "t1"}, {Name: "exported_target", Value: "fake"}, {Name: "exported_job", Value: "other"}, {Name: "exported_engine", Value: "x"}}
+	own := []selfmetrics.Label{{Name: "team", Value: "t1"}, {Name: "exported_target", Value: "fake"}, {Name: "exported_job", Value: "other"}, {Name: "exported_engine", Value: "x"}, {Name: "exported_worker_labels", Value: "w"}}
 	want := map[string]float64{
 		seriesKey("vllmstat_step_worker_vllm_num_preemptions", append([]selfmetrics.Label{{Name: "target", Value: a}, {Name: "engine", Value: "0"}}, own...), testExtra): 1,
 		seriesKey("vllmstat_step_worker_vllm_num_preemptions", []selfmetrics.Label{{Name: "target", Value: b}, {Name: "engine", Value: "0"}}, testExtra):                 2,
@@ -50,7 +50,7 @@ func TestTargetLabelsOnWorkerSeries(t *testing.T) {
 		}
 	}
 	for k := range got {
-		if strings.Contains(k, "exported_engine=e") || strings.Contains(k, ",target=fake") || strings.Contains(k, ",job=other") {
+		if strings.Contains(k, "exported_engine=e") || strings.Contains(k, ",target=fake") || strings.Contains(k, ",job=other") || strings.Contains(k, ",worker_labels=w") {
 			t.Errorf("series %s: a target label replaced one of vllmstat's or was not left out", k)
 		}
 	}

@@ -150,7 +150,7 @@ func (w *Writer) Interval(iv step.Interval) {
 			dropped++
 			return
 		}
-		key := name + "\xff" + iv.Target + "\xff" + iv.Engine + "\xff" + tlKey
+		key := name + "\xff" + iv.Target + "\xff" + iv.Engine + "\xff" + iv.Labels + "\xff" + tlKey
 		s := w.cache[key]
 		if s == nil {
 			if len(w.cache) >= 1<<20 {
@@ -159,7 +159,12 @@ func (w *Writer) Interval(iv step.Interval) {
 			s = newSeries(name, withLabels(labels, tl), w.set.ExtraLabels)
 			w.cache[key] = s
 		}
-		w.buf = append(w.buf, sample{s, t, v})
+		// A receiver takes one sample per series and millisecond (Prometheus rejects a second
+		// one as a duplicate), and a boundary scrape can follow a tick's within a millisecond:
+		// such a sample is stamped a millisecond after the previous one instead.
+		st := max(t, s.last+1)
+		s.last = st
+		w.buf = append(w.buf, sample{s, st, v})
 		w.pending++
 		n++
 	})

@@ -438,3 +438,36 @@ func TestIntervalsOffStartsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestIntervalsWithinOneMillisecond: two scrapes of one worker within a millisecond (a boundary
+// scrape right after a tick's) give two samples a millisecond apart, not two at one time, which
+// Prometheus rejects as duplicates.
+func TestIntervalsWithinOneMillisecond(t *testing.T) {
+	r := newReceiver(t)
+	s := testSettings(r.url())
+	s.Intervals = true
+	w := NewWithSettings(s, "vllm", nil)
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 200_000, time.UTC)
+	for i, v := range []float64{3, 4, 5} {
+		w.Interval(step.Interval{WorkerID: step.WorkerID{Target: "http://h:1/metrics", Engine: "0"},
+			TS: t0.Add(time.Duration(i) * 300 * time.Microsecond), Values: map[string]float64{"num_requests_running": v}})
+	}
+	if err := w.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got, _, _ := r.stored()
+	n := 0
+	for k, samples := range got {
+		if !strings.Contains(k, "num_requests_running") {
+			continue
+		}
+		n++
+		want := [][2]float64{{3, float64(t0.UnixMilli())}, {4, float64(t0.UnixMilli() + 1)}, {5, float64(t0.UnixMilli() + 2)}}
+		if fmt.Sprint(samples) != fmt.Sprint(want) {
+			t.Errorf("%s: %v, want %v", k, samples, want)
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d running series stored: %v", n, got)
+	}
+}

@@ -23,7 +23,14 @@ func TestDemoWritesTensorBoard(t *testing.T) {
 // with the independent reader.
 func TestRunWritesTensorBoard(t *testing.T) {
 	out := t.TempDir()
-	e2etest.Run(t, out, "sinks: [jsonl, tensorboard]\n", 3)
+	const during = 3
+	e2etest.Run(t, out, "sinks: [jsonl, tensorboard]\n", during)
+	// Run stops the run once steps.jsonl has `during` steps, or when its wait gives up; the
+	// step closed at shutdown comes on top. Without this check, a run whose timer closed no
+	// step at all would pass on that last step alone.
+	if recs := e2etest.Steps(t, out); len(recs) < during+1 {
+		t.Fatalf("%d steps written, want %d closed during the run and one at shutdown", len(recs), during)
+	}
 	compareEvents(t, out, false)
 }
 

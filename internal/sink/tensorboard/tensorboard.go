@@ -151,7 +151,7 @@ func (w *Writer) scalars(r *step.Record) []scalar {
 	}
 	for _, wr := range r.PerWorker {
 		for _, k := range slices.Sorted(maps.Keys(wr.Metrics)) {
-			out = append(out, scalar{sink.WorkerKey(k, wr.Target, wr.Engine), wr.Metrics[k]})
+			out = append(out, scalar{sink.WorkerKey(k, wr.Target, wr.Engine, wr.Labels), wr.Metrics[k]})
 		}
 	}
 	return out

@@ -138,7 +138,7 @@ func expect(t *testing.T, outDir string, r *step.Record, perWorker, images bool)
 	if perWorker {
 		for _, w := range r.PerWorker {
 			for _, k := range slices.Sorted(maps.Keys(w.Metrics)) {
-				e.tags = append(e.tags, sink.WorkerKey(k, w.Target, w.Engine))
+				e.tags = append(e.tags, sink.WorkerKey(k, w.Target, w.Engine, w.Labels))
 				e.values = append(e.values, float32(w.Metrics[k]))
 			}
 		}

@@ -190,7 +190,7 @@ func (w *Writer) values(r *step.Record, start time.Time) []item {
 	if w.set.perWorker {
 		for _, wr := range r.PerWorker {
 			for _, k := range slices.Sorted(maps.Keys(wr.Metrics)) {
-				items = append(items, item{sink.WorkerKey(k, wr.Target, wr.Engine), jsonFloat(wr.Metrics[k])})
+				items = append(items, item{sink.WorkerKey(k, wr.Target, wr.Engine, wr.Labels), jsonFloat(wr.Metrics[k])})
 			}
 		}
 	}

@@ -1,0 +1,698 @@
+"""Tests of expose(), ray_targets() and Client.add_targets/remove_targets.
+
+End to end: a real `vllmstat run` with no targets, and real Python processes that define vLLM's
+metric families in their default prometheus_client registry (as vLLM names them), call
+expose() and count under the test's control. The test ends steps through the Client and checks
+every step's totals, per worker, against what the processes counted in that step.
+
+The processes need prometheus_client: they run with the first of $VLLMSTAT_TEST_PYTHON, this
+Python and /usr/bin/python3 (Debian's python3-prometheus-client) that has it. Tests that serve
+pages inside this process need it here too; locally they skip with a message when it is
+missing, with CI=true they fail.
+
+Run: VLLMSTAT_BIN=path/to/vllmstat /usr/bin/python3 -m unittest discover -s clients/python -p '*_test.py'
+"""
+
+import gzip
+import os
+import queue
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import types
+import unittest
+import urllib.request
+import warnings
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import vllmstat_client  # noqa: E402
+from vllmstat_client import Client, VllmstatError, ray_targets  # noqa: E402
+
+REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
+CI = os.environ.get("CI") == "true"
+WAIT = 30.0  # deadline of every wait; a healthy run takes a fraction of it
+
+try:
+    import prometheus_client  # noqa: F401
+    HAVE_PROM = True
+except ImportError:
+    HAVE_PROM = False
+
+
+def _child_python():
+    for py in (os.environ.get("VLLMSTAT_TEST_PYTHON"), sys.executable, "/usr/bin/python3"):
+        if py and os.path.exists(py) and subprocess.run(
+                [py, "-c", "import prometheus_client"], capture_output=True).returncode == 0:
+            return py
+    return None
+
+
+CHILD_PY = _child_python()
+
+
+def need(ok, what):
+    """Skips (locally) or fails (CI=true) when a prerequisite is missing."""
+    if ok:
+        return
+    msg = "SKIPPED LOUDLY: %s" % what
+    if CI:
+        raise AssertionError(msg + " (CI=true: failing instead of skipping)")
+    sys.stderr.write("\n*** %s ***\n" % msg)
+    raise unittest.SkipTest(msg)
+
+
+_BIN = None
+
+
+def vllmstat_bin():
+    global _BIN
+    if _BIN is None:
+        _BIN = os.environ.get("VLLMSTAT_BIN")
+        if not _BIN:
+            _BIN = os.path.join(tempfile.mkdtemp(), "vllmstat")
+            subprocess.run(["go", "build", "-o", _BIN, "./cmd/vllmstat"], cwd=REPO, check=True)
+    return _BIN
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def wait_for(cond, what, timeout=WAIT):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = cond()
+        if v:
+            return v
+        time.sleep(0.02)
+    raise AssertionError("timed out after %.0fs waiting for %s" % (timeout, what))
+
+
+class Lines:
+    """Reads a stream in a thread, so that every wait on it has a deadline."""
+
+    def __init__(self, stream):
+        self.q = queue.Queue()
+        self.all = []
+        self._t = threading.Thread(target=self._read, args=(stream,), daemon=True)
+        self._t.start()
+
+    def _read(self, stream):
+        for line in stream:
+            self.all.append(line)
+            self.q.put(line)
+        self.q.put(None)
+
+    def expect(self, pattern, timeout=WAIT):
+        deadline = time.monotonic() + timeout
+        seen = []
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            try:
+                line = self.q.get(timeout=left)
+            except queue.Empty:
+                break
+            if line is None:
+                break
+            seen.append(line)
+            m = re.search(pattern, line)
+            if m:
+                return m
+        raise AssertionError("no line matching %r within %.0fs; got:\n%s" % (pattern, timeout, "".join(seen)))
+
+    def text(self, eof=False):
+        """What was read so far; with eof, waits (bounded) for the stream's end first."""
+        if eof:
+            self._t.join(WAIT)
+        return "".join(self.all)
+
+
+class Vllmstat:
+    """A `vllmstat run` with no targets, its API on the given address."""
+
+    def __init__(self, tmp, listen="127.0.0.1:0", token=None):
+        env = dict(os.environ)
+        env.pop("VLLMSTAT_API_TOKEN", None)
+        if token:
+            env["VLLMSTAT_API_TOKEN"] = token
+        self.out = os.path.join(tmp, "out-%d" % free_port())
+        # a scrape timeout far above the interval: a boundary scrape must not fail because a
+        # busy machine answered late, or its counts would move to the next step
+        self.proc = subprocess.Popen(
+            [vllmstat_bin(), "run", "--listen", listen, "--step-every", "0", "--interval", "0.05",
+             "--scrape-timeout", "5s", "--per-worker", "--out", self.out],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+        self.log = Lines(self.proc.stderr)
+        self.url = self.log.expect(r"api listening\"? url=(\S+)").group(1)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+        try:
+            return self.proc.wait(timeout=WAIT)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            raise
+
+
+# A process holding "an engine": vLLM's families, as vLLM registers them, in the default
+# registry (or the multiprocess directory), counted on the test's commands.
+CHILD = r'''
+import os, sys
+from prometheus_client import Counter, Gauge, Histogram
+import vllmstat_client
+
+LABELS = ["model_name", "engine"]
+lv = {"model_name": os.environ.get("CHILD_MODEL", "test-model"), "engine": os.environ.get("CHILD_ENGINE", "0")}
+mp = bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
+
+def gauge(name, doc):
+    if not mp:
+        return Gauge(name, doc, labelnames=LABELS)
+    try:
+        return Gauge(name, doc, labelnames=LABELS, multiprocess_mode="mostrecent")  # what vLLM uses
+    except ValueError:  # prometheus_client before 0.17
+        return Gauge(name, doc, labelnames=LABELS, multiprocess_mode="max")
+
+m = {}
+for name, doc in [("prompt_tokens", "Number of prefill tokens processed."),
+                  ("generation_tokens", "Number of generation tokens processed."),
+                  ("prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens."),
+                  ("prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens."),
+                  ("num_preemptions", "Cumulative number of preemption from the engine.")]:
+    m[name] = Counter("vllm:" + name, doc, labelnames=LABELS).labels(**lv)
+for name, doc in [("num_requests_running", "Number of requests in model execution batches."),
+                  ("num_requests_waiting", "Number of requests waiting to be processed."),
+                  ("kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.")]:
+    m[name] = gauge("vllm:" + name, doc).labels(**lv)
+m["time_to_first_token_seconds"] = Histogram(
+    "vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", labelnames=LABELS,
+    buckets=[0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+             20.0, 40.0, 80.0, 160.0, 640.0, 2560.0]).labels(**lv)
+
+print("ready", flush=True)
+for line in sys.stdin:
+    cmd = line.split()
+    if not cmd:
+        continue
+    if cmd[0] == "inc":
+        m[cmd[1]].inc(float(cmd[2]))
+    elif cmd[0] == "set":
+        m[cmd[1]].set(float(cmd[2]))
+    elif cmd[0] == "observe":
+        m[cmd[1]].observe(float(cmd[2]))
+    elif cmd[0] == "expose":
+        kw = {"host": cmd[2]} if len(cmd) > 2 else {}
+        url = vllmstat_client.expose(cmd[1], **kw)
+        again = vllmstat_client.expose(cmd[1], **kw)
+        print("url", url, again, flush=True)
+        continue
+    elif cmd[0] == "exit":
+        sys.exit(0)  # atexit: one more scrape, then deregistration
+    print("ok", flush=True)
+'''
+
+COUNTERS = ["prompt_tokens", "generation_tokens", "prefix_cache_queries", "prefix_cache_hits", "num_preemptions"]
+
+
+class Child:
+    """One engine-holding process and what the test made it count in the open step."""
+
+    def __init__(self, tmp, engine="0", env=None):
+        need(CHILD_PY is not None, "no Python with prometheus_client for the engine processes")
+        e = dict(os.environ)
+        e.pop("VLLMSTAT_API_TOKEN", None)
+        e["PYTHONPATH"] = HERE
+        e["CHILD_ENGINE"] = engine
+        e["PYTHONWARNINGS"] = "default"
+        e.update(env or {})
+        self.proc = subprocess.Popen([CHILD_PY, "-c", CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True, env=e, cwd=tmp)
+        self.out = Lines(self.proc.stdout)
+        self.err = Lines(self.proc.stderr)
+        self.out.expect("^ready")
+        self.url = None
+        self.engine = engine
+        self.step = {}  # counter -> increase in the open step
+        self.ttft = []  # observations in the open step
+        self.kv = None
+
+    def send(self, line):
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+
+    def cmd(self, line):
+        self.send(line)
+        self.out.expect("^ok")
+
+    def inc(self, name, n):
+        self.cmd("inc %s %d" % (name, n))
+        self.step[name] = self.step.get(name, 0) + n
+
+    def observe(self, v):
+        self.cmd("observe time_to_first_token_seconds %r" % v)
+        self.ttft.append(v)
+
+    def set_kv(self, v):
+        self.cmd("set kv_cache_usage_perc %r" % v)
+        self.kv = v
+
+    def expose(self, vllmstat, host=None):
+        t0 = time.monotonic()
+        self.send("expose %s%s" % (vllmstat, " " + host if host else ""))
+        m = self.out.expect(r"^url (\S*) (\S*)")
+        self.url = m.group(1)
+        self.expose_seconds = time.monotonic() - t0
+        return m.group(1), m.group(2)
+
+    def new_step(self):
+        self.step, self.ttft = {}, []
+
+    def exit(self):
+        self.send("exit")
+        try:
+            return self.proc.wait(timeout=WAIT)
+        finally:
+            self.proc.stdin.close()
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=WAIT)
+        for s in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            try:
+                s.close()
+            except OSError:
+                pass
+
+
+def scraped_ok(client, url, n=1):
+    """Whether vllmstat has taken n good pages of url (the first is a worker's baseline)."""
+    for t in client.live().get("targets", []):
+        if t["url"] == url:
+            return t["scrapes"] - t["failures"] >= n
+    return False
+
+
+class InProcessEndToEnd(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp()
+        self.children = []
+        self.vs = None
+
+    def tearDown(self):
+        for c in self.children:
+            c.kill()
+        if self.vs:
+            self.vs.stop()
+            self.vs.proc.stderr.close()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def child(self, **kw):
+        c = Child(self.tmp, **kw)
+        self.children.append(c)
+        return c
+
+    def check_step(self, rec, step, live):
+        """rec's totals, per worker and summed, equal what the live children counted."""
+        self.assertEqual(rec["step"], step)
+        per = {(w["target"], w["engine"]): w["metrics"] for w in rec.get("per_worker", [])}
+        self.assertEqual(sorted(per), sorted((c.url, c.engine) for c in live), rec)
+        self.assertEqual(rec["workers"], len(live))
+        for c in live:
+            got = per[(c.url, c.engine)]
+            for name in COUNTERS:
+                self.assertEqual(got.get("vllm/" + name), c.step.get(name, 0), "step %d %s %s" % (step, c.url, name))
+            if c.ttft:
+                self.assertEqual(got["vllm/time_to_first_token_seconds/mean"], sum(c.ttft) / len(c.ttft))
+            else:
+                self.assertNotIn("vllm/time_to_first_token_seconds/mean", got)
+            if c.kv is not None:
+                self.assertEqual(got["vllm/kv_cache_usage_perc/max"], c.kv)
+        for name in COUNTERS:
+            self.assertEqual(rec["metrics"].get("vllm/" + name), sum(c.step.get(name, 0) for c in live), name)
+        q = sum(c.step.get("prefix_cache_queries", 0) for c in live)
+        if q:
+            h = sum(c.step.get("prefix_cache_hits", 0) for c in live)
+            self.assertAlmostEqual(rec["metrics"]["vllm/prefix_cache_hit_rate"], h / q, places=12)
+        ttft = [v for c in live for v in c.ttft]
+        if ttft:
+            self.assertEqual(rec["metrics"]["vllm/time_to_first_token_seconds/mean"], sum(ttft) / len(ttft))
+        for c in live:
+            c.new_step()
+
+    def test_steps_count_exactly_what_engine_processes_counted(self):
+        self.vs = Vllmstat(self.tmp)
+        client = Client(self.vs.url, strict=True, timeout=WAIT)
+        self.assertEqual(client.targets(), [])
+
+        a, b = self.child(engine="0"), self.child(engine="1")
+        for c in (a, b):
+            url, again = c.expose(self.vs.url)
+            self.assertRegex(url, r"^http://127\.0\.0\.1:\d+/metrics$")
+            self.assertEqual(again, url)  # expose() twice: the same page
+        # vllmstat was up: registration happened inside expose()
+        self.assertEqual(sorted(client.targets()), sorted([a.url, b.url]))
+        for c in (a, b):
+            wait_for(lambda: scraped_ok(client, c.url), "a first scrape of " + c.url)
+
+        # step 0: counts after the baselines, per worker
+        a.inc("generation_tokens", 17)
+        a.inc("prompt_tokens", 100)
+        a.inc("prefix_cache_queries", 100)
+        a.inc("prefix_cache_hits", 64)
+        b.inc("generation_tokens", 5)
+        b.inc("num_preemptions", 2)
+        a.observe(0.25)
+        a.observe(0.5)
+        b.observe(0.75)
+        a.set_kv(0.25)
+        b.set_kv(0.5)
+        self.check_step(client.end_step(0), 0, [a, b])
+
+        # step 1: only b counts; a's worker is there with zero increases
+        b.inc("generation_tokens", 40)
+        b.inc("prefix_cache_queries", 32)
+        b.inc("prefix_cache_hits", 16)
+        a.set_kv(0.375)
+        b.set_kv(0.625)
+        self.check_step(client.end_step(1), 1, [a, b])
+
+        # step 2: a counts and exits (it is scraped once more, then deregisters); d starts,
+        # counts before it is exposed and joins: its engine was created after the step began,
+        # so all it counted belongs to this step (what vllmstat does with _created)
+        a.inc("generation_tokens", 9)
+        a.inc("num_preemptions", 1)
+        b.inc("prompt_tokens", 3)
+        self.assertEqual(a.exit(), 0)
+        self.assertNotIn(a.url, client.targets())
+        d = self.child(engine="0")
+        d.inc("generation_tokens", 11)
+        d.inc("prefix_cache_queries", 8)
+        d.observe(0.25)
+        d.expose(self.vs.url)
+        self.assertEqual(sorted(client.targets()), sorted([b.url, d.url]))
+        wait_for(lambda: scraped_ok(client, d.url), "a first scrape of " + d.url)
+        rec = client.end_step(2)
+        # a's worker holds what it counted before it left; b's and d's as counted
+        a_rec = [w for w in rec["per_worker"] if w["target"] == a.url]
+        self.assertEqual(len(a_rec), 1)
+        self.assertEqual(a_rec[0]["metrics"]["vllm/generation_tokens"], 9)
+        self.assertEqual(a_rec[0]["metrics"]["vllm/num_preemptions"], 1)
+        rec["per_worker"] = [w for w in rec["per_worker"] if w["target"] != a.url]
+        rec["workers"] -= 1
+        for k, v in a.step.items():
+            rec["metrics"]["vllm/" + k] -= v
+        self.check_step(rec, 2, [b, d])
+
+        # step 3: the remaining two
+        d.inc("generation_tokens", 2)
+        b.inc("generation_tokens", 3)
+        self.check_step(client.end_step(3), 3, [b, d])
+
+        # the page itself: vLLM's names, served by prometheus_client with _created
+        body = urllib.request.urlopen(d.url, timeout=WAIT).read().decode()
+        self.assertIn('vllm:generation_tokens_total{engine="0",model_name="test-model"} 13.0', body)
+        self.assertIn("vllm:generation_tokens_created", body)
+
+        for c in (b, d):
+            self.assertEqual(c.exit(), 0)
+            self.assertNotIn("Warning", c.err.text(eof=True))
+        self.assertEqual(client.targets(), [])
+
+    def test_engine_started_before_vllmstat_registers_when_it_comes_up(self):
+        port = free_port()
+        api = "http://127.0.0.1:%d" % port
+        r = self.child()
+        url, _ = r.expose(api)
+        self.assertRegex(url, r"^http://127\.0\.0\.1:\d+/metrics$")  # the page is served already
+        r.err.expect("cannot reach .*retrying in the background")
+        self.assertEqual(urllib.request.urlopen(url, timeout=WAIT).status, 200)
+
+        self.vs = Vllmstat(self.tmp, listen="127.0.0.1:%d" % port)
+        client = Client(self.vs.url, strict=True, timeout=WAIT)
+        wait_for(lambda: client.targets() == [url], "the retry to register " + url)
+        wait_for(lambda: scraped_ok(client, url), "a first scrape of " + url)
+        r.inc("generation_tokens", 23)
+        r.inc("num_preemptions", 4)
+        self.check_step(client.end_step(0), 0, [r])
+
+        # vllmstat restarts and has lost its targets: expose() again registers the same page
+        self.assertEqual(self.vs.stop(), 0)
+        self.vs.proc.stderr.close()
+        self.vs = Vllmstat(self.tmp, listen="127.0.0.1:%d" % port)
+        self.assertEqual(client.targets(), [])
+        self.assertEqual(r.expose(api), (url, url))
+        self.assertEqual(client.targets(), [url])
+
+        self.assertEqual(r.exit(), 0)
+        self.assertEqual(client.targets(), [])
+        # one warning for the whole outage, not one per retry
+        self.assertEqual(r.err.text(eof=True).count("vllmstat: cannot register"), 1, r.err.text())
+
+    def test_multiprocess_directory(self):
+        mp = os.path.join(self.tmp, "prom-mp")
+        os.mkdir(mp)
+        env = {"PROMETHEUS_MULTIPROC_DIR": mp}
+        self.vs = Vllmstat(self.tmp)
+        client = Client(self.vs.url, strict=True, timeout=WAIT)
+        writer = self.child(env=env)
+        server = self.child(env=env)
+        url, _ = server.expose(self.vs.url)
+        wait_for(lambda: scraped_ok(client, url, 2), "scrapes of " + url)
+        writer.inc("generation_tokens", 5)
+        server.inc("generation_tokens", 7)
+        writer.inc("prefix_cache_queries", 10)
+        server.inc("prefix_cache_hits", 4)
+        rec = client.end_step(0)
+        # one page, one worker: the directory summed over both processes
+        self.assertEqual(rec["workers"], 1)
+        self.assertEqual(rec["metrics"]["vllm/generation_tokens"], 12)
+        self.assertEqual(rec["metrics"]["vllm/prefix_cache_hit_rate"], 0.4)
+        body = urllib.request.urlopen(url, timeout=WAIT).read().decode()
+        self.assertIn('vllm:generation_tokens_total{engine="0",model_name="test-model"} 12.0', body)
+        self.assertNotIn("_created", body)  # multiprocess mode has none
+
+        self.assertEqual(writer.exit(), 0)  # its counts stay in the directory
+        server.inc("generation_tokens", 3)
+        rec = client.end_step(1)
+        self.assertEqual(rec["metrics"]["vllm/generation_tokens"], 3)
+        self.assertEqual(server.exit(), 0)
+        self.assertEqual(client.targets(), [])
+
+    def test_non_loopback_vllmstat_with_token(self):
+        addr = _routed_or_none()
+        if addr is None:
+            self.skipTest("this machine has no non-loopback address")
+        self.vs = Vllmstat(self.tmp, listen="0.0.0.0:0", token="tok-123")
+        port = int(self.vs.url.rsplit(":", 1)[1])
+        api = "http://%s:%d" % (addr, port)
+        client = Client(api, token="tok-123", strict=True, timeout=WAIT)
+        c = self.child(env={"VLLMSTAT_API_TOKEN": "tok-123"})
+        url, _ = c.expose(api)
+        # served on the address that routes to vllmstat, not on loopback
+        self.assertEqual(url.split("/")[2].rsplit(":", 1)[0], addr)
+        self.assertEqual(client.targets(), [url])
+        wait_for(lambda: scraped_ok(client, url), "a first scrape of " + url)
+        c.inc("generation_tokens", 6)
+        self.check_step(client.end_step(5), 5, [c])
+        self.assertEqual(c.exit(), 0)
+        self.assertEqual(client.targets(), [])
+
+    def test_wrong_token_warns_once_and_stops(self):
+        self.vs = Vllmstat(self.tmp, token="right")
+        c = self.child(env={"VLLMSTAT_API_TOKEN": "wrong"})
+        url, _ = c.expose(self.vs.url)
+        self.assertTrue(url)
+        c.err.expect("cannot register .*HTTP 401")
+        self.assertEqual(Client(self.vs.url, token="right", strict=True).targets(), [])
+        self.assertEqual(c.exit(), 0)
+        self.assertNotIn("retrying", c.err.text(eof=True))
+
+
+def _routed_or_none():
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        s.connect(("192.0.2.1", 9))  # TEST-NET: nothing is sent
+        addr = s.getsockname()[0]
+    except OSError:
+        return None
+    finally:
+        s.close()
+    return None if addr.startswith("127.") else addr
+
+
+class AddRemoveTargets(unittest.TestCase):
+    def test_add_and_remove_are_idempotent(self):
+        tmp = tempfile.mkdtemp()
+        vs = Vllmstat(tmp)
+        try:
+            c = Client(vs.url, strict=True, timeout=WAIT)
+            u1, u2 = "http://127.0.0.1:1/metrics", "http://127.0.0.1:2/metrics"
+            self.assertEqual(c.add_targets([u1]), [u1])
+            self.assertEqual(c.add_targets([u1, u2]), [u1, u2])
+            self.assertEqual(c.add_targets([u2]), [u1, u2])
+            self.assertEqual(c.remove_targets([u1, "http://127.0.0.1:3/metrics"]), [u2])
+            self.assertEqual(c.remove_targets([u1]), [u2])
+            with self.assertRaises(VllmstatError) as cm:
+                c.add_targets(["ftp://x/metrics"])
+            self.assertEqual(cm.exception.status, 400)
+            self.assertEqual(c.targets(), [u2])
+
+            lax = Client(vs.url, timeout=WAIT)
+            with warnings.catch_warnings(record=True) as w:
+                warnings.simplefilter("always")
+                self.assertEqual(lax.add_targets(["ftp://x/metrics"]), [])
+                self.assertEqual(lax.remove_targets(["ftp://x/metrics"]), [])
+            self.assertEqual(len(w), 1, [str(x.message) for x in w])
+            self.assertIn("HTTP 400", str(w[0].message))
+            self.assertEqual(lax.remove_targets([u2]), [])
+            self.assertEqual(lax.targets(), [])
+        finally:
+            vs.stop()
+            vs.proc.stderr.close()
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+class ServedPage(unittest.TestCase):
+    """The page server itself, in this process, on a registry of its own."""
+
+    def setUp(self):
+        need(HAVE_PROM, "prometheus_client is not importable in %s (run with /usr/bin/python3)" % sys.executable)
+        from prometheus_client import CollectorRegistry, Counter
+        self.registry = CollectorRegistry()
+        Counter("vllm:generation_tokens", "Number of generation tokens processed.",
+                labelnames=["model_name", "engine"], registry=self.registry).labels("m", "0").inc(3)
+        self.exp = vllmstat_client._Exposure("127.0.0.1", "127.0.0.1", 0, self.registry)
+
+    def tearDown(self):
+        self.exp.close()
+
+    def test_gzip_when_asked(self):
+        req = urllib.request.Request(self.exp.url, headers={"Accept-Encoding": "gzip"})
+        with urllib.request.urlopen(req, timeout=WAIT) as resp:
+            self.assertEqual(resp.headers.get("Content-Encoding"), "gzip")
+            body = gzip.decompress(resp.read()).decode()
+        self.assertIn('vllm:generation_tokens_total{engine="0",model_name="m"} 3.0', body)
+        with urllib.request.urlopen(self.exp.url, timeout=WAIT) as resp:
+            self.assertIsNone(resp.headers.get("Content-Encoding"))
+            self.assertIn("vllm:generation_tokens_total", resp.read().decode())
+
+    def test_concurrent_scrapes(self):
+        # a collector that lets a scrape finish only while another is in progress: a server
+        # answering one scrape at a time would never complete either
+        barrier = threading.Barrier(2, timeout=WAIT)
+
+        class Meeting:
+            def collect(self):
+                barrier.wait()
+                return []
+
+        self.registry.register(Meeting())
+        results = []
+
+        def get():
+            with urllib.request.urlopen(self.exp.url, timeout=WAIT) as resp:
+                results.append(resp.status)
+
+        threads = [threading.Thread(target=get) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(WAIT)
+        self.assertEqual(results, [200, 200])
+
+    def test_url_is_the_bound_port(self):
+        port = int(self.exp.url.split(":")[2].split("/")[0])
+        self.assertGreater(port, 0)
+        self.assertTrue(self.exp.url.endswith("/metrics"))
+        with socket.create_connection(("127.0.0.1", port), timeout=WAIT):
+            pass
+
+
+class HostChoice(unittest.TestCase):
+    def test_loopback_and_override(self):
+        self.assertEqual(vllmstat_client._choose_host("http://127.0.0.1:9400", None), ("127.0.0.1", "127.0.0.1"))
+        self.assertEqual(vllmstat_client._choose_host("http://localhost:9400", None), ("127.0.0.1", "127.0.0.1"))
+        self.assertEqual(vllmstat_client._choose_host("http://[::1]:9400", None), ("::1", "::1"))
+        self.assertEqual(vllmstat_client._choose_host("http://10.1.2.3:9400", "10.9.9.9"), ("10.9.9.9", "10.9.9.9"))
+
+    def test_routed_address(self):
+        addr = _routed_or_none()
+        if addr is None:
+            self.skipTest("this machine has no non-loopback address")
+        # the machine's own address routes to itself: it is what a remote vllmstat would reach
+        self.assertEqual(vllmstat_client._choose_host("http://%s:9400" % addr, None), (addr, addr))
+        self.assertEqual(vllmstat_client._choose_host("http://%s:9400" % addr, "0.0.0.0"), ("0.0.0.0", addr))
+
+    def test_unservable_returns_empty_and_warns(self):
+        need(HAVE_PROM, "prometheus_client is not importable in %s" % sys.executable)
+        saved = vllmstat_client._exposure
+        try:
+            vllmstat_client._exposure = None
+            with warnings.catch_warnings(record=True) as w:
+                warnings.simplefilter("always")
+                # 198.51.100.7 (TEST-NET-2) is no address of this machine: binding it fails
+                self.assertEqual(vllmstat_client.expose("http://127.0.0.1:1", host="198.51.100.7"), "")
+            self.assertEqual(len(w), 1)
+            self.assertIn("cannot serve", str(w[0].message))
+            self.assertIsNone(vllmstat_client._exposure)
+        finally:
+            vllmstat_client._exposure = saved
+
+
+class RayTargets(unittest.TestCase):
+    """ray_targets() against a stand-in for ray.nodes() (Ray itself is not installed here)."""
+
+    def with_ray(self, nodes, initialized=True):
+        fake = types.ModuleType("ray")
+        fake.nodes = lambda: nodes
+        fake.is_initialized = lambda: initialized
+        saved = sys.modules.get("ray")
+        sys.modules["ray"] = fake
+        self.addCleanup(lambda: sys.modules.__setitem__("ray", saved) if saved else sys.modules.pop("ray", None))
+
+    def test_alive_nodes_metrics_agents(self):
+        self.with_ray([
+            {"NodeID": "a", "Alive": True, "NodeManagerAddress": "10.0.0.1", "MetricsExportPort": 52001},
+            {"NodeID": "b", "Alive": False, "NodeManagerAddress": "10.0.0.2", "MetricsExportPort": 52001},
+            {"NodeID": "c", "Alive": True, "NodeManagerAddress": "10.0.0.3", "MetricsExportPort": 8080},
+            {"NodeID": "d", "Alive": True, "NodeManagerAddress": "fd00::4", "MetricsExportPort": 52001},
+            {"NodeID": "e", "Alive": True, "NodeManagerAddress": "10.0.0.5"},  # no metrics agent
+        ])
+        self.assertEqual(ray_targets(), ["http://10.0.0.1:52001/metrics", "http://10.0.0.3:8080/metrics",
+                                         "http://[fd00::4]:52001/metrics"])
+
+    def test_not_initialized(self):
+        self.with_ray([], initialized=False)
+        with self.assertRaisesRegex(RuntimeError, "ray.init"):
+            ray_targets()
+
+    def test_not_installed(self):
+        saved = sys.modules.get("ray")
+        sys.modules["ray"] = None  # makes `import ray` fail
+        try:
+            with self.assertRaisesRegex(ImportError, "needs Ray"):
+                ray_targets()
+        finally:
+            if saved:
+                sys.modules["ray"] = saved
+            else:
+                sys.modules.pop("ray", None)
+
+
+if __name__ == "__main__":
+    unittest.main()
