@@ -138,10 +138,10 @@ type generator struct {
 	engines int
 	// maxModelLen bounds the straggler's longer requests.
 	maxModelLen int
-	rng     *rand.Rand
-	sysSeed uint64
-	seed    uint64
-	nextID  uint64
+	rng         *rand.Rand
+	sysSeed     uint64
+	seed        uint64
+	nextID      uint64
 
 	nextArrival time.Duration // Poisson only
 }
@@ -152,9 +152,9 @@ func newGenerator(cfg WorkloadConfig, engines, maxModelLen int, seed int64) *gen
 		cfg:         cfg,
 		engines:     engines,
 		maxModelLen: maxModelLen,
-		rng:     rand.New(rand.NewPCG(s, 0x5851f42d4c957f2d)),
-		sysSeed: mix64(s ^ 0x73797374656d), // one system prompt for the whole fleet
-		seed:    s,
+		rng:         rand.New(rand.NewPCG(s, 0x5851f42d4c957f2d)),
+		sysSeed:     mix64(s ^ 0x73797374656d), // one system prompt for the whole fleet
+		seed:        s,
 	}
 	if cfg.Kind == WorkloadPoisson {
 		g.nextArrival = cfg.StartDelay + g.expGap()
