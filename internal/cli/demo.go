@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -50,6 +51,7 @@ func demoWith(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	plots := fs.Bool("plots", true, "draw per-step timeline plots (PNG) under OUT/plots")
 	termTL := fs.Bool("terminal-timelines", true, "print per-worker timelines under each step's row")
 	sinks := fs.String("sinks", "", "comma-separated tracker sinks to add, e.g. tensorboard,wandb")
+	straggler := fs.Float64("straggler", 1, stragglerHelp)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), demoHelp)
 		fs.PrintDefaults()
@@ -59,6 +61,10 @@ func demoWith(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	if *steps < 1 || *servers < 1 || *dp < 1 || !(*speed > 0) || !(*interval > 0) {
 		fmt.Fprintln(stderr, "vllmstat demo: --steps, --servers and --dp must be at least 1; --speed and --interval > 0")
+		return exitUsage
+	}
+	if !(*straggler >= 1) || math.IsInf(*straggler, 0) {
+		fmt.Fprintf(stderr, "vllmstat demo: --straggler must be a number of at least 1 (1 means no straggler), got %v\n", *straggler)
 		return exitUsage
 	}
 	level := slog.LevelWarn
@@ -94,6 +100,7 @@ func demoWith(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	sc.BlocksPerEngine = demoBlocks
 	sc.Workload.Pause = time.Second // the trainer's update between batches; keeps the demo under a minute
 	sc.Workload.Batches = *steps
+	sc.Workload.Straggler = *straggler
 	sc.Logger = log
 	fleetCtx, stopFleet := context.WithCancel(ctx)
 	defer stopFleet()
@@ -133,6 +140,9 @@ func demoWith(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	for _, u := range cfg.Targets {
 		fmt.Fprintf(stdout, "  %s\n", u)
 	}
+	if *straggler > 1 {
+		fmt.Fprintf(stdout, "Straggler: engine %d of %s generates %g times longer outputs.\n", *dp-1, cfg.Targets[len(cfg.Targets)-1], *straggler)
+	}
 	fmt.Fprintf(stdout, "Scraping every %gs; a step ends when a rollout batch has finished on every engine.\n\n", cfg.Interval)
 	table := newStepTable(stdout, cfg.MetricPrefix)
 	r, err := startRun(cfg, log, io.Discard, true) // a demo starts steps.jsonl anew
@@ -149,6 +159,9 @@ func demoWith(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	runErr := make(chan error, 1)
 	go func() { runErr <- r.run(runCtx) }()
 
+	// A straggler's longer outputs make its batches that much longer. Past a factor of 64 every
+	// straggler request is cut at the model length anyway.
+	batchTimeout := time.Duration(float64(2*time.Minute) * min(*straggler, 64))
 	code := exitOK
 	for done := 0; done < *steps; {
 		select {
@@ -174,8 +187,8 @@ func demoWith(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			done++
 		case <-ctx.Done():
 			done = *steps
-		case <-time.After(2 * time.Minute):
-			fmt.Fprintln(stderr, "vllmstat demo: no rollout batch finished in 2 minutes")
+		case <-time.After(batchTimeout):
+			fmt.Fprintf(stderr, "vllmstat demo: no rollout batch finished in %s\n", batchTimeout)
 			code = exitError
 			done = *steps
 		}

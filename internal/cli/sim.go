@@ -53,6 +53,10 @@ Faults (--fault, repeatable): KIND@TIME[+DURATION][:server=N]
 Flags:
 `
 
+// stragglerHelp documents --straggler for sim and demo alike.
+const stragglerHelp = "make the last engine of the last server a straggler: its requests generate `F` times longer outputs " +
+	"(and ask for F times max_tokens, cut at the model length); 1 means none"
+
 // runSim is `vllmstat sim`.
 func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return runSimContext(ctx, args, stdout, stderr)
@@ -89,6 +93,7 @@ func runSimContext(parent context.Context, args []string, stdout, stderr io.Writ
 	fs.IntVar(&w.OutputMedian, "output-median", w.OutputMedian, "median output length, in tokens (lognormal)")
 	fs.Float64Var(&w.OutputSigma, "output-sigma", w.OutputSigma, "sigma of the lognormal output length")
 	fs.IntVar(&w.MaxTokens, "max-tokens", w.MaxTokens, "max_tokens of every request; longer outputs finish with reason length")
+	fs.Float64Var(&w.Straggler, "straggler", w.Straggler, stragglerHelp)
 	fs.IntVar(&cfg.BlocksPerEngine, "blocks", cfg.BlocksPerEngine, "KV-cache blocks of 16 tokens per engine")
 	fs.IntVar(&cfg.MaxNumSeqs, "max-num-seqs", cfg.MaxNumSeqs, "cap on each engine's running batch")
 	fs.IntVar(&cfg.MaxNumBatchedTokens, "max-num-batched-tokens", cfg.MaxNumBatchedTokens, "token budget of one engine iteration")

@@ -37,6 +37,7 @@ func TestSimBadFlags(t *testing.T) {
 		{[]string{"--fault", "down@1s"}, "down needs a duration"},
 		{[]string{"--fault", "restart@1s:server=3"}, "servers are numbered 0 to 1"},
 		{[]string{"--speed", "-1"}, "speed must be a positive number"},
+		{[]string{"--straggler", "0.5"}, "workload straggler factor must be a number of at least 1 (1 means no straggler), got 0.5"},
 		{[]string{"--log-level", "loud"}, "-log-level: want debug, info, warn or error"},
 		{[]string{"extra"}, `unexpected argument "extra"`},
 		{[]string{"--nope"}, "flag provided but not defined: -nope"},

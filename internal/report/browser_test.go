@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -15,7 +16,18 @@ import (
 
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
+
+	"github.com/vllmstat/vllmstat/internal/timeline"
 )
+
+// balanceState is what a page shows of fleet balance: the groups' names and the counts of the
+// balance notes, straggler lines, last-busy marks and dimmed worker lines.
+const balanceState = `(() => ({
+	Groups: [...document.querySelectorAll('#metrics h3')].map(h => h.textContent),
+	Notes: document.querySelectorAll('#straggler-note, #worst-note').length,
+	Stragglers: document.querySelectorAll('path.straggler').length,
+	Marks: document.querySelectorAll('line.mark').length,
+	Dim: document.querySelectorAll('path.dim').length}))()`
 
 // chromiumPath finds Debian's chromium. Without it the browser tests fail in CI (CI=true) and
 // are skipped, loudly, elsewhere.
@@ -117,6 +129,12 @@ func openReport(t *testing.T, parent context.Context, steps, workers int, timeli
 	t.Helper()
 	dir := t.TempDir()
 	writeRun(t, dir, steps, workers, 40, timelines)
+	return openDir(t, parent, dir)
+}
+
+// openDir writes the report of the run in dir and loads it from disk in a new tab.
+func openDir(t *testing.T, parent context.Context, dir string) (context.Context, string, *jsErrors) {
+	t.Helper()
 	path := filepath.Join(dir, "report.html")
 	if err := WriteFile(path, dir, Options{}); err != nil {
 		t.Fatal(err)
@@ -254,8 +272,130 @@ func TestBrowserReport(t *testing.T) {
 		if s := eval[shown](t, ctx, state); s.Step != "5" {
 			t.Errorf("clicking the row of step 5 shows step %s", s.Step)
 		}
+		// Records without the balance keys and fields: no such group, nothing marked.
+		type balanceShown struct {
+			Groups                   []string
+			Notes, Stragglers, Marks int
+			Dim                      int
+		}
+		if got := eval[balanceShown](t, ctx, balanceState); slices.Contains(got.Groups, "Fleet balance") || got.Notes+got.Stragglers+got.Marks+got.Dim != 0 {
+			t.Errorf("a run without balance fields shows %+v", got)
+		}
 		eval[bool](t, ctx, `(document.querySelector('#steps-table tbody tr[data-step="12"] td').click(), scrollTo(0, 0), true)`)
 		screenshot(t, ctx, "report-8-workers.png")
+		errs.check(t)
+	})
+
+	t.Run("fleet balance and stragglers", func(t *testing.T) {
+		const steps, workers = 8, 5
+		dir := t.TempDir()
+		writeBalanceRun(t, dir, steps, workers, true)
+		ctx, _, errs := openDir(t, b, dir)
+
+		// The group's charts, in their order, each with a line per key.
+		type chartShown struct {
+			Title  string
+			Series []string
+			Points int
+		}
+		charts := eval[[]chartShown](t, ctx, `(() => {
+			const h = [...document.querySelectorAll('#metrics h3')].find(h => h.textContent === 'Fleet balance');
+			if (!h) return [];
+			return [...h.nextElementSibling.querySelectorAll('figure')].map(f => ({Title: f.dataset.chart,
+				Series: [...f.querySelectorAll('path.series')].map(p => p.dataset.key),
+				Points: [...f.querySelectorAll('path.series')].reduce((s, p) => s + +p.dataset.n, 0)}));
+		})()`)
+		want := []chartShown{
+			{"straggler_tail_s", []string{"step"}, 6},
+			{"fleet_busy_s", []string{"step"}, 6},
+			{"worker_idle_fraction", []string{"max", "mean"}, 12},
+			{"generation_tokens_imbalance", []string{"step"}, 6},
+			{"prefix_cache_hit_rate/worst_worker", []string{"step"}, 6},
+			{"num_preemptions/worst_worker", []string{"step"}, 6},
+		}
+		if fmt.Sprint(charts) != fmt.Sprint(want) {
+			t.Errorf("fleet balance charts:\n%v\nwant (6 of 8 steps have the keys):\n%v", charts, want)
+		}
+
+		type stepShown struct {
+			Step, Note, Worst string
+			Stragglers        []string // the name of each straggler line
+			Marks             int
+			Dim               int
+		}
+		pickStep := func(n int) stepShown {
+			t.Helper()
+			if err := chromedp.Run(ctx, chromedp.SetValue("#step-picker", fmt.Sprint(n), chromedp.ByID),
+				chromedp.Evaluate(`document.getElementById('step-picker').dispatchEvent(new Event('change'))`, nil)); err != nil {
+				t.Fatal(err)
+			}
+			return eval[stepShown](t, ctx, `(() => {
+				const v = document.getElementById('timelines'), text = id => (document.getElementById(id) || {}).textContent || '';
+				return {Step: v.dataset.step, Note: text('straggler-note'), Worst: text('worst-note'),
+					Stragglers: [...v.querySelectorAll('path.straggler')].map(p => p.dataset.key),
+					Marks: v.querySelectorAll('line.mark').length, Dim: v.querySelectorAll('path.dim').length};
+			})()`)
+		}
+		const series = 6
+		// Step 2's straggler is worker 2 (10.0.0.3), last busy at 18 s of 20.
+		got := pickStep(2)
+		if got.Note != "straggler: 10.0.0.3:8000#0, last busy 18 s" || got.Worst != "" {
+			t.Errorf("step 2 notes: %q, %q", got.Note, got.Worst)
+		}
+		if len(got.Stragglers) != series || got.Stragglers[0] != "10.0.0.3:8000#0 (straggler)" || got.Marks != series || got.Dim != series*(workers-1) {
+			t.Errorf("step 2 timelines: %+v, want the straggler's line and a last-busy mark in each of %d charts, the other workers dimmed", got, series)
+		}
+		// The mark sits at 18 s: 90% of the way along the x axis, which runs from the left margin
+		// (58) to the right one (12) of the 560 wide chart.
+		frac := eval[float64](t, ctx, `(() => {
+			const m = document.querySelector('#timelines figure svg line.mark');
+			return (+m.getAttribute('x1') - 58) / (560 - 58 - 12);
+		})()`)
+		if frac < 0.89 || frac > 0.91 {
+			t.Errorf("the last-busy mark is at %.3f of the axis, want 0.9", frac)
+		}
+		screenshot(t, ctx, "report-straggler.png")
+		// Step 6 names two stragglers, one of them not in the timeline: both in the note, one line.
+		got = pickStep(6)
+		if got.Note != "stragglers: 10.0.0.2:8000#0, last busy 18 s; 10.9.9.9:8000#1[ReplicaId=r7], last busy 17.25 s" || len(got.Stragglers) != series || got.Marks != 2*series {
+			t.Errorf("step 6: %+v", got)
+		}
+		// Step 3 names its worst workers and no straggler.
+		got = pickStep(3)
+		if got.Note != "" || got.Worst != "most preemptions: 10.0.0.1:8000#0 (9) · lowest prefix-cache hit rate: 10.0.0.2:8000#0 (0.25)" ||
+			len(got.Stragglers)+got.Marks+got.Dim != 0 {
+			t.Errorf("step 3: %+v", got)
+		}
+		// Step 8 has a straggler but no timeline file in the report: the note alone.
+		os.Remove(timeline.Path(dir, 8))
+		ctx, _, errs2 := openDir(t, b, dir)
+		got = pickStep(8)
+		if got.Note != "straggler: 10.0.0.4:8000#0, last busy 18 s" || len(got.Stragglers) != 0 {
+			t.Errorf("step 8 without a timeline: %+v", got)
+		}
+		errs.check(t)
+		errs2.check(t)
+	})
+
+	t.Run("stragglers past 16 workers", func(t *testing.T) {
+		dir := t.TempDir()
+		writeBalanceRun(t, dir, 2, 40, true)
+		ctx, _, errs := openDir(t, b, dir)
+		type shown struct {
+			Note       string
+			Stragglers []string
+			Bands      int
+			Workers    int
+		}
+		got := eval[shown](t, ctx, `(() => {
+			const v = document.getElementById('timelines');
+			return {Note: (document.getElementById('straggler-note') || {}).textContent || '',
+				Stragglers: [...v.querySelectorAll('path.straggler')].map(p => p.dataset.key),
+				Bands: v.querySelectorAll('polygon.band').length, Workers: v.querySelectorAll('path.worker').length};
+		})()`)
+		if got.Note != "straggler: 10.0.0.3:8000#0, last busy 18 s" || len(got.Stragglers) != 6 || got.Stragglers[0] != "10.0.0.3:8000#0 (straggler)" || got.Bands != 6 || got.Workers != 0 {
+			t.Errorf("step 2 of 40 workers: %+v, want the band and the straggler's own line in each of 6 charts", got)
+		}
 		errs.check(t)
 	})
 

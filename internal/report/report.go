@@ -59,12 +59,20 @@ const noValue = 255
 
 // ReadSteps reads a steps.jsonl file. A last line cut short (a run still writing) is ignored.
 func ReadSteps(path string) ([]*step.Record, error) {
+	recs, _, err := readSteps(path)
+	return recs, err
+}
+
+// readSteps reads a steps.jsonl file with each record's fleet balance (nil for a record
+// without stragglers or worst workers).
+func readSteps(path string) ([]*step.Record, []*stepBalance, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer f.Close()
 	var out []*step.Record
+	var bals []*stepBalance
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 0, 1<<20), 256<<20)
 	line := 0
@@ -79,14 +87,19 @@ func ReadSteps(path string) ([]*step.Record, error) {
 			if !bytes.HasSuffix(b, []byte("}")) {
 				break // a partial last line
 			}
-			return nil, fmt.Errorf("read %q line %d: %w", path, line, err)
+			return nil, nil, fmt.Errorf("read %q line %d: %w", path, line, err)
+		}
+		bal, err := readBalance(b)
+		if err != nil {
+			return nil, nil, fmt.Errorf("read %q line %d: stragglers or worst workers: %w", path, line, err)
 		}
 		out = append(out, &r)
+		bals = append(bals, bal)
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("read %q: %w", path, err)
+		return nil, nil, fmt.Errorf("read %q: %w", path, err)
 	}
-	return out, nil
+	return out, bals, nil
 }
 
 // timelineSource gives the timeline file of a step.
@@ -139,6 +152,7 @@ type stepTimeline struct {
 	Cols    int                      `json:"cols"`
 	Workers []string                 `json:"workers"`
 	Series  map[string]*seriesDigest `json:"series"`
+	ids     []step.WorkerID          // the workers, in the order of Workers
 	rows    map[string]string        // per-worker data, added to Series when the budget allows
 	order   []string                 // series names in a fixed order
 }
@@ -163,7 +177,7 @@ func digest(f *timeline.File) *stepTimeline {
 		}
 	}
 	n := cols
-	d := &stepTimeline{DurS: dur, Cols: n, Workers: timeline.Labels(ids, 40), Series: map[string]*seriesDigest{}, rows: map[string]string{}}
+	d := &stepTimeline{DurS: dur, Cols: n, Workers: timeline.Labels(ids, 40), Series: map[string]*seriesDigest{}, ids: ids, rows: map[string]string{}}
 	for name := range names {
 		d.order = append(d.order, name)
 	}
@@ -259,6 +273,9 @@ type pageData struct {
 	TimelineFiles int `json:"timelineFiles"`
 	// Notes explain what the page leaves out.
 	Notes []string `json:"notes"`
+	// Balance names each step's stragglers and worst workers, by step number; steps whose
+	// records name none are absent.
+	Balance map[string]*stepBalance `json:"balance"`
 }
 
 type group struct {
@@ -276,8 +293,8 @@ var groupOrder = []struct {
 	name  string
 	match func(k string) bool
 }{
-	{"Prefix cache", func(k string) bool { return strings.HasPrefix(k, "prefix_cache") }},
-	{"Preemptions", func(k string) bool { return strings.HasPrefix(k, "num_preemptions") }},
+	{"Prefix cache", func(k string) bool { return strings.HasPrefix(k, "prefix_cache") && !isBalance(k) }},
+	{"Preemptions", func(k string) bool { return strings.HasPrefix(k, "num_preemptions") && !isBalance(k) }},
 	{"KV cache", func(k string) bool { return strings.HasPrefix(k, "kv_cache") }},
 	{"Queue", func(k string) bool {
 		return strings.HasPrefix(k, "num_requests_") || strings.HasPrefix(k, "request_queue_time")
@@ -285,6 +302,7 @@ var groupOrder = []struct {
 	{"Throughput", func(k string) bool {
 		return strings.HasSuffix(k, "_tokens") || strings.HasSuffix(k, "_per_s") || strings.HasPrefix(k, "request_success")
 	}},
+	{"Fleet balance", isBalance},
 	{"Latency", func(k string) bool {
 		return strings.Contains(k, "latency") || strings.Contains(k, "time_to_first_token")
 	}},
@@ -341,6 +359,16 @@ func groupKeys(keys []string) []group {
 			}
 			charts[c].Keys = append(charts[c].Keys, i)
 		}
+		if g.name == "Fleet balance" {
+			// In the order of balanceCharts, the straggler's tail first: not by name.
+			rank := func(c chart) int {
+				if i := slices.Index(balanceCharts, c.Title); i >= 0 {
+					return i
+				}
+				return len(balanceCharts)
+			}
+			slices.SortStableFunc(charts, func(a, b chart) int { return rank(a) - rank(b) })
+		}
 		if len(charts) > 0 {
 			gs = append(gs, group{Name: g.name, Charts: charts})
 		}
@@ -349,8 +377,9 @@ func groupKeys(keys []string) []group {
 }
 
 // build assembles the page data from the step records and their timelines.
-func build(title string, recs []*step.Record, src timelineSource, opt Options, now time.Time) (*pageData, error) {
-	d := &pageData{Title: title, Generated: now.UTC().Format(time.RFC3339), Refresh: opt.Refresh, Timelines: map[string]*stepTimeline{}, Notes: []string{}, Groups: []group{}, Keys: []string{}, Values: []values{}}
+// bals, when not nil, holds each record's fleet balance.
+func build(title string, recs []*step.Record, bals []*stepBalance, src timelineSource, opt Options, now time.Time) (*pageData, error) {
+	d := &pageData{Title: title, Generated: now.UTC().Format(time.RFC3339), Refresh: opt.Refresh, Timelines: map[string]*stepTimeline{}, Notes: []string{}, Groups: []group{}, Keys: []string{}, Values: []values{}, Balance: map[string]*stepBalance{}}
 	keySet := map[string]bool{}
 	for _, r := range recs {
 		for k := range r.Metrics {
@@ -426,6 +455,12 @@ func build(title string, recs []*step.Record, src timelineSource, opt Options, n
 	if banded > 0 {
 		d.Notes = append(d.Notes, fmt.Sprintf("Per-worker timelines are embedded for the latest steps up to %d MiB; %d older steps show the fleet's band only.", opt.WorkerBytes>>20, banded))
 	}
+	for j, b := range bals {
+		if b != nil && j < len(recs) {
+			n := strconv.FormatInt(recs[j].Step, 10)
+			d.Balance[n] = b.locate(d.Timelines[n])
+		}
+	}
 	return d, nil
 }
 
@@ -436,7 +471,7 @@ func Write(w io.Writer, outDir string, opt Options) error {
 
 func writeFrom(w io.Writer, outDir string, src timelineSource, opt Options, now time.Time) error {
 	opt = opt.withDefaults()
-	recs, err := ReadSteps(filepath.Join(outDir, "steps.jsonl"))
+	recs, bals, err := readSteps(filepath.Join(outDir, "steps.jsonl"))
 	if errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("%w in %q: not a run folder, or no step closed yet", ErrNoSteps, outDir)
 	}
@@ -448,7 +483,7 @@ func writeFrom(w io.Writer, outDir string, src timelineSource, opt Options, now 
 		abs, _ := filepath.Abs(outDir)
 		title = "vllmstat · " + filepath.Base(abs)
 	}
-	d, err := build(title, recs, src, opt, now)
+	d, err := build(title, recs, bals, src, opt, now)
 	if err != nil {
 		return err
 	}

@@ -15,6 +15,8 @@
     num_preemptions: 'preemptions per interval'
   };
   var MAX_LINES = 16;
+  // How the step picker names a step's worst worker by each key of its record's worst_workers.
+  var WORST = { prefix_cache_hit_rate: 'lowest prefix-cache hit rate', num_preemptions: 'most preemptions' };
   var W = 560, H = 220, M = { l: 58, r: 12, t: 10, b: 32 };
 
   function el(tag, attrs, parent, text) {
@@ -56,8 +58,9 @@
   }
 
   // lineChart draws series over shared xs into parent and returns the svg. o: {xs, series:
-  // [{name, ys, color, cls, width, dash}], band: {lo, hi}, xLabel, yLabel, yMax, onPick}. With
-  // o.stepW, each value is a step held from xs[i] to xs[i] + stepW (the timelines' grid).
+  // [{name, ys, color, cls, width, dash}], band: {lo, hi}, marks: [{x, label}], xLabel, yLabel,
+  // yMax, onPick}. With o.stepW, each value is a step held from xs[i] to xs[i] + stepW (the
+  // timelines' grid). A mark is a labelled vertical line at x.
   function lineChart(parent, o) {
     var wrap = el('div', { 'class': 'chart-wrap' }, parent);
     var svg = sv('svg', { viewBox: '0 0 ' + W + ' ' + H, 'class': 'chart ' + (o.cls || '') }, wrap);
@@ -94,6 +97,12 @@
       for (var i = xs.length - 1; i >= 0; i--) if (o.band.lo[i] != null) { if (sw) pts.push(pt(xs[i] + sw, o.band.lo[i])); pts.push(pt(xs[i], o.band.lo[i])); }
       sv('polygon', { points: pts.join(' '), 'class': 'band' }, svg);
     }
+    (o.marks || []).forEach(function (m) {
+      if (!(m.x >= x0 && m.x <= x1)) return;
+      sv('line', { x1: X(m.x), x2: X(m.x), y1: M.t, y2: M.t + ph, 'class': 'mark' }, svg);
+      var right = X(m.x) > M.l + pw / 2;
+      sv('text', { x: X(m.x) + (right ? -4 : 4), y: M.t + 11, 'text-anchor': right ? 'end' : 'start', 'class': 'mark-label' }, svg).textContent = m.label;
+    });
     o.series.forEach(function (s) {
       var d = [], n = 0, pen = 'M';
       s.ys.forEach(function (y, i) {
@@ -233,6 +242,21 @@
     });
   }
 
+  // balanceNotes says which workers of a step straggled and which were worst by some key, as
+  // the step's record names them.
+  function balanceNotes(parent, b) {
+    var st = b.stragglers || [], worst = b.worst || [];
+    if (st.length) {
+      el('p', { 'class': 'balance-note', id: 'straggler-note' }, parent, (st.length > 1 ? 'stragglers: ' : 'straggler: ') +
+        st.map(function (x) { return x.label + (x.value != null ? ', last busy ' + fmt(x.value) + ' s' : ''); }).join('; '));
+    }
+    if (worst.length) {
+      el('p', { 'class': 'worst-note', id: 'worst-note' }, parent, worst.map(function (x) {
+        return (WORST[x.what] || 'worst by ' + x.what) + ': ' + x.label + (x.value != null ? ' (' + fmt(x.value) + ')' : '');
+      }).join(' · '));
+    }
+  }
+
   function showStep(s) {
     current = s;
     picker.value = String(s);
@@ -241,12 +265,23 @@
     var rows = document.querySelectorAll('#steps-table tbody tr');
     for (var i = 0; i < rows.length; i++) rows[i].classList.toggle('selected', +rows[i].getAttribute('data-step') === s);
     if (history.replaceState) history.replaceState(null, '', '#step=' + s);
-    var t = D.timelines[s];
+    var t = D.timelines[s], bal = D.balance && D.balance[s];
     if (!t) {
+      if (bal) balanceNotes(view, bal);
       if (withTimeline.length) el('p', { 'class': 'note' }, view, 'Step ' + s + ' has no timeline in this report' + (D.timelineFiles ? ' (see timelines/step_NNNNNN.json).' : '.'));
       return;
     }
     el('p', { 'class': 'step-head' }, view, 'Step ' + s + ' · ' + fmt(t.dur) + ' s · ' + t.workers.length + ' workers');
+    // The stragglers' lines stand out, the others fade, and a line marks when each straggler
+    // was last busy.
+    var strag = {}, anyStrag = false, marks = [];
+    if (bal) {
+      balanceNotes(view, bal);
+      (bal.stragglers || []).forEach(function (x) {
+        if (x.w >= 0 && x.w < t.workers.length) { strag[x.w] = x; anyStrag = true; }
+        if (x.value != null) marks.push({ x: x.value, label: 'last busy: ' + x.label });
+      });
+    }
     var names = Object.keys(t.series).sort(function (a, b) {
       var ia = SERIES_ORDER.indexOf(a), ib = SERIES_ORDER.indexOf(b);
       return (ia < 0 ? 99 : ia) - (ib < 0 ? 99 : ib) || (a < b ? -1 : a > b ? 1 : 0);
@@ -261,17 +296,29 @@
       var b = decode(sd.band);
       var lo = row(b, 0, cols, max), hi = row(b, cols, cols, max), mean = row(b, 2 * cols, cols, max), p95 = row(b, 3 * cols, cols, max);
       var frac = name === 'kv_cache_usage_perc' || name === 'prefix_cache_hit_rate';
-      var opts = { xs: xs, stepW: t.dur / t.cols, xMin: 0, xMax: t.dur, xLabel: 'seconds since step start', yLabel: UNITS[name] || 'per interval', yMax: frac ? 1 : null, cls: 'timeline' };
+      var opts = { xs: xs, stepW: t.dur / t.cols, xMin: 0, xMax: t.dur, xLabel: 'seconds since step start', yLabel: UNITS[name] || 'per interval', yMax: frac ? 1 : null, cls: 'timeline', marks: marks };
       var items;
       if (sd.w && t.workers.length <= MAX_LINES) {
         var q = decode(sd.w);
-        opts.series = t.workers.map(function (label, w) { return { name: label, ys: row(q, w * cols, cols, max), color: COLORS[w % COLORS.length], cls: 'worker', width: 1.2 }; });
+        opts.series = t.workers.map(function (label, w) {
+          var st = strag[w];
+          return { name: label + (st ? ' (straggler)' : ''), ys: row(q, w * cols, cols, max), color: COLORS[w % COLORS.length],
+            cls: st ? 'worker straggler' : anyStrag ? 'worker dim' : 'worker', width: st ? 3 : 1.2 };
+        });
+        // Stragglers drawn last, over the other workers.
+        opts.series = opts.series.filter(function (x, w) { return !strag[w]; }).concat(opts.series.filter(function (x, w) { return strag[w]; }));
         if (t.workers.length > 1) opts.series.push({ name: 'fleet mean', ys: mean, color: '#000', cls: 'mean', width: 2.5 });
         items = opts.series;
       } else {
         opts.band = { lo: lo, hi: hi };
         opts.series = [{ name: 'fleet p95', ys: p95, color: '#d62728', cls: 'p95', width: 1.5, dash: '5 3' },
           { name: 'fleet mean', ys: mean, color: '#000', cls: 'mean', width: 2.5 }];
+        if (sd.w) {
+          var qs = decode(sd.w);
+          Object.keys(strag).forEach(function (w) {
+            opts.series.push({ name: t.workers[w] + ' (straggler)', ys: row(qs, w * cols, cols, max), color: '#e6550d', cls: 'straggler', width: 2.2 });
+          });
+        }
         items = [{ name: 'min–max of ' + t.workers.length, color: '#c4d3ec', band: true }].concat(opts.series);
       }
       lineChart(fig, opts);

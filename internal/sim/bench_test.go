@@ -39,7 +39,7 @@ func BenchmarkEngineStep(b *testing.B) {
 		if e == nil || !e.Busy() {
 			b.StopTimer()
 			e = newEngine(ec, newBucketSet(ec.MaxModelLen))
-			gen = newGenerator(gcfg, 4, int64(n))
+			gen = newGenerator(gcfg, 4, cfg.MaxModelLen, int64(n))
 			for _, rs := range gen.batch(1, 0) {
 				if rs.engine == 0 {
 					e.Submit(rs.spec)

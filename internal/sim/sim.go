@@ -67,7 +67,7 @@ func NewSim(cfg Config) (*Sim, error) {
 		}
 		s.servers = append(s.servers, srv)
 	}
-	s.gen = newGenerator(cfg.Workload, len(s.engines), cfg.Seed)
+	s.gen = newGenerator(cfg.Workload, len(s.engines), cfg.MaxModelLen, cfg.Seed)
 	s.nextBatchAt = cfg.Workload.StartDelay
 	for _, f := range cfg.Faults {
 		if f.Kind != FaultRestart {

@@ -46,6 +46,13 @@ type WorkloadConfig struct {
 	OutputMedian int
 	OutputSigma  float64
 	MaxTokens    int
+
+	// Straggler makes the fleet's last engine (the last engine of the last server) a straggler:
+	// every request routed to it generates Straggler times the output it would otherwise draw,
+	// and asks for Straggler times MaxTokens, cut to what fits in the model length. Its batch
+	// share then takes about that much longer, as a rollout worker given the hardest prompts
+	// does. 1 means no straggler; it must not be less.
+	Straggler float64
 }
 
 // DefaultWorkload returns the GRPO workload DefaultConfig uses: sized so that a fleet of four
@@ -65,6 +72,7 @@ func DefaultWorkload() WorkloadConfig {
 		OutputMedian:      250,
 		OutputSigma:       0.8,
 		MaxTokens:         1024,
+		Straggler:         1,
 	}
 }
 
@@ -110,6 +118,9 @@ func (w WorkloadConfig) validate(maxModelLen int) error {
 	if w.OutputSigma < 0 || math.IsNaN(w.OutputSigma) || math.IsInf(w.OutputSigma, 0) {
 		bad("workload output sigma must be a non-negative number, got %v", w.OutputSigma)
 	}
+	if !(w.Straggler >= 1) || math.IsInf(w.Straggler, 0) {
+		bad("workload straggler factor must be a number of at least 1 (1 means no straggler), got %v", w.Straggler)
+	}
 	if w.MaxTokens < 1 {
 		bad("workload max tokens must be positive, got %d", w.MaxTokens)
 	}
@@ -125,22 +136,25 @@ func (w WorkloadConfig) validate(maxModelLen int) error {
 type generator struct {
 	cfg     WorkloadConfig
 	engines int
-	rng     *rand.Rand
-	sysSeed uint64
-	seed    uint64
-	nextID  uint64
+	// maxModelLen bounds the straggler's longer requests.
+	maxModelLen int
+	rng         *rand.Rand
+	sysSeed     uint64
+	seed        uint64
+	nextID      uint64
 
 	nextArrival time.Duration // Poisson only
 }
 
-func newGenerator(cfg WorkloadConfig, engines int, seed int64) *generator {
+func newGenerator(cfg WorkloadConfig, engines, maxModelLen int, seed int64) *generator {
 	s := uint64(seed)
 	g := &generator{
-		cfg:     cfg,
-		engines: engines,
-		rng:     rand.New(rand.NewPCG(s, 0x5851f42d4c957f2d)),
-		sysSeed: mix64(s ^ 0x73797374656d), // one system prompt for the whole fleet
-		seed:    s,
+		cfg:         cfg,
+		engines:     engines,
+		maxModelLen: maxModelLen,
+		rng:         rand.New(rand.NewPCG(s, 0x5851f42d4c957f2d)),
+		sysSeed:     mix64(s ^ 0x73797374656d), // one system prompt for the whole fleet
+		seed:        s,
 	}
 	if cfg.Kind == WorkloadPoisson {
 		g.nextArrival = cfg.StartDelay + g.expGap()
@@ -148,10 +162,17 @@ func newGenerator(cfg WorkloadConfig, engines int, seed int64) *generator {
 	return g
 }
 
-// outputLen draws a lognormal output length, cut at MaxTokens.
-func (g *generator) outputLen() int {
+// outputLen draws a lognormal output length, cut at maxTokens, and stretches it by factor (1 but
+// for the straggler's requests). Every request draws one number whatever its engine, so a
+// straggler changes no other request's length.
+func (g *generator) outputLen(factor float64, maxTokens int) int {
 	l := float64(g.cfg.OutputMedian) * math.Exp(g.cfg.OutputSigma*g.rng.NormFloat64())
-	return int(min(max(math.Round(l), 1), float64(g.cfg.MaxTokens)))
+	return int(min(max(math.Round(factor*l), 1), float64(maxTokens)))
+}
+
+// straggler reports whether engine is the one whose requests are stretched.
+func (g *generator) straggler(engine int) bool {
+	return g.cfg.Straggler > 1 && engine == g.engines-1
 }
 
 // questionLen derives a question's length from its id, so that a repeated question is the same
@@ -161,18 +182,26 @@ func (g *generator) questionLen(q uint64) int {
 	return g.cfg.QuestionTokensMin + int(mix64(q^g.seed^0x71756573)%span)
 }
 
-func (g *generator) spec(q uint64, at time.Duration, batch int) RequestSpec {
+// spec makes the next request, for question q, arriving at engine at time at.
+func (g *generator) spec(q uint64, engine int, at time.Duration, batch int) RequestSpec {
 	g.nextID++
+	promptLen := g.cfg.SystemTokens + g.questionLen(q)
+	factor, maxTokens := 1.0, g.cfg.MaxTokens
+	if g.straggler(engine) {
+		// The model length bounds prompt plus output, as vLLM's would.
+		factor = g.cfg.Straggler
+		maxTokens = int(min(math.Round(factor*float64(maxTokens)), float64(g.maxModelLen-promptLen)))
+	}
 	return RequestSpec{
 		ID:           g.nextID,
 		Arrival:      at,
 		SystemSeed:   g.sysSeed,
 		SystemLen:    g.cfg.SystemTokens,
 		QuestionSeed: mix64(q ^ g.seed ^ 0x7175657374696f6e),
-		PromptLen:    g.cfg.SystemTokens + g.questionLen(q),
+		PromptLen:    promptLen,
 		OutputSeed:   mix64(g.nextID ^ g.seed ^ 0x6f7574),
-		OutputLen:    g.outputLen(),
-		MaxTokens:    g.cfg.MaxTokens,
+		OutputLen:    g.outputLen(factor, maxTokens),
+		MaxTokens:    maxTokens,
 		Batch:        batch,
 	}
 }
@@ -185,7 +214,7 @@ func (g *generator) batch(n int, at time.Duration) []routedSpec {
 		q := uint64(n-1)*uint64(g.cfg.Prompts) + uint64(p)
 		engine := int(q % uint64(g.engines))
 		for range g.cfg.Samples {
-			out = append(out, routedSpec{engine, g.spec(q, at, n)})
+			out = append(out, routedSpec{engine, g.spec(q, engine, at, n)})
 		}
 	}
 	return out
@@ -206,7 +235,8 @@ func (g *generator) poisson(t time.Duration) (routedSpec, bool) {
 		return routedSpec{}, false
 	}
 	q := g.rng.Uint64N(uint64(g.cfg.Questions))
-	rs := routedSpec{int(mix64(q^g.seed) % uint64(g.engines)), g.spec(q, g.nextArrival, 0)}
+	engine := int(mix64(q^g.seed) % uint64(g.engines))
+	rs := routedSpec{engine, g.spec(q, engine, g.nextArrival, 0)}
 	g.nextArrival += g.expGap()
 	return rs, true
 }
