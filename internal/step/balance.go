@@ -45,6 +45,11 @@ type Straggler struct {
 	LastBusyS float64           `json:"last_busy_s"`
 }
 
+// ID is the straggler's worker.
+func (s Straggler) ID() WorkerID {
+	return WorkerID{Target: s.Target, Engine: s.Engine, Labels: window.LabelKey(s.Labels)}
+}
+
 // WorstWorkers names the workers behind the record's …/worst_worker keys.
 type WorstWorkers struct {
 	PrefixCacheHitRate *WorkerValue `json:"prefix_cache_hit_rate,omitempty"`
@@ -57,6 +62,11 @@ type WorkerValue struct {
 	Engine string            `json:"engine"`
 	Labels map[string]string `json:"labels,omitempty"`
 	Value  float64           `json:"value"`
+}
+
+// ID is the worker the value belongs to.
+func (v WorkerValue) ID() WorkerID {
+	return WorkerID{Target: v.Target, Engine: v.Engine, Labels: window.LabelKey(v.Labels)}
 }
 
 // activity accumulates a worker's busy and idle time in the open step.
