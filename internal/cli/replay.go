@@ -117,6 +117,8 @@ func replaySegment(ctx context.Context, path string, opt step.Options, workerLab
 			tr.Observe(e.TS, e.Target, page, serr)
 		case record.KindRemove:
 			tr.Forget(e.Target)
+		case record.KindTarget:
+			tr.SetTargetLabels(e.Target, e.Labels)
 		case record.KindGap:
 			warn.warn("gap", "the recording lost events here (its disk refused writes); steps around it differ from the run's",
 				"file", path, "line", r.Line(), "events", e.Events, "since", e.Since, "until", e.TS)

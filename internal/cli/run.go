@@ -111,6 +111,7 @@ type running struct {
 	ln     net.Listener
 	lock   *outdir.Lock
 	log    *slog.Logger
+	disc   runner // nil without discovery
 	closer []func()
 }
 
@@ -238,9 +239,10 @@ func startRun(cfg config.Config, log *slog.Logger, summary io.Writer, fresh bool
 			IdleTimeout:       2 * time.Minute,
 		}
 	}
+	r.disc = newDiscovery(cfg, r.c, log)
 	r.closer = nil // from here on, run closes everything
 	log.Info("scraping", "targets", len(cfg.Targets), "interval_s", cfg.Interval, "step_every", cfg.StepEvery, "out", cfg.OutDir)
-	if len(cfg.Targets) == 0 {
+	if len(cfg.Targets) == 0 && !cfg.HasDiscovery() {
 		log.Info("no targets yet: waiting for them through the API (POST /v1/targets, or expose() in the Python client)", "url", "http://"+r.addr()+"/v1/targets")
 	}
 	return r, nil
@@ -261,7 +263,17 @@ func (r *running) run(ctx context.Context) error {
 		r.log.Info("api listening", "url", "http://"+r.addr())
 		go func() { serveErr <- r.srv.Serve(r.ln) }()
 	}
+	discDone := make(chan struct{})
+	dctx, stopDisc := context.WithCancel(ctx)
+	go func() {
+		defer close(discDone)
+		if r.disc != nil {
+			r.disc.Run(dctx)
+		}
+	}()
 	err := r.c.Run(ctx)
+	stopDisc()
+	<-discDone
 	if r.srv != nil {
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

@@ -38,7 +38,7 @@ type runFlags struct {
 
 func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.configPath, "config", "", "YAML config `file` (vllmstat keys, or a NeMo-RL config with vllm_cfg logger keys)")
-	fs.Var(&f.targets, "target", "a /metrics `URL` or host:port to scrape (repeatable; adds to the config's targets)")
+	fs.Var(&f.targets, "target", "a /metrics `URL` or host:port to scrape, or a dns+http://NAME:PORT/metrics or dnssrv+http://NAME/metrics name to resolve (repeatable; adds to the config's targets)")
 	fs.Float64Var(&f.interval, "interval", 1.0, "scrape interval in `seconds` (vllm_metrics_logger_interval)")
 	fs.StringVar(&f.stepEvery, "step-every", "30s", "close a step this often, e.g. 30s; 0 closes steps only on request and at exit")
 	fs.StringVar(&f.scrapeTimeout, "scrape-timeout", "", "timeout of one scrape (default 80% of the interval, at most 10s)")

@@ -45,12 +45,28 @@ func TestRemovedTargetReplaysAsLive(t *testing.T) {
 		t.Fatalf("live step 2 counted %v tokens of the time the target was away", got)
 	}
 
+	replayed := replayRecording(t, path, step.Options{})
+	if len(replayed) != len(live) {
+		t.Fatalf("replayed %d steps, live %d", len(replayed), len(live))
+	}
+	for i := range live {
+		a, _ := step.MarshalLine(&live[i])
+		b, _ := step.MarshalLine(&replayed[i])
+		if string(a) != string(b) {
+			t.Errorf("step %d differs:\nlive   %s\nreplay %s", live[i].Step, a, b)
+		}
+	}
+}
+
+// replayRecording computes the step records of the recording at path, as replay does.
+func replayRecording(t *testing.T, path string, opt step.Options) []step.Record {
+	t.Helper()
 	r, err := record.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	tr := step.NewTracker(step.Options{})
+	tr := step.NewTracker(opt)
 	var replayed []step.Record
 	for {
 		e, err := r.Next()
@@ -72,20 +88,13 @@ func TestRemovedTargetReplaysAsLive(t *testing.T) {
 			tr.Observe(e.TS, e.Target, page, perr)
 		case record.KindRemove:
 			tr.Forget(e.Target)
+		case record.KindTarget:
+			tr.SetTargetLabels(e.Target, e.Labels)
 		case record.KindStep:
 			replayed = append(replayed, tr.EndStep(e.Step, e.TS))
 		}
 	}
-	if len(replayed) != len(live) {
-		t.Fatalf("replayed %d steps, live %d", len(replayed), len(live))
-	}
-	for i := range live {
-		a, _ := step.MarshalLine(&live[i])
-		b, _ := step.MarshalLine(&replayed[i])
-		if string(a) != string(b) {
-			t.Errorf("step %d differs:\nlive   %s\nreplay %s", live[i].Step, a, b)
-		}
-	}
+	return replayed
 }
 
 func endStep(t *testing.T, c *Collector, n int64, out *[]step.Record) {

@@ -19,6 +19,8 @@ type state struct {
 	targets map[string]*TargetState
 	sources sources // the targets of each source; targets is their union
 
+	labels map[string]map[string]string // each target's labels, for those that have some
+
 	lastStep  int64 // highest step number closed or requested
 	nextID    uint64
 	boundary  *boundary  // the step end in progress
@@ -57,6 +59,9 @@ type TargetState struct {
 	BodyBytes    int       `json:"body_bytes"`
 	seen         bool
 	reason       string // of the last failure, "" when up
+
+	// Labels are the labels discovery gave the target (file_sd); read only.
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
 func newState(c *Collector) *state {
@@ -114,6 +119,7 @@ func (s *state) setTargets(ts []scrape.Target) {
 			delete(s.boundary.pending, u)
 		}
 	}
+	s.syncLabels(ts, removed)
 	if len(added) > 0 || len(removed) > 0 {
 		s.c.opt.Observer.TargetsChanged(added, removed)
 	}

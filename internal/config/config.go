@@ -15,6 +15,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/vllmstat/vllmstat/internal/discovery"
 	"github.com/vllmstat/vllmstat/internal/scrape"
 	"github.com/vllmstat/vllmstat/internal/window"
 )
@@ -76,6 +77,17 @@ type Config struct {
 	// AllowInsecureListen permits a non-loopback Listen without an APIToken.
 	AllowInsecureListen bool
 
+	// DNS are the targets given as dns+ or dnssrv+ URLs, resolved again every RefreshInterval;
+	// Validate moves them here from Targets.
+	DNS []discovery.DNSName
+	// FileSD are the paths or globs of file_sd files (Prometheus' format), re-read every
+	// RefreshInterval or 5 s, whichever is shorter.
+	FileSD []string
+	// RefreshInterval is how often DNS names are resolved again (refresh_interval).
+	RefreshInterval time.Duration
+	// DNSServer, when set, is the DNS server (IP:port) asked instead of the system's.
+	DNSServer string
+
 	// paths records where each setting came from, for error messages.
 	paths map[string]string
 }
@@ -108,6 +120,8 @@ func Default() Config {
 		MaxBodyBytes: 16 << 20,
 		Listen:       "127.0.0.1:9400",
 		paths:        map[string]string{},
+
+		RefreshInterval: discovery.DefaultRefresh,
 
 		MaxSeriesPerTarget:  window.DefaultLimits.MaxSeries,
 		MaxWorkersPerTarget: window.DefaultLimits.MaxWorkers,
@@ -216,11 +230,12 @@ func (c *Config) Validate() error {
 	if c.MetricPrefix == "" || strings.ContainsAny(c.MetricPrefix, " \t\n") {
 		bad("metric_prefix", strconv.Quote(c.MetricPrefix), "must be a non-empty name without spaces")
 	}
-	// Without targets a run waits for them through the API; without an API nothing could
-	// ever arrive.
-	if c.Enabled && len(c.Targets) == 0 && c.Listen == "" {
-		ps = append(ps, fmt.Sprintf("%s: no targets, and no API (listen is \"\") to add them through: give at least one /metrics URL (or host:port)", c.Path("targets")))
+	// Without targets a run waits for them through the API or discovery; without either
+	// nothing could ever arrive.
+	if c.Enabled && len(c.Targets) == 0 && c.Listen == "" && !c.HasDiscovery() {
+		ps = append(ps, fmt.Sprintf("%s: no targets, no file_sd, and no API (listen is \"\") to add them through: give at least one /metrics URL (or host:port)", c.Path("targets")))
 	}
+	ps = append(ps, c.validateDiscovery()...)
 	if c.Listen != "" {
 		host, port, err := net.SplitHostPort(c.Listen)
 		switch {
@@ -238,13 +253,23 @@ func (c *Config) Validate() error {
 }
 
 // validateTargets normalises the targets and settles their credentials: user info in the URL,
-// else the target's own basic_auth or authorization, else the top-level ones. A target is
-// never quoted with its user info.
+// else the target's own basic_auth or authorization, else the top-level ones. dns+ and dnssrv+
+// entries move to DNS. A target is never quoted with its user info.
 func (c *Config) validateTargets() Problems {
 	var ps Problems
-	first := map[string]int{}
+	first := map[string]int{} // index in the list as written
+	auth := map[string]scrape.Auth{}
+	dns := map[string]int{}
+	static := c.Targets[:0:0]
+	defer func() { c.Targets = static }()
 	for i, t := range c.Targets {
 		at := fmt.Sprintf("%s[%d]", c.Path("targets"), i)
+		if discovery.IsDNS(t.URL) {
+			if p := c.dnsTarget(at, t, dns, i); p != "" {
+				ps = append(ps, p)
+			}
+			continue
+		}
 		p, err := scrape.ParseTarget(t.URL)
 		if err != nil {
 			ps = append(ps, fmt.Sprintf("%s: %q is not allowed: %v", at, scrape.Redact(t.URL), err))
@@ -260,15 +285,15 @@ func (c *Config) validateTargets() Problems {
 			p.Auth = t.Auth
 		}
 		if j, dup := first[p.URL]; dup {
-			if c.Targets[j].Auth.Equal(p.Auth) {
+			if auth[p.URL].Equal(p.Auth) {
 				ps = append(ps, fmt.Sprintf("%s: %q is listed twice", at, scrape.Redact(t.URL)))
 			} else {
 				ps = append(ps, fmt.Sprintf("%s: %q is %s[%d] with other credentials; a URL is one target with one set of credentials", at, scrape.Redact(t.URL), c.Path("targets"), j))
 			}
 			continue
 		}
-		first[p.URL] = i
-		c.Targets[i] = p
+		first[p.URL], auth[p.URL] = i, p.Auth
+		static = append(static, p)
 	}
 	return ps
 }

@@ -16,7 +16,8 @@ import (
 // otherwise be silently ignored).
 var ownKeys = []string{"targets", "basic_auth", "authorization", "step_every", "scrape_timeout", "out_dir", "metric_prefix",
 	"per_worker", "record", "max_body_bytes", "max_series_per_target", "max_workers_per_target", "worker_labels", "sinks", "record_timelines",
-	"terminal_timelines", "listen", "api_token", "metrics_public", "allow_insecure_listen", "vllm_cfg"}
+	"terminal_timelines", "listen", "api_token", "metrics_public", "allow_insecure_listen", "file_sd", "refresh_interval",
+	"dns_server", "vllm_cfg"}
 
 // Parse reads a YAML document over the defaults and reports every problem at once. Credentials
 // files it names are read once here, to report a missing or empty one at start; relative ones
@@ -163,6 +164,12 @@ func (d *decoder) own(n *yaml.Node, prefix string) {
 			d.boolean(v, path, &d.c.AllowInsecureListen)
 		case "sinks":
 			d.sinks(v, path)
+		case "file_sd":
+			d.fileSD(v, path)
+		case "refresh_interval":
+			d.duration(v, path, &d.c.RefreshInterval)
+		case "dns_server":
+			d.str(v, path, &d.c.DNSServer)
 		case "vllm_cfg":
 			// read by Parse
 		default:

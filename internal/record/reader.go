@@ -154,9 +154,9 @@ func (r *Reader) Next() (*Event, error) {
 			if e.Body == nil && e.Error == "" {
 				e.Error = "recorded without body or error"
 			}
-		case KindRemove:
+		case KindRemove, KindTarget:
 			if e.Target == "" {
-				return nil, fmt.Errorf("line %d: remove without target", r.line)
+				return nil, fmt.Errorf("line %d: %s event without a target", r.line, e.Kind)
 			}
 		case KindStep, KindGap:
 		default:

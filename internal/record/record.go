@@ -8,12 +8,14 @@
 //	{"kind":"step","ts":"…","step":12}
 //	{"kind":"gap","ts":"…","since":"…","events":340}
 //	{"kind":"remove","ts":"…","target":"…"}
+//	{"kind":"target","ts":"…","target":"…","labels":{"team":"a"}}
 //
 // Events are in time order. A gap event marks events the writer had to drop (its disk refused
 // writes for longer than its memory could hold them): ts and since are the last and first
 // dropped event's times. A remove event marks a target taken out of the run: its workers are
-// forgotten, so that if it comes back its first scrape is a baseline, as it was live. Readers
-// that do not know a kind skip it.
+// forgotten, so that if it comes back its first scrape is a baseline, as it was live. A target
+// event sets the labels discovery gave a target (none: no labels key), which its workers carry
+// into per_worker records from then on. Readers that do not know a kind skip it.
 //
 // A recording is never truncated: a run whose recording path exists writes the next segment
 // (see SegmentPath), and each segment is one run.
@@ -34,6 +36,8 @@ type Event struct {
 	Step   int64     `json:"step,omitempty"`
 	Since  time.Time `json:"since,omitzero"`   // gap: the first dropped event's time
 	Events int64     `json:"events,omitempty"` // gap: how many events were dropped
+	// Labels are a target event's labels.
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
 // TimeFormat is how ts is written: RFC 3339 in UTC, always with nine fractional digits, so that
@@ -60,4 +64,5 @@ const (
 	KindStep   = "step"
 	KindGap    = "gap"
 	KindRemove = "remove"
+	KindTarget = "target"
 )

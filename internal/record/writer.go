@@ -130,6 +130,11 @@ func (rw *Writer) Removed(ts time.Time, target string) error {
 	return rw.add(&Event{Kind: KindRemove, TS: ts.UTC(), Target: target})
 }
 
+// TargetLabels records that target's labels are now labels (none: nil or empty).
+func (rw *Writer) TargetLabels(ts time.Time, target string, labels map[string]string) error {
+	return rw.add(&Event{Kind: KindTarget, TS: ts.UTC(), Target: target, Labels: labels})
+}
+
 // add buffers e, and writes the chunk once it is full. Only an event that cannot be encoded is
 // an error; write errors are kept for Close.
 func (rw *Writer) add(e *Event) error {

@@ -15,10 +15,13 @@ import (
 
 // Target is one /metrics page to scrape: its URL, which is the target's identity everywhere
 // (worker ids, logs, /metrics labels, records, recordings) and never holds user info, and the
-// credentials its scrapes send.
+// credentials its scrapes send, and the labels discovery gave it (file_sd), which travel with
+// its workers into the step records and remote write. Labels is never changed in place: a
+// change is a new map.
 type Target struct {
-	URL  string
-	Auth Auth
+	URL    string
+	Auth   Auth
+	Labels map[string]string
 }
 
 // String returns the URL: printing a Target never shows its credentials, even one whose URL

@@ -5,7 +5,7 @@ package step
 // baseline, unless its _created says the engine started after the target was forgotten (after
 // the latest timestamp the tracker had been fed), in which case all of its count is new; and its
 // first scrape stands for no busy or idle time. What the target's workers already gave the open
-// step stays in it.
+// step stays in it, with its labels.
 func (t *Tracker) Forget(target string) {
 	for id := range t.workers {
 		if id.Target == target {
@@ -15,6 +15,7 @@ func (t *Tracker) Forget(target string) {
 	}
 	delete(t.lastOK, target)
 	delete(t.tried, target)
+	t.labels.forget(target)
 	if t.started {
 		t.forgot[target] = t.now
 	}

@@ -46,6 +46,9 @@ type WorkerRecord struct {
 	// none, so that records of pages without them keep their bytes.
 	Labels  map[string]string  `json:"labels,omitempty"`
 	Metrics map[string]float64 `json:"metrics"`
+	// TargetLabels are the labels discovery gave the worker's target (file_sd's "labels");
+	// absent when it has none. Shared between records: read only.
+	TargetLabels map[string]string `json:"target_labels,omitempty"`
 }
 
 // WorkerID names a worker: one vLLM engine, the target plus its engine label ("" when absent)

@@ -28,6 +28,9 @@ type Interval struct {
 	// Values is keyed like timeline series: "num_requests_running", "kv_cache_usage_perc",
 	// "num_preemptions", "prefix_cache_hit_rate", "generation_tokens_per_s", ...
 	Values map[string]float64
+	// TargetLabels are the labels discovery gave the worker's target (see SetTargetLabels);
+	// shared, read only.
+	TargetLabels map[string]string
 }
 
 // Tracker turns a time-ordered stream of scrapes and step ends into step records. The live
@@ -44,6 +47,7 @@ type Tracker struct {
 	forgot  map[string]time.Time // when each target was forgotten, until it answers again
 	seenAt  map[WorkerID]time.Time
 	now     time.Time // the latest timestamp fed in
+	labels  targetLabels
 }
 
 // acc accumulates the open step.
@@ -159,7 +163,7 @@ func (t *Tracker) Observe(ts time.Time, target string, page *window.Page, err er
 }
 
 func (t *Tracker) interval(id WorkerID, ts time.Time, ep *window.EnginePage, inc *window.Increase) Interval {
-	iv := Interval{WorkerID: id, TS: ts, Values: map[string]float64{}}
+	iv := Interval{WorkerID: id, TS: ts, Values: map[string]float64{}, TargetLabels: t.labels.of(id.Target)}
 	if prev, ok := t.seenAt[id]; ok {
 		iv.DT = ts.Sub(prev).Seconds()
 	}
@@ -204,6 +208,7 @@ func (t *Tracker) EndStep(n int64, ts time.Time) Record {
 		t.started, t.start = true, ts
 	}
 	r := t.build(n, t.start, ts)
+	t.labels.stepEnded()
 	t.start, t.now = ts, ts
 	t.open = newAcc()
 	return r
@@ -242,7 +247,8 @@ func (t *Tracker) build(n int64, start, end time.Time) Record {
 	r.Metrics = t.metrics(was, r.DurationS)
 	for i, id := range ids {
 		if t.opt.PerWorker {
-			r.PerWorker = append(r.PerWorker, WorkerRecord{Target: id.Target, Engine: id.Engine, Labels: id.LabelMap(), Metrics: t.metrics(was[i:i+1], r.DurationS)})
+			r.PerWorker = append(r.PerWorker, WorkerRecord{Target: id.Target, Engine: id.Engine, Labels: id.LabelMap(), Metrics: t.metrics(was[i:i+1], r.DurationS),
+				TargetLabels: t.labels.of(id.Target)})
 		}
 		r.Timeline.Workers = append(r.Timeline.Workers, timeline(id, was[i], start))
 	}

@@ -50,7 +50,7 @@ type Writer struct {
 	buf     []sample // interval samples waiting, oldest first
 	pending int      // interval samples waiting or in flight; at most QueueSize
 	closed  bool
-	cache   map[string]*series // interval series by name, target and engine
+	cache   map[string]*series // interval series by name, target, engine and target labels
 
 	wake   chan struct{} // a sample was buffered
 	drain  chan struct{} // closed by Close: send what is left, then return
@@ -108,7 +108,11 @@ func (w *Writer) Stats() *sink.Stats { return &w.stats }
 func (w *Writer) Write(ctx context.Context, r *step.Record) error {
 	var samples []sample
 	t := r.End.UnixMilli()
+	byTarget := w.stepTargetLabels(r)
 	selfmetrics.WalkStep(w.prefix, r, func(name string, labels []selfmetrics.Label, v float64) {
+		if byTarget != nil {
+			labels = withLabels(labels, byTarget[targetOf(labels)]) // per-worker series only
+		}
 		samples = append(samples, sample{newSeries(name, labels, w.set.ExtraLabels), t, v})
 	})
 	start := 0
@@ -137,6 +141,8 @@ func (w *Writer) Interval(iv step.Interval) {
 		return
 	}
 	t := iv.TS.UnixMilli()
+	tl := w.targetLabels(iv.TargetLabels)
+	tlKey := labelsKey(tl)
 	w.mu.Lock()
 	n, dropped := 0, int64(0)
 	selfmetrics.WalkInterval(w.prefix, &iv, func(name string, labels []selfmetrics.Label, v float64) {
@@ -144,13 +150,13 @@ func (w *Writer) Interval(iv step.Interval) {
 			dropped++
 			return
 		}
-		key := name + "\xff" + iv.Target + "\xff" + iv.Engine + "\xff" + iv.Labels
+		key := name + "\xff" + iv.Target + "\xff" + iv.Engine + "\xff" + iv.Labels + "\xff" + tlKey
 		s := w.cache[key]
 		if s == nil {
 			if len(w.cache) >= 1<<20 {
 				clear(w.cache) // targets come and go; keep the cache bounded
 			}
-			s = newSeries(name, labels, w.set.ExtraLabels)
+			s = newSeries(name, withLabels(labels, tl), w.set.ExtraLabels)
 			w.cache[key] = s
 		}
 		// A receiver takes one sample per series and millisecond (Prometheus rejects a second
