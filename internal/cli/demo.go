@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -236,6 +237,7 @@ var tableCols = []struct {
 	{"gen tok/s", "generation_tokens_per_s", "%9.0f", 1},
 	{"ttft p50", "time_to_first_token_seconds/p50", "%7.3fs", 1},
 	{"ttft p95", "time_to_first_token_seconds/p95", "%7.3fs", 1},
+	{"tail s", "straggler_tail_s", "%6.1f", 1},
 }
 
 func (t *stepTable) row(r *step.Record) {
@@ -244,7 +246,7 @@ func (t *stepTable) row(r *step.Record) {
 		for _, c := range tableCols {
 			fmt.Fprintf(t.w, " %*s", len(fmt.Sprintf(c.format, 0.0)), c.head)
 		}
-		fmt.Fprintln(t.w)
+		fmt.Fprintln(t.w, " straggler")
 	}
 	t.rows++
 	fmt.Fprintf(t.w, "%4d %6.1f %7d", r.Step, r.DurationS, r.Workers)
@@ -257,7 +259,8 @@ func (t *stepTable) row(r *step.Record) {
 		}
 		fmt.Fprintf(t.w, " "+c.format, v*c.scale)
 	}
-	fmt.Fprintln(t.w)
+	// The latest straggler, and how many more, in a last column of free width.
+	fmt.Fprintln(t.w, " "+cmp.Or(stragglerName(r), "-"))
 }
 
 // demoBlocks sizes each simulated engine's KV cache so that every rollout batch fills it and

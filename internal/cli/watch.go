@@ -26,7 +26,7 @@ Scrapes the targets (/metrics URLs or host:port) every --interval and prints one
 interval, like vmstat: workers up/total, running and waiting requests (summed over workers), KV
 usage mean and max, the prefix-cache hit rate over the interval, preemptions in the interval,
 generation and prompt tokens/s. An unreachable target shows as down. Ctrl-C prints the whole
-session as one step record and exits 0.
+session as one step record (with its stragglers and worst workers, if any) and exits 0.
 
 On a terminal the header repeats every screenful and --per-worker redraws one row per worker in
 place; on a pipe only plain lines are printed.
@@ -270,7 +270,8 @@ func (w *watcher) printWorkers(t time.Time, down int) {
 	}
 }
 
-// summary prints the whole session as one step record: every metric key and its value.
+// summary prints the whole session as one step record: every metric key and its value, then
+// the stragglers and worst workers it names.
 func (w *watcher) summary() {
 	rec := w.tr.EndStep(1, w.last.Add(time.Nanosecond))
 	fmt.Fprintf(w.out, "\nsession: %.1fs, %d workers, %d scrapes ok, %d failed\n", rec.DurationS, rec.Workers, rec.Scrapes.OK, rec.Scrapes.Failed)
@@ -283,6 +284,9 @@ func (w *watcher) summary() {
 	sort.Strings(keys)
 	for _, k := range keys {
 		fmt.Fprintf(w.out, "  %-*s  %s\n", width, k, formatValue(rec.Metrics[k]))
+	}
+	for _, l := range balanceLines(&rec) {
+		fmt.Fprintln(w.out, "  "+l)
 	}
 }
 
