@@ -38,7 +38,7 @@ type Options struct {
 	// Sinks get every closed step, in order, on the collector goroutine; their Write must not
 	// block (a sink.Runtime queues them). The collector never closes them: their owner does,
 	// after Run returns.
-	Sinks []sink.Sink
+	Sinks    []sink.Sink
 	OnStep   func(*step.Record) // called after the sinks, e.g. to print a summary
 	Keep     int                // closed steps kept in memory for Steps; default 1000
 	Observer Observer           // nil: none
