@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"math"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -90,11 +89,9 @@ func demoWith(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			cfg.Sinks = append(cfg.Sinks, config.SinkSpec{Type: name, Path: "--sinks"})
 		}
 	}
-	for _, sp := range cfg.Sinks {
-		if !slices.Contains(sinkTypes, sp.Type) {
-			fmt.Fprintf(stderr, "vllmstat demo: %s: unknown sink type %q; known: %s\n", sp.Path, sp.Type, strings.Join(sinkTypes, ", "))
-			return exitUsage
-		}
+	if _, err := parseSinks(cfg, log); err != nil { // before the fleet starts; run builds them
+		fmt.Fprintf(stderr, "vllmstat demo: %v\n", err)
+		return exitUsage
 	}
 	sc := sim.DefaultConfig()
 	sc.Servers, sc.DP, sc.Port, sc.Speed, sc.Seed = *servers, *dp, 0, *speed, *seed

@@ -48,12 +48,17 @@ func New(outDir string, spec config.SinkSpec, log *slog.Logger) (*Writer, error)
 }
 
 func open(outDir string, spec config.SinkSpec, log *slog.Logger, now time.Time) (*Writer, error) {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
 	set, err := decodeSettings(outDir, spec)
 	if err != nil {
 		return nil, err
+	}
+	return openSettings(outDir, set, log, now)
+}
+
+// openSettings is open with the settings decoded.
+func openSettings(outDir string, set settings, log *slog.Logger, now time.Time) (*Writer, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
 	}
 	if err := os.MkdirAll(set.dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create tensorboard directory: %w", err)

@@ -63,12 +63,17 @@ func New(outDir string, spec config.SinkSpec, log *slog.Logger) (*Writer, error)
 }
 
 func open(outDir string, spec config.SinkSpec, log *slog.Logger, now time.Time) (*Writer, error) {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
 	set, err := decodeSettings(spec)
 	if err != nil {
 		return nil, err
+	}
+	return openSettings(outDir, set, log, now)
+}
+
+// openSettings is open with the settings decoded.
+func openSettings(outDir string, set settings, log *slog.Logger, now time.Time) (*Writer, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
 	}
 	runDir := filepath.Join(outDir, "wandb", fmt.Sprintf("offline-run-%s-%s", now.Format("20060102_150405"), set.runID))
 	if err := os.MkdirAll(filepath.Join(runDir, "files"), 0o755); err != nil {
