@@ -41,7 +41,14 @@ type lane struct {
 
 	failing  bool        // the last attempt failed
 	dropping atomic.Bool // a drop was logged and the lane has not caught up since
+
+	grace       context.Context // the last tries' time past the exit deadline; nil before
+	graceCancel context.CancelFunc
 }
+
+// lastTryTime bounds the time a lane spends past the exit deadline: the records still queued
+// then get one attempt each, without retries, within it.
+const lastTryTime = 2 * time.Second
 
 func newLane(s Sink, opt LaneOptions, log *slog.Logger) *lane {
 	if opt.Size <= 0 {
@@ -94,12 +101,23 @@ func (l *lane) run(ctx context.Context) {
 	}()
 	for r := range l.ch {
 		l.stats.Queued.Add(-1)
-		if l.prep != nil {
-			l.prepare(ctx, r)
+		if ctx.Err() != nil {
+			// Past the exit deadline a queued record still gets one attempt, so that a sink
+			// that was only slow (a step's plots took long to draw on a busy machine) loses
+			// nothing, while a failing one holds the exit for lastTryTime at most.
+			if l.grace == nil {
+				l.grace, l.graceCancel = context.WithTimeout(context.Background(), lastTryTime)
+				defer l.graceCancel()
+			}
+			if l.prep != nil {
+				l.prepare(l.grace, r)
+			} else {
+				l.lastTry(r)
+			}
 			continue
 		}
-		if ctx.Err() != nil {
-			l.drop(r.Step, "exit deadline", nil)
+		if l.prep != nil {
+			l.prepare(ctx, r)
 			continue
 		}
 		if l.deliver(ctx, r) && len(l.ch) == 0 && l.dropping.Swap(false) {
@@ -130,6 +148,16 @@ func (l *lane) deliver(ctx context.Context, r *step.Record) bool {
 		}
 		delay = min(2*delay, l.opt.MaxBackoff)
 	}
+}
+
+// lastTry writes r once within the lane's grace time, and drops it if that fails.
+func (l *lane) lastTry(r *step.Record) {
+	if err := l.s.Write(l.grace, r); err != nil {
+		l.stats.Errors.Add(1)
+		l.drop(r.Step, "exit deadline", err)
+		return
+	}
+	l.stats.Written.Add(1)
 }
 
 // prepare runs the prepare stage on r and hands what it returns to the image lanes. A failure

@@ -22,6 +22,7 @@ type fakeSink struct {
 	mu     sync.Mutex
 	fail   func(attempt int) error // nil: never fails
 	hold   chan struct{}           // non-nil: Write waits for it or for ctx
+	delay  time.Duration           // Write takes this long, unless ctx ends first
 	tries  int
 	at     []time.Duration // time of each attempt since start
 	start  time.Time
@@ -30,6 +31,13 @@ type fakeSink struct {
 }
 
 func (f *fakeSink) Write(ctx context.Context, r *step.Record) error {
+	if f.delay > 0 {
+		select {
+		case <-time.After(f.delay):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	if f.hold != nil {
 		select {
 		case <-f.hold:
@@ -198,7 +206,8 @@ func TestRuntimeLogsEachEpisodeOnce(t *testing.T) {
 }
 
 // TestRuntimeDrainsUntilTheDeadline: at Close, a working sink gets everything queued; a stuck
-// one is abandoned at the deadline, its steps dropped and counted, and Close still closes it.
+// one is abandoned at the deadline, its steps (each given one last try within lastTryTime)
+// dropped and counted, and Close still closes it.
 func TestRuntimeDrainsUntilTheDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ok := &fakeSink{start: time.Now()}
@@ -216,8 +225,8 @@ func TestRuntimeDrainsUntilTheDeadline(t *testing.T) {
 		if err := rt.Close(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if d := time.Since(start); d != 10*time.Second {
-			t.Errorf("Close took %v, want the 10s deadline", d)
+		if d := time.Since(start); d != 10*time.Second+lastTryTime {
+			t.Errorf("Close took %v, want the 10s deadline and the last tries' %v", d, lastTryTime)
 		}
 		if okSt.Written.Load() != 5 || len(ok.steps()) != 5 {
 			t.Errorf("the working sink got %v", ok.steps())
@@ -227,6 +236,31 @@ func TestRuntimeDrainsUntilTheDeadline(t *testing.T) {
 		}
 		if ok.closes.Load() != 1 || stuck.closes.Load() != 1 {
 			t.Errorf("closed %d and %d times, want once each", ok.closes.Load(), stuck.closes.Load())
+		}
+	})
+}
+
+// TestRuntimeLastTryPastTheDeadline: a sink that was only slow still gets a record queued at
+// the exit deadline: one attempt, within lastTryTime.
+func TestRuntimeLastTryPastTheDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		slow := &fakeSink{start: time.Now(), delay: time.Second}
+		rt := NewRuntime(nil)
+		st := rt.Add(slow, LaneOptions{Name: "slow"})
+		rt.Start()
+		for i := int64(1); i <= 6; i++ {
+			rt.Write(context.Background(), rec(i))
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 4500*time.Millisecond)
+		defer cancel()
+		rt.Close(ctx)
+		// Steps 1-4 are written by 4s; step 5's write is cut by the deadline and dropped;
+		// step 6 gets its last try, which takes 1s of the 2s.
+		if st.Written.Load() != 5 || st.Dropped.Load() != 1 {
+			t.Errorf("written %d, dropped %d; want 5 and 1", st.Written.Load(), st.Dropped.Load())
+		}
+		if got := slow.steps(); len(got) != 5 || got[4] != 6 {
+			t.Errorf("the slow sink got steps %v, want 1-4 and 6", got)
 		}
 	})
 }
