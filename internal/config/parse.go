@@ -123,7 +123,7 @@ func get(n *yaml.Node, key string) *yaml.Node {
 // parser reads one file into c.
 type parser struct {
 	c   *Config
-	dir string // relative credentials and file_sd files are relative to it
+	dir string       // relative credentials and file_sd files are relative to it
 	es  yamlx.Errors // with paths from the top of the file
 }
 

@@ -224,12 +224,12 @@ func TestRoundTrip(t *testing.T) {
 func TestSettings(t *testing.T) {
 	for _, tt := range []struct {
 		name, doc string
-		want      settings
+		want      Settings
 		errs      []string
 	}{
-		{name: "bare name", want: settings{images: true, dir: "OUT/tensorboard"}},
+		{name: "bare name", want: Settings{TrackerSettings: config.TrackerSettings{Images: true}, Dir: "OUT/tensorboard"}},
 		{name: "all keys", doc: "{type: tensorboard, images: false, per_worker: true, dir: /tmp/tb}",
-			want: settings{images: false, perWorker: true, dir: "/tmp/tb"}},
+			want: Settings{TrackerSettings: config.TrackerSettings{Images: false, PerWorker: true}, Dir: "/tmp/tb"}},
 		{name: "typo", doc: "{type: tensorboard, imagse: true}",
 			errs: []string{`sinks[1].imagse (line 1): unknown setting of a tensorboard sink: the settings are type, images, per_worker, dir`}},
 		{name: "bad values, all reported", doc: "type: tensorboard\nimages: \"yes\"\nper_worker: 1\ndir: \"\"\n",
