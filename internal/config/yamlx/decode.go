@@ -149,11 +149,12 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, path string, f field, top
 		if !v.IsNil() {
 			p.Elem().Set(v.Elem())
 		}
-		if !d.value(n, p.Elem(), path, f, top) {
-			return false
+		ok := d.value(n, p.Elem(), path, f, top)
+		// A mapping read with a problem still holds its other keys, for later checks.
+		if ok || (t.Elem().Kind() == reflect.Struct && n.Kind == yaml.MappingNode) {
+			v.Set(p)
 		}
-		v.Set(p)
-		return true
+		return ok
 	case reflect.Struct:
 		return d.mapping(n, v, path, f, top)
 	case reflect.Bool:
