@@ -214,6 +214,9 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, path string, f field, top
 		ok := d.duplicates(n, path)
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, e := n.Content[i], n.Content[i+1]
+			if m.MapIndex(reflect.ValueOf(k.Value).Convert(t.Key())).IsValid() {
+				continue // reported by duplicates; the first one is read
+			}
 			x := reflect.New(t.Elem()).Elem()
 			if d.value(e, x, Join(path, k.Value), field{secret: f.secret}, false) {
 				m.SetMapIndex(reflect.ValueOf(k.Value).Convert(t.Key()), x)
@@ -258,6 +261,7 @@ func (d *decoder) mapping(n *yaml.Node, v reflect.Value, path string, f field, t
 	}
 	fields := fieldsOf(t)
 	ok := d.duplicates(n, path)
+	seen := map[string]bool{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, e := n.Content[i], n.Content[i+1]
 		if k.Kind != yaml.ScalarNode {
@@ -265,6 +269,10 @@ func (d *decoder) mapping(n *yaml.Node, v reflect.Value, path string, f field, t
 			ok = false
 			continue
 		}
+		if seen[k.Value] {
+			continue // reported by duplicates; the first one is read
+		}
+		seen[k.Value] = true
 		kp := Join(path, k.Value)
 		fl, found := fields[k.Value]
 		switch {

@@ -236,6 +236,11 @@ func TestSettings(t *testing.T) {
 			errs: []string{`sinks[1].images (line 2): "yes" is not allowed: must be true or false`,
 				`sinks[1].per_worker (line 3): "1" is not allowed: must be true or false`,
 				`sinks[1].dir (line 4): "" is not allowed: must be a directory path`}},
+		{name: "typo and duplicate", doc: "type: tensorboard\nper_workr: true\ndir: a\ndir: b\n",
+			errs: []string{`sinks[1].per_workr (line 2): unknown setting of a tensorboard sink: the settings are type, images, per_worker, dir; did you mean per_worker?`,
+				`sinks[1].dir (line 4): is given twice, at lines 3 and 4`}},
+		{name: "not a mapping inside", doc: "{type: tensorboard, dir: {a: b}}",
+			errs: []string{`sinks[1].dir (line 1): a mapping is not allowed: must be a string`}},
 		{name: "list value", doc: "{type: tensorboard, images: [true]}",
 			errs: []string{`sinks[1].images (line 1): a list is not allowed: must be true or false`}},
 	} {
