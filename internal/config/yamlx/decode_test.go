@@ -26,7 +26,7 @@ type sample struct {
 	Labels map[string]int `yaml:"labels"`
 	Inner  *inner         `yaml:"inner"`
 	shared `yaml:",inline"`
-	Odd    odd            `yaml:"odd"`
+	Odd    odd `yaml:"odd"`
 	hidden string
 }
 

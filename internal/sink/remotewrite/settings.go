@@ -248,6 +248,8 @@ func (h *Headers) UnmarshalYAML(v *yaml.Node) error {
 			bad(fmt.Sprintf("%q is not allowed: the writer sets it (use basic_auth or bearer_token for Authorization)", k))
 		case x.Kind != yaml.ScalarNode || x.Tag == "!!null":
 			bad("must be a string")
+		case out[k] != "":
+			bad(fmt.Sprintf("is %q again: header names are case-insensitive; give it once", k))
 		default:
 			out[k] = x.Value
 		}
