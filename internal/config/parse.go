@@ -45,9 +45,9 @@ func parse(b []byte, dir string) (Config, error) {
 		p.duplicates(root, "", "vllmstat", "vllm_cfg", "policy")
 		own, ownPath = get(root, "vllmstat"), "vllmstat"
 	case get(root, "policy") != nil:
-		keys := append(ownKeys(), "vllm_cfg", "policy")
-		p.duplicates(root, "", keys...)
+		p.duplicates(root, "", "vllm_cfg", "policy") // the picked keys' are the decode's
 		own = pick(root, ownKeys())
+		p.nearMisses(root, "", ownKeys(), "the file's other top-level keys are NeMo-RL's, not read")
 	}
 	ownWhere := p.own(own, ownPath)
 	// The logger keys: vllm_cfg at the top (or in vllmstat's section), else policy.generation.vllm_cfg.
@@ -226,21 +226,14 @@ func (p *parser) logger(n *yaml.Node, path string, ownWhere yamlx.Where, ownPath
 		p.add(path, yamlx.Problem(n, "must be a mapping"))
 		return
 	}
-	p.duplicates(n, path, loggerKeys...)
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k := n.Content[i]
-		if slices.Contains(loggerKeys, k.Value) {
-			if o := ownWhere[k.Value]; o != nil {
-				p.add(path, yamlx.Errors{{Path: k.Value, Line: k.Line,
-					Msg: fmt.Sprintf("is given twice, also as %s (line %d): give it once", yamlx.Join(ownPath, k.Value), o.Line)}})
-			}
-			continue
-		}
-		if s := yamlx.Suggest(k.Value, loggerKeys); s != "" {
+		if o := ownWhere[k.Value]; o != nil && slices.Contains(loggerKeys, k.Value) {
 			p.add(path, yamlx.Errors{{Path: k.Value, Line: k.Line,
-				Msg: fmt.Sprintf("unknown key; did you mean %s? (vllm_cfg's other keys are NeMo-RL's, not read)", s)}})
+				Msg: fmt.Sprintf("is given twice, also as %s (line %d): give it once", yamlx.Join(ownPath, k.Value), o.Line)}})
 		}
 	}
+	p.nearMisses(n, path, loggerKeys, "vllm_cfg's other keys are NeMo-RL's, not read")
 	w, es := yamlx.Decode(pick(n, loggerKeys), p.c, yamlx.Options{})
 	p.add(path, es)
 	for k := range w {
@@ -248,6 +241,21 @@ func (p *parser) logger(n *yaml.Node, path string, ownWhere yamlx.Where, ownPath
 		p.c.lines[k] = w.Line(k)
 	}
 	p.add(path, p.checks(w))
+}
+
+// nearMisses reports the keys of mapping n, a section shared with NeMo-RL whose other keys
+// are not read, that are one or two letters away from one of keys: likely typos, which would
+// otherwise be ignored.
+func (p *parser) nearMisses(n *yaml.Node, path string, keys []string, why string) {
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k := n.Content[i]
+		if slices.Contains(keys, k.Value) {
+			continue
+		}
+		if s := yamlx.Suggest(k.Value, keys); s != "" {
+			p.add(path, yamlx.Errors{{Path: k.Value, Line: k.Line, Msg: fmt.Sprintf("unknown key; did you mean %s? (%s)", s, why)}})
+		}
+	}
 }
 
 // decodeSecret reads a secret: any non-null scalar. Its problems never show it.

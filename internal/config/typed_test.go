@@ -65,6 +65,8 @@ func TestNemoRLLayouts(t *testing.T) {
 		{"vllm_cfg at the top wins over policy's", "vllm_cfg: {vllm_metrics_logger_interval: 2}\npolicy:\n  generation:\n    vllm_cfg: {vllm_metrics_logger_interval: 3}\ntargets: [h:1]\n", 2, "vllmstat-out", ""},
 		{"vllm_cfg inside vllmstat", "vllmstat:\n  targets: [h:1]\n  vllm_cfg: {vllm_metrics_logger_interval: 4}\ngrpo: {max_num_steps: 10}\n", 4, "vllmstat-out", ""},
 		{"top-level vllmstat keys in a NeMo-RL file", "policy: {model_name: q}\ncluster: {gpus_per_node: 8}\ntargets: [h:1]\nout_dir: here\n", 1, "here", ""},
+		{"a typo at the top of a NeMo-RL file", "policy: {model_name: q}\ntargets: [h:1]\nstep_evry: 1s\n", 0, "", "step_evry (line 3): unknown key; did you mean step_every? (the file's other top-level keys are NeMo-RL's, not read)"},
+		{"a key twice at the top of a NeMo-RL file", "policy: {model_name: q}\nout_dir: a\nout_dir: b\n", 0, "", "out_dir (line 3): is given twice, at lines 2 and 3"},
 		{"a typo under vllmstat", "vllmstat:\n  targets: [h:1]\n  out_dri: x\n", 0, "", "vllmstat.out_dri (line 3): unknown key; vllmstat's keys are"},
 		{"vllmstat given twice", "vllmstat: {targets: [h:1]}\nvllmstat: {out_dir: x}\n", 0, "", "vllmstat (line 2): is given twice, at lines 1 and 2"},
 		{"vllm_cfg twice under policy.generation", "policy:\n  generation:\n    vllm_cfg: {}\n    vllm_cfg: {}\n", 0, "", "policy.generation.vllm_cfg (line 4): is given twice, at lines 3 and 4"},
