@@ -76,8 +76,8 @@ func TestNemoRLLayouts(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c, err := Parse([]byte(tt.doc))
 			if tt.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.err) {
-					t.Fatalf("error %v, want %q", err, tt.err)
+				if err == nil || strings.Count(err.Error(), tt.err) != 1 {
+					t.Fatalf("error %v, want %q once", err, tt.err)
 				}
 				return
 			}
