@@ -32,7 +32,7 @@ var errClosed = errors.New("tensorboard sink is closed")
 type Writer struct {
 	log    *slog.Logger
 	outDir string
-	set    settings
+	set    Settings
 	path   string
 
 	mu     sync.Mutex
@@ -56,14 +56,14 @@ func open(outDir string, spec config.SinkSpec, log *slog.Logger, now time.Time) 
 }
 
 // openSettings is open with the settings decoded.
-func openSettings(outDir string, set settings, log *slog.Logger, now time.Time) (*Writer, error) {
+func openSettings(outDir string, set Settings, log *slog.Logger, now time.Time) (*Writer, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	if err := os.MkdirAll(set.dir, 0o755); err != nil {
+	if err := os.MkdirAll(set.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create tensorboard directory: %w", err)
 	}
-	f, path, err := create(set.dir, now)
+	f, path, err := create(set.Dir, now)
 	if err != nil {
 		return nil, err
 	}
@@ -76,7 +76,7 @@ func openSettings(outDir string, set settings, log *slog.Logger, now time.Time) 
 		return nil, err
 	}
 	w := &Writer{log: log, outDir: outDir, set: set, path: path, f: rf}
-	log.Info("tensorboard sink writing", "path", path, "images", set.images, "per_worker", set.perWorker)
+	log.Info("tensorboard sink writing", "path", path, "images", set.Images, "per_worker", set.PerWorker)
 	return w, nil
 }
 
@@ -151,7 +151,7 @@ func (w *Writer) scalars(r *step.Record) []scalar {
 	for _, k := range slices.Sorted(maps.Keys(r.Metrics)) {
 		out = append(out, scalar{k, r.Metrics[k]})
 	}
-	if !w.set.perWorker {
+	if !w.set.PerWorker {
 		return out
 	}
 	for _, wr := range r.PerWorker {
@@ -165,7 +165,7 @@ func (w *Writer) scalars(r *step.Record) []scalar {
 // pictures reads the step's plots. A plot that cannot be read is logged and left out rather
 // than failing the step: the scalars matter more, and a retry would not bring the file back.
 func (w *Writer) pictures(r *step.Record) []picture {
-	if !w.set.images {
+	if !w.set.Images {
 		return nil
 	}
 	var out []picture

@@ -9,8 +9,8 @@ import (
 
 // Type is the tensorboard sink's entry in the sink registry: it logs images.
 var Type = sink.NewType(
-	func(e sink.Env, spec config.SinkSpec) (settings, error) { return decodeSettings(e.OutDir, spec) },
-	func(e sink.Env, set settings) (sink.Sink, error) {
+	func(e sink.Env, spec config.SinkSpec) (Settings, error) { return decodeSettings(e.OutDir, spec) },
+	func(e sink.Env, set Settings) (sink.Sink, error) {
 		return openSettings(e.OutDir, set, e.Logger, time.Now())
 	},
 	sink.Caps{Images: true})

@@ -9,8 +9,8 @@ import (
 
 // Type is the wandb sink's entry in the sink registry: it logs images.
 var Type = sink.NewType(
-	func(_ sink.Env, spec config.SinkSpec) (settings, error) { return decodeSettings(spec) },
-	func(e sink.Env, set settings) (sink.Sink, error) {
+	func(_ sink.Env, spec config.SinkSpec) (Settings, error) { return decodeSettings(spec) },
+	func(e sink.Env, set Settings) (sink.Sink, error) {
 		return openSettings(e.OutDir, set, e.Logger, time.Now())
 	},
 	sink.Caps{Images: true})
