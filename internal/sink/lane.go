@@ -95,6 +95,11 @@ func (l *lane) drop(n int64, reason string, err error) {
 func (l *lane) run(ctx context.Context) {
 	defer close(l.done)
 	defer func() {
+		if l.graceCancel != nil {
+			l.graceCancel()
+		}
+	}()
+	defer func() {
 		for _, n := range l.next {
 			close(n.ch)
 		}
@@ -107,7 +112,6 @@ func (l *lane) run(ctx context.Context) {
 			// nothing, while a failing one holds the exit for lastTryTime at most.
 			if l.grace == nil {
 				l.grace, l.graceCancel = context.WithTimeout(context.Background(), lastTryTime)
-				defer l.graceCancel()
 			}
 			if l.prep != nil {
 				l.prepare(l.grace, r)

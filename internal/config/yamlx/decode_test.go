@@ -27,6 +27,7 @@ type sample struct {
 	Inner  *inner         `yaml:"inner"`
 	shared `yaml:",inline"`
 	Odd    odd `yaml:"odd"`
+	//lint:ignore U1000 an unexported field the decoder must skip
 	hidden string
 }
 
