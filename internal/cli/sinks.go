@@ -12,6 +12,7 @@ import (
 	"github.com/vllmstat/vllmstat/internal/plot"
 	"github.com/vllmstat/vllmstat/internal/selfmetrics"
 	"github.com/vllmstat/vllmstat/internal/sink"
+	"github.com/vllmstat/vllmstat/internal/sink/csvfile"
 	"github.com/vllmstat/vllmstat/internal/sink/remotewrite"
 	"github.com/vllmstat/vllmstat/internal/sink/tensorboard"
 	"github.com/vllmstat/vllmstat/internal/sink/wandb"
@@ -24,6 +25,7 @@ var sinkTypes = map[string]sink.Type{
 	"tensorboard":  tensorboard.Type,
 	"wandb":        wandb.Type,
 	"remote_write": remotewrite.Type,
+	"csv":          csvfile.Type,
 }
 
 // sinkTypeNames lists the known types, for messages.
