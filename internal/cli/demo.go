@@ -223,17 +223,17 @@ var tableCols = []struct {
 	head, key, format string
 	scale             float64
 }{
-	{"hit rate", "prefix_cache_hit_rate", "%7.1f%%", 100},
-	{"preempt", "num_preemptions", "%7.0f", 1},
-	{"kv mean", "kv_cache_usage_perc/mean", "%7.2f", 1},
-	{"kv max", "kv_cache_usage_perc/max", "%7.2f", 1},
-	{"run mean", "num_requests_running/mean", "%8.1f", 1},
-	{"run max", "num_requests_running/max", "%7.0f", 1},
-	{"wait mean", "num_requests_waiting/mean", "%9.1f", 1},
-	{"wait max", "num_requests_waiting/max", "%8.0f", 1},
-	{"gen tok/s", "generation_tokens_per_s", "%9.0f", 1},
-	{"ttft p50", "time_to_first_token_seconds/p50", "%7.3fs", 1},
-	{"ttft p95", "time_to_first_token_seconds/p95", "%7.3fs", 1},
+	{"hit rate", keyHitRate, "%7.1f%%", 100},
+	{"preempt", keyPreemptions, "%7.0f", 1},
+	{"kv mean", keyKVMean, "%7.2f", 1},
+	{"kv max", keyKVMax, "%7.2f", 1},
+	{"run mean", keyRunMean, "%8.1f", 1},
+	{"run max", keyRunMax, "%7.0f", 1},
+	{"wait mean", keyWaitMean, "%9.1f", 1},
+	{"wait max", keyWaitMax, "%8.0f", 1},
+	{"gen tok/s", keyGenPerS, "%9.0f", 1},
+	{"ttft p50", keyTTFTP50, "%7.3fs", 1},
+	{"ttft p95", keyTTFTP95, "%7.3fs", 1},
 	{"tail s", "straggler_tail_s", "%6.1f", 1},
 }
 

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/vllmstat/vllmstat/internal/expo"
+	"github.com/vllmstat/vllmstat/internal/vllm"
 )
 
 // Page is what vllmstat keeps of one scrape: per worker, the samples of the families it reads,
@@ -36,7 +37,7 @@ type EnginePage struct {
 type CounterSeries struct {
 	Family     Counter
 	Key        string // the other labels, sorted and quoted: `finished_reason="stop",model_name="m"`
-	Reason     string // finished_reason, for RequestSuccess
+	Reason     string // the value of the family's split label (finished_reason for RequestSuccess)
 	Value      float64
 	Created    float64 // Unix seconds; valid when HasCreated
 	HasCreated bool
@@ -145,9 +146,11 @@ func parse(body []byte, opt Options) (page *Page, err error) {
 					r.le = le
 					continue
 				}
-			case "finished_reason":
-				r.reason = l.Value
 			default:
+				if m.split != "" && l.Name == m.split {
+					r.reason = l.Value // and it stays in the key
+					break
+				}
 				if slices.Contains(wl, l.Name) {
 					wkv = append(wkv, l.Name, l.Value)
 					continue
@@ -337,7 +340,7 @@ func assemble(raws []raw, best [3][]int, workers []workerKey) *Page {
 			if math.IsNaN(r.value) || math.IsInf(r.value, 0) {
 				continue // not a sample: it would make a mean, a max and a p95 disagree
 			}
-			// Running and waiting add up over series; KV usage is a fraction, so averaged.
+			// Combined as the spec says: summed, or averaged below.
 			ep.Gauges[g] += r.value
 			ep.HasGauge[g] = true
 			gaugeN[wk][g]++
@@ -382,8 +385,10 @@ func assemble(raws []raw, best [3][]int, workers []workerKey) *Page {
 		if ep == nil {
 			continue // only samples of spellings not chosen
 		}
-		if n := gaugeN[e][KVUsage]; n > 1 {
-			ep.Gauges[KVUsage] /= float64(n)
+		for g, n := range gaugeN[e] {
+			if n > 1 && vllm.Gauges[g].Combine == vllm.Mean {
+				ep.Gauges[g] /= float64(n)
+			}
 		}
 		for _, cs := range counters[e] {
 			ep.Counters = append(ep.Counters, *cs)
