@@ -61,6 +61,7 @@ type acc struct {
 type workerAcc struct {
 	scrapes int
 	gauges  [window.NumGauges][]sample
+	splitG  [window.NumGauges]map[string][]sample // split gauges' samples by the label's value
 	deltas  [window.NumCounters][]sample
 	ratios  [][]sample // per vllm.Ratios entry: the per-interval ratios
 	totals  [window.NumCounters]float64
@@ -132,6 +133,12 @@ func (t *Tracker) Observe(ts time.Time, target string, page *window.Page, err er
 		for g := range ep.Gauges {
 			if ep.HasGauge[g] {
 				wa.gauges[g] = append(wa.gauges[g], sample{ts, ep.Gauges[g]})
+			}
+			for v, x := range ep.SplitGauges[g] {
+				if wa.splitG[g] == nil {
+					wa.splitG[g] = map[string][]sample{}
+				}
+				wa.splitG[g][v] = append(wa.splitG[g][v], sample{ts, x})
 			}
 		}
 		for c := range inc.Counters {
@@ -309,6 +316,11 @@ func (t *Tracker) metrics(was []*workerAcc, durS float64) map[string]float64 {
 		if v, ok := ratio(rt, &totals, &has); ok {
 			m[vllm.Key(p, rt.Name)] = v
 		}
+		if vllm.Counters[rt.Num].Split != "" && totals[rt.Den] > 0 {
+			for r, v := range split[rt.Num] {
+				m[vllm.Key(p, rt.Name, r)] = rt.Offset + v/totals[rt.Den]
+			}
+		}
 	}
 	if durS > 0 {
 		for _, rt := range vllm.Rates {
@@ -319,7 +331,19 @@ func (t *Tracker) metrics(was []*workerAcc, durS float64) map[string]float64 {
 	}
 	if t.opt.Scalars {
 		for g, f := range vllm.Gauges {
-			if f.Scalars {
+			switch {
+			case !f.Scalars:
+			case f.Split != "":
+				values := map[string]bool{}
+				for _, wa := range was {
+					for v := range wa.splitG[g] {
+						values[v] = true
+					}
+				}
+				for v := range values {
+					pool(m, vllm.Key(p, f.Name, v), was, func(wa *workerAcc) []sample { return wa.splitG[g][v] })
+				}
+			default:
 				pool(m, vllm.Key(p, f.Name), was, func(wa *workerAcc) []sample { return wa.gauges[g] })
 			}
 		}
@@ -364,7 +388,7 @@ func (t *Tracker) metrics(was []*workerAcc, durS float64) map[string]float64 {
 // ratio computes rt from counter increases: absent when its numerator is not on the page or
 // its denominator did not move.
 func ratio(rt vllm.Ratio, totals *[window.NumCounters]float64, has *[window.NumCounters]bool) (float64, bool) {
-	if !has[rt.Num] || totals[rt.Den] <= 0 {
+	if !has[rt.Num] || totals[rt.Den] <= 0 || vllm.Counters[rt.Num].Split != "" {
 		return 0, false
 	}
 	return rt.Offset + totals[rt.Num]/totals[rt.Den], true

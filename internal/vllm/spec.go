@@ -124,6 +124,7 @@ const (
 	Running Gauge = iota
 	Waiting
 	KVUsage
+	WaitingByReason
 	NumGauges
 )
 
@@ -138,6 +139,13 @@ const (
 	PromptTokens
 	GenerationTokens
 	RequestSuccess
+	MMQueries
+	MMHits
+	SpecDrafts
+	SpecDraftTokens
+	SpecAccepted
+	SpecAcceptedPerPos
+	Corrupted
 	NumCounters
 )
 
@@ -150,6 +158,7 @@ const (
 	ITL
 	E2E
 	QueueTime
+	PrefillKVComputed
 	NumHists
 )
 
@@ -161,6 +170,10 @@ var Gauges = [NumGauges]Family{
 		Title: "Requests waiting", Unit: "requests", Group: GroupQueue},
 	KVUsage: {Name: "kv_cache_usage_perc", Old: []string{"gpu_cache_usage_perc"}, Combine: Mean, Scalars: true, Timeline: true,
 		Title: "KV cache usage", Unit: "fraction of KV cache in use (0–1)", Fraction: true, Group: GroupKVCache},
+	// vLLM 0.20: the waiting requests by why they wait (capacity, deferred); they add up to
+	// num_requests_waiting.
+	WaitingByReason: {Name: "num_requests_waiting_by_reason", Split: "reason", Combine: Sum, Scalars: true,
+		Title: "Requests waiting by reason", Unit: "requests", Group: GroupQueue},
 }
 
 // Counters are the counter families, by Counter. On a page each is <name>_total with a
@@ -178,6 +191,20 @@ var Counters = [NumCounters]Family{
 		Title: "Generation tokens", Unit: "tokens per interval", Group: GroupThroughput},
 	RequestSuccess: {Name: "request_success", Split: "finished_reason", Total: true,
 		Title: "Requests finished", Unit: "requests", Group: GroupThroughput},
+	// The multi-modal cache counts items; only its hit rate is kept.
+	MMQueries: {Name: "mm_cache_queries", Title: "Multi-modal cache queries", Unit: "items", Group: GroupPrefixCache},
+	MMHits:    {Name: "mm_cache_hits", Title: "Multi-modal cache hits", Unit: "items", Group: GroupPrefixCache},
+	// Speculative decoding, on pages of engines started with a speculative config.
+	SpecDrafts: {Name: "spec_decode_num_drafts", Total: true,
+		Title: "Speculative drafts", Unit: "drafts", Group: GroupSpecDecode},
+	SpecDraftTokens: {Name: "spec_decode_num_draft_tokens", Total: true,
+		Title: "Draft tokens", Unit: "tokens", Group: GroupSpecDecode},
+	SpecAccepted: {Name: "spec_decode_num_accepted_tokens", Total: true,
+		Title: "Accepted draft tokens", Unit: "tokens", Group: GroupSpecDecode},
+	SpecAcceptedPerPos: {Name: "spec_decode_num_accepted_tokens_per_pos", Split: "position",
+		Title: "Accepted draft tokens by position", Unit: "tokens", Group: GroupSpecDecode},
+	// Requests with NaNs in their logits (only with VLLM_COMPUTE_NANS_IN_LOGITS=1).
+	Corrupted: {Name: "corrupted_requests", Total: true, Title: "Corrupted requests", Unit: "requests", Group: GroupOther},
 }
 
 // Hists are the histogram families, by Hist; each gets HistQuantiles and a mean per step.
@@ -186,6 +213,8 @@ var Hists = [NumHists]Family{
 	ITL:       {Name: "inter_token_latency_seconds", Old: []string{"time_per_output_token_seconds"}, Title: "Inter-token latency", Unit: "seconds", Group: GroupLatency},
 	E2E:       {Name: "e2e_request_latency_seconds", Title: "End-to-end request latency", Unit: "seconds", Group: GroupLatency},
 	QueueTime: {Name: "request_queue_time_seconds", Title: "Queue time", Unit: "seconds", Group: GroupQueue},
+	// New KV tokens computed in a request's prefill, cached tokens excluded.
+	PrefillKVComputed: {Name: "request_prefill_kv_computed_tokens", Title: "Prefill KV tokens computed", Unit: "tokens", Group: GroupPrefixCache},
 }
 
 // The derived metrics.
@@ -194,8 +223,23 @@ var (
 	PrefixHitRate = Ratio{Name: "prefix_cache_hit_rate", Num: PrefixHits, Den: PrefixQueries, Scalars: true, Timeline: true,
 		Title: "Prefix cache hit rate", Unit: "hits / queries per interval (0–1)", Fraction: true, Group: GroupPrefixCache}
 
+	MMHitRate = Ratio{Name: "mm_cache_hit_rate", Num: MMHits, Den: MMQueries,
+		Title: "Multi-modal cache hit rate", Unit: "hits / queries (0–1)", Fraction: true, Group: GroupPrefixCache}
+
+	// SpecAcceptanceRate is the fraction of draft tokens accepted.
+	SpecAcceptanceRate = Ratio{Name: "spec_decode_acceptance_rate", Num: SpecAccepted, Den: SpecDraftTokens,
+		Title: "Draft acceptance rate", Unit: "accepted / draft tokens (0–1)", Fraction: true, Group: GroupSpecDecode}
+	// SpecMeanAcceptanceLength is the tokens a draft yields on average: the accepted ones
+	// plus the one the target model always adds.
+	SpecMeanAcceptanceLength = Ratio{Name: "spec_decode_mean_acceptance_length", Num: SpecAccepted, Den: SpecDrafts, Offset: 1,
+		Title: "Mean acceptance length", Unit: "tokens per draft", Group: GroupSpecDecode}
+	// SpecAcceptanceRatePerPos is, per draft position, the fraction of drafts whose token at
+	// that position was accepted: one key per position.
+	SpecAcceptanceRatePerPos = Ratio{Name: "spec_decode_acceptance_rate_per_pos", Num: SpecAcceptedPerPos, Den: SpecDrafts,
+		Title: "Acceptance rate by draft position", Unit: "accepted / drafts (0–1)", Fraction: true, Group: GroupSpecDecode}
+
 	// Ratios are every ratio a step record gets.
-	Ratios = []Ratio{PrefixHitRate}
+	Ratios = []Ratio{PrefixHitRate, MMHitRate, SpecAcceptanceRate, SpecMeanAcceptanceLength, SpecAcceptanceRatePerPos}
 
 	// Rates are the per-second throughputs.
 	Rates = []Rate{{Of: GenerationTokens, Group: GroupThroughput}, {Of: PromptTokens, Group: GroupThroughput}}

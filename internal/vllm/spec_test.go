@@ -41,6 +41,9 @@ func TestPromName(t *testing.T) {
 		{"vllm", "vllm/generation_tokens_per_s", "vllm_generation_tokens_per_second", nil},
 		{"a/b", "a/b/time_to_first_token_seconds/p50", "a_b_time_to_first_token_seconds", []Label{{"stat", "p50"}}},
 		{"vllm", "other/x", "other_x", nil},
+		{"vllm", "vllm/num_requests_waiting_by_reason/capacity/p95", "vllm_num_requests_waiting_by_reason", []Label{{"reason", "capacity"}, {"stat", "p95"}}},
+		{"vllm", "vllm/spec_decode_acceptance_rate_per_pos/2", "vllm_spec_decode_acceptance_rate_per_pos", []Label{{"position", "2"}}},
+		{"vllm", "vllm/request_prefill_kv_computed_tokens/p99", "vllm_request_prefill_kv_computed_tokens", []Label{{"stat", "p99"}}},
 	} {
 		fam, ls := PromName(tt.prefix, tt.key, nil)
 		if fam != tt.family || !slices.Equal(ls, tt.labels) {

@@ -19,24 +19,33 @@ type (
 
 // The families, in key order.
 const (
-	Running   = vllm.Running
-	Waiting   = vllm.Waiting
-	KVUsage   = vllm.KVUsage
-	NumGauges = vllm.NumGauges
+	Running         = vllm.Running
+	Waiting         = vllm.Waiting
+	KVUsage         = vllm.KVUsage
+	WaitingByReason = vllm.WaitingByReason // split by reason
+	NumGauges       = vllm.NumGauges
 
-	PrefixQueries    = vllm.PrefixQueries
-	PrefixHits       = vllm.PrefixHits
-	Preemptions      = vllm.Preemptions
-	PromptTokens     = vllm.PromptTokens
-	GenerationTokens = vllm.GenerationTokens
-	RequestSuccess   = vllm.RequestSuccess // split by finished_reason
-	NumCounters      = vllm.NumCounters
+	PrefixQueries      = vllm.PrefixQueries
+	PrefixHits         = vllm.PrefixHits
+	Preemptions        = vllm.Preemptions
+	PromptTokens       = vllm.PromptTokens
+	GenerationTokens   = vllm.GenerationTokens
+	RequestSuccess     = vllm.RequestSuccess // split by finished_reason
+	MMQueries          = vllm.MMQueries
+	MMHits             = vllm.MMHits
+	SpecDrafts         = vllm.SpecDrafts
+	SpecDraftTokens    = vllm.SpecDraftTokens
+	SpecAccepted       = vllm.SpecAccepted
+	SpecAcceptedPerPos = vllm.SpecAcceptedPerPos // split by position
+	Corrupted          = vllm.Corrupted
+	NumCounters        = vllm.NumCounters
 
-	TTFT      = vllm.TTFT
-	ITL       = vllm.ITL
-	E2E       = vllm.E2E
-	QueueTime = vllm.QueueTime
-	NumHists  = vllm.NumHists
+	TTFT              = vllm.TTFT
+	ITL               = vllm.ITL
+	E2E               = vllm.E2E
+	QueueTime         = vllm.QueueTime
+	PrefillKVComputed = vllm.PrefillKVComputed
+	NumHists          = vllm.NumHists
 )
 
 // Names used in metric keys (vLLM's current family names without the "vllm:" prefix).
@@ -103,7 +112,7 @@ func buildNames() *nameTable {
 		for i, base := range spellings(f) {
 			for j, p := range prefixes {
 				grp := i*len(prefixes) + j
-				t.add(p+base, meta{kind: kGauge, fam: g, role: rValue, rank: grp, group: grp})
+				t.add(p+base, meta{kind: kGauge, fam: g, role: rValue, rank: grp, group: grp, split: f.Split})
 			}
 		}
 	}

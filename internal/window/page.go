@@ -29,8 +29,11 @@ type EnginePage struct {
 	Labels   string
 	Gauges   [NumGauges]float64
 	HasGauge [NumGauges]bool
-	Counters []CounterSeries
-	Hists    []HistSeries
+	// SplitGauges holds, for a gauge family with a split label, its value by the label's value
+	// (Gauges then holds the combined value of all its series).
+	SplitGauges [NumGauges]map[string]float64
+	Counters    []CounterSeries
+	Hists       []HistSeries
 }
 
 // CounterSeries is one series of a counter family: its labels other than engine identify it.
@@ -321,6 +324,17 @@ func assemble(raws []raw, best [3][]int, workers []workerKey) *Page {
 	}
 	counters := make([]map[ckey]*CounterSeries, len(workers))
 	gaugeN := make([][NumGauges]int, len(workers))
+	type splitKey struct {
+		worker int32
+		g      Gauge
+		value  string
+	}
+	var splitN map[splitKey]int // series per split value, for averaged split gauges only
+	for g, f := range vllm.Gauges {
+		if f.Split != "" && f.Combine == vllm.Mean && best[kGauge][g] != math.MaxInt {
+			splitN = map[splitKey]int{}
+		}
+	}
 	for _, r := range raws {
 		m := table.metas[r.meta]
 		if !chosen(m, best) {
@@ -344,6 +358,15 @@ func assemble(raws []raw, best [3][]int, workers []workerKey) *Page {
 			ep.Gauges[g] += r.value
 			ep.HasGauge[g] = true
 			gaugeN[wk][g]++
+			if m.split != "" {
+				if ep.SplitGauges[g] == nil {
+					ep.SplitGauges[g] = map[string]float64{}
+				}
+				ep.SplitGauges[g][r.reason] += r.value
+				if vllm.Gauges[g].Combine == vllm.Mean {
+					splitN[splitKey{wk, g, r.reason}]++
+				}
+			}
 		case kCounter:
 			k := ckey{Counter(m.fam), r.key}
 			cs := counters[wk][k]
@@ -388,6 +411,9 @@ func assemble(raws []raw, best [3][]int, workers []workerKey) *Page {
 		for g, n := range gaugeN[e] {
 			if n > 1 && vllm.Gauges[g].Combine == vllm.Mean {
 				ep.Gauges[g] /= float64(n)
+				for v := range ep.SplitGauges[g] {
+					ep.SplitGauges[g][v] /= float64(splitN[splitKey{int32(e), Gauge(g), v}])
+				}
 			}
 		}
 		for _, cs := range counters[e] {
