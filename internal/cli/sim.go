@@ -97,6 +97,7 @@ func runSimContext(parent context.Context, args []string, stdout, stderr io.Writ
 	fs.IntVar(&cfg.BlocksPerEngine, "blocks", cfg.BlocksPerEngine, "KV-cache blocks of 16 tokens per engine")
 	fs.IntVar(&cfg.MaxNumSeqs, "max-num-seqs", cfg.MaxNumSeqs, "cap on each engine's running batch")
 	fs.IntVar(&cfg.MaxNumBatchedTokens, "max-num-batched-tokens", cfg.MaxNumBatchedTokens, "token budget of one engine iteration")
+	fs.IntVar(&cfg.SpecDecode, "spec-decode", cfg.SpecDecode, "speculative tokens per decode step (vLLM's num_speculative_tokens); 0 is off")
 	fs.IntVar(&cfg.MaxModelLen, "max-model-len", cfg.MaxModelLen, "longest request in tokens; sets token histogram buckets")
 	fs.DurationVar(&cfg.SlowDelay, "slow-delay", cfg.SlowDelay, "how late /metrics answers during a slow fault")
 	var faults faultFlags

@@ -55,7 +55,7 @@ func NewSim(cfg Config) (*Sim, error) {
 		return nil, err
 	}
 	v, _ := parseVersion(cfg.Version)
-	s := &Sim{cfg: cfg, version: v, buckets: newBucketSet(cfg.MaxModelLen)}
+	s := &Sim{cfg: cfg, version: v.withOptions(cfg), buckets: newBucketSet(cfg.MaxModelLen)}
 	ec := cfg.engineConfig()
 	for i := range cfg.Servers {
 		srv := &simServer{carry: make([]engineStats, cfg.DP)}

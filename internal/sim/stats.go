@@ -58,6 +58,10 @@ type engineStats struct {
 	generationTokens          int64
 	success                   [numReasons]int64
 
+	// Speculative decoding: drafts, their tokens, the accepted ones in all and by position.
+	specDrafts, specDraftTokens, specAccepted int64
+	specAcceptedPerPos                        [maxSpecTokens]int64
+
 	ttft, itl, e2e, queue, inference, prefill, decode, reqTPOT  histogram
 	reqPrompt, reqGeneration, reqMaxGeneration, paramsMaxTokens histogram
 	paramsN, iterationTokens                                    histogram
@@ -75,6 +79,12 @@ func (s *engineStats) addCounters(o *engineStats) {
 	s.generationTokens += o.generationTokens
 	for i := range s.success {
 		s.success[i] += o.success[i]
+	}
+	s.specDrafts += o.specDrafts
+	s.specDraftTokens += o.specDraftTokens
+	s.specAccepted += o.specAccepted
+	for i := range s.specAcceptedPerPos {
+		s.specAcceptedPerPos[i] += o.specAcceptedPerPos[i]
 	}
 	for _, f := range histogramFields {
 		f.get(s).add(f.get(o))
@@ -132,6 +142,11 @@ func (s *engineStats) addTotals(m map[string]float64) {
 	m["generation_tokens"] += float64(s.generationTokens)
 	for i, n := range s.success {
 		m[successKeys[i]] += float64(n)
+	}
+	if s.specDrafts > 0 { // only engines that decode speculatively have the keys
+		m["spec_decode_num_drafts"] += float64(s.specDrafts)
+		m["spec_decode_num_draft_tokens"] += float64(s.specDraftTokens)
+		m["spec_decode_num_accepted_tokens"] += float64(s.specAccepted)
 	}
 	for _, f := range histogramFields {
 		h := f.get(s)
