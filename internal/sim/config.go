@@ -48,6 +48,9 @@ type Config struct {
 	// (vLLM's num_speculative_tokens); 0 turns speculative decoding off. With it on, pages gain
 	// vLLM's spec_decode_* counters.
 	SpecDecode int
+	// KVConnector gives the fleet an external prefix cache that every engine saves its blocks
+	// to and loads its local misses from (see externalCache), as a KV connector does.
+	KVConnector bool
 	// SlowDelay is how long /metrics takes to answer during a slow fault.
 	SlowDelay time.Duration
 	// Tick is how often the fleet catches the simulation up with the wall clock and publishes

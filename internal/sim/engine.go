@@ -104,6 +104,9 @@ type Engine struct {
 
 	stats engineStats
 
+	// ext is the fleet's external prefix cache, nil without a KV connector.
+	ext *externalCache
+
 	// server and index label events; onEvent, if set, sees every event.
 	server, index int
 	onEvent       func(Event)
@@ -115,6 +118,7 @@ type scheduledReq struct {
 	r      *request
 	tokens int
 	draft  int // speculative tokens verified with the decode token
+	loaded int // prompt tokens loaded from the external prefix cache
 }
 
 // NewEngine returns an empty engine at simulated time 0.
@@ -252,21 +256,28 @@ func (e *Engine) schedule() []scheduledReq {
 		if !ok {
 			break
 		}
-		sched = append(sched, scheduledReq{r, n, draft})
+		sched = append(sched, scheduledReq{r, n, draft, 0})
 		budget -= n
 	}
 	for !preempted && e.waiting.len() > 0 && budget > 0 && len(e.running) < e.cfg.MaxNumSeqs {
 		r := e.waiting.front()
 		// Whole blocks only, and never the whole sequence: the last token must be computed to
 		// produce logits.
-		hit := e.pool.lookup(r.hashes, (r.numTokens()-1)/BlockSize)
-		n := min(r.numTokens()-hit*BlockSize, budget)
-		if !e.allocate(r, hit, n) {
+		maxHit := (r.numTokens() - 1) / BlockSize
+		hit := e.pool.lookup(r.hashes, maxHit)
+		ext := 0
+		if e.ext != nil {
+			ext = e.ext.lookup(r.hashes, hit, maxHit)
+		}
+		n := min(r.numTokens()-(hit+ext)*BlockSize, budget)
+		// Loaded blocks take blocks of the local cache like computed ones, and are cached
+		// locally from then on.
+		if !e.allocate(r, hit, ext*BlockSize+n) {
 			break
 		}
 		e.waiting.popFront()
 		e.running = append(e.running, r)
-		r.numComputed = hit * BlockSize
+		r.numComputed = (hit + ext) * BlockSize
 		if !r.everScheduled {
 			// vLLM's exported prefix-cache counters cover first-time lookups only; lookups of
 			// preempted requests go to separate, unexported fields.
@@ -275,9 +286,16 @@ func (e *Engine) schedule() []scheduledReq {
 			r.cachedTokens = hit * BlockSize
 			e.stats.prefixQueries += int64(r.numTokens())
 			e.stats.prefixHits += int64(hit * BlockSize)
+			if e.ext != nil {
+				// vLLM counts the request's tokens as the connector's queries and the tokens it
+				// found as hits.
+				r.externalTokens = ext * BlockSize
+				e.stats.externalQueries += int64(r.numTokens())
+				e.stats.externalHits += int64(ext * BlockSize)
+			}
 		}
 		e.emitSchedule(r, hit*BlockSize)
-		sched = append(sched, scheduledReq{r, n, 0})
+		sched = append(sched, scheduledReq{r, n, 0, ext * BlockSize})
 		budget -= n
 	}
 	e.scheduled = sched
@@ -319,6 +337,9 @@ func (e *Engine) allocate(r *request, hit, n int) bool {
 	full := min((computed+n)/BlockSize, len(r.hashes))
 	for i := r.numCached; i < full; i++ {
 		e.pool.register(r.blocks[i], r.hashes[i])
+		if e.ext != nil {
+			e.ext.save(r.hashes[i])
+		}
 	}
 	r.numCached = max(r.numCached, full)
 	return true
@@ -357,6 +378,8 @@ func (e *Engine) cost(sched []scheduledReq) time.Duration {
 			d += time.Duration(s.tokens) * c.PerPrefillToken
 		}
 		d += time.Duration(s.r.numComputed+s.tokens) * c.PerContextToken
+		// Loading a block from the external cache costs a tenth of computing it.
+		d += time.Duration(s.loaded) * c.PerPrefillToken / 10
 	}
 	return d
 }
@@ -391,7 +414,8 @@ func (e *Engine) complete(sched []scheduledReq) {
 			promptTokens += r.PromptLen
 			e.stats.promptTokens += int64(r.PromptLen)
 			e.stats.promptCached += int64(r.cachedTokens)
-			e.stats.promptComputed += int64(r.PromptLen - r.cachedTokens)
+			e.stats.promptExternal += int64(r.externalTokens)
+			e.stats.promptComputed += int64(r.PromptLen - r.cachedTokens - r.externalTokens)
 			e.stats.ttft.observe(b.ttft, (now - r.Arrival).Seconds())
 			e.stats.paramsN.observe(b.n, 1)
 			e.stats.reqMaxGeneration.observe(b.tokens, float64(r.MaxTokens))

@@ -103,10 +103,10 @@ var (
 		func(s *engineStats) int64 { return s.prefixHits })
 	famExternalQueries = counter("vllm:external_prefix_cache_queries",
 		"External prefix cache queries from KV connector cross-instance cache sharing, in terms of number of queried tokens.",
-		func(*engineStats) int64 { return 0 })
+		func(s *engineStats) int64 { return s.externalQueries })
 	famExternalHits = counter("vllm:external_prefix_cache_hits",
 		"External prefix cache hits from KV connector cross-instance cache sharing, in terms of number of cached tokens.",
-		func(*engineStats) int64 { return 0 })
+		func(s *engineStats) int64 { return s.externalHits })
 	famMMQueries = counter("vllm:mm_cache_queries", "Multi-modal cache queries, in terms of number of queried items.",
 		func(*engineStats) int64 { return 0 })
 	famMMHits = counter("vllm:mm_cache_hits", "Multi-modal cache hits, in terms of number of cached items.",
@@ -125,11 +125,11 @@ var (
 			case 1:
 				return float64(s.promptCached)
 			}
-			return 0
+			return float64(s.promptExternal)
 		},
 	}
 	famPromptCached = counter("vllm:prompt_tokens_cached", "Number of cached prompt tokens (local + external).",
-		func(s *engineStats) int64 { return s.promptCached })
+		func(s *engineStats) int64 { return s.promptCached + s.promptExternal })
 	famGenerationTokens = counter("vllm:generation_tokens", "Number of generation tokens processed.",
 		func(s *engineStats) int64 { return s.generationTokens })
 

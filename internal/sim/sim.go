@@ -67,6 +67,13 @@ func NewSim(cfg Config) (*Sim, error) {
 		}
 		s.servers = append(s.servers, srv)
 	}
+	if cfg.KVConnector {
+		// Room for four times what the engines hold: a host-memory store is larger than HBM.
+		ext := newExternalCache(4 * cfg.BlocksPerEngine * len(s.engines))
+		for _, e := range s.engines {
+			e.ext = ext
+		}
+	}
 	s.gen = newGenerator(cfg.Workload, len(s.engines), cfg.MaxModelLen, cfg.Seed)
 	s.nextBatchAt = cfg.Workload.StartDelay
 	for _, f := range cfg.Faults {

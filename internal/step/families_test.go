@@ -14,7 +14,7 @@ func optPage(c map[string]float64, pos []float64, capacity, deferred float64) st
 	var b strings.Builder
 	lbl := `engine="0",model_name="m"`
 	for _, name := range []string{"spec_decode_num_drafts", "spec_decode_num_draft_tokens", "spec_decode_num_accepted_tokens",
-		"mm_cache_queries", "mm_cache_hits", "corrupted_requests"} {
+		"external_prefix_cache_queries", "external_prefix_cache_hits", "mm_cache_queries", "mm_cache_hits", "corrupted_requests"} {
 		v, ok := c[name]
 		if !ok {
 			continue
@@ -50,11 +50,13 @@ func TestSpecDecodeAndCacheKeys(t *testing.T) {
 	tr := NewTracker(Options{Scalars: true})
 	observeText(t, tr, 0, optPage(map[string]float64{
 		"spec_decode_num_drafts": 100, "spec_decode_num_draft_tokens": 300, "spec_decode_num_accepted_tokens": 150,
+		"external_prefix_cache_queries": 1000, "external_prefix_cache_hits": 200,
 		"mm_cache_queries": 10, "mm_cache_hits": 5, "corrupted_requests": 0,
 	}, []float64{80, 50, 20}, 4, 0))
 	observeText(t, tr, 1, optPage(map[string]float64{
 		// 40 drafts of 3 tokens, 72 accepted: 30, 24 and 18 at positions 0, 1, 2.
 		"spec_decode_num_drafts": 140, "spec_decode_num_draft_tokens": 420, "spec_decode_num_accepted_tokens": 222,
+		"external_prefix_cache_queries": 1400, "external_prefix_cache_hits": 300,
 		"mm_cache_queries": 10, "mm_cache_hits": 5, "corrupted_requests": 2,
 	}, []float64{110, 74, 38}, 8, 2))
 	m := tr.EndStep(1, at(1)).Metrics
@@ -66,6 +68,9 @@ func TestSpecDecodeAndCacheKeys(t *testing.T) {
 	want(t, m, "vllm/spec_decode_acceptance_rate_per_pos/0", 30.0/40)
 	want(t, m, "vllm/spec_decode_acceptance_rate_per_pos/1", 24.0/40)
 	want(t, m, "vllm/spec_decode_acceptance_rate_per_pos/2", 18.0/40)
+	want(t, m, "vllm/external_prefix_cache_queries", 400)
+	want(t, m, "vllm/external_prefix_cache_hits", 100)
+	want(t, m, "vllm/external_prefix_cache_hit_rate", 0.25)
 	want(t, m, "vllm/corrupted_requests", 2)
 	// capacity: 4+1 then 8+1 (the second model's series adds up); deferred: 0 then 2.
 	want(t, m, "vllm/num_requests_waiting_by_reason/capacity/mean", 7)
@@ -91,7 +96,7 @@ func TestOptionalFamiliesAbsent(t *testing.T) {
 	observeText(t, tr, 1, page(eng{}))
 	m := tr.EndStep(1, at(1)).Metrics
 	for k := range m {
-		for _, p := range []string{"vllm/spec_decode", "vllm/mm_cache", "vllm/corrupted", "vllm/num_requests_waiting_by_reason", "vllm/request_prefill_kv"} {
+		for _, p := range []string{"vllm/spec_decode", "vllm/external_prefix", "vllm/mm_cache", "vllm/corrupted", "vllm/num_requests_waiting_by_reason", "vllm/request_prefill_kv"} {
 			if strings.HasPrefix(k, p) {
 				t.Errorf("%s = %v on a page without the family", k, m[k])
 			}

@@ -139,6 +139,8 @@ const (
 	PromptTokens
 	GenerationTokens
 	RequestSuccess
+	ExternalQueries
+	ExternalHits
 	MMQueries
 	MMHits
 	SpecDrafts
@@ -191,6 +193,11 @@ var Counters = [NumCounters]Family{
 		Title: "Generation tokens", Unit: "tokens per interval", Group: GroupThroughput},
 	RequestSuccess: {Name: "request_success", Split: "finished_reason", Total: true,
 		Title: "Requests finished", Unit: "requests", Group: GroupThroughput},
+	// A KV connector's cross-instance cache (LMCache, NIXL, ...): tokens asked of it and served.
+	ExternalQueries: {Name: "external_prefix_cache_queries", Total: true,
+		Title: "External prefix cache queries", Unit: "tokens", Group: GroupPrefixCache},
+	ExternalHits: {Name: "external_prefix_cache_hits", Total: true,
+		Title: "External prefix cache hits", Unit: "tokens", Group: GroupPrefixCache},
 	// The multi-modal cache counts items; only its hit rate is kept.
 	MMQueries: {Name: "mm_cache_queries", Title: "Multi-modal cache queries", Unit: "items", Group: GroupPrefixCache},
 	MMHits:    {Name: "mm_cache_hits", Title: "Multi-modal cache hits", Unit: "items", Group: GroupPrefixCache},
@@ -223,6 +230,8 @@ var (
 	PrefixHitRate = Ratio{Name: "prefix_cache_hit_rate", Num: PrefixHits, Den: PrefixQueries, Scalars: true, Timeline: true,
 		Title: "Prefix cache hit rate", Unit: "hits / queries per interval (0–1)", Fraction: true, Group: GroupPrefixCache}
 
+	ExternalHitRate = Ratio{Name: "external_prefix_cache_hit_rate", Num: ExternalHits, Den: ExternalQueries,
+		Title: "External prefix cache hit rate", Unit: "hits / queries (0–1)", Fraction: true, Group: GroupPrefixCache}
 	MMHitRate = Ratio{Name: "mm_cache_hit_rate", Num: MMHits, Den: MMQueries,
 		Title: "Multi-modal cache hit rate", Unit: "hits / queries (0–1)", Fraction: true, Group: GroupPrefixCache}
 
@@ -239,7 +248,7 @@ var (
 		Title: "Acceptance rate by draft position", Unit: "accepted / drafts (0–1)", Fraction: true, Group: GroupSpecDecode}
 
 	// Ratios are every ratio a step record gets.
-	Ratios = []Ratio{PrefixHitRate, MMHitRate, SpecAcceptanceRate, SpecMeanAcceptanceLength, SpecAcceptanceRatePerPos}
+	Ratios = []Ratio{PrefixHitRate, ExternalHitRate, MMHitRate, SpecAcceptanceRate, SpecMeanAcceptanceLength, SpecAcceptanceRatePerPos}
 
 	// Rates are the per-second throughputs.
 	Rates = []Rate{{Of: GenerationTokens, Group: GroupThroughput}, {Of: PromptTokens, Group: GroupThroughput}}

@@ -31,6 +31,8 @@ const (
 	PromptTokens       = vllm.PromptTokens
 	GenerationTokens   = vllm.GenerationTokens
 	RequestSuccess     = vllm.RequestSuccess // split by finished_reason
+	ExternalQueries    = vllm.ExternalQueries
+	ExternalHits       = vllm.ExternalHits
 	MMQueries          = vllm.MMQueries
 	MMHits             = vllm.MMHits
 	SpecDrafts         = vllm.SpecDrafts
