@@ -55,6 +55,7 @@ func demoWith(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	sinks := fs.String("sinks", "", "comma-separated tracker sinks to add, e.g. tensorboard,wandb")
 	straggler := fs.Float64("straggler", 1, stragglerHelp)
 	specDecode := fs.Int("spec-decode", 0, "speculative tokens per decode step in the simulated engines; 0 is off")
+	kvConnector := fs.Bool("kv-connector", false, "give the simulated fleet a KV connector's external prefix cache")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), demoHelp)
 		fs.PrintDefaults()
@@ -103,6 +104,12 @@ func demoWith(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	sc.Workload.Batches = *steps
 	sc.Workload.Straggler = *straggler
 	sc.SpecDecode = *specDecode
+	sc.KVConnector = *kvConnector
+	if sc.KVConnector {
+		// Two batches per epoch: from the third batch on, questions come back after the
+		// engines' own caches have evicted them, and the external cache can serve them.
+		sc.Workload.Dataset = 2 * sc.Workload.Prompts
+	}
 	sc.Logger = log
 	fleetCtx, stopFleet := context.WithCancel(ctx)
 	defer stopFleet()
@@ -149,6 +156,9 @@ func demoWith(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	table := newStepTable(stdout, cfg.MetricPrefix)
 	if sc.SpecDecode > 0 {
 		table.cols = append(table.cols, specDecodeCol)
+	}
+	if sc.KVConnector {
+		table.cols = append(table.cols, kvConnectorCol)
 	}
 	r, err := startRun(cfg, log, io.Discard, true) // a demo starts steps.jsonl anew
 	if err != nil {
@@ -236,6 +246,9 @@ type tableCol struct {
 
 // specDecodeCol is the column a demo with speculative decoding adds.
 var specDecodeCol = tableCol{"accept", vllm.SpecAcceptanceRate.Name, "%6.1f%%", 100}
+
+// kvConnectorCol is the column a demo with a KV connector adds.
+var kvConnectorCol = tableCol{"ext hit", vllm.ExternalHitRate.Name, "%7.1f%%", 100}
 
 var tableCols = []tableCol{
 	{"hit rate", keyHitRate, "%7.1f%%", 100},

@@ -337,7 +337,8 @@ func (e *Engine) allocate(r *request, hit, n int) bool {
 	full := min((computed+n)/BlockSize, len(r.hashes))
 	for i := r.numCached; i < full; i++ {
 		e.pool.register(r.blocks[i], r.hashes[i])
-		if e.ext != nil {
+		if e.ext != nil && (i+1)*BlockSize <= r.PromptLen {
+			// Prompt blocks only, as LMCache saves by default (save_decode_cache off).
 			e.ext.save(r.hashes[i])
 		}
 	}

@@ -66,3 +66,30 @@ func TestExternalCacheEvictsOldest(t *testing.T) {
 		t.Errorf("lookup from 1 found %d in a row, want 2", n)
 	}
 }
+
+// A dataset of two batches' questions comes back in the third batch, in the same order and on
+// the same engines; without a dataset no question repeats.
+func TestDatasetEpochs(t *testing.T) {
+	for _, dataset := range []int{0, 64} {
+		w := DefaultWorkload()
+		w.Prompts, w.Dataset = 32, dataset
+		g := newGenerator(w, 4, 4096, 1)
+		b1, b2, b3 := g.batch(1, 0), g.batch(2, 0), g.batch(3, 0)
+		seen := map[uint64]bool{}
+		for _, rs := range append(b1, b2...) {
+			seen[rs.spec.QuestionSeed] = true
+		}
+		repeats := 0
+		for i, rs := range b3 {
+			if seen[rs.spec.QuestionSeed] {
+				repeats++
+				if rs.spec.QuestionSeed != b1[i].spec.QuestionSeed || rs.engine != b1[i].engine {
+					t.Errorf("dataset %d: request %d of batch 3 repeats another question or engine than batch 1's", dataset, i)
+				}
+			}
+		}
+		if want := map[int]int{0: 0, 64: len(b3)}[dataset]; repeats != want {
+			t.Errorf("dataset %d: %d of batch 3's %d requests repeat a question, want %d", dataset, repeats, len(b3), want)
+		}
+	}
+}
