@@ -47,6 +47,7 @@ var (
 	keyWaitMean    = vllm.Gauges[vllm.Waiting].Name + "/" + vllm.StatMean
 	keyWaitMax     = vllm.Gauges[vllm.Waiting].Name + "/" + vllm.StatMax
 	keyGenPerS     = vllm.Rate{Of: vllm.GenerationTokens}.Name()
+	keyPromptPerS  = vllm.Rate{Of: vllm.PromptTokens}.Name()
 	keyTTFTP50     = vllm.Hists[vllm.TTFT].Name + "/" + vllm.StatP50
 	keyTTFTP95     = vllm.Hists[vllm.TTFT].Name + "/" + vllm.StatP95
 )

@@ -201,7 +201,7 @@ func rowFields(ivs []step.Interval) []string {
 			gen += x
 			hasGen = true
 		}
-		if x, ok := v["prompt_tokens_per_s"]; ok {
+		if x, ok := v[keyPromptPerS]; ok {
 			prompt += x
 			hasPrompt = true
 		}

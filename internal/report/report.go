@@ -300,16 +300,14 @@ func groupOf(c string) string {
 }
 
 // chartOf names the chart of a key without its prefix: the key less its last part when that
-// is a statistic or a finish reason, so that e.g. p50, p95 and p99 share a chart.
+// is a statistic or a split label's value (a finish reason), so that e.g. p50, p95 and p99
+// share a chart, and so do a family's finish reasons.
 func chartOf(k string) string {
-	if strings.HasPrefix(k, "request_success/") {
-		return "request_success"
+	if name, rest, ok := strings.Cut(k, "/"); ok && vllm.IsSplit(name) && !strings.Contains(rest, "/") {
+		return name
 	}
-	if i := strings.LastIndexByte(k, '/'); i > 0 {
-		switch k[i+1:] {
-		case "mean", "max", "min", "p50", "p90", "p95", "p99":
-			return k[:i]
-		}
+	if i := strings.LastIndexByte(k, '/'); i > 0 && vllm.IsStat(k[i+1:]) {
+		return k[:i]
 	}
 	return k
 }
@@ -338,7 +336,7 @@ func groupKeys(keys []string) []group {
 				continue
 			}
 			t := chartOf(k)
-			if t != k && plain[t] && !strings.HasSuffix(t, "_rate") && !strings.HasPrefix(k, "request_success/") {
+			if t != k && plain[t] && !strings.HasSuffix(t, "_rate") && !vllm.IsSplit(chartOf(k)) {
 				t += " per interval"
 			}
 			c, ok := byTitle[t]

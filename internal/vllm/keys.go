@@ -22,11 +22,10 @@ func Key(prefix, name string, parts ...string) string {
 	return b.String()
 }
 
-// stats are the key suffixes that become a stat label in Prometheus names: the statistics of
-// per-interval samples and histograms, and the worst worker's value that the fleet balance adds
-// (prefix_cache_hit_rate/worst_worker beside the fleet's prefix_cache_hit_rate).
+// stats are the statistics of per-interval samples and histograms, the key suffixes that
+// become a stat label in Prometheus names (as does WorstWorker).
 var stats = func() map[string]bool {
-	m := map[string]bool{WorstWorker: true}
+	m := map[string]bool{}
 	for _, s := range IntervalStats {
 		m[s] = true
 	}
@@ -37,7 +36,12 @@ var stats = func() map[string]bool {
 	return m
 }()
 
-// WorstWorker is the last part of a fleet-balance key that holds the worst worker's value.
+// IsStat reports whether s names a per-step statistic (the last part of a key such as
+// kv_cache_usage_perc/p95).
+func IsStat(s string) bool { return stats[s] }
+
+// WorstWorker is the last part of a fleet-balance key that holds the worst worker's value
+// (prefix_cache_hit_rate/worst_worker beside the fleet's prefix_cache_hit_rate).
 const WorstWorker = "worst_worker"
 
 // splitLabels maps the names that carry a split label to the Prometheus label name its value
@@ -69,6 +73,12 @@ func allFamilies() []Family {
 	return append(fs, Hists[:]...)
 }
 
+// IsSplit reports whether name (a family or derived metric) has one key per value of a label.
+func IsSplit(name string) bool {
+	_, ok := splitLabels[name]
+	return ok
+}
+
 // Label is one label of a Prometheus series.
 type Label struct {
 	Name, Value string
@@ -91,7 +101,7 @@ func PromName(prefix, key string, ls []Label) (string, []Label) {
 		ls = append(ls, Label{lbl, parts[1]})
 		parts = append(parts[:1], parts[2:]...)
 	}
-	if n := len(parts); n >= 2 && stats[parts[n-1]] {
+	if n := len(parts); n >= 2 && (stats[parts[n-1]] || parts[n-1] == WorstWorker) {
 		ls = append(ls, Label{"stat", parts[n-1]})
 		parts = parts[:n-1]
 	}
