@@ -30,7 +30,7 @@ const (
 
 // Label names that the series of steps and intervals use, so that extra labels cannot clash
 // with them.
-var ReservedLabels = []string{"target", "engine", "worker_labels", "stat", "reason", "result"}
+var ReservedLabels = append([]string{"target", "engine", "worker_labels", "result"}, vllm.PromLabels()...)
 
 // StepFamily maps a step metric key to its family name without the "vllmstat_step_" prefix and
 // the label its last part becomes, if any; see vllm.PromName, which it calls.

@@ -1,6 +1,9 @@
 package vllm
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
 // Key joins a metric prefix, a family or derived metric name and the optional further parts (a
 // label value, a statistic) into a step metric key: Key("vllm", "kv_cache_usage_perc", "p95")
@@ -77,6 +80,21 @@ func allFamilies() []Family {
 func IsSplit(name string) bool {
 	_, ok := splitLabels[name]
 	return ok
+}
+
+// PromLabels lists the labels PromName may give a series: "stat" and the split labels'
+// names, sorted after "stat".
+func PromLabels() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, l := range splitLabels {
+		if !seen[l] {
+			seen[l] = true
+			out = append(out, l)
+		}
+	}
+	slices.Sort(out)
+	return append([]string{"stat"}, out...)
 }
 
 // Label is one label of a Prometheus series.
