@@ -134,7 +134,7 @@ func (t *Tracker) Observe(ts time.Time, target string, page *window.Page, err er
 			if ep.HasGauge[g] {
 				wa.gauges[g] = append(wa.gauges[g], sample{ts, ep.Gauges[g]})
 			}
-			for v, x := range ep.SplitGauges[g] {
+			for v, x := range ep.SplitGauges[window.Gauge(g)] {
 				if wa.splitG[g] == nil {
 					wa.splitG[g] = map[string][]sample{}
 				}

@@ -30,8 +30,8 @@ type EnginePage struct {
 	Gauges   [NumGauges]float64
 	HasGauge [NumGauges]bool
 	// SplitGauges holds, for a gauge family with a split label, its value by the label's value
-	// (Gauges then holds the combined value of all its series).
-	SplitGauges [NumGauges]map[string]float64
+	// (Gauges then holds the combined value of all its series); nil when the page has none.
+	SplitGauges map[Gauge]map[string]float64
 	Counters    []CounterSeries
 	Hists       []HistSeries
 }
@@ -359,6 +359,9 @@ func assemble(raws []raw, best [3][]int, workers []workerKey) *Page {
 			ep.HasGauge[g] = true
 			gaugeN[wk][g]++
 			if m.split != "" {
+				if ep.SplitGauges == nil {
+					ep.SplitGauges = map[Gauge]map[string]float64{}
+				}
 				if ep.SplitGauges[g] == nil {
 					ep.SplitGauges[g] = map[string]float64{}
 				}
@@ -411,8 +414,8 @@ func assemble(raws []raw, best [3][]int, workers []workerKey) *Page {
 		for g, n := range gaugeN[e] {
 			if n > 1 && vllm.Gauges[g].Combine == vllm.Mean {
 				ep.Gauges[g] /= float64(n)
-				for v := range ep.SplitGauges[g] {
-					ep.SplitGauges[g][v] /= float64(splitN[splitKey{int32(e), Gauge(g), v}])
+				for v := range ep.SplitGauges[Gauge(g)] {
+					ep.SplitGauges[Gauge(g)][v] /= float64(splitN[splitKey{int32(e), Gauge(g), v}])
 				}
 			}
 		}
