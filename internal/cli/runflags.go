@@ -10,7 +10,6 @@ import (
 
 	"github.com/vllmstat/vllmstat/internal/config"
 	"github.com/vllmstat/vllmstat/internal/scrape"
-	"github.com/vllmstat/vllmstat/internal/vllm"
 	"github.com/vllmstat/vllmstat/internal/window"
 )
 
@@ -44,7 +43,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.stepEvery, "step-every", "30s", "close a step this often, e.g. 30s; 0 closes steps only on request and at exit")
 	fs.StringVar(&f.scrapeTimeout, "scrape-timeout", "", "timeout of one scrape (default 80% of the interval, at most 10s)")
 	fs.StringVar(&f.outDir, "out", "vllmstat-out", "output `directory` (steps.jsonl, ...)")
-	fs.StringVar(&f.prefix, "metric-prefix", vllm.Prefix, "replaces the leading \"vllm\" of every metric key")
+	fs.StringVar(&f.prefix, "metric-prefix", "vllm", "replaces the leading \"vllm\" of every metric key")
 	fs.BoolVar(&f.perWorker, "per-worker", false, "add per-worker metrics to every step record")
 	fs.BoolVar(&f.logScalars, "log-scalars", true, "add mean/max/p95 of the per-interval samples (vllm_metrics_log_scalars)")
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:9400", "`address` of the HTTP API (step ends, live view); \"\" for none")
