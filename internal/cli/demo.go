@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"math"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/vllmstat/vllmstat/internal/sim"
 	"github.com/vllmstat/vllmstat/internal/step"
 	"github.com/vllmstat/vllmstat/internal/termline"
+	"github.com/vllmstat/vllmstat/internal/vllm"
 )
 
 const demoHelp = `Usage: vllmstat demo [flags]
@@ -52,6 +54,8 @@ func demoWith(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	termTL := fs.Bool("terminal-timelines", true, "print per-worker timelines under each step's row")
 	sinks := fs.String("sinks", "", "comma-separated tracker sinks to add, e.g. tensorboard,wandb")
 	straggler := fs.Float64("straggler", 1, stragglerHelp)
+	specDecode := fs.Int("spec-decode", 0, "speculative tokens per decode step in the simulated engines; 0 is off")
+	kvConnector := fs.Bool("kv-connector", false, "give the simulated fleet a KV connector's external prefix cache")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), demoHelp)
 		fs.PrintDefaults()
@@ -99,6 +103,13 @@ func demoWith(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	sc.Workload.Pause = time.Second // the trainer's update between batches; keeps the demo under a minute
 	sc.Workload.Batches = *steps
 	sc.Workload.Straggler = *straggler
+	sc.SpecDecode = *specDecode
+	sc.KVConnector = *kvConnector
+	if sc.KVConnector {
+		// Two batches per epoch: from the third batch on, questions come back after the
+		// engines' own caches have evicted them, and the external cache can serve them.
+		sc.Workload.Dataset = 2 * sc.Workload.Prompts
+	}
 	sc.Logger = log
 	fleetCtx, stopFleet := context.WithCancel(ctx)
 	defer stopFleet()
@@ -143,6 +154,12 @@ func demoWith(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	fmt.Fprintf(stdout, "Scraping every %gs; a step ends when a rollout batch has finished on every engine.\n\n", cfg.Interval)
 	table := newStepTable(stdout, cfg.MetricPrefix)
+	if sc.SpecDecode > 0 {
+		table.cols = append(table.cols, specDecodeCol)
+	}
+	if sc.KVConnector {
+		table.cols = append(table.cols, kvConnectorCol)
+	}
 	r, err := startRun(cfg, log, io.Discard, true) // a demo starts steps.jsonl anew
 	if err != nil {
 		fmt.Fprintf(stderr, "vllmstat demo: %v\n", err)
@@ -215,39 +232,50 @@ type stepTable struct {
 	w      io.Writer
 	prefix string
 	rows   int
+	cols   []tableCol
 }
 
-func newStepTable(w io.Writer, prefix string) *stepTable { return &stepTable{w: w, prefix: prefix} }
+func newStepTable(w io.Writer, prefix string) *stepTable {
+	return &stepTable{w: w, prefix: prefix, cols: slices.Clip(tableCols)}
+}
 
-var tableCols = []struct {
+type tableCol struct {
 	head, key, format string
 	scale             float64
-}{
-	{"hit rate", "prefix_cache_hit_rate", "%7.1f%%", 100},
-	{"preempt", "num_preemptions", "%7.0f", 1},
-	{"kv mean", "kv_cache_usage_perc/mean", "%7.2f", 1},
-	{"kv max", "kv_cache_usage_perc/max", "%7.2f", 1},
-	{"run mean", "num_requests_running/mean", "%8.1f", 1},
-	{"run max", "num_requests_running/max", "%7.0f", 1},
-	{"wait mean", "num_requests_waiting/mean", "%9.1f", 1},
-	{"wait max", "num_requests_waiting/max", "%8.0f", 1},
-	{"gen tok/s", "generation_tokens_per_s", "%9.0f", 1},
-	{"ttft p50", "time_to_first_token_seconds/p50", "%7.3fs", 1},
-	{"ttft p95", "time_to_first_token_seconds/p95", "%7.3fs", 1},
+}
+
+// specDecodeCol is the column a demo with speculative decoding adds.
+var specDecodeCol = tableCol{"accept", vllm.SpecAcceptanceRate.Name, "%6.1f%%", 100}
+
+// kvConnectorCol is the column a demo with a KV connector adds.
+var kvConnectorCol = tableCol{"ext hit", vllm.ExternalHitRate.Name, "%7.1f%%", 100}
+
+var tableCols = []tableCol{
+	{"hit rate", keyHitRate, "%7.1f%%", 100},
+	{"preempt", keyPreemptions, "%7.0f", 1},
+	{"kv mean", keyKVMean, "%7.2f", 1},
+	{"kv max", keyKVMax, "%7.2f", 1},
+	{"run mean", keyRunMean, "%8.1f", 1},
+	{"run max", keyRunMax, "%7.0f", 1},
+	{"wait mean", keyWaitMean, "%9.1f", 1},
+	{"wait max", keyWaitMax, "%8.0f", 1},
+	{"gen tok/s", keyGenPerS, "%9.0f", 1},
+	{"ttft p50", keyTTFTP50, "%7.3fs", 1},
+	{"ttft p95", keyTTFTP95, "%7.3fs", 1},
 	{"tail s", "straggler_tail_s", "%6.1f", 1},
 }
 
 func (t *stepTable) row(r *step.Record) {
 	if t.rows == 0 {
 		fmt.Fprintf(t.w, "%4s %6s %7s", "step", "secs", "workers")
-		for _, c := range tableCols {
+		for _, c := range t.cols {
 			fmt.Fprintf(t.w, " %*s", len(fmt.Sprintf(c.format, 0.0)), c.head)
 		}
 		fmt.Fprintln(t.w, " straggler")
 	}
 	t.rows++
 	fmt.Fprintf(t.w, "%4d %6.1f %7d", r.Step, r.DurationS, r.Workers)
-	for _, c := range tableCols {
+	for _, c := range t.cols {
 		width := len(fmt.Sprintf(c.format, 0.0))
 		v, ok := r.Metrics[t.prefix+"/"+c.key]
 		if !ok {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/vllmstat/vllmstat/internal/record"
 	"github.com/vllmstat/vllmstat/internal/step"
+	"github.com/vllmstat/vllmstat/internal/vllm"
 	"github.com/vllmstat/vllmstat/internal/window"
 )
 
@@ -37,7 +38,7 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fs := flag.NewFlagSet("vllmstat replay", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	perWorker := fs.Bool("per-worker", false, "add per-worker metrics to every step record")
-	prefix := fs.String("metric-prefix", "vllm", "replaces the leading \"vllm\" of every metric key")
+	prefix := fs.String("metric-prefix", vllm.Prefix, "replaces the leading \"vllm\" of every metric key")
 	scalars := fs.Bool("log-scalars", true, "add mean/max/p95 of the per-interval samples")
 	maxLine := fs.Int("max-line-bytes", record.DefaultMaxLine, "longest line (decompressed) accepted; a longer one stops replay")
 	workerLabels := fs.String("worker-labels", strings.Join(window.DefaultWorkerLabels(), ","), workerLabelsUsage)

@@ -82,6 +82,7 @@ func runSimContext(parent context.Context, args []string, stdout, stderr io.Writ
 	fs.StringVar(&w.Kind, "workload", w.Kind, "workload: grpo (rollout batches) or poisson (steady serving)")
 	fs.IntVar(&w.Prompts, "prompts", w.Prompts, "grpo: prompts per batch")
 	fs.IntVar(&w.Samples, "samples", w.Samples, "grpo: samples per prompt (all on one engine)")
+	fs.IntVar(&w.Dataset, "dataset", w.Dataset, "grpo: distinct questions the batches cycle through, epoch after epoch; 0 never repeats one")
 	fs.IntVar(&w.Batches, "batches", w.Batches, "grpo: stop after this many batches; 0 runs forever")
 	fs.DurationVar(&w.Pause, "pause", w.Pause, "grpo: simulated pause between batches (the trainer's update)")
 	fs.DurationVar(&w.StartDelay, "start-delay", w.StartDelay, "simulated time before the first request")
@@ -97,6 +98,8 @@ func runSimContext(parent context.Context, args []string, stdout, stderr io.Writ
 	fs.IntVar(&cfg.BlocksPerEngine, "blocks", cfg.BlocksPerEngine, "KV-cache blocks of 16 tokens per engine")
 	fs.IntVar(&cfg.MaxNumSeqs, "max-num-seqs", cfg.MaxNumSeqs, "cap on each engine's running batch")
 	fs.IntVar(&cfg.MaxNumBatchedTokens, "max-num-batched-tokens", cfg.MaxNumBatchedTokens, "token budget of one engine iteration")
+	fs.BoolVar(&cfg.KVConnector, "kv-connector", cfg.KVConnector, "give the fleet a KV connector's external prefix cache, shared by all engines, that serves part of their prefix-cache misses")
+	fs.IntVar(&cfg.SpecDecode, "spec-decode", cfg.SpecDecode, "speculative tokens per decode step (vLLM's num_speculative_tokens); 0 is off")
 	fs.IntVar(&cfg.MaxModelLen, "max-model-len", cfg.MaxModelLen, "longest request in tokens; sets token histogram buckets")
 	fs.DurationVar(&cfg.SlowDelay, "slow-delay", cfg.SlowDelay, "how late /metrics answers during a slow fault")
 	var faults faultFlags

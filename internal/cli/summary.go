@@ -6,6 +6,7 @@ import (
 
 	"github.com/vllmstat/vllmstat/internal/step"
 	"github.com/vllmstat/vllmstat/internal/timeline"
+	"github.com/vllmstat/vllmstat/internal/vllm"
 )
 
 // summaryLine is the one-line stderr summary of a closed step. Absent values show as "-".
@@ -23,16 +24,33 @@ func summaryLine(r *step.Record, prefix string) string {
 		fmt.Sprintf("%.1fs", r.DurationS),
 		fmt.Sprintf("workers %d", r.Workers),
 		fmt.Sprintf("scrapes %d ok %d failed", r.Scrapes.OK, r.Scrapes.Failed),
-		"hit " + v("prefix_cache_hit_rate", "%.1f%%", 100),
-		"preempt " + v("num_preemptions", "%.0f", 1),
-		"kv " + v("kv_cache_usage_perc/mean", "%.2f", 1) + "/" + v("kv_cache_usage_perc/max", "%.2f", 1),
-		"run " + v("num_requests_running/mean", "%.1f", 1) + " wait " + v("num_requests_waiting/mean", "%.1f", 1),
-		"gen " + v("generation_tokens_per_s", "%.0f", 1) + " tok/s",
-		"ttft p50 " + v("time_to_first_token_seconds/p50", "%.3f", 1) + "s",
+		"hit " + v(keyHitRate, "%.1f%%", 100),
+		"preempt " + v(keyPreemptions, "%.0f", 1),
+		"kv " + v(keyKVMean, "%.2f", 1) + "/" + v(keyKVMax, "%.2f", 1),
+		"run " + v(keyRunMean, "%.1f", 1) + " wait " + v(keyWaitMean, "%.1f", 1),
+		"gen " + v(keyGenPerS, "%.0f", 1) + " tok/s",
+		"ttft p50 " + v(keyTTFTP50, "%.3f", 1) + "s",
 		"tail " + v("straggler_tail_s", "%.1f", 1) + "s" + parens(stragglerName(r)),
 	}
 	return strings.Join(parts, " | ")
 }
+
+// The keys (without prefix) of the summary line, the demo table and watch's session summary,
+// from the family spec.
+var (
+	keyHitRate     = vllm.PrefixHitRate.Name
+	keyPreemptions = vllm.Counters[vllm.Preemptions].Name
+	keyKVMean      = vllm.Gauges[vllm.KVUsage].Name + "/" + vllm.StatMean
+	keyKVMax       = vllm.Gauges[vllm.KVUsage].Name + "/" + vllm.StatMax
+	keyRunMean     = vllm.Gauges[vllm.Running].Name + "/" + vllm.StatMean
+	keyRunMax      = vllm.Gauges[vllm.Running].Name + "/" + vllm.StatMax
+	keyWaitMean    = vllm.Gauges[vllm.Waiting].Name + "/" + vllm.StatMean
+	keyWaitMax     = vllm.Gauges[vllm.Waiting].Name + "/" + vllm.StatMax
+	keyGenPerS     = vllm.Rate{Of: vllm.GenerationTokens}.Name()
+	keyPromptPerS  = vllm.Rate{Of: vllm.PromptTokens}.Name()
+	keyTTFTP50     = vllm.Hists[vllm.TTFT].Name + "/" + vllm.StatP50
+	keyTTFTP95     = vllm.Hists[vllm.TTFT].Name + "/" + vllm.StatP95
+)
 
 // stragglerName names the step's latest straggler and how many more there are ("h:8000#1 +2"),
 // "" when it has none.

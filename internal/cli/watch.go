@@ -18,6 +18,7 @@ import (
 	"github.com/vllmstat/vllmstat/internal/config"
 	"github.com/vllmstat/vllmstat/internal/scrape"
 	"github.com/vllmstat/vllmstat/internal/step"
+	"github.com/vllmstat/vllmstat/internal/vllm"
 )
 
 const watchHelp = `Usage: vllmstat watch [flags] TARGET...
@@ -45,7 +46,7 @@ func watchWith(ctx context.Context, args []string, stdout, stderr io.Writer, tic
 	interval := fs.Float64("interval", 1, "seconds between scrapes")
 	perWorker := fs.Bool("per-worker", false, "one row per worker (redrawn in place on a terminal)")
 	timeout := fs.Float64("timeout", 0, "scrape timeout in seconds (default 80% of the interval, at most 10)")
-	prefix := fs.String("metric-prefix", "vllm", "prefix of the metric keys in the session summary")
+	prefix := fs.String("metric-prefix", vllm.Prefix, "prefix of the metric keys in the session summary")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), watchHelp)
 		fs.PrintDefaults()
@@ -180,27 +181,27 @@ func rowFields(ivs []step.Interval) []string {
 	kvMax = math.Inf(-1)
 	for _, iv := range ivs {
 		v := iv.Values
-		run += v["num_requests_running"]
-		wait += v["num_requests_waiting"]
-		if kv, ok := v["kv_cache_usage_perc"]; ok {
+		run += v[vllm.Gauges[vllm.Running].Name]
+		wait += v[vllm.Gauges[vllm.Waiting].Name]
+		if kv, ok := v[vllm.Gauges[vllm.KVUsage].Name]; ok {
 			kvSum += kv
 			kvN++
 			kvMax = math.Max(kvMax, kv)
 		}
-		if x, ok := v["prefix_cache_queries"]; ok {
+		if x, ok := v[vllm.Counters[vllm.PrefixQueries].Name]; ok {
 			q += x
-			h += v["prefix_cache_hits"]
+			h += v[vllm.Counters[vllm.PrefixHits].Name]
 			hasQ = true
 		}
-		if x, ok := v["num_preemptions"]; ok {
+		if x, ok := v[keyPreemptions]; ok {
 			pre += x
 			hasPre = true
 		}
-		if x, ok := v["generation_tokens_per_s"]; ok {
+		if x, ok := v[keyGenPerS]; ok {
 			gen += x
 			hasGen = true
 		}
-		if x, ok := v["prompt_tokens_per_s"]; ok {
+		if x, ok := v[keyPromptPerS]; ok {
 			prompt += x
 			hasPrompt = true
 		}

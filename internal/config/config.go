@@ -5,6 +5,8 @@
 package config
 
 import (
+	"github.com/vllmstat/vllmstat/internal/vllm"
+
 	"fmt"
 	"net"
 	"os"
@@ -120,7 +122,7 @@ func Default() Config {
 		LogScalars:   true,
 		StepEvery:    30 * time.Second,
 		OutDir:       "vllmstat-out",
-		MetricPrefix: "vllm",
+		MetricPrefix: vllm.Prefix,
 		MaxBodyBytes: 16 << 20,
 		Listen:       "127.0.0.1:9400",
 		paths:        map[string]string{},

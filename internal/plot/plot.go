@@ -23,6 +23,7 @@ import (
 
 	"github.com/vllmstat/vllmstat/internal/step"
 	"github.com/vllmstat/vllmstat/internal/timeline"
+	"github.com/vllmstat/vllmstat/internal/vllm"
 )
 
 // Dir is the folder of the images inside OUT_DIR.
@@ -60,17 +61,13 @@ type Metric struct {
 }
 
 // known are the timeline series of step.Timeline, in the order their images are listed.
-var known = []Metric{
-	{"kv_cache_usage_perc", "KV cache usage", "fraction of KV cache in use (0–1)", true},
-	{"num_requests_running", "Requests running", "requests", false},
-	{"num_requests_waiting", "Requests waiting", "requests", false},
-	{"prefix_cache_hit_rate", "Prefix cache hit rate", "hits / queries per interval (0–1)", true},
-	{"prefix_cache_queries", "Prefix cache queries", "tokens per interval", false},
-	{"prefix_cache_hits", "Prefix cache hits", "tokens per interval", false},
-	{"num_preemptions", "Preemptions", "preemptions per interval", false},
-	{"prompt_tokens", "Prompt tokens", "tokens per interval", false},
-	{"generation_tokens", "Generation tokens", "tokens per interval", false},
-}
+var known = func() []Metric {
+	var ms []Metric
+	for _, s := range vllm.TimelineSeries() {
+		ms = append(ms, Metric{s.Name, s.Title, s.Unit, s.Fraction})
+	}
+	return ms
+}()
 
 // Describe returns how the series name is labelled; an unknown name is its own title.
 func Describe(name string) Metric {

@@ -19,6 +19,10 @@ type RunOptions struct {
 	Prefix      string
 	PerWorker   bool
 	Seed        int64
+	// SpecDecode and KVConnector turn on the simulator's speculative decoding and KV
+	// connector (sim.Config's fields of those names).
+	SpecDecode  int
+	KVConnector bool
 }
 
 // Run is what a tracker made of a simulated run: every closed step and every interval.
@@ -34,6 +38,7 @@ type Run struct {
 func SimulateRun(opt RunOptions) (*Run, error) {
 	cfg := sim.DefaultConfig()
 	cfg.Servers, cfg.DP, cfg.Seed = opt.Servers, opt.DP, opt.Seed
+	cfg.SpecDecode, cfg.KVConnector = opt.SpecDecode, opt.KVConnector
 	cfg.Workload.StartDelay = 0
 	cfg.Workload.Pause = 500 * time.Millisecond
 	s, err := sim.NewSim(cfg)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/vllmstat/vllmstat/internal/step"
 	"github.com/vllmstat/vllmstat/internal/timeline"
+	"github.com/vllmstat/vllmstat/internal/vllm"
 	"github.com/vllmstat/vllmstat/internal/window"
 )
 
@@ -20,15 +21,15 @@ var balanceCharts = []string{
 	"straggler_tail_s",
 	"fleet_busy_s",
 	"worker_idle_fraction",
-	"generation_tokens_imbalance",
-	"prefix_cache_hit_rate/worst_worker",
-	"num_preemptions/worst_worker",
+	step.KeyImbalance,
+	step.KeyWorstHitRate,
+	step.KeyWorstPreemptions,
 }
 
 // isBalance reports whether a chart (a key without prefix and statistic) belongs to the
 // fleet-balance group: one of balanceCharts or any other key of the worst worker.
 func isBalance(c string) bool {
-	return slices.Contains(balanceCharts, c) || strings.HasSuffix(c, "/worst_worker")
+	return slices.Contains(balanceCharts, c) || strings.HasSuffix(c, "/"+vllm.WorstWorker)
 }
 
 // balanceLine is the part of a steps.jsonl line that names workers: the step's stragglers and

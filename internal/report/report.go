@@ -7,6 +7,7 @@ package report
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	_ "embed"
 	"encoding/base64"
 	"encoding/json"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/vllmstat/vllmstat/internal/step"
 	"github.com/vllmstat/vllmstat/internal/timeline"
+	"github.com/vllmstat/vllmstat/internal/vllm"
 )
 
 // Options configure a report.
@@ -288,38 +290,24 @@ type chart struct {
 	Keys  []int  `json:"keys"` // indexes into pageData.Keys
 }
 
-// The groups of the page, in order, and how a key (without its prefix) joins one.
-var groupOrder = []struct {
-	name  string
-	match func(k string) bool
-}{
-	{"Prefix cache", func(k string) bool { return strings.HasPrefix(k, "prefix_cache") && !isBalance(k) }},
-	{"Preemptions", func(k string) bool { return strings.HasPrefix(k, "num_preemptions") && !isBalance(k) }},
-	{"KV cache", func(k string) bool { return strings.HasPrefix(k, "kv_cache") }},
-	{"Queue", func(k string) bool {
-		return strings.HasPrefix(k, "num_requests_") || strings.HasPrefix(k, "request_queue_time")
-	}},
-	{"Throughput", func(k string) bool {
-		return strings.HasSuffix(k, "_tokens") || strings.HasSuffix(k, "_per_s") || strings.HasPrefix(k, "request_success")
-	}},
-	{"Fleet balance", isBalance},
-	{"Latency", func(k string) bool {
-		return strings.Contains(k, "latency") || strings.Contains(k, "time_to_first_token")
-	}},
-	{"Other", func(string) bool { return true }},
+// groupOf names the group of a chart (a key without its prefix and statistic): the fleet
+// balance for the step's balance keys, else the group package vllm gives its family.
+func groupOf(c string) string {
+	if isBalance(c) {
+		return vllm.GroupBalance
+	}
+	return cmp.Or(vllm.Group(c), vllm.GroupOther)
 }
 
 // chartOf names the chart of a key without its prefix: the key less its last part when that
-// is a statistic or a finish reason, so that e.g. p50, p95 and p99 share a chart.
+// is a statistic or a split label's value (a finish reason), so that e.g. p50, p95 and p99
+// share a chart, and so do a family's finish reasons.
 func chartOf(k string) string {
-	if strings.HasPrefix(k, "request_success/") {
-		return "request_success"
+	if name, rest, ok := strings.Cut(k, "/"); ok && vllm.IsSplit(name) && !strings.Contains(rest, "/") {
+		return name
 	}
-	if i := strings.LastIndexByte(k, '/'); i > 0 {
-		switch k[i+1:] {
-		case "mean", "max", "min", "p50", "p90", "p95", "p99":
-			return k[:i]
-		}
+	if i := strings.LastIndexByte(k, '/'); i > 0 && vllm.IsStat(k[i+1:]) {
+		return k[:i]
 	}
 	return k
 }
@@ -334,7 +322,7 @@ func groupKeys(keys []string) []group {
 		}
 	}
 	var gs []group
-	for _, g := range groupOrder {
+	for _, name := range vllm.Groups {
 		var charts []chart
 		byTitle := map[string]int{}
 		for i, key := range keys {
@@ -344,11 +332,11 @@ func groupKeys(keys []string) []group {
 			}
 			if done := slices.ContainsFunc(gs, func(g group) bool {
 				return slices.ContainsFunc(g.Charts, func(c chart) bool { return slices.Contains(c.Keys, i) })
-			}); done || !g.match(chartOf(k)) {
+			}); done || groupOf(chartOf(k)) != name {
 				continue
 			}
 			t := chartOf(k)
-			if t != k && plain[t] && !strings.HasSuffix(t, "_rate") && !strings.HasPrefix(k, "request_success/") {
+			if t != k && plain[t] && !strings.HasSuffix(t, "_rate") && !vllm.IsSplit(chartOf(k)) {
 				t += " per interval"
 			}
 			c, ok := byTitle[t]
@@ -359,7 +347,7 @@ func groupKeys(keys []string) []group {
 			}
 			charts[c].Keys = append(charts[c].Keys, i)
 		}
-		if g.name == "Fleet balance" {
+		if name == vllm.GroupBalance {
 			// In the order of balanceCharts, the straggler's tail first: not by name.
 			rank := func(c chart) int {
 				if i := slices.Index(balanceCharts, c.Title); i >= 0 {
@@ -370,7 +358,7 @@ func groupKeys(keys []string) []group {
 			slices.SortStableFunc(charts, func(a, b chart) int { return rank(a) - rank(b) })
 		}
 		if len(charts) > 0 {
-			gs = append(gs, group{Name: g.name, Charts: charts})
+			gs = append(gs, group{Name: name, Charts: charts})
 		}
 	}
 	return gs

@@ -17,6 +17,7 @@ import (
 	"github.com/vllmstat/vllmstat/internal/scrape"
 	"github.com/vllmstat/vllmstat/internal/sink"
 	"github.com/vllmstat/vllmstat/internal/step"
+	"github.com/vllmstat/vllmstat/internal/vllm"
 )
 
 // Options configure Metrics.
@@ -61,7 +62,7 @@ type namedStats struct {
 // collectors.
 func New(opt Options) *Metrics {
 	if opt.Prefix == "" {
-		opt.Prefix = "vllm"
+		opt.Prefix = vllm.Prefix
 	}
 	if opt.Logger == nil {
 		opt.Logger = slog.New(slog.DiscardHandler)

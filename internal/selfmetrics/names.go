@@ -3,9 +3,9 @@ package selfmetrics
 import (
 	"maps"
 	"slices"
-	"strings"
 
 	"github.com/vllmstat/vllmstat/internal/step"
+	"github.com/vllmstat/vllmstat/internal/vllm"
 	"github.com/vllmstat/vllmstat/internal/window"
 )
 
@@ -30,32 +30,16 @@ const (
 
 // Label names that the series of steps and intervals use, so that extra labels cannot clash
 // with them.
-var ReservedLabels = []string{"target", "engine", "worker_labels", "stat", "reason", "result"}
-
-// stats are the key suffixes that become a stat label: aggregates of the per-interval samples
-// (mean, max, p95), histogram quantiles (p50, p95, p99, mean) and the worst worker's value
-// (prefix_cache_hit_rate/worst_worker beside the fleet's prefix_cache_hit_rate).
-var stats = map[string]bool{"mean": true, "max": true, "p50": true, "p95": true, "p99": true, "worst_worker": true}
+var ReservedLabels = append([]string{"target", "engine", "worker_labels", "result"}, vllm.PromLabels()...)
 
 // StepFamily maps a step metric key to its family name without the "vllmstat_step_" prefix and
-// the label its last part becomes, if any: "vllm/kv_cache_usage_perc/p95" is
-// ("vllm_kv_cache_usage_perc", stat="p95"), "vllm/request_success/stop" is
-// ("vllm_request_success", reason="stop"), "vllm/prefix_cache_hit_rate" is
-// ("vllm_prefix_cache_hit_rate", no label). prefix is the run's metric prefix, which may itself
-// contain "/".
+// the label its last part becomes, if any; see vllm.PromName, which it calls.
 func StepFamily(prefix, key string) (family string, lbl Label) {
-	rest, ok := strings.CutPrefix(key, prefix+"/")
-	if !ok {
-		return sanitize(key), Label{}
+	fam, ls := promName(prefix, key, nil)
+	if len(ls) > 0 {
+		lbl = ls[0]
 	}
-	parts := strings.Split(rest, "/")
-	switch n := len(parts); {
-	case n == 2 && parts[0] == "request_success":
-		parts, lbl = parts[:1], Label{"reason", parts[1]}
-	case n >= 2 && stats[parts[n-1]]:
-		parts, lbl = parts[:n-1], Label{"stat", parts[n-1]}
-	}
-	return sanitize(prefix) + "_" + sanitize(strings.Join(parts, "_")), lbl
+	return fam, lbl
 }
 
 // WalkStep calls fn for every series of a closed step: its number, duration, workers and
@@ -70,22 +54,16 @@ func WalkStep(prefix string, r *step.Record, fn func(name string, labels []Label
 	fn(StepScrapes, append(ls[:0], Label{"result", "failed"}), float64(r.Scrapes.Failed))
 	for _, k := range slices.Sorted(maps.Keys(r.Metrics)) {
 		v := r.Metrics[k]
-		fam, l := StepFamily(prefix, k)
-		ls = ls[:0]
-		if l.Name != "" {
-			ls = append(ls, l)
-		}
+		var fam string
+		fam, ls = promName(prefix, k, ls[:0])
 		fn(stepFamily+fam, ls, v)
 	}
 	for i := range r.PerWorker {
 		w := &r.PerWorker[i]
 		for _, k := range slices.Sorted(maps.Keys(w.Metrics)) {
 			v := w.Metrics[k]
-			fam, l := StepFamily(prefix, k)
-			ls = append(ls[:0], Label{"target", w.Target}, Label{"engine", w.Engine}, Label{"worker_labels", window.LabelKey(w.Labels)})
-			if l.Name != "" {
-				ls = append(ls, l)
-			}
+			var fam string
+			fam, ls = promName(prefix, k, append(ls[:0], Label{"target", w.Target}, Label{"engine", w.Engine}, Label{"worker_labels", window.LabelKey(w.Labels)}))
 			fn(workerFamily+fam, ls, v)
 		}
 	}
@@ -105,25 +83,14 @@ func WalkInterval(prefix string, iv *step.Interval, fn func(name string, labels 
 	}
 }
 
-// sanitize turns a key into a valid metric name part: characters outside [a-zA-Z0-9_] become
-// "_", and the abbreviated unit "s" (as in tokens_per_s) is spelled out, which promtool asks
-// for.
-func sanitize(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_') {
-			b[i] = '_'
-		}
+func sanitize(s string) string { return vllm.Sanitize(s) }
+
+// promName is vllm.PromName, its labels appended to ls.
+func promName(prefix, key string, ls []Label) (string, []Label) {
+	var buf [2]vllm.Label
+	fam, vl := vllm.PromName(prefix, key, buf[:0])
+	for _, l := range vl {
+		ls = append(ls, Label(l))
 	}
-	words := strings.Split(string(b), "_")
-	for i, w := range words {
-		if w == "s" {
-			if i > 0 && words[i-1] == "per" {
-				words[i] = "second"
-			} else {
-				words[i] = "seconds"
-			}
-		}
-	}
-	return strings.Join(words, "_")
+	return fam, ls
 }

@@ -44,6 +44,13 @@ type Config struct {
 	MaxModelLen int
 	// Cost is the iteration cost model.
 	Cost CostModel
+	// SpecDecode is the number of speculative tokens a draft model proposes per decode step
+	// (vLLM's num_speculative_tokens); 0 turns speculative decoding off. With it on, pages gain
+	// vLLM's spec_decode_* counters.
+	SpecDecode int
+	// KVConnector gives the fleet an external prefix cache that every engine saves its blocks
+	// to and loads its local misses from (see externalCache), as a KV connector does.
+	KVConnector bool
 	// SlowDelay is how long /metrics takes to answer during a slow fault.
 	SlowDelay time.Duration
 	// Tick is how often the fleet catches the simulation up with the wall clock and publishes
@@ -103,7 +110,7 @@ func (c Config) Validate() error {
 	if c.Model == "" {
 		bad("model name must not be empty")
 	}
-	ec := EngineConfig{c.BlocksPerEngine, c.MaxNumSeqs, c.MaxNumBatchedTokens, c.MaxModelLen, c.Cost}
+	ec := c.engineConfig()
 	if err := ec.validate(); err != nil {
 		errs = append(errs, err)
 	}
@@ -137,6 +144,7 @@ func (c Config) engineConfig() EngineConfig {
 		MaxNumBatchedTokens: c.MaxNumBatchedTokens,
 		MaxModelLen:         c.MaxModelLen,
 		Cost:                c.Cost,
+		SpecTokens:          c.SpecDecode,
 	}
 }
 

@@ -36,7 +36,11 @@ type EngineConfig struct {
 	MaxNumBatchedTokens int // token budget of one iteration (chunked prefill)
 	MaxModelLen         int // only sets the token-count histogram buckets
 	Cost                CostModel
+	SpecTokens          int // speculative tokens per decode step; 0 is off
 }
+
+// maxSpecTokens bounds SpecTokens: engineStats counts accepted tokens per position in an array.
+const maxSpecTokens = 16
 
 func (c EngineConfig) validate() error {
 	switch {
@@ -48,6 +52,8 @@ func (c EngineConfig) validate() error {
 		return fmt.Errorf("max num batched tokens must be positive, got %d", c.MaxNumBatchedTokens)
 	case c.MaxModelLen < 1:
 		return fmt.Errorf("max model len must be positive, got %d", c.MaxModelLen)
+	case c.SpecTokens < 0 || c.SpecTokens > maxSpecTokens:
+		return fmt.Errorf("speculative tokens must be 0 (off) to %d, got %d", maxSpecTokens, c.SpecTokens)
 	case c.NumBlocks*BlockSize < c.MaxModelLen:
 		// vLLM refuses to start in this case too: one request of max_model_len tokens must fit,
 		// or it could be preempted forever.
@@ -98,6 +104,9 @@ type Engine struct {
 
 	stats engineStats
 
+	// ext is the fleet's external prefix cache, nil without a KV connector.
+	ext *externalCache
+
 	// server and index label events; onEvent, if set, sees every event.
 	server, index int
 	onEvent       func(Event)
@@ -108,6 +117,8 @@ type Engine struct {
 type scheduledReq struct {
 	r      *request
 	tokens int
+	draft  int // speculative tokens verified with the decode token
+	loaded int // prompt tokens loaded from the external prefix cache
 }
 
 // NewEngine returns an empty engine at simulated time 0.
@@ -221,6 +232,13 @@ func (e *Engine) schedule() []scheduledReq {
 	for i := 0; i < len(e.running) && budget > 0; i++ {
 		r := e.running[i]
 		n := min(r.numTokens()-r.numComputed, budget)
+		draft := 0
+		if n == 1 && r.numOutput > 0 && e.cfg.SpecTokens > 0 {
+			// A decoding request verifies the draft model's tokens in the same forward pass;
+			// no draft runs past the request's last token.
+			draft = max(0, min(e.cfg.SpecTokens, budget-1, r.OutputLen-r.numOutput-1))
+			n += draft
+		}
 		ok := false
 		for {
 			if e.allocate(r, 0, n) {
@@ -238,21 +256,28 @@ func (e *Engine) schedule() []scheduledReq {
 		if !ok {
 			break
 		}
-		sched = append(sched, scheduledReq{r, n})
+		sched = append(sched, scheduledReq{r, n, draft, 0})
 		budget -= n
 	}
 	for !preempted && e.waiting.len() > 0 && budget > 0 && len(e.running) < e.cfg.MaxNumSeqs {
 		r := e.waiting.front()
 		// Whole blocks only, and never the whole sequence: the last token must be computed to
 		// produce logits.
-		hit := e.pool.lookup(r.hashes, (r.numTokens()-1)/BlockSize)
-		n := min(r.numTokens()-hit*BlockSize, budget)
-		if !e.allocate(r, hit, n) {
+		maxHit := (r.numTokens() - 1) / BlockSize
+		hit := e.pool.lookup(r.hashes, maxHit)
+		ext := 0
+		if e.ext != nil {
+			ext = e.ext.lookup(r.hashes, hit, maxHit)
+		}
+		n := min(r.numTokens()-(hit+ext)*BlockSize, budget)
+		// Loaded blocks take blocks of the local cache like computed ones, and are cached
+		// locally from then on.
+		if !e.allocate(r, hit, ext*BlockSize+n) {
 			break
 		}
 		e.waiting.popFront()
 		e.running = append(e.running, r)
-		r.numComputed = hit * BlockSize
+		r.numComputed = (hit + ext) * BlockSize
 		if !r.everScheduled {
 			// vLLM's exported prefix-cache counters cover first-time lookups only; lookups of
 			// preempted requests go to separate, unexported fields.
@@ -261,9 +286,16 @@ func (e *Engine) schedule() []scheduledReq {
 			r.cachedTokens = hit * BlockSize
 			e.stats.prefixQueries += int64(r.numTokens())
 			e.stats.prefixHits += int64(hit * BlockSize)
+			if e.ext != nil {
+				// vLLM counts the request's tokens as the connector's queries and the tokens it
+				// found as hits.
+				r.externalTokens = ext * BlockSize
+				e.stats.externalQueries += int64(r.numTokens())
+				e.stats.externalHits += int64(ext * BlockSize)
+			}
 		}
 		e.emitSchedule(r, hit*BlockSize)
-		sched = append(sched, scheduledReq{r, n})
+		sched = append(sched, scheduledReq{r, n, 0, ext * BlockSize})
 		budget -= n
 	}
 	e.scheduled = sched
@@ -305,6 +337,10 @@ func (e *Engine) allocate(r *request, hit, n int) bool {
 	full := min((computed+n)/BlockSize, len(r.hashes))
 	for i := r.numCached; i < full; i++ {
 		e.pool.register(r.blocks[i], r.hashes[i])
+		if e.ext != nil && (i+1)*BlockSize <= r.PromptLen {
+			// Prompt blocks only, as LMCache saves by default (save_decode_cache off).
+			e.ext.save(r.hashes[i])
+		}
 	}
 	r.numCached = max(r.numCached, full)
 	return true
@@ -335,12 +371,16 @@ func (e *Engine) cost(sched []scheduledReq) time.Duration {
 	c := &e.cfg.Cost
 	d := c.StepOverhead
 	for _, s := range sched {
-		if s.tokens == 1 && s.r.numComputed == s.r.numTokens()-1 && s.r.numOutput > 0 {
-			d += c.PerDecodeRequest
+		if s.tokens == 1+s.draft && s.r.numComputed == s.r.numTokens()-1 && s.r.numOutput > 0 {
+			// Draft tokens are verified like prompt tokens; the draft model's own cost is left
+			// out.
+			d += c.PerDecodeRequest + time.Duration(s.draft)*c.PerPrefillToken
 		} else {
 			d += time.Duration(s.tokens) * c.PerPrefillToken
 		}
 		d += time.Duration(s.r.numComputed+s.tokens) * c.PerContextToken
+		// Loading a block from the external cache costs a tenth of computing it.
+		d += time.Duration(s.loaded) * c.PerPrefillToken / 10
 	}
 	return d
 }
@@ -355,7 +395,16 @@ func (e *Engine) complete(sched []scheduledReq) {
 	finished := false
 	for _, s := range sched {
 		r := s.r
-		r.numComputed += s.tokens
+		if s.draft > 0 {
+			// The accepted draft tokens are output with the token the target model samples
+			// after them; the rejected ones' KV is overwritten by later tokens.
+			a := e.acceptDrafts(r, s.draft)
+			r.numComputed += 1 + a
+			r.numOutput += a
+			genTokens += a
+		} else {
+			r.numComputed += s.tokens
+		}
 		if r.numComputed < r.numTokens() {
 			continue // a prefill chunk; more to come
 		}
@@ -366,7 +415,8 @@ func (e *Engine) complete(sched []scheduledReq) {
 			promptTokens += r.PromptLen
 			e.stats.promptTokens += int64(r.PromptLen)
 			e.stats.promptCached += int64(r.cachedTokens)
-			e.stats.promptComputed += int64(r.PromptLen - r.cachedTokens)
+			e.stats.promptExternal += int64(r.externalTokens)
+			e.stats.promptComputed += int64(r.PromptLen - r.cachedTokens - r.externalTokens)
 			e.stats.ttft.observe(b.ttft, (now - r.Arrival).Seconds())
 			e.stats.paramsN.observe(b.n, 1)
 			e.stats.reqMaxGeneration.observe(b.tokens, float64(r.MaxTokens))
@@ -448,3 +498,25 @@ func (e *Engine) restart() int {
 	e.stats = engineStats{}
 	return lost
 }
+
+// acceptDrafts draws how many of a draft's k tokens the target model accepts and counts the
+// draft as vLLM does. Each token is accepted with the request's own probability, given that
+// the ones before it were; the first rejection ends the draft. Some outputs are easier to
+// guess than others, so the probability is drawn per request, between 0.5 and 0.95. The
+// draws come from the request's seed and position, so a run stays repeatable without taking
+// numbers from the workload's generator.
+func (e *Engine) acceptDrafts(r *request, k int) int {
+	alpha := 0.5 + 0.45*unit(mix64(r.OutputSeed^0x7370656364656364))
+	a := 0
+	for a < k && unit(mix64(r.OutputSeed+uint64(r.numOutput)*0x9e3779b97f4a7c15+uint64(a)+1)) < alpha {
+		e.stats.specAcceptedPerPos[a]++
+		a++
+	}
+	e.stats.specDrafts++
+	e.stats.specDraftTokens += int64(k)
+	e.stats.specAccepted += int64(a)
+	return a
+}
+
+// unit maps a 64-bit hash to [0, 1).
+func unit(h uint64) float64 { return float64(h>>11) / (1 << 53) }

@@ -2,6 +2,8 @@ package sim
 
 import (
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -101,10 +103,10 @@ var (
 		func(s *engineStats) int64 { return s.prefixHits })
 	famExternalQueries = counter("vllm:external_prefix_cache_queries",
 		"External prefix cache queries from KV connector cross-instance cache sharing, in terms of number of queried tokens.",
-		func(*engineStats) int64 { return 0 })
+		func(s *engineStats) int64 { return s.externalQueries })
 	famExternalHits = counter("vllm:external_prefix_cache_hits",
 		"External prefix cache hits from KV connector cross-instance cache sharing, in terms of number of cached tokens.",
-		func(*engineStats) int64 { return 0 })
+		func(s *engineStats) int64 { return s.externalHits })
 	famMMQueries = counter("vllm:mm_cache_queries", "Multi-modal cache queries, in terms of number of queried items.",
 		func(*engineStats) int64 { return 0 })
 	famMMHits = counter("vllm:mm_cache_hits", "Multi-modal cache hits, in terms of number of cached items.",
@@ -123,11 +125,11 @@ var (
 			case 1:
 				return float64(s.promptCached)
 			}
-			return 0
+			return float64(s.promptExternal)
 		},
 	}
 	famPromptCached = counter("vllm:prompt_tokens_cached", "Number of cached prompt tokens (local + external).",
-		func(s *engineStats) int64 { return s.promptCached })
+		func(s *engineStats) int64 { return s.promptCached + s.promptExternal })
 	famGenerationTokens = counter("vllm:generation_tokens", "Number of generation tokens processed.",
 		func(s *engineStats) int64 { return s.generationTokens })
 
@@ -161,6 +163,35 @@ var (
 		func(s *engineStats) *histogram { return &s.iterationTokens })
 	famCacheConfig = family{name: "vllm:cache_config_info", help: "Information of the LLMEngine CacheConfig", kind: famInfo}
 )
+
+// specDecodeFamilies are the counters vLLM adds when it decodes speculatively with k tokens
+// (SpecDecodingProm); pages of engines without a speculative config have none of them.
+func specDecodeFamilies(k int) []family {
+	pos := make([]string, k)
+	for i := range pos {
+		pos[i] = strconv.Itoa(i)
+	}
+	return []family{
+		counter("vllm:spec_decode_num_drafts", "Number of spec decoding drafts.", func(s *engineStats) int64 { return s.specDrafts }),
+		counter("vllm:spec_decode_num_draft_tokens", "Number of draft tokens.", func(s *engineStats) int64 { return s.specDraftTokens }),
+		counter("vllm:spec_decode_num_accepted_tokens", "Number of accepted tokens.", func(s *engineStats) int64 { return s.specAccepted }),
+		{
+			name: "vllm:spec_decode_num_accepted_tokens_per_pos", help: "Accepted tokens per draft position.", kind: famCounter,
+			extraLabel: "position", extraValues: pos,
+			value: func(s *engineStats, i int) float64 { return float64(s.specAcceptedPerPos[i]) },
+		},
+	}
+}
+
+// withOptions returns v with the families of cfg's optional features added after v's own.
+func (v *version) withOptions(cfg Config) *version {
+	if cfg.SpecDecode == 0 {
+		return v
+	}
+	o := *v
+	o.families = append(slices.Clip(v.families), specDecodeFamilies(cfg.SpecDecode)...)
+	return &o
+}
 
 func kvUsage(s *engineStats) float64         { return s.kvUsage }
 func prefixQueries(s *engineStats) int64     { return s.prefixQueries }

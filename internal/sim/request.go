@@ -38,9 +38,10 @@ type request struct {
 	blocks      []int32 // the block table
 	numCached   int     // leading blocks of the table registered in the prefix cache
 
-	everScheduled bool
-	preempted     bool
-	cachedTokens  int // prefix-cache hit at the first scheduling
+	everScheduled  bool
+	preempted      bool
+	cachedTokens   int // prefix-cache hit at the first scheduling
+	externalTokens int // tokens loaded from the external prefix cache at the first scheduling
 
 	scheduledAt, firstTokenAt, lastTokenAt time.Duration
 }

@@ -55,7 +55,7 @@ func NewSim(cfg Config) (*Sim, error) {
 		return nil, err
 	}
 	v, _ := parseVersion(cfg.Version)
-	s := &Sim{cfg: cfg, version: v, buckets: newBucketSet(cfg.MaxModelLen)}
+	s := &Sim{cfg: cfg, version: v.withOptions(cfg), buckets: newBucketSet(cfg.MaxModelLen)}
 	ec := cfg.engineConfig()
 	for i := range cfg.Servers {
 		srv := &simServer{carry: make([]engineStats, cfg.DP)}
@@ -66,6 +66,13 @@ func NewSim(cfg Config) (*Sim, error) {
 			s.engines = append(s.engines, e)
 		}
 		s.servers = append(s.servers, srv)
+	}
+	if cfg.KVConnector {
+		// Room for four times what the engines hold: a host-memory store is larger than HBM.
+		ext := newExternalCache(4 * cfg.BlocksPerEngine * len(s.engines))
+		for _, e := range s.engines {
+			e.ext = ext
+		}
 	}
 	s.gen = newGenerator(cfg.Workload, len(s.engines), cfg.MaxModelLen, cfg.Seed)
 	s.nextBatchAt = cfg.Workload.StartDelay

@@ -55,8 +55,16 @@ type engineStats struct {
 	promptTokens              int64
 	promptComputed            int64 // prompt tokens of first-time prefills not served by the cache
 	promptCached              int64 // prompt tokens served by the local prefix cache
+	promptExternal            int64 // prompt tokens loaded from the external prefix cache
 	generationTokens          int64
 	success                   [numReasons]int64
+
+	// The external prefix cache of a KV connector, in tokens.
+	externalQueries, externalHits int64
+
+	// Speculative decoding: drafts, their tokens, the accepted ones in all and by position.
+	specDrafts, specDraftTokens, specAccepted int64
+	specAcceptedPerPos                        [maxSpecTokens]int64
 
 	ttft, itl, e2e, queue, inference, prefill, decode, reqTPOT  histogram
 	reqPrompt, reqGeneration, reqMaxGeneration, paramsMaxTokens histogram
@@ -72,9 +80,18 @@ func (s *engineStats) addCounters(o *engineStats) {
 	s.promptTokens += o.promptTokens
 	s.promptComputed += o.promptComputed
 	s.promptCached += o.promptCached
+	s.promptExternal += o.promptExternal
+	s.externalQueries += o.externalQueries
+	s.externalHits += o.externalHits
 	s.generationTokens += o.generationTokens
 	for i := range s.success {
 		s.success[i] += o.success[i]
+	}
+	s.specDrafts += o.specDrafts
+	s.specDraftTokens += o.specDraftTokens
+	s.specAccepted += o.specAccepted
+	for i := range s.specAcceptedPerPos {
+		s.specAcceptedPerPos[i] += o.specAcceptedPerPos[i]
 	}
 	for _, f := range histogramFields {
 		f.get(s).add(f.get(o))
@@ -125,13 +142,20 @@ func (s *engineStats) addTotals(m map[string]float64) {
 	m["prefix_cache_hits"] += float64(s.prefixHits)
 	m["num_preemptions"] += float64(s.preemptions)
 	m["prompt_tokens"] += float64(s.promptTokens)
-	m["prompt_tokens_cached"] += float64(s.promptCached)
+	m["prompt_tokens_cached"] += float64(s.promptCached + s.promptExternal)
 	m["prompt_tokens_by_source/local_compute"] += float64(s.promptComputed)
 	m["prompt_tokens_by_source/local_cache_hit"] += float64(s.promptCached)
-	m["prompt_tokens_by_source/external_kv_transfer"] += 0
+	m["prompt_tokens_by_source/external_kv_transfer"] += float64(s.promptExternal)
+	m["external_prefix_cache_queries"] += float64(s.externalQueries)
+	m["external_prefix_cache_hits"] += float64(s.externalHits)
 	m["generation_tokens"] += float64(s.generationTokens)
 	for i, n := range s.success {
 		m[successKeys[i]] += float64(n)
+	}
+	if s.specDrafts > 0 { // only engines that decode speculatively have the keys
+		m["spec_decode_num_drafts"] += float64(s.specDrafts)
+		m["spec_decode_num_draft_tokens"] += float64(s.specDraftTokens)
+		m["spec_decode_num_accepted_tokens"] += float64(s.specAccepted)
 	}
 	for _, f := range histogramFields {
 		h := f.get(s)

@@ -22,6 +22,9 @@ type WorkloadConfig struct {
 	// Prompts and Samples shape a GRPO batch: Prompts questions, each sampled Samples times.
 	// All samples of a question go to the same engine, as a prefix-aware router would send them.
 	Prompts, Samples int
+	// Dataset is the number of distinct questions GRPO batches cycle through, epoch after
+	// epoch; 0 gives every batch new questions.
+	Dataset int
 	// Batches stops the GRPO workload after that many batches; 0 runs batches forever.
 	Batches int
 	// Pause is the gap between the end of one batch and the start of the next: the trainer's
@@ -86,6 +89,9 @@ func (w WorkloadConfig) validate(maxModelLen int) error {
 		}
 		if w.Samples < 1 {
 			bad("workload samples must be positive, got %d", w.Samples)
+		}
+		if w.Dataset != 0 && w.Dataset < w.Prompts {
+			bad("workload dataset must be 0 (no repeats) or at least the %d prompts of a batch, got %d", w.Prompts, w.Dataset)
 		}
 		if w.Batches < 0 {
 			bad("workload batches must not be negative, got %d", w.Batches)
@@ -212,6 +218,9 @@ func (g *generator) batch(n int, at time.Duration) []routedSpec {
 	out := make([]routedSpec, 0, g.cfg.Prompts*g.cfg.Samples)
 	for p := range g.cfg.Prompts {
 		q := uint64(n-1)*uint64(g.cfg.Prompts) + uint64(p)
+		if g.cfg.Dataset > 0 {
+			q %= uint64(g.cfg.Dataset)
+		}
 		engine := int(q % uint64(g.engines))
 		for range g.cfg.Samples {
 			out = append(out, routedSpec{engine, g.spec(q, engine, at, n)})

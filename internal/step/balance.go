@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/vllmstat/vllmstat/internal/vllm"
 	"github.com/vllmstat/vllmstat/internal/window"
 )
 
@@ -182,6 +183,13 @@ func (t *Tracker) balance(r *Record, ids []WorkerID, was []*workerAcc, start tim
 	t.worstWorkers(r, ids, was)
 }
 
+// The fleet-balance keys (without prefix) that compare workers by a family.
+var (
+	KeyImbalance        = vllm.Counters[vllm.GenerationTokens].Name + "_imbalance"
+	KeyWorstHitRate     = vllm.PrefixHitRate.Name + "/" + vllm.WorstWorker
+	KeyWorstPreemptions = vllm.Counters[vllm.Preemptions].Name + "/" + vllm.WorstWorker
+)
+
 // worstWorkers adds the keys that compare workers' counters: the generation-token imbalance,
 // the lowest hit rate and the most preemptions. Each needs two workers with a basis for it.
 func (t *Tracker) worstWorkers(r *Record, ids []WorkerID, was []*workerAcc) {
@@ -196,10 +204,10 @@ func (t *Tracker) worstWorkers(r *Record, ids []WorkerID, was []*workerAcc) {
 		if wa.has[window.GenerationTokens] {
 			gen = append(gen, wa.totals[window.GenerationTokens])
 		}
-		if q := wa.totals[window.PrefixQueries]; wa.has[window.PrefixHits] && q > 0 {
+		if h, ok := ratio(vllm.PrefixHitRate, &wa.totals, &wa.has); ok {
 			hitN++
 			// ids are sorted, so a tie keeps the first worker
-			if h := wa.totals[window.PrefixHits] / q; worst.PrefixCacheHitRate == nil || h < worst.PrefixCacheHitRate.Value {
+			if worst.PrefixCacheHitRate == nil || h < worst.PrefixCacheHitRate.Value {
 				worst.PrefixCacheHitRate = value(i, h)
 			}
 		}
@@ -216,7 +224,7 @@ func (t *Tracker) worstWorkers(r *Record, ids []WorkerID, was []*workerAcc) {
 			sum += g
 		}
 		if mean := sum / float64(len(gen)); mean > 0 {
-			r.Metrics[key("generation_tokens_imbalance")] = slices.Max(gen) / mean
+			r.Metrics[key(KeyImbalance)] = slices.Max(gen) / mean
 		}
 	}
 	if hitN < 2 {
@@ -226,10 +234,10 @@ func (t *Tracker) worstWorkers(r *Record, ids []WorkerID, was []*workerAcc) {
 		worst.NumPreemptions = nil
 	}
 	if w := worst.PrefixCacheHitRate; w != nil {
-		r.Metrics[key("prefix_cache_hit_rate/worst_worker")] = w.Value
+		r.Metrics[key(KeyWorstHitRate)] = w.Value
 	}
 	if w := worst.NumPreemptions; w != nil {
-		r.Metrics[key("num_preemptions/worst_worker")] = w.Value
+		r.Metrics[key(KeyWorstPreemptions)] = w.Value
 		if w.Value <= 0 {
 			worst.NumPreemptions = nil // no preemptions anywhere: nobody to name
 		}

@@ -4,6 +4,7 @@ import (
 	"math"
 	"sort"
 
+	"github.com/vllmstat/vllmstat/internal/vllm"
 	"github.com/vllmstat/vllmstat/internal/window"
 )
 
@@ -69,6 +70,19 @@ func Percentile(xs []float64, q float64) (float64, bool) {
 // summary holds mean, max and p95 of a pool of samples.
 type summary struct {
 	mean, max, p95 float64
+}
+
+// of returns the statistic named st (one of vllm.IntervalStats).
+func (s summary) of(st string) float64 {
+	switch st {
+	case vllm.StatMean:
+		return s.mean
+	case vllm.StatMax:
+		return s.max
+	case vllm.StatP95:
+		return s.p95
+	}
+	panic("step: no interval statistic " + st)
 }
 
 func summarize(xs []float64) (summary, bool) {

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/vllmstat/vllmstat/internal/vllm"
 	"github.com/vllmstat/vllmstat/internal/window"
 )
 
@@ -60,11 +61,12 @@ type acc struct {
 type workerAcc struct {
 	scrapes int
 	gauges  [window.NumGauges][]sample
+	splitG  [window.NumGauges]map[string][]sample // split gauges' samples by the label's value
 	deltas  [window.NumCounters][]sample
-	hitRate []sample
+	ratios  [][]sample // per vllm.Ratios entry: the per-interval ratios
 	totals  [window.NumCounters]float64
 	has     [window.NumCounters]bool
-	success map[string]float64
+	split   [window.NumCounters]map[string]float64 // by the split label's value
 	hists   [window.NumHists]*window.HistDelta
 	act     activity
 }
@@ -77,7 +79,7 @@ type sample struct {
 // NewTracker returns a tracker with no step open yet; the first scrape opens it.
 func NewTracker(opt Options) *Tracker {
 	if opt.Prefix == "" {
-		opt.Prefix = "vllm"
+		opt.Prefix = vllm.Prefix
 	}
 	return &Tracker{opt: opt, workers: map[WorkerID]*window.Worker{}, open: newAcc(), lastOK: map[string]time.Time{}, forgot: map[string]time.Time{}, tried: map[string]time.Time{}, seenAt: map[WorkerID]time.Time{}}
 }
@@ -132,6 +134,12 @@ func (t *Tracker) Observe(ts time.Time, target string, page *window.Page, err er
 			if ep.HasGauge[g] {
 				wa.gauges[g] = append(wa.gauges[g], sample{ts, ep.Gauges[g]})
 			}
+			for v, x := range ep.SplitGauges[window.Gauge(g)] {
+				if wa.splitG[g] == nil {
+					wa.splitG[g] = map[string][]sample{}
+				}
+				wa.splitG[g][v] = append(wa.splitG[g][v], sample{ts, x})
+			}
 		}
 		for c := range inc.Counters {
 			if !inc.HasCounter[c] {
@@ -141,14 +149,21 @@ func (t *Tracker) Observe(ts time.Time, target string, page *window.Page, err er
 			wa.totals[c] += inc.Counters[c]
 			wa.deltas[c] = append(wa.deltas[c], sample{ts, inc.Counters[c]})
 		}
-		if inc.HasCounter[window.PrefixHits] && inc.Counters[window.PrefixQueries] > 0 {
-			wa.hitRate = append(wa.hitRate, sample{ts, inc.Counters[window.PrefixHits] / inc.Counters[window.PrefixQueries]})
-		}
-		for r, v := range inc.Success {
-			if wa.success == nil {
-				wa.success = map[string]float64{}
+		for i, rt := range vllm.Ratios {
+			if v, ok := ratio(rt, &inc.Counters, &inc.HasCounter); ok && (rt.Scalars || rt.Timeline) {
+				if wa.ratios == nil {
+					wa.ratios = make([][]sample, len(vllm.Ratios))
+				}
+				wa.ratios[i] = append(wa.ratios[i], sample{ts, v})
 			}
-			wa.success[r] += v
+		}
+		for c, byLabel := range inc.Split {
+			for r, v := range byLabel {
+				if wa.split[c] == nil {
+					wa.split[c] = map[string]float64{}
+				}
+				wa.split[c][r] += v
+			}
 		}
 		for h, d := range inc.Hists {
 			if d != nil {
@@ -167,23 +182,25 @@ func (t *Tracker) interval(id WorkerID, ts time.Time, ep *window.EnginePage, inc
 	if prev, ok := t.seenAt[id]; ok {
 		iv.DT = ts.Sub(prev).Seconds()
 	}
-	for g := range ep.Gauges {
-		if ep.HasGauge[g] {
-			iv.Values[window.GaugeNames[g]] = ep.Gauges[g]
+	for g, f := range vllm.Gauges {
+		if ep.HasGauge[g] && f.Timeline {
+			iv.Values[f.Name] = ep.Gauges[g]
 		}
 	}
-	for c := range inc.Counters {
-		if inc.HasCounter[c] && window.Counter(c) != window.RequestSuccess {
-			iv.Values[window.CounterNames[c]] = inc.Counters[c]
+	for c, f := range vllm.Counters {
+		if inc.HasCounter[c] && f.Timeline {
+			iv.Values[f.Name] = inc.Counters[c]
 		}
 	}
-	if inc.HasCounter[window.PrefixHits] && inc.Counters[window.PrefixQueries] > 0 {
-		iv.Values["prefix_cache_hit_rate"] = inc.Counters[window.PrefixHits] / inc.Counters[window.PrefixQueries]
+	for _, rt := range vllm.Ratios {
+		if v, ok := ratio(rt, &inc.Counters, &inc.HasCounter); ok && rt.Timeline {
+			iv.Values[rt.Name] = v
+		}
 	}
 	if iv.DT > 0 {
-		for _, c := range []window.Counter{window.GenerationTokens, window.PromptTokens} {
-			if inc.HasCounter[c] {
-				iv.Values[window.CounterNames[c]+"_per_s"] = inc.Counters[c] / iv.DT
+		for _, rt := range vllm.Rates {
+			if inc.HasCounter[rt.Of] {
+				iv.Values[rt.Name()] = inc.Counters[rt.Of] / iv.DT
 			}
 		}
 	}
@@ -256,13 +273,14 @@ func (t *Tracker) build(n int64, start, end time.Time) Record {
 	return r
 }
 
-// metrics computes the step's keys over a pool of workers (all of them, or one).
+// metrics computes the step's keys over a pool of workers (all of them, or one), as package
+// vllm describes them.
 func (t *Tracker) metrics(was []*workerAcc, durS float64) map[string]float64 {
 	m := map[string]float64{}
-	key := func(name string) string { return t.opt.Prefix + "/" + name }
+	p := t.opt.Prefix
 	var totals [window.NumCounters]float64
 	var has [window.NumCounters]bool
-	success := map[string]float64{}
+	var split [window.NumCounters]map[string]float64
 	var hists [window.NumHists]*window.HistDelta
 	for _, wa := range was {
 		for c := range totals {
@@ -270,9 +288,12 @@ func (t *Tracker) metrics(was []*workerAcc, durS float64) map[string]float64 {
 				has[c] = true
 				totals[c] += wa.totals[c]
 			}
-		}
-		for r, v := range wa.success {
-			success[r] += v
+			for r, v := range wa.split[c] {
+				if split[c] == nil {
+					split[c] = map[string]float64{}
+				}
+				split[c][r] += v
+			}
 		}
 		for h, d := range wa.hists {
 			if d != nil {
@@ -280,49 +301,80 @@ func (t *Tracker) metrics(was []*workerAcc, durS float64) map[string]float64 {
 			}
 		}
 	}
-	for c := range totals {
-		if has[c] && window.Counter(c) != window.RequestSuccess {
-			m[key(window.CounterNames[c])] = totals[c]
+	for c, f := range vllm.Counters {
+		switch {
+		case !f.Total:
+		case f.Split != "":
+			for r, v := range split[c] {
+				m[vllm.Key(p, f.Name, r)] = v
+			}
+		case has[c]:
+			m[vllm.Key(p, f.Name)] = totals[c]
 		}
 	}
-	for r, v := range success {
-		m[key("request_success/"+r)] = v
-	}
-	if has[window.PrefixHits] && totals[window.PrefixQueries] > 0 {
-		m[key("prefix_cache_hit_rate")] = totals[window.PrefixHits] / totals[window.PrefixQueries]
+	for _, rt := range vllm.Ratios {
+		if v, ok := ratio(rt, &totals, &has); ok {
+			m[vllm.Key(p, rt.Name)] = v
+		}
+		if vllm.Counters[rt.Num].Split != "" && totals[rt.Den] > 0 {
+			for r, v := range split[rt.Num] {
+				m[vllm.Key(p, rt.Name, r)] = rt.Offset + v/totals[rt.Den]
+			}
+		}
 	}
 	if durS > 0 {
-		if has[window.GenerationTokens] {
-			m[key("generation_tokens_per_s")] = totals[window.GenerationTokens] / durS
-		}
-		if has[window.PromptTokens] {
-			m[key("prompt_tokens_per_s")] = totals[window.PromptTokens] / durS
+		for _, rt := range vllm.Rates {
+			if has[rt.Of] {
+				m[vllm.Key(p, rt.Name())] = totals[rt.Of] / durS
+			}
 		}
 	}
 	if t.opt.Scalars {
-		for g := range window.NumGauges {
-			pool(m, key(window.GaugeNames[g]), was, func(wa *workerAcc) []sample { return wa.gauges[g] })
+		for g, f := range vllm.Gauges {
+			switch {
+			case !f.Scalars:
+			case f.Split != "":
+				values := map[string]bool{}
+				for _, wa := range was {
+					for v := range wa.splitG[g] {
+						values[v] = true
+					}
+				}
+				for v := range values {
+					pool(m, vllm.Key(p, f.Name, v), was, func(wa *workerAcc) []sample { return wa.splitG[g][v] })
+				}
+			default:
+				pool(m, vllm.Key(p, f.Name), was, func(wa *workerAcc) []sample { return wa.gauges[g] })
+			}
 		}
-		pool(m, key("prefix_cache_hit_rate"), was, func(wa *workerAcc) []sample { return wa.hitRate })
-		for _, c := range []window.Counter{window.PrefixQueries, window.PrefixHits, window.Preemptions, window.GenerationTokens} {
-			pool(m, key(window.CounterNames[c]), was, func(wa *workerAcc) []sample { return wa.deltas[c] })
+		for i, rt := range vllm.Ratios {
+			if rt.Scalars {
+				pool(m, vllm.Key(p, rt.Name), was, func(wa *workerAcc) []sample {
+					if wa.ratios == nil {
+						return nil
+					}
+					return wa.ratios[i]
+				})
+			}
+		}
+		for c, f := range vllm.Counters {
+			if f.Scalars {
+				pool(m, vllm.Key(p, f.Name), was, func(wa *workerAcc) []sample { return wa.deltas[c] })
+			}
 		}
 	}
 	for h, d := range hists {
 		if d == nil || d.Count <= 0 {
 			continue
 		}
-		k := key(window.HistNames[h])
-		for _, q := range []struct {
-			name string
-			q    float64
-		}{{"p50", 0.5}, {"p95", 0.95}, {"p99", 0.99}} {
-			if v, ok := HistogramQuantile(q.q, d.Buckets); ok {
-				m[k+"/"+q.name] = v
+		name := vllm.Hists[h].Name
+		for _, q := range vllm.HistQuantiles {
+			if v, ok := HistogramQuantile(q.Q, d.Buckets); ok {
+				m[vllm.Key(p, name, q.Stat)] = v
 			}
 		}
 		if !d.NoSum {
-			m[k+"/mean"] = d.Sum / d.Count
+			m[vllm.Key(p, name, vllm.StatMean)] = d.Sum / d.Count
 		}
 	}
 	for k, v := range m {
@@ -331,6 +383,15 @@ func (t *Tracker) metrics(was []*workerAcc, durS float64) map[string]float64 {
 		}
 	}
 	return m
+}
+
+// ratio computes rt from counter increases: absent when its numerator is not on the page or
+// its denominator did not move.
+func ratio(rt vllm.Ratio, totals *[window.NumCounters]float64, has *[window.NumCounters]bool) (float64, bool) {
+	if !has[rt.Num] || totals[rt.Den] <= 0 || vllm.Counters[rt.Num].Split != "" {
+		return 0, false
+	}
+	return rt.Offset + totals[rt.Num]/totals[rt.Den], true
 }
 
 // pool adds mean/max/p95 of the samples of all workers under key.
@@ -342,9 +403,9 @@ func pool(m map[string]float64, key string, was []*workerAcc, get func(*workerAc
 		}
 	}
 	if s, ok := summarize(xs); ok {
-		m[key+"/mean"] = s.mean
-		m[key+"/max"] = s.max
-		m[key+"/p95"] = s.p95
+		for _, st := range vllm.IntervalStats {
+			m[key+"/"+st] = s.of(st)
+		}
 	}
 }
 
@@ -360,14 +421,20 @@ func timeline(id WorkerID, wa *workerAcc, start time.Time) WorkerTimeline {
 		}
 		wt.Series[name] = ps
 	}
-	for g := range window.NumGauges {
-		add(window.GaugeNames[g], wa.gauges[g])
-	}
-	for c := range window.NumCounters {
-		if window.Counter(c) != window.RequestSuccess {
-			add(window.CounterNames[c], wa.deltas[c])
+	for g, f := range vllm.Gauges {
+		if f.Timeline {
+			add(f.Name, wa.gauges[g])
 		}
 	}
-	add("prefix_cache_hit_rate", wa.hitRate)
+	for c, f := range vllm.Counters {
+		if f.Timeline {
+			add(f.Name, wa.deltas[c])
+		}
+	}
+	for i, rt := range vllm.Ratios {
+		if rt.Timeline && wa.ratios != nil {
+			add(rt.Name, wa.ratios[i])
+		}
+	}
 	return wt
 }

@@ -15,10 +15,11 @@ import (
 
 	"github.com/vllmstat/vllmstat/internal/step"
 	"github.com/vllmstat/vllmstat/internal/timeline"
+	"github.com/vllmstat/vllmstat/internal/vllm"
 )
 
 // DefaultMetrics are the series drawn when Options.Metrics is empty.
-var DefaultMetrics = []string{"kv_cache_usage_perc", "num_requests_running"}
+var DefaultMetrics = []string{vllm.Gauges[vllm.KVUsage].Name, vllm.Gauges[vllm.Running].Name}
 
 // DefaultWidth is the line width used when the output is not a terminal.
 const DefaultWidth = 100
@@ -146,7 +147,7 @@ func activity(ws []step.WorkerTimeline) []string {
 			continue
 		}
 		prev := 0.0
-		for _, p := range w.Series["num_requests_running"] {
+		for _, p := range w.Series[vllm.Gauges[vllm.Running].Name] {
 			d := max(p.OffsetS-prev, 0)
 			prev = max(prev, p.OffsetS)
 			has[i] = true

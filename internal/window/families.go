@@ -4,63 +4,66 @@
 // It is pure logic: no clock, no I/O. The step package pools its output per training step.
 package window
 
-import "strings"
+import (
+	"strings"
 
-// Gauge identifies a gauge family vllmstat reads.
-type Gauge int
-
-// The gauges, in key order.
-const (
-	Running Gauge = iota
-	Waiting
-	KVUsage
-	NumGauges
+	"github.com/vllmstat/vllmstat/internal/vllm"
 )
 
-// Counter identifies a counter family vllmstat reads.
-type Counter int
-
-// The counters, in key order.
-const (
-	PrefixQueries Counter = iota
-	PrefixHits
-	Preemptions
-	PromptTokens
-	GenerationTokens
-	RequestSuccess // split by finished_reason
-	NumCounters
+// The families vllmstat reads are described in package vllm; window numbers them the same way.
+type (
+	Gauge   = vllm.Gauge
+	Counter = vllm.Counter
+	Hist    = vllm.Hist
 )
 
-// Hist identifies a histogram family vllmstat reads.
-type Hist int
-
-// The histograms, in key order.
+// The families, in key order.
 const (
-	TTFT Hist = iota
-	ITL
-	E2E
-	QueueTime
-	NumHists
+	Running         = vllm.Running
+	Waiting         = vllm.Waiting
+	KVUsage         = vllm.KVUsage
+	WaitingByReason = vllm.WaitingByReason // split by reason
+	NumGauges       = vllm.NumGauges
+
+	PrefixQueries      = vllm.PrefixQueries
+	PrefixHits         = vllm.PrefixHits
+	Preemptions        = vllm.Preemptions
+	PromptTokens       = vllm.PromptTokens
+	GenerationTokens   = vllm.GenerationTokens
+	RequestSuccess     = vllm.RequestSuccess // split by finished_reason
+	ExternalQueries    = vllm.ExternalQueries
+	ExternalHits       = vllm.ExternalHits
+	MMQueries          = vllm.MMQueries
+	MMHits             = vllm.MMHits
+	SpecDrafts         = vllm.SpecDrafts
+	SpecDraftTokens    = vllm.SpecDraftTokens
+	SpecAccepted       = vllm.SpecAccepted
+	SpecAcceptedPerPos = vllm.SpecAcceptedPerPos // split by position
+	Corrupted          = vllm.Corrupted
+	NumCounters        = vllm.NumCounters
+
+	TTFT              = vllm.TTFT
+	ITL               = vllm.ITL
+	E2E               = vllm.E2E
+	QueueTime         = vllm.QueueTime
+	PrefillKVComputed = vllm.PrefillKVComputed
+	NumHists          = vllm.NumHists
 )
 
 // Names used in metric keys (vLLM's current family names without the "vllm:" prefix).
 var (
-	GaugeNames   = [NumGauges]string{"num_requests_running", "num_requests_waiting", "kv_cache_usage_perc"}
-	CounterNames = [NumCounters]string{"prefix_cache_queries", "prefix_cache_hits", "num_preemptions", "prompt_tokens", "generation_tokens", "request_success"}
-	HistNames    = [NumHists]string{"time_to_first_token_seconds", "inter_token_latency_seconds", "e2e_request_latency_seconds", "request_queue_time_seconds"}
+	GaugeNames   = names(vllm.Gauges[:])
+	CounterNames = names(vllm.Counters[:])
+	HistNames    = names(vllm.Hists[:])
 )
 
-// Deprecated names, read only when the current name is absent from a page. vLLM 0.9.2 to 0.10
-// export both spellings with equal values, so reading both would count everything twice.
-var (
-	oldGauge   = map[Gauge]string{KVUsage: "gpu_cache_usage_perc"}
-	oldCounter = map[Counter]string{PrefixQueries: "gpu_prefix_cache_queries", PrefixHits: "gpu_prefix_cache_hits"}
-	oldHist    = map[Hist]string{ITL: "time_per_output_token_seconds"}
-)
-
-// prefixes are the spellings of vLLM's namespace: its own, and the ones Ray's exporter produces
-// after sanitising the colon and adding "ray_" (older Ray versions kept the colon).
-var prefixes = []string{"vllm:", "vllm_", "ray_vllm_", "ray_vllm:"}
+func names(fs []vllm.Family) []string {
+	out := make([]string, len(fs))
+	for i, f := range fs {
+		out[i] = f.Name
+	}
+	return out
+}
 
 type kind uint8
 
@@ -89,6 +92,7 @@ type meta struct {
 	role  role
 	rank  int
 	group int
+	split string // the family's split label, whose value a series keeps as its Reason
 }
 
 // nameTable lists every exact sample name vllmstat reads, in a fixed order.
@@ -104,39 +108,35 @@ func (t *nameTable) add(name string, m meta) {
 
 func buildNames() *nameTable {
 	t := &nameTable{}
-	spellings := func(cur, old string) []string {
-		if old == "" {
-			return []string{cur}
-		}
-		return []string{cur, old}
-	}
-	for g := Gauge(0); g < NumGauges; g++ {
-		for i, base := range spellings(GaugeNames[g], oldGauge[g]) {
+	prefixes := vllm.Namespaces
+	spellings := func(f vllm.Family) []string { return append([]string{f.Name}, f.Old...) }
+	for g, f := range vllm.Gauges {
+		for i, base := range spellings(f) {
 			for j, p := range prefixes {
 				grp := i*len(prefixes) + j
-				t.add(p+base, meta{kind: kGauge, fam: int(g), role: rValue, rank: grp, group: grp})
+				t.add(p+base, meta{kind: kGauge, fam: g, role: rValue, rank: grp, group: grp, split: f.Split})
 			}
 		}
 	}
-	for c := Counter(0); c < NumCounters; c++ {
-		for i, base := range spellings(CounterNames[c], oldCounter[c]) {
+	for c, f := range vllm.Counters {
+		for i, base := range spellings(f) {
 			for j, p := range prefixes {
 				grp := i*len(prefixes) + j
-				t.add(p+base+"_total", meta{kind: kCounter, fam: int(c), role: rValue, rank: 2 * grp, group: grp})
-				t.add(p+base+"_created", meta{kind: kCounter, fam: int(c), role: rCreated, rank: 2 * grp, group: grp})
+				t.add(p+base+"_total", meta{kind: kCounter, fam: c, role: rValue, rank: 2 * grp, group: grp, split: f.Split})
+				t.add(p+base+"_created", meta{kind: kCounter, fam: c, role: rCreated, rank: 2 * grp, group: grp})
 				if strings.HasPrefix(p, "ray_") {
 					// Some Ray versions export counters without _total, typed gauge.
-					t.add(p+base, meta{kind: kCounter, fam: int(c), role: rValue, rank: 2*grp + 1, group: grp})
+					t.add(p+base, meta{kind: kCounter, fam: c, role: rValue, rank: 2*grp + 1, group: grp, split: f.Split})
 				}
 			}
 		}
 	}
-	for h := Hist(0); h < NumHists; h++ {
-		for i, base := range spellings(HistNames[h], oldHist[h]) {
+	for h, f := range vllm.Hists {
+		for i, base := range spellings(f) {
 			for j, p := range prefixes {
 				grp := i*len(prefixes) + j
 				for _, s := range histSuffixes {
-					t.add(p+base+s.suffix, meta{kind: kHist, fam: int(h), role: s.role, rank: grp, group: grp})
+					t.add(p+base+s.suffix, meta{kind: kHist, fam: h, role: s.role, rank: grp, group: grp})
 				}
 			}
 		}

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/vllmstat/vllmstat/internal/expo"
+	"github.com/vllmstat/vllmstat/internal/vllm"
 )
 
 // Page is what vllmstat keeps of one scrape: per worker, the samples of the families it reads,
@@ -28,15 +29,18 @@ type EnginePage struct {
 	Labels   string
 	Gauges   [NumGauges]float64
 	HasGauge [NumGauges]bool
-	Counters []CounterSeries
-	Hists    []HistSeries
+	// SplitGauges holds, for a gauge family with a split label, its value by the label's value
+	// (Gauges then holds the combined value of all its series); nil when the page has none.
+	SplitGauges map[Gauge]map[string]float64
+	Counters    []CounterSeries
+	Hists       []HistSeries
 }
 
 // CounterSeries is one series of a counter family: its labels other than engine identify it.
 type CounterSeries struct {
 	Family     Counter
 	Key        string // the other labels, sorted and quoted: `finished_reason="stop",model_name="m"`
-	Reason     string // finished_reason, for RequestSuccess
+	Reason     string // the value of the family's split label (finished_reason for RequestSuccess)
 	Value      float64
 	Created    float64 // Unix seconds; valid when HasCreated
 	HasCreated bool
@@ -145,9 +149,11 @@ func parse(body []byte, opt Options) (page *Page, err error) {
 					r.le = le
 					continue
 				}
-			case "finished_reason":
-				r.reason = l.Value
 			default:
+				if m.split != "" && l.Name == m.split {
+					r.reason = l.Value // and it stays in the key
+					break
+				}
 				if slices.Contains(wl, l.Name) {
 					wkv = append(wkv, l.Name, l.Value)
 					continue
@@ -318,6 +324,17 @@ func assemble(raws []raw, best [3][]int, workers []workerKey) *Page {
 	}
 	counters := make([]map[ckey]*CounterSeries, len(workers))
 	gaugeN := make([][NumGauges]int, len(workers))
+	type splitKey struct {
+		worker int32
+		g      Gauge
+		value  string
+	}
+	var splitN map[splitKey]int // series per split value, for averaged split gauges only
+	for g, f := range vllm.Gauges {
+		if f.Split != "" && f.Combine == vllm.Mean && best[kGauge][g] != math.MaxInt {
+			splitN = map[splitKey]int{}
+		}
+	}
 	for _, r := range raws {
 		m := table.metas[r.meta]
 		if !chosen(m, best) {
@@ -337,10 +354,22 @@ func assemble(raws []raw, best [3][]int, workers []workerKey) *Page {
 			if math.IsNaN(r.value) || math.IsInf(r.value, 0) {
 				continue // not a sample: it would make a mean, a max and a p95 disagree
 			}
-			// Running and waiting add up over series; KV usage is a fraction, so averaged.
+			// Combined as the spec says: summed, or averaged below.
 			ep.Gauges[g] += r.value
 			ep.HasGauge[g] = true
 			gaugeN[wk][g]++
+			if m.split != "" {
+				if ep.SplitGauges == nil {
+					ep.SplitGauges = map[Gauge]map[string]float64{}
+				}
+				if ep.SplitGauges[g] == nil {
+					ep.SplitGauges[g] = map[string]float64{}
+				}
+				ep.SplitGauges[g][r.reason] += r.value
+				if vllm.Gauges[g].Combine == vllm.Mean {
+					splitN[splitKey{wk, g, r.reason}]++
+				}
+			}
 		case kCounter:
 			k := ckey{Counter(m.fam), r.key}
 			cs := counters[wk][k]
@@ -382,8 +411,13 @@ func assemble(raws []raw, best [3][]int, workers []workerKey) *Page {
 		if ep == nil {
 			continue // only samples of spellings not chosen
 		}
-		if n := gaugeN[e][KVUsage]; n > 1 {
-			ep.Gauges[KVUsage] /= float64(n)
+		for g, n := range gaugeN[e] {
+			if n > 1 && vllm.Gauges[g].Combine == vllm.Mean {
+				ep.Gauges[g] /= float64(n)
+				for v := range ep.SplitGauges[Gauge(g)] {
+					ep.SplitGauges[Gauge(g)][v] /= float64(splitN[splitKey{int32(e), Gauge(g), v}])
+				}
+			}
 		}
 		for _, cs := range counters[e] {
 			ep.Counters = append(ep.Counters, *cs)

@@ -1,6 +1,10 @@
 package window
 
-import "math"
+import (
+	"math"
+
+	"github.com/vllmstat/vllmstat/internal/vllm"
+)
 
 // Worker keeps what one engine's previous successful scrape said, to turn the next one into
 // increases. A Worker is owned by one goroutine.
@@ -42,8 +46,10 @@ type histState struct {
 type Increase struct {
 	Counters   [NumCounters]float64
 	HasCounter [NumCounters]bool  // the family was on the page and an increase could be computed
-	Success    map[string]float64 // request_success by finished_reason
-	Hists      [NumHists]*HistDelta
+	Success    map[string]float64 // request_success by finished_reason (Split[RequestSuccess])
+	// Split holds the increases of each family with a split label, by the label's value.
+	Split [NumCounters]map[string]float64
+	Hists [NumHists]*HistDelta
 }
 
 // HistDelta is the increase of a histogram: cumulative bucket counts, sum and count.
@@ -117,11 +123,11 @@ func (w *Worker) Observe(p *EnginePage, since float64) Increase {
 		}
 		inc.Counters[cs.Family] += d
 		inc.HasCounter[cs.Family] = true
-		if cs.Family == RequestSuccess {
-			if inc.Success == nil {
-				inc.Success = map[string]float64{}
+		if vllm.Counters[cs.Family].Split != "" {
+			if inc.Split[cs.Family] == nil {
+				inc.Split[cs.Family] = map[string]float64{}
 			}
-			inc.Success[cs.Reason] += d
+			inc.Split[cs.Family][cs.Reason] += d
 		}
 	}
 	for i := range p.Hists {
@@ -158,6 +164,7 @@ func (w *Worker) Observe(p *EnginePage, since float64) Increase {
 			inc.Hists[hs.Family] = addHist(inc.Hists[hs.Family], d)
 		}
 	}
+	inc.Success = inc.Split[RequestSuccess]
 	return inc
 }
 

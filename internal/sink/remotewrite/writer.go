@@ -4,6 +4,8 @@
 package remotewrite
 
 import (
+	"github.com/vllmstat/vllmstat/internal/vllm"
+
 	"bytes"
 	"context"
 	"errors"
@@ -82,7 +84,7 @@ func NewWithSettings(set Settings, prefix string, log *slog.Logger) *Writer {
 		log = slog.New(slog.DiscardHandler)
 	}
 	if prefix == "" {
-		prefix = "vllm"
+		prefix = vllm.Prefix
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 4

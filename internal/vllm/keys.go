@@ -1,0 +1,206 @@
+package vllm
+
+import (
+	"slices"
+	"strings"
+)
+
+// Key joins a metric prefix, a family or derived metric name and the optional further parts (a
+// label value, a statistic) into a step metric key: Key("vllm", "kv_cache_usage_perc", "p95")
+// is "vllm/kv_cache_usage_perc/p95".
+func Key(prefix, name string, parts ...string) string {
+	n := len(prefix) + 1 + len(name)
+	for _, p := range parts {
+		n += 1 + len(p)
+	}
+	var b strings.Builder
+	b.Grow(n)
+	b.WriteString(prefix)
+	b.WriteByte('/')
+	b.WriteString(name)
+	for _, p := range parts {
+		b.WriteByte('/')
+		b.WriteString(p)
+	}
+	return b.String()
+}
+
+// stats are the statistics of per-interval samples and histograms, the key suffixes that
+// become a stat label in Prometheus names (as does WorstWorker).
+var stats = func() map[string]bool {
+	m := map[string]bool{}
+	for _, s := range IntervalStats {
+		m[s] = true
+	}
+	for _, q := range HistQuantiles {
+		m[q.Stat] = true
+	}
+	m[StatMean] = true
+	return m
+}()
+
+// IsStat reports whether s names a per-step statistic (the last part of a key such as
+// kv_cache_usage_perc/p95).
+func IsStat(s string) bool { return stats[s] }
+
+// WorstWorker is the last part of a fleet-balance key that holds the worst worker's value
+// (prefix_cache_hit_rate/worst_worker beside the fleet's prefix_cache_hit_rate).
+const WorstWorker = "worst_worker"
+
+// splitLabels maps the names that carry a split label to the Prometheus label name its value
+// becomes: request_success's finished_reason is "reason", as in earlier releases.
+var splitLabels = func() map[string]string {
+	m := map[string]string{}
+	for _, f := range allFamilies() {
+		if f.Split == "" {
+			continue
+		}
+		name := f.Split
+		if name == "finished_reason" {
+			name = "reason"
+		}
+		m[f.Name] = name
+	}
+	for _, r := range Ratios {
+		if s := Counters[r.Num].Split; s != "" {
+			m[r.Name] = s
+		}
+	}
+	return m
+}()
+
+func allFamilies() []Family {
+	var fs []Family
+	fs = append(fs, Gauges[:]...)
+	fs = append(fs, Counters[:]...)
+	return append(fs, Hists[:]...)
+}
+
+// IsSplit reports whether name (a family or derived metric) has one key per value of a label.
+func IsSplit(name string) bool {
+	_, ok := splitLabels[name]
+	return ok
+}
+
+// PromLabels lists the labels PromName may give a series: "stat" and the split labels'
+// names, sorted after "stat".
+func PromLabels() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, l := range splitLabels {
+		if !seen[l] {
+			seen[l] = true
+			out = append(out, l)
+		}
+	}
+	slices.Sort(out)
+	return append([]string{"stat"}, out...)
+}
+
+// Label is one label of a Prometheus series.
+type Label struct {
+	Name, Value string
+}
+
+// PromName maps a step metric key to a Prometheus family name part and the labels its further
+// parts become: "vllm/kv_cache_usage_perc/p95" is ("vllm_kv_cache_usage_perc", stat="p95"),
+// "vllm/request_success/stop" is ("vllm_request_success", reason="stop"),
+// "vllm/num_requests_waiting_by_reason/capacity/p95" is ("vllm_num_requests_waiting_by_reason",
+// reason="capacity", stat="p95"), "vllm/prefix_cache_hit_rate" is ("vllm_prefix_cache_hit_rate",
+// no labels). prefix is the run's metric prefix, which may itself contain "/". A key outside the
+// prefix is sanitized whole. The labels are appended to ls.
+func PromName(prefix, key string, ls []Label) (string, []Label) {
+	rest, ok := strings.CutPrefix(key, prefix+"/")
+	if !ok {
+		return Sanitize(key), ls
+	}
+	parts := strings.Split(rest, "/")
+	if lbl, ok := splitLabels[parts[0]]; ok && len(parts) >= 2 {
+		ls = append(ls, Label{lbl, parts[1]})
+		parts = append(parts[:1], parts[2:]...)
+	}
+	if n := len(parts); n >= 2 && (stats[parts[n-1]] || parts[n-1] == WorstWorker) {
+		ls = append(ls, Label{"stat", parts[n-1]})
+		parts = parts[:n-1]
+	}
+	return Sanitize(prefix) + "_" + Sanitize(strings.Join(parts, "_")), ls
+}
+
+// Sanitize turns a key into a valid metric name part: characters outside [a-zA-Z0-9_] become
+// "_", and the abbreviated unit "s" (as in tokens_per_s) is spelled out, which promtool asks
+// for.
+func Sanitize(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_') {
+			b[i] = '_'
+		}
+	}
+	words := strings.Split(string(b), "_")
+	for i, w := range words {
+		if w == "s" {
+			if i > 0 && words[i-1] == "per" {
+				words[i] = "second"
+			} else {
+				words[i] = "seconds"
+			}
+		}
+	}
+	return strings.Join(words, "_")
+}
+
+// Series describes how a timeline series (a family or derived name without prefix) is
+// labelled in plots.
+type Series struct {
+	Name, Title, Unit string
+	Fraction          bool
+}
+
+// TimelineSeries lists the series a worker timeline may hold, in the order plots list them.
+func TimelineSeries() []Series {
+	var out []Series
+	add := func(name, title, unit string, frac bool) {
+		out = append(out, Series{name, title, unit, frac})
+	}
+	// Fractions (KV usage) first: they are the ones to look at.
+	for _, frac := range []bool{true, false} {
+		for _, f := range Gauges {
+			if f.Timeline && f.Fraction == frac {
+				add(f.Name, f.Title, f.Unit, f.Fraction)
+			}
+		}
+	}
+	for _, r := range Ratios {
+		if r.Timeline {
+			add(r.Name, r.Title, r.Unit, r.Fraction)
+		}
+	}
+	for _, f := range Counters {
+		if f.Timeline {
+			add(f.Name, f.Title, f.Unit, f.Fraction)
+		}
+	}
+	return out
+}
+
+// Group returns the report group of a key without its prefix and statistic (a chart name such
+// as "prefix_cache_hit_rate" or "request_success"): the group of the family or derived metric
+// its first part names, GroupOther for a name vllmstat does not derive from the spec.
+func Group(chart string) string {
+	name, _, _ := strings.Cut(chart, "/")
+	return groups[name]
+}
+
+var groups = func() map[string]string {
+	m := map[string]string{}
+	for _, f := range allFamilies() {
+		m[f.Name] = f.Group
+	}
+	for _, r := range Ratios {
+		m[r.Name] = r.Group
+	}
+	for _, r := range Rates {
+		m[r.Name()] = r.Group
+	}
+	return m
+}()

@@ -1,0 +1,255 @@
+// Package vllm is the one description of the vLLM metric families vllmstat reads: how each is
+// spelled on a page across vLLM versions, how its series combine within a worker, which
+// per-step statistics and derived metrics it gets, and how it is titled and grouped. The parser
+// (window), the step tracker (step), plots, the report, the Prometheus names of step gauges and
+// the command-line views all take their names from here.
+//
+// Adding a family is one entry in Gauges, Counters or Hists (plus a Ratio or Rate if it derives
+// one), and an ID constant beside the others.
+package vllm
+
+// Prefix is the default first part of every step metric key ("vllm/prefix_cache_hit_rate"),
+// which a run's metric prefix replaces.
+const Prefix = "vllm"
+
+// Namespaces are the spellings of vLLM's namespace on a page, best first: its own, and the ones
+// Ray's exporter produces after sanitising the colon and adding "ray_" (older Ray versions kept
+// the colon). Per page and family, only the best spelling present is read.
+var Namespaces = []string{"vllm:", "vllm_", "ray_vllm_", "ray_vllm:"}
+
+// Combine says how the series of one gauge family that one worker exposes (several model_name
+// values, say) make the worker's value.
+type Combine uint8
+
+const (
+	Sum  Combine = iota // counts of requests add up
+	Mean                // a fraction of one cache is averaged
+)
+
+// Stat names of the per-step statistics, the last part of a key.
+const (
+	StatMean = "mean"
+	StatMax  = "max"
+	StatP50  = "p50"
+	StatP95  = "p95"
+	StatP99  = "p99"
+)
+
+// Quantile is one histogram quantile a step record gets.
+type Quantile struct {
+	Stat string
+	Q    float64
+}
+
+// HistQuantiles are the quantiles every histogram family gets per step, besides its mean
+// (sum/count, when the page has _sum).
+var HistQuantiles = []Quantile{{StatP50, 0.5}, {StatP95, 0.95}, {StatP99, 0.99}}
+
+// IntervalStats are the statistics of the per-interval samples of a family with Scalars: the
+// mean, max and p95 over all samples of the step.
+var IntervalStats = []string{StatMean, StatMax, StatP95}
+
+// Report groups, in page order.
+const (
+	GroupPrefixCache = "Prefix cache"
+	GroupPreemptions = "Preemptions"
+	GroupKVCache     = "KV cache"
+	GroupQueue       = "Queue"
+	GroupThroughput  = "Throughput"
+	GroupSpecDecode  = "Speculative decoding"
+	GroupBalance     = "Fleet balance" // step's own balance keys, not vLLM families
+	GroupLatency     = "Latency"
+	GroupOther       = "Other"
+)
+
+// Groups lists the report's groups in page order.
+var Groups = []string{GroupPrefixCache, GroupPreemptions, GroupKVCache, GroupQueue, GroupThroughput, GroupSpecDecode, GroupBalance, GroupLatency, GroupOther}
+
+// Family describes one metric family vllmstat reads.
+type Family struct {
+	// Name is the family's current name without namespace and without _total: the name of its
+	// keys ("prefix_cache_queries" gives vllm/prefix_cache_queries).
+	Name string
+	// Old lists older spellings, best first, read only when no better one is on a page (vLLM
+	// 0.9.2 to 0.10 export old and new with equal values; reading both would count twice).
+	Old []string
+	// Split names a label whose values make one key each ("request_success/stop"); its series
+	// are added up by value within a worker. "" for families read as one value.
+	Split string
+	// Combine is how a gauge's series add up within a worker (by Split value if it has one).
+	Combine Combine
+	// Total gives a counter a step-total key.
+	Total bool
+	// Scalars gives the family mean/max/p95 of its per-interval samples (gauge values,
+	// counter increases) when a tracker has scalars on.
+	Scalars bool
+	// Timeline keeps the family's per-interval samples in timelines, interval values and plots.
+	Timeline bool
+	// Title, Unit (of a per-interval sample) and Fraction (values in 0..1) label its plot.
+	Title, Unit string
+	Fraction    bool
+	// Group is the report group of its keys.
+	Group string
+}
+
+// Ratio is a metric derived from two counters: Offset + Num/Den over the step (and per interval
+// when Timeline is set), absent when Den did not move or Num is not on the page. A Num with a
+// Split gives one key per value of its label, over the same Den.
+type Ratio struct {
+	Name     string
+	Num, Den Counter
+	Offset   float64
+	Scalars  bool // mean/max/p95 of the per-interval ratios
+	Timeline bool
+	Title    string
+	Unit     string
+	Fraction bool
+	Group    string
+}
+
+// Rate is a counter's increase per second over the step (and per interval).
+type Rate struct {
+	Of    Counter
+	Group string
+}
+
+// Name is the rate's key name: the counter's name plus "_per_s".
+func (r Rate) Name() string { return Counters[r.Of].Name + "_per_s" }
+
+// Gauge identifies a gauge family.
+type Gauge int
+
+// The gauges, in key order.
+const (
+	Running Gauge = iota
+	Waiting
+	KVUsage
+	WaitingByReason
+	NumGauges
+)
+
+// Counter identifies a counter family.
+type Counter int
+
+// The counters, in key order.
+const (
+	PrefixQueries Counter = iota
+	PrefixHits
+	Preemptions
+	PromptTokens
+	GenerationTokens
+	RequestSuccess
+	ExternalQueries
+	ExternalHits
+	MMQueries
+	MMHits
+	SpecDrafts
+	SpecDraftTokens
+	SpecAccepted
+	SpecAcceptedPerPos
+	Corrupted
+	NumCounters
+)
+
+// Hist identifies a histogram family.
+type Hist int
+
+// The histograms, in key order.
+const (
+	TTFT Hist = iota
+	ITL
+	E2E
+	QueueTime
+	PrefillKVComputed
+	NumHists
+)
+
+// Gauges are the gauge families, by Gauge.
+var Gauges = [NumGauges]Family{
+	Running: {Name: "num_requests_running", Combine: Sum, Scalars: true, Timeline: true,
+		Title: "Requests running", Unit: "requests", Group: GroupQueue},
+	Waiting: {Name: "num_requests_waiting", Combine: Sum, Scalars: true, Timeline: true,
+		Title: "Requests waiting", Unit: "requests", Group: GroupQueue},
+	KVUsage: {Name: "kv_cache_usage_perc", Old: []string{"gpu_cache_usage_perc"}, Combine: Mean, Scalars: true, Timeline: true,
+		Title: "KV cache usage", Unit: "fraction of KV cache in use (0–1)", Fraction: true, Group: GroupKVCache},
+	// vLLM 0.20: the waiting requests by why they wait (capacity, deferred); they add up to
+	// num_requests_waiting.
+	WaitingByReason: {Name: "num_requests_waiting_by_reason", Split: "reason", Combine: Sum, Scalars: true,
+		Title: "Requests waiting by reason", Unit: "requests", Group: GroupQueue},
+}
+
+// Counters are the counter families, by Counter. On a page each is <name>_total with a
+// <name>_created; Ray's exporter may drop _total, read only when no _total spelling is there.
+var Counters = [NumCounters]Family{
+	PrefixQueries: {Name: "prefix_cache_queries", Old: []string{"gpu_prefix_cache_queries"}, Total: true, Scalars: true, Timeline: true,
+		Title: "Prefix cache queries", Unit: "tokens per interval", Group: GroupPrefixCache},
+	PrefixHits: {Name: "prefix_cache_hits", Old: []string{"gpu_prefix_cache_hits"}, Total: true, Scalars: true, Timeline: true,
+		Title: "Prefix cache hits", Unit: "tokens per interval", Group: GroupPrefixCache},
+	Preemptions: {Name: "num_preemptions", Total: true, Scalars: true, Timeline: true,
+		Title: "Preemptions", Unit: "preemptions per interval", Group: GroupPreemptions},
+	PromptTokens: {Name: "prompt_tokens", Total: true, Timeline: true,
+		Title: "Prompt tokens", Unit: "tokens per interval", Group: GroupThroughput},
+	GenerationTokens: {Name: "generation_tokens", Total: true, Scalars: true, Timeline: true,
+		Title: "Generation tokens", Unit: "tokens per interval", Group: GroupThroughput},
+	RequestSuccess: {Name: "request_success", Split: "finished_reason", Total: true,
+		Title: "Requests finished", Unit: "requests", Group: GroupThroughput},
+	// A KV connector's cross-instance cache (LMCache, NIXL, ...): tokens asked of it and served.
+	ExternalQueries: {Name: "external_prefix_cache_queries", Total: true,
+		Title: "External prefix cache queries", Unit: "tokens", Group: GroupPrefixCache},
+	ExternalHits: {Name: "external_prefix_cache_hits", Total: true,
+		Title: "External prefix cache hits", Unit: "tokens", Group: GroupPrefixCache},
+	// The multi-modal cache counts items; only its hit rate is kept.
+	MMQueries: {Name: "mm_cache_queries", Title: "Multi-modal cache queries", Unit: "items", Group: GroupPrefixCache},
+	MMHits:    {Name: "mm_cache_hits", Title: "Multi-modal cache hits", Unit: "items", Group: GroupPrefixCache},
+	// Speculative decoding, on pages of engines started with a speculative config.
+	SpecDrafts: {Name: "spec_decode_num_drafts", Total: true,
+		Title: "Speculative drafts", Unit: "drafts", Group: GroupSpecDecode},
+	SpecDraftTokens: {Name: "spec_decode_num_draft_tokens", Total: true,
+		Title: "Draft tokens", Unit: "tokens", Group: GroupSpecDecode},
+	SpecAccepted: {Name: "spec_decode_num_accepted_tokens", Total: true,
+		Title: "Accepted draft tokens", Unit: "tokens", Group: GroupSpecDecode},
+	SpecAcceptedPerPos: {Name: "spec_decode_num_accepted_tokens_per_pos", Split: "position",
+		Title: "Accepted draft tokens by position", Unit: "tokens", Group: GroupSpecDecode},
+	// Requests with NaNs in their logits (only with VLLM_COMPUTE_NANS_IN_LOGITS=1).
+	Corrupted: {Name: "corrupted_requests", Total: true, Title: "Corrupted requests", Unit: "requests", Group: GroupOther},
+}
+
+// Hists are the histogram families, by Hist; each gets HistQuantiles and a mean per step.
+var Hists = [NumHists]Family{
+	TTFT:      {Name: "time_to_first_token_seconds", Title: "Time to first token", Unit: "seconds", Group: GroupLatency},
+	ITL:       {Name: "inter_token_latency_seconds", Old: []string{"time_per_output_token_seconds"}, Title: "Inter-token latency", Unit: "seconds", Group: GroupLatency},
+	E2E:       {Name: "e2e_request_latency_seconds", Title: "End-to-end request latency", Unit: "seconds", Group: GroupLatency},
+	QueueTime: {Name: "request_queue_time_seconds", Title: "Queue time", Unit: "seconds", Group: GroupQueue},
+	// New KV tokens computed in a request's prefill, cached tokens excluded.
+	PrefillKVComputed: {Name: "request_prefill_kv_computed_tokens", Title: "Prefill KV tokens computed", Unit: "tokens", Group: GroupPrefixCache},
+}
+
+// The derived metrics.
+var (
+	// PrefixHitRate is the token-weighted prefix-cache hit rate.
+	PrefixHitRate = Ratio{Name: "prefix_cache_hit_rate", Num: PrefixHits, Den: PrefixQueries, Scalars: true, Timeline: true,
+		Title: "Prefix cache hit rate", Unit: "hits / queries per interval (0–1)", Fraction: true, Group: GroupPrefixCache}
+
+	ExternalHitRate = Ratio{Name: "external_prefix_cache_hit_rate", Num: ExternalHits, Den: ExternalQueries,
+		Title: "External prefix cache hit rate", Unit: "hits / queries (0–1)", Fraction: true, Group: GroupPrefixCache}
+	MMHitRate = Ratio{Name: "mm_cache_hit_rate", Num: MMHits, Den: MMQueries,
+		Title: "Multi-modal cache hit rate", Unit: "hits / queries (0–1)", Fraction: true, Group: GroupPrefixCache}
+
+	// SpecAcceptanceRate is the fraction of draft tokens accepted.
+	SpecAcceptanceRate = Ratio{Name: "spec_decode_acceptance_rate", Num: SpecAccepted, Den: SpecDraftTokens,
+		Title: "Draft acceptance rate", Unit: "accepted / draft tokens (0–1)", Fraction: true, Group: GroupSpecDecode}
+	// SpecMeanAcceptanceLength is the tokens a draft yields on average: the accepted ones
+	// plus the one the target model always adds.
+	SpecMeanAcceptanceLength = Ratio{Name: "spec_decode_mean_acceptance_length", Num: SpecAccepted, Den: SpecDrafts, Offset: 1,
+		Title: "Mean acceptance length", Unit: "tokens per draft", Group: GroupSpecDecode}
+	// SpecAcceptanceRatePerPos is, per draft position, the fraction of drafts whose token at
+	// that position was accepted: one key per position.
+	SpecAcceptanceRatePerPos = Ratio{Name: "spec_decode_acceptance_rate_per_pos", Num: SpecAcceptedPerPos, Den: SpecDrafts,
+		Title: "Acceptance rate by draft position", Unit: "accepted / drafts (0–1)", Fraction: true, Group: GroupSpecDecode}
+
+	// Ratios are every ratio a step record gets.
+	Ratios = []Ratio{PrefixHitRate, ExternalHitRate, MMHitRate, SpecAcceptanceRate, SpecMeanAcceptanceLength, SpecAcceptanceRatePerPos}
+
+	// Rates are the per-second throughputs.
+	Rates = []Rate{{Of: GenerationTokens, Group: GroupThroughput}, {Of: PromptTokens, Group: GroupThroughput}}
+)

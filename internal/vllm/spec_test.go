@@ -1,0 +1,86 @@
+package vllm
+
+import (
+	"slices"
+	"testing"
+)
+
+// Every spelling names one family only: two families sharing a name would be read into both.
+func TestSpellingsUnique(t *testing.T) {
+	seen := map[string]string{}
+	for _, f := range allFamilies() {
+		for _, n := range append([]string{f.Name}, f.Old...) {
+			if o, ok := seen[n]; ok {
+				t.Errorf("spelling %q belongs to %s and %s", n, o, f.Name)
+			}
+			seen[n] = f.Name
+		}
+		if f.Title == "" || f.Group == "" || !slices.Contains(Groups, f.Group) {
+			t.Errorf("%s: title %q, group %q: want a title and one of %v", f.Name, f.Title, f.Group, Groups)
+		}
+	}
+	for _, r := range Ratios {
+		if _, ok := seen[r.Name]; ok {
+			t.Errorf("ratio %q has a family's name", r.Name)
+		}
+		if !slices.Contains(Groups, r.Group) {
+			t.Errorf("ratio %s: group %q not in %v", r.Name, r.Group, Groups)
+		}
+	}
+}
+
+func TestPromName(t *testing.T) {
+	for _, tt := range []struct {
+		prefix, key, family string
+		labels              []Label
+	}{
+		{"vllm", "vllm/kv_cache_usage_perc/p95", "vllm_kv_cache_usage_perc", []Label{{"stat", "p95"}}},
+		{"vllm", "vllm/request_success/stop", "vllm_request_success", []Label{{"reason", "stop"}}},
+		{"vllm", "vllm/prefix_cache_hit_rate", "vllm_prefix_cache_hit_rate", nil},
+		{"vllm", "vllm/prefix_cache_hit_rate/worst_worker", "vllm_prefix_cache_hit_rate", []Label{{"stat", "worst_worker"}}},
+		{"vllm", "vllm/generation_tokens_per_s", "vllm_generation_tokens_per_second", nil},
+		{"a/b", "a/b/time_to_first_token_seconds/p50", "a_b_time_to_first_token_seconds", []Label{{"stat", "p50"}}},
+		{"vllm", "other/x", "other_x", nil},
+		{"vllm", "vllm/num_requests_waiting_by_reason/capacity/p95", "vllm_num_requests_waiting_by_reason", []Label{{"reason", "capacity"}, {"stat", "p95"}}},
+		{"vllm", "vllm/spec_decode_acceptance_rate_per_pos/2", "vllm_spec_decode_acceptance_rate_per_pos", []Label{{"position", "2"}}},
+		{"vllm", "vllm/request_prefill_kv_computed_tokens/p99", "vllm_request_prefill_kv_computed_tokens", []Label{{"stat", "p99"}}},
+	} {
+		fam, ls := PromName(tt.prefix, tt.key, nil)
+		if fam != tt.family || !slices.Equal(ls, tt.labels) {
+			t.Errorf("PromName(%q, %q) = %q, %v; want %q, %v", tt.prefix, tt.key, fam, ls, tt.family, tt.labels)
+		}
+	}
+}
+
+func TestKeyAndGroup(t *testing.T) {
+	if k := Key(Prefix, Gauges[KVUsage].Name, StatP95); k != "vllm/kv_cache_usage_perc/p95" {
+		t.Errorf("Key = %q", k)
+	}
+	for chart, want := range map[string]string{
+		"prefix_cache_hit_rate":       GroupPrefixCache,
+		"request_success":             GroupThroughput,
+		"generation_tokens_per_s":     GroupThroughput,
+		"request_queue_time_seconds":  GroupQueue,
+		"time_to_first_token_seconds": GroupLatency,
+		"no_such_family":              "",
+	} {
+		if g := Group(chart); g != want {
+			t.Errorf("Group(%q) = %q, want %q", chart, g, want)
+		}
+	}
+}
+
+// Plots list KV usage first and every timeline series once.
+func TestTimelineSeries(t *testing.T) {
+	ss := TimelineSeries()
+	if len(ss) == 0 || ss[0].Name != Gauges[KVUsage].Name {
+		t.Fatalf("TimelineSeries starts with %v, want KV usage", ss[:min(1, len(ss))])
+	}
+	seen := map[string]bool{}
+	for _, s := range ss {
+		if seen[s.Name] {
+			t.Errorf("%s listed twice", s.Name)
+		}
+		seen[s.Name] = true
+	}
+}
