@@ -228,28 +228,31 @@ func (c *Collector) Run(ctx context.Context) error {
 	}
 }
 
+// sinkCloseTimeout bounds how long shutdown waits for the sinks to flush and close.
+const sinkCloseTimeout = 10 * time.Second
+
 // shutdown closes the open step with a final boundary scrape, bounded in time so that a dead
 // target cannot hold the exit, then closes everything.
 func (s *state) shutdown(results chan scrape.Result) error {
 	if !s.c.opt.NoFinalStep {
 		s.requestEnd(-1, nil) // queued behind a step end in progress, if any
 	}
-	deadline := time.NewTimer(2*s.c.opt.Timeout + 2*time.Second)
-	defer deadline.Stop()
+	deadline := s.c.opt.Clock.NewTimer(2*s.c.opt.Timeout + 2*time.Second)
 	for s.boundary != nil {
 		select {
 		case res := <-results:
 			s.observe(res)
-		case <-deadline.C:
+		case <-deadline.C():
 			s.c.log.Warn("closing the last step without every boundary scrape", "missing", len(s.boundary.pending))
 			for s.boundary != nil { // this one, and any step end queued behind it
 				s.closeStep()
 			}
 		}
 	}
+	deadline.Stop()
 	s.pool.Close()
 	var errs []error
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := clock.WithTimeout(context.Background(), s.c.opt.Clock, sinkCloseTimeout)
 	defer cancel()
 	for _, sk := range s.c.opt.Sinks {
 		if err := sk.Close(ctx); err != nil {

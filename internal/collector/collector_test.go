@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/vllmstat/vllmstat/internal/clock"
 	"github.com/vllmstat/vllmstat/internal/scrape"
+	"github.com/vllmstat/vllmstat/internal/sink"
 	"github.com/vllmstat/vllmstat/internal/step"
 )
 
@@ -197,5 +199,76 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("condition not met in 5s")
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestShutdownDeadline checks that a target that never answers holds the exit only until the
+// shutdown deadline (twice the scrape timeout and 2 s, on the collector's clock): the last step
+// closes then without its boundary scrape, with the other target's.
+func TestShutdownDeadline(t *testing.T) {
+	dead := newCounterServer(t)
+	dead.block = make(chan struct{}) // answers only when the scrape is cancelled
+	live := newCounterServer(t)
+	steps := make(chan *step.Record, 1)
+	c, fc, stop := start(t, Options{Targets: targets(dead.srv.URL, live.srv.URL), Timeout: 5 * time.Second,
+		OnStep: func(r *step.Record) { steps <- r }})
+	waitFor(t, func() bool { return live.n.Load() == 1 })
+	errc := make(chan error, 1)
+	go func() { errc <- stop() }()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := fc.BlockUntil(ctx, 1); err != nil { // the deadline is set
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return live.n.Load() == 2 }) // the live target's boundary scrape
+	fc.Advance(11 * time.Second)
+	if fc.Timers() != 1 || len(steps) != 0 {
+		t.Fatalf("%d timers, %d steps 11 s into the shutdown: the 12 s deadline passed early", fc.Timers(), len(steps))
+	}
+	fc.Advance(time.Second)
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	r := <-steps
+	if r.Step != 1 || r.Scrapes.OK != 2 || r.Metrics["vllm/generation_tokens"] != 10 {
+		t.Fatalf("last step %+v: want the live target's two scrapes", r)
+	}
+	if _, err := c.EndStep(context.Background(), 5); !errors.Is(err, ErrStopped) {
+		t.Fatalf("after stop: %v", err)
+	}
+}
+
+// stuckSink accepts records and, on Close, waits for the context to end.
+type stuckSink struct{ closing chan context.Context }
+
+func (stuckSink) Write(context.Context, *step.Record) error { return nil }
+
+func (s stuckSink) Close(ctx context.Context) error {
+	s.closing <- ctx
+	<-ctx.Done()
+	return fmt.Errorf("close stuck sink: %w", context.Cause(ctx))
+}
+
+// TestShutdownSinkCloseDeadline checks that a sink that cannot close holds the exit only for
+// sinkCloseTimeout on the collector's clock, and that its failure is returned.
+func TestShutdownSinkCloseDeadline(t *testing.T) {
+	s := newCounterServer(t)
+	sk := stuckSink{closing: make(chan context.Context)}
+	_, fc, stop := start(t, Options{Targets: targets(s.srv.URL), Sinks: []sink.Sink{sk}})
+	waitFor(t, func() bool { return s.n.Load() == 1 })
+	errc := make(chan error, 1)
+	go func() { errc <- stop() }()
+	ctx := <-sk.closing
+	if n := fc.Timers(); n != 1 {
+		t.Fatalf("%d timers on the collector's clock while a sink closes, want its deadline", n)
+	}
+	fc.Advance(sinkCloseTimeout - time.Millisecond)
+	if ctx.Err() != nil {
+		t.Fatalf("the sink's close context ended early: %v", ctx.Err())
+	}
+	fc.Advance(time.Millisecond)
+	err := <-errc
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "close stuck sink") {
+		t.Fatalf("stop returned %v, want the sink's deadline error", err)
 	}
 }
