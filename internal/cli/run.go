@@ -230,7 +230,7 @@ func startRun(cfg config.Config, log *slog.Logger, summary io.Writer, fresh bool
 	})
 	if r.ln != nil {
 		r.srv = &http.Server{
-			Handler: api.New(api.Options{Collector: r.c, Token: cfg.APIToken.Reveal(), MetricsPublic: cfg.MetricsPublic, Metrics: self.Handler(), Report: report.Handler(cfg.OutDir), Logger: log}),
+			Handler: api.New(api.Options{Collector: r.c, Token: cfg.APIToken.Reveal(), MetricsPublic: cfg.MetricsPublic, Metrics: self.Handler(), Report: report.Handler(cfg.OutDir, nil), Logger: log}),
 			// Ending a step waits for a boundary scrape of every target: at most twice the scrape
 			// timeout, so the write timeout leaves room for it.
 			ReadHeaderTimeout: 5 * time.Second,
