@@ -7,7 +7,8 @@ import (
 	"github.com/vllmstat/vllmstat/internal/step"
 )
 
-// summaryLine is the one-line stderr summary of a closed step. Absent values show as "-".
+// summaryLine is the one-line stderr summary of a closed step. Absent values show as "-",
+// without their unit.
 func summaryLine(r *step.Record, prefix string) string {
 	m := r.Metrics
 	v := func(key, format string, scale float64) string {
@@ -26,8 +27,8 @@ func summaryLine(r *step.Record, prefix string) string {
 		"preempt " + v("num_preemptions", "%.0f", 1),
 		"kv " + v("kv_cache_usage_perc/mean", "%.2f", 1) + "/" + v("kv_cache_usage_perc/max", "%.2f", 1),
 		"run " + v("num_requests_running/mean", "%.1f", 1) + " wait " + v("num_requests_waiting/mean", "%.1f", 1),
-		"gen " + v("generation_tokens_per_s", "%.0f", 1) + " tok/s",
-		"ttft p50 " + v("time_to_first_token_seconds/p50", "%.3f", 1) + "s",
+		"gen " + v("generation_tokens_per_s", "%.0f tok/s", 1),
+		"ttft p50 " + v("time_to_first_token_seconds/p50", "%.3fs", 1),
 	}
 	return strings.Join(parts, " | ")
 }
