@@ -199,7 +199,7 @@ func TestWithTimeoutOnReal(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx, cancel := WithTimeout(context.Background(), Real{}, time.Minute)
 		defer cancel()
-		if dl, ok := ctx.Deadline(); !ok || dl.Sub(time.Now()) != time.Minute {
+		if dl, ok := ctx.Deadline(); !ok || time.Until(dl) != time.Minute {
 			t.Fatalf("deadline %v %v, want a minute from now", dl, ok)
 		}
 		<-ctx.Done()
