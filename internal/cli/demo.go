@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -9,7 +10,6 @@ import (
 	"log/slog"
 	"math"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -89,11 +89,9 @@ func demoWith(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			cfg.Sinks = append(cfg.Sinks, config.SinkSpec{Type: name, Path: "--sinks"})
 		}
 	}
-	for _, sp := range cfg.Sinks {
-		if !slices.Contains(sinkTypes, sp.Type) {
-			fmt.Fprintf(stderr, "vllmstat demo: %s: unknown sink type %q; known: %s\n", sp.Path, sp.Type, strings.Join(sinkTypes, ", "))
-			return exitUsage
-		}
+	if _, err := parseSinks(cfg, log); err != nil { // before the fleet starts; run builds them
+		fmt.Fprintf(stderr, "vllmstat demo: %v\n", err)
+		return exitUsage
 	}
 	sc := sim.DefaultConfig()
 	sc.Servers, sc.DP, sc.Port, sc.Speed, sc.Seed = *servers, *dp, 0, *speed, *seed
@@ -236,6 +234,7 @@ var tableCols = []struct {
 	{"gen tok/s", "generation_tokens_per_s", "%9.0f", 1},
 	{"ttft p50", "time_to_first_token_seconds/p50", "%7.3fs", 1},
 	{"ttft p95", "time_to_first_token_seconds/p95", "%7.3fs", 1},
+	{"tail s", "straggler_tail_s", "%6.1f", 1},
 }
 
 func (t *stepTable) row(r *step.Record) {
@@ -244,7 +243,7 @@ func (t *stepTable) row(r *step.Record) {
 		for _, c := range tableCols {
 			fmt.Fprintf(t.w, " %*s", len(fmt.Sprintf(c.format, 0.0)), c.head)
 		}
-		fmt.Fprintln(t.w)
+		fmt.Fprintln(t.w, " straggler")
 	}
 	t.rows++
 	fmt.Fprintf(t.w, "%4d %6.1f %7d", r.Step, r.DurationS, r.Workers)
@@ -257,7 +256,8 @@ func (t *stepTable) row(r *step.Record) {
 		}
 		fmt.Fprintf(t.w, " "+c.format, v*c.scale)
 	}
-	fmt.Fprintln(t.w)
+	// The latest straggler, and how many more, in a last column of free width.
+	fmt.Fprintln(t.w, " "+cmp.Or(stragglerName(r), "-"))
 }
 
 // demoBlocks sizes each simulated engine's KV cache so that every rollout batch fills it and

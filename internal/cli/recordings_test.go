@@ -13,7 +13,10 @@ import (
 	"github.com/vllmstat/vllmstat/internal/sim"
 )
 
-var update = flag.Bool("update", false, "record the recordings under testdata/recordings again, from runs against the simulator")
+var (
+	update      = flag.Bool("update", false, "record the recordings under testdata/recordings again, from runs against the simulator")
+	updateSteps = flag.Bool("update-steps", false, "rewrite the steps.jsonl of the recordings under testdata/recordings from their replay, keeping the recordings")
+)
 
 // recordings are the runs kept under testdata/recordings/NAME: run.jsonl.gz (and its later
 // segments) and the steps.jsonl the live run wrote. Each run is "vllmstat record" against a
@@ -28,7 +31,9 @@ var recordings = []struct {
 }
 
 // TestReplayRecordings replays each kept recording: the output must equal the steps.jsonl its
-// live run wrote, byte for byte, across segments too.
+// live run wrote, byte for byte, across segments too. -update records them again; -update-steps
+// only rewrites steps.jsonl from replay, for a change to the records that the same scrapes
+// explain (check the diff: keys that existed must keep their values).
 func TestReplayRecordings(t *testing.T) {
 	for _, rc := range recordings {
 		t.Run(rc.name, func(t *testing.T) {
@@ -48,6 +53,13 @@ func TestReplayRecordings(t *testing.T) {
 			var out, errb bytes.Buffer
 			if code := Run([]string{"replay", "--per-worker", rec}, &out, &errb); code != 0 || errb.Len() > 0 {
 				t.Fatalf("replay exited %d: %s", code, errb.String())
+			}
+			if *updateSteps && !*update {
+				// Replay equals the live run (same tracker), so this is what a run would write.
+				if err := os.WriteFile(filepath.Join(dir, "steps.jsonl"), out.Bytes(), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				want = out.Bytes()
 			}
 			if !bytes.Equal(out.Bytes(), want) {
 				t.Fatalf("replay differs from the live steps.jsonl\nreplay:\n%s\nlive:\n%s", out.String(), want)

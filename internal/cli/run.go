@@ -19,7 +19,6 @@ import (
 	"github.com/vllmstat/vllmstat/internal/collector"
 	"github.com/vllmstat/vllmstat/internal/config"
 	"github.com/vllmstat/vllmstat/internal/outdir"
-	"github.com/vllmstat/vllmstat/internal/plot"
 	"github.com/vllmstat/vllmstat/internal/record"
 	"github.com/vllmstat/vllmstat/internal/report"
 	"github.com/vllmstat/vllmstat/internal/scrape"
@@ -98,7 +97,8 @@ type running struct {
 	ln     net.Listener
 	lock   *outdir.Lock
 	log    *slog.Logger
-	disc   runner // nil without discovery
+	disc   runner        // nil without discovery
+	sinks  *sink.Runtime // started and closed by run
 	closer []func()
 }
 
@@ -130,33 +130,11 @@ func startRun(cfg config.Config, log *slog.Logger, summary io.Writer, fresh bool
 			return fail(err)
 		}
 	}
-	named, err := buildSinks(cfg, log)
+	planned, err := parseSinks(cfg, log)
 	if err != nil {
 		return fail(err)
 	}
 	self := selfmetrics.New(selfmetrics.Options{Prefix: cfg.MetricPrefix, Logger: log})
-	var sinks, imageSinks []sink.Sink
-	var intervalHooks []func(step.Interval)
-	for _, n := range named {
-		self.AddSink(n.name, n.queue.Stats())
-		if n.interval != nil {
-			intervalHooks = append(intervalHooks, n.interval)
-			self.AddSampleSink(n.name, n.samples)
-		}
-		if n.images {
-			imageSinks = append(imageSinks, n.queue)
-		} else {
-			sinks = append(sinks, n.queue)
-		}
-		r.closer = append(r.closer, func() { n.queue.Close(context.Background()) })
-	}
-	topt := trackerOptions(cfg)
-	topt.OnInterval = func(iv step.Interval) {
-		self.Interval(iv)
-		for _, h := range intervalHooks {
-			h(iv)
-		}
-	}
 	stepsPath := filepath.Join(cfg.OutDir, "steps.jsonl")
 	if fresh {
 		if err := os.Remove(stepsPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -180,13 +158,11 @@ func startRun(cfg config.Config, log *slog.Logger, summary io.Writer, fresh bool
 		self.AddRecording(rw.Stats())
 		r.closer = append(r.closer, func() { rw.Close() })
 	}
-	if cfg.TimelinePlots || cfg.RecordTimelines {
-		// Timeline files and PNGs are drawn on the stage's own goroutine; the sinks that log
-		// images get each step from it, with its plots, once drawn.
-		stage := plot.NewStage(cfg.OutDir, plot.StageOptions{Plots: cfg.TimelinePlots, Timelines: true}, imageSinks, log)
-		sinks = append(sinks, stage)
-	} else {
-		sinks = append(sinks, imageSinks...)
+	r.sinks = buildSinks(cfg, planned, steps, self, log) // owns steps from here on
+	topt := trackerOptions(cfg)
+	topt.OnInterval = func(iv step.Interval) {
+		self.Interval(iv)
+		r.sinks.Interval(iv)
 	}
 	r.c = collector.New(collector.Options{
 		Targets:  cfg.Targets,
@@ -201,7 +177,7 @@ func startRun(cfg config.Config, log *slog.Logger, summary io.Writer, fresh bool
 		Tracker:   topt,
 		Recorder:  rw,
 		Observer:  self,
-		Sinks:     append([]sink.Sink{steps}, sinks...),
+		Sinks:     []sink.Sink{r.sinks},
 		OnStep: func(rec *step.Record) {
 			fmt.Fprintln(summary, summaryLine(rec, cfg.MetricPrefix))
 			if cfg.TerminalTimelines {
@@ -258,7 +234,13 @@ func (r *running) run(ctx context.Context) error {
 			r.disc.Run(dctx)
 		}
 	}()
+	r.sinks.Start()
 	err := r.c.Run(ctx)
+	// The collector has written its last step: drain the sinks, within a bound so that a dead
+	// tracker cannot hold the exit.
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	err = errors.Join(err, r.sinks.Close(sctx))
+	cancel()
 	stopDisc()
 	<-discDone
 	if r.srv != nil {

@@ -10,7 +10,6 @@ import (
 
 	"github.com/vllmstat/vllmstat/internal/config"
 	"github.com/vllmstat/vllmstat/internal/scrape"
-	"github.com/vllmstat/vllmstat/internal/window"
 )
 
 // listFlag collects a repeatable flag.
@@ -36,19 +35,21 @@ type runFlags struct {
 	args          []string // targets given as arguments
 }
 
+// register defines the flags, with config.Default()'s values as their defaults.
 func (f *runFlags) register(fs *flag.FlagSet) {
+	def := config.Default()
 	fs.StringVar(&f.configPath, "config", "", "YAML config `file` (vllmstat keys, or a NeMo-RL config with vllm_cfg logger keys)")
 	fs.Var(&f.targets, "target", "a /metrics `URL` or host:port to scrape, or a dns+http://NAME:PORT/metrics or dnssrv+http://NAME/metrics name to resolve (repeatable; adds to the config's targets)")
-	fs.Float64Var(&f.interval, "interval", 1.0, "scrape interval in `seconds` (vllm_metrics_logger_interval)")
-	fs.StringVar(&f.stepEvery, "step-every", "30s", "close a step this often, e.g. 30s; 0 closes steps only on request and at exit")
+	fs.Float64Var(&f.interval, "interval", def.Interval, "scrape interval in `seconds` (vllm_metrics_logger_interval)")
+	fs.StringVar(&f.stepEvery, "step-every", def.StepEvery.String(), "close a step this often, e.g. 30s; 0 closes steps only on request and at exit")
 	fs.StringVar(&f.scrapeTimeout, "scrape-timeout", "", "timeout of one scrape (default 80% of the interval, at most 10s)")
-	fs.StringVar(&f.outDir, "out", "vllmstat-out", "output `directory` (steps.jsonl, ...)")
-	fs.StringVar(&f.prefix, "metric-prefix", "vllm", "replaces the leading \"vllm\" of every metric key")
-	fs.BoolVar(&f.perWorker, "per-worker", false, "add per-worker metrics to every step record")
-	fs.BoolVar(&f.logScalars, "log-scalars", true, "add mean/max/p95 of the per-interval samples (vllm_metrics_log_scalars)")
-	fs.StringVar(&f.listen, "listen", "127.0.0.1:9400", "`address` of the HTTP API (step ends, live view); \"\" for none")
-	fs.StringVar(&f.record, "record", "", "write everything scraped to this recording `file` (.gz to compress) for replay")
-	fs.StringVar(&f.workerLabels, "worker-labels", strings.Join(window.DefaultWorkerLabels(), ","), workerLabelsUsage)
+	fs.StringVar(&f.outDir, "out", def.OutDir, "output `directory` (steps.jsonl, ...)")
+	fs.StringVar(&f.prefix, "metric-prefix", def.MetricPrefix, "replaces the leading \"vllm\" of every metric key")
+	fs.BoolVar(&f.perWorker, "per-worker", def.PerWorker, "add per-worker metrics to every step record")
+	fs.BoolVar(&f.logScalars, "log-scalars", def.LogScalars, "add mean/max/p95 of the per-interval samples (vllm_metrics_log_scalars)")
+	fs.StringVar(&f.listen, "listen", def.Listen, "`address` of the HTTP API (step ends, live view); \"\" for none")
+	fs.StringVar(&f.record, "record", def.Record, "write everything scraped to this recording `file` (.gz to compress) for replay")
+	fs.StringVar(&f.workerLabels, "worker-labels", strings.Join(def.WorkerLabels, ","), workerLabelsUsage)
 }
 
 // workerLabelsUsage documents --worker-labels, for run and replay alike.

@@ -1,87 +1,97 @@
 package cli
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/vllmstat/vllmstat/internal/config"
+	"github.com/vllmstat/vllmstat/internal/plot"
+	"github.com/vllmstat/vllmstat/internal/selfmetrics"
 	"github.com/vllmstat/vllmstat/internal/sink"
 	"github.com/vllmstat/vllmstat/internal/sink/remotewrite"
 	"github.com/vllmstat/vllmstat/internal/sink/tensorboard"
 	"github.com/vllmstat/vllmstat/internal/sink/wandb"
-	"github.com/vllmstat/vllmstat/internal/step"
 )
 
-// sinkTypes lists the sink types a config may name.
-var sinkTypes = []string{"jsonl", "tensorboard", "wandb", "remote_write"}
-
-// namedSink is a sink behind its own queue, with its name for self-metrics.
-type namedSink struct {
-	name  string
-	queue *sink.Queue
-	// interval, when set, takes every worker's interval values (remote write's optional
-	// per-interval samples); samples counts them for self-metrics.
-	interval func(step.Interval)
-	samples  *sink.Stats
-	images   bool // logs the timeline plots, so comes after the plot stage
+// sinkTypes are the sink types a config may name, by name. Adding a sink type is a package
+// with a sink.Type, plus its line here.
+var sinkTypes = map[string]sink.Type{
+	"jsonl":        {}, // steps.jsonl, always written; accepted in the list for clarity
+	"tensorboard":  tensorboard.Type,
+	"wandb":        wandb.Type,
+	"remote_write": remotewrite.Type,
 }
 
-// buildSinks makes the configured tracker sinks, each behind its own queue, so that a slow or
-// failing one never holds step close or the others. steps.jsonl is always written (it is the
-// run's record); "jsonl" in the list is accepted for clarity. Every problem is reported at once.
-func buildSinks(cfg config.Config, log *slog.Logger) ([]namedSink, error) {
-	var out []namedSink
+// sinkTypeNames lists the known types, for messages.
+func sinkTypeNames() string { return strings.Join(slices.Sorted(maps.Keys(sinkTypes)), ", ") }
+
+// plannedSink is a sinks entry whose type and settings were checked.
+type plannedSink struct {
+	spec config.SinkSpec
+	p    sink.Parsed
+}
+
+// parseSinks checks every sinks entry's type and settings, without side effects, and reports
+// every problem at once, so that a run refused at start has created no file.
+func parseSinks(cfg config.Config, log *slog.Logger) ([]plannedSink, error) {
+	env := sinkEnv(cfg, log)
+	var out []plannedSink
 	var problems config.Problems
 	for _, spec := range cfg.Sinks {
-		var open func() (sink.Sink, error)
-		switch spec.Type {
-		case "jsonl":
-			continue
-		case "tensorboard":
-			open = func() (sink.Sink, error) { return tensorboard.New(cfg.OutDir, spec, log) }
-		case "wandb":
-			open = func() (sink.Sink, error) { return wandb.New(cfg.OutDir, spec, log) }
-		case "remote_write":
-			// A network sink: settings are checked here, and the writer retries on its own.
-			rw, err := remotewrite.New(spec, cfg.MetricPrefix, log)
-			var ps config.Problems
-			if errors.As(err, &ps) {
-				problems = append(problems, ps...)
-				continue
-			} else if err != nil {
-				problems = append(problems, fmt.Sprintf("%s: %v", spec.Path, err))
-				continue
-			}
-			out = append(out, namedSink{name: spec.Path, queue: sink.NewQueue(rw, sink.QueueOptions{Name: spec.Path, Logger: log}),
-				interval: rw.Interval, samples: rw.Stats()})
-			continue
-		default:
-			problems = append(problems, fmt.Sprintf("%s: unknown sink type %q; known: %s", spec.Path, spec.Type, strings.Join(sinkTypes, ", ")))
+		t, ok := sinkTypes[spec.Type]
+		if !ok {
+			problems = append(problems, fmt.Sprintf("%s: unknown sink type %q; known: %s", spec.Path, spec.Type, sinkTypeNames()))
 			continue
 		}
-		s, err := open()
+		p, err := t.Parse(env, spec)
 		var ps config.Problems
 		switch {
 		case errors.As(err, &ps):
 			problems = append(problems, ps...)
-			continue
 		case err != nil:
-			// Settings are fine but the sink cannot start (an unwritable directory, say): the
-			// run goes on, and the sink's queue retries opening it with backoff.
-			log.Error("sink cannot start; retrying with backoff while the run goes on", "sink", spec.Type, "err", err)
-			s = sink.NewLazy(open)
+			problems = append(problems, fmt.Sprintf("%s: %v", spec.Path, err))
+		case !t.Builtin():
+			out = append(out, plannedSink{spec, p})
 		}
-		out = append(out, namedSink{name: spec.Path, queue: sink.NewQueue(s, sink.QueueOptions{Name: spec.Type, Logger: log}),
-			images: spec.Type == "tensorboard" || spec.Type == "wandb"})
 	}
 	if len(problems) > 0 {
-		for _, s := range out {
-			s.queue.Close(context.Background())
-		}
 		return nil, problems
 	}
 	return out, nil
+}
+
+func sinkEnv(cfg config.Config, log *slog.Logger) sink.Env {
+	return sink.Env{OutDir: cfg.OutDir, MetricPrefix: cfg.MetricPrefix, Logger: log}
+}
+
+// buildSinks opens the planned sinks and puts them, after steps (written inline, first), into
+// the runtime that delivers the run's records: each sink behind its own queue, so that a slow
+// or failing one never holds step close or the others, and the plot stage in front of those
+// that log images. The caller starts the runtime and closes it; it closes every sink.
+func buildSinks(cfg config.Config, planned []plannedSink, steps sink.Sink, self *selfmetrics.Metrics, log *slog.Logger) *sink.Runtime {
+	env := sinkEnv(cfg, log)
+	rt := sink.NewRuntime(log)
+	rt.AddInline(steps)
+	if cfg.TimelinePlots || cfg.RecordTimelines {
+		rt.SetPrepare("plots", plot.NewStage(cfg.OutDir, plot.StageOptions{Plots: cfg.TimelinePlots, Timelines: true}, log), 0)
+	}
+	for _, ps := range planned {
+		s, err := ps.p.Open(env)
+		if err != nil {
+			// Settings are fine but the sink cannot start (an unwritable directory, say): the
+			// run goes on, and the runtime retries opening it with backoff.
+			log.Error("sink cannot start; retrying with backoff while the run goes on", "sink", ps.spec.Type, "err", err)
+			s = sink.NewLazy(func() (sink.Sink, error) { return ps.p.Open(env) })
+		}
+		caps := ps.p.Caps()
+		self.AddSink(ps.spec.Path, rt.Add(s, sink.LaneOptions{Name: ps.spec.Type, Images: caps.Images}))
+		if st, ok := s.(interface{ Stats() *sink.Stats }); ok && caps.Intervals {
+			self.AddSampleSink(ps.spec.Path, st.Stats())
+		}
+	}
+	return rt
 }

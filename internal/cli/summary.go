@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/vllmstat/vllmstat/internal/step"
+	"github.com/vllmstat/vllmstat/internal/timeline"
 )
 
 // summaryLine is the one-line stderr summary of a closed step. Absent values show as "-",
@@ -29,6 +30,49 @@ func summaryLine(r *step.Record, prefix string) string {
 		"run " + v("num_requests_running/mean", "%.1f", 1) + " wait " + v("num_requests_waiting/mean", "%.1f", 1),
 		"gen " + v("generation_tokens_per_s", "%.0f tok/s", 1),
 		"ttft p50 " + v("time_to_first_token_seconds/p50", "%.3fs", 1),
+		"tail " + v("straggler_tail_s", "%.1fs", 1) + parens(stragglerName(r)),
 	}
 	return strings.Join(parts, " | ")
+}
+
+// stragglerName names the step's latest straggler and how many more there are ("h:8000#1 +2"),
+// "" when it has none.
+func stragglerName(r *step.Record) string {
+	if len(r.Stragglers) == 0 {
+		return ""
+	}
+	name := timeline.Label(r.Stragglers[0].ID())
+	if n := len(r.Stragglers) - 1; n > 0 {
+		name += fmt.Sprintf(" +%d", n)
+	}
+	return name
+}
+
+func parens(s string) string {
+	if s == "" {
+		return ""
+	}
+	return " (" + s + ")"
+}
+
+// balanceLines names a step's stragglers and worst workers, one line each, for views that have
+// room for them (watch's session summary).
+func balanceLines(r *step.Record) []string {
+	var out []string
+	if len(r.Stragglers) > 0 {
+		names := make([]string, len(r.Stragglers))
+		for i, s := range r.Stragglers {
+			names[i] = fmt.Sprintf("%s (last busy %.1fs)", timeline.Label(s.ID()), s.LastBusyS)
+		}
+		out = append(out, "stragglers: "+strings.Join(names, ", "))
+	}
+	if w := r.WorstWorkers; w != nil {
+		if v := w.PrefixCacheHitRate; v != nil {
+			out = append(out, fmt.Sprintf("lowest hit rate: %s %.1f%%", timeline.Label(v.ID()), 100*v.Value))
+		}
+		if v := w.NumPreemptions; v != nil {
+			out = append(out, fmt.Sprintf("most preemptions: %s %.0f", timeline.Label(v.ID()), v.Value))
+		}
+	}
+	return out
 }

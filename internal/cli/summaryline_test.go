@@ -20,9 +20,9 @@ func TestSummaryLine(t *testing.T) {
 		rec  *step.Record
 		want string
 	}{
-		{"every value", full, "step 3 | 30.0s | workers 4 | scrapes 240 ok 0 failed | hit 81.2% | preempt 3 | kv 0.42/0.97 | run 12.5 wait 3.1 | gen 1234 tok/s | ttft p50 0.120s"},
+		{"every value", full, "step 3 | 30.0s | workers 4 | scrapes 240 ok 0 failed | hit 81.2% | preempt 3 | kv 0.42/0.97 | run 12.5 wait 3.1 | gen 1234 tok/s | ttft p50 0.120s | tail -"},
 		// A step without requests has no TTFT and no token rate: a bare "-", no unit after it.
-		{"no values", &step.Record{Step: 1, DurationS: 2, Metrics: map[string]float64{}}, "step 1 | 2.0s | workers 0 | scrapes 0 ok 0 failed | hit - | preempt - | kv -/- | run - wait - | gen - | ttft p50 -"},
+		{"no values", &step.Record{Step: 1, DurationS: 2, Metrics: map[string]float64{}}, "step 1 | 2.0s | workers 0 | scrapes 0 ok 0 failed | hit - | preempt - | kv -/- | run - wait - | gen - | ttft p50 - | tail -"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -30,7 +30,7 @@ usage mean and max, the prefix-cache hit rate over the interval, preemptions in 
 generation and prompt tokens/s. A target that goes down is logged on stderr with the reason
 (refused, timeout, http_status, parse, ...), and again when it is back up. Ctrl-C prints the
 whole session's totals (the metric keys of one step record covering the session, one per
-line) and exits 0.
+line, then the stragglers and worst workers it names, if any) and exits 0.
 
 On a terminal the header repeats every screenful and --per-worker redraws one row per worker in
 place; on a pipe only plain lines are printed.
@@ -298,7 +298,8 @@ func (w *watcher) printWorkers(t time.Time, down int) {
 }
 
 // summary prints the whole session as one step record would have it: its duration, workers
-// and scrapes (the failed ones by reason), then every metric key and its value.
+// and scrapes (the failed ones by reason), every metric key and its value, then the
+// stragglers and worst workers it names.
 func (w *watcher) summary() {
 	rec := w.tr.EndStep(1, w.last.Add(time.Nanosecond))
 	fmt.Fprintf(w.out, "\nsession: %.1fs, %d workers, %d scrapes ok, %d failed%s\n", rec.DurationS, rec.Workers, rec.Scrapes.OK, rec.Scrapes.Failed, w.failedByReason())
@@ -311,6 +312,9 @@ func (w *watcher) summary() {
 	sort.Strings(keys)
 	for _, k := range keys {
 		fmt.Fprintf(w.out, "  %-*s  %s\n", width, k, formatValue(rec.Metrics[k]))
+	}
+	for _, l := range balanceLines(&rec) {
+		fmt.Fprintln(w.out, "  "+l)
 	}
 }
 

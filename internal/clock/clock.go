@@ -5,7 +5,6 @@
 package clock
 
 import (
-	"context"
 	"time"
 )
 
@@ -54,23 +53,3 @@ type realTimer struct{ t *time.Timer }
 
 func (r realTimer) C() <-chan time.Time { return r.t.C }
 func (r realTimer) Stop() bool          { return r.t.Stop() }
-
-// WithTimeout is context.WithTimeout on c's time: the context ends d after now on c, with
-// context.Cause reporting context.DeadlineExceeded. On the real clock it is
-// context.WithTimeout itself, so that the deadline reaches what reads ctx.Deadline.
-func WithTimeout(parent context.Context, c Clock, d time.Duration) (context.Context, context.CancelFunc) {
-	if _, ok := c.(Real); ok {
-		return context.WithTimeout(parent, d)
-	}
-	ctx, cancel := context.WithCancelCause(parent)
-	tm := c.NewTimer(d)
-	go func() {
-		select {
-		case <-tm.C():
-			cancel(context.DeadlineExceeded)
-		case <-ctx.Done():
-			tm.Stop()
-		}
-	}()
-	return ctx, func() { cancel(context.Canceled) }
-}

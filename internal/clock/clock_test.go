@@ -2,8 +2,6 @@ package clock
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -144,67 +142,6 @@ func TestRealUnderSynctest(t *testing.T) {
 		<-After(c, time.Minute)
 		if d := c.Now().Sub(start); d != time.Hour+time.Minute {
 			t.Fatalf("After a minute: %s since start", d)
-		}
-	})
-}
-
-func TestWithTimeoutOnFake(t *testing.T) {
-	f := NewFake(t0)
-	ctx, cancel := WithTimeout(context.Background(), f, 10*time.Second)
-	defer cancel()
-	if err := f.BlockUntil(context.Background(), 1); err != nil {
-		t.Fatal(err)
-	}
-	f.Advance(9 * time.Second)
-	select {
-	case <-ctx.Done():
-		t.Fatal("ended before its deadline")
-	default:
-	}
-	f.Advance(time.Second)
-	<-ctx.Done()
-	if !errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
-		t.Fatalf("cause %v, want the deadline", context.Cause(ctx))
-	}
-	// Cancelling first stops the timer.
-	ctx2, cancel2 := WithTimeout(context.Background(), f, time.Second)
-	cancel2()
-	<-ctx2.Done()
-	if err := waitTimers(f, 0); err != nil {
-		t.Fatal(err)
-	}
-	if !errors.Is(context.Cause(ctx2), context.Canceled) {
-		t.Fatalf("cause %v, want cancelled", context.Cause(ctx2))
-	}
-}
-
-// waitTimers waits until no more than n timers are pending on f.
-func waitTimers(f *Fake, n int) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	for f.Timers() > n {
-		f.mu.Lock()
-		ch := f.changed
-		f.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return fmt.Errorf("%d timers still pending, want %d", f.Timers(), n)
-		}
-	}
-	return nil
-}
-
-func TestWithTimeoutOnReal(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		ctx, cancel := WithTimeout(context.Background(), Real{}, time.Minute)
-		defer cancel()
-		if dl, ok := ctx.Deadline(); !ok || time.Until(dl) != time.Minute {
-			t.Fatalf("deadline %v %v, want a minute from now", dl, ok)
-		}
-		<-ctx.Done()
-		if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			t.Fatalf("err %v", ctx.Err())
 		}
 	})
 }

@@ -35,6 +35,9 @@ type Options struct {
 	Limits   window.Limits
 	Tracker  step.Options
 	Recorder *record.Writer // nil: no recording
+	// Sinks get every closed step, in order, on the collector goroutine; their Write must not
+	// block (a sink.Runtime queues them). The collector never closes them: their owner does,
+	// after Run returns.
 	Sinks    []sink.Sink
 	OnStep   func(*step.Record) // called after the sinks, e.g. to print a summary
 	Keep     int                // closed steps kept in memory for Steps; default 1000
@@ -185,7 +188,8 @@ func (c *Collector) Targets(ctx context.Context) ([]string, error) {
 }
 
 // Run scrapes and closes steps until ctx is done, then closes the open step after a final
-// boundary scrape, closes the sinks and the recording, and returns.
+// boundary scrape, closes the recording, and returns. The sinks have then had their last
+// Write; closing them is up to their owner.
 func (c *Collector) Run(ctx context.Context) error {
 	defer close(c.done)
 	s := newState(c)
@@ -228,11 +232,8 @@ func (c *Collector) Run(ctx context.Context) error {
 	}
 }
 
-// sinkCloseTimeout bounds how long shutdown waits for the sinks to flush and close.
-const sinkCloseTimeout = 10 * time.Second
-
 // shutdown closes the open step with a final boundary scrape, bounded in time so that a dead
-// target cannot hold the exit, then closes everything.
+// target cannot hold the exit, then closes the scrape pool and the recording.
 func (s *state) shutdown(results chan scrape.Result) error {
 	if !s.c.opt.NoFinalStep {
 		s.requestEnd(-1, nil) // queued behind a step end in progress, if any
@@ -251,18 +252,10 @@ func (s *state) shutdown(results chan scrape.Result) error {
 	}
 	deadline.Stop()
 	s.pool.Close()
-	var errs []error
-	ctx, cancel := clock.WithTimeout(context.Background(), s.c.opt.Clock, sinkCloseTimeout)
-	defer cancel()
-	for _, sk := range s.c.opt.Sinks {
-		if err := sk.Close(ctx); err != nil {
-			errs = append(errs, err)
-		}
-	}
 	if s.c.opt.Recorder != nil {
 		if err := s.c.opt.Recorder.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("close recording: %w", err))
+			return fmt.Errorf("close recording: %w", err)
 		}
 	}
-	return errors.Join(errs...)
+	return nil
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/vllmstat/vllmstat/internal/clock"
 	"github.com/vllmstat/vllmstat/internal/scrape"
-	"github.com/vllmstat/vllmstat/internal/sink"
 	"github.com/vllmstat/vllmstat/internal/step"
 )
 
@@ -235,40 +233,5 @@ func TestShutdownDeadline(t *testing.T) {
 	}
 	if _, err := c.EndStep(context.Background(), 5); !errors.Is(err, ErrStopped) {
 		t.Fatalf("after stop: %v", err)
-	}
-}
-
-// stuckSink accepts records and, on Close, waits for the context to end.
-type stuckSink struct{ closing chan context.Context }
-
-func (stuckSink) Write(context.Context, *step.Record) error { return nil }
-
-func (s stuckSink) Close(ctx context.Context) error {
-	s.closing <- ctx
-	<-ctx.Done()
-	return fmt.Errorf("close stuck sink: %w", context.Cause(ctx))
-}
-
-// TestShutdownSinkCloseDeadline checks that a sink that cannot close holds the exit only for
-// sinkCloseTimeout on the collector's clock, and that its failure is returned.
-func TestShutdownSinkCloseDeadline(t *testing.T) {
-	s := newCounterServer(t)
-	sk := stuckSink{closing: make(chan context.Context)}
-	_, fc, stop := start(t, Options{Targets: targets(s.srv.URL), Sinks: []sink.Sink{sk}})
-	waitFor(t, func() bool { return s.n.Load() == 1 })
-	errc := make(chan error, 1)
-	go func() { errc <- stop() }()
-	ctx := <-sk.closing
-	if n := fc.Timers(); n != 1 {
-		t.Fatalf("%d timers on the collector's clock while a sink closes, want its deadline", n)
-	}
-	fc.Advance(sinkCloseTimeout - time.Millisecond)
-	if ctx.Err() != nil {
-		t.Fatalf("the sink's close context ended early: %v", ctx.Err())
-	}
-	fc.Advance(time.Millisecond)
-	err := <-errc
-	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "close stuck sink") {
-		t.Fatalf("stop returned %v, want the sink's deadline error", err)
 	}
 }

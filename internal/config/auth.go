@@ -3,169 +3,138 @@ package config
 import (
 	"fmt"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/vllmstat/vllmstat/internal/config/yamlx"
 	"github.com/vllmstat/vllmstat/internal/scrape"
 )
 
-// Keys of a credentials mapping, as in Prometheus' scrape configs.
-var (
-	basicAuthKeys     = []string{"username", "password", "password_file"}
-	authorizationKeys = []string{"type", "credentials", "credentials_file"}
-	targetKeys        = []string{"url", "basic_auth", "authorization"}
-)
-
-// targets reads a list whose entries are URLs (or host:port) or mappings
-// {url: ..., basic_auth: {...}} / {url: ..., authorization: {...}}. A URL may carry user info;
-// problems never quote it (Validate normalises the URLs and quotes them without it).
-func (d *decoder) targets(v *yaml.Node, path string) {
-	const want = "must be a list of URLs such as http://host:8000/metrics or host:port, or of {url: ..., basic_auth: ...} mappings"
-	if v.Kind != yaml.SequenceNode {
-		d.problem(v, path, want)
-		return
-	}
-	ts := []scrape.Target{}
-	for i, e := range v.Content {
-		p := fmt.Sprintf("%s[%d]", path, i)
-		switch e.Kind {
-		case yaml.ScalarNode:
-			if e.Tag == "!!null" || e.Value == "" {
-				d.problem(e, p, "must be a URL or host:port")
-				continue
-			}
-			ts = append(ts, scrape.Target{URL: e.Value})
-		case yaml.MappingNode:
-			d.unknownKeys(e, p, targetKeys)
-			u := get(e, "url")
-			if u == nil || u.Kind != yaml.ScalarNode || u.Tag == "!!null" || u.Value == "" {
-				d.problem(e, p, "a target mapping needs url: a URL or host:port")
-				continue
-			}
-			a, _ := d.auth(e, p+".")
-			ts = append(ts, scrape.Target{URL: u.Value, Auth: a})
-		default:
-			d.problem(e, p, want)
-		}
-	}
-	d.c.Targets = ts
+// credentials are the keys basic_auth and authorization, as in Prometheus' scrape configs,
+// where a mapping may give them: at the top (for every target without its own) and in a
+// target's mapping. resolveAuth checks them and reads their files.
+type credentials struct {
+	// BasicAuth is HTTP basic auth: {username: ..., password: ... or password_file: ...}.
+	BasicAuth *basicAuth `yaml:"basic_auth"`
+	// Authorization is an Authorization header: {type: Bearer, credentials: ... or
+	// credentials_file: ...}.
+	Authorization *authorization `yaml:"authorization"`
 }
 
-// auth reads the basic_auth and authorization keys of mapping n; ok is false when n has
-// neither or they are wrong.
-func (d *decoder) auth(n *yaml.Node, prefix string) (a scrape.Auth, ok bool) {
-	ba, az := get(n, "basic_auth"), get(n, "authorization")
+// basicAuth is a basic_auth mapping.
+type basicAuth struct {
+	// Username is the user name, a secret like the password (it is user info in a URL).
+	Username scrape.Secret `yaml:"username"`
+	// Password is the password; it is never shown.
+	Password scrape.Secret `yaml:"password"`
+	// PasswordFile holds the password instead, read at every scrape (it may be rotated).
+	PasswordFile string `yaml:"password_file"`
+}
+
+func (basicAuth) YAMLExample() string { return "{username: ..., password: ... or password_file: ...}" }
+
+// authorization is an authorization mapping.
+type authorization struct {
+	// Type is the scheme, one word; default Bearer.
+	Type string `yaml:"type"`
+	// Credentials follow the type in the header; they are never shown.
+	Credentials scrape.Secret `yaml:"credentials"`
+	// CredentialsFile holds the credentials instead, read at every scrape.
+	CredentialsFile string `yaml:"credentials_file"`
+}
+
+func (authorization) YAMLExample() string {
+	return "{type: Bearer, credentials: ... or credentials_file: ...}"
+}
+
+// targetEntry is a target given as a mapping.
+type targetEntry struct {
+	// URL is the /metrics URL or host:port.
+	URL         string `yaml:"url"`
+	credentials `yaml:",inline"`
+}
+
+// target reads an entry of targets: a URL (or host:port), or a mapping {url: ..., basic_auth:
+// ...}. A URL may carry user info; problems never quote it (Validate normalises the URLs and
+// quotes them without it).
+func (p *parser) target(n *yaml.Node) (scrape.Target, error) {
+	switch n.Kind {
+	case yaml.ScalarNode:
+		if n.Tag == "!!null" || n.Value == "" {
+			return scrape.Target{}, yamlx.Problem(n, "must be a URL or host:port")
+		}
+		return scrape.Target{URL: n.Value}, nil
+	case yaml.MappingNode:
+		var e targetEntry
+		w, es := yamlx.Decode(n, &e, yamlx.Options{Hooks: p.hooks()})
+		if e.URL == "" && !w.Has("url") {
+			es = append(es, yamlx.Problem(n, "a target mapping needs url: a URL or host:port")...)
+		}
+		a, aes := resolveAuth(e.credentials, w, n, "", p.dir)
+		if es = append(es, aes...); len(es) > 0 {
+			return scrape.Target{}, es
+		}
+		return scrape.Target{URL: e.URL, Auth: a}, nil
+	}
+	return scrape.Target{}, yamlx.Problem(n, "must be a URL or host:port, or a {url: ..., basic_auth: ...} mapping")
+}
+
+// resolveAuth checks the credentials decoded from mapping n (w says where its keys were) and
+// reads their files once, so that a missing or empty one is reported at start; scrapes read
+// them again. both is the path that names the problem of both keys given. Problems name keys,
+// never values.
+func resolveAuth(cr credentials, w yamlx.Where, n *yaml.Node, both, dir string) (scrape.Auth, yamlx.Errors) {
+	var a scrape.Auth
+	var es yamlx.Errors
+	hasBasic, hasAuthz := w.Has("basic_auth"), w.Has("authorization")
 	switch {
-	case ba == nil && az == nil:
-		return a, false
-	case ba != nil && az != nil:
-		at := strings.TrimSuffix(prefix, ".")
-		if at == "" {
-			at = "basic_auth, authorization"
+	case hasBasic && hasAuthz:
+		return a, yamlx.Errors{{Path: both, Line: n.Line, Msg: "give basic_auth or authorization, not both"}}
+	case hasBasic && cr.BasicAuth != nil:
+		b := *cr.BasicAuth
+		pw, pwf := secretOrFile(w, "basic_auth", "password", b.Password, &b.PasswordFile, dir, &es)
+		if !pw && !pwf && len(es) == 0 && b.Username.Reveal() == "" {
+			es = append(es, w.Problem("basic_auth", "needs a username, a password or a password_file"))
 		}
-		d.problem(n, at, "give basic_auth or authorization, not both")
-		return a, false
-	case ba != nil:
-		a.Basic = d.basicAuth(ba, prefix+"basic_auth")
-	default:
-		a.Authorization = d.authorization(az, prefix+"authorization")
-	}
-	return a, !a.IsZero()
-}
-
-func (d *decoder) basicAuth(n *yaml.Node, path string) *scrape.BasicAuth {
-	if n.Kind != yaml.MappingNode {
-		d.problem(n, path, "must be a mapping {username: ..., password: ... or password_file: ...}")
-		return nil
-	}
-	bad := len(d.ps)
-	d.unknownKeys(n, path, basicAuthKeys)
-	var b scrape.BasicAuth
-	if v := get(n, "username"); v != nil {
-		var user string
-		d.str(v, path+".username", &user)
-		b.Username = scrape.NewSecret(user)
-	}
-	before := len(d.ps)
-	b.Password, b.PasswordFile = d.secretOrFile(n, path, "password")
-	if len(d.ps) == before && b.Username.Reveal() == "" && b.Password.Reveal() == "" && b.PasswordFile == "" {
-		d.problem(n, path, "needs a username, a password or a password_file")
-	}
-	if len(d.ps) > bad {
-		return nil
-	}
-	return &b
-}
-
-func (d *decoder) authorization(n *yaml.Node, path string) *scrape.Authorization {
-	if n.Kind != yaml.MappingNode {
-		d.problem(n, path, "must be a mapping {type: Bearer, credentials: ... or credentials_file: ...}")
-		return nil
-	}
-	bad := len(d.ps)
-	d.unknownKeys(n, path, authorizationKeys)
-	a := scrape.Authorization{Type: "Bearer"}
-	if v := get(n, "type"); v != nil {
-		d.str(v, path+".type", &a.Type)
+		a.Basic = &scrape.BasicAuth{Username: b.Username, Password: b.Password, PasswordFile: b.PasswordFile}
+	case hasAuthz && cr.Authorization != nil:
+		z := *cr.Authorization
 		switch {
-		case strings.EqualFold(a.Type, "basic"):
-			d.problem(v, path+".type", "use basic_auth for basic authentication")
-		case a.Type == "" || strings.ContainsAny(a.Type, " \t\r\n"):
-			d.problem(v, path+".type", "must be one word, such as Bearer")
+		case !w.Has("authorization.type"):
+			z.Type = "Bearer"
+		case strings.EqualFold(z.Type, "basic"):
+			es = append(es, w.Problem("authorization.type", "use basic_auth for basic authentication"))
+		case z.Type == "" || strings.ContainsAny(z.Type, " \t\r\n"):
+			es = append(es, w.Problem("authorization.type", "must be one word, such as Bearer"))
 		}
+		before := len(es)
+		c, cf := secretOrFile(w, "authorization", "credentials", z.Credentials, &z.CredentialsFile, dir, &es)
+		if !c && !cf && len(es) == before {
+			es = append(es, w.Problem("authorization", "needs credentials or a credentials_file"))
+		}
+		a.Authorization = &scrape.Authorization{Type: z.Type, Credentials: z.Credentials, CredentialsFile: z.CredentialsFile}
 	}
-	before := len(d.ps)
-	a.Credentials, a.CredentialsFile = d.secretOrFile(n, path, "credentials")
-	if len(d.ps) == before && a.Credentials.Reveal() == "" && a.CredentialsFile == "" {
-		d.problem(n, path, "needs credentials or a credentials_file")
-	}
-	if len(d.ps) > bad {
-		return nil
-	}
-	return &a
+	return a, es
 }
 
-// secretOrFile reads key or key_file of mapping n. The file is read once now, so that a missing
-// or empty one is reported at start; scrapes read it again (it may be rotated). Problems name
-// the key, never the value.
-func (d *decoder) secretOrFile(n *yaml.Node, path, key string) (scrape.Secret, string) {
-	v, f := get(n, key), get(n, key+"_file")
-	if v != nil && f != nil {
-		d.problem(n, path, fmt.Sprintf("give %s or %s_file, not both", key, key))
-		return scrape.Secret{}, ""
-	}
-	if v != nil {
-		if v.Kind != yaml.ScalarNode || v.Tag == "!!null" || v.Value == "" {
-			d.problem(v, path+"."+key, "must be a non-empty string (its value is not shown)")
-			return scrape.Secret{}, ""
+// secretOrFile checks key and key_file of the mapping at path: at most one, a secret not empty,
+// a file that can be read (made relative to dir). It reports which were given.
+func secretOrFile(w yamlx.Where, path, key string, secret scrape.Secret, file *string, dir string, es *yamlx.Errors) (hasSecret, hasFile bool) {
+	kp, fp := path+"."+key, path+"."+key+"_file"
+	hasSecret, hasFile = w.Has(kp), w.Has(fp)
+	switch {
+	case hasSecret && hasFile:
+		*es = append(*es, w.Problem(path, fmt.Sprintf("give %s or %s_file, not both", key, key)))
+	case hasSecret && secret.Reveal() == "":
+		*es = append(*es, w.Problem(kp, "must be a non-empty string (its value is not shown)"))
+	case hasFile && *file != "":
+		if !filepath.IsAbs(*file) && dir != "" {
+			*file = filepath.Join(dir, *file)
 		}
-		return scrape.NewSecret(v.Value), ""
-	}
-	if f == nil {
-		return scrape.Secret{}, ""
-	}
-	var file string
-	d.str(f, path+"."+key+"_file", &file)
-	if file == "" {
-		return scrape.Secret{}, ""
-	}
-	if !filepath.IsAbs(file) && d.dir != "" {
-		file = filepath.Join(d.dir, file)
-	}
-	if _, err := scrape.ReadSecretFile(file); err != nil {
-		d.problem(f, path+"."+key+"_file", err.Error())
-		return scrape.Secret{}, ""
-	}
-	return scrape.Secret{}, file
-}
-
-// unknownKeys reports the keys of mapping n that are not in keys.
-func (d *decoder) unknownKeys(n *yaml.Node, path string, keys []string) {
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		if k := n.Content[i]; !slices.Contains(keys, k.Value) {
-			d.problem(k, path+"."+k.Value, fmt.Sprintf("unknown key; the keys here are %s", strings.Join(keys, ", ")))
+		if _, err := scrape.ReadSecretFile(*file); err != nil {
+			*es = append(*es, w.Problem(fp, err.Error()))
 		}
 	}
+	return hasSecret, hasFile && *file != ""
 }

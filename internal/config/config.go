@@ -13,92 +13,96 @@ import (
 	"strings"
 	"time"
 
-	"go.yaml.in/yaml/v3"
-
 	"github.com/vllmstat/vllmstat/internal/discovery"
 	"github.com/vllmstat/vllmstat/internal/scrape"
 	"github.com/vllmstat/vllmstat/internal/window"
 )
 
-// Config is the whole configuration of a run.
+// Config is the whole configuration of a run. Its yaml tags are the keys of vllmstat's own
+// section (the top level of a vllmstat file, or vllmstat: in a file that holds other things);
+// the four logger keys are also read from vllm_cfg: where NeMo-RL keeps them. Fields without a
+// tag are derived by Validate or set by the program.
 type Config struct {
 	// Enabled is enable_vllm_metrics_logger: false scrapes nothing and writes nothing.
-	Enabled bool
+	Enabled bool `yaml:"enable_vllm_metrics_logger"`
 	// Interval is vllm_metrics_logger_interval: seconds between scrapes of each target.
-	Interval float64
+	Interval float64 `yaml:"vllm_metrics_logger_interval"`
 	// LogScalars is vllm_metrics_log_scalars: add mean/max/p95 of the per-interval samples.
-	LogScalars bool
+	LogScalars bool `yaml:"vllm_metrics_log_scalars"`
 	// TimelinePlots is vllm_metrics_log_timeline_plots: draw per-step timeline plots.
-	TimelinePlots bool
+	TimelinePlots bool `yaml:"vllm_metrics_log_timeline_plots"`
 
-	// Targets are the /metrics pages to scrape. Before Validate a target's URL is as written
-	// (a URL, or host:port meaning http://host:port/metrics, maybe with user info); Validate
-	// normalises it, moves user info to the target's credentials, and gives Auth to targets
-	// without credentials of their own.
-	Targets []scrape.Target
+	// Targets are the /metrics pages to scrape: URLs or host:port strings, or {url: ...,
+	// basic_auth: ...} mappings. Before Validate a target's URL is as written (maybe with user
+	// info); Validate normalises it, moves user info to the target's credentials, and gives Auth
+	// to targets without credentials of their own.
+	Targets []scrape.Target `yaml:"targets" want:"a list of URLs such as http://host:8000/metrics or host:port, or of {url: ..., basic_auth: ...} mappings"`
+	// credentials are the top-level basic_auth and authorization keys as written; parse turns
+	// them into Auth.
+	credentials `yaml:",inline"`
 	// Auth are the credentials of targets that have none of their own (top-level basic_auth or
 	// authorization), also given to targets added through the API.
 	Auth scrape.Auth
 	// StepEvery closes a step this often; 0 closes steps only on request (and at exit).
-	StepEvery time.Duration
+	StepEvery time.Duration `yaml:"step_every"`
 	// ScrapeTimeout bounds one scrape; default 80% of the interval, at most 10s.
-	ScrapeTimeout time.Duration
+	ScrapeTimeout time.Duration `yaml:"scrape_timeout"`
 	// OutDir receives steps.jsonl and whatever else a run writes.
-	OutDir string
+	OutDir string `yaml:"out_dir"`
 	// MetricPrefix replaces the leading "vllm" of every metric key.
-	MetricPrefix string
+	MetricPrefix string `yaml:"metric_prefix"`
 	// PerWorker adds per-worker records to every step.
-	PerWorker bool
+	PerWorker bool `yaml:"per_worker"`
 	// Record, when set, is the path of a recording of every scrape (.gz compresses it).
-	Record string
+	Record string `yaml:"record"`
 	// MaxBodyBytes bounds a page; a larger one is a failed scrape.
-	MaxBodyBytes int64
-	// MaxSeriesPerTarget and MaxWorkersPerTarget bound one target's page (see window.Limits);
-	// a page over them is a failed scrape.
-	MaxSeriesPerTarget  int
-	MaxWorkersPerTarget int
+	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+	// MaxSeriesPerTarget bounds the series of one target's page (see window.Limits); a page
+	// over it is a failed scrape.
+	MaxSeriesPerTarget int `yaml:"max_series_per_target"`
+	// MaxWorkersPerTarget bounds the workers of one target's page, likewise.
+	MaxWorkersPerTarget int `yaml:"max_workers_per_target"`
 	// WorkerLabels are the labels that, with the target and engine, tell workers apart (Ray's
 	// ReplicaId and WorkerId by default; see window.Options). Empty: target and engine alone.
-	WorkerLabels []string
+	WorkerLabels []string `yaml:"worker_labels" want:"a list of label names, e.g. [ReplicaId, WorkerId] ([] for none)" item:"a label name"`
 
 	// Sinks are the destinations of closed steps besides steps.jsonl, in order.
-	Sinks []SinkSpec
+	Sinks []SinkSpec `yaml:"sinks" want:"a list of sinks, e.g. [jsonl, tensorboard, wandb]"`
 	// RecordTimelines writes OUT_DIR/timelines/step_NNNNNN.json even without plots.
-	RecordTimelines bool
+	RecordTimelines bool `yaml:"record_timelines"`
 	// TerminalTimelines prints per-worker block-character timelines at each step close.
-	TerminalTimelines bool
+	TerminalTimelines bool `yaml:"terminal_timelines"`
 	// Listen is the address of the HTTP API ("" = no API).
-	Listen string
+	Listen string `yaml:"listen"`
 	// APIToken, when set, is required as a bearer token on every endpoint that serves run data:
 	// /v1/, the report at / and /metrics (unless MetricsPublic).
-	APIToken scrape.Secret
+	APIToken scrape.Secret `yaml:"api_token"`
 	// MetricsPublic serves /metrics without the token.
-	MetricsPublic bool
+	MetricsPublic bool `yaml:"metrics_public"`
 	// AllowInsecureListen permits a non-loopback Listen without an APIToken.
-	AllowInsecureListen bool
+	AllowInsecureListen bool `yaml:"allow_insecure_listen"`
 
 	// DNS are the targets given as dns+ or dnssrv+ URLs, resolved again every RefreshInterval;
 	// Validate moves them here from Targets.
 	DNS []discovery.DNSName
 	// FileSD are the paths or globs of file_sd files (Prometheus' format), re-read every
-	// RefreshInterval or 5 s, whichever is shorter.
-	FileSD []string
+	// RefreshInterval or 5 s, whichever is shorter. Relative ones are relative to the config
+	// file's directory.
+	FileSD []string `yaml:"file_sd" want:"a list of file paths or globs, e.g. [targets/*.json]" item:"a file path or glob"`
 	// RefreshInterval is how often DNS names are resolved again (refresh_interval).
-	RefreshInterval time.Duration
+	RefreshInterval time.Duration `yaml:"refresh_interval"`
 	// DNSServer, when set, is the DNS server (IP:port) asked instead of the system's.
-	DNSServer string
+	DNSServer string `yaml:"dns_server"`
 
-	// paths records where each setting came from, for error messages.
-	paths map[string]string
+	// paths records where each setting came from, for error messages; lines the line of the
+	// settings a file gave, and targetLines the line of each target a file listed.
+	paths       map[string]string
+	lines       map[string]int
+	targetLines []int
 }
 
-// SinkSpec is one entry of sinks: a type ("jsonl", "tensorboard", "wandb", "remote_write", ...)
-// and its own settings, which the sink package decodes and checks.
-type SinkSpec struct {
-	Type     string
-	Path     string     // key path of the entry, for error messages
-	Settings *yaml.Node // the entry's mapping (nil for a bare name)
-}
+// UnknownKey words the problem of a key that is not vllmstat's.
+func (Config) UnknownKey() string { return "unknown key; vllmstat's keys are" }
 
 // Keys of the NeMo-RL vLLM metrics logger.
 const (
@@ -120,6 +124,7 @@ func Default() Config {
 		MaxBodyBytes: 16 << 20,
 		Listen:       "127.0.0.1:9400",
 		paths:        map[string]string{},
+		lines:        map[string]int{},
 
 		RefreshInterval: discovery.DefaultRefresh,
 
@@ -166,6 +171,15 @@ func (c *Config) SetPath(key, path string) {
 		c.paths = map[string]string{}
 	}
 	c.paths[key] = path
+	delete(c.lines, key)
+}
+
+// at returns where key was given and, for a file's key, " (line N)" to end a problem with.
+func (c *Config) at(key string) (path, line string) {
+	if l := c.lines[key]; l > 0 {
+		return c.Path(key), fmt.Sprintf(" (line %d)", l)
+	}
+	return c.Path(key), ""
 }
 
 // Timeout returns the effective scrape timeout.
@@ -199,7 +213,8 @@ func (p Problems) Error() string {
 func (c *Config) Validate() error {
 	var ps Problems
 	bad := func(key string, v any, allowed string) {
-		ps = append(ps, fmt.Sprintf("%s: %v is not allowed: %s", c.Path(key), v, allowed))
+		path, line := c.at(key)
+		ps = append(ps, fmt.Sprintf("%s: %v is not allowed: %s%s", path, v, allowed, line))
 	}
 	if !(c.Interval >= MinInterval) || c.Interval > 3600 {
 		bad(KeyInterval, c.Interval, intervalRule)
@@ -222,7 +237,8 @@ func (c *Config) Validate() error {
 		bad("max_workers_per_target", c.MaxWorkersPerTarget, "must be a whole number > 0")
 	}
 	if err := window.CheckWorkerLabels(c.WorkerLabels); err != nil {
-		ps = append(ps, fmt.Sprintf("%s: %v", c.Path("worker_labels"), err))
+		path, line := c.at("worker_labels")
+		ps = append(ps, fmt.Sprintf("%s: %v%s", path, err, line))
 	}
 	if c.OutDir == "" {
 		bad("out_dir", `""`, "must be a directory path")
@@ -264,20 +280,21 @@ func (c *Config) validateTargets() Problems {
 	defer func() { c.Targets = static }()
 	for i, t := range c.Targets {
 		at := fmt.Sprintf("%s[%d]", c.Path("targets"), i)
+		line := c.targetLine(i)
 		if discovery.IsDNS(t.URL) {
 			if p := c.dnsTarget(at, t, dns, i); p != "" {
-				ps = append(ps, p)
+				ps = append(ps, p+line)
 			}
 			continue
 		}
 		p, err := scrape.ParseTarget(t.URL)
 		if err != nil {
-			ps = append(ps, fmt.Sprintf("%s: %q is not allowed: %v", at, scrape.Redact(t.URL), err))
+			ps = append(ps, fmt.Sprintf("%s: %q is not allowed: %v", at, scrape.Redact(t.URL), err)+line)
 			continue
 		}
 		switch {
 		case !p.Auth.IsZero() && !t.Auth.IsZero() && !p.Auth.Equal(t.Auth):
-			ps = append(ps, fmt.Sprintf("%s: %q has credentials both in its URL and in basic_auth or authorization; give them once", at, scrape.Redact(t.URL)))
+			ps = append(ps, fmt.Sprintf("%s: %q has credentials both in its URL and in basic_auth or authorization; give them once", at, scrape.Redact(t.URL))+line)
 			continue
 		case p.Auth.IsZero() && t.Auth.IsZero():
 			p.Auth = c.Auth
@@ -286,9 +303,9 @@ func (c *Config) validateTargets() Problems {
 		}
 		if j, dup := first[p.URL]; dup {
 			if auth[p.URL].Equal(p.Auth) {
-				ps = append(ps, fmt.Sprintf("%s: %q is listed twice", at, scrape.Redact(t.URL)))
+				ps = append(ps, fmt.Sprintf("%s: %q is listed twice", at, scrape.Redact(t.URL))+line)
 			} else {
-				ps = append(ps, fmt.Sprintf("%s: %q is %s[%d] with other credentials; a URL is one target with one set of credentials", at, scrape.Redact(t.URL), c.Path("targets"), j))
+				ps = append(ps, fmt.Sprintf("%s: %q is %s[%d] with other credentials; a URL is one target with one set of credentials", at, scrape.Redact(t.URL), c.Path("targets"), j)+line)
 			}
 			continue
 		}
@@ -296,6 +313,14 @@ func (c *Config) validateTargets() Problems {
 		static = append(static, p)
 	}
 	return ps
+}
+
+// targetLine returns " (line N)" for a target a file listed, else "".
+func (c *Config) targetLine(i int) string {
+	if i < len(c.targetLines) && c.targetLines[i] > 0 {
+		return fmt.Sprintf(" (line %d)", c.targetLines[i])
+	}
+	return ""
 }
 
 // Load reads the file at path over the defaults. Relative credentials files are relative to

@@ -164,7 +164,7 @@ func TestListenNeedsTokenOffLoopback(t *testing.T) {
 // FuzzParse feeds arbitrary YAML to the config reader: it never panics, and whatever it accepts
 // either validates or reports its problems.
 func FuzzParse(f *testing.F) {
-	for _, name := range []string{"testdata/nemo-rl.good.yaml", "testdata/vllmstat.good.yaml", "testdata/bad.bad.yaml", "testdata/auth.good.yaml", "testdata/auth.bad.yaml"} {
+	for _, name := range []string{"testdata/nemo-rl.good.yaml", "testdata/vllmstat.good.yaml", "testdata/bad.bad.yaml", "testdata/auth.good.yaml", "testdata/auth.bad.yaml", "testdata/typos.bad.yaml"} {
 		b, err := os.ReadFile(name)
 		if err != nil {
 			f.Fatal(err)

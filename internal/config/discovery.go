@@ -4,11 +4,8 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"path/filepath"
 	"strconv"
 	"time"
-
-	"go.yaml.in/yaml/v3"
 
 	"github.com/vllmstat/vllmstat/internal/discovery"
 	"github.com/vllmstat/vllmstat/internal/scrape"
@@ -23,46 +20,22 @@ const (
 // HasDiscovery reports that targets come from DNS names or file_sd files.
 func (c *Config) HasDiscovery() bool { return len(c.DNS) > 0 || len(c.FileSD) > 0 }
 
-// fileSD reads file_sd: a list of paths or globs, relative to the config file's directory.
-func (d *decoder) fileSD(v *yaml.Node, path string) {
-	if v.Kind != yaml.SequenceNode {
-		d.problem(v, path, "must be a list of file paths or globs, e.g. [targets/*.json]")
-		return
-	}
-	out := []string{}
-	for i, e := range v.Content {
-		p := fmt.Sprintf("%s[%d]", path, i)
-		if e.Kind != yaml.ScalarNode || e.Tag == "!!null" || e.Value == "" {
-			d.problem(e, p, "must be a file path or glob")
-			continue
-		}
-		f := e.Value
-		if d.dir != "" && !filepath.IsAbs(f) {
-			f = filepath.Join(d.dir, f)
-		}
-		if _, err := filepath.Match(f, ""); err != nil {
-			d.bad(e, p, "must be a file path or a glob (*, ?, [...])")
-			continue
-		}
-		out = append(out, f)
-	}
-	d.c.FileSD = out
-}
-
 // validateDiscovery checks the discovery settings.
 func (c *Config) validateDiscovery() Problems {
 	var ps Problems
 	if c.RefreshInterval < minRefresh || c.RefreshInterval > maxRefresh {
-		ps = append(ps, fmt.Sprintf("%s: %v is not allowed: must be a duration from %v to %v, e.g. 30s",
-			c.Path("refresh_interval"), c.RefreshInterval, minRefresh, maxRefresh))
+		path, line := c.at("refresh_interval")
+		ps = append(ps, fmt.Sprintf("%s: %v is not allowed: must be a duration from %v to %v, e.g. 30s%s",
+			path, c.RefreshInterval, minRefresh, maxRefresh, line))
 	}
 	if c.DNSServer != "" {
 		host, port, err := net.SplitHostPort(c.DNSServer)
 		_, aerr := netip.ParseAddr(host)
 		p, perr := strconv.Atoi(port)
 		if err != nil || aerr != nil || perr != nil || p < 1 || p > 65535 {
-			ps = append(ps, fmt.Sprintf("%s: %q is not allowed: must be an IP address and port such as 10.0.0.53:53 or [fd00::53]:53",
-				c.Path("dns_server"), c.DNSServer))
+			path, line := c.at("dns_server")
+			ps = append(ps, fmt.Sprintf("%s: %q is not allowed: must be an IP address and port such as 10.0.0.53:53 or [fd00::53]:53%s",
+				path, c.DNSServer, line))
 		}
 	}
 	return ps

@@ -1,23 +1,21 @@
 package config
 
 import (
+	"cmp"
 	"fmt"
+	"path/filepath"
+	"reflect"
 	"slices"
-	"strconv"
-	"strings"
-	"time"
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/vllmstat/vllmstat/internal/config/yamlx"
 	"github.com/vllmstat/vllmstat/internal/scrape"
 )
 
-// ownKeys are vllmstat's own keys; any other key in its section is an error (a typo would
-// otherwise be silently ignored).
-var ownKeys = []string{"targets", "basic_auth", "authorization", "step_every", "scrape_timeout", "out_dir", "metric_prefix",
-	"per_worker", "record", "max_body_bytes", "max_series_per_target", "max_workers_per_target", "worker_labels", "sinks", "record_timelines",
-	"terminal_timelines", "listen", "api_token", "metrics_public", "allow_insecure_listen", "file_sd", "refresh_interval",
-	"dns_server", "vllm_cfg"}
+// loggerKeys are the NeMo-RL logger's keys, read from vllm_cfg and, in vllmstat's own
+// section, beside its other keys.
+var loggerKeys = []string{KeyEnable, KeyInterval, KeyScalars, KeyTimelines}
 
 // Parse reads a YAML document over the defaults and reports every problem at once. Credentials
 // files it names are read once here, to report a missing or empty one at start; relative ones
@@ -37,49 +35,72 @@ func parse(b []byte, dir string) (Config, error) {
 	if root.Kind != yaml.MappingNode {
 		return c, Problems{fmt.Sprintf("line %d: the file must be a mapping of keys to values", root.Line)}
 	}
-	d := decoder{c: &c, dir: dir}
-	// Where vllmstat's own keys are: under vllmstat: when present; nowhere in a NeMo-RL file
-	// without it (its other keys belong to NeMo-RL); else the top level is vllmstat's.
+	p := &parser{c: &c, dir: dir}
+	// Where vllmstat's own keys are: under vllmstat: when present; in a NeMo-RL file without
+	// it, those of its top-level keys that are vllmstat's (the others are NeMo-RL's); else the
+	// whole top level is vllmstat's.
 	own, ownPath := root, ""
-	if n := get(root, "vllmstat"); n != nil {
-		own, ownPath = n, "vllmstat."
-	} else if get(root, "policy") != nil {
-		own = nil
-		// A NeMo-RL file may still carry vllmstat's keys at its top: read those, leave the rest.
-		d.own(pick(root, ownKeys), "")
+	switch {
+	case get(root, "vllmstat") != nil:
+		p.duplicates(root, "", "vllmstat", "vllm_cfg", "policy")
+		own, ownPath = get(root, "vllmstat"), "vllmstat"
+	case get(root, "policy") != nil:
+		p.duplicates(root, "", "vllm_cfg", "policy") // the picked keys' are the decode's
+		own = pick(root, ownKeys())
+		p.nearMisses(root, "", ownKeys(), "the file's other top-level keys are NeMo-RL's, not read")
 	}
-	if own != nil {
-		if own.Kind != yaml.MappingNode {
-			d.problem(own, strings.TrimSuffix(ownPath, "."), "must be a mapping")
-		} else {
-			d.own(own, ownPath)
-		}
-	}
+	ownWhere := p.own(own, ownPath)
 	// The logger keys: vllm_cfg at the top (or in vllmstat's section), else policy.generation.vllm_cfg.
-	vc, vcPath := get(root, "vllm_cfg"), "vllm_cfg."
-	if own != nil && own != root && vc == nil {
-		vc, vcPath = get(own, "vllm_cfg"), ownPath+"vllm_cfg."
+	vc, vcPath := get(root, "vllm_cfg"), "vllm_cfg"
+	if own != root && vc == nil {
+		vc, vcPath = get(own, "vllm_cfg"), yamlx.Join(ownPath, "vllm_cfg")
 	}
 	if vc == nil {
-		if n := get(get(get(root, "policy"), "generation"), "vllm_cfg"); n != nil {
-			vc, vcPath = n, "policy.generation.vllm_cfg."
+		pol := get(root, "policy")
+		gen := get(pol, "generation")
+		p.duplicates(pol, "policy", "generation")
+		p.duplicates(gen, "policy.generation", "vllm_cfg")
+		if n := get(gen, "vllm_cfg"); n != nil {
+			vc, vcPath = n, "policy.generation.vllm_cfg"
 		}
 	}
 	if vc != nil {
-		d.logger(vc, vcPath)
+		p.logger(vc, vcPath, ownWhere, ownPath)
 	}
-	if len(d.ps) > 0 {
-		return c, d.ps
+	if len(p.es) > 0 {
+		// In the order of the file, whichever section a problem is in.
+		slices.SortStableFunc(p.es, func(a, b yamlx.Error) int { return cmp.Compare(a.Line, b.Line) })
+		return c, Problems(p.es.Strings(""))
 	}
 	return c, nil
 }
 
-// pick returns a mapping of the entries of n whose keys are in keys (vllm_cfg excepted: Parse
-// reads it).
+// ownKeys are the keys of vllmstat's section, in the order Config declares them.
+func ownKeys() []string {
+	var keys []string
+	for i := range reflect.TypeFor[Config]().NumField() {
+		f := reflect.TypeFor[Config]().Field(i)
+		if name, _, _ := cutTag(f.Tag.Get("yaml")); name != "" && name != "-" {
+			keys = append(keys, name)
+		}
+	}
+	return append(keys, "basic_auth", "authorization")
+}
+
+func cutTag(tag string) (name, opts string, ok bool) {
+	for i := range len(tag) {
+		if tag[i] == ',' {
+			return tag[:i], tag[i+1:], true
+		}
+	}
+	return tag, "", false
+}
+
+// pick returns a mapping of the entries of n whose keys are in keys.
 func pick(n *yaml.Node, keys []string) *yaml.Node {
-	out := &yaml.Node{Kind: yaml.MappingNode}
+	out := &yaml.Node{Kind: yaml.MappingNode, Line: n.Line}
 	for i := 0; i+1 < len(n.Content); i += 2 {
-		if k := n.Content[i].Value; k != "vllm_cfg" && slices.Contains(keys, k) {
+		if slices.Contains(keys, n.Content[i].Value) {
 			out.Content = append(out.Content, n.Content[i], n.Content[i+1])
 		}
 	}
@@ -99,199 +120,148 @@ func get(n *yaml.Node, key string) *yaml.Node {
 	return nil
 }
 
-type decoder struct {
+// parser reads one file into c.
+type parser struct {
 	c   *Config
-	dir string // relative credentials files are relative to it
-	ps  Problems
+	dir string       // relative credentials and file_sd files are relative to it
+	es  yamlx.Errors // with paths from the top of the file
 }
 
-func (d *decoder) problem(n *yaml.Node, path, msg string) {
-	d.ps = append(d.ps, fmt.Sprintf("%s (line %d): %s", path, n.Line, msg))
+func (p *parser) add(prefix string, es yamlx.Errors) {
+	p.es = append(p.es, es.In(prefix)...)
 }
 
-func (d *decoder) bad(n *yaml.Node, path, allowed string) {
-	d.problem(n, path, fmt.Sprintf("%q is not allowed: %s", n.Value, allowed))
-}
-
-func (d *decoder) own(n *yaml.Node, prefix string) {
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], n.Content[i+1]
-		path := prefix + k.Value
-		d.c.SetPath(k.Value, path)
-		switch k.Value {
-		case "targets":
-			d.targets(v, path)
-		case "basic_auth", "authorization":
-			// read below, together, to check that only one is given
-		case "step_every":
-			d.duration(v, path, &d.c.StepEvery)
-		case "scrape_timeout":
-			d.duration(v, path, &d.c.ScrapeTimeout)
-		case "out_dir":
-			d.str(v, path, &d.c.OutDir)
-		case "metric_prefix":
-			d.str(v, path, &d.c.MetricPrefix)
-		case "record":
-			d.str(v, path, &d.c.Record)
-		case "per_worker":
-			d.boolean(v, path, &d.c.PerWorker)
-		case "max_body_bytes":
-			var x int64
-			if v.Kind != yaml.ScalarNode || v.Decode(&x) != nil {
-				d.bad(v, path, "must be a whole number of bytes")
-				continue
-			}
-			d.c.MaxBodyBytes = x
-		case "max_series_per_target":
-			d.count(v, path, &d.c.MaxSeriesPerTarget)
-		case "max_workers_per_target":
-			d.count(v, path, &d.c.MaxWorkersPerTarget)
-		case "worker_labels":
-			d.labels(v, path, &d.c.WorkerLabels)
-		case "metrics_public":
-			d.boolean(v, path, &d.c.MetricsPublic)
-		case "record_timelines":
-			d.boolean(v, path, &d.c.RecordTimelines)
-		case "terminal_timelines":
-			d.boolean(v, path, &d.c.TerminalTimelines)
-		case "listen":
-			d.str(v, path, &d.c.Listen)
-		case "api_token":
-			var tok string
-			d.str(v, path, &tok) // its problems never quote the value
-			d.c.APIToken = scrape.NewSecret(tok)
-		case "allow_insecure_listen":
-			d.boolean(v, path, &d.c.AllowInsecureListen)
-		case "sinks":
-			d.sinks(v, path)
-		case "file_sd":
-			d.fileSD(v, path)
-		case "refresh_interval":
-			d.duration(v, path, &d.c.RefreshInterval)
-		case "dns_server":
-			d.str(v, path, &d.c.DNSServer)
-		case "vllm_cfg":
-			// read by Parse
-		default:
-			d.problem(k, path, fmt.Sprintf("unknown key; vllmstat's keys are %s", strings.Join(ownKeys, ", ")))
-		}
-	}
-	if a, ok := d.auth(n, prefix); ok {
-		d.c.Auth = a
-	}
-}
-
-// logger reads the NeMo-RL logger keys and ignores the rest of vllm_cfg, which is NeMo-RL's.
-func (d *decoder) logger(n *yaml.Node, prefix string) {
-	if n.Kind != yaml.MappingNode {
-		d.problem(n, strings.TrimSuffix(prefix, "."), "must be a mapping")
+// duplicates reports the keys of mapping n that this reads and that are given twice.
+func (p *parser) duplicates(n *yaml.Node, prefix string, keys ...string) {
+	if n == nil || n.Kind != yaml.MappingNode {
 		return
 	}
-	for _, key := range []string{KeyEnable, KeyScalars, KeyTimelines, KeyInterval} {
-		v := get(n, key)
-		if v == nil {
+	for _, e := range yamlx.Duplicates(n) {
+		if slices.Contains(keys, e.Path) {
+			p.add(prefix, yamlx.Errors{e})
+		}
+	}
+}
+
+// hooks decode the fields of other packages' types.
+func (p *parser) hooks() map[reflect.Type]yamlx.Hook {
+	st, sh := yamlx.HookFor(decodeSecret)
+	tt, th := yamlx.HookFor(p.target)
+	return map[reflect.Type]yamlx.Hook{st: sh, tt: th}
+}
+
+// own reads vllmstat's section n (at path) and returns where its keys were given.
+func (p *parser) own(n *yaml.Node, path string) yamlx.Where {
+	c := p.c
+	w, es := yamlx.Decode(n, c, yamlx.Options{Ignore: []string{"vllm_cfg"}, Hooks: p.hooks()})
+	p.add(path, es)
+	for i := 0; n.Kind == yaml.MappingNode && i+1 < len(n.Content); i += 2 {
+		k := n.Content[i]
+		if k.Value != "vllm_cfg" {
+			c.SetPath(k.Value, yamlx.Join(path, k.Value))
+			c.lines[k.Value] = k.Line
+		}
+	}
+	c.targetLines = nil
+	for i := range len(c.Targets) {
+		c.targetLines = append(c.targetLines, w.Line(fmt.Sprintf("targets[%d]", i)))
+	}
+	if a, es := resolveAuth(c.credentials, w, n, "basic_auth", p.dir); len(es) > 0 {
+		p.add(path, es)
+	} else {
+		c.Auth = a
+	}
+	c.credentials = credentials{} // as written: the secrets now live in Auth only
+	for i := range c.Sinks {
+		c.Sinks[i].Path = fmt.Sprintf("%s[%d]", yamlx.Join(path, "sinks"), i)
+	}
+	p.add(path, p.checks(w))
+	return w
+}
+
+// checks are the rules of single values that a decode alone does not check; a value that
+// breaks one is reported with its line and left at its default.
+func (p *parser) checks(w yamlx.Where) yamlx.Errors {
+	c, def := p.c, Default()
+	var es yamlx.Errors
+	if w.Has(KeyInterval) && (!(c.Interval >= MinInterval) || c.Interval > 3600) {
+		es = append(es, w.NotAllowed(KeyInterval, c.Interval, intervalRule))
+		c.Interval = def.Interval
+	}
+	if w.Has("max_series_per_target") && c.MaxSeriesPerTarget <= 0 {
+		es = append(es, w.NotAllowed("max_series_per_target", c.MaxSeriesPerTarget, "must be a whole number > 0"))
+		c.MaxSeriesPerTarget = def.MaxSeriesPerTarget
+	}
+	if w.Has("max_workers_per_target") && c.MaxWorkersPerTarget <= 0 {
+		es = append(es, w.NotAllowed("max_workers_per_target", c.MaxWorkersPerTarget, "must be a whole number > 0"))
+		c.MaxWorkersPerTarget = def.MaxWorkersPerTarget
+	}
+	if w.Has("file_sd") {
+		fs := c.FileSD[:0:0]
+		for i, f := range c.FileSD {
+			at := fmt.Sprintf("file_sd[%d]", i)
+			if f == "" {
+				es = append(es, w.Problem(at, "must be a file path or glob"))
+				continue
+			}
+			if p.dir != "" && !filepath.IsAbs(f) {
+				f = filepath.Join(p.dir, f)
+			}
+			if _, err := filepath.Match(f, ""); err != nil {
+				es = append(es, w.NotAllowed(at, f, "must be a file path or a glob (*, ?, [...])"))
+				continue
+			}
+			fs = append(fs, f)
+		}
+		c.FileSD = fs
+	}
+	return es
+}
+
+// logger reads the NeMo-RL logger keys of vllm_cfg mapping n and ignores the rest, which is
+// NeMo-RL's, but for a key one typo away from a logger key. A logger key also given in
+// vllmstat's section is a problem naming both places.
+func (p *parser) logger(n *yaml.Node, path string, ownWhere yamlx.Where, ownPath string) {
+	if n.Kind != yaml.MappingNode {
+		p.add(path, yamlx.Problem(n, "must be a mapping"))
+		return
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k := n.Content[i]
+		if o := ownWhere[k.Value]; o != nil && slices.Contains(loggerKeys, k.Value) {
+			p.add(path, yamlx.Errors{{Path: k.Value, Line: k.Line,
+				Msg: fmt.Sprintf("is given twice, also as %s (line %d): give it once", yamlx.Join(ownPath, k.Value), o.Line)}})
+		}
+	}
+	p.nearMisses(n, path, loggerKeys, "vllm_cfg's other keys are NeMo-RL's, not read")
+	w, es := yamlx.Decode(pick(n, loggerKeys), p.c, yamlx.Options{})
+	p.add(path, es)
+	for k := range w {
+		p.c.SetPath(k, yamlx.Join(path, k))
+		p.c.lines[k] = w.Line(k)
+	}
+	p.add(path, p.checks(w))
+}
+
+// nearMisses reports the keys of mapping n, a section shared with NeMo-RL whose other keys
+// are not read, that are one or two letters away from one of keys: likely typos, which would
+// otherwise be ignored.
+func (p *parser) nearMisses(n *yaml.Node, path string, keys []string, why string) {
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k := n.Content[i]
+		if slices.Contains(keys, k.Value) {
 			continue
 		}
-		path := prefix + key
-		d.c.SetPath(key, path)
-		switch key {
-		case KeyEnable:
-			d.boolean(v, path, &d.c.Enabled)
-		case KeyScalars:
-			d.boolean(v, path, &d.c.LogScalars)
-		case KeyTimelines:
-			d.boolean(v, path, &d.c.TimelinePlots)
-		case KeyInterval:
-			f, err := strconv.ParseFloat(v.Value, 64)
-			if v.Kind != yaml.ScalarNode || err != nil || !(f >= MinInterval) || f > 3600 {
-				d.bad(v, path, intervalRule)
-				continue
-			}
-			d.c.Interval = f
+		if s := yamlx.Suggest(k.Value, keys); s != "" {
+			p.add(path, yamlx.Errors{{Path: k.Value, Line: k.Line, Msg: fmt.Sprintf("unknown key; did you mean %s? (%s)", s, why)}})
 		}
 	}
 }
 
-func (d *decoder) boolean(v *yaml.Node, path string, dst *bool) {
-	var b bool
-	if v.Kind != yaml.ScalarNode || v.Tag != "!!bool" || v.Decode(&b) != nil {
-		d.bad(v, path, "must be true or false")
-		return
+// decodeSecret reads a secret: any non-null scalar. Its problems never show it.
+func decodeSecret(n *yaml.Node) (scrape.Secret, error) {
+	if n.Kind != yaml.ScalarNode || n.Tag == "!!null" {
+		return scrape.Secret{}, yamlx.Problem(n, "must be a non-empty string (its value is not shown)")
 	}
-	*dst = b
-}
-
-func (d *decoder) str(v *yaml.Node, path string, dst *string) {
-	if v.Kind != yaml.ScalarNode || v.Tag == "!!null" {
-		d.problem(v, path, "must be a string")
-		return
-	}
-	*dst = v.Value
-}
-
-// count reads a whole number > 0.
-func (d *decoder) count(v *yaml.Node, path string, dst *int) {
-	var x int
-	if v.Kind != yaml.ScalarNode || v.Decode(&x) != nil || x <= 0 {
-		d.bad(v, path, "must be a whole number > 0")
-		return
-	}
-	*dst = x
-}
-
-// labels reads a list of label names; an empty list is kept as one (not nil).
-func (d *decoder) labels(v *yaml.Node, path string, dst *[]string) {
-	if v.Kind != yaml.SequenceNode {
-		d.problem(v, path, "must be a list of label names, e.g. [ReplicaId, WorkerId] ([] for none)")
-		return
-	}
-	out := make([]string, 0, len(v.Content))
-	for i, n := range v.Content {
-		if n.Kind != yaml.ScalarNode || n.Tag != "!!str" {
-			d.problem(n, fmt.Sprintf("%s[%d]", path, i), "must be a label name")
-			return
-		}
-		out = append(out, n.Value)
-	}
-	*dst = out
-}
-
-// duration accepts Go durations ("30s", "1m30s") and plain numbers of seconds.
-func (d *decoder) duration(v *yaml.Node, path string, dst *time.Duration) {
-	if v.Kind == yaml.ScalarNode {
-		if f, err := strconv.ParseFloat(v.Value, 64); err == nil && f >= 0 {
-			*dst = time.Duration(f * float64(time.Second))
-			return
-		}
-		if x, err := time.ParseDuration(v.Value); err == nil && x >= 0 {
-			*dst = x
-			return
-		}
-	}
-	d.bad(v, path, "must be a duration such as 30s, 500ms or 1m, or a number of seconds")
-}
-
-// sinks reads a list whose entries are a sink type ("tensorboard") or a mapping with a type key
-// and the sink's settings ({type: wandb, project: rl}).
-func (d *decoder) sinks(v *yaml.Node, path string) {
-	if v.Kind != yaml.SequenceNode {
-		d.problem(v, path, "must be a list of sinks, e.g. [jsonl, tensorboard, wandb]")
-		return
-	}
-	for i, e := range v.Content {
-		p := fmt.Sprintf("%s[%d]", path, i)
-		switch e.Kind {
-		case yaml.ScalarNode:
-			d.c.Sinks = append(d.c.Sinks, SinkSpec{Type: e.Value, Path: p})
-		case yaml.MappingNode:
-			t := get(e, "type")
-			if t == nil || t.Kind != yaml.ScalarNode || t.Value == "" {
-				d.problem(e, p, "a sink with settings needs a type key, e.g. {type: wandb, project: rl}")
-				continue
-			}
-			d.c.Sinks = append(d.c.Sinks, SinkSpec{Type: t.Value, Path: p, Settings: e})
-		default:
-			d.problem(e, p, "must be a sink type or a mapping with a type key")
-		}
-	}
+	return scrape.NewSecret(n.Value), nil
 }

@@ -47,17 +47,30 @@ func (m *memSink) records() []*step.Record {
 	return append([]*step.Record(nil), m.got...)
 }
 
-func closeStage(t *testing.T, s *Stage) {
+// pipeline is the stage in front of next, as the run wires it: the sink runtime runs the stage
+// once per record and hands what it returns to next.
+type pipeline struct {
+	*sink.Runtime
+	stage *Stage
+	next  []*sink.Stats
+}
+
+func newPipeline(dir string, opt StageOptions, next ...sink.Sink) *pipeline {
+	p := &pipeline{Runtime: sink.NewRuntime(nil), stage: NewStage(dir, opt, nil)}
+	p.SetPrepare("plots", p.stage, 0)
+	for _, n := range next {
+		p.next = append(p.next, p.Add(n, sink.LaneOptions{Name: "next", Images: true, MaxRetries: 1, Backoff: time.Millisecond}))
+	}
+	p.Start()
+	return p
+}
+
+func closeStage(t *testing.T, s *pipeline) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := s.Close(ctx); err != nil {
 		t.Fatal(err)
-	}
-	select {
-	case <-s.done:
-	default:
-		t.Fatal("the stage's goroutine is still running after Close")
 	}
 }
 
@@ -74,7 +87,7 @@ func TestStage(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
 			a, b := &memSink{}, &memSink{}
-			s := NewStage(dir, tt.opt, []sink.Sink{a, b}, nil)
+			s := newPipeline(dir, tt.opt, a, b)
 			var in []*step.Record
 			for n := range int64(3) {
 				r := fleetRecord(3, 20)
@@ -114,7 +127,7 @@ func TestStage(t *testing.T) {
 					}
 				}
 			}
-			if got := s.Stats().Rendered.Load(); tt.timeline && got != 3 {
+			if got := s.stage.Stats().Rendered.Load(); tt.timeline && got != 3 {
 				t.Errorf("rendered %d steps, want 3", got)
 			}
 			if err := s.Write(context.Background(), in[0]); err == nil {
@@ -125,11 +138,12 @@ func TestStage(t *testing.T) {
 }
 
 // TestStageNeverBlocks writes while the next sink hangs: every Write returns at once, steps
-// past the backlog pass without plots, and all of them arrive in order once the sink moves.
+// with more than the backlog behind them pass without plots, and all of them arrive in order
+// once the sink moves.
 func TestStageNeverBlocks(t *testing.T) {
 	dir := t.TempDir()
 	next := &memSink{gate: make(chan struct{})}
-	s := NewStage(dir, StageOptions{Plots: true, Backlog: 2}, []sink.Sink{next}, nil)
+	s := newPipeline(dir, StageOptions{Plots: true, Backlog: 2}, next)
 	r := fleetRecord(4, 20)
 	const n = 50
 	start := time.Now()
@@ -154,17 +168,18 @@ func TestStageNeverBlocks(t *testing.T) {
 			t.Fatalf("record %d is step %d: out of order", i, r.Step)
 		}
 	}
-	st := s.Stats()
-	if st.Rendered.Load()+st.Skipped.Load() != n || st.Skipped.Load() < n-3 || st.Dropped.Load() != 0 {
-		t.Errorf("rendered %d skipped %d dropped %d", st.Rendered.Load(), st.Skipped.Load(), st.Dropped.Load())
+	st := s.stage.Stats()
+	if st.Rendered.Load()+st.Skipped.Load() != n || st.Skipped.Load() < n-3 || s.next[0].Dropped.Load() != 0 {
+		t.Errorf("rendered %d skipped %d dropped %d", st.Rendered.Load(), st.Skipped.Load(), s.next[0].Dropped.Load())
 	}
 }
 
-// TestStageCloseDeadline closes with an expired context while a step is still being drawn: Close
-// returns, passes the rest on without drawing, and closes the next sinks.
+// TestStageCloseDeadline closes with an expired context while a step is still being drawn:
+// Close returns without drawing the rest, drops what the next sink did not get (counted), and
+// closes the next sink.
 func TestStageCloseDeadline(t *testing.T) {
 	next := &memSink{}
-	s := NewStage(t.TempDir(), StageOptions{Plots: true, Backlog: 8}, []sink.Sink{next}, nil)
+	s := newPipeline(t.TempDir(), StageOptions{Plots: true, Backlog: 8}, next)
 	for i := range int64(8) {
 		r := fleetRecord(64, 120)
 		r.Step = i
@@ -176,16 +191,17 @@ func TestStageCloseDeadline(t *testing.T) {
 	if err := s.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	// Close waits for the drawing in progress (it cannot be interrupted), never for the rest:
+	// Close waits for the image being drawn (it cannot be interrupted), never for the rest:
 	// the bound only catches a Close that drew everything or hung.
 	if d := time.Since(start); d > time.Minute {
 		t.Errorf("Close with an expired context took %v", d)
 	}
-	if len(next.records()) != 8 || !next.closed {
-		t.Errorf("next sink got %d records, closed %v", len(next.records()), next.closed)
+	got, dropped := int64(len(next.records())), s.next[0].Dropped.Load()
+	if got+dropped != 8 || !next.closed {
+		t.Errorf("next sink got %d records, %d dropped (want 8 in all), closed %v", got, dropped, next.closed)
 	}
-	if s.Stats().Skipped.Load() == 0 {
-		t.Error("no step was skipped after the deadline")
+	if s.stage.Stats().Rendered.Load() == 8 {
+		t.Error("every step was drawn after the deadline")
 	}
 }
 
@@ -199,11 +215,14 @@ func TestStageErrors(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, timeline.Dir), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	s := NewStage(dir, StageOptions{Plots: true}, []sink.Sink{&failSink{}}, nil)
+	s := newPipeline(dir, StageOptions{Plots: true}, &failSink{})
 	s.Write(context.Background(), fleetRecord(2, 10))
 	closeStage(t, s)
-	if got := s.Stats().Errors.Load(); got != 2 {
-		t.Errorf("errors = %d, want 2 (the timeline file and the next sink)", got)
+	if got := s.stage.Stats().Errors.Load(); got != 1 {
+		t.Errorf("stage errors = %d, want 1 (the timeline file)", got)
+	}
+	if e, d := s.next[0].Errors.Load(), s.next[0].Dropped.Load(); e != 2 || d != 1 {
+		t.Errorf("next sink: %d errors (want 2: a try and a retry), %d dropped (want 1)", e, d)
 	}
 }
 
@@ -215,7 +234,7 @@ func (nopSink) Close(context.Context) error               { return nil }
 // BenchmarkStepClose measures what closing a step costs the collector, with plots off and on.
 // One op is a stand-in for the step's aggregation (the fleet spread of one 64-worker series)
 // and the hand-off of the record to the sinks: with plots off the trackers' queue directly,
-// with plots on the Stage in front of it, which meanwhile draws 64 workers × 120 samples on
+// with plots on the Stage in front of it (run by the same sink runtime), which meanwhile draws 64 workers × 120 samples on
 // the same cores (and passes steps on undrawn when it falls behind, as it does here).
 // Steps close back to back here, so the Stage is always drawing while the next one closes: the
 // worst case for the cores, which real steps (seconds, against a quarter of a second to draw
@@ -230,11 +249,12 @@ func BenchmarkStepClose(b *testing.B) {
 	}
 	for _, plots := range []bool{false, true} {
 		b.Run(fmt.Sprintf("plots=%v", plots), func(b *testing.B) {
-			q := sink.NewQueue(nopSink{}, sink.QueueOptions{Name: "tracker", Size: 1 << 16})
-			var s sink.Sink = q
+			s := sink.NewRuntime(nil)
+			s.Add(nopSink{}, sink.LaneOptions{Name: "tracker", Size: 1 << 16, Images: true})
 			if plots {
-				s = NewStage(b.TempDir(), StageOptions{Plots: true, Queue: 1 << 16}, []sink.Sink{q}, nil)
+				s.SetPrepare("plots", NewStage(b.TempDir(), StageOptions{Plots: true}, nil), 1<<16)
 			}
+			s.Start()
 			ctx := context.Background()
 			var writes []time.Duration
 			b.ReportAllocs()

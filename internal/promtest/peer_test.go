@@ -88,8 +88,9 @@ func TestPeerCheck(t *testing.T) {
 	set.Intervals = true
 	set.ExtraLabels = []selfmetrics.Label{{Name: "run", Value: "peer"}}
 	rw := remotewrite.NewWithSettings(set, "vllm", nil)
-	q := sink.NewQueue(rw, sink.QueueOptions{Name: "remote_write"})
-	metrics.AddSink("remote_write", q.Stats())
+	sinks := sink.NewRuntime(nil)
+	steps := sinks.Add(rw, sink.LaneOptions{Name: "remote_write"})
+	metrics.AddSink("remote_write", steps)
 	metrics.AddSampleSink("remote_write", rw.Stats())
 
 	var recs []step.Record
@@ -98,9 +99,9 @@ func TestPeerCheck(t *testing.T) {
 		MaxBody: scrape.DefaultMaxBody,
 		Tracker: step.Options{Prefix: "vllm", PerWorker: true, Scalars: true, OnInterval: func(iv step.Interval) {
 			metrics.Interval(iv)
-			rw.Interval(iv)
+			sinks.Interval(iv)
 		}},
-		Sinks:    []sink.Sink{q},
+		Sinks:    []sink.Sink{sinks},
 		OnStep:   func(r *step.Record) { recs = append(recs, *r) },
 		Observer: metrics,
 		Client:   scrape.NewClient(),
@@ -108,6 +109,7 @@ func TestPeerCheck(t *testing.T) {
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	errc := make(chan error, 1)
+	sinks.Start()
 	go func() { errc <- c.Run(runCtx) }()
 	clk.open()
 
@@ -125,6 +127,9 @@ func TestPeerCheck(t *testing.T) {
 	stop()
 	if err := <-errc; err != nil {
 		t.Fatalf("collector: %v", err)
+	}
+	if err := sinks.Close(ctx); err != nil {
+		t.Fatalf("sinks: %v", err)
 	}
 	totals := fleet.Totals()
 	waitUntil(t, 20*time.Second, "Prometheus to scrape vllmstat's /metrics once more", scrapedSince(ctx, prom, "vllmstat", time.Now()))
@@ -168,8 +173,8 @@ func TestPeerCheck(t *testing.T) {
 	if err != nil || len(series) != 1 || series[0].Samples[0].V != float64(last.Step) {
 		t.Errorf("scraped vllmstat_step_number = %v (%v), want %d", series, err, last.Step)
 	}
-	if st := rw.Stats(); st.Dropped.Load() != 0 || q.Stats().Dropped.Load() != 0 {
-		t.Errorf("remote write dropped %d samples, %d steps", st.Dropped.Load(), q.Stats().Dropped.Load())
+	if st := rw.Stats(); st.Dropped.Load() != 0 || steps.Dropped.Load() != 0 {
+		t.Errorf("remote write dropped %d samples, %d steps", st.Dropped.Load(), steps.Dropped.Load())
 	}
 }
 

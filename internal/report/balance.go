@@ -32,8 +32,8 @@ func isBalance(c string) bool {
 }
 
 // balanceLine is the part of a steps.jsonl line that names workers: the step's stragglers and
-// its worst workers by some key. The report reads it beside step.Record, so that it shows them
-// whether or not step.Record has these fields.
+// its worst workers by some key, with their numbers kept as pointers so that a missing or
+// non-finite one is shown as absent.
 type balanceLine struct {
 	Stragglers   []workerRef          `json:"stragglers"`
 	WorstWorkers map[string]workerRef `json:"worst_workers"`

@@ -27,7 +27,7 @@ func TestFetch(t *testing.T) {
 		gz.Write([]byte(page))
 		gz.Close()
 	})
-	mux.HandleFunc("/503", func(w http.ResponseWriter, r *http.Request) { http.Error(w, "busy", 503) })
+	mux.HandleFunc("/503", func(w http.ResponseWriter, r *http.Request) { http.Error(w, "busy", http.StatusServiceUnavailable) })
 	mux.HandleFunc("/slow", func(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-r.Context().Done():

@@ -36,6 +36,9 @@ func TestStepFamily(t *testing.T) {
 		{"rollout", "rollout/num_preemptions", "rollout_num_preemptions", Label{}},
 		{"rl/gen-1", "rl/gen-1/kv_cache_usage_perc/mean", "rl_gen_1_kv_cache_usage_perc", Label{"stat", "mean"}},
 		{"vllm", "other/thing", "other_thing", Label{}},
+		{"vllm", "vllm/prefix_cache_hit_rate/worst_worker", "vllm_prefix_cache_hit_rate", Label{"stat", "worst_worker"}},
+		{"vllm", "vllm/worker_idle_fraction/max", "vllm_worker_idle_fraction", Label{"stat", "max"}},
+		{"vllm", "vllm/straggler_tail_s", "vllm_straggler_tail_seconds", Label{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.key, func(t *testing.T) {

@@ -33,8 +33,9 @@ const (
 var ReservedLabels = []string{"target", "engine", "worker_labels", "stat", "reason", "result"}
 
 // stats are the key suffixes that become a stat label: aggregates of the per-interval samples
-// (mean, max, p95) and histogram quantiles (p50, p95, p99, mean).
-var stats = map[string]bool{"mean": true, "max": true, "p50": true, "p95": true, "p99": true}
+// (mean, max, p95), histogram quantiles (p50, p95, p99, mean) and the worst worker's value
+// (prefix_cache_hit_rate/worst_worker beside the fleet's prefix_cache_hit_rate).
+var stats = map[string]bool{"mean": true, "max": true, "p50": true, "p95": true, "p99": true, "worst_worker": true}
 
 // StepFamily maps a step metric key to its family name without the "vllmstat_step_" prefix and
 // the label its last part becomes, if any: "vllm/kv_cache_usage_perc/p95" is

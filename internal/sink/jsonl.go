@@ -234,3 +234,8 @@ func Ranges(steps []int64) string {
 	}
 	return "steps " + strings.Join(parts, ", ")
 }
+
+var (
+	_ Sink = (*JSONL)(nil)
+	_ Sink = (*Lazy)(nil)
+)

@@ -7,8 +7,8 @@ import (
 )
 
 // Lazy is a sink that could not be opened at start (an unwritable directory, say). Each Write
-// tries to open it again first, so its queue retries with backoff, logs the failure once and
-// counts it, and the run goes on; once the sink opens, it gets every step still queued.
+// tries to open it again first, so the sink runtime retries with backoff, logs the failure once
+// and counts it, and the run goes on; once the sink opens, it gets every step still queued.
 type Lazy struct {
 	open func() (Sink, error)
 	s    Sink

@@ -21,8 +21,12 @@ type Record struct {
 	Scrapes   Scrapes            `json:"scrapes"`
 	Workers   int                `json:"workers"`
 	Metrics   map[string]float64 `json:"metrics"`
-	PerWorker []WorkerRecord     `json:"per_worker,omitempty"`
-	Plots     []string           `json:"plots,omitempty"`
+	// Stragglers and WorstWorkers name the workers behind the fleet-balance keys; absent when
+	// there are none (see balance.go).
+	Stragglers   []Straggler    `json:"stragglers,omitempty"`
+	WorstWorkers *WorstWorkers  `json:"worst_workers,omitempty"`
+	PerWorker    []WorkerRecord `json:"per_worker,omitempty"`
+	Plots        []string       `json:"plots,omitempty"`
 
 	// Timeline holds every sample of the step; not part of the JSON line.
 	Timeline *Timeline `json:"-"`
@@ -76,6 +80,9 @@ type Timeline struct {
 type WorkerTimeline struct {
 	WorkerID
 	Series map[string][]Point
+	// Activity is the worker's busy and idle time, nil when none of its samples covered any
+	// time.
+	Activity *Activity
 }
 
 // Point is one sample at an offset from the step start.

@@ -43,6 +43,7 @@ type Tracker struct {
 	start   time.Time // start of the open step
 	open    *acc
 	lastOK  map[string]time.Time // each target's last successful scrape
+	tried   map[string]time.Time // each target's last scrape, successful or not
 	forgot  map[string]time.Time // when each target was forgotten, until it answers again
 	seenAt  map[WorkerID]time.Time
 	now     time.Time // the latest timestamp fed in
@@ -65,6 +66,7 @@ type workerAcc struct {
 	has     [window.NumCounters]bool
 	success map[string]float64
 	hists   [window.NumHists]*window.HistDelta
+	act     activity
 }
 
 type sample struct {
@@ -77,7 +79,7 @@ func NewTracker(opt Options) *Tracker {
 	if opt.Prefix == "" {
 		opt.Prefix = "vllm"
 	}
-	return &Tracker{opt: opt, workers: map[WorkerID]*window.Worker{}, open: newAcc(), lastOK: map[string]time.Time{}, forgot: map[string]time.Time{}, seenAt: map[WorkerID]time.Time{}}
+	return &Tracker{opt: opt, workers: map[WorkerID]*window.Worker{}, open: newAcc(), lastOK: map[string]time.Time{}, forgot: map[string]time.Time{}, tried: map[string]time.Time{}, seenAt: map[WorkerID]time.Time{}}
 }
 
 func newAcc() *acc { return &acc{workers: map[WorkerID]*workerAcc{}} }
@@ -89,6 +91,8 @@ func (t *Tracker) Observe(ts time.Time, target string, page *window.Page, err er
 		t.started, t.start = true, ts
 	}
 	t.now = ts
+	prevTry, tried := t.tried[target]
+	t.tried[target] = ts
 	if err != nil || page == nil {
 		t.open.failed++
 		return
@@ -123,6 +127,7 @@ func (t *Tracker) Observe(ts time.Time, target string, page *window.Page, err er
 			t.open.workers[id] = wa
 		}
 		wa.scrapes++
+		wa.act.add(spanStart(prevTry, tried, t.start), ts, ep)
 		for g := range ep.Gauges {
 			if ep.HasGauge[g] {
 				wa.gauges[g] = append(wa.gauges[g], sample{ts, ep.Gauges[g]})
@@ -247,6 +252,7 @@ func (t *Tracker) build(n int64, start, end time.Time) Record {
 		}
 		r.Timeline.Workers = append(r.Timeline.Workers, timeline(id, was[i], start))
 	}
+	t.balance(&r, ids, was, start)
 	return r
 }
 

@@ -1,6 +1,6 @@
 // Package termline draws a step's timelines in a terminal: one line of block characters per
 // worker and metric, scaled to the step's maximum of that metric, followed by the worker's
-// active and idle seconds. It uses no colour, so the lines read the same in a log file.
+// active (busy) and idle seconds. It uses no colour, so the lines read the same in a log file.
 package termline
 
 import (
@@ -130,14 +130,21 @@ func block(v, peak float64) rune {
 	return Blocks[min(max(level, 1), len(Blocks))-1]
 }
 
-// activity is each worker's "active Xs idle Ys": the time covered by samples with requests
-// running, and by samples with none. A sample stands for the interval since the previous one
-// (the first since the step start). Columns are aligned across workers.
+// activity is each worker's "active Xs idle Ys". When the tracker measured the worker's
+// activity (step.Activity: busy when requests run or wait, failed scrapes not covered), those
+// are its busy and idle seconds, as in the step record. Otherwise (a timeline made elsewhere)
+// they are the time covered by samples with requests running, and by samples with none, where
+// a sample stands for the interval since the previous one (the first since the step start).
+// Columns are aligned across workers.
 func activity(ws []step.WorkerTimeline) []string {
 	active := make([]float64, len(ws))
 	idle := make([]float64, len(ws))
 	has := make([]bool, len(ws))
 	for i, w := range ws {
+		if a := w.Activity; a != nil {
+			active[i], idle[i], has[i] = a.BusyS, a.IdleS, true
+			continue
+		}
 		prev := 0.0
 		for _, p := range w.Series["num_requests_running"] {
 			d := max(p.OffsetS-prev, 0)

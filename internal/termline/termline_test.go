@@ -113,3 +113,19 @@ func TestWidthNotATerminal(t *testing.T) {
 		t.Errorf("Width of a file = %d, want %d", got, DefaultWidth)
 	}
 }
+
+// TestActivityFromTracker: a worker whose activity the tracker measured shows those figures
+// (here unlike its running series: 10 s of running 2), the others their own series'.
+func TestActivityFromTracker(t *testing.T) {
+	r := testRecord()
+	r.Timeline.Workers[2].Activity = &step.Activity{BusyS: 7, IdleS: 1.5, LastBusyS: 9}
+	lines := Lines(r, Options{Width: 120})
+	// lines[1:4] are the workers' lines of the first metric, in order
+	for i, want := range []string{"active 30.0s idle 0.0s", "active 15.0s idle 15.0s", "active 7.0s idle 1.5s"} {
+		l := lines[1+i]
+		got := strings.Join(strings.Fields(l[strings.LastIndex(l, "│ ")+len("│ "):]), " ")
+		if got != want {
+			t.Errorf("worker %d: %q, want %q", i, got, want)
+		}
+	}
+}

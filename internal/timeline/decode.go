@@ -232,7 +232,7 @@ var pow10 = [...]float64{1, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1
 
 func (d *decoder) worker() (Worker, error) {
 	var w Worker
-	var seen [4]bool
+	var seen [7]bool
 	err := d.object(func(key []byte) error {
 		k := slicesIndex(string(key))
 		if k < 0 || seen[k] {
@@ -257,6 +257,19 @@ func (d *decoder) worker() (Worker, error) {
 				w.Labels[string(name)] = string(v)
 				return err
 			})
+		case "busy_s", "idle_s", "last_busy_s":
+			v, err := d.number()
+			if err != nil {
+				return err
+			}
+			switch key[0] {
+			case 'b':
+				w.BusyS = &v
+			case 'i':
+				w.IdleS = &v
+			default:
+				w.LastBusyS = &v
+			}
 		case "series":
 			w.Series = map[string][]step.Point{}
 			return d.object(func(name []byte) error {
@@ -283,6 +296,12 @@ func slicesIndex(key string) int {
 		return 2
 	case "labels":
 		return 3
+	case "busy_s":
+		return 4
+	case "idle_s":
+		return 5
+	case "last_busy_s":
+		return 6
 	}
 	return -1
 }

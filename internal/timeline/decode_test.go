@@ -22,6 +22,14 @@ func randomFile(rng *rand.Rand, workers int) *File {
 		if w%2 == 1 { // Ray's worker labels
 			wk.Labels = map[string]string{"ReplicaId": "r" + strconv.Itoa(w), "WorkerId": strconv.FormatUint(rng.Uint64(), 16)}
 		}
+		if w%3 != 2 { // busy and idle time; never busy on every fourth
+			busy, idle := float64(w%4)*rng.Float64(), rng.Float64()*10
+			last := busy + idle/2
+			wk.BusyS, wk.IdleS = &busy, &idle
+			if busy > 0 {
+				wk.LastBusyS = &last
+			}
+		}
 		for _, name := range []string{"kv_cache_usage_perc", "generation_tokens", "num_preemptions", "empty"} {
 			ps := []step.Point{}
 			if name != "empty" {
@@ -73,6 +81,7 @@ func TestDecodeFallsBack(t *testing.T) {
 		{"indented", "{\n  \"step\": 3,\n  \"start\": \"2025-06-01T12:00:00Z\",\n  \"end\": \"2025-06-01T12:00:01Z\",\n  \"workers\": [ { \"target\": \"a\", \"engine\": \"\", \"series\": { \"x\": [ { \"v\": 2, \"t\": 1E0 } ] } } ]\n}"},
 		{"escaped string", `{"step":3,"start":"2025-06-01T12:00:00Z","end":"2025-06-01T12:00:01Z","workers":[{"target":"a\"b","engine":"","series":{}}]}`},
 		{"escaped label", `{"step":3,"start":"2025-06-01T12:00:00Z","end":"2025-06-01T12:00:01Z","workers":[{"target":"a","engine":"0","labels":{"ReplicaId":"r\"1"},"series":{}}]}`},
+		{"activity twice", `{"step":3,"start":"2025-06-01T12:00:00Z","end":"2025-06-01T12:00:01Z","workers":[{"target":"a","engine":"0","busy_s":1,"busy_s":2,"series":{}}]}`},
 		{"another key", `{"step":3,"start":"2025-06-01T12:00:00Z","end":"2025-06-01T12:00:01Z","workers":[],"note":"x"}`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -36,8 +36,36 @@ type Worker struct {
 	Target string `json:"target"`
 	Engine string `json:"engine"`
 	// Labels are the worker's worker labels (Ray's ReplicaId, WorkerId), absent when none.
-	Labels map[string]string       `json:"labels,omitempty"`
-	Series map[string][]step.Point `json:"series"`
+	Labels map[string]string `json:"labels,omitempty"`
+	// BusyS, IdleS and LastBusyS are the worker's step.Activity: absent when none of its samples
+	// covered any time, and LastBusyS also when it was never busy.
+	BusyS     *float64                `json:"busy_s,omitempty"`
+	IdleS     *float64                `json:"idle_s,omitempty"`
+	LastBusyS *float64                `json:"last_busy_s,omitempty"`
+	Series    map[string][]step.Point `json:"series"`
+}
+
+// Activity returns the worker's busy and idle time, nil when the file has none for it.
+func (w *Worker) Activity() *step.Activity {
+	if w.BusyS == nil || w.IdleS == nil {
+		return nil
+	}
+	a := &step.Activity{BusyS: *w.BusyS, IdleS: *w.IdleS}
+	if w.LastBusyS != nil {
+		a.LastBusyS = *w.LastBusyS
+	}
+	return a
+}
+
+// setActivity fills the activity fields from a, leaving them absent when a is nil.
+func (w *Worker) setActivity(a *step.Activity) {
+	if a == nil {
+		return
+	}
+	w.BusyS, w.IdleS = &a.BusyS, &a.IdleS
+	if a.BusyS > 0 {
+		w.LastBusyS = &a.LastBusyS
+	}
 }
 
 // ID names the worker as the step package does.
@@ -63,7 +91,9 @@ func FromRecord(r *step.Record) *File {
 		return f
 	}
 	for _, w := range r.Timeline.Workers {
-		f.Workers = append(f.Workers, Worker{Target: w.Target, Engine: w.Engine, Labels: w.LabelMap(), Series: w.Series})
+		fw := Worker{Target: w.Target, Engine: w.Engine, Labels: w.LabelMap(), Series: w.Series}
+		fw.setActivity(w.Activity)
+		f.Workers = append(f.Workers, fw)
 	}
 	slices.SortStableFunc(f.Workers, func(a, b Worker) int { return a.ID().Compare(b.ID()) })
 	return f
@@ -108,6 +138,15 @@ func Marshal(f *File) ([]byte, error) {
 				writeString(&b, w.Labels[name])
 			}
 			b.WriteByte('}')
+		}
+		for _, x := range []struct {
+			key string
+			v   *float64
+		}{{"busy_s", w.BusyS}, {"idle_s", w.IdleS}, {"last_busy_s", w.LastBusyS}} {
+			if x.v != nil && finite(*x.v) {
+				num = appendFloat(append(num[:0], `,"`+x.key+`":`...), *x.v)
+				b.Write(num)
+			}
 		}
 		b.WriteString(`,"series":{`)
 		names := make([]string, 0, len(w.Series))

@@ -23,7 +23,7 @@ func BenchmarkWriteStep(b *testing.B) {
 		w.WriteHeader(http.StatusNoContent)
 	}))
 	defer srv.Close()
-	w := NewWithSettings(testSettings(srv.URL), "vllm", nil)
+	w := newWriter(testSettings(srv.URL), "vllm", nil)
 	rec := &run.Records[len(run.Records)-1]
 	b.ReportAllocs()
 	for b.Loop() {
@@ -46,7 +46,7 @@ func BenchmarkInterval(b *testing.B) {
 	s := testSettings(srv.URL)
 	s.Intervals = true
 	s.BatchSize = 2000
-	w := NewWithSettings(s, "vllm", nil)
+	w := newWriter(s, "vllm", nil)
 	defer w.Close(context.Background())
 	iv := run.Intervals[len(run.Intervals)-1]
 	b.ReportAllocs()

@@ -17,7 +17,7 @@ func TestTargetLabelsOnWorkerSeries(t *testing.T) {
 	r := newReceiver(t)
 	s := testSettings(r.url())
 	s.Intervals = true
-	w := NewWithSettings(s, "vllm", nil)
+	w := newWriter(s, "vllm", nil)
 	const a, b = "http://a:8000/metrics", "http://b:8000/metrics"
 	tl := map[string]string{"team": "t1", "target": "fake", "job": "other", "engine": "e", "exported_engine": "x", "worker_labels": "w"}
 	end := time.UnixMilli(1_800_000_000_000)

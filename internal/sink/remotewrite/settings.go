@@ -1,54 +1,77 @@
 package remotewrite
 
 import (
+	"cmp"
 	"fmt"
 	"net/http"
 	"net/url"
 	"os"
 	"regexp"
 	"slices"
-	"sort"
-	"strconv"
 	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/vllmstat/vllmstat/internal/config"
+	"github.com/vllmstat/vllmstat/internal/config/yamlx"
 	"github.com/vllmstat/vllmstat/internal/selfmetrics"
 )
 
 // Settings are a remote_write sink's settings, the keys of its entry under sinks.
 type Settings struct {
 	// URL is the receiver's write endpoint (url), e.g. http://prometheus:9090/api/v1/write.
-	URL string
-	// Username and Password are HTTP basic auth (basic_auth: {username, password or
-	// password_file}).
+	URL string `yaml:"url"`
+	// BasicAuth is HTTP basic auth as written (basic_auth: {username, password or
+	// password_file}); ParseSettings moves it into Username and Password.
+	BasicAuth *BasicAuth `yaml:"basic_auth"`
+	// Username and Password are HTTP basic auth.
 	Username, Password string
-	// BearerToken is sent as "Authorization: Bearer" (bearer_token or bearer_token_file).
-	BearerToken string
+	// BearerToken is sent as "Authorization: Bearer" (bearer_token, or the content of
+	// bearer_token_file).
+	BearerToken string `yaml:"bearer_token" secret:"true"`
+	// BearerTokenFile is the file of the bearer token as written; ParseSettings reads it into
+	// BearerToken.
+	BearerTokenFile string `yaml:"bearer_token_file"`
 	// ExtraLabels are added to every series (extra_labels), e.g. run, job, instance; sorted by
 	// name.
-	ExtraLabels []selfmetrics.Label
+	ExtraLabels ExtraLabels `yaml:"extra_labels"`
 	// Headers are sent with every request (headers), e.g. X-Scope-OrgID for a Mimir tenant.
-	Headers map[string]string
+	Headers Headers `yaml:"headers"`
 	// BatchSize is the most samples in one request (batch_size); default 2000.
-	BatchSize int
+	BatchSize int `yaml:"batch_size"`
 	// Timeout bounds one request (timeout); default 10s.
-	Timeout time.Duration
+	Timeout time.Duration `yaml:"timeout"`
 	// Intervals sends every worker's interval values too, at their scrape times (intervals).
-	Intervals bool
-	// MaxRetries is how often a step's request is retried before Write gives up and leaves the
-	// step to the sink queue's own retries (max_retries); default 3. Interval samples are
-	// retried until they are delivered or Close's deadline passes.
-	MaxRetries int
+	Intervals bool `yaml:"intervals"`
+	// MaxRetries (max_retries) is accepted so that existing configs keep working, and not
+	// used: the sink runtime retries a failed step, with MinBackoff/MaxBackoff, until it is
+	// sent or the exit deadline passes. Interval samples are retried until they are delivered
+	// or Close's deadline passes.
+	MaxRetries int `yaml:"max_retries"`
 	// QueueSize bounds the interval samples waiting or in flight (queue_size); default 100000.
 	// Beyond it new samples are dropped and counted.
-	QueueSize int
-	// MinBackoff and MaxBackoff bound the delay between retries, which doubles from the first
-	// to the second (min_backoff, max_backoff); default 500ms and 30s.
-	MinBackoff, MaxBackoff time.Duration
+	QueueSize int `yaml:"queue_size"`
+	// MinBackoff bounds the delay between retries from below (min_backoff); default 500ms. The
+	// delay doubles from it up to MaxBackoff.
+	MinBackoff time.Duration `yaml:"min_backoff"`
+	// MaxBackoff bounds the delay between retries from above (max_backoff); default 30s.
+	MaxBackoff time.Duration `yaml:"max_backoff"`
 }
+
+// BasicAuth is a basic_auth mapping of a remote_write sink.
+type BasicAuth struct {
+	// Username is the user name; required.
+	Username string `yaml:"username"`
+	// Password is the password; never shown.
+	Password string `yaml:"password" secret:"true"`
+	// PasswordFile holds the password instead, read at start.
+	PasswordFile string `yaml:"password_file"`
+}
+
+func (BasicAuth) UnknownKey() string { return "unknown setting; known:" }
+
+func (BasicAuth) YAMLExample() string { return "{username: ..., password: ...}" }
 
 // DefaultSettings returns the settings a sink entry leaves unset.
 func DefaultSettings() Settings {
@@ -56,209 +79,185 @@ func DefaultSettings() Settings {
 		MinBackoff: 500 * time.Millisecond, MaxBackoff: 30 * time.Second}
 }
 
-var keys = []string{"type", "url", "basic_auth", "bearer_token", "bearer_token_file", "extra_labels", "headers", "batch_size",
-	"timeout", "intervals", "max_retries", "queue_size", "min_backoff", "max_backoff"}
+func (Settings) UnknownKey() string { return "unknown setting of a remote_write sink; known:" }
 
-var labelName = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
+func (Settings) YAMLExample() string {
+	return "{type: remote_write, url: http://host:9090/api/v1/write}"
+}
 
 // ParseSettings decodes and checks a sink entry strictly; its error is a config.Problems that
-// names every problem with its key path (spec.Path + ".url", ...).
+// names every problem with its key path (spec.Path + ".url", ...) and, when it was given, its
+// line. Files it names are read now, and their content replaces them.
 func ParseSettings(spec config.SinkSpec) (Settings, error) {
 	s := DefaultSettings()
-	var ps config.Problems
-	bad := func(key, format string, args ...any) {
-		ps = append(ps, spec.Path+"."+key+": "+fmt.Sprintf(format, args...))
-	}
-	n := spec.Settings
-	if n == nil || n.Kind != yaml.MappingNode {
+	if spec.Settings == nil || spec.Settings.Kind != yaml.MappingNode {
 		return s, config.Problems{spec.Path + ": remote_write needs settings, at least a url: {type: remote_write, url: http://host:9090/api/v1/write}"}
 	}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i].Value, n.Content[i+1]
-		switch k {
-		case "type":
-		case "url":
-			s.URL = str(v, k, bad)
-		case "basic_auth":
-			s.Username, s.Password = basicAuth(v, bad)
-		case "bearer_token":
-			s.BearerToken = str(v, k, bad)
-		case "bearer_token_file":
-			if p := str(v, k, bad); p != "" {
-				b, err := os.ReadFile(p)
-				if err != nil {
-					bad(k, "%v", err)
-				}
-				s.BearerToken = strings.TrimSpace(string(b))
+	at, es := spec.Decode(&s)
+	es = append(es, s.Validate(at)...)
+	es = append(es, s.readFiles(at)...)
+	if len(es) > 0 {
+		slices.SortStableFunc(es, func(a, b yamlx.Error) int { return cmp.Compare(a.Line, b.Line) })
+		ps := make(config.Problems, len(es))
+		for i, e := range es {
+			ps[i] = yamlx.Join(spec.Path, e.Path) + ": " + e.Msg
+			if e.Line > 0 {
+				ps[i] += fmt.Sprintf(" (line %d)", e.Line)
 			}
-		case "extra_labels":
-			s.ExtraLabels = extraLabels(v, bad)
-		case "headers":
-			s.Headers = headers(v, bad)
-		case "batch_size":
-			s.BatchSize = integer(v, k, 1, 1_000_000, bad)
-		case "timeout":
-			s.Timeout = duration(v, k, bad)
-		case "intervals":
-			if v.Kind != yaml.ScalarNode || v.Tag != "!!bool" || v.Decode(&s.Intervals) != nil {
-				bad(k, "%q is not allowed: must be true or false", v.Value)
-			}
-		case "max_retries":
-			s.MaxRetries = integer(v, k, 0, 1000, bad)
-		case "queue_size":
-			s.QueueSize = integer(v, k, 1, 100_000_000, bad)
-		case "min_backoff":
-			s.MinBackoff = duration(v, k, bad)
-		case "max_backoff":
-			s.MaxBackoff = duration(v, k, bad)
-		default:
-			bad(k, "unknown setting of a remote_write sink; known: %s", strings.Join(keys[1:], ", "))
 		}
-	}
-	if has(n, "basic_auth") && (has(n, "bearer_token") || has(n, "bearer_token_file")) {
-		bad("bearer_token", "give basic_auth or a bearer token, not both")
-	}
-	if has(n, "bearer_token") && has(n, "bearer_token_file") {
-		bad("bearer_token_file", "give bearer_token or bearer_token_file, not both")
-	}
-	if s.URL == "" {
-		if !has(n, "url") {
-			bad("url", "missing: the receiver's write endpoint, e.g. http://prometheus:9090/api/v1/write")
-		}
-	} else if u, err := url.Parse(s.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		bad("url", "%q is not allowed: must be an http or https URL with a host", s.URL)
-	}
-	if s.MinBackoff > s.MaxBackoff {
-		bad("min_backoff", "%s is not allowed: must not exceed max_backoff (%s)", s.MinBackoff, s.MaxBackoff)
-	}
-	if len(ps) > 0 {
 		return s, ps
 	}
 	return s, nil
 }
 
-func has(n *yaml.Node, key string) bool {
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		if n.Content[i].Value == key {
-			return true
-		}
+// Validate checks the values a decode alone does not; at says where they were given.
+func (s Settings) Validate(at yamlx.Where) yamlx.Errors {
+	var es yamlx.Errors
+	if at.Has("basic_auth") && (at.Has("bearer_token") || at.Has("bearer_token_file")) {
+		es = append(es, at.Problem("bearer_token", "give basic_auth or a bearer token, not both"))
 	}
-	return false
-}
-
-type badFunc func(key, format string, args ...any)
-
-func str(v *yaml.Node, key string, bad badFunc) string {
-	if v.Kind != yaml.ScalarNode || v.Tag == "!!null" || v.Value == "" {
-		bad(key, "%q is not allowed: must be a non-empty string", v.Value)
-		return ""
+	if at.Has("bearer_token") && at.Has("bearer_token_file") {
+		es = append(es, at.Problem("bearer_token_file", "give bearer_token or bearer_token_file, not both"))
 	}
-	return v.Value
-}
-
-func integer(v *yaml.Node, key string, lo, hi int, bad badFunc) int {
-	x, err := strconv.Atoi(v.Value)
-	if v.Kind != yaml.ScalarNode || v.Tag != "!!int" || err != nil || x < lo || x > hi {
-		bad(key, "%q is not allowed: must be a whole number from %d to %d", v.Value, lo, hi)
-		return 0
+	if at.Has("bearer_token") && s.BearerToken == "" {
+		es = append(es, at.Problem("bearer_token", "must be a non-empty string (its value is not shown)"))
 	}
-	return x
-}
-
-func duration(v *yaml.Node, key string, bad badFunc) time.Duration {
-	if v.Kind == yaml.ScalarNode {
-		if f, err := strconv.ParseFloat(v.Value, 64); err == nil && f > 0 {
-			return time.Duration(f * float64(time.Second))
-		}
-		if d, err := time.ParseDuration(v.Value); err == nil && d > 0 {
-			return d
-		}
-	}
-	bad(key, "%q is not allowed: must be a duration > 0 such as 10s or 500ms, or a number of seconds", v.Value)
-	return 0
-}
-
-func basicAuth(v *yaml.Node, bad badFunc) (user, pass string) {
-	if v.Kind != yaml.MappingNode {
-		bad("basic_auth", "must be a mapping: {username: ..., password: ...}")
-		return "", ""
-	}
-	for i := 0; i+1 < len(v.Content); i += 2 {
-		k, x := v.Content[i].Value, v.Content[i+1]
-		switch k {
-		case "username":
-			user = str(x, "basic_auth.username", bad)
-		case "password":
-			pass = str(x, "basic_auth.password", bad)
-		case "password_file":
-			if p := str(x, "basic_auth.password_file", bad); p != "" {
-				b, err := os.ReadFile(p)
-				if err != nil {
-					bad("basic_auth.password_file", "%v", err)
-				}
-				pass = strings.TrimSpace(string(b))
+	if b := s.BasicAuth; b != nil {
+		if b.Username == "" {
+			if at.Has("basic_auth.username") {
+				es = append(es, at.NotAllowed("basic_auth.username", "", "must be a non-empty string"))
+			} else {
+				es = append(es, at.Problem("basic_auth.username", "missing"))
 			}
-		default:
-			bad("basic_auth."+k, "unknown setting; known: username, password, password_file")
+		}
+		if at.Has("basic_auth.password") && at.Has("basic_auth.password_file") {
+			es = append(es, at.Problem("basic_auth.password_file", "give password or password_file, not both"))
 		}
 	}
-	if user == "" && !has(v, "username") {
-		bad("basic_auth.username", "missing")
+	if !at.Has("url") {
+		es = append(es, yamlx.Error{Path: "url", Msg: "missing: the receiver's write endpoint, e.g. http://prometheus:9090/api/v1/write"})
+	} else if u, err := url.Parse(s.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		es = append(es, at.NotAllowed("url", s.URL, "must be an http or https URL with a host"))
 	}
-	if has(v, "password") && has(v, "password_file") {
-		bad("basic_auth.password_file", "give password or password_file, not both")
+	for _, r := range []struct {
+		key    string
+		v      int
+		lo, hi int
+	}{{"batch_size", s.BatchSize, 1, 1_000_000}, {"max_retries", s.MaxRetries, 0, 1000}, {"queue_size", s.QueueSize, 1, 100_000_000}} {
+		if at.Has(r.key) && (r.v < r.lo || r.v > r.hi) {
+			es = append(es, at.NotAllowed(r.key, r.v, fmt.Sprintf("must be a whole number from %d to %d", r.lo, r.hi)))
+		}
 	}
-	return user, pass
+	for _, d := range []struct {
+		key string
+		v   time.Duration
+	}{{"timeout", s.Timeout}, {"min_backoff", s.MinBackoff}, {"max_backoff", s.MaxBackoff}} {
+		if at.Has(d.key) && d.v <= 0 {
+			es = append(es, at.NotAllowed(d.key, d.v, "must be a duration > 0 such as 10s or 500ms, or a number of seconds"))
+		}
+	}
+	if s.MinBackoff > s.MaxBackoff {
+		es = append(es, at.Problem("min_backoff", fmt.Sprintf("%s is not allowed: must not exceed max_backoff (%s)", s.MinBackoff, s.MaxBackoff)))
+	}
+	return es
 }
 
-func extraLabels(v *yaml.Node, bad badFunc) []selfmetrics.Label {
-	if v.Kind != yaml.MappingNode {
-		bad("extra_labels", "must be a mapping of label names to values, e.g. {run: grpo-7, instance: shard-0}")
-		return nil
+// readFiles reads the token and password files into BearerToken and Password, and moves
+// BasicAuth into Username and Password: the writer needs values, not files.
+func (s *Settings) readFiles(at yamlx.Where) yamlx.Errors {
+	var es yamlx.Errors
+	read := func(key, path string) string {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			es = append(es, at.Problem(key, err.Error()))
+		}
+		return strings.TrimSpace(string(b))
 	}
-	var ls []selfmetrics.Label
+	if s.BearerTokenFile != "" {
+		s.BearerToken = read("bearer_token_file", s.BearerTokenFile)
+		s.BearerTokenFile = ""
+	}
+	if b := s.BasicAuth; b != nil {
+		s.Username, s.Password = b.Username, b.Password
+		if b.PasswordFile != "" {
+			s.Password = read("basic_auth.password_file", b.PasswordFile)
+		}
+		s.BasicAuth = nil
+	}
+	return es
+}
+
+// ExtraLabels are labels added to every series, sorted by name.
+type ExtraLabels []selfmetrics.Label
+
+var labelName = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
+
+// UnmarshalYAML reads a mapping of label names to values; names that vllmstat's series use
+// are refused.
+func (l *ExtraLabels) UnmarshalYAML(v *yaml.Node) error {
+	if v.Kind != yaml.MappingNode {
+		return yamlx.Problem(v, "must be a mapping of label names to values, e.g. {run: grpo-7, instance: shard-0}")
+	}
+	es := yamlx.Duplicates(v)
+	var ls ExtraLabels
 	for i := 0; i+1 < len(v.Content); i += 2 {
 		k, x := v.Content[i].Value, v.Content[i+1]
-		key := "extra_labels." + k
+		bad := func(msg string) { es = append(es, yamlx.Error{Path: k, Line: x.Line, Msg: msg}) }
 		switch {
 		case !labelName.MatchString(k) || strings.HasPrefix(k, "__"):
-			bad(key, "%q is not a label name: letters, digits and _, not starting with a digit or __", k)
+			bad(fmt.Sprintf("%q is not a label name: letters, digits and _, not starting with a digit or __", k))
 		case slices.Contains(selfmetrics.ReservedLabels, k):
-			bad(key, "%q is not allowed: vllmstat's series use it (%s)", k, strings.Join(selfmetrics.ReservedLabels, ", "))
-		case x.Kind != yaml.ScalarNode || x.Value == "":
-			bad(key, "%q is not allowed: must be a non-empty string", x.Value)
+			bad(fmt.Sprintf("%q is not allowed: vllmstat's series use it (%s)", k, strings.Join(selfmetrics.ReservedLabels, ", ")))
+		case x.Kind != yaml.ScalarNode || x.Tag == "!!null" || x.Value == "":
+			bad(yamlx.Show(x) + " is not allowed: must be a non-empty string")
 		default:
 			ls = append(ls, selfmetrics.Label{Name: k, Value: x.Value})
 		}
 	}
-	sort.Slice(ls, func(i, j int) bool { return ls[i].Name < ls[j].Name })
-	return ls
+	if len(es) > 0 {
+		return es
+	}
+	slices.SortFunc(ls, func(a, b selfmetrics.Label) int { return cmp.Compare(a.Name, b.Name) })
+	*l = ls
+	return nil
 }
+
+// Headers are HTTP headers sent with every request, by canonical name.
+type Headers map[string]string
 
 // ownHeaders are set by the writer itself.
 var ownHeaders = []string{"Authorization", "Content-Encoding", "Content-Length", "Content-Type", "Host", "User-Agent", "X-Prometheus-Remote-Write-Version"}
 
-func headers(v *yaml.Node, bad badFunc) map[string]string {
+var headerName = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+
+// UnmarshalYAML reads a mapping of header names to values; the writer's own headers are
+// refused.
+func (h *Headers) UnmarshalYAML(v *yaml.Node) error {
 	if v.Kind != yaml.MappingNode {
-		bad("headers", "must be a mapping of header names to values, e.g. {X-Scope-OrgID: team-a}")
-		return nil
+		return yamlx.Problem(v, "must be a mapping of header names to values, e.g. {X-Scope-OrgID: team-a}")
 	}
-	h := map[string]string{}
+	es := yamlx.Duplicates(v)
+	out := Headers{}
 	for i := 0; i+1 < len(v.Content); i += 2 {
-		k, x := http.CanonicalHeaderKey(v.Content[i].Value), v.Content[i+1]
-		key := "headers." + v.Content[i].Value
+		raw, x := v.Content[i].Value, v.Content[i+1]
+		k := http.CanonicalHeaderKey(raw)
+		bad := func(msg string) { es = append(es, yamlx.Error{Path: raw, Line: x.Line, Msg: msg}) }
 		switch {
 		case !headerName.MatchString(k):
-			bad(key, "%q is not a header name", v.Content[i].Value)
+			bad(fmt.Sprintf("%q is not a header name", raw))
 		case slices.Contains(ownHeaders, k):
-			bad(key, "%q is not allowed: the writer sets it (use basic_auth or bearer_token for Authorization)", k)
+			bad(fmt.Sprintf("%q is not allowed: the writer sets it (use basic_auth or bearer_token for Authorization)", k))
 		case x.Kind != yaml.ScalarNode || x.Tag == "!!null":
-			bad(key, "must be a string")
+			bad("must be a string")
+		case out[k] != "":
+			bad(fmt.Sprintf("is %q again: header names are case-insensitive; give it once", k))
 		default:
-			h[k] = x.Value
+			out[k] = x.Value
 		}
 	}
-	return h
+	if len(es) > 0 {
+		return es
+	}
+	*h = out
+	return nil
 }
-
-var headerName = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")

@@ -87,6 +87,9 @@ func TestParseSettingsBad(t *testing.T) {
 		{"own header", "{type: remote_write, url: 'http://x', headers: {content-type: text/plain}}", []string{`sinks[2].headers.content-type: "Content-Type" is not allowed`}},
 		{"bad header", "{type: remote_write, url: 'http://x', headers: {'a b': c}}", []string{`sinks[2].headers.a b: "a b" is not a header name`}},
 		{"backoffs", "{type: remote_write, url: 'http://x', min_backoff: 1m, max_backoff: 1s}", []string{"sinks[2].min_backoff:"}},
+		{"did you mean", "{type: remote_write, url: 'http://x', max_retires: 2}", []string{"sinks[2].max_retires: unknown setting of a remote_write sink; known: type, url,", "; did you mean max_retries? (line 1)"}},
+		{"duplicate", "type: remote_write\nurl: 'http://x'\nheaders: {a: b, A: c}\nurl: 'http://y'\n", []string{"sinks[2].url: is given twice, at lines 2 and 4", `sinks[2].headers.A: is "A" again`}},
+		{"secret not shown", "{type: remote_write, url: 'http://x', bearer_token: [tok-x7], basic_auth: {username: u, password: {p: pw-x7}}}", []string{"sinks[2].bearer_token: must be a string (its value is not shown)", "sinks[2].basic_auth.password: must be a string (its value is not shown)"}},
 		{"no settings", "remote_write", []string{"sinks[2]: remote_write needs settings"}},
 		{"all at once", "{type: remote_write, batch_size: x, timeout: -1s}", []string{"sinks[2].url: missing", "sinks[2].batch_size:", "sinks[2].timeout:"}},
 	}
@@ -103,6 +106,9 @@ func TestParseSettingsBad(t *testing.T) {
 				if !strings.Contains(err.Error(), w) {
 					t.Errorf("error %q does not contain %q", err, w)
 				}
+			}
+			if strings.Contains(err.Error(), "x7") {
+				t.Errorf("error %q shows a secret", err)
 			}
 		})
 	}

@@ -51,7 +51,7 @@ func push(t *testing.T, url, runID string) (map[string][][2]float64, int) {
 	s.Intervals = true
 	s.ExtraLabels = []selfmetrics.Label{{Name: "job", Value: "rl"}, {Name: "run", Value: runID}}
 	log, lb := newLog()
-	w := NewWithSettings(s, "vllm", log)
+	w := newWriter(s, "vllm", log)
 	// As in a run: intervals as the tracker makes them, each step when it closes.
 	next := 0
 	for i := range run.Records {

@@ -24,10 +24,11 @@ import (
 	"github.com/vllmstat/vllmstat/internal/step"
 )
 
-// Writer sends step records and interval values by remote write. Write sends a step's samples
-// at once, a batch per request, with a few retries, and remembers how far it got so that a
-// retry of the same step by the sink queue sends only the rest. Interval values go into a
-// bounded buffer that the Writer's own goroutine sends from; Close stops it.
+// Writer sends step records and interval values by remote write. Write sends a step's samples,
+// a batch per request, and returns the first transient failure: the sink runtime retries the
+// step with backoff (the one retry policy for steps), and Write resumes after the batches
+// already accepted, so that no sample is sent twice. Interval values go into a bounded buffer
+// that the Writer's own sender, started by Start, sends and retries; Close stops it.
 type Writer struct {
 	set    Settings
 	prefix string
@@ -35,7 +36,7 @@ type Writer struct {
 	client *http.Client
 	stats  sink.Stats
 
-	failing   atomic.Bool // a transient failure was logged and no success since
+	failing   atomic.Bool // the interval sender logged a transient failure and no success since
 	rejecting atomic.Bool // a rejection was logged and no success since
 
 	// resume is Write's progress on a step it could not finish; Write's caller owns it.
@@ -52,20 +53,21 @@ type Writer struct {
 	closed  bool
 	cache   map[string]*series // interval series by name, target, engine and target labels
 
-	wake   chan struct{} // a sample was buffered
-	drain  chan struct{} // closed by Close: send what is left, then return
-	ctx    context.Context
-	cancel context.CancelFunc // at Close's deadline: abandon requests and waits
-	done   chan struct{}      // closed when the goroutine returns; nil without intervals
-	once   sync.Once
-	lost   int64 // interval samples abandoned at Close
+	wake    chan struct{} // a sample was buffered
+	drain   chan struct{} // closed by Close: send what is left, then return
+	ctx     context.Context
+	cancel  context.CancelFunc // at Close's deadline: abandon requests and waits
+	done    chan struct{}      // closed when the sender returns; nil without intervals
+	started atomic.Bool
+	once    sync.Once
+	lost    int64 // interval samples abandoned at Close
 }
 
 // errRejected marks a request the receiver refused for good (a 4xx other than 429).
 var errRejected = errors.New("rejected by the receiver")
 
 // New returns a Writer for a sinks entry of type remote_write; prefix is the run's metric
-// prefix. With intervals on it starts the goroutine that sends them.
+// prefix. With intervals on, Start starts the goroutine that sends them.
 func New(spec config.SinkSpec, prefix string, log *slog.Logger) (*Writer, error) {
 	set, err := ParseSettings(spec)
 	if err != nil {
@@ -91,10 +93,22 @@ func NewWithSettings(set Settings, prefix string, log *slog.Logger) *Writer {
 		w.wake = make(chan struct{}, 1)
 		w.drain = make(chan struct{})
 		w.done = make(chan struct{})
-		go w.loop()
 	}
 	return w
 }
+
+// Start starts the interval sender, when intervals are on; the sink runtime calls it once.
+// Interval values given before Start wait in the buffer.
+func (w *Writer) Start() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.done != nil && !w.closed && !w.started.Swap(true) {
+		go w.loop()
+	}
+}
+
+// Backoff is the retry delay for steps: min_backoff, doubling up to max_backoff.
+func (w *Writer) Backoff() (first, max time.Duration) { return w.set.MinBackoff, w.set.MaxBackoff }
 
 // Stats returns the Writer's counters, in samples: Queued interval samples waiting or in
 // flight, Written samples accepted, Errors failed requests, Dropped samples given up (buffer
@@ -102,9 +116,10 @@ func NewWithSettings(set Settings, prefix string, log *slog.Logger) *Writer {
 // counted in the queue's stats.
 func (w *Writer) Stats() *sink.Stats { return &w.stats }
 
-// Write sends r's samples at its end time. It returns an error when a request still fails
-// after MaxRetries retries; the same record written again resumes after the batches already
-// sent. Samples the receiver rejects are logged and counted as dropped, not retried.
+// Write sends r's samples at its end time. It returns an error (with the receiver's
+// Retry-After, if any) at the first request that fails; the same record written again resumes
+// after the batches already sent. Samples the receiver rejects are logged and counted as
+// dropped, not retried.
 func (w *Writer) Write(ctx context.Context, r *step.Record) error {
 	var samples []sample
 	t := r.End.UnixMilli()
@@ -122,13 +137,13 @@ func (w *Writer) Write(ctx context.Context, r *step.Record) error {
 	w.resume.ok = false
 	for i := start; i < len(samples); i += w.set.BatchSize {
 		j := min(i+w.set.BatchSize, len(samples))
-		err := w.send(ctx, samples[i:j], w.set.MaxRetries)
+		retryAfter, err := w.send(ctx, samples[i:j])
 		if errors.Is(err, errRejected) {
 			continue
 		}
 		if err != nil {
 			w.resume.ok, w.resume.step, w.resume.end, w.resume.sent = true, r.Step, r.End, i
-			return fmt.Errorf("remote write step %d: %w", r.Step, err)
+			return sink.RetryAfter(fmt.Errorf("remote write step %d: %w", r.Step, err), retryAfter)
 		}
 	}
 	return nil
@@ -206,7 +221,7 @@ func (w *Writer) loop() {
 				return
 			}
 		}
-		err := w.send(w.ctx, batch, -1)
+		err := w.sendIntervals(w.ctx, batch)
 		if err != nil && !errors.Is(err, errRejected) { // Close's deadline passed
 			w.mu.Lock()
 			left := w.pending
@@ -224,38 +239,23 @@ func (w *Writer) loop() {
 	}
 }
 
-// send posts batch, retrying transient failures (network errors, 5xx, 429) with backoff up to
-// maxRetries times (-1: until ctx ends). It counts the outcome in the stats.
-func (w *Writer) send(ctx context.Context, batch []sample, maxRetries int) error {
-	body := snappy.Encode(nil, encode(nil, batch))
-	n := int64(len(batch))
+// sendIntervals sends a batch of interval samples, retrying transient failures (network
+// errors, 5xx, 429) with backoff until ctx ends. It logs the changes between failing and
+// working once each.
+func (w *Writer) sendIntervals(ctx context.Context, batch []sample) error {
 	delay := w.set.MinBackoff
-	for attempt := 0; ; attempt++ {
-		retryAfter, err := w.post(ctx, body)
-		if err == nil {
-			w.stats.Written.Add(n)
-			w.rejecting.Store(false)
-			if w.failing.Swap(false) {
-				w.log.Info("remote write recovered")
-			}
-			return nil
-		}
-		if errors.Is(err, errRejected) {
-			w.stats.Dropped.Add(n)
-			if !w.rejecting.Swap(true) {
-				w.log.Error("remote write rejected; dropping the samples, not retrying", "samples", n, "err", err)
+	for {
+		retryAfter, err := w.send(ctx, batch)
+		if err == nil || errors.Is(err, errRejected) {
+			if err == nil && w.failing.Swap(false) {
+				w.log.Info("remote write of interval samples recovered")
 			}
 			return err
 		}
-		w.stats.Errors.Add(1)
 		if !w.failing.Swap(true) {
-			w.log.Warn("remote write failing; retrying with backoff", "err", err)
+			w.log.Warn("remote write of interval samples failing; retrying with backoff", "err", err)
 		}
-		if maxRetries >= 0 && attempt >= maxRetries {
-			return err
-		}
-		d := min(max(delay, retryAfter), w.set.MaxBackoff)
-		t := time.NewTimer(d)
+		t := time.NewTimer(min(max(delay, retryAfter), w.set.MaxBackoff))
 		select {
 		case <-t.C:
 		case <-ctx.Done():
@@ -264,6 +264,27 @@ func (w *Writer) send(ctx context.Context, batch []sample, maxRetries int) error
 		}
 		delay = min(2*delay, w.set.MaxBackoff)
 	}
+}
+
+// send posts batch once and counts the outcome in the stats. A transient failure comes back
+// with the delay the receiver asked for, if any.
+func (w *Writer) send(ctx context.Context, batch []sample) (time.Duration, error) {
+	body := snappy.Encode(nil, encode(nil, batch))
+	n := int64(len(batch))
+	retryAfter, err := w.post(ctx, body)
+	switch {
+	case err == nil:
+		w.stats.Written.Add(n)
+		w.rejecting.Store(false)
+	case errors.Is(err, errRejected):
+		w.stats.Dropped.Add(n)
+		if !w.rejecting.Swap(true) {
+			w.log.Error("remote write rejected; dropping the samples, not retrying", "samples", n, "err", err)
+		}
+	default:
+		w.stats.Errors.Add(1)
+	}
+	return retryAfter, err
 }
 
 // post makes one request. It returns errRejected for an answer not worth retrying, and for a
@@ -318,7 +339,12 @@ func (w *Writer) Close(ctx context.Context) error {
 		w.mu.Lock()
 		w.closed = true
 		w.mu.Unlock()
-		if w.done != nil {
+		if w.done != nil && !w.started.Load() {
+			w.lost = int64(w.pending) // never started: nothing was sent
+			w.stats.Queued.Add(-w.lost)
+			w.stats.Dropped.Add(w.lost)
+		}
+		if w.done != nil && w.started.Load() {
 			close(w.drain)
 			select {
 			case <-w.done:

@@ -14,6 +14,7 @@ import (
 
 	"github.com/vllmstat/vllmstat/internal/promtest"
 	"github.com/vllmstat/vllmstat/internal/selfmetrics"
+	"github.com/vllmstat/vllmstat/internal/sink"
 	"github.com/vllmstat/vllmstat/internal/step"
 )
 
@@ -132,6 +133,33 @@ func newLog() (*slog.Logger, *logBuffer) {
 	return slog.New(slog.NewTextHandler(lb, nil)), lb
 }
 
+// newWriter is NewWithSettings started, as the sink runtime starts it.
+func newWriter(s Settings, prefix string, log *slog.Logger) *Writer {
+	w := NewWithSettings(s, prefix, log)
+	w.Start()
+	return w
+}
+
+// deliver writes recs through the sink runtime, which retries a failed step with the writer's
+// backoff, and closes it.
+func deliver(t *testing.T, w *Writer, recs []step.Record) {
+	t.Helper()
+	rt := sink.NewRuntime(nil)
+	st := rt.Add(w, sink.LaneOptions{Name: "remote_write"})
+	rt.Start()
+	for i := range recs {
+		if err := rt.Write(t.Context(), &recs[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := rt.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if st.Written.Load() != int64(len(recs)) {
+		t.Fatalf("delivered %d of %d steps", st.Written.Load(), len(recs))
+	}
+}
+
 func writeAll(t *testing.T, w *Writer, recs []step.Record) {
 	t.Helper()
 	for i := range recs {
@@ -155,7 +183,7 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 func TestWriteSendsEveryStepSample(t *testing.T) {
 	run := testRun(t)
 	r := newReceiver(t)
-	w := NewWithSettings(testSettings(r.url()), "vllm", nil)
+	w := newWriter(testSettings(r.url()), "vllm", nil)
 	writeAll(t, w, run.Records)
 	if err := w.Close(t.Context()); err != nil {
 		t.Fatal(err)
@@ -183,11 +211,11 @@ func TestAuthHeaders(t *testing.T) {
 	r := newReceiver(t)
 	s := testSettings(r.url())
 	s.Username, s.Password = "vllm", "s3cret"
-	w := NewWithSettings(s, "vllm", nil)
+	w := newWriter(s, "vllm", nil)
 	writeAll(t, w, run.Records[:1])
 	s.Username, s.Password, s.BearerToken = "", "", "tok"
 	s.Headers = map[string]string{"X-Scope-Orgid": "team-a"}
-	w = NewWithSettings(s, "vllm", nil)
+	w = newWriter(s, "vllm", nil)
 	writeAll(t, w, run.Records[:1])
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -208,9 +236,8 @@ func TestServerErrorsAreRetried(t *testing.T) {
 	r := newReceiver(t)
 	r.set(mode{}, mode{status: 500}, mode{status: 502}, mode{status: 429, retryAfter: "0"}, mode{status: 503})
 	s := testSettings(r.url())
-	s.MaxRetries = 4
-	w := NewWithSettings(s, "vllm", nil)
-	writeAll(t, w, run.Records[:2])
+	w := newWriter(s, "vllm", nil)
+	deliver(t, w, run.Records[:2])
 	want, n := expected(run.Records[:2], nil, testExtra)
 	got, samples, _ := r.stored()
 	compare(t, got, want)
@@ -226,9 +253,9 @@ func TestSlowReceiverTimesOutAndIsRetried(t *testing.T) {
 	r.set(mode{}, mode{hang: true}, mode{hang: true})
 	s := testSettings(r.url())
 	s.Timeout = 100 * time.Millisecond
-	w := NewWithSettings(s, "vllm", nil)
+	w := newWriter(s, "vllm", nil)
 	start := time.Now()
-	writeAll(t, w, run.Records[:1])
+	deliver(t, w, run.Records[:1])
 	if d := time.Since(start); d < 200*time.Millisecond {
 		t.Errorf("write took %s; two timeouts of 100ms should come first", d)
 	}
@@ -245,8 +272,8 @@ func TestRejectedBatchesAreDroppedNotRetried(t *testing.T) {
 	r := newReceiver(t)
 	r.set(mode{status: 400, body: "out of order sample"})
 	log, lb := newLog()
-	w := NewWithSettings(testSettings(r.url()), "vllm", log)
-	writeAll(t, w, run.Records[:2]) // no error: a rejection is not worth a retry by the queue
+	w := newWriter(testSettings(r.url()), "vllm", log)
+	writeAll(t, w, run.Records[:2]) // no error: a rejection is not worth a retry by the runtime
 	_, n := expected(run.Records[:2], nil, testExtra)
 	_, _, requests := r.stored()
 	st := w.Stats()
@@ -273,17 +300,16 @@ func TestRejectedBatchesAreDroppedNotRetried(t *testing.T) {
 func TestWriteResumesAfterGivingUp(t *testing.T) {
 	run := testRun(t)
 	r := newReceiver(t)
-	// The first batch is stored, the next fails through all retries.
+	// The first batch is stored, the next fails: Write tries once, the runtime retries.
 	r.set(mode{status: 500}, mode{})
 	s := testSettings(r.url())
-	s.MaxRetries = 2
-	w := NewWithSettings(s, "vllm", nil)
+	w := newWriter(s, "vllm", nil)
 	rec := &run.Records[0]
 	if err := w.Write(t.Context(), rec); err == nil || !strings.Contains(err.Error(), "500") {
 		t.Fatalf("write = %v, want the 500", err)
 	}
-	if e := w.Stats().Errors.Load(); e != 3 {
-		t.Errorf("errors %d, want 3 (the first try and two retries)", e)
+	if e := w.Stats().Errors.Load(); e != 1 {
+		t.Errorf("errors %d, want 1: retries are the sink runtime's", e)
 	}
 	r.set(mode{})
 	if err := w.Write(t.Context(), rec); err != nil {
@@ -303,8 +329,7 @@ func TestReceiverDownThenBack(t *testing.T) {
 	r.down()
 	s := testSettings(r.url())
 	s.Intervals = true
-	s.MaxRetries = 1
-	w := NewWithSettings(s, "vllm", nil)
+	w := newWriter(s, "vllm", nil)
 	defer w.Close(context.Background())
 	if err := w.Write(t.Context(), &run.Records[0]); err == nil {
 		t.Fatal("write to a closed port succeeded")
@@ -319,7 +344,7 @@ func TestReceiverDownThenBack(t *testing.T) {
 	time.Sleep(100 * time.Millisecond) // a few failed retries
 	r.up()
 	waitFor(t, 5*time.Second, "the buffer to drain", func() bool { return w.Stats().Queued.Load() == 0 })
-	writeAll(t, w, run.Records) // the sink queue's retry of step 1, then the others
+	writeAll(t, w, run.Records) // the sink runtime's retry of step 1, then the others
 	want, total := expected(run.Records, run.Intervals, testExtra)
 	got, samples, _ := r.stored()
 	compare(t, got, want)
@@ -337,7 +362,7 @@ func TestIntervalBufferIsBounded(t *testing.T) {
 	s.Intervals = true
 	s.QueueSize = 500
 	log, lb := newLog()
-	w := NewWithSettings(s, "vllm", log)
+	w := newWriter(s, "vllm", log)
 	defer w.Close(context.Background())
 	// Feed intervals one at a time and remember which samples fit.
 	var kept []step.Interval
@@ -381,7 +406,7 @@ func TestCloseGivesUpAtTheDeadline(t *testing.T) {
 	r.down()
 	s := testSettings(r.url())
 	s.Intervals = true
-	w := NewWithSettings(s, "vllm", nil)
+	w := newWriter(s, "vllm", nil)
 	for _, iv := range run.Intervals {
 		w.Interval(iv)
 	}
@@ -413,7 +438,7 @@ func TestCloseDrains(t *testing.T) {
 	r.set(mode{}, mode{status: 503}, mode{status: 503})
 	s := testSettings(r.url())
 	s.Intervals = true
-	w := NewWithSettings(s, "vllm", nil)
+	w := newWriter(s, "vllm", nil)
 	for _, iv := range run.Intervals {
 		w.Interval(iv)
 	}
@@ -429,7 +454,7 @@ func TestCloseDrains(t *testing.T) {
 }
 
 func TestIntervalsOffStartsNothing(t *testing.T) {
-	w := NewWithSettings(testSettings("http://127.0.0.1:1/api/v1/write"), "vllm", nil)
+	w := newWriter(testSettings("http://127.0.0.1:1/api/v1/write"), "vllm", nil)
 	w.Interval(step.Interval{Values: map[string]float64{"num_preemptions": 1}})
 	if w.done != nil || w.Stats().Queued.Load() != 0 {
 		t.Error("intervals off, but the writer buffers them")
@@ -446,7 +471,7 @@ func TestIntervalsWithinOneMillisecond(t *testing.T) {
 	r := newReceiver(t)
 	s := testSettings(r.url())
 	s.Intervals = true
-	w := NewWithSettings(s, "vllm", nil)
+	w := newWriter(s, "vllm", nil)
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 200_000, time.UTC)
 	for i, v := range []float64{3, 4, 5} {
 		w.Interval(step.Interval{WorkerID: step.WorkerID{Target: "http://h:1/metrics", Engine: "0"},

@@ -1,81 +1,47 @@
 package tensorboard
 
 import (
-	"fmt"
 	"path/filepath"
 	"strings"
 
-	"go.yaml.in/yaml/v3"
-
 	"github.com/vllmstat/vllmstat/internal/config"
+	"github.com/vllmstat/vllmstat/internal/config/yamlx"
 )
 
-// settings are what a tensorboard entry of sinks: may set.
-type settings struct {
-	// images writes the step's timeline plots as image summaries.
-	images bool
-	// perWorker adds one scalar per worker and key, tagged "<key>/<worker>".
-	perWorker bool
-	// dir receives the event file; TensorBoard's --logdir points at it or a parent.
-	dir string
+// Settings are what a tensorboard entry of sinks: may set.
+type Settings struct {
+	// TrackerSettings are images (write the step's timeline plots as image summaries) and
+	// per_worker (one scalar per worker and key, tagged "<key>/<worker>").
+	config.TrackerSettings `yaml:",inline"`
+	// Dir receives the event file; TensorBoard's --logdir points at it or a parent. Default
+	// OUT_DIR/tensorboard.
+	Dir string `yaml:"dir"`
 }
 
-const allowedKeys = "type, images, per_worker, dir"
+// DefaultSettings returns the settings an entry leaves unset, for a run writing to outDir.
+func DefaultSettings(outDir string) Settings {
+	return Settings{TrackerSettings: config.DefaultTrackerSettings(), Dir: filepath.Join(outDir, "tensorboard")}
+}
+
+func (Settings) UnknownKey() string { return "unknown setting of a tensorboard sink: the settings are" }
+
+func (Settings) YAMLExample() string { return "{type: tensorboard, images: false}" }
+
+// Validate checks the values a decode alone does not; at says where they were given.
+func (s Settings) Validate(at yamlx.Where) yamlx.Errors {
+	var es yamlx.Errors
+	if strings.TrimSpace(s.Dir) == "" {
+		es = append(es, at.NotAllowed("dir", s.Dir, "must be a directory path (default OUT_DIR/tensorboard)"))
+	}
+	return es
+}
 
 // decodeSettings reads spec's mapping strictly and reports every problem at once, each with its
-// key path, so that a typo fails the start instead of being ignored.
-func decodeSettings(outDir string, spec config.SinkSpec) (settings, error) {
-	s := settings{images: true, dir: filepath.Join(outDir, "tensorboard")}
-	n := spec.Settings
-	if n == nil {
-		return s, nil
-	}
-	if n.Kind != yaml.MappingNode {
-		return s, config.Problems{fmt.Sprintf("%s (line %d): must be a mapping such as {type: tensorboard, images: false}", spec.Path, n.Line)}
-	}
-	var ps config.Problems
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], n.Content[i+1]
-		path := spec.Path + "." + k.Value
-		bad := func(allowed string) {
-			ps = append(ps, fmt.Sprintf("%s (line %d): %s is not allowed: %s", path, v.Line, show(v), allowed))
-		}
-		switch k.Value {
-		case "type":
-		case "images", "per_worker":
-			var b bool
-			if v.Kind != yaml.ScalarNode || v.Tag != "!!bool" || v.Decode(&b) != nil {
-				bad("must be true or false")
-				continue
-			}
-			if k.Value == "images" {
-				s.images = b
-			} else {
-				s.perWorker = b
-			}
-		case "dir":
-			if v.Kind != yaml.ScalarNode || v.Tag == "!!null" || strings.TrimSpace(v.Value) == "" {
-				bad("must be a directory path (default OUT_DIR/tensorboard)")
-				continue
-			}
-			s.dir = v.Value
-		default:
-			ps = append(ps, fmt.Sprintf("%s (line %d): unknown setting of a tensorboard sink: the settings are %s", path, k.Line, allowedKeys))
-		}
-	}
-	if len(ps) > 0 {
-		return s, ps
-	}
-	return s, nil
-}
-
-// show quotes a scalar and names any other node, for messages.
-func show(v *yaml.Node) string {
-	switch v.Kind {
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
-	}
-	return fmt.Sprintf("%q", v.Value)
+// key path and line, so that a typo fails the start instead of being ignored.
+func decodeSettings(outDir string, spec config.SinkSpec) (Settings, error) {
+	s := DefaultSettings(outDir)
+	at, es := spec.Decode(&s)
+	// A value the decode refused stayed at its default, which Validate accepts.
+	es = append(es, s.Validate(at)...)
+	return s, spec.Problems(es)
 }

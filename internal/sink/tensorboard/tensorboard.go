@@ -32,7 +32,7 @@ var errClosed = errors.New("tensorboard sink is closed")
 type Writer struct {
 	log    *slog.Logger
 	outDir string
-	set    settings
+	set    Settings
 	path   string
 
 	mu     sync.Mutex
@@ -48,17 +48,22 @@ func New(outDir string, spec config.SinkSpec, log *slog.Logger) (*Writer, error)
 }
 
 func open(outDir string, spec config.SinkSpec, log *slog.Logger, now time.Time) (*Writer, error) {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
 	set, err := decodeSettings(outDir, spec)
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(set.dir, 0o755); err != nil {
+	return openSettings(outDir, set, log, now)
+}
+
+// openSettings is open with the settings decoded.
+func openSettings(outDir string, set Settings, log *slog.Logger, now time.Time) (*Writer, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if err := os.MkdirAll(set.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create tensorboard directory: %w", err)
 	}
-	f, path, err := create(set.dir, now)
+	f, path, err := create(set.Dir, now)
 	if err != nil {
 		return nil, err
 	}
@@ -71,7 +76,7 @@ func open(outDir string, spec config.SinkSpec, log *slog.Logger, now time.Time) 
 		return nil, err
 	}
 	w := &Writer{log: log, outDir: outDir, set: set, path: path, f: rf}
-	log.Info("tensorboard sink writing", "path", path, "images", set.images, "per_worker", set.perWorker)
+	log.Info("tensorboard sink writing", "path", path, "images", set.Images, "per_worker", set.PerWorker)
 	return w, nil
 }
 
@@ -146,7 +151,7 @@ func (w *Writer) scalars(r *step.Record) []scalar {
 	for _, k := range slices.Sorted(maps.Keys(r.Metrics)) {
 		out = append(out, scalar{k, r.Metrics[k]})
 	}
-	if !w.set.perWorker {
+	if !w.set.PerWorker {
 		return out
 	}
 	for _, wr := range r.PerWorker {
@@ -160,7 +165,7 @@ func (w *Writer) scalars(r *step.Record) []scalar {
 // pictures reads the step's plots. A plot that cannot be read is logged and left out rather
 // than failing the step: the scalars matter more, and a retry would not bring the file back.
 func (w *Writer) pictures(r *step.Record) []picture {
-	if !w.set.images {
+	if !w.set.Images {
 		return nil
 	}
 	var out []picture

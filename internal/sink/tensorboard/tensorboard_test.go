@@ -224,18 +224,23 @@ func TestRoundTrip(t *testing.T) {
 func TestSettings(t *testing.T) {
 	for _, tt := range []struct {
 		name, doc string
-		want      settings
+		want      Settings
 		errs      []string
 	}{
-		{name: "bare name", want: settings{images: true, dir: "OUT/tensorboard"}},
+		{name: "bare name", want: Settings{TrackerSettings: config.TrackerSettings{Images: true}, Dir: "OUT/tensorboard"}},
 		{name: "all keys", doc: "{type: tensorboard, images: false, per_worker: true, dir: /tmp/tb}",
-			want: settings{images: false, perWorker: true, dir: "/tmp/tb"}},
+			want: Settings{TrackerSettings: config.TrackerSettings{Images: false, PerWorker: true}, Dir: "/tmp/tb"}},
 		{name: "typo", doc: "{type: tensorboard, imagse: true}",
 			errs: []string{`sinks[1].imagse (line 1): unknown setting of a tensorboard sink: the settings are type, images, per_worker, dir`}},
 		{name: "bad values, all reported", doc: "type: tensorboard\nimages: \"yes\"\nper_worker: 1\ndir: \"\"\n",
 			errs: []string{`sinks[1].images (line 2): "yes" is not allowed: must be true or false`,
 				`sinks[1].per_worker (line 3): "1" is not allowed: must be true or false`,
 				`sinks[1].dir (line 4): "" is not allowed: must be a directory path`}},
+		{name: "typo and duplicate", doc: "type: tensorboard\nper_workr: true\ndir: a\ndir: b\n",
+			errs: []string{`sinks[1].per_workr (line 2): unknown setting of a tensorboard sink: the settings are type, images, per_worker, dir; did you mean per_worker?`,
+				`sinks[1].dir (line 4): is given twice, at lines 3 and 4`}},
+		{name: "not a mapping inside", doc: "{type: tensorboard, dir: {a: b}}",
+			errs: []string{`sinks[1].dir (line 1): a mapping is not allowed: must be a string`}},
 		{name: "list value", doc: "{type: tensorboard, images: [true]}",
 			errs: []string{`sinks[1].images (line 1): a list is not allowed: must be true or false`}},
 	} {

@@ -9,90 +9,65 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/vllmstat/vllmstat/internal/config"
+	"github.com/vllmstat/vllmstat/internal/config/yamlx"
 )
 
-// settings are what a wandb entry of sinks: may set.
-type settings struct {
-	// project, entity, group and name are the run's; an empty entity means the default entity
-	// of whoever runs wandb sync.
-	project, entity, group, name string
-	// runID names the run and its files; default 8 random characters [a-z0-9] as W&B makes them.
-	runID string
-	// config is the run config, one item per top-level key, values as JSON.
-	config []item
-	// images copies the step's plots into the run and logs them as images.
-	images bool
-	// perWorker adds one history key per worker and metric, "<key>/<worker>".
-	perWorker bool
+// Settings are what a wandb entry of sinks: may set.
+type Settings struct {
+	// Project is the W&B project of the run; default "vllmstat".
+	Project string `yaml:"project"`
+	// Entity is the user or team owning the project; empty means the default entity of
+	// whoever runs wandb sync.
+	Entity string `yaml:"entity"`
+	// Group is the run's group, e.g. the trainer's run group.
+	Group string `yaml:"group"`
+	// Name is the run's display name.
+	Name string `yaml:"name"`
+	// RunID names the run and its files; default 8 random characters [a-z0-9] as W&B makes them.
+	RunID string `yaml:"run_id"`
+	// Config is the run config, one item per top-level key, values as JSON, in file order.
+	Config RunConfig `yaml:"config"`
+	// TrackerSettings are images (copy the step's plots into the run and log them as images)
+	// and per_worker (one history key per worker and metric, "<key>/<worker>").
+	config.TrackerSettings `yaml:",inline"`
 }
 
-const allowedKeys = "type, project, entity, group, name, run_id, config, images, per_worker"
+// DefaultSettings returns the settings an entry leaves unset (but RunID, drawn at decode).
+func DefaultSettings() Settings {
+	return Settings{Project: "vllmstat", TrackerSettings: config.DefaultTrackerSettings()}
+}
+
+func (Settings) UnknownKey() string { return "unknown setting of a wandb sink: the settings are" }
+
+func (Settings) YAMLExample() string { return "{type: wandb, project: rl}" }
 
 // forbidden are the characters W&B refuses in project names and run ids.
 const forbidden = `/\#?%:`
 
+// Validate checks the values a decode alone does not; at says where they were given.
+func (s Settings) Validate(at yamlx.Where) yamlx.Errors {
+	var es yamlx.Errors
+	if !validName(s.Project) {
+		es = append(es, at.NotAllowed("project", s.Project, "must be a W&B project name: not empty, at most 128 characters, none of "+forbidden))
+	}
+	if at.Has("run_id") && !validName(s.RunID) {
+		es = append(es, at.NotAllowed("run_id", s.RunID, "must be a W&B run id: not empty, at most 128 characters, no spaces, none of "+forbidden))
+	}
+	return es
+}
+
 // decodeSettings reads spec's mapping strictly and reports every problem at once, each with its
-// key path, so that a typo fails the start instead of being ignored.
-func decodeSettings(spec config.SinkSpec) (settings, error) {
-	s := settings{project: "vllmstat", images: true}
-	n := spec.Settings
-	if n != nil && n.Kind != yaml.MappingNode {
-		return s, config.Problems{fmt.Sprintf("%s (line %d): must be a mapping such as {type: wandb, project: rl}", spec.Path, n.Line)}
+// key path and line, so that a typo fails the start instead of being ignored.
+func decodeSettings(spec config.SinkSpec) (Settings, error) {
+	s := DefaultSettings()
+	at, es := spec.Decode(&s)
+	// A value the decode refused stayed at its default, which Validate accepts.
+	es = append(es, s.Validate(at)...)
+	if len(es) > 0 {
+		return s, spec.Problems(es)
 	}
-	var ps config.Problems
-	for i := 0; n != nil && i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], n.Content[i+1]
-		path := spec.Path + "." + k.Value
-		bad := func(allowed string) {
-			ps = append(ps, fmt.Sprintf("%s (line %d): %s is not allowed: %s", path, v.Line, show(v), allowed))
-		}
-		str := func(dst *string, allowed string, ok func(string) bool) {
-			if v.Kind != yaml.ScalarNode || v.Tag == "!!null" || !ok(v.Value) {
-				bad(allowed)
-				return
-			}
-			*dst = v.Value
-		}
-		switch k.Value {
-		case "type":
-		case "project":
-			str(&s.project, "must be a W&B project name: not empty, at most 128 characters, none of "+forbidden, validName)
-		case "run_id":
-			str(&s.runID, "must be a W&B run id: not empty, at most 128 characters, no spaces, none of "+forbidden, validName)
-		case "entity":
-			str(&s.entity, "must be a W&B entity (user or team) name", func(string) bool { return true })
-		case "group":
-			str(&s.group, "must be a string, e.g. the trainer's run group", func(string) bool { return true })
-		case "name":
-			str(&s.name, "must be a string, the run's display name", func(string) bool { return true })
-		case "images", "per_worker":
-			var b bool
-			if v.Kind != yaml.ScalarNode || v.Tag != "!!bool" || v.Decode(&b) != nil {
-				bad("must be true or false")
-				continue
-			}
-			if k.Value == "images" {
-				s.images = b
-			} else {
-				s.perWorker = b
-			}
-		case "config":
-			if v.Kind != yaml.MappingNode {
-				bad("must be a mapping of config keys to values, e.g. {model: qwen3-8b, lr: 1e-6}")
-				continue
-			}
-			items, bads := configItems(v, path)
-			s.config = items
-			ps = append(ps, bads...)
-		default:
-			ps = append(ps, fmt.Sprintf("%s (line %d): unknown setting of a wandb sink: the settings are %s", path, k.Line, allowedKeys))
-		}
-	}
-	if len(ps) > 0 {
-		return s, ps
-	}
-	if s.runID == "" {
-		s.runID = randomID()
+	if s.RunID == "" {
+		s.RunID = randomID()
 	}
 	return s, nil
 }
@@ -101,32 +76,42 @@ func validName(s string) bool {
 	return s != "" && len(s) <= 128 && !strings.ContainsAny(s, forbidden+" \t\r\n")
 }
 
-// configItems turns a mapping into one config item per top-level key, in file order.
-func configItems(v *yaml.Node, path string) ([]item, config.Problems) {
-	var items []item
-	var ps config.Problems
-	seen := map[string]bool{}
+// RunConfig is a wandb run's config: one item per top-level key of a mapping, in file order,
+// its value as JSON.
+type RunConfig []item
+
+// UnmarshalYAML reads a mapping of config keys to any values that JSON can represent.
+func (rc *RunConfig) UnmarshalYAML(v *yaml.Node) error {
+	if v.Kind != yaml.MappingNode {
+		return yamlx.NotAllowed(v, "must be a mapping of config keys to values, e.g. {model: qwen3-8b, lr: 1e-6}")
+	}
+	var items RunConfig
+	var es yamlx.Errors
+	first := map[string]int{}
 	for i := 0; i+1 < len(v.Content); i += 2 {
 		k, val := v.Content[i], v.Content[i+1]
-		p := fmt.Sprintf("%s.%s (line %d)", path, k.Value, k.Line)
-		if seen[k.Value] {
-			ps = append(ps, p+": is given twice")
+		if l, dup := first[k.Value]; dup {
+			es = append(es, yamlx.Error{Path: k.Value, Line: k.Line, Msg: fmt.Sprintf("is given twice, at lines %d and %d", l, k.Line)})
 			continue
 		}
-		seen[k.Value] = true
+		first[k.Value] = k.Line
 		var x any
 		if err := val.Decode(&x); err != nil {
-			ps = append(ps, fmt.Sprintf("%s: %s is not allowed: %v", p, show(val), err))
+			es = append(es, yamlx.Error{Path: k.Value, Line: k.Line, Msg: fmt.Sprintf("%s is not allowed: %v", yamlx.Show(val), err)})
 			continue
 		}
 		b, err := json.Marshal(x)
 		if err != nil {
-			ps = append(ps, fmt.Sprintf("%s: %s is not allowed: must be representable in JSON (%v)", p, show(val), err))
+			es = append(es, yamlx.Error{Path: k.Value, Line: k.Line, Msg: fmt.Sprintf("%s is not allowed: must be representable in JSON (%v)", yamlx.Show(val), err)})
 			continue
 		}
 		items = append(items, item{k.Value, string(b)})
 	}
-	return items, ps
+	if len(es) > 0 {
+		return es
+	}
+	*rc = items
+	return nil
 }
 
 // randomID makes a run id as W&B does: 8 characters of [a-z0-9]. It names files, so it needs
@@ -138,15 +123,4 @@ func randomID() string {
 		b[i] = alphabet[rand.IntN(len(alphabet))]
 	}
 	return string(b)
-}
-
-// show quotes a scalar and names any other node, for messages.
-func show(v *yaml.Node) string {
-	switch v.Kind {
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
-	}
-	return fmt.Sprintf("%q", v.Value)
 }

@@ -38,7 +38,7 @@ var errClosed = errors.New("wandb sink is closed")
 type Writer struct {
 	log     *slog.Logger
 	outDir  string
-	set     settings
+	set     Settings
 	runDir  string
 	path    string
 	created time.Time
@@ -63,21 +63,26 @@ func New(outDir string, spec config.SinkSpec, log *slog.Logger) (*Writer, error)
 }
 
 func open(outDir string, spec config.SinkSpec, log *slog.Logger, now time.Time) (*Writer, error) {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
 	set, err := decodeSettings(spec)
 	if err != nil {
 		return nil, err
 	}
-	runDir := filepath.Join(outDir, "wandb", fmt.Sprintf("offline-run-%s-%s", now.Format("20060102_150405"), set.runID))
+	return openSettings(outDir, set, log, now)
+}
+
+// openSettings is open with the settings decoded.
+func openSettings(outDir string, set Settings, log *slog.Logger, now time.Time) (*Writer, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	runDir := filepath.Join(outDir, "wandb", fmt.Sprintf("offline-run-%s-%s", now.Format("20060102_150405"), set.RunID))
 	if err := os.MkdirAll(filepath.Join(runDir, "files"), 0o755); err != nil {
 		return nil, fmt.Errorf("create wandb run directory: %w", err)
 	}
-	path := filepath.Join(runDir, "run-"+set.runID+".wandb")
+	path := filepath.Join(runDir, "run-"+set.RunID+".wandb")
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
-		return nil, fmt.Errorf("create wandb run file (is run_id %q used twice?): %w", set.runID, err)
+		return nil, fmt.Errorf("create wandb run file (is run_id %q used twice?): %w", set.RunID, err)
 	}
 	rf, err := sink.NewRecordFile(f, path)
 	if err == nil {
@@ -89,8 +94,8 @@ func open(outDir string, spec config.SinkSpec, log *slog.Logger, now time.Time) 
 	}
 	host, _ := os.Hostname()
 	w := &Writer{log: log, outDir: outDir, set: set, runDir: runDir, path: path, created: now, host: host, f: rf}
-	log.Info("wandb sink writing an offline run", "dir", runDir, "project", set.project, "run_id", set.runID,
-		"group", set.group, "images", set.images, "per_worker", set.perWorker)
+	log.Info("wandb sink writing an offline run", "dir", runDir, "project", set.Project, "run_id", set.RunID,
+		"group", set.Group, "images", set.Images, "per_worker", set.PerWorker)
 	return w, nil
 }
 
@@ -172,8 +177,8 @@ func (w *Writer) Close(context.Context) error {
 }
 
 func (w *Writer) runInfo(start time.Time) runInfo {
-	return runInfo{id: w.set.runID, entity: w.set.entity, project: w.set.project, group: w.set.group,
-		name: w.set.name, host: w.host, config: w.set.config, start: start}
+	return runInfo{id: w.set.RunID, entity: w.set.Entity, project: w.set.Project, group: w.set.Group,
+		name: w.set.Name, host: w.host, config: w.set.Config, start: start}
 }
 
 // values are the step's history items: _step, _runtime and _timestamp as the W&B SDK writes
@@ -187,7 +192,7 @@ func (w *Writer) values(r *step.Record, start time.Time) []item {
 	for _, k := range slices.Sorted(maps.Keys(r.Metrics)) {
 		items = append(items, item{k, jsonFloat(r.Metrics[k])})
 	}
-	if w.set.perWorker {
+	if w.set.PerWorker {
 		for _, wr := range r.PerWorker {
 			for _, k := range slices.Sorted(maps.Keys(wr.Metrics)) {
 				items = append(items, item{sink.WorkerKey(k, wr.Target, wr.Engine, wr.Labels), jsonFloat(wr.Metrics[k])})
@@ -212,7 +217,7 @@ type imageFile struct {
 // run file paths. A plot that cannot be read or copied is logged and left out rather than
 // failing the step: the scalars matter more, and a retry would not bring the file back.
 func (w *Writer) images(r *step.Record) (items []item, files []string) {
-	if !w.set.images {
+	if !w.set.Images {
 		return nil, nil
 	}
 	for _, p := range r.Plots {

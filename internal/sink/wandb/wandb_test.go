@@ -44,18 +44,18 @@ func spec(t *testing.T, doc string) config.SinkSpec {
 func TestSettings(t *testing.T) {
 	for _, tt := range []struct {
 		name, doc string
-		check     func(settings) bool
+		check     func(Settings) bool
 		errs      []string
 	}{
-		{name: "bare name", check: func(s settings) bool {
-			return s.project == "vllmstat" && s.images && !s.perWorker && len(s.runID) == 8 && strings.Trim(s.runID, "abcdefghijklmnopqrstuvwxyz0123456789") == ""
+		{name: "bare name", check: func(s Settings) bool {
+			return s.Project == "vllmstat" && s.Images && !s.PerWorker && len(s.RunID) == 8 && strings.Trim(s.RunID, "abcdefghijklmnopqrstuvwxyz0123456789") == ""
 		}},
 		{name: "all keys", doc: `{type: wandb, project: rl, entity: team, group: grpo-7, name: vllm, run_id: abc-1, images: false, per_worker: true,
 			config: {model: qwen3, lr: 1.0e-6, tp: 2, tags: [a, b], nested: {x: null}}}`,
-			check: func(s settings) bool {
+			check: func(s Settings) bool {
 				want := []item{{"model", `"qwen3"`}, {"lr", "0.000001"}, {"tp", "2"}, {"tags", `["a","b"]`}, {"nested", `{"x":null}`}}
-				return s.project == "rl" && s.entity == "team" && s.group == "grpo-7" && s.name == "vllm" && s.runID == "abc-1" &&
-					!s.images && s.perWorker && fmt.Sprint(s.config) == fmt.Sprint(want)
+				return s.Project == "rl" && s.Entity == "team" && s.Group == "grpo-7" && s.Name == "vllm" && s.RunID == "abc-1" &&
+					!s.Images && s.PerWorker && fmt.Sprint(s.Config) == fmt.Sprint(want)
 			}},
 		{name: "typo", doc: "{type: wandb, projcet: rl}",
 			errs: []string{"sinks[2].projcet (line 1): unknown setting of a wandb sink: the settings are type, project, entity, group, name, run_id, config, images, per_worker"}},
@@ -69,6 +69,9 @@ func TestSettings(t *testing.T) {
 			}},
 		{name: "config not JSON", doc: "{type: wandb, config: {a: .inf, a: 1}}",
 			errs: []string{`sinks[2].config.a (line 1): ".inf" is not allowed: must be representable in JSON`, `sinks[2].config.a (line 1): is given twice`}},
+		{name: "typo and duplicate", doc: "type: wandb\nrunid: x\nproject: a\nproject: b\n",
+			errs: []string{"sinks[2].runid (line 2): unknown setting of a wandb sink: the settings are type, project, entity, group, name, run_id, config, images, per_worker; did you mean run_id?",
+				"sinks[2].project (line 4): is given twice, at lines 3 and 4"}},
 		{name: "empty project", doc: `{type: wandb, project: ""}`, errs: []string{`sinks[2].project (line 1): "" is not allowed`}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

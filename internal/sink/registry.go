@@ -1,0 +1,68 @@
+package sink
+
+import (
+	"log/slog"
+
+	"github.com/vllmstat/vllmstat/internal/config"
+)
+
+// Env is what every sink type gets from the run.
+type Env struct {
+	OutDir       string // the run's out_dir
+	MetricPrefix string // the run's metric prefix, e.g. "vllm"
+	Logger       *slog.Logger
+}
+
+// Caps are what a sink type takes besides step records.
+type Caps struct {
+	// Images: the sink logs each step's plots, so it gets the records from the prepare stage
+	// (the plot drawing) rather than straight from the collector.
+	Images bool
+	// Intervals: the sink may take every worker's interval values; it implements
+	// IntervalSink.
+	Intervals bool
+}
+
+// Type is a kind of sink that a config may name under sinks:, as the CLI registers them in one
+// map by name. Make one with NewType.
+type Type struct {
+	Caps  Caps
+	parse func(Env, config.SinkSpec) (any, error)
+	open  func(Env, any) (Sink, error)
+}
+
+// NewType registers a sink type by its two steps: parse decodes and checks an entry's settings
+// strictly and without side effects (its error is a config.Problems naming every problem with
+// its key path), and open creates the sink from them (files, connections; no goroutine).
+func NewType[S any](parse func(Env, config.SinkSpec) (S, error), open func(Env, S) (Sink, error), caps Caps) Type {
+	return Type{
+		Caps:  caps,
+		parse: func(e Env, spec config.SinkSpec) (any, error) { return parse(e, spec) },
+		open:  func(e Env, set any) (Sink, error) { return open(e, set.(S)) },
+	}
+}
+
+// Builtin reports whether the type is one the run always writes (steps.jsonl): it has nothing
+// to parse or open.
+func (t Type) Builtin() bool { return t.open == nil }
+
+// Parse checks spec's settings; it has no side effects.
+func (t Type) Parse(env Env, spec config.SinkSpec) (Parsed, error) {
+	if t.parse == nil {
+		return Parsed{t: t}, nil
+	}
+	set, err := t.parse(env, spec)
+	return Parsed{t: t, set: set}, err
+}
+
+// Parsed is a sinks entry whose settings were checked, ready to open.
+type Parsed struct {
+	t   Type
+	set any
+}
+
+// Caps are the entry's type's.
+func (p Parsed) Caps() Caps { return p.t.Caps }
+
+// Open creates the sink.
+func (p Parsed) Open(env Env) (Sink, error) { return p.t.open(env, p.set) }

@@ -1,0 +1,248 @@
+package step
+
+import (
+	"cmp"
+	"slices"
+	"time"
+
+	"github.com/vllmstat/vllmstat/internal/window"
+)
+
+// A worker's activity in a step comes from its samples of num_requests_running and
+// num_requests_waiting: a sample is busy when their sum is above 0 (a page with only one of them
+// uses that one), idle otherwise. As in the timelines, a sample stands for the time since the
+// previous scrape of its target, clipped to the step start; so the span from the step start to
+// a worker's first sample of the step is covered by that sample. Time that no sample stands for
+// is neither busy nor idle:
+//   - a target's first scrape (of the run, or since Forget) stands for no time: nothing is
+//     known about the worker before it;
+//   - after a failed scrape of the target, or a page without the worker, the next sample stands
+//     only for the time since that scrape: a worker down for part of the step is not covered
+//     while it is down, and its last sample does not hold over the gap;
+//   - a sample without either gauge (both absent or not finite) stands for no time;
+//   - the time after the worker's last sample is not covered (the boundary scrape taken just
+//     before the step end is normally that last sample).
+//
+// The resolution of every figure is the scrape interval.
+
+// maxStragglers bounds the stragglers a record names.
+const maxStragglers = 3
+
+// Activity is one worker's busy and idle time in a step, in seconds.
+type Activity struct {
+	BusyS, IdleS float64
+	// LastBusyS is the end of the worker's last busy sample's span (that sample's offset from
+	// the step start); meaningful only when BusyS > 0.
+	LastBusyS float64
+}
+
+// Straggler names a worker whose last busy sample came well after most of the fleet's; see
+// Tracker.balance.
+type Straggler struct {
+	Target    string            `json:"target"`
+	Engine    string            `json:"engine"`
+	Labels    map[string]string `json:"labels,omitempty"`
+	LastBusyS float64           `json:"last_busy_s"`
+}
+
+// ID is the straggler's worker.
+func (s Straggler) ID() WorkerID {
+	return WorkerID{Target: s.Target, Engine: s.Engine, Labels: window.LabelKey(s.Labels)}
+}
+
+// WorstWorkers names the workers behind the record's …/worst_worker keys.
+type WorstWorkers struct {
+	PrefixCacheHitRate *WorkerValue `json:"prefix_cache_hit_rate,omitempty"`
+	NumPreemptions     *WorkerValue `json:"num_preemptions,omitempty"`
+}
+
+// WorkerValue is one worker's value of a step key.
+type WorkerValue struct {
+	Target string            `json:"target"`
+	Engine string            `json:"engine"`
+	Labels map[string]string `json:"labels,omitempty"`
+	Value  float64           `json:"value"`
+}
+
+// ID is the worker the value belongs to.
+func (v WorkerValue) ID() WorkerID {
+	return WorkerID{Target: v.Target, Engine: v.Engine, Labels: window.LabelKey(v.Labels)}
+}
+
+// activity accumulates a worker's busy and idle time in the open step.
+type activity struct {
+	busy, idle time.Duration
+	lastBusy   time.Time       // end of the last busy span
+	spans      []time.Duration // every covered span, for the step's resolution
+}
+
+// add counts a sample of ep taken at ts that stands for the time since from (zero when the
+// sample stands for no time).
+func (a *activity) add(from, ts time.Time, ep *window.EnginePage) {
+	if from.IsZero() || !ts.After(from) {
+		return
+	}
+	if !ep.HasGauge[window.Running] && !ep.HasGauge[window.Waiting] {
+		return
+	}
+	d := ts.Sub(from)
+	a.spans = append(a.spans, d)
+	if ep.Gauges[window.Running]+ep.Gauges[window.Waiting] > 0 {
+		a.busy += d
+		a.lastBusy = ts
+	} else {
+		a.idle += d
+	}
+}
+
+func (a *activity) covered() bool { return a.busy+a.idle > 0 }
+
+// spanStart is the time a sample of target taken now stands for since: the target's previous
+// scrape, clipped to the step start, or zero for its first scrape.
+func spanStart(prev time.Time, seen bool, stepStart time.Time) time.Time {
+	if !seen {
+		return time.Time{}
+	}
+	if prev.Before(stepStart) {
+		return stepStart
+	}
+	return prev
+}
+
+// balance adds the fleet-balance keys to r.Metrics, each worker's activity keys to its
+// per_worker record and timeline, and names the stragglers and the worst workers. ids and was
+// are the step's workers, sorted, aligned with r.PerWorker (when present) and
+// r.Timeline.Workers.
+func (t *Tracker) balance(r *Record, ids []WorkerID, was []*workerAcc, start time.Time) {
+	key := func(name string) string { return t.opt.Prefix + "/" + name }
+	m := r.Metrics
+	type last struct {
+		i int
+		s float64
+	}
+	var lasts []last
+	var spans []time.Duration
+	var idleSum, idleMax float64
+	covered := 0
+	for i, wa := range was {
+		a := &wa.act
+		if !a.covered() {
+			continue
+		}
+		spans = append(spans, a.spans...)
+		act := &Activity{BusyS: a.busy.Seconds(), IdleS: a.idle.Seconds()}
+		frac := act.IdleS / (act.BusyS + act.IdleS)
+		idleSum += frac
+		idleMax = max(idleMax, frac)
+		covered++
+		var pw map[string]float64
+		if t.opt.PerWorker {
+			pw = r.PerWorker[i].Metrics
+			pw[key("busy_s")] = act.BusyS
+			pw[key("idle_s")] = act.IdleS
+		}
+		if a.busy > 0 {
+			act.LastBusyS = a.lastBusy.Sub(start).Seconds()
+			lasts = append(lasts, last{i, act.LastBusyS})
+			if pw != nil {
+				pw[key("last_busy_s")] = act.LastBusyS
+			}
+		}
+		r.Timeline.Workers[i].Activity = act
+	}
+	if covered > 0 {
+		m[key("worker_idle_fraction/mean")] = idleSum / float64(covered)
+		m[key("worker_idle_fraction/max")] = idleMax
+	}
+	if len(lasts) > 0 {
+		xs := make([]float64, len(lasts))
+		for j, l := range lasts {
+			xs[j] = l.s
+		}
+		fleet := slices.Max(xs)
+		m[key("fleet_busy_s")] = fleet
+		if len(lasts) >= 2 {
+			median, _ := Percentile(xs, 0.5)
+			m[key("straggler_tail_s")] = fleet - median
+			// A worker is a straggler when its last busy sample came more than one scrape
+			// interval after the median: then it was still busy after the median worker's next
+			// sample had seen it idle. The interval is the median span the step's samples
+			// stood for, so that replay needs no configuration to give the same list.
+			res, _ := Percentile(durationsS(spans), 0.5)
+			slices.SortFunc(lasts, func(a, b last) int { return cmp.Or(cmp.Compare(b.s, a.s), ids[a.i].Compare(ids[b.i])) })
+			for _, l := range lasts {
+				if l.s-median <= res || len(r.Stragglers) == maxStragglers {
+					break
+				}
+				id := ids[l.i]
+				r.Stragglers = append(r.Stragglers, Straggler{Target: id.Target, Engine: id.Engine, Labels: id.LabelMap(), LastBusyS: l.s})
+			}
+		}
+	}
+	t.worstWorkers(r, ids, was)
+}
+
+// worstWorkers adds the keys that compare workers' counters: the generation-token imbalance,
+// the lowest hit rate and the most preemptions. Each needs two workers with a basis for it.
+func (t *Tracker) worstWorkers(r *Record, ids []WorkerID, was []*workerAcc) {
+	key := func(name string) string { return t.opt.Prefix + "/" + name }
+	value := func(i int, v float64) *WorkerValue {
+		return &WorkerValue{Target: ids[i].Target, Engine: ids[i].Engine, Labels: ids[i].LabelMap(), Value: v}
+	}
+	var worst WorstWorkers
+	var gen []float64
+	hitN, preN := 0, 0
+	for i, wa := range was {
+		if wa.has[window.GenerationTokens] {
+			gen = append(gen, wa.totals[window.GenerationTokens])
+		}
+		if q := wa.totals[window.PrefixQueries]; wa.has[window.PrefixHits] && q > 0 {
+			hitN++
+			// ids are sorted, so a tie keeps the first worker
+			if h := wa.totals[window.PrefixHits] / q; worst.PrefixCacheHitRate == nil || h < worst.PrefixCacheHitRate.Value {
+				worst.PrefixCacheHitRate = value(i, h)
+			}
+		}
+		if wa.has[window.Preemptions] {
+			preN++
+			if p := wa.totals[window.Preemptions]; worst.NumPreemptions == nil || p > worst.NumPreemptions.Value {
+				worst.NumPreemptions = value(i, p)
+			}
+		}
+	}
+	if len(gen) >= 2 {
+		var sum float64
+		for _, g := range gen {
+			sum += g
+		}
+		if mean := sum / float64(len(gen)); mean > 0 {
+			r.Metrics[key("generation_tokens_imbalance")] = slices.Max(gen) / mean
+		}
+	}
+	if hitN < 2 {
+		worst.PrefixCacheHitRate = nil
+	}
+	if preN < 2 {
+		worst.NumPreemptions = nil
+	}
+	if w := worst.PrefixCacheHitRate; w != nil {
+		r.Metrics[key("prefix_cache_hit_rate/worst_worker")] = w.Value
+	}
+	if w := worst.NumPreemptions; w != nil {
+		r.Metrics[key("num_preemptions/worst_worker")] = w.Value
+		if w.Value <= 0 {
+			worst.NumPreemptions = nil // no preemptions anywhere: nobody to name
+		}
+	}
+	if worst != (WorstWorkers{}) {
+		r.WorstWorkers = &worst
+	}
+}
+
+func durationsS(ds []time.Duration) []float64 {
+	xs := make([]float64, len(ds))
+	for i, d := range ds {
+		xs[i] = d.Seconds()
+	}
+	return xs
+}
