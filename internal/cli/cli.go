@@ -4,6 +4,8 @@ package cli
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -32,7 +34,7 @@ func init() {
 	commands = map[string]command{
 		"demo":   {"run a simulated vLLM fleet and show its per-step metrics (start here)", runDemo},
 		"run":    {"scrape a vLLM fleet and write per-step metrics", runRun},
-		"record": {"like run, writing everything scraped to a recording (-record FILE)", runRecord},
+		"record": {"run, also writing every scrape to FILE: record FILE [run flags]", runRecord},
 		"report": {"write a self-contained HTML report of a run directory", runReport},
 		"replay": {"recompute the step records of a recording", runReplay},
 		"watch":  {"print live fleet numbers every interval, like vmstat", runWatch},
@@ -56,9 +58,11 @@ func RunContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return exitUsage
 	}
 	switch args[0] {
-	case "-h", "--help", "help":
+	case "-h", "-help", "--help":
 		usage(stdout)
 		return exitOK
+	case "help":
+		return help(ctx, args[1:], stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "vllmstat", version)
 		return exitOK
@@ -73,6 +77,54 @@ func RunContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 }
 
 var version = "dev"
+
+// help is `vllmstat help [COMMAND]`: the top-level help, or COMMAND's own (its -h).
+func help(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		usage(stdout)
+		return exitOK
+	}
+	c, ok := commands[args[0]]
+	if !ok || len(args) > 1 {
+		if ok {
+			fmt.Fprintf(stderr, "vllmstat help: give one command, not %q\n\n", args)
+		} else {
+			fmt.Fprintf(stderr, "vllmstat help: unknown command %q\n\n", args[0])
+		}
+		usage(stderr)
+		return exitUsage
+	}
+	return c.run(ctx, []string{"-h"}, stdout, stderr)
+}
+
+// parseFlags parses args; done reports that the command should return code right away. The
+// command's help is printed once: on -h to stdout (exit 0), after a flag error to the flag
+// set's output, stderr (exit 2).
+func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) (code int, done bool) {
+	usage := fs.Usage
+	if usage == nil {
+		usage = func() {
+			fmt.Fprintf(fs.Output(), "Usage of %s:\n", fs.Name())
+			fs.PrintDefaults()
+		}
+	}
+	fs.Usage = func() {} // the flag package would print it on -h too, to stderr
+	err := fs.Parse(args)
+	fs.Usage = usage
+	switch {
+	case err == nil:
+		return 0, false
+	case errors.Is(err, flag.ErrHelp):
+		out := fs.Output()
+		fs.SetOutput(stdout)
+		fs.Usage()
+		fs.SetOutput(out)
+		return exitOK, true
+	default:
+		fs.Usage()
+		return exitUsage, true
+	}
+}
 
 func usage(w io.Writer) {
 	fmt.Fprint(w, `vllmstat: exact per-step metrics from a fleet of vLLM engines.
@@ -91,6 +143,6 @@ Commands:
 		fmt.Fprintf(w, "  %-8s %s\n", n, commands[n].summary)
 	}
 	fmt.Fprint(w, `
-Run "vllmstat <command> -h" for the flags of a command.
+Run "vllmstat help <command>" (or "vllmstat <command> -h") for a command's usage and flags.
 `)
 }

@@ -81,19 +81,6 @@ func runWith(ctx context.Context, name string, args []string, stdout, stderr io.
 	return exitOK
 }
 
-// parseFlags parses args; done reports that the command should return code right away.
-func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) (code int, done bool) {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(stdout)
-			fs.Usage()
-			return exitOK, true
-		}
-		return exitUsage, true
-	}
-	return 0, false
-}
-
 // collect runs a collector with cfg until ctx ends.
 func collect(ctx context.Context, cfg config.Config, log *slog.Logger, summary io.Writer) error {
 	r, err := startRun(cfg, log, summary, false)
@@ -206,7 +193,7 @@ func startRun(cfg config.Config, log *slog.Logger, summary io.Writer, fresh bool
 	})
 	if r.ln != nil {
 		r.srv = &http.Server{
-			Handler: api.New(api.Options{Collector: r.c, Token: cfg.APIToken.Reveal(), MetricsPublic: cfg.MetricsPublic, Metrics: self.Handler(), Report: report.Handler(cfg.OutDir), Logger: log}),
+			Handler: api.New(api.Options{Collector: r.c, Token: cfg.APIToken.Reveal(), MetricsPublic: cfg.MetricsPublic, Metrics: self.Handler(), Report: report.Handler(cfg.OutDir, nil), Logger: log}),
 			// Ending a step waits for a boundary scrape of every target: at most twice the scrape
 			// timeout, so the write timeout leaves room for it.
 			ReadHeaderTimeout: 5 * time.Second,

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -106,13 +105,8 @@ func runSimContext(parent context.Context, args []string, stdout, stderr io.Writ
 	fs.Var(&faults, "fault", "fault to inject, KIND@TIME[+DURATION][:server=N] (repeatable, see above)")
 	logLevel := fs.String("log-level", "info", "log level on stderr: debug, info, warn or error")
 
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(stdout)
-			fs.Usage()
-			return exitOK
-		}
-		return exitUsage
+	if code, done := parseFlags(fs, args, stdout); done {
+		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "vllmstat sim: unexpected argument %q (all settings are flags; see -h)\n", fs.Arg(0))

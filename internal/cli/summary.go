@@ -9,7 +9,8 @@ import (
 	"github.com/vllmstat/vllmstat/internal/vllm"
 )
 
-// summaryLine is the one-line stderr summary of a closed step. Absent values show as "-".
+// summaryLine is the one-line stderr summary of a closed step. Absent values show as "-",
+// without their unit.
 func summaryLine(r *step.Record, prefix string) string {
 	m := r.Metrics
 	v := func(key, format string, scale float64) string {
@@ -28,9 +29,9 @@ func summaryLine(r *step.Record, prefix string) string {
 		"preempt " + v(keyPreemptions, "%.0f", 1),
 		"kv " + v(keyKVMean, "%.2f", 1) + "/" + v(keyKVMax, "%.2f", 1),
 		"run " + v(keyRunMean, "%.1f", 1) + " wait " + v(keyWaitMean, "%.1f", 1),
-		"gen " + v(keyGenPerS, "%.0f", 1) + " tok/s",
-		"ttft p50 " + v(keyTTFTP50, "%.3f", 1) + "s",
-		"tail " + v("straggler_tail_s", "%.1f", 1) + "s" + parens(stragglerName(r)),
+		"gen " + v(keyGenPerS, "%.0f tok/s", 1),
+		"ttft p50 " + v(keyTTFTP50, "%.3fs", 1),
+		"tail " + v("straggler_tail_s", "%.1fs", 1) + parens(stragglerName(r)),
 	}
 	return strings.Join(parts, " | ")
 }

@@ -3,10 +3,12 @@ package cli
 import (
 	"bytes"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/vllmstat/vllmstat/internal/clock"
 	"github.com/vllmstat/vllmstat/internal/config"
 	"github.com/vllmstat/vllmstat/internal/step"
 	"github.com/vllmstat/vllmstat/internal/window"
@@ -69,7 +71,7 @@ func TestSummaryLineTail(t *testing.T) {
 		t.Errorf("summary %q, want one more straggler counted", got)
 	}
 	one := step.Record{Step: 2, Workers: 1, Metrics: map[string]float64{}}
-	if got := summaryLine(&one, "vllm"); !strings.HasSuffix(got, " | tail -s") {
+	if got := summaryLine(&one, "vllm"); !strings.HasSuffix(got, " | tail -") {
 		t.Errorf("summary %q, want no tail", got)
 	}
 }
@@ -102,7 +104,7 @@ func TestWatchSummaryNamesWorkers(t *testing.T) {
 	cfg := config.Default()
 	cfg.MetricPrefix = "vllm"
 	var b bytes.Buffer
-	w := newWatcher(cfg, false, &b)
+	w := newWatcher(cfg, false, &b, clock.Real{}, slog.New(slog.DiscardHandler))
 	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	feedBalance(t, w.tr, t0)
 	w.last = t0.Add(4 * time.Second)

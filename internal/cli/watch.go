@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"net/http"
 	"os"
@@ -15,6 +16,7 @@ import (
 
 	"golang.org/x/term"
 
+	"github.com/vllmstat/vllmstat/internal/clock"
 	"github.com/vllmstat/vllmstat/internal/config"
 	"github.com/vllmstat/vllmstat/internal/scrape"
 	"github.com/vllmstat/vllmstat/internal/step"
@@ -26,8 +28,10 @@ const watchHelp = `Usage: vllmstat watch [flags] TARGET...
 Scrapes the targets (/metrics URLs or host:port) every --interval and prints one row per
 interval, like vmstat: workers up/total, running and waiting requests (summed over workers), KV
 usage mean and max, the prefix-cache hit rate over the interval, preemptions in the interval,
-generation and prompt tokens/s. An unreachable target shows as down. Ctrl-C prints the whole
-session as one step record (with its stragglers and worst workers, if any) and exits 0.
+generation and prompt tokens/s. A target that goes down is logged on stderr with the reason
+(refused, timeout, http_status, parse, ...), and again when it is back up. Ctrl-C prints the
+whole session's totals (the metric keys of one step record covering the session, one per
+line, then the stragglers and worst workers it names, if any) and exits 0.
 
 On a terminal the header repeats every screenful and --per-worker redraws one row per worker in
 place; on a pipe only plain lines are printed.
@@ -36,11 +40,12 @@ Flags:
 `
 
 func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	return watchWith(ctx, args, stdout, stderr, nil)
+	return watchWith(ctx, args, stdout, stderr, clock.Real{})
 }
 
-// watchWith runs watch until ctx ends; ticks, when not nil, replaces the interval timer (tests).
-func watchWith(ctx context.Context, args []string, stdout, stderr io.Writer, ticks <-chan time.Time) int {
+// watchWith runs watch until ctx ends, on clk's time: its ticker paces the rounds and its
+// time stamps them.
+func watchWith(ctx context.Context, args []string, stdout, stderr io.Writer, clk clock.Clock) int {
 	fs := flag.NewFlagSet("vllmstat watch", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	interval := fs.Float64("interval", 1, "seconds between scrapes")
@@ -68,19 +73,16 @@ func watchWith(ctx context.Context, args []string, stdout, stderr io.Writer, tic
 		fmt.Fprintf(stderr, "vllmstat watch: %v\n", err)
 		return exitUsage
 	}
-	w := newWatcher(cfg, *perWorker, stdout)
-	if ticks == nil {
-		t := time.NewTicker(cfg.IntervalDuration())
-		defer t.Stop()
-		ticks = t.C
-	}
+	w := newWatcher(cfg, *perWorker, stdout, clk, slog.New(slog.NewTextHandler(stderr, nil)))
+	t := clk.NewTicker(cfg.IntervalDuration())
+	defer t.Stop()
 	w.round(ctx)
 	for {
 		select {
 		case <-ctx.Done():
 			w.summary()
 			return exitOK
-		case <-ticks:
+		case <-t.C():
 			w.round(ctx)
 		}
 	}
@@ -100,10 +102,15 @@ type watcher struct {
 	lines     int // rows since the last header
 	drawn     int // rows drawn in place last round
 	last      time.Time
+	clock     clock.Clock
+	log       *slog.Logger
+	down      map[string]string // target -> reason of its last failed scrape; absent when up
+	failed    map[string]int    // failed scrapes of the session by reason
 }
 
-func newWatcher(cfg config.Config, perWorker bool, out io.Writer) *watcher {
-	w := &watcher{cfg: cfg, perWorker: perWorker, out: out, client: scrape.NewClient(), known: map[step.WorkerID]bool{}, height: 24}
+func newWatcher(cfg config.Config, perWorker bool, out io.Writer, clk clock.Clock, log *slog.Logger) *watcher {
+	w := &watcher{cfg: cfg, perWorker: perWorker, out: out, client: scrape.NewClient(), known: map[step.WorkerID]bool{}, height: 24,
+		clock: clk, log: log, down: map[string]string{}, failed: map[string]int{}}
 	if f, ok := out.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 		w.tty = true
 		if _, h, err := term.GetSize(int(f.Fd())); err == nil && h > 4 {
@@ -122,14 +129,14 @@ func (w *watcher) round(ctx context.Context) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[i] = scrape.Fetch(ctx, u, scrape.Options{Client: w.client, Timeout: w.cfg.Timeout(), MaxBody: w.cfg.MaxBodyBytes, Limits: w.cfg.Limits(), WorkerLabels: w.cfg.WorkerLabels})
+			results[i] = scrape.Fetch(ctx, u, scrape.Options{Client: w.client, Timeout: w.cfg.Timeout(), MaxBody: w.cfg.MaxBodyBytes, Limits: w.cfg.Limits(), WorkerLabels: w.cfg.WorkerLabels, Clock: w.clock})
 		}()
 	}
 	wg.Wait()
 	if ctx.Err() != nil {
 		return // interrupted mid-round: the summary covers the rounds that completed
 	}
-	now := time.Now().UTC().Round(0)
+	now := w.clock.Now().UTC().Round(0)
 	if !now.After(w.last) {
 		now = w.last.Add(time.Nanosecond)
 	}
@@ -141,7 +148,9 @@ func (w *watcher) round(ctx context.Context) {
 		w.tr.Observe(ts, results[i].Target, results[i].Page, results[i].Err())
 		if results[i].Err() != nil {
 			down++
+			w.failed[results[i].Reason()]++
 		}
+		w.logTransition(&results[i])
 	}
 	for _, iv := range w.ivs {
 		w.known[iv.WorkerID] = true
@@ -151,6 +160,24 @@ func (w *watcher) round(ctx context.Context) {
 		return
 	}
 	w.printRow(now, w.ivs, fmt.Sprintf("%d/%d", len(w.ivs), max(len(w.known), len(w.ivs))), down)
+}
+
+// logTransition logs a target going down (with the reason) or coming back, once per change.
+func (w *watcher) logTransition(r *scrape.Result) {
+	reason, was := r.Reason(), w.down[r.Target]
+	switch {
+	case reason == was:
+		return
+	case reason != "":
+		w.down[r.Target] = reason
+		w.log.Warn("target down", "target", r.Target, "reason", reason, "err", r.Err())
+	default:
+		delete(w.down, r.Target)
+		w.log.Info("target up", "target", r.Target)
+	}
+	if w.tty {
+		w.drawn = 0 // the message went between drawings: draw the next one below it
+	}
 }
 
 var watchCols = []struct{ head, format string }{
@@ -271,11 +298,12 @@ func (w *watcher) printWorkers(t time.Time, down int) {
 	}
 }
 
-// summary prints the whole session as one step record: every metric key and its value, then
-// the stragglers and worst workers it names.
+// summary prints the whole session as one step record would have it: its duration, workers
+// and scrapes (the failed ones by reason), every metric key and its value, then the
+// stragglers and worst workers it names.
 func (w *watcher) summary() {
 	rec := w.tr.EndStep(1, w.last.Add(time.Nanosecond))
-	fmt.Fprintf(w.out, "\nsession: %.1fs, %d workers, %d scrapes ok, %d failed\n", rec.DurationS, rec.Workers, rec.Scrapes.OK, rec.Scrapes.Failed)
+	fmt.Fprintf(w.out, "\nsession: %.1fs, %d workers, %d scrapes ok, %d failed%s\n", rec.DurationS, rec.Workers, rec.Scrapes.OK, rec.Scrapes.Failed, w.failedByReason())
 	keys := make([]string, 0, len(rec.Metrics))
 	width := 0
 	for k := range rec.Metrics {
@@ -289,6 +317,19 @@ func (w *watcher) summary() {
 	for _, l := range balanceLines(&rec) {
 		fmt.Fprintln(w.out, "  "+l)
 	}
+}
+
+// failedByReason is " (refused 3, timeout 1)", or "" when no scrape failed.
+func (w *watcher) failedByReason() string {
+	if len(w.failed) == 0 {
+		return ""
+	}
+	reasons := make([]string, 0, len(w.failed))
+	for r, n := range w.failed {
+		reasons = append(reasons, fmt.Sprintf("%s %d", r, n))
+	}
+	sort.Strings(reasons)
+	return " (" + strings.Join(reasons, ", ") + ")"
 }
 
 func formatValue(v float64) string {

@@ -1,60 +1,114 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vllmstat/vllmstat/internal/clock"
 )
 
-func TestWatchOnPipe(t *testing.T) {
-	a := newFakeServer(t, "prometheus-client-render-vllm-0.20.prom", 1)
-	dead := deadAddr(t)
-	ticks := make(chan time.Time)
+// watchSession runs watch in-process on a fake clock for rounds rounds (the one at start and
+// one per tick), then stops it as Ctrl-C does, and returns what it printed.
+func watchSession(t *testing.T, args []string, rounds int) (stdout, stderr string) {
+	t.Helper()
+	fc := clock.NewFake(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
 	ctx, cancel := context.WithCancel(context.Background())
-	var out, errb bytes.Buffer
+	defer cancel()
+	out, errb := &syncBuffer{}, &syncBuffer{}
 	done := make(chan int)
-	go func() { done <- watchWith(ctx, []string{"--interval", "0.5", a.url(), dead}, &out, &errb, ticks) }()
-	for i := 0; i < 4; i++ {
-		ticks <- time.Now()
+	go func() { done <- watchWith(ctx, args, out, errb, fc) }()
+	for i := 1; i <= rounds; i++ {
+		if i > 1 {
+			fc.Advance(500 * time.Millisecond)
+		}
+		// Each round prints a row; only then does the next tick start a round of its own.
+		if !waitUntil(10*time.Second, func() bool { return len(watchRows(out.String())) == i }) {
+			t.Fatalf("round %d did not print its row:\n%s\n%s", i, out.String(), errb.String())
+		}
 	}
-	time.Sleep(300 * time.Millisecond) // let the last round print
 	cancel()
 	if code := <-done; code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
-	text := out.String()
-	if strings.Contains(text, "\x1b") {
-		t.Fatal("escape sequences on a pipe")
-	}
+	return out.String(), errb.String()
+}
+
+// watchRows returns the rows of watch's output on a pipe: the lines between the header and the
+// session summary.
+func watchRows(text string) []string {
 	lines := strings.Split(text, "\n")
-	header := lines[0]
-	if strings.Join(strings.Fields(header), " ") != "time workers down run wait kv_mean kv_max hit% preempt gen_tok/s prompt_tok/s" {
-		t.Fatalf("header %q", header)
-	}
-	rows := 0
+	var rows []string
 	for _, l := range lines[1:] {
 		if l == "" {
 			break
 		}
-		rows++
+		rows = append(rows, l)
+	}
+	return rows
+}
+
+func TestWatchOnPipe(t *testing.T) {
+	a := newFakeServer(t, "prometheus-client-render-vllm-0.20.prom", 1)
+	dead := deadAddr(t)
+	text, errs := watchSession(t, []string{"--interval", "0.5", a.url(), dead}, 5)
+	if strings.Contains(text, "\x1b") {
+		t.Fatal("escape sequences on a pipe")
+	}
+	header := strings.Split(text, "\n")[0]
+	if strings.Join(strings.Fields(header), " ") != "time workers down run wait kv_mean kv_max hit% preempt gen_tok/s prompt_tok/s" {
+		t.Fatalf("header %q", header)
+	}
+	start := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	for i, l := range watchRows(text) {
 		if len(l) != len(header) {
 			t.Errorf("row %q is not aligned with the header (%d vs %d)", l, len(l), len(header))
 		}
 		f := strings.Fields(l)
+		if want := start.Add(time.Duration(i) * 500 * time.Millisecond).Local().Format("15:04:05"); f[0] != want {
+			t.Errorf("row %d at %s, want the clock's %s", i, f[0], want)
+		}
 		if f[1] != "2/2" || f[2] != "1" {
 			t.Errorf("row %q: want workers 2/2 and one target down", l)
 		}
 	}
-	if rows < 4 || rows > 5 {
-		t.Errorf("%d rows, want 4 or 5 (first round plus four ticks)\n%s", rows, text)
+	// The session is one step record's keys, over the four intervals between the five rounds.
+	for _, want := range []string{"\nsession: 2.0s, 2 workers, 5 scrapes ok, 5 failed (refused 5)\n", "\n  vllm/generation_tokens  "} {
+		if !strings.Contains(text, want) {
+			t.Errorf("session summary lacks %q:\n%s", want, text)
+		}
 	}
-	if !strings.Contains(text, "session:") || !strings.Contains(text, "vllm/generation_tokens ") {
-		t.Errorf("no session summary:\n%s", text)
+	// The dead target's reason, once, on stderr.
+	if n := strings.Count(errs, "msg=\"target down\""); n != 1 || !strings.Contains(errs, "target=http://"+dead+"/metrics reason=refused") {
+		t.Errorf("stderr %q: want one target down line for %s with reason=refused", errs, dead)
+	}
+}
+
+// TestWatchLogsDownReasons checks that a target's failures are logged with their reason when
+// it goes down, not again while it stays down, and that its return is logged too.
+func TestWatchLogsDownReasons(t *testing.T) {
+	flaky := newFakeServer(t, "prometheus-client-render-vllm-0.20.prom", 2)
+	flaky.garbage[1], flaky.garbage[2] = true, true // an HTML error page for the first two scrapes
+	dead := deadAddr(t)
+	text, errs := watchSession(t, []string{"--interval", "0.5", flaky.url(), dead}, 4)
+	deadURL := "http://" + dead + "/metrics"
+	line := regexp.MustCompile(`msg="([^"]+)" target=(\S+)(?: reason=(\S+))?`)
+	var events []string
+	for _, m := range line.FindAllStringSubmatch(errs, -1) {
+		who := map[string]string{flaky.url(): "flaky", deadURL: "dead"}[m[2]]
+		events = append(events, strings.TrimSpace(m[1]+" "+who+" "+m[3]))
+	}
+	want := []string{"target down flaky parse", "target down dead refused", "target up flaky"}
+	if strings.Join(events, "; ") != strings.Join(want, "; ") {
+		t.Errorf("stderr events %q, want %q\n%s", events, want, errs)
+	}
+	if !strings.Contains(text, "failed (parse 2, refused 4)") {
+		t.Errorf("session summary does not count the failures by reason:\n%s", text)
 	}
 }
 
@@ -76,8 +130,8 @@ func TestWatchOnTerminal(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, scriptBin, "-qfec", bin+" watch --per-worker --interval 0.2 "+a.url(), "/dev/null")
-	var out bytes.Buffer
-	cmd.Stdout = &out
+	out := &syncBuffer{}
+	cmd.Stdout = out
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -85,7 +139,10 @@ func TestWatchOnTerminal(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(1500 * time.Millisecond)
+	// Two drawings of the per-worker rows: the second one redraws the first in place.
+	if !waitUntil(20*time.Second, func() bool { return strings.Count(out.String(), "\x1b[4A") >= 1 }) {
+		t.Fatalf("no in-place redraw on a terminal:\n%q", out.String())
+	}
 	stdin.Write([]byte{3}) // Ctrl-C on the terminal: SIGINT to the foreground process
 	cmd.Wait()
 	text := out.String()

@@ -1,17 +1,18 @@
-// Package clock lets the scrape loop and step timer run on real time in production and on a
-// manually advanced time in tests, which then never sleep.
+// Package clock is the one clock of the module: everything that decides by time (scrape and
+// step tickers, the spread offset, the shutdown deadline, the simulator's pacing and faults,
+// timestamps in reports) asks a Clock, so that production runs on real time and tests on a
+// manually advanced time, and then never sleep.
 package clock
 
 import (
-	"sort"
-	"sync"
 	"time"
 )
 
-// Clock tells the time and makes tickers.
+// Clock tells the time and makes tickers and timers.
 type Clock interface {
 	Now() time.Time
 	NewTicker(d time.Duration) Ticker
+	NewTimer(d time.Duration) Timer
 }
 
 // Ticker delivers ticks on C.
@@ -19,6 +20,17 @@ type Ticker interface {
 	C() <-chan time.Time
 	Stop()
 }
+
+// Timer delivers one time on C after its duration, unless stopped first.
+type Timer interface {
+	C() <-chan time.Time
+	// Stop prevents the timer from firing; false if it had already fired or been stopped.
+	Stop() bool
+}
+
+// After returns a channel that receives the time once d has passed on c. The timer cannot be
+// stopped: use NewTimer where the wait may be abandoned often.
+func After(c Clock, d time.Duration) <-chan time.Time { return c.NewTimer(d).C() }
 
 // Real is the wall clock.
 type Real struct{}
@@ -29,77 +41,15 @@ func (Real) Now() time.Time { return time.Now() }
 // NewTicker returns a time.Ticker.
 func (Real) NewTicker(d time.Duration) Ticker { return realTicker{time.NewTicker(d)} }
 
+// NewTimer returns a time.Timer.
+func (Real) NewTimer(d time.Duration) Timer { return realTimer{time.NewTimer(d)} }
+
 type realTicker struct{ t *time.Ticker }
 
 func (r realTicker) C() <-chan time.Time { return r.t.C }
 func (r realTicker) Stop()               { r.t.Stop() }
 
-// Fake is a clock that moves only when Advance is called. Its tickers drop ticks that their
-// reader has not taken, like time.Ticker.
-type Fake struct {
-	mu      sync.Mutex
-	now     time.Time
-	tickers []*fakeTicker
-}
+type realTimer struct{ t *time.Timer }
 
-// NewFake returns a fake clock set to t.
-func NewFake(t time.Time) *Fake { return &Fake{now: t} }
-
-// Now returns the fake time.
-func (f *Fake) Now() time.Time {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.now
-}
-
-// NewTicker returns a ticker that fires every d of fake time.
-func (f *Fake) NewTicker(d time.Duration) Ticker {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	t := &fakeTicker{c: make(chan time.Time, 1), d: d, next: f.now.Add(d), f: f}
-	f.tickers = append(f.tickers, t)
-	return t
-}
-
-// Advance moves the clock forward by d, firing the tickers that come due, in time order.
-func (f *Fake) Advance(d time.Duration) {
-	f.mu.Lock()
-	end := f.now.Add(d)
-	for {
-		var due []*fakeTicker
-		for _, t := range f.tickers {
-			if !t.stopped && !t.next.After(end) {
-				due = append(due, t)
-			}
-		}
-		if len(due) == 0 {
-			break
-		}
-		sort.Slice(due, func(i, j int) bool { return due[i].next.Before(due[j].next) })
-		t := due[0]
-		f.now = t.next
-		t.next = t.next.Add(t.d)
-		select {
-		case t.c <- f.now:
-		default:
-		}
-	}
-	f.now = end
-	f.mu.Unlock()
-}
-
-type fakeTicker struct {
-	c       chan time.Time
-	d       time.Duration
-	next    time.Time
-	stopped bool
-	f       *Fake
-}
-
-func (t *fakeTicker) C() <-chan time.Time { return t.c }
-
-func (t *fakeTicker) Stop() {
-	t.f.mu.Lock()
-	t.stopped = true
-	t.f.mu.Unlock()
-}
+func (r realTimer) C() <-chan time.Time { return r.t.C }
+func (r realTimer) Stop() bool          { return r.t.Stop() }

@@ -238,19 +238,19 @@ func (s *state) shutdown(results chan scrape.Result) error {
 	if !s.c.opt.NoFinalStep {
 		s.requestEnd(-1, nil) // queued behind a step end in progress, if any
 	}
-	deadline := time.NewTimer(2*s.c.opt.Timeout + 2*time.Second)
-	defer deadline.Stop()
+	deadline := s.c.opt.Clock.NewTimer(2*s.c.opt.Timeout + 2*time.Second)
 	for s.boundary != nil {
 		select {
 		case res := <-results:
 			s.observe(res)
-		case <-deadline.C:
+		case <-deadline.C():
 			s.c.log.Warn("closing the last step without every boundary scrape", "missing", len(s.boundary.pending))
 			for s.boundary != nil { // this one, and any step end queued behind it
 				s.closeStep()
 			}
 		}
 	}
+	deadline.Stop()
 	s.pool.Close()
 	if s.c.opt.Recorder != nil {
 		if err := s.c.opt.Recorder.Close(); err != nil {

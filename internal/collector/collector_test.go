@@ -199,3 +199,39 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestShutdownDeadline checks that a target that never answers holds the exit only until the
+// shutdown deadline (twice the scrape timeout and 2 s, on the collector's clock): the last step
+// closes then without its boundary scrape, with the other target's.
+func TestShutdownDeadline(t *testing.T) {
+	dead := newCounterServer(t)
+	dead.block = make(chan struct{}) // answers only when the scrape is cancelled
+	live := newCounterServer(t)
+	steps := make(chan *step.Record, 1)
+	c, fc, stop := start(t, Options{Targets: targets(dead.srv.URL, live.srv.URL), Timeout: 5 * time.Second,
+		OnStep: func(r *step.Record) { steps <- r }})
+	waitFor(t, func() bool { return live.n.Load() == 1 })
+	errc := make(chan error, 1)
+	go func() { errc <- stop() }()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := fc.BlockUntil(ctx, 1); err != nil { // the deadline is set
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return live.n.Load() == 2 }) // the live target's boundary scrape
+	fc.Advance(11 * time.Second)
+	if fc.Timers() != 1 || len(steps) != 0 {
+		t.Fatalf("%d timers, %d steps 11 s into the shutdown: the 12 s deadline passed early", fc.Timers(), len(steps))
+	}
+	fc.Advance(time.Second)
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	r := <-steps
+	if r.Step != 1 || r.Scrapes.OK != 2 || r.Metrics["vllm/generation_tokens"] != 10 {
+		t.Fatalf("last step %+v: want the live target's two scrapes", r)
+	}
+	if _, err := c.EndStep(context.Background(), 5); !errors.Is(err, ErrStopped) {
+		t.Fatalf("after stop: %v", err)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vllmstat/vllmstat/internal/clock"
 	"github.com/vllmstat/vllmstat/internal/collector"
 	"github.com/vllmstat/vllmstat/internal/config"
 	"github.com/vllmstat/vllmstat/internal/promtest"
@@ -120,7 +121,9 @@ func TestPeerCheck(t *testing.T) {
 			t.Fatalf("only %d of %d batches done after 90s", done, cfg.Workload.Batches)
 		}
 	}
-	time.Sleep(2500 * time.Millisecond) // both scrapers see the pages at rest
+	// Both scrapers see the pages at rest: Prometheus scrapes the fleet once more, and the
+	// collector's shutdown makes a boundary scrape.
+	waitUntil(t, 20*time.Second, "Prometheus to scrape the fleet at rest", scrapedSince(ctx, prom, "sim", time.Now()))
 	stop()
 	if err := <-errc; err != nil {
 		t.Fatalf("collector: %v", err)
@@ -129,7 +132,7 @@ func TestPeerCheck(t *testing.T) {
 		t.Fatalf("sinks: %v", err)
 	}
 	totals := fleet.Totals()
-	time.Sleep(1500 * time.Millisecond) // Prometheus scrapes vllmstat's /metrics once more
+	waitUntil(t, 20*time.Second, "Prometheus to scrape vllmstat's /metrics once more", scrapedSince(ctx, prom, "vllmstat", time.Now()))
 	end := time.Now().Truncate(time.Millisecond)
 	span := int(math.Ceil(end.Sub(fleetStart).Seconds())) + 5
 	t.Logf("run of %s: %d steps", end.Sub(fleetStart).Round(time.Millisecond), len(recs))
@@ -325,6 +328,15 @@ func contains(xs []string, x string) bool {
 	return false
 }
 
+// scrapedSince reports whether Prometheus has scraped every target of job after t.
+func scrapedSince(ctx context.Context, prom *promtest.Prometheus, job string, t time.Time) func() bool {
+	return func() bool {
+		last, err := promtest.Query(ctx, prom.Server, fmt.Sprintf(`min(timestamp(up{job=%q}))`, job), time.Now())
+		return err == nil && len(last) == 1 && len(last[0].Samples) == 1 &&
+			last[0].Samples[0].V > float64(t.UnixMilli())/1000
+	}
+}
+
 // gatedClock is a fleet's wall clock that stands at its first reading until open, then runs
 // with the real clock from there.
 type gatedClock struct {
@@ -347,8 +359,11 @@ func (c *gatedClock) Now() time.Time {
 	}
 }
 
-// After waits real time either way: before open, the fleet's loop ticks on an unmoving clock.
-func (c *gatedClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+// NewTimer and NewTicker wait real time either way: before open, the fleet's loop ticks on an
+// unmoving clock.
+func (c *gatedClock) NewTimer(d time.Duration) clock.Timer { return clock.Real{}.NewTimer(d) }
+
+func (c *gatedClock) NewTicker(d time.Duration) clock.Ticker { return clock.Real{}.NewTicker(d) }
 
 func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()

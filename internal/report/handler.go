@@ -6,7 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
-	"time"
+
+	"github.com/vllmstat/vllmstat/internal/clock"
 )
 
 // RefreshSeconds is how often the served page reloads itself.
@@ -14,14 +15,18 @@ const RefreshSeconds = 15
 
 // Handler serves the report of the run in outDir at "/" (and "/index.html"), rebuilt on every
 // request and reloading itself every RefreshSeconds. Timeline files already read are kept
-// between requests, so a request reads only the steps closed since the last one.
-func Handler(outDir string) http.Handler {
-	h := &handler{outDir: outDir, src: newDirSource(outDir)}
-	return h
+// between requests, so a request reads only the steps closed since the last one. c stamps the
+// page's generation time; nil is the wall clock.
+func Handler(outDir string, c clock.Clock) http.Handler {
+	if c == nil {
+		c = clock.Real{}
+	}
+	return &handler{outDir: outDir, clock: c, src: newDirSource(outDir)}
 }
 
 type handler struct {
 	outDir string
+	clock  clock.Clock
 	mu     sync.Mutex // one build at a time: the source's cache is not safe for concurrent use
 	src    *dirSource
 }
@@ -38,7 +43,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	var b bytes.Buffer
 	h.mu.Lock()
-	err := writeFrom(&b, h.outDir, h.src, Options{Refresh: RefreshSeconds}, time.Now())
+	err := writeFrom(&b, h.outDir, h.src, Options{Refresh: RefreshSeconds}, h.clock.Now())
 	h.mu.Unlock()
 	w.Header().Set("Cache-Control", "no-store")
 	if errors.Is(err, ErrNoSteps) {

@@ -6,11 +6,15 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/vllmstat/vllmstat/internal/clock"
 )
 
 func TestHandler(t *testing.T) {
 	dir := t.TempDir()
-	empty := httptest.NewServer(Handler(dir))
+	fc := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	empty := httptest.NewServer(Handler(dir, fc))
 	defer empty.Close()
 	res, err := http.Get(empty.URL + "/")
 	if err != nil {
@@ -29,6 +33,7 @@ func TestHandler(t *testing.T) {
 		want         string
 	}{
 		{"GET", "/", 200, `"refresh":15`},
+		{"GET", "/", 200, `"generated":"2026-01-01T00:00:00Z"`},
 		{"GET", "/", 200, `"timelineFiles":3`}, // again, from the cached timelines
 		{"GET", "/index.html", 200, `id="data"`},
 		{"GET", "/other", 404, ""},
@@ -47,5 +52,30 @@ func TestHandler(t *testing.T) {
 		if tt.code == 200 && res.Header.Get("Content-Type") != "text/html; charset=utf-8" {
 			t.Errorf("content type %q", res.Header.Get("Content-Type"))
 		}
+	}
+	// Each request stamps the page with the handler's clock.
+	fc.Advance(time.Hour)
+	res, err = http.Get(empty.URL + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(res.Body)
+	res.Body.Close()
+	if !strings.Contains(string(body), `"generated":"2026-01-01T01:00:00Z"`) {
+		t.Error("the page an hour later does not say it was generated an hour later")
+	}
+}
+
+// TestWriteStampsClock checks that Write dates the page by Options.Clock.
+func TestWriteStampsClock(t *testing.T) {
+	dir := t.TempDir()
+	writeRun(t, dir, 2, 2, 10, false)
+	var b strings.Builder
+	at := time.Date(2030, 6, 1, 12, 0, 0, 0, time.FixedZone("X", 3600))
+	if err := Write(&b, dir, Options{Clock: clock.NewFake(at)}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), `"generated":"2030-06-01T11:00:00Z"`) {
+		t.Error("the page does not carry the clock's time, in UTC")
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vllmstat/vllmstat/internal/clock"
 	"github.com/vllmstat/vllmstat/internal/step"
 	"github.com/vllmstat/vllmstat/internal/timeline"
 	"github.com/vllmstat/vllmstat/internal/vllm"
@@ -40,6 +41,8 @@ type Options struct {
 	// WorkerBytes bounds the per-worker timeline data in the page; the latest steps get it
 	// until it runs out, older ones keep the fleet's band (min, max, mean, p95). 0 means 16 MiB.
 	WorkerBytes int
+	// Clock tells the time the page says it was generated; nil is the wall clock.
+	Clock clock.Clock
 }
 
 func (o Options) withDefaults() Options {
@@ -48,6 +51,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.WorkerBytes <= 0 {
 		o.WorkerBytes = 16 << 20
+	}
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
 	}
 	return o
 }
@@ -454,7 +460,8 @@ func build(title string, recs []*step.Record, bals []*stepBalance, src timelineS
 
 // Write writes the report of the run in outDir to w.
 func Write(w io.Writer, outDir string, opt Options) error {
-	return writeFrom(w, outDir, newDirSource(outDir), opt, time.Now())
+	opt = opt.withDefaults()
+	return writeFrom(w, outDir, newDirSource(outDir), opt, opt.Clock.Now())
 }
 
 func writeFrom(w io.Writer, outDir string, src timelineSource, opt Options, now time.Time) error {

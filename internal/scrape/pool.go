@@ -20,7 +20,8 @@ type Options struct {
 	// (reason "limit"). Zero values mean no limit.
 	Limits   window.Limits
 	KeepBody bool // keep page bodies in results, for recordings
-	// Clock times the scrapes (Result.Start, Result.Duration); nil is the wall clock.
+	// Clock times the scrapes (Result.Start, Result.Duration) and their spread offsets; nil is
+	// the wall clock.
 	Clock clock.Clock
 	// WorkerLabels tell a page's workers apart besides engine (see window.Options); nil means
 	// window.DefaultWorkerLabels, an empty list none.
@@ -209,12 +210,12 @@ func (p *Pool) loop(ctx context.Context, t *target) {
 		case <-t.tick:
 			t.busy.Store(true)
 			if t.offset > 0 {
-				timer := time.NewTimer(t.offset)
+				timer := p.opt.Clock.NewTimer(t.offset)
 				select {
 				case <-ctx.Done():
 					timer.Stop()
 					return
-				case <-timer.C:
+				case <-timer.C():
 				case id = <-t.boundary: // a step is ending: scrape now, for the boundary
 					timer.Stop()
 				}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -144,5 +145,54 @@ func TestPoolGenerations(t *testing.T) {
 	p.Set([]Target{b, {URL: a.URL, Auth: Auth{Authorization: &Authorization{Type: "Bearer", Credentials: NewSecret("t")}}}})
 	if g, _ := p.Generation(a.URL); g != g2 || p.Auth(a.URL).Authorization == nil {
 		t.Fatalf("generation %d (want %d), auth %v", g, g2, p.Auth(a.URL))
+	}
+}
+
+// TestPoolSpreadOffset checks on a fake clock that a tick's scrape waits for the target's
+// offset, and that a boundary request cuts the wait short.
+func TestPoolSpreadOffset(t *testing.T) {
+	var hits atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		w.Write([]byte(page))
+	}))
+	defer srv.Close()
+	const spread = time.Second
+	u := srv.URL + "/metrics"
+	for i := 0; offset(u, spread) < spread/10; i++ { // an offset long enough to see
+		u = fmt.Sprintf("%s/metrics?i=%d", srv.URL, i)
+	}
+	off := offset(u, spread)
+	fc := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	out := make(chan Result, 1)
+	p := NewPool(Options{Timeout: 5 * time.Second, Spread: spread, Clock: fc}, out)
+	defer p.Close()
+	p.Set([]Target{{URL: u}})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	p.Tick()
+	if err := fc.BlockUntil(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	fc.Advance(off - time.Nanosecond)
+	if fc.Timers() != 1 || hits.Load() != 0 {
+		t.Fatalf("scraped %d times (%d timers) before the %s offset passed", hits.Load(), fc.Timers(), off)
+	}
+	fc.Advance(time.Nanosecond)
+	if r := <-out; r.Err() != nil || r.Boundary != 0 || !r.Start.Equal(fc.Now()) {
+		t.Fatalf("tick scrape: err %v boundary %d start %v, want at %v", r.Err(), r.Boundary, r.Start, fc.Now())
+	}
+
+	p.Tick()
+	if err := fc.BlockUntil(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	p.Boundary(7)
+	if r := <-out; r.Err() != nil || r.Boundary != 7 {
+		t.Fatalf("boundary scrape: err %v boundary %d", r.Err(), r.Boundary)
+	}
+	if fc.Timers() != 0 || hits.Load() != 2 {
+		t.Fatalf("%d timers, %d scrapes after the boundary, want the offset wait dropped", fc.Timers(), hits.Load())
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"math"
 	"time"
+
+	"github.com/vllmstat/vllmstat/internal/clock"
 )
 
 // Config describes a simulated fleet: Servers API servers, each on its own port with DP
@@ -58,8 +60,9 @@ type Config struct {
 	Tick time.Duration
 	// Logger receives state transitions (server up/down, restarts, batches); nil discards them.
 	Logger *slog.Logger
-	// Clock is the wall clock; nil means the real one. Tests may inject their own.
-	Clock Clock
+	// Clock is the wall clock the fleet paces itself by and times faults with; nil means the
+	// real one. Tests inject a fake one.
+	Clock clock.Clock
 }
 
 // DefaultConfig returns the configuration of `vllmstat sim` without flags: two servers with one

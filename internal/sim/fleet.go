@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/vllmstat/vllmstat/internal/clock"
 )
 
 // Fleet is a running simulated fleet: one goroutine advances the Sim in step with the wall clock
@@ -17,7 +19,7 @@ import (
 type Fleet struct {
 	cfg      Config
 	log      *slog.Logger
-	clock    Clock
+	clock    clock.Clock
 	start    time.Time
 	sim      *Sim // owned by the run goroutine
 	servers  []*server
@@ -36,7 +38,7 @@ type Fleet struct {
 // stops the fleet as Close does, but only Close waits for it.
 func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 	if cfg.Clock == nil {
-		cfg.Clock = realClock{}
+		cfg.Clock = clock.Real{}
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -138,10 +140,12 @@ func (f *Fleet) run(ctx context.Context) {
 				f.log.Warn("batch channel full, dropping", "batch", b.N)
 			}
 		}
+		tick := f.clock.NewTimer(f.cfg.Tick)
 		select {
 		case <-ctx.Done():
+			tick.Stop()
 			return
-		case <-f.clock.After(f.cfg.Tick):
+		case <-tick.C():
 		}
 	}
 }

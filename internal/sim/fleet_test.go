@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/vllmstat/vllmstat/internal/clock"
 )
 
 // fastConfig is a small fleet on free ports running 20x faster than the wall clock: a GRPO
@@ -143,7 +145,7 @@ func TestFleetBatchesAndTotalsOverHTTP(t *testing.T) {
 // (Requests lost in a restart during a batch are checked in TestRestartInSim.) The wall clock
 // is the test's, so the page before the restart is read before it on every machine.
 func TestFaultRestartOverHTTP(t *testing.T) {
-	clk := &fakeClock{now: testStart}
+	clk := clock.NewFake(testStart)
 	cfg := fastConfig()
 	cfg.Clock = clk
 	cfg.Tick = 50 * time.Millisecond
@@ -155,12 +157,12 @@ func TestFaultRestartOverHTTP(t *testing.T) {
 	elapsed := time.Duration(0)
 	// tick moves the wall clock one tick, once the fleet has published the last one.
 	tick := func() {
-		clk.waitForWaiters(t, 1)
-		clk.advance(cfg.Tick)
+		waitTimers(t, clk, 1)
+		clk.Advance(cfg.Tick)
 		elapsed += cfg.Tick
 	}
 	for {
-		clk.waitForWaiters(t, 1) // the fleet has published and waits for the next tick
+		waitTimers(t, clk, 1) // the fleet has published and waits for the next tick
 		if len(f.Batches()) > 0 {
 			break
 		}
@@ -182,7 +184,7 @@ func TestFaultRestartOverHTTP(t *testing.T) {
 	for elapsed < restartAt {
 		tick()
 	}
-	clk.waitForWaiters(t, 1)
+	waitTimers(t, clk, 1)
 	page = mustGet(t, u1)
 	if got := sampleValue(t, page, "vllm:generation_tokens_created"); got == created {
 		t.Fatalf("_created still %v after the restart was due", got)
@@ -213,62 +215,97 @@ func TestFaultRestartOverHTTP(t *testing.T) {
 	}
 }
 
+// noKeepAlive is a client that opens a new connection per request, so that a server that went
+// down refuses it (a kept-alive connection would be cut instead).
+var noKeepAlive = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+
+// TestFaultDownOverHTTP takes the only server down on a fake wall clock: its port refuses
+// connections from the fault's start to the end of its window, then serves again at the same URL.
 func TestFaultDownOverHTTP(t *testing.T) {
+	clk := clock.NewFake(testStart)
 	cfg := fastConfig()
+	cfg.Clock = clk
+	cfg.Tick = 50 * time.Millisecond
 	cfg.Servers = 1
 	cfg.Faults = []Fault{{Kind: FaultDown, At: 200 * time.Millisecond, Duration: 1500 * time.Millisecond, Server: AllServers}}
 	f := startFleet(t, cfg)
 	u := f.URLs()[0]
-	mustGet(t, u)
-	var downAt time.Time
-	waitFor(t, 3*time.Second, "connection refused", func() bool {
-		_, _, err := get(t, http.DefaultClient, u)
-		if err == nil {
-			return false
+	refused := func(when string) {
+		t.Helper()
+		if _, _, err := get(t, noKeepAlive, u); !errors.Is(err, syscall.ECONNREFUSED) {
+			t.Fatalf("%s: %v, want connection refused", when, err)
 		}
-		// A keep-alive connection open when the server goes down is cut (EOF); the next
-		// request opens a new one, which is refused.
-		if !errors.Is(err, syscall.ECONNREFUSED) {
-			return false
-		}
-		downAt = time.Now()
-		return true
-	})
-	waitFor(t, 3*time.Second, "the port to come back", func() bool {
-		_, resp, err := get(t, http.DefaultClient, u)
+	}
+	waitTimers(t, clk, 2) // the fleet's tick and the server's wait for the fault
+	body, resp, err := get(t, noKeepAlive, u)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("before the fault: %v %v", err, resp)
+	}
+	parsePage(t, []byte(body))
+	clk.Advance(200 * time.Millisecond)
+	waitTimers(t, clk, 2) // the server is down and waits for the window's end
+	refused("at the fault's start")
+	clk.Advance(1500*time.Millisecond - time.Millisecond)
+	waitTimers(t, clk, 2)
+	refused("1 ms before the window's end")
+	clk.Advance(time.Millisecond)
+	waitFor(t, 10*time.Second, "the port to come back", func() bool {
+		_, resp, err := get(t, noKeepAlive, u)
 		return err == nil && resp.StatusCode == 200
 	})
-	if d := time.Since(downAt); d < 100*time.Millisecond {
-		t.Errorf("down for only %s", d)
-	}
 	if f.URLs()[0] != u {
 		t.Errorf("URL changed from %s to %s", u, f.URLs()[0])
 	}
 	parsePage(t, []byte(mustGet(t, u)))
 }
 
+type answer struct {
+	status int
+	err    error
+}
+
+// getAsync sends a GET and delivers its outcome.
+func getAsync(t *testing.T, u string) <-chan answer {
+	c := make(chan answer, 1)
+	go func() {
+		_, resp, err := get(t, noKeepAlive, u)
+		if err != nil {
+			c <- answer{err: err}
+			return
+		}
+		c <- answer{status: resp.StatusCode}
+	}()
+	return c
+}
+
+// TestFaultSlowOverHTTP checks on a fake wall clock that an answer asked for in the slow window
+// is held for SlowDelay, and that answers after the window come at once.
 func TestFaultSlowOverHTTP(t *testing.T) {
+	clk := clock.NewFake(testStart)
 	cfg := fastConfig()
+	cfg.Clock = clk
+	cfg.Tick = 50 * time.Millisecond
 	cfg.Servers = 1
-	// Times far apart, so that a busy machine cannot blur them: answers in the window take 5s,
-	// the client gives up after 1s, the window lasts 2s.
 	cfg.SlowDelay = 5 * time.Second
 	cfg.Faults = []Fault{{Kind: FaultSlow, At: 0, Duration: 2 * time.Second, Server: 0}}
 	f := startFleet(t, cfg)
 	u := f.URLs()[0]
-	client := &http.Client{Timeout: time.Second}
-	defer client.CloseIdleConnections()
-	begin := time.Now()
-	if _, _, err := get(t, client, u); err == nil {
-		t.Fatalf("answered within %s during the slow window", time.Since(begin))
+	slow := getAsync(t, u)
+	waitTimers(t, clk, 2) // the fleet's tick and the held answer
+	clk.Advance(cfg.SlowDelay - time.Millisecond)
+	waitTimers(t, clk, 2) // the answer is still held
+	select {
+	case a := <-slow:
+		t.Fatalf("answered (%v) before the slow delay passed", a)
+	default:
 	}
-	time.Sleep(time.Until(begin.Add(2100 * time.Millisecond)))
-	begin = time.Now()
-	if _, _, err := get(t, client, u); err != nil {
-		t.Fatalf("after the window: %v", err)
+	clk.Advance(time.Millisecond)
+	if a := <-slow; a.err != nil || a.status != 200 {
+		t.Fatalf("slow answer: %+v", a)
 	}
-	if d := time.Since(begin); d > 900*time.Millisecond {
-		t.Errorf("still slow after the window: %s", d)
+	// 5 s in, past the window: the next answer needs no more time on the clock.
+	if a := <-getAsync(t, u); a.err != nil || a.status != 200 {
+		t.Fatalf("after the window: %+v", a)
 	}
 }
 
@@ -286,8 +323,12 @@ func TestFaultGarbageOverHTTP(t *testing.T) {
 	}
 }
 
+// TestCloseDoesNotWaitForSlowAnswers closes a fleet while an answer is held for a minute of a
+// fake clock that never moves: Close ends the held answer instead of waiting for it.
 func TestCloseDoesNotWaitForSlowAnswers(t *testing.T) {
+	clk := clock.NewFake(testStart)
 	cfg := fastConfig()
+	cfg.Clock = clk
 	cfg.Servers = 1
 	cfg.SlowDelay = time.Minute
 	cfg.Faults = []Fault{{Kind: FaultSlow, At: 0, Duration: time.Hour, Server: 0}}
@@ -295,12 +336,17 @@ func TestCloseDoesNotWaitForSlowAnswers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	go http.Get(f.URLs()[0])
-	time.Sleep(50 * time.Millisecond)
-	begin := time.Now()
-	f.Close()
-	if d := time.Since(begin); d > 10*time.Second { // the slow answer would take a minute
-		t.Errorf("Close took %s", d)
+	slow := getAsync(t, f.URLs()[0])
+	waitTimers(t, clk, 2) // the fleet's tick and the held answer
+	closed := make(chan struct{})
+	go func() { f.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(30 * time.Second): // a generous bound on real shutdown work, not a wait
+		t.Fatal("Close waits for the held answer")
+	}
+	if a := <-slow; a.err == nil && a.status != http.StatusServiceUnavailable {
+		t.Errorf("held answer after Close: %+v, want 503 or a cut connection", a)
 	}
 }
 
@@ -320,15 +366,21 @@ func TestStartFailsOnTakenPort(t *testing.T) {
 	}
 }
 
+// TestCloseDuringDownWindow closes the fleet while its servers are down; startFleet's cleanup
+// checks that no goroutine is left waiting for the window's end.
 func TestCloseDuringDownWindow(t *testing.T) {
+	clk := clock.NewFake(testStart)
 	cfg := fastConfig()
-	// A window long enough that a busy machine's polling cannot miss it.
+	cfg.Clock = clk
+	cfg.Tick = 50 * time.Millisecond
 	cfg.Faults = []Fault{{Kind: FaultDown, At: 50 * time.Millisecond, Duration: 5 * time.Second, Server: AllServers}}
 	f := startFleet(t, cfg)
-	u := f.URLs()[0]
-	waitFor(t, 4*time.Second, "the port to close", func() bool {
-		_, _, err := get(t, http.DefaultClient, u)
-		return err != nil
-	})
-	// startFleet's cleanup closes the fleet inside the window and checks for leaked goroutines.
+	waitTimers(t, clk, 3) // the fleet's tick and each server's wait for the fault
+	clk.Advance(50 * time.Millisecond)
+	waitTimers(t, clk, 3) // the servers are down and wait for the window's end
+	for _, u := range f.URLs() {
+		if _, _, err := get(t, noKeepAlive, u); !errors.Is(err, syscall.ECONNREFUSED) {
+			t.Fatalf("%s in the down window: %v, want connection refused", u, err)
+		}
+	}
 }

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/vllmstat/vllmstat/internal/clock"
 )
 
 // server is one simulated API server's HTTP side. The fleet's simulation loop publishes the
@@ -20,7 +22,7 @@ type server struct {
 	idx      int
 	addr     string // host:port, fixed at the first listen so that a reopened port is the same
 	renderer *renderer
-	clock    Clock
+	clock    clock.Clock
 	start    time.Time
 	log      *slog.Logger
 	slow     time.Duration   // delay of a slow answer
@@ -139,10 +141,12 @@ func (s *server) runDownFaults(ctx context.Context, wg *sync.WaitGroup) {
 				break
 			}
 			s.log.Warn("reopen port", "err", err)
+			retry := s.clock.NewTimer(100 * time.Millisecond)
 			select {
 			case <-ctx.Done():
+				retry.Stop()
 				return
-			case <-s.clock.After(100 * time.Millisecond):
+			case <-retry.C():
 			}
 		}
 	}
@@ -154,10 +158,28 @@ func (s *server) sleepUntil(ctx context.Context, off time.Duration) bool {
 	if d <= 0 {
 		return ctx.Err() == nil
 	}
+	t := s.clock.NewTimer(d)
+	defer t.Stop()
 	select {
 	case <-ctx.Done():
 		return false
-	case <-s.clock.After(d):
+	case <-t.C():
+		return true
+	}
+}
+
+// wait holds a slow answer for s.slow; false when the client left or the fleet stopped first
+// (then the answer is written).
+func (s *server) wait(ctx context.Context, w http.ResponseWriter) bool {
+	t := s.clock.NewTimer(s.slow)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-s.done:
+		http.Error(w, "shutting down", http.StatusServiceUnavailable)
+		return false
+	case <-t.C():
 		return true
 	}
 }
@@ -178,13 +200,8 @@ func (s *server) handleMetrics(w http.ResponseWriter, r *http.Request) {
 			fmt.Fprint(w, garbagePage)
 			return
 		case f.Kind == FaultSlow && f.within(off):
-			select {
-			case <-r.Context().Done():
+			if !s.wait(r.Context(), w) {
 				return
-			case <-s.done:
-				http.Error(w, "shutting down", http.StatusServiceUnavailable)
-				return
-			case <-s.clock.After(s.slow):
 			}
 		}
 	}
