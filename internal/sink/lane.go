@@ -107,14 +107,14 @@ func (l *lane) run(ctx context.Context) {
 	for r := range l.ch {
 		l.stats.Queued.Add(-1)
 		if ctx.Err() != nil {
-			// Past the exit deadline a queued record still gets one attempt, so that a sink
-			// that was only slow (a step's plots took long to draw on a busy machine) loses
+			// Past the exit deadline a queued record still gets one write attempt (and no
+			// plots), so that a sink that was only slow (plots drawn on a busy machine) loses
 			// nothing, while a failing one holds the exit for lastTryTime at most.
 			if l.grace == nil {
 				l.grace, l.graceCancel = context.WithTimeout(context.Background(), lastTryTime)
 			}
 			if l.prep != nil {
-				l.prepare(l.grace, r)
+				l.prepare(ctx, r) // no drawing past the deadline: the record passes on as it is
 			} else {
 				l.lastTry(r)
 			}
