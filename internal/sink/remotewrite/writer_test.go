@@ -330,7 +330,7 @@ func TestReceiverDownThenBack(t *testing.T) {
 	s := testSettings(r.url())
 	s.Intervals = true
 	w := newWriter(s, "vllm", nil)
-	defer w.Close(context.Background())
+	defer closeSoon(w)
 	if err := w.Write(t.Context(), &run.Records[0]); err == nil {
 		t.Fatal("write to a closed port succeeded")
 	}
@@ -363,7 +363,7 @@ func TestIntervalBufferIsBounded(t *testing.T) {
 	s.QueueSize = 500
 	log, lb := newLog()
 	w := newWriter(s, "vllm", log)
-	defer w.Close(context.Background())
+	defer closeSoon(w)
 	// Feed intervals one at a time and remember which samples fit.
 	var kept []step.Interval
 	fitted := 0
@@ -495,4 +495,12 @@ func TestIntervalsWithinOneMillisecond(t *testing.T) {
 	if n != 1 {
 		t.Fatalf("%d running series stored: %v", n, got)
 	}
+}
+
+// closeSoon closes w with a deadline, so that a test that fails while its receiver is down
+// ends instead of waiting for samples that can never be sent.
+func closeSoon(w *Writer) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	w.Close(ctx)
 }
