@@ -341,7 +341,8 @@ func TestReceiverDownThenBack(t *testing.T) {
 	if q := w.Stats().Queued.Load(); q != int64(n) {
 		t.Errorf("queued %d interval samples, want %d", q, n)
 	}
-	time.Sleep(100 * time.Millisecond) // a few failed retries
+	// Wait for a few failed retries of the interval sender (the step's one failure counts too).
+	waitFor(t, 5*time.Second, "failed retries", func() bool { return w.Stats().Errors.Load() >= 3 })
 	r.up()
 	waitFor(t, 5*time.Second, "the buffer to drain", func() bool { return w.Stats().Queued.Load() == 0 })
 	writeAll(t, w, run.Records) // the sink runtime's retry of step 1, then the others
