@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/vllmstat/vllmstat/internal/discovery/dnstest"
+	"github.com/vllmstat/vllmstat/internal/syncbuf"
 )
 
 // tokenServer serves a generation counter that the test moves.
@@ -77,7 +78,7 @@ func samePortServers(t *testing.T, n int) (int, []*tokenServer) {
 type discRun struct {
 	t      *testing.T
 	base   string
-	stderr *syncBuffer
+	stderr *syncbuf.Buffer
 	cancel context.CancelFunc
 	done   chan int
 	exited bool
@@ -86,7 +87,7 @@ type discRun struct {
 func startDiscRun(t *testing.T, args ...string) *discRun {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &discRun{t: t, stderr: &syncBuffer{}, cancel: cancel, done: make(chan int, 1)}
+	r := &discRun{t: t, stderr: &syncbuf.Buffer{}, cancel: cancel, done: make(chan int, 1)}
 	go func() {
 		r.done <- runWith(ctx, "run", append([]string{"--interval", "0.05", "--scrape-timeout", "5s", "--step-every", "0",
 			"--listen", "127.0.0.1:0", "--per-worker"}, args...), &bytes.Buffer{}, r.stderr)

@@ -18,6 +18,7 @@ import (
 	"github.com/vllmstat/vllmstat/internal/outdir"
 	"github.com/vllmstat/vllmstat/internal/record"
 	"github.com/vllmstat/vllmstat/internal/step"
+	"github.com/vllmstat/vllmstat/internal/syncbuf"
 )
 
 // liveRun is "vllmstat run" running in this process, ending steps over its API.
@@ -25,7 +26,7 @@ type liveRun struct {
 	t      *testing.T
 	cancel context.CancelFunc
 	done   chan int
-	stderr *syncBuffer
+	stderr *syncbuf.Buffer
 	api    string
 }
 
@@ -34,7 +35,7 @@ type liveRun struct {
 func startLive(t *testing.T, out string, args ...string) *liveRun {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	l := &liveRun{t: t, cancel: cancel, done: make(chan int, 1), stderr: &syncBuffer{}}
+	l := &liveRun{t: t, cancel: cancel, done: make(chan int, 1), stderr: &syncbuf.Buffer{}}
 	args = append([]string{"--interval", "0.1", "--scrape-timeout", "5s", "--step-every", "0", "--listen", "127.0.0.1:0", "--out", out}, args...)
 	go func() { l.done <- runWith(ctx, "run", args, &bytes.Buffer{}, l.stderr) }()
 	if !waitUntil(10*time.Second, func() bool {

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/vllmstat/vllmstat/internal/syncbuf"
 )
 
 // TestRunStartsWithoutTargets: a run with an API and no targets says so once, waits, and
@@ -25,7 +27,7 @@ func TestRunStartsWithoutTargets(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	stderr := &syncBuffer{}
+	stderr := &syncbuf.Buffer{}
 	done := make(chan int)
 	go func() {
 		done <- runWith(ctx, "run", []string{"--interval", "0.05", "--scrape-timeout", "5s", "--step-every", "0",

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/vllmstat/vllmstat/internal/syncbuf"
 )
 
 // TestReplayStopsOnSignal replays an endless recording from a named pipe and stops it as
@@ -46,7 +48,7 @@ func TestReplayStopsOnSignal(t *testing.T) {
 	}()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
-	var errb syncBuffer
+	var errb syncbuf.Buffer
 	go func() { done <- RunContext(ctx, []string{"replay", p}, &bytes.Buffer{}, &errb) }()
 	// A pipe holds 64 KiB: once 5,000 lines went in, replay is reading them.
 	if !waitUntil(10*time.Second, func() bool { return written.Load() > 5000 }) {

@@ -10,12 +10,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/vllmstat/vllmstat/internal/record"
 	"github.com/vllmstat/vllmstat/internal/step"
+	"github.com/vllmstat/vllmstat/internal/syncbuf"
 )
 
 func readSteps(t *testing.T, path string) ([]step.Record, []byte) {
@@ -236,7 +236,7 @@ func TestRunServesSelfMetrics(t *testing.T) {
 	a := newFakeServer(t, "prometheus-client-render-vllm-0.20.prom", 4)
 	dir := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
-	stderr := &syncBuffer{}
+	stderr := &syncbuf.Buffer{}
 	done := make(chan int)
 	go func() {
 		done <- runWith(ctx, "run", []string{"--target", a.url(), "--interval", "0.05", "--scrape-timeout", "5s", "--step-every", "0",
@@ -283,22 +283,4 @@ func TestRunServesSelfMetrics(t *testing.T) {
 	if code := <-done; code != 0 {
 		t.Fatalf("exit %d", code)
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe to read while a run writes to it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vllmstat/vllmstat/internal/syncbuf"
 )
 
 // TestRunNeverShowsCredentials runs "vllmstat run" against a server that wants basic auth, with
@@ -37,7 +39,7 @@ func TestRunNeverShowsCredentials(t *testing.T) {
 	rec := filepath.Join(dir, "rec.jsonl.gz")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	stderr := &syncBuffer{}
+	stderr := &syncbuf.Buffer{}
 	done := make(chan int)
 	go func() {
 		done <- runWith(ctx, "run", []string{"--target", withInfo, "--interval", "0.05", "--scrape-timeout", "5s", "--step-every", "200ms",

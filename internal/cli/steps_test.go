@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/vllmstat/vllmstat/internal/step"
+	"github.com/vllmstat/vllmstat/internal/syncbuf"
 )
 
 // levelServer serves a captured vLLM page whose counters move only when the test bumps them,
@@ -165,7 +166,7 @@ func TestRunStepTotalsPerStep(t *testing.T) {
 	dir := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	stderr := &syncBuffer{}
+	stderr := &syncbuf.Buffer{}
 	done := make(chan int, 1)
 	go func() {
 		done <- runWith(ctx, "run", []string{"--target", servers[0].url(), "--target", servers[1].url(),
@@ -272,7 +273,7 @@ func TestRunStepTotalsPerStep(t *testing.T) {
 }
 
 // apiURL waits for the run's "api listening" line and returns its URL.
-func apiURL(t *testing.T, stderr *syncBuffer) string {
+func apiURL(t *testing.T, stderr *syncbuf.Buffer) string {
 	t.Helper()
 	re := regexp.MustCompile(`api listening" url=(\S+)`)
 	var base string

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/vllmstat/vllmstat/internal/clock"
+	"github.com/vllmstat/vllmstat/internal/syncbuf"
 )
 
 // watchSession runs watch in-process on a fake clock for rounds rounds (the one at start and
@@ -20,7 +21,7 @@ func watchSession(t *testing.T, args []string, rounds int) (stdout, stderr strin
 	fc := clock.NewFake(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	out, errb := &syncBuffer{}, &syncBuffer{}
+	out, errb := &syncbuf.Buffer{}, &syncbuf.Buffer{}
 	done := make(chan int)
 	go func() { done <- watchWith(ctx, args, out, errb, fc) }()
 	for i := 1; i <= rounds; i++ {
@@ -130,7 +131,7 @@ func TestWatchOnTerminal(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, scriptBin, "-qfec", bin+" watch --per-worker --interval 0.2 "+a.url(), "/dev/null")
-	out := &syncBuffer{}
+	out := &syncbuf.Buffer{}
 	cmd.Stdout = out
 	stdin, err := cmd.StdinPipe()
 	if err != nil {

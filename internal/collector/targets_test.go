@@ -1,7 +1,6 @@
 package collector
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -19,6 +18,7 @@ import (
 	"github.com/vllmstat/vllmstat/internal/record"
 	"github.com/vllmstat/vllmstat/internal/scrape"
 	"github.com/vllmstat/vllmstat/internal/step"
+	"github.com/vllmstat/vllmstat/internal/syncbuf"
 	"github.com/vllmstat/vllmstat/internal/window"
 )
 
@@ -175,7 +175,7 @@ func TestScrapeDurationAndLimits(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	var logBuf syncBuffer
+	var logBuf syncbuf.Buffer
 	opt := Options{Targets: targets(srv.URL), NoFinalStep: true, Limits: window.Limits{MaxWorkers: 2},
 		Logger: slog.New(slog.NewTextHandler(&logBuf, nil))}
 	fake := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
@@ -252,24 +252,6 @@ func TestTargetCredentials(t *testing.T) {
 	if r.Scrapes.Failed != 0 {
 		t.Errorf("scrapes %+v, want none failed", r.Scrapes)
 	}
-}
-
-// syncBuffer is a buffer the collector's logger writes to while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // TestLimitRecordedAsFailure: a page over the limits goes into the recording as the failure

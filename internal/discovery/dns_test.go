@@ -1,15 +1,14 @@
 package discovery
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/vllmstat/vllmstat/internal/discovery/dnstest"
 	"github.com/vllmstat/vllmstat/internal/scrape"
+	"github.com/vllmstat/vllmstat/internal/syncbuf"
 )
 
 func TestParseDNS(t *testing.T) {
@@ -52,32 +51,8 @@ func TestParseDNS(t *testing.T) {
 	}
 }
 
-// logBuffer is a log the code under test writes while the test reads it.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) count(s string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Count(l.b.String(), s)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func newLog() (*slog.Logger, *logBuffer) {
-	lb := &logBuffer{}
+func newLog() (*slog.Logger, *syncbuf.Buffer) {
+	lb := &syncbuf.Buffer{}
 	return slog.New(slog.NewTextHandler(lb, nil)), lb
 }
 
@@ -147,11 +122,11 @@ func TestDNSAddresses(t *testing.T) {
 			t.Fatal("a failed lookup gave an update")
 		}
 	}
-	if n := lb.count("dns discovery failed"); n != 1 || !strings.Contains(lb.String(), "targets=1") || !strings.Contains(lb.String(), "on "+srv.Addr) {
+	if n := lb.Count("dns discovery failed"); n != 1 || !strings.Contains(lb.String(), "targets=1") || !strings.Contains(lb.String(), "on "+srv.Addr) {
 		t.Fatalf("failure logged %d times, want once with the targets kept and the server asked:\n%s", n, lb)
 	}
 	srv.SetIPs(name, "10.0.0.3")
-	if _, changed := refreshOnce(t, s); changed || lb.count("dns discovery recovered") != 1 {
+	if _, changed := refreshOnce(t, s); changed || lb.Count("dns discovery recovered") != 1 {
 		t.Fatalf("recovery with the same answer: changed %v, log:\n%s", changed, lb)
 	}
 	srv.SetIPs(name)
@@ -164,7 +139,7 @@ func TestDNSAddresses(t *testing.T) {
 	if ts, changed := refreshOnce(t, s); !changed || len(ts) != 0 {
 		t.Fatalf("a name that does not exist: %q (changed %v), want no targets", urls(ts), changed)
 	}
-	if lb.count("dns discovery failed") != 1 {
+	if lb.Count("dns discovery failed") != 1 {
 		t.Fatalf("a name without records was logged as a failure:\n%s", lb)
 	}
 	if strings.Contains(lb.String(), "pw") {

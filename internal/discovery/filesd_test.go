@@ -115,14 +115,14 @@ func TestFileSetRefresh(t *testing.T) {
 	check("a broken", refresh(), nil)
 	writeFile(t, a, `[{"targets": ["h:2"]`)
 	check("a broken otherwise", refresh(), nil)
-	if n := lb.count("file_sd file is broken"); n != 1 || !strings.Contains(lb.String(), "path="+a) || !strings.Contains(lb.String(), "targets=1") {
+	if n := lb.Count("file_sd file is broken"); n != 1 || !strings.Contains(lb.String(), "path="+a) || !strings.Contains(lb.String(), "targets=1") {
 		t.Fatalf("broken file logged %d times, want once with its path and the targets kept:\n%s", n, lb)
 	}
 	writeFile(t, b, `[{"targets": ["h:3", "h:4"]}]`)
 	check("b appears while a is broken", refresh(), map[string]string{"b.json": "http://h:3/metrics{team=} http://h:4/metrics{team=}"})
 	writeFile(t, a, `[{"targets": ["h:1"], "labels": {"team": "y"}}]`)
 	check("a fixed with its last good content", refresh(), nil)
-	if lb.count("file_sd file recovered") != 1 {
+	if lb.Count("file_sd file recovered") != 1 {
 		t.Fatalf("recovery not logged once:\n%s", lb)
 	}
 	if err := os.Remove(b); err != nil {
@@ -131,7 +131,7 @@ func TestFileSetRefresh(t *testing.T) {
 	check("b removed", refresh(), map[string]string{"b.json": ""})
 	writeFile(t, a, `[]`)
 	check("a emptied", refresh(), map[string]string{"a.json": ""})
-	if n := lb.count("file_sd pattern matches no file"); n != 2 { // *.json at first, missing.yaml throughout
+	if n := lb.Count("file_sd pattern matches no file"); n != 2 { // *.json at first, missing.yaml throughout
 		t.Fatalf("patterns without files logged %d times, want 2:\n%s", n, lb)
 	}
 }

@@ -70,7 +70,7 @@ func push(t *testing.T, url, runID string) (map[string][][2]float64, int) {
 	}
 	st := w.Stats()
 	if st.Dropped.Load() != 0 || st.Errors.Load() != 0 {
-		t.Fatalf("dropped %d, errors %d: %s", st.Dropped.Load(), st.Errors.Load(), lb.b.String())
+		t.Fatalf("dropped %d, errors %d: %s", st.Dropped.Load(), st.Errors.Load(), lb.String())
 	}
 	return expected(run.Records, run.Intervals, s.ExtraLabels)
 }

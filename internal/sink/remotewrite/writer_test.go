@@ -1,7 +1,6 @@
 package remotewrite
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"fmt"
@@ -16,6 +15,7 @@ import (
 	"github.com/vllmstat/vllmstat/internal/selfmetrics"
 	"github.com/vllmstat/vllmstat/internal/sink"
 	"github.com/vllmstat/vllmstat/internal/step"
+	"github.com/vllmstat/vllmstat/internal/syncbuf"
 )
 
 var (
@@ -110,26 +110,8 @@ func testSettings(url string) Settings {
 	return s
 }
 
-// logBuffer collects log lines.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) count(s string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Count(l.b.String(), s)
-}
-
-func newLog() (*slog.Logger, *logBuffer) {
-	lb := &logBuffer{}
+func newLog() (*slog.Logger, *syncbuf.Buffer) {
+	lb := &syncbuf.Buffer{}
 	return slog.New(slog.NewTextHandler(lb, nil)), lb
 }
 
@@ -283,16 +265,16 @@ func TestRejectedBatchesAreDroppedNotRetried(t *testing.T) {
 	if want := (n/2 + 99) / 100 * 2; requests < want-2 || requests > want+2 {
 		t.Errorf("%d requests; want one per batch (about %d), no retries", requests, want)
 	}
-	if c := lb.count("remote write rejected"); c != 1 {
+	if c := lb.Count("remote write rejected"); c != 1 {
 		t.Errorf("logged the rejection %d times, want once", c)
 	}
-	if c := lb.count("out of order sample"); c != 1 {
+	if c := lb.Count("out of order sample"); c != 1 {
 		t.Errorf("the receiver's answer is in the log %d times, want once", c)
 	}
 	// A success ends the episode; the next rejection is logged again.
 	r.set(mode{}, mode{}, mode{status: 400, body: "again"})
 	writeAll(t, w, run.Records[2:4])
-	if c := lb.count("remote write rejected"); c != 2 {
+	if c := lb.Count("remote write rejected"); c != 2 {
 		t.Errorf("logged %d rejections, want 2", c)
 	}
 }
@@ -382,7 +364,7 @@ func TestIntervalBufferIsBounded(t *testing.T) {
 	if st.Queued.Load() != 500 || st.Dropped.Load() != int64(n-500) {
 		t.Errorf("queued %d (want 500), dropped %d (want %d)", st.Queued.Load(), st.Dropped.Load(), n-500)
 	}
-	if c := lb.count("interval buffer full"); c != 1 {
+	if c := lb.Count("interval buffer full"); c != 1 {
 		t.Errorf("logged a full buffer %d times, want once", c)
 	}
 	r.up()
