@@ -110,20 +110,11 @@ type Label struct {
 // no labels). prefix is the run's metric prefix, which may itself contain "/". A key outside the
 // prefix is sanitized whole. The labels are appended to ls.
 func PromName(prefix, key string, ls []Label) (string, []Label) {
-	rest, ok := strings.CutPrefix(key, prefix+"/")
+	v, ok := ParseKey(prefix, key)
 	if !ok {
 		return Sanitize(key), ls
 	}
-	parts := strings.Split(rest, "/")
-	if lbl, ok := splitLabels[parts[0]]; ok && len(parts) >= 2 {
-		ls = append(ls, Label{lbl, parts[1]})
-		parts = append(parts[:1], parts[2:]...)
-	}
-	if n := len(parts); n >= 2 && (stats[parts[n-1]] || parts[n-1] == WorstWorker) {
-		ls = append(ls, Label{"stat", parts[n-1]})
-		parts = parts[:n-1]
-	}
-	return Sanitize(prefix) + "_" + Sanitize(strings.Join(parts, "_")), ls
+	return v.PromName(prefix, ls)
 }
 
 // Sanitize turns a key into a valid metric name part: characters outside [a-zA-Z0-9_] become
