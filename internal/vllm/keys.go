@@ -39,10 +39,6 @@ var stats = func() map[string]bool {
 	return m
 }()
 
-// IsStat reports whether s names a per-step statistic (the last part of a key such as
-// kv_cache_usage_perc/p95).
-func IsStat(s string) bool { return stats[s] }
-
 // WorstWorker is the last part of a fleet-balance key that holds the worst worker's value
 // (prefix_cache_hit_rate/worst_worker beside the fleet's prefix_cache_hit_rate).
 const WorstWorker = "worst_worker"
@@ -74,12 +70,6 @@ func allFamilies() []Family {
 	fs = append(fs, Gauges[:]...)
 	fs = append(fs, Counters[:]...)
 	return append(fs, Hists[:]...)
-}
-
-// IsSplit reports whether name (a family or derived metric) has one key per value of a label.
-func IsSplit(name string) bool {
-	_, ok := splitLabels[name]
-	return ok
 }
 
 // PromLabels lists the labels PromName may give a series: "stat" and the split labels'

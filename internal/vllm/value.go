@@ -57,15 +57,20 @@ func (v Value) PromName(prefix string, ls []Label) (string, []Label) {
 }
 
 // ParseKey takes a step metric key under prefix apart again, for records read back from their
-// JSON lines, which carry only keys: the first part after the prefix is the name, the next the
-// label's value when the name has a split label, and a last part that names a statistic (or
-// WorstWorker) the statistic. Further parts stay in the name. ok is false for a key outside
-// prefix.
+// JSON lines, which carry only keys (see ParseName). ok is false for a key outside prefix.
 func ParseKey(prefix, key string) (v Value, ok bool) {
 	rest, ok := strings.CutPrefix(key, prefix+"/")
 	if !ok {
 		return Value{}, false
 	}
+	return ParseName(rest), true
+}
+
+// ParseName takes a step metric key without its prefix apart: the first part is the name, the
+// next the label's value when the name has a split label, and a last part that names a
+// statistic (or WorstWorker) the statistic. Further parts stay in the name.
+func ParseName(rest string) Value {
+	var v Value
 	parts := strings.Split(rest, "/")
 	if _, split := splitLabels[parts[0]]; split && len(parts) >= 2 {
 		v.Label = parts[1]
@@ -76,5 +81,5 @@ func ParseKey(prefix, key string) (v Value, ok bool) {
 		parts = parts[:n-1]
 	}
 	v.Name = strings.Join(parts, "/")
-	return v, true
+	return v
 }
