@@ -17,9 +17,9 @@ import (
 // work was shared. Records written before these keys existed have none of them, and the report
 // then shows no fleet-balance group.
 var balanceCharts = []string{
-	"straggler_tail_s",
-	"fleet_busy_s",
-	"worker_idle_fraction",
+	step.NameStragglerTail,
+	step.NameFleetBusy,
+	step.NameWorkerIdle,
 	step.KeyImbalance,
 	step.KeyWorstHitRate,
 	step.KeyWorstPreemptions,

@@ -153,8 +153,8 @@ func (t *Tracker) balance(r *Record, ids []WorkerID, was []*workerAcc, start tim
 		r.Timeline.Workers[i].Activity = act
 	}
 	if covered > 0 {
-		add(&r.Values, "worker_idle_fraction", vllm.StatMean, idleSum/float64(covered))
-		add(&r.Values, "worker_idle_fraction", vllm.StatMax, idleMax)
+		add(&r.Values, NameWorkerIdle, vllm.StatMean, idleSum/float64(covered))
+		add(&r.Values, NameWorkerIdle, vllm.StatMax, idleMax)
 	}
 	if len(lasts) > 0 {
 		xs := make([]float64, len(lasts))
@@ -162,10 +162,10 @@ func (t *Tracker) balance(r *Record, ids []WorkerID, was []*workerAcc, start tim
 			xs[j] = l.s
 		}
 		fleet := slices.Max(xs)
-		add(&r.Values, "fleet_busy_s", "", fleet)
+		add(&r.Values, NameFleetBusy, "", fleet)
 		if len(lasts) >= 2 {
 			median, _ := Percentile(xs, 0.5)
-			add(&r.Values, "straggler_tail_s", "", fleet-median)
+			add(&r.Values, NameStragglerTail, "", fleet-median)
 			// A worker is a straggler when its last busy sample came more than one scrape
 			// interval after the median: then it was still busy after the median worker's next
 			// sample had seen it idle. The interval is the median span the step's samples
@@ -183,6 +183,15 @@ func (t *Tracker) balance(r *Record, ids []WorkerID, was []*workerAcc, start tim
 	}
 	t.worstWorkers(r, ids, was)
 }
+
+// Names of the fleet-balance figures (keys without prefix): the span the fleet was busy, how
+// far the last worker trailed the median one, and the workers' idle fraction (with mean and
+// max statistics).
+const (
+	NameFleetBusy     = "fleet_busy_s"
+	NameStragglerTail = "straggler_tail_s"
+	NameWorkerIdle    = "worker_idle_fraction"
+)
 
 // The fleet-balance keys (without prefix) that compare workers by a family.
 var (
