@@ -30,8 +30,9 @@ type Record struct {
 	PerWorker    []WorkerRecord `json:"per_worker,omitempty"`
 	Plots        []string       `json:"plots,omitempty"`
 
-	// Values are the step's numbers by family, label and statistic, which Metrics spells as
-	// keys; not part of the JSON line, and nil in records read back from one.
+	// Values are the step's numbers by family, label and statistic, in no particular order,
+	// which Metrics spells as keys; not part of the JSON line, and nil in records read back
+	// from one.
 	Values []vllm.Value `json:"-"`
 	// Timeline holds every sample of the step; not part of the JSON line.
 	Timeline *Timeline `json:"-"`

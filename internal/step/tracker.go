@@ -274,8 +274,8 @@ func (t *Tracker) build(n int64, start, end time.Time) Record {
 	return r
 }
 
-// metrics computes the step's keys over a pool of workers (all of them, or one), as package
-// vllm describes them.
+// metrics computes the step's values over a pool of workers (all of them, or one), as package
+// vllm describes them, in no particular order.
 func (t *Tracker) metrics(was []*workerAcc, durS float64) []vllm.Value {
 	var m []vllm.Value
 	add := func(name, label, stat string, v float64) {
