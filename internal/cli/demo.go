@@ -240,15 +240,17 @@ func newStepTable(w io.Writer, prefix string) *stepTable {
 }
 
 type tableCol struct {
-	head, key, format string
-	scale             float64
+	head   string
+	key    vllm.Value // its key under the run's prefix gives the column's number
+	format string
+	scale  float64
 }
 
 // specDecodeCol is the column a demo with speculative decoding adds.
-var specDecodeCol = tableCol{"accept", vllm.SpecAcceptanceRate.Name, "%6.1f%%", 100}
+var specDecodeCol = tableCol{"accept", vllm.Value{Name: vllm.SpecAcceptanceRate.Name}, "%6.1f%%", 100}
 
 // kvConnectorCol is the column a demo with a KV connector adds.
-var kvConnectorCol = tableCol{"ext hit", vllm.ExternalHitRate.Name, "%7.1f%%", 100}
+var kvConnectorCol = tableCol{"ext hit", vllm.Value{Name: vllm.ExternalHitRate.Name}, "%7.1f%%", 100}
 
 var tableCols = []tableCol{
 	{"hit rate", keyHitRate, "%7.1f%%", 100},
@@ -262,7 +264,7 @@ var tableCols = []tableCol{
 	{"gen tok/s", keyGenPerS, "%9.0f", 1},
 	{"ttft p50", keyTTFTP50, "%7.3fs", 1},
 	{"ttft p95", keyTTFTP95, "%7.3fs", 1},
-	{"tail s", "straggler_tail_s", "%6.1f", 1},
+	{"tail s", keyTail, "%6.1f", 1},
 }
 
 func (t *stepTable) row(r *step.Record) {
@@ -277,7 +279,7 @@ func (t *stepTable) row(r *step.Record) {
 	fmt.Fprintf(t.w, "%4d %6.1f %7d", r.Step, r.DurationS, r.Workers)
 	for _, c := range t.cols {
 		width := len(fmt.Sprintf(c.format, 0.0))
-		v, ok := r.Metrics[t.prefix+"/"+c.key]
+		v, ok := r.Metrics[c.key.Key(t.prefix)]
 		if !ok {
 			fmt.Fprintf(t.w, " %*s", width, "-")
 			continue

@@ -12,9 +12,8 @@ import (
 // summaryLine is the one-line stderr summary of a closed step. Absent values show as "-",
 // without their unit.
 func summaryLine(r *step.Record, prefix string) string {
-	m := r.Metrics
-	v := func(key, format string, scale float64) string {
-		x, ok := m[prefix+"/"+key]
+	v := func(key vllm.Value, format string, scale float64) string {
+		x, ok := r.Metrics[key.Key(prefix)]
 		if !ok {
 			return "-"
 		}
@@ -31,26 +30,27 @@ func summaryLine(r *step.Record, prefix string) string {
 		"run " + v(keyRunMean, "%.1f", 1) + " wait " + v(keyWaitMean, "%.1f", 1),
 		"gen " + v(keyGenPerS, "%.0f tok/s", 1),
 		"ttft p50 " + v(keyTTFTP50, "%.3fs", 1),
-		"tail " + v("straggler_tail_s", "%.1fs", 1) + parens(stragglerName(r)),
+		"tail " + v(keyTail, "%.1fs", 1) + parens(stragglerName(r)),
 	}
 	return strings.Join(parts, " | ")
 }
 
-// The keys (without prefix) of the summary line, the demo table and watch's session summary,
-// from the family spec.
+// The values of the summary line, the demo table and watch's session summary, from the family
+// spec; their keys are spelled by vllm.Value.Key.
 var (
-	keyHitRate     = vllm.PrefixHitRate.Name
-	keyPreemptions = vllm.Counters[vllm.Preemptions].Name
-	keyKVMean      = vllm.Gauges[vllm.KVUsage].Name + "/" + vllm.StatMean
-	keyKVMax       = vllm.Gauges[vllm.KVUsage].Name + "/" + vllm.StatMax
-	keyRunMean     = vllm.Gauges[vllm.Running].Name + "/" + vllm.StatMean
-	keyRunMax      = vllm.Gauges[vllm.Running].Name + "/" + vllm.StatMax
-	keyWaitMean    = vllm.Gauges[vllm.Waiting].Name + "/" + vllm.StatMean
-	keyWaitMax     = vllm.Gauges[vllm.Waiting].Name + "/" + vllm.StatMax
-	keyGenPerS     = vllm.Rate{Of: vllm.GenerationTokens}.Name()
-	keyPromptPerS  = vllm.Rate{Of: vllm.PromptTokens}.Name()
-	keyTTFTP50     = vllm.Hists[vllm.TTFT].Name + "/" + vllm.StatP50
-	keyTTFTP95     = vllm.Hists[vllm.TTFT].Name + "/" + vllm.StatP95
+	keyHitRate     = vllm.Value{Name: vllm.PrefixHitRate.Name}
+	keyPreemptions = vllm.Value{Name: vllm.Counters[vllm.Preemptions].Name}
+	keyKVMean      = vllm.Value{Name: vllm.Gauges[vllm.KVUsage].Name, Stat: vllm.StatMean}
+	keyKVMax       = vllm.Value{Name: vllm.Gauges[vllm.KVUsage].Name, Stat: vllm.StatMax}
+	keyRunMean     = vllm.Value{Name: vllm.Gauges[vllm.Running].Name, Stat: vllm.StatMean}
+	keyRunMax      = vllm.Value{Name: vllm.Gauges[vllm.Running].Name, Stat: vllm.StatMax}
+	keyWaitMean    = vllm.Value{Name: vllm.Gauges[vllm.Waiting].Name, Stat: vllm.StatMean}
+	keyWaitMax     = vllm.Value{Name: vllm.Gauges[vllm.Waiting].Name, Stat: vllm.StatMax}
+	keyGenPerS     = vllm.Value{Name: vllm.Rate{Of: vllm.GenerationTokens}.Name()}
+	keyPromptPerS  = vllm.Value{Name: vllm.Rate{Of: vllm.PromptTokens}.Name()}
+	keyTTFTP50     = vllm.Value{Name: vllm.Hists[vllm.TTFT].Name, Stat: vllm.StatP50}
+	keyTTFTP95     = vllm.Value{Name: vllm.Hists[vllm.TTFT].Name, Stat: vllm.StatP95}
+	keyTail        = vllm.Value{Name: step.NameStragglerTail}
 )
 
 // stragglerName names the step's latest straggler and how many more there are ("h:8000#1 +2"),

@@ -220,15 +220,15 @@ func rowFields(ivs []step.Interval) []string {
 			h += v[vllm.Counters[vllm.PrefixHits].Name]
 			hasQ = true
 		}
-		if x, ok := v[keyPreemptions]; ok {
+		if x, ok := v[keyPreemptions.Name]; ok {
 			pre += x
 			hasPre = true
 		}
-		if x, ok := v[keyGenPerS]; ok {
+		if x, ok := v[keyGenPerS.Name]; ok {
 			gen += x
 			hasGen = true
 		}
-		if x, ok := v[keyPromptPerS]; ok {
+		if x, ok := v[keyPromptPerS.Name]; ok {
 			prompt += x
 			hasPrompt = true
 		}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"maps"
 	"slices"
-	"strings"
 
 	"github.com/vllmstat/vllmstat/internal/step"
 	"github.com/vllmstat/vllmstat/internal/timeline"
@@ -18,18 +17,18 @@ import (
 // work was shared. Records written before these keys existed have none of them, and the report
 // then shows no fleet-balance group.
 var balanceCharts = []string{
-	"straggler_tail_s",
-	"fleet_busy_s",
-	"worker_idle_fraction",
+	step.NameStragglerTail,
+	step.NameFleetBusy,
+	step.NameWorkerIdle,
 	step.KeyImbalance,
 	step.KeyWorstHitRate,
 	step.KeyWorstPreemptions,
 }
 
-// isBalance reports whether a chart (a key without prefix and statistic) belongs to the
-// fleet-balance group: one of balanceCharts or any other key of the worst worker.
-func isBalance(c string) bool {
-	return slices.Contains(balanceCharts, c) || strings.HasSuffix(c, "/"+vllm.WorstWorker)
+// isBalance reports whether a key (without prefix) belongs to the fleet-balance group: its
+// chart is one of balanceCharts, or it is any other worst worker's value.
+func isBalance(v vllm.Value) bool {
+	return v.Stat == vllm.WorstWorker || slices.Contains(balanceCharts, chartOf(v))
 }
 
 // balanceLine is the part of a steps.jsonl line that names workers: the step's stragglers and

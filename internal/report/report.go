@@ -296,53 +296,59 @@ type chart struct {
 	Keys  []int  `json:"keys"` // indexes into pageData.Keys
 }
 
-// groupOf names the group of a chart (a key without its prefix and statistic): the fleet
-// balance for the step's balance keys, else the group package vllm gives its family.
-func groupOf(c string) string {
-	if isBalance(c) {
+// groupOf names the group of a key without its prefix: the fleet balance for the step's
+// balance keys, else the group package vllm gives its family.
+func groupOf(v vllm.Value) string {
+	if isBalance(v) {
 		return vllm.GroupBalance
 	}
-	return cmp.Or(vllm.Group(c), vllm.GroupOther)
+	return cmp.Or(vllm.Group(v.Name), vllm.GroupOther)
 }
 
-// chartOf names the chart of a key without its prefix: the key less its last part when that
-// is a statistic or a split label's value (a finish reason), so that e.g. p50, p95 and p99
-// share a chart, and so do a family's finish reasons.
-func chartOf(k string) string {
-	if name, rest, ok := strings.Cut(k, "/"); ok && vllm.IsSplit(name) && !strings.Contains(rest, "/") {
-		return name
+// chartOf names the chart of a key without its prefix: its name (and split label's value)
+// without the statistic, so that e.g. p50, p95 and p99 share a chart, and a family's finish
+// reasons share one. A worst worker's value keeps its chart of its own.
+func chartOf(v vllm.Value) string {
+	switch {
+	case v.Stat == vllm.WorstWorker:
+		return v.Name + "/" + v.Stat
+	case v.Stat != "" && v.Label != "":
+		return v.Name + "/" + v.Label
 	}
-	if i := strings.LastIndexByte(k, '/'); i > 0 && vllm.IsStat(k[i+1:]) {
-		return k[:i]
-	}
-	return k
+	return v.Name
 }
 
 func groupKeys(keys []string) []group {
-	// A counter's step total and the mean/max/p95 of its per-interval deltas differ by orders
-	// of magnitude: those stats get their own chart. Rates share one.
-	plain := map[string]bool{}
-	for _, key := range keys {
+	// The keys without their prefix ("vllm" unless configured), taken apart once.
+	rest := make([]string, len(keys))
+	vs := make([]vllm.Value, len(keys))
+	for i, key := range keys {
+		rest[i] = key
 		if j := strings.IndexByte(key, '/'); j >= 0 {
-			plain[key[j+1:]] = true
+			rest[i] = key[j+1:]
+		}
+		vs[i] = vllm.ParseName(rest[i])
+	}
+	// A counter's step total and the mean/max/p95 of its per-interval deltas differ by orders
+	// of magnitude: those stats get their own chart. Ratios' statistics share the ratio's.
+	plain := map[string]bool{}
+	for i, key := range keys {
+		if strings.Contains(key, "/") {
+			plain[rest[i]] = true
 		}
 	}
 	var gs []group
 	for _, name := range vllm.Groups {
 		var charts []chart
 		byTitle := map[string]int{}
-		for i, key := range keys {
-			k := key
-			if j := strings.IndexByte(k, '/'); j >= 0 {
-				k = k[j+1:] // the prefix, "vllm" unless configured
-			}
+		for i, v := range vs {
 			if done := slices.ContainsFunc(gs, func(g group) bool {
 				return slices.ContainsFunc(g.Charts, func(c chart) bool { return slices.Contains(c.Keys, i) })
-			}); done || groupOf(chartOf(k)) != name {
+			}); done || groupOf(v) != name {
 				continue
 			}
-			t := chartOf(k)
-			if t != k && plain[t] && !strings.HasSuffix(t, "_rate") && !vllm.IsSplit(chartOf(k)) {
+			t := chartOf(v)
+			if v.Stat != "" && v.Stat != vllm.WorstWorker && plain[t] && !strings.HasSuffix(v.Name, "_rate") {
 				t += " per interval"
 			}
 			c, ok := byTitle[t]

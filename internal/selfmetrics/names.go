@@ -3,6 +3,7 @@ package selfmetrics
 import (
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/vllmstat/vllmstat/internal/step"
 	"github.com/vllmstat/vllmstat/internal/vllm"
@@ -33,18 +34,21 @@ const (
 var ReservedLabels = append([]string{"target", "engine", "worker_labels", "result"}, vllm.PromLabels()...)
 
 // StepFamily maps a step metric key to its family name without the "vllmstat_step_" prefix and
-// the label its last part becomes, if any; see vllm.PromName, which it calls.
+// the first label its parts become, if any; see vllm.PromName, which it calls. Records from a
+// tracker need no keys taken apart: WalkStep names their typed values.
 func StepFamily(prefix, key string) (family string, lbl Label) {
-	fam, ls := promName(prefix, key, nil)
+	fam, ls := vllm.PromName(prefix, key, nil)
 	if len(ls) > 0 {
-		lbl = ls[0]
+		lbl = Label(ls[0])
 	}
 	return fam, lbl
 }
 
 // WalkStep calls fn for every series of a closed step: its number, duration, workers and
 // scrapes, each metric key, and each worker's keys (with target and engine labels) when the
-// record has them, in the same order every time. labels is reused between calls.
+// record has them, in the same order every time (by key). labels is reused between calls.
+// A tracker's record is named from its typed values; one that carries only keys (read back
+// from its JSON line, or built by hand) has them taken apart by vllm.PromName.
 func WalkStep(prefix string, r *step.Record, fn func(name string, labels []Label, v float64)) {
 	var ls []Label
 	fn(StepNumber, nil, float64(r.Step))
@@ -52,20 +56,44 @@ func WalkStep(prefix string, r *step.Record, fn func(name string, labels []Label
 	fn(StepWorkers, nil, float64(r.Workers))
 	fn(StepScrapes, append(ls[:0], Label{"result", "ok"}), float64(r.Scrapes.OK))
 	fn(StepScrapes, append(ls[:0], Label{"result", "failed"}), float64(r.Scrapes.Failed))
-	for _, k := range slices.Sorted(maps.Keys(r.Metrics)) {
-		v := r.Metrics[k]
-		var fam string
-		fam, ls = promName(prefix, k, ls[:0])
-		fn(stepFamily+fam, ls, v)
-	}
+	walkValues(prefix, stepFamily, r.Values, r.Metrics, nil, fn)
 	for i := range r.PerWorker {
 		w := &r.PerWorker[i]
-		for _, k := range slices.Sorted(maps.Keys(w.Metrics)) {
-			v := w.Metrics[k]
-			var fam string
-			fam, ls = promName(prefix, k, append(ls[:0], Label{"target", w.Target}, Label{"engine", w.Engine}, Label{"worker_labels", window.LabelKey(w.Labels)}))
-			fn(workerFamily+fam, ls, v)
+		walkValues(prefix, workerFamily, w.Values, w.Metrics, []Label{{"target", w.Target}, {"engine", w.Engine}, {"worker_labels", window.LabelKey(w.Labels)}}, fn)
+	}
+}
+
+// walkValues calls fn for each of vs (or, when vs is nil, each key of m), sorted by key, as
+// family+<Prometheus name> with the labels base plus its own.
+func walkValues(prefix, family string, vs []vllm.Value, m map[string]float64, base []Label, fn func(string, []Label, float64)) {
+	ls := slices.Clone(base)
+	var buf [2]vllm.Label
+	emit := func(fam string, vl []vllm.Label, v float64) {
+		ls = ls[:len(base)]
+		for _, l := range vl {
+			ls = append(ls, Label(l))
 		}
+		fn(family+fam, ls, v)
+	}
+	if vs == nil {
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			fam, vl := vllm.PromName(prefix, k, buf[:0])
+			emit(fam, vl, m[k])
+		}
+		return
+	}
+	type keyed struct {
+		key string
+		v   vllm.Value
+	}
+	ks := make([]keyed, len(vs))
+	for i, v := range vs {
+		ks[i] = keyed{v.Key(prefix), v}
+	}
+	slices.SortFunc(ks, func(a, b keyed) int { return strings.Compare(a.key, b.key) })
+	for _, k := range ks {
+		fam, vl := k.v.PromName(prefix, buf[:0])
+		emit(fam, vl, k.v.V)
 	}
 }
 
@@ -84,13 +112,3 @@ func WalkInterval(prefix string, iv *step.Interval, fn func(name string, labels 
 }
 
 func sanitize(s string) string { return vllm.Sanitize(s) }
-
-// promName is vllm.PromName, its labels appended to ls.
-func promName(prefix, key string, ls []Label) (string, []Label) {
-	var buf [2]vllm.Label
-	fam, vl := vllm.PromName(prefix, key, buf[:0])
-	for _, l := range vl {
-		ls = append(ls, Label(l))
-	}
-	return fam, ls
-}

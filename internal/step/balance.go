@@ -110,13 +110,14 @@ func spanStart(prev time.Time, seen bool, stepStart time.Time) time.Time {
 	return prev
 }
 
-// balance adds the fleet-balance keys to r.Metrics, each worker's activity keys to its
+// balance adds the fleet-balance values to r.Values, each worker's activity values to its
 // per_worker record and timeline, and names the stragglers and the worst workers. ids and was
 // are the step's workers, sorted, aligned with r.PerWorker (when present) and
 // r.Timeline.Workers.
 func (t *Tracker) balance(r *Record, ids []WorkerID, was []*workerAcc, start time.Time) {
-	key := func(name string) string { return t.opt.Prefix + "/" + name }
-	m := r.Metrics
+	add := func(vs *[]vllm.Value, name, stat string, v float64) {
+		*vs = append(*vs, vllm.Value{Name: name, Stat: stat, V: v})
+	}
 	type last struct {
 		i int
 		s float64
@@ -136,24 +137,24 @@ func (t *Tracker) balance(r *Record, ids []WorkerID, was []*workerAcc, start tim
 		idleSum += frac
 		idleMax = max(idleMax, frac)
 		covered++
-		var pw map[string]float64
+		var pw *[]vllm.Value
 		if t.opt.PerWorker {
-			pw = r.PerWorker[i].Metrics
-			pw[key("busy_s")] = act.BusyS
-			pw[key("idle_s")] = act.IdleS
+			pw = &r.PerWorker[i].Values
+			add(pw, "busy_s", "", act.BusyS)
+			add(pw, "idle_s", "", act.IdleS)
 		}
 		if a.busy > 0 {
 			act.LastBusyS = a.lastBusy.Sub(start).Seconds()
 			lasts = append(lasts, last{i, act.LastBusyS})
 			if pw != nil {
-				pw[key("last_busy_s")] = act.LastBusyS
+				add(pw, "last_busy_s", "", act.LastBusyS)
 			}
 		}
 		r.Timeline.Workers[i].Activity = act
 	}
 	if covered > 0 {
-		m[key("worker_idle_fraction/mean")] = idleSum / float64(covered)
-		m[key("worker_idle_fraction/max")] = idleMax
+		add(&r.Values, NameWorkerIdle, vllm.StatMean, idleSum/float64(covered))
+		add(&r.Values, NameWorkerIdle, vllm.StatMax, idleMax)
 	}
 	if len(lasts) > 0 {
 		xs := make([]float64, len(lasts))
@@ -161,10 +162,10 @@ func (t *Tracker) balance(r *Record, ids []WorkerID, was []*workerAcc, start tim
 			xs[j] = l.s
 		}
 		fleet := slices.Max(xs)
-		m[key("fleet_busy_s")] = fleet
+		add(&r.Values, NameFleetBusy, "", fleet)
 		if len(lasts) >= 2 {
 			median, _ := Percentile(xs, 0.5)
-			m[key("straggler_tail_s")] = fleet - median
+			add(&r.Values, NameStragglerTail, "", fleet-median)
 			// A worker is a straggler when its last busy sample came more than one scrape
 			// interval after the median: then it was still busy after the median worker's next
 			// sample had seen it idle. The interval is the median span the step's samples
@@ -183,6 +184,15 @@ func (t *Tracker) balance(r *Record, ids []WorkerID, was []*workerAcc, start tim
 	t.worstWorkers(r, ids, was)
 }
 
+// Names of the fleet-balance figures (keys without prefix): the span the fleet was busy, how
+// far the last worker trailed the median one, and the workers' idle fraction (with mean and
+// max statistics).
+const (
+	NameFleetBusy     = "fleet_busy_s"
+	NameStragglerTail = "straggler_tail_s"
+	NameWorkerIdle    = "worker_idle_fraction"
+)
+
 // The fleet-balance keys (without prefix) that compare workers by a family.
 var (
 	KeyImbalance        = vllm.Counters[vllm.GenerationTokens].Name + "_imbalance"
@@ -193,7 +203,9 @@ var (
 // worstWorkers adds the keys that compare workers' counters: the generation-token imbalance,
 // the lowest hit rate and the most preemptions. Each needs two workers with a basis for it.
 func (t *Tracker) worstWorkers(r *Record, ids []WorkerID, was []*workerAcc) {
-	key := func(name string) string { return t.opt.Prefix + "/" + name }
+	add := func(name, stat string, v float64) {
+		r.Values = append(r.Values, vllm.Value{Name: name, Stat: stat, V: v})
+	}
 	value := func(i int, v float64) *WorkerValue {
 		return &WorkerValue{Target: ids[i].Target, Engine: ids[i].Engine, Labels: ids[i].LabelMap(), Value: v}
 	}
@@ -224,7 +236,7 @@ func (t *Tracker) worstWorkers(r *Record, ids []WorkerID, was []*workerAcc) {
 			sum += g
 		}
 		if mean := sum / float64(len(gen)); mean > 0 {
-			r.Metrics[key(KeyImbalance)] = slices.Max(gen) / mean
+			add(KeyImbalance, "", slices.Max(gen)/mean)
 		}
 	}
 	if hitN < 2 {
@@ -234,10 +246,10 @@ func (t *Tracker) worstWorkers(r *Record, ids []WorkerID, was []*workerAcc) {
 		worst.NumPreemptions = nil
 	}
 	if w := worst.PrefixCacheHitRate; w != nil {
-		r.Metrics[key(KeyWorstHitRate)] = w.Value
+		add(vllm.PrefixHitRate.Name, vllm.WorstWorker, w.Value)
 	}
 	if w := worst.NumPreemptions; w != nil {
-		r.Metrics[key(KeyWorstPreemptions)] = w.Value
+		add(vllm.Counters[vllm.Preemptions].Name, vllm.WorstWorker, w.Value)
 		if w.Value <= 0 {
 			worst.NumPreemptions = nil // no preemptions anywhere: nobody to name
 		}

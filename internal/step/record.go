@@ -8,19 +8,21 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vllmstat/vllmstat/internal/vllm"
 	"github.com/vllmstat/vllmstat/internal/window"
 )
 
 // Record is one closed step, written as one JSON line. Its fields and keys are a fixed format
 // that other tools read.
 type Record struct {
-	Step      int64              `json:"step"`
-	Start     time.Time          `json:"start"`
-	End       time.Time          `json:"end"`
-	DurationS float64            `json:"duration_s"`
-	Scrapes   Scrapes            `json:"scrapes"`
-	Workers   int                `json:"workers"`
-	Metrics   map[string]float64 `json:"metrics"`
+	Step      int64     `json:"step"`
+	Start     time.Time `json:"start"`
+	End       time.Time `json:"end"`
+	DurationS float64   `json:"duration_s"`
+	Scrapes   Scrapes   `json:"scrapes"`
+	Workers   int       `json:"workers"`
+	// Metrics are Values by their keys under the run's metric prefix (see flatten).
+	Metrics map[string]float64 `json:"metrics"`
 	// Stragglers and WorstWorkers name the workers behind the fleet-balance keys; absent when
 	// there are none (see balance.go).
 	Stragglers   []Straggler    `json:"stragglers,omitempty"`
@@ -28,8 +30,22 @@ type Record struct {
 	PerWorker    []WorkerRecord `json:"per_worker,omitempty"`
 	Plots        []string       `json:"plots,omitempty"`
 
+	// Values are the step's numbers by family, label and statistic, in no particular order,
+	// which Metrics spells as keys; not part of the JSON line, and nil in records read back
+	// from one.
+	Values []vllm.Value `json:"-"`
 	// Timeline holds every sample of the step; not part of the JSON line.
 	Timeline *Timeline `json:"-"`
+}
+
+// flatten makes the keys of the record's and its workers' Values under prefix: the one place
+// where a tracker's typed values become the flat keys that every writer of records uses.
+func (r *Record) flatten(prefix string) {
+	r.Metrics = vllm.Flat(prefix, r.Values)
+	for i := range r.PerWorker {
+		w := &r.PerWorker[i]
+		w.Metrics = vllm.Flat(prefix, w.Values)
+	}
 }
 
 // Scrapes counts the step's scrapes of all targets.
@@ -46,6 +62,8 @@ type WorkerRecord struct {
 	// none, so that records of pages without them keep their bytes.
 	Labels  map[string]string  `json:"labels,omitempty"`
 	Metrics map[string]float64 `json:"metrics"`
+	// Values are what Metrics spells as keys; not part of the JSON line.
+	Values []vllm.Value `json:"-"`
 	// TargetLabels are the labels discovery gave the worker's target (file_sd's "labels");
 	// absent when it has none. Shared between records: read only.
 	TargetLabels map[string]string `json:"target_labels,omitempty"`

@@ -261,23 +261,26 @@ func (t *Tracker) build(n int64, start, end time.Time) Record {
 	for i, id := range ids {
 		was[i] = a.workers[id]
 	}
-	r.Metrics = t.metrics(was, r.DurationS)
+	r.Values = t.metrics(was, r.DurationS)
 	for i, id := range ids {
 		if t.opt.PerWorker {
-			r.PerWorker = append(r.PerWorker, WorkerRecord{Target: id.Target, Engine: id.Engine, Labels: id.LabelMap(), Metrics: t.metrics(was[i:i+1], r.DurationS),
+			r.PerWorker = append(r.PerWorker, WorkerRecord{Target: id.Target, Engine: id.Engine, Labels: id.LabelMap(), Values: t.metrics(was[i:i+1], r.DurationS),
 				TargetLabels: t.labels.of(id.Target)})
 		}
 		r.Timeline.Workers = append(r.Timeline.Workers, timeline(id, was[i], start))
 	}
 	t.balance(&r, ids, was, start)
+	r.flatten(t.opt.Prefix)
 	return r
 }
 
-// metrics computes the step's keys over a pool of workers (all of them, or one), as package
-// vllm describes them.
-func (t *Tracker) metrics(was []*workerAcc, durS float64) map[string]float64 {
-	m := map[string]float64{}
-	p := t.opt.Prefix
+// metrics computes the step's values over a pool of workers (all of them, or one), as package
+// vllm describes them, in no particular order.
+func (t *Tracker) metrics(was []*workerAcc, durS float64) []vllm.Value {
+	var m []vllm.Value
+	add := func(name, label, stat string, v float64) {
+		m = append(m, vllm.Value{Name: name, Label: label, Stat: stat, V: v})
+	}
 	var totals [window.NumCounters]float64
 	var has [window.NumCounters]bool
 	var split [window.NumCounters]map[string]float64
@@ -306,26 +309,26 @@ func (t *Tracker) metrics(was []*workerAcc, durS float64) map[string]float64 {
 		case !f.Total:
 		case f.Split != "":
 			for r, v := range split[c] {
-				m[vllm.Key(p, f.Name, r)] = v
+				add(f.Name, r, "", v)
 			}
 		case has[c]:
-			m[vllm.Key(p, f.Name)] = totals[c]
+			add(f.Name, "", "", totals[c])
 		}
 	}
 	for _, rt := range vllm.Ratios {
 		if v, ok := ratio(rt, &totals, &has); ok {
-			m[vllm.Key(p, rt.Name)] = v
+			add(rt.Name, "", "", v)
 		}
 		if vllm.Counters[rt.Num].Split != "" && totals[rt.Den] > 0 {
 			for r, v := range split[rt.Num] {
-				m[vllm.Key(p, rt.Name, r)] = rt.Offset + v/totals[rt.Den]
+				add(rt.Name, r, "", rt.Offset+v/totals[rt.Den])
 			}
 		}
 	}
 	if durS > 0 {
 		for _, rt := range vllm.Rates {
 			if has[rt.Of] {
-				m[vllm.Key(p, rt.Name())] = totals[rt.Of] / durS
+				add(rt.Name(), "", "", totals[rt.Of]/durS)
 			}
 		}
 	}
@@ -341,15 +344,15 @@ func (t *Tracker) metrics(was []*workerAcc, durS float64) map[string]float64 {
 					}
 				}
 				for v := range values {
-					pool(m, vllm.Key(p, f.Name, v), was, func(wa *workerAcc) []sample { return wa.splitG[g][v] })
+					pool(add, f.Name, v, was, func(wa *workerAcc) []sample { return wa.splitG[g][v] })
 				}
 			default:
-				pool(m, vllm.Key(p, f.Name), was, func(wa *workerAcc) []sample { return wa.gauges[g] })
+				pool(add, f.Name, "", was, func(wa *workerAcc) []sample { return wa.gauges[g] })
 			}
 		}
 		for i, rt := range vllm.Ratios {
 			if rt.Scalars {
-				pool(m, vllm.Key(p, rt.Name), was, func(wa *workerAcc) []sample {
+				pool(add, rt.Name, "", was, func(wa *workerAcc) []sample {
 					if wa.ratios == nil {
 						return nil
 					}
@@ -359,7 +362,7 @@ func (t *Tracker) metrics(was []*workerAcc, durS float64) map[string]float64 {
 		}
 		for c, f := range vllm.Counters {
 			if f.Scalars {
-				pool(m, vllm.Key(p, f.Name), was, func(wa *workerAcc) []sample { return wa.deltas[c] })
+				pool(add, f.Name, "", was, func(wa *workerAcc) []sample { return wa.deltas[c] })
 			}
 		}
 	}
@@ -370,19 +373,15 @@ func (t *Tracker) metrics(was []*workerAcc, durS float64) map[string]float64 {
 		name := vllm.Hists[h].Name
 		for _, q := range vllm.HistQuantiles {
 			if v, ok := HistogramQuantile(q.Q, d.Buckets); ok {
-				m[vllm.Key(p, name, q.Stat)] = v
+				add(name, "", q.Stat, v)
 			}
 		}
 		if !d.NoSum {
-			m[vllm.Key(p, name, vllm.StatMean)] = d.Sum / d.Count
+			add(name, "", vllm.StatMean, d.Sum/d.Count)
 		}
 	}
-	for k, v := range m {
-		if math.IsNaN(v) || math.IsInf(v, 0) {
-			delete(m, k) // trackers take finite numbers only
-		}
-	}
-	return m
+	// trackers take finite numbers only
+	return slices.DeleteFunc(m, func(v vllm.Value) bool { return math.IsNaN(v.V) || math.IsInf(v.V, 0) })
 }
 
 // ratio computes rt from counter increases: absent when its numerator is not on the page or
@@ -394,8 +393,8 @@ func ratio(rt vllm.Ratio, totals *[window.NumCounters]float64, has *[window.NumC
 	return rt.Offset + totals[rt.Num]/totals[rt.Den], true
 }
 
-// pool adds mean/max/p95 of the samples of all workers under key.
-func pool(m map[string]float64, key string, was []*workerAcc, get func(*workerAcc) []sample) {
+// pool adds mean/max/p95 of the samples of all workers as statistics of name and label.
+func pool(add func(name, label, stat string, v float64), name, label string, was []*workerAcc, get func(*workerAcc) []sample) {
 	var xs []float64
 	for _, wa := range was {
 		for _, s := range get(wa) {
@@ -404,7 +403,7 @@ func pool(m map[string]float64, key string, was []*workerAcc, get func(*workerAc
 	}
 	if s, ok := summarize(xs); ok {
 		for _, st := range vllm.IntervalStats {
-			m[key+"/"+st] = s.of(st)
+			add(name, label, st, s.of(st))
 		}
 	}
 }

@@ -39,10 +39,6 @@ var stats = func() map[string]bool {
 	return m
 }()
 
-// IsStat reports whether s names a per-step statistic (the last part of a key such as
-// kv_cache_usage_perc/p95).
-func IsStat(s string) bool { return stats[s] }
-
 // WorstWorker is the last part of a fleet-balance key that holds the worst worker's value
 // (prefix_cache_hit_rate/worst_worker beside the fleet's prefix_cache_hit_rate).
 const WorstWorker = "worst_worker"
@@ -76,12 +72,6 @@ func allFamilies() []Family {
 	return append(fs, Hists[:]...)
 }
 
-// IsSplit reports whether name (a family or derived metric) has one key per value of a label.
-func IsSplit(name string) bool {
-	_, ok := splitLabels[name]
-	return ok
-}
-
 // PromLabels lists the labels PromName may give a series: "stat" and the split labels'
 // names, sorted after "stat".
 func PromLabels() []string {
@@ -110,20 +100,11 @@ type Label struct {
 // no labels). prefix is the run's metric prefix, which may itself contain "/". A key outside the
 // prefix is sanitized whole. The labels are appended to ls.
 func PromName(prefix, key string, ls []Label) (string, []Label) {
-	rest, ok := strings.CutPrefix(key, prefix+"/")
+	v, ok := ParseKey(prefix, key)
 	if !ok {
 		return Sanitize(key), ls
 	}
-	parts := strings.Split(rest, "/")
-	if lbl, ok := splitLabels[parts[0]]; ok && len(parts) >= 2 {
-		ls = append(ls, Label{lbl, parts[1]})
-		parts = append(parts[:1], parts[2:]...)
-	}
-	if n := len(parts); n >= 2 && (stats[parts[n-1]] || parts[n-1] == WorstWorker) {
-		ls = append(ls, Label{"stat", parts[n-1]})
-		parts = parts[:n-1]
-	}
-	return Sanitize(prefix) + "_" + Sanitize(strings.Join(parts, "_")), ls
+	return v.PromName(prefix, ls)
 }
 
 // Sanitize turns a key into a valid metric name part: characters outside [a-zA-Z0-9_] become
