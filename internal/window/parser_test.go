@@ -104,9 +104,9 @@ func mutations(base []byte) [][]byte {
 	for _, v := range []string{"NaN", "+Inf", "-Inf", "-0.0", "1e400", "abc", "", "1_0", "0x1p1", "7 1700000000000", "7 # {a=\"b\"} 1", "7 x"} {
 		edit(setValue(v))
 	}
-	edit(func(_ int, l []byte) []byte { return nil })                                // a line less
-	edit(func(_ int, l []byte) []byte { return append(bytes.Clone(l), l...) })       // a line twice
-	edit(func(_ int, l []byte) []byte { return append([]byte(" "), l...) })          // indented
+	edit(func(_ int, l []byte) []byte { return nil })                          // a line less
+	edit(func(_ int, l []byte) []byte { return append(bytes.Clone(l), l...) }) // a line twice
+	edit(func(_ int, l []byte) []byte { return append([]byte(" "), l...) })    // indented
 	edit(func(_ int, l []byte) []byte { return bytes.Replace(l, []byte("} "), []byte("}  "), 1) })
 	edit(func(_ int, l []byte) []byte { return bytes.Replace(l, []byte(`="`), []byte(`="x`), 1) })
 	edit(func(_ int, l []byte) []byte { return bytes.Replace(l, []byte(`="`), []byte("=\"\xff"), 1) })
