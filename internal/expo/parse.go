@@ -318,9 +318,23 @@ func hasName(set []byte, k int, name []byte) bool {
 
 // quoted reads a label value up to its closing quote. It decodes escapes only when keep is set.
 func (p *parser) quoted(b []byte, keep bool, pos int) (string, []byte, error) {
-	// Most values have no escape: then the first quote closes the value, found at memchr speed.
-	if i := bytes.IndexByte(b, '"'); i >= 0 && bytes.IndexByte(b[:i], '\\') < 0 {
-		return p.closed(b, i, keep, false, pos)
+	// Most values have no escape: then the first quote closes the value. A short value is
+	// read byte by byte; a long one (Ray's session names, worker ids) is searched at memchr
+	// speed.
+	short := min(len(b), 16)
+	for i := 0; i < short; i++ {
+		if b[i] == '"' {
+			return p.closed(b, i, keep, false, pos)
+		}
+		if b[i] == '\\' {
+			short = -1
+			break
+		}
+	}
+	if short >= 0 {
+		if i := bytes.IndexByte(b[short:], '"'); i >= 0 && bytes.IndexByte(b[short:short+i], '\\') < 0 {
+			return p.closed(b, short+i, keep, false, pos)
+		}
 	}
 	escaped := false
 	for i := 0; i < len(b); i++ {
