@@ -12,14 +12,16 @@ import (
 type Shape struct {
 	arena  []byte
 	segs   []seg
-	wanted int  // samples emitted
-	valid  bool // the last Parse succeeded
-	want   bool // set by the parser for the line just parsed
+	wanted int    // samples emitted
+	valid  bool   // the last Parse succeeded
+	want   bool   // set by the parser for the line just parsed
+	next   *Shape // where Resync remembers the page it reads, swapped in when it succeeds
 }
 
 // seg is one line of the remembered page, as parser.run splits the page.
 type seg struct {
 	off, end int32 // the line in arena; for a sample line, only its part before the value
+	idx      int32 // for a wanted sample line, its place among the samples emitted
 	sample   bool
 	want     bool // a sample line whose name was asked for
 }
@@ -43,6 +45,7 @@ func (sh *Shape) add(l []byte, at int) {
 		l = l[:at]
 		s.sample, s.want = true, sh.want
 		if s.want {
+			s.idx = int32(sh.wanted)
 			sh.wanted++
 		}
 	}
