@@ -116,15 +116,36 @@ func edits(base []byte) [][]byte {
 	do(func(ls [][]byte, i int) [][]byte { // a copy of a line further on
 		return append(ls[:i:i], append([][]byte{ls[(i+7)%len(ls)]}, ls[i:]...)...)
 	})
-	do(func(ls [][]byte, i int) [][]byte { ls[i] = bytes.Replace(ls[i], []byte(`="`), []byte(`="x`), 1); return ls })
-	do(func(ls [][]byte, i int) [][]byte { ls[i] = bytes.Replace(ls[i], []byte(`{`), []byte(`{z="1",`), 1); return ls })
-	do(func(ls [][]byte, i int) [][]byte { ls[i] = bytes.Replace(ls[i], []byte(`="`), []byte("=\"\xff"), 1); return ls })
+	do(func(ls [][]byte, i int) [][]byte {
+		ls[i] = bytes.Replace(ls[i], []byte(`="`), []byte(`="x`), 1)
+		return ls
+	})
+	do(func(ls [][]byte, i int) [][]byte {
+		ls[i] = bytes.Replace(ls[i], []byte(`{`), []byte(`{z="1",`), 1)
+		return ls
+	})
+	do(func(ls [][]byte, i int) [][]byte {
+		ls[i] = bytes.Replace(ls[i], []byte(`="`), []byte("=\"\xff"), 1)
+		return ls
+	})
 	do(func(ls [][]byte, i int) [][]byte { ls[i] = append([]byte("# HELP x \xff\n"), ls[i]...); return ls })
 	do(func(ls [][]byte, i int) [][]byte { ls[i] = append([]byte("x{a=\"\xff\"} 1\n"), ls[i]...); return ls })
-	do(func(ls [][]byte, i int) [][]byte { ls[i] = bytes.Replace(ls[i], []byte("} "), []byte("}  "), 1); return ls })
-	do(func(ls [][]byte, i int) [][]byte { ls[i] = bytes.Replace(ls[i], []byte("\n"), []byte(" x\n"), 1); return ls })
-	do(func(ls [][]byte, i int) [][]byte { ls[i] = bytes.Replace(ls[i], []byte("\n"), []byte(" 17\n"), 1); return ls })
-	do(func(ls [][]byte, i int) [][]byte { ls[i] = bytes.Replace(ls[i], []byte("{"), []byte("{a=\"1\",a=\"2\","), 1); return ls })
+	do(func(ls [][]byte, i int) [][]byte {
+		ls[i] = bytes.Replace(ls[i], []byte("} "), []byte("}  "), 1)
+		return ls
+	})
+	do(func(ls [][]byte, i int) [][]byte {
+		ls[i] = bytes.Replace(ls[i], []byte("\n"), []byte(" x\n"), 1)
+		return ls
+	})
+	do(func(ls [][]byte, i int) [][]byte {
+		ls[i] = bytes.Replace(ls[i], []byte("\n"), []byte(" 17\n"), 1)
+		return ls
+	})
+	do(func(ls [][]byte, i int) [][]byte {
+		ls[i] = bytes.Replace(ls[i], []byte("{"), []byte("{a=\"1\",a=\"2\","), 1)
+		return ls
+	})
 	return out
 }
 
