@@ -101,120 +101,157 @@ type stop struct{ err error }
 // collect reads the samples of the families vllmstat reads from body, and which spelling of
 // each family is the page's. With sh set, the page's lines are remembered there too.
 func collect(body []byte, opt Options, sh *expo.Shape) (raws []raw, _ [3][]int, workers []workerKey, err error) {
-	lim := opt.Limits
-	wl := opt.WorkerLabels
-	if wl == nil {
-		wl = defaultWorkerLabels
+	c := newCollector(opt, len(body))
+	err = c.run(func() error {
+		if sh != nil {
+			return sh.Parse(body, tableSet, c.sample)
+		}
+		return expo.Parse(body, tableSet, c.sample)
+	})
+	if err != nil {
+		return nil, c.best, nil, err
 	}
+	return c.raws, c.best, c.wt.keys, nil
+}
+
+// collector gathers a page's raws as expo emits its samples.
+type collector struct {
+	lim  Limits
+	wl   []string
+	raws []raw
+	best [3][]int // lowest rank seen per kind and family
+	bad  error
+	kv   []string
+	wkv  []string
+	buf  []byte
+	keys map[string]string // series keys repeat across a page's families: build each once
+	wt   workerTable       // counted against lim.MaxWorkers
+	// Consecutive samples mostly belong to one worker; its engine and labels are interned
+	// strings, so comparing them with the last sample's is cheap.
+	last    workerKey
+	lastIdx int32
+}
+
+func newCollector(opt Options, size int) *collector {
+	c := &collector{lim: opt.Limits, wl: opt.WorkerLabels, keys: map[string]string{}, lastIdx: -1}
+	if c.wl == nil {
+		c.wl = defaultWorkerLabels
+	}
+	// About a third of a vLLM page's lines are kept; a huge page grows the slice as it goes, so
+	// that refusing one at a limit costs no more than the limit.
+	c.raws = make([]raw, 0, min(size/256, 4096))
+	c.best[kGauge] = fill(int(NumGauges))
+	c.best[kCounter] = fill(int(NumCounters))
+	c.best[kHist] = fill(int(NumHists))
+	return c
+}
+
+// run runs parse, whose callbacks may stop it at a limit, and returns its error, a limit's, or
+// the first bad le.
+func (c *collector) run(parse func() error) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			s, ok := r.(stop)
 			if !ok {
 				panic(r)
 			}
-			raws, workers, err = nil, nil, s.err
+			err = s.err
 		}
 	}()
-	// About a third of a vLLM page's lines are kept; a huge page grows the slice as it goes, so
-	// that refusing one at a limit costs no more than the limit.
-	raws = make([]raw, 0, min(len(body)/256, 4096))
-	var best [3][]int // lowest rank seen per kind and family
-	best[kGauge] = fill(int(NumGauges))
-	best[kCounter] = fill(int(NumCounters))
-	best[kHist] = fill(int(NumHists))
-	var bad error
-	var kv, wkv []string
-	var buf []byte
-	keys := map[string]string{} // series keys repeat across a page's families: build each once
-	intern := func(b []byte) string {
-		k, ok := keys[string(b)]
-		if !ok {
-			k = string(b)
-			keys[k] = k
-		}
-		return k
+	if err = parse(); err == nil {
+		err = c.bad
 	}
-	var wt workerTable // counted against lim.MaxWorkers
-	// Consecutive samples mostly belong to one worker; its engine and labels are interned
-	// strings, so comparing them with the last sample's is cheap.
-	var last workerKey
-	lastIdx := int32(-1)
-	emit := func(s *expo.Sample) {
-		if lim.MaxSeries > 0 && len(raws) >= lim.MaxSeries {
-			panic(stop{fmt.Errorf("%w: line %d: more than the limit of %d series (samples of the families vllmstat reads) per target", ErrLimit, s.Line, lim.MaxSeries)})
+	return err
+}
+
+func (c *collector) intern(b []byte) string {
+	k, ok := c.keys[string(b)]
+	if !ok {
+		k = string(b)
+		c.keys[k] = k
+	}
+	return k
+}
+
+// room stops the parse when the page has as many series as its limit allows already.
+func (c *collector) room(line int) {
+	if c.lim.MaxSeries > 0 && len(c.raws) >= c.lim.MaxSeries {
+		panic(stop{fmt.Errorf("%w: line %d: more than the limit of %d series (samples of the families vllmstat reads) per target", ErrLimit, line, c.lim.MaxSeries)})
+	}
+}
+
+// worker returns the number of worker wk, numbering it if it is new, within the limit.
+func (c *collector) worker(wk workerKey, line int) int32 {
+	i := c.wt.find(wk)
+	if i < 0 {
+		if c.lim.MaxWorkers > 0 && len(c.wt.keys) >= c.lim.MaxWorkers {
+			panic(stop{fmt.Errorf("%w: line %d: %s is one more than the limit of %d workers (engines) per target", ErrLimit, line, wk, c.lim.MaxWorkers)})
 		}
-		m := table.metas[s.ID]
-		r := raw{meta: int32(s.ID), value: s.Value}
-		var wk workerKey
-		kv = kv[:0]
-		for _, l := range s.Labels {
-			switch l.Name {
-			case "engine":
-				wk.engine = l.Value
+		i = c.wt.add(wk)
+	}
+	return i
+}
+
+// keep adds a raw whose worker is numbered.
+func (c *collector) keep(r raw) {
+	if m := table.metas[r.meta]; m.role != rCreated && m.rank < c.best[m.kind][m.fam] {
+		c.best[m.kind][m.fam] = m.rank
+	}
+	c.raws = append(c.raws, r)
+}
+
+// sample decodes one sample expo emits.
+func (c *collector) sample(s *expo.Sample) {
+	c.room(s.Line)
+	m := table.metas[s.ID]
+	r := raw{meta: int32(s.ID), value: s.Value}
+	var wk workerKey
+	c.kv = c.kv[:0]
+	for _, l := range s.Labels {
+		switch l.Name {
+		case "engine":
+			wk.engine = l.Value
+			continue
+		case "le":
+			if m.role == rBucket {
+				le, err := strconv.ParseFloat(l.Value, 64)
+				if err != nil && c.bad == nil {
+					c.bad = fmt.Errorf("line %d: %s: invalid le %q", s.Line, s.Name, l.Value)
+				}
+				r.le = le
 				continue
-			case "le":
-				if m.role == rBucket {
-					le, err := strconv.ParseFloat(l.Value, 64)
-					if err != nil && bad == nil {
-						bad = fmt.Errorf("line %d: %s: invalid le %q", s.Line, s.Name, l.Value)
-					}
-					r.le = le
-					continue
-				}
-			default:
-				if m.split != "" && l.Name == m.split {
-					r.reason = l.Value // and it stays in the key
-					break
-				}
-				if slices.Contains(wl, l.Name) {
-					wkv = append(wkv, l.Name, l.Value)
-					continue
-				}
 			}
-			kv = append(kv, l.Name, l.Value)
-		}
-		if len(wkv) > 0 {
-			sortPairs(wkv)
-			buf = appendKey(buf[:0], wkv)
-			if wk.labels = last.labels; string(buf) != wk.labels {
-				wk.labels = intern(buf)
+		default:
+			if m.split != "" && l.Name == m.split {
+				r.reason = l.Value // and it stays in the key
+				break
 			}
-			wkv = wkv[:0]
-		}
-		if lastIdx < 0 || wk != last {
-			i := wt.find(wk)
-			if i < 0 {
-				if lim.MaxWorkers > 0 && len(wt.keys) >= lim.MaxWorkers {
-					panic(stop{fmt.Errorf("%w: line %d: %s is one more than the limit of %d workers (engines) per target", ErrLimit, s.Line, wk, lim.MaxWorkers)})
-				}
-				i = wt.add(wk)
+			if slices.Contains(c.wl, l.Name) {
+				c.wkv = append(c.wkv, l.Name, l.Value)
+				continue
 			}
-			last, lastIdx = wk, i
 		}
-		r.worker = lastIdx
-		if m.role == rBucket && !hasLabel(s.Labels, "le") && bad == nil {
-			bad = fmt.Errorf("line %d: %s: bucket without le label", s.Line, s.Name)
+		c.kv = append(c.kv, l.Name, l.Value)
+	}
+	if len(c.wkv) > 0 {
+		sortPairs(c.wkv)
+		c.buf = appendKey(c.buf[:0], c.wkv)
+		if wk.labels = c.last.labels; string(c.buf) != wk.labels {
+			wk.labels = c.intern(c.buf)
 		}
-		sortPairs(kv)
-		buf = appendKey(buf[:0], kv)
-		r.key = intern(buf)
-		if m.role != rCreated && m.rank < best[m.kind][m.fam] {
-			best[m.kind][m.fam] = m.rank
-		}
-		raws = append(raws, r)
+		c.wkv = c.wkv[:0]
 	}
-	if sh != nil {
-		err = sh.Parse(body, tableSet, emit)
-	} else {
-		err = expo.Parse(body, tableSet, emit)
+	if c.lastIdx < 0 || wk != c.last {
+		c.last, c.lastIdx = wk, c.worker(wk, s.Line)
 	}
-	if err == nil {
-		err = bad
+	r.worker = c.lastIdx
+	if m.role == rBucket && !hasLabel(s.Labels, "le") && c.bad == nil {
+		c.bad = fmt.Errorf("line %d: %s: bucket without le label", s.Line, s.Name)
 	}
-	if err != nil {
-		return nil, best, nil, err
-	}
-	return raws, best, wt.keys, nil
+	sortPairs(c.kv)
+	c.buf = appendKey(c.buf[:0], c.kv)
+	r.key = c.intern(c.buf)
+	c.keep(r)
 }
 
 // workerTable numbers a page's workers in the order they appear.

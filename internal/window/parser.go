@@ -25,6 +25,12 @@ type Parser struct {
 	prog  *program  // how to fill a page from the previous page's values; nil when there is none
 	vals  []float64 // the values of the samples expo emits, in page order
 	pool  []*Page   // pages of the current structure handed out, to be filled again once released
+	// The previous page's raws, one per sample expo emitted, and its workers, for Resync to
+	// reuse; raws is nil when the previous page failed.
+	raws    []raw
+	workers []workerKey
+	// partials counts the pages read by partial, for tests to tell which way a page went.
+	partials int
 }
 
 // maxPool bounds the pages a Parser keeps for reuse; a reader holding more gets new ones.
@@ -42,16 +48,63 @@ func (p *Parser) Parse(body []byte) (*Page, error) {
 		p.prog.fill(pg, p.vals)
 		return pg, nil
 	}
+	if p.raws != nil {
+		if pg := p.partial(body); pg != nil {
+			return pg, nil
+		}
+	}
 	return p.full(body)
 }
 
 // full parses body in full, and learns its structure for the next page.
 func (p *Parser) full(body []byte) (*Page, error) {
-	p.prog, p.pool = nil, p.pool[:0]
+	p.prog, p.pool, p.raws, p.workers = nil, p.pool[:0], nil, nil
 	clear(p.pool[:cap(p.pool)])
 	raws, best, workers, err := collect(body, p.opt, &p.shape)
 	if err != nil {
 		return nil, err
+	}
+	return p.learn(raws, best, workers), nil
+}
+
+// partial reads a page whose lines are mostly the previous page's (see expo.Shape.Resync): a
+// wanted sample on a line the previous page had is the previous page's raw with its new value
+// and its worker numbered anew, and only the other samples are decoded. It returns nil when
+// the page has an error, which full then reports as a full parse does; a page it reads gives
+// the raws, ranks and workers full would (in the same order), so the same page.
+func (p *Parser) partial(body []byte) *Page {
+	c := newCollector(p.opt, 0)
+	c.raws = make([]raw, 0, len(p.raws)+len(p.raws)/8)
+	old, oldWorkers := p.raws, p.workers
+	remap := make([]int32, len(oldWorkers)) // old worker number -> new, -1 before its first sample
+	for i := range remap {
+		remap[i] = -1
+	}
+	same := func(k int, v float64, line int) {
+		c.room(line)
+		r := old[k]
+		w := remap[r.worker]
+		if w < 0 {
+			w = c.worker(oldWorkers[r.worker], line)
+			remap[r.worker] = w
+		}
+		r.worker, r.value = w, v
+		c.keep(r)
+	}
+	if err := c.run(func() error { return p.shape.Resync(body, tableSet, same, c.sample) }); err != nil {
+		return nil
+	}
+	p.prog, p.pool = nil, p.pool[:0]
+	clear(p.pool[:cap(p.pool)])
+	p.partials++
+	return p.learn(c.raws, c.best, c.wt.keys)
+}
+
+// learn assembles the page of raws and remembers what the next parse reuses of it.
+func (p *Parser) learn(raws []raw, best [3][]int, workers []workerKey) *Page {
+	p.raws, p.workers = raws, workers
+	if p.raws == nil {
+		p.raws = []raw{} // a page without wanted samples is remembered too
 	}
 	pg := assemble(raws, best, workers)
 	if p.prog = compile(raws, best, workers, pg); p.prog != nil {
@@ -62,7 +115,7 @@ func (p *Parser) full(body []byte) (*Page, error) {
 		pg.owner = &pageOwner{}
 		p.pool = append(p.pool, pg)
 	}
-	return pg, nil
+	return pg
 }
 
 // take returns a released page of the current structure, or a new one.

@@ -233,3 +233,157 @@ func FuzzParserSequence(f *testing.F) {
 		sequence(t, opt, [][]byte{a, b, a, b, b}, func(i int) bool { return mode>>(i%3)&1 != 0 })
 	})
 }
+
+// lineEdits are pages whose lines are base's with a few inserted, dropped, moved or changed in
+// the middle of the page: the pages a Parser reads by resyncing its previous page's lines.
+func lineEdits(base []byte) [][]byte {
+	lines := bytes.SplitAfter(base, []byte("\n"))
+	var wanted []int // sample lines of families vllmstat reads
+	for i, l := range lines {
+		if len(l) > 0 && l[0] != '#' && bytes.Contains(l, []byte("vllm")) {
+			wanted = append(wanted, i)
+		}
+	}
+	if len(wanted) == 0 {
+		return nil
+	}
+	mid := wanted[len(wanted)/2]
+	var out [][]byte
+	edit := func(f func(ls [][]byte) [][]byte) {
+		out = append(out, bytes.Join(f(append([][]byte(nil), lines...)), nil))
+	}
+	insert := func(ls [][]byte, i int, l ...[]byte) [][]byte {
+		return append(ls[:i:i], append(l, ls[i:]...)...)
+	}
+	drop := func(ls [][]byte, keep func(l []byte) bool) [][]byte {
+		var kept [][]byte
+		for _, l := range ls {
+			if keep(l) {
+				kept = append(kept, l)
+			}
+		}
+		return kept
+	}
+	edit(func(ls [][]byte) [][]byte { return append(ls[:mid], ls[mid+1:]...) })                    // a wanted line less
+	edit(func(ls [][]byte) [][]byte { return insert(ls, mid, []byte("other_metric{a=\"b\"} 1\n")) }) // a line more
+	edit(func(ls [][]byte) [][]byte { return insert(ls, mid, []byte("# HELP other_metric text\n")) })
+	edit(func(ls [][]byte) [][]byte { ls[mid], ls[mid+1] = ls[mid+1], ls[mid]; return ls }) // two lines swapped
+	edit(func(ls [][]byte) [][]byte { // a block of lines moved to the end
+		end := min(mid+30, len(ls))
+		block := append([][]byte(nil), ls[mid:end]...)
+		return append(append(ls[:mid:mid], ls[end:]...), block...)
+	})
+	edit(func(ls [][]byte) [][]byte { // many lines dropped at once
+		return append(ls[:mid:mid], ls[min(mid+40, len(ls)):]...)
+	})
+	for _, w := range []string{`engine="`, `ReplicaId="`, `model_name="`} {
+		edit(func(ls [][]byte) [][]byte { // a wanted line of a new worker (or series)
+			return insert(ls, mid, bytes.Replace(ls[mid], []byte(w), []byte(w+"zz"), 1))
+		})
+		edit(func(ls [][]byte) [][]byte { // every line of one worker renamed
+			for i, l := range ls {
+				if bytes.Contains(l, []byte(w+"0")) || bytes.Contains(l, []byte(w+"k7")) {
+					ls[i] = bytes.Replace(l, []byte(w), []byte(w+"n"), 1)
+				}
+			}
+			return ls
+		})
+	}
+	for _, w := range []string{`engine="0"`, `engine="1"`, `ReplicaId="k7qz2m1d"`} {
+		edit(func(ls [][]byte) [][]byte { // a worker gone
+			return drop(ls, func(l []byte) bool { return !bytes.Contains(l, []byte(w)) })
+		})
+	}
+	fam := lines[mid][:bytes.IndexAny(lines[mid], "{ ")]
+	edit(func(ls [][]byte) [][]byte { // a new label on one line, then on a whole family
+		ls[mid] = bytes.Replace(ls[mid], []byte("{"), []byte(`{extra="1",`), 1)
+		return ls
+	})
+	edit(func(ls [][]byte) [][]byte {
+		for i, l := range ls {
+			if bytes.HasPrefix(l, fam) && bytes.HasPrefix(l[len(fam):], []byte("{")) {
+				ls[i] = bytes.Replace(l, []byte("{"), []byte(`{extra="1",`), 1)
+			}
+		}
+		return ls
+	})
+	edit(func(ls [][]byte) [][]byte { return drop(ls, func(l []byte) bool { return !bytes.Contains(l, []byte(`le="+Inf"`)) }) })
+	edit(func(ls [][]byte) [][]byte { // a gauge turned NaN next to a new line
+		ls = insert(ls, mid, []byte("other_metric 2\n"))
+		for i, l := range ls {
+			if bytes.Contains(l, []byte("num_requests_running")) && l[0] != '#' {
+				ls[i] = append(l[:bytes.LastIndexByte(l, ' ')+1:bytes.LastIndexByte(l, ' ')+1], "NaN\n"...)
+				break
+			}
+		}
+		return ls
+	})
+	edit(func(ls [][]byte) [][]byte { // a bad line in the middle
+		return insert(ls, mid, bytes.Replace(ls[mid], []byte("{"), []byte(`{x="\q",`), 1))
+	})
+	edit(func(ls [][]byte) [][]byte { return insert(ls, mid, []byte("x{a=\"\xff\"} 1\n")) })
+	edit(func(ls [][]byte) [][]byte { return insert(ls, mid, []byte("# TYPE x \xff\n")) })
+	edit(func(ls [][]byte) [][]byte { // a bucket whose le is not a number
+		for i, l := range ls {
+			if j := bytes.Index(l, []byte(`le="`)); j > 0 && i > mid {
+				ls[i] = bytes.Replace(l, []byte(`le="`), []byte(`le="z`), 1)
+				break
+			}
+		}
+		return ls
+	})
+	return out
+}
+
+// editSequence is base, then each line edit followed by a scrape of base with other values, so
+// that every page but the first differs in a few lines from the page before.
+func editSequence(base []byte) [][]byte {
+	seq := [][]byte{base}
+	for k, e := range lineEdits(base) {
+		seq = append(seq, e, benchpage.Variant(e, 1), benchpage.Variant(base, 2+k))
+	}
+	return seq
+}
+
+// TestParserLineEdits runs pages with lines inserted, dropped, moved and changed through one
+// Parser, checking each against ParsePageOptions, with limits that some pages go over.
+func TestParserLineEdits(t *testing.T) {
+	files := []string{"prometheus-client-render-vllm-0.10.prom", "prometheus-client-render-vllm-0.8.prom",
+		"llm-d-inference-sim-dp1.prom", "ray-serve-llm-two-replicas.prom", "vllm-0.10.0-glm45-issue-excerpt-a.prom"}
+	for _, f := range files {
+		base := readPage(t, f)
+		seq := editSequence(base)
+		// Limits that base just fits: a page with one series or worker more is over them.
+		raws, _, workers, err := collect(base, Options{}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts := map[string]Options{"default": {}, "no worker labels": {WorkerLabels: []string{}},
+			"series limit": {Limits: Limits{MaxSeries: len(raws)}}, "worker limit": {Limits: Limits{MaxWorkers: len(workers)}}}
+		for name, opt := range opts {
+			t.Run(f+"/"+name, func(t *testing.T) { sequence(t, opt, seq, releaseModes["odd"]) })
+		}
+	}
+	t.Run("ray-256KB", func(t *testing.T) {
+		sequence(t, Options{}, editSequence(benchpage.Ray(256<<10)), releaseModes["thirds"])
+	})
+}
+
+// TestParserResyncs checks that a page with a few lines changed is read by resyncing, and that
+// the page after it replays.
+func TestParserResyncs(t *testing.T) {
+	base := readPage(t, "prometheus-client-render-vllm-0.10.prom")
+	p := NewParser(Options{})
+	edits := lineEdits(base)
+	for _, body := range [][]byte{base, edits[0], edits[1], edits[6]} {
+		if _, err := p.Parse(body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if p.partials != 3 {
+		t.Fatalf("%d of 3 edited pages were read by resyncing", p.partials)
+	}
+	if _, err := p.Parse(benchpage.Variant(edits[6], 1)); err != nil || p.partials != 3 || p.prog == nil {
+		t.Fatalf("the page after a resync did not replay (err %v)", err)
+	}
+}
