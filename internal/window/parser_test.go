@@ -264,11 +264,11 @@ func lineEdits(base []byte) [][]byte {
 		}
 		return kept
 	}
-	edit(func(ls [][]byte) [][]byte { return append(ls[:mid], ls[mid+1:]...) })                    // a wanted line less
+	edit(func(ls [][]byte) [][]byte { return append(ls[:mid], ls[mid+1:]...) })                      // a wanted line less
 	edit(func(ls [][]byte) [][]byte { return insert(ls, mid, []byte("other_metric{a=\"b\"} 1\n")) }) // a line more
 	edit(func(ls [][]byte) [][]byte { return insert(ls, mid, []byte("# HELP other_metric text\n")) })
 	edit(func(ls [][]byte) [][]byte { ls[mid], ls[mid+1] = ls[mid+1], ls[mid]; return ls }) // two lines swapped
-	edit(func(ls [][]byte) [][]byte { // a block of lines moved to the end
+	edit(func(ls [][]byte) [][]byte {                                                       // a block of lines moved to the end
 		end := min(mid+30, len(ls))
 		block := append([][]byte(nil), ls[mid:end]...)
 		return append(append(ls[:mid:mid], ls[end:]...), block...)
@@ -307,7 +307,9 @@ func lineEdits(base []byte) [][]byte {
 		}
 		return ls
 	})
-	edit(func(ls [][]byte) [][]byte { return drop(ls, func(l []byte) bool { return !bytes.Contains(l, []byte(`le="+Inf"`)) }) })
+	edit(func(ls [][]byte) [][]byte {
+		return drop(ls, func(l []byte) bool { return !bytes.Contains(l, []byte(`le="+Inf"`)) })
+	})
 	edit(func(ls [][]byte) [][]byte { // a gauge turned NaN next to a new line
 		ls = insert(ls, mid, []byte("other_metric 2\n"))
 		for i, l := range ls {
