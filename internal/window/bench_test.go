@@ -1,6 +1,8 @@
 package window
 
 import (
+	"bytes"
+	"fmt"
 	"os"
 	"testing"
 
@@ -78,20 +80,84 @@ func BenchmarkParserWarm(b *testing.B) {
 	}
 }
 
-// BenchmarkParserCold parses pages whose lines change every time with one Parser: what a
-// target whose shape never holds still costs (each parse is a full one that also remembers).
+// BenchmarkParserCold parses pages in full with one Parser: what a target costs when its page
+// has nothing in common with the one before (each parse is a full one that also remembers).
 func BenchmarkParserCold(b *testing.B) {
 	for _, bp := range benchPages {
 		b.Run(bp.name, func(b *testing.B) {
 			body := bp.body(b)
-			// Two pages that differ in one comment line: each parse misses the other's shape.
 			scrapes := [2][]byte{body, append([]byte("# another shape\n"), body...)}
 			p := NewParser(Options{})
 			b.SetBytes(int64(len(body)))
 			b.ReportAllocs()
 			k := 0
 			for b.Loop() {
-				pg, err := p.Parse(scrapes[k%2])
+				pg, err := p.full(scrapes[k%2])
+				if err != nil {
+					b.Fatal(err)
+				}
+				pg.Release()
+				k++
+			}
+		})
+	}
+}
+
+// editLines changes about one line in every n of page, from line off on: in turn it changes a
+// label value (a new series, or a new worker where the label is engine), inserts a line of a
+// new series, and drops a line.
+func editLines(page []byte, n, off int) []byte {
+	lines := bytes.SplitAfter(page, []byte("\n"))
+	var out [][]byte
+	for i, l := range lines {
+		if i%n != off || len(l) == 0 {
+			out = append(out, l)
+			continue
+		}
+		switch i / n % 3 {
+		case 0:
+			if l[0] == '#' {
+				out = append(out, []byte("# edited comment\n"))
+			} else {
+				out = append(out, bytes.Replace(l, []byte(`="`), []byte(`="x`), 1))
+			}
+		case 1:
+			out = append(out, fmt.Appendf(nil, "bench_new_series{line=\"%d\"} 1\n", i), l)
+		case 2: // dropped
+		}
+	}
+	return bytes.Join(out, nil)
+}
+
+// BenchmarkParserPartial parses scrapes of one target that each differ from the one before in
+// about 1% of their lines (half of them edits of the page before reverted, half new ones):
+// every parse resyncs on the previous page's lines, none replays.
+func BenchmarkParserPartial(b *testing.B) {
+	for _, bp := range benchPages {
+		b.Run(bp.name, func(b *testing.B) {
+			body := bp.body(b)
+			var scrapes [8][]byte
+			for k := range scrapes {
+				scrapes[k] = benchpage.Variant(editLines(body, 200, k%2*100), k+1)
+			}
+			p := NewParser(Options{})
+			for range 2 {
+				for _, s := range scrapes {
+					pg, err := p.Parse(s)
+					if err != nil {
+						b.Fatal(err)
+					}
+					pg.Release()
+				}
+			}
+			if p.partials != 2*len(scrapes)-1 {
+				b.Fatalf("%d of %d parses resynced", p.partials, 2*len(scrapes)-1)
+			}
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			k := 0
+			for b.Loop() {
+				pg, err := p.Parse(scrapes[k%len(scrapes)])
 				if err != nil {
 					b.Fatal(err)
 				}
