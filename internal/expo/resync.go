@@ -18,7 +18,8 @@ const resyncWindow = 16
 // with the name and labels it had) and its value; every other wanted sample goes to emit as
 // Parse gives it. Both are called in page order, with the line of the sample. names must be the
 // set the remembered page was read with. On success the page's lines are remembered in place of
-// the previous ones, for Replay or Resync of the next page; after an error nothing is.
+// the previous ones, for Replay or Resync of the next page; after an error (or a callback's
+// panic) the previous page stays remembered.
 //
 // Lines are compared as Replay compares them (see there for why equal bytes give equal
 // results) with a cursor in the remembered lines: a line is compared with the remembered line
