@@ -2,6 +2,7 @@ package expo
 
 import (
 	"bytes"
+	"hash/maphash"
 	"unicode/utf8"
 )
 
@@ -25,8 +26,10 @@ const resyncWindow = 16
 // results) with a cursor in the remembered lines: a line is compared with the remembered line
 // at the cursor, then with the next few, and the cursor moves past the one it matches, so lines
 // inserted, dropped or changed make only themselves miss. A line that matches none is parsed
-// as Parse parses it. Which remembered line a line matches does not change what it gives,
-// since the bytes decide, only how fast lines are found.
+// as Parse parses it; after a few such lines in a row (a block of lines dropped or moved), the
+// parsed line's prefix is looked up in the whole remembered page and the cursor goes on from
+// where it was. Which remembered line a line matches does not change what it gives, since the
+// bytes decide, only how fast lines are found.
 //
 // The page-wide UTF-8 flag of Parse is decided per line for the lines parsed: a line that is
 // valid UTF-8 passes Parse's checks whatever the flag, and a page with a line that is not has
@@ -45,9 +48,11 @@ func (sh *Shape) Resync(page []byte, names *Names, same func(k int, v float64, l
 	if cap(nx.arena) < len(page) {
 		nx.arena = make([]byte, 0, len(page))
 	}
+	nx.indexed = false
 	p := parser{rec: nx, names: names, emit: emit}
 	segs := sh.segs
-	cur, line := 0, 0
+	cur, line, misses := 0, 0, 0
+	sh.parsed = 0
 	for len(page) > 0 {
 		line++
 		var l []byte
@@ -57,6 +62,7 @@ func (sh *Shape) Resync(page []byte, names *Names, same func(k int, v float64, l
 			l, page = page, nil
 		}
 		if j := sh.find(l, cur); j >= 0 {
+			misses = 0
 			s := segs[j]
 			pre := l[:s.end-s.off]
 			if !s.sample {
@@ -86,6 +92,15 @@ func (sh *Shape) Resync(page []byte, names *Names, same func(k int, v float64, l
 			return err
 		}
 		nx.add(l, at)
+		sh.parsed++
+		// Lines that miss in a row may be lines of the remembered page past a block dropped
+		// or moved, further than find looks: the line's own prefix, now known, says where it
+		// was, and the cursor goes on from there.
+		if misses++; misses >= resyncLost {
+			if j := sh.locate(l, at); j >= 0 {
+				cur, misses = j+1, 0
+			}
+		}
 	}
 	// The page's lines become the remembered ones; the previous ones' storage is kept for the
 	// next Resync to write into.
@@ -93,8 +108,52 @@ func (sh *Shape) Resync(page []byte, names *Names, same func(k int, v float64, l
 	*sh = *nx
 	*nx = old
 	nx.next, sh.next = nil, nx
-	sh.valid = true
+	sh.valid, sh.parsed = true, nx.parsed
 	return nil
+}
+
+// resyncLost is how many lines in a row may match nothing before Resync looks for the next one
+// in the whole remembered page.
+const resyncLost = 4
+
+var seed = maphash.MakeSeed()
+
+// lineKey hashes a remembered line, or a sample line's part before its value.
+func lineKey(pre []byte, sample bool) uint64 {
+	h := maphash.Bytes(seed, pre)
+	if sample {
+		h = ^h
+	}
+	return h
+}
+
+// locate returns the remembered line that l, which the parser read and found its value at at
+// (-1 for a line without a value), equals up to its value, or -1. The index is built on first
+// use; a prefix the remembered page has twice leads to its last line.
+func (sh *Shape) locate(l []byte, at int) int {
+	if !sh.indexed {
+		if sh.index == nil {
+			sh.index = make(map[uint64]int32, len(sh.segs))
+		}
+		clear(sh.index)
+		for j, s := range sh.segs {
+			sh.index[lineKey(sh.arena[s.off:s.end], s.sample)] = int32(j)
+		}
+		sh.indexed = true
+	}
+	pre := l
+	if at >= 0 {
+		pre = l[:at]
+	}
+	j, ok := sh.index[lineKey(pre, at >= 0)]
+	if !ok {
+		return -1
+	}
+	s := sh.segs[j]
+	if s.sample != (at >= 0) || string(sh.arena[s.off:s.end]) != string(pre) {
+		return -1
+	}
+	return int(j)
 }
 
 // find returns the remembered line, from cur on, that l matches up to its value, or -1.

@@ -185,3 +185,44 @@ func FuzzResync(f *testing.F) {
 		checkResync(t, NewNames(nil), a, b, c)
 	})
 }
+
+// TestResyncFindsItsPlace checks that after a block of lines is dropped or moved, Resync finds
+// the remembered lines again and parses only a few lines around each gap.
+func TestResyncFindsItsPlace(t *testing.T) {
+	base, err := os.ReadFile("testdata/prometheus-client-render-vllm-0.10.prom")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := bytes.SplitAfter(base, []byte("\n"))
+	mid := len(lines) / 2
+	join := func(parts ...[][]byte) []byte {
+		var out []byte
+		for _, p := range parts {
+			out = append(out, bytes.Join(p, nil)...)
+		}
+		return out
+	}
+	for name, tt := range map[string]struct {
+		page []byte
+		most int
+	}{
+		"100 lines dropped":         {join(lines[:mid], lines[mid+100:]), resyncLost},
+		"60 lines moved to the end": {join(lines[:mid], lines[mid+60:], lines[mid:mid+60]), 2 * resyncLost},
+		"a line inserted":           {join(lines[:mid], [][]byte{[]byte("x 1\n")}, lines[mid:]), 1},
+	} {
+		t.Run(name, func(t *testing.T) {
+			names := allNames(base)
+			checkResync(t, names, base, tt.page)
+			var sh Shape
+			if err := sh.Parse(base, names, func(*Sample) {}); err != nil {
+				t.Fatal(err)
+			}
+			if err := sh.Resync(tt.page, names, func(int, float64, int) {}, func(*Sample) {}); err != nil {
+				t.Fatal(err)
+			}
+			if sh.parsed > tt.most {
+				t.Errorf("%d lines parsed, want at most %d", sh.parsed, tt.most)
+			}
+		})
+	}
+}

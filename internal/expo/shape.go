@@ -16,6 +16,10 @@ type Shape struct {
 	valid  bool   // the last Parse succeeded
 	want   bool   // set by the parser for the line just parsed
 	next   *Shape // where Resync remembers the page it reads, swapped in when it succeeds
+	// index finds a remembered line by its hash (see Resync), built when first needed.
+	index   map[uint64]int32
+	indexed bool
+	parsed  int // lines the last Resync parsed, for tests
 }
 
 // seg is one line of the remembered page, as parser.run splits the page.
@@ -28,7 +32,7 @@ type seg struct {
 
 // Parse is the package's Parse that also remembers the page's lines, for Replay.
 func (sh *Shape) Parse(page []byte, names *Names, emit func(*Sample)) error {
-	sh.arena, sh.segs, sh.wanted, sh.valid = sh.arena[:0], sh.segs[:0], 0, false
+	sh.arena, sh.segs, sh.wanted, sh.valid, sh.indexed = sh.arena[:0], sh.segs[:0], 0, false, false
 	p := parser{rec: sh, names: names, emit: emit, badUTF8: !utf8.Valid(page)}
 	if err := p.run(page); err != nil {
 		sh.arena, sh.segs = sh.arena[:0], sh.segs[:0]

@@ -16,7 +16,10 @@ import (
 // a target's pages nearly always have the same lines as its previous page, with other values.
 // Such a page is read by comparing its lines with the previous page's (see expo.Shape) and
 // writing its values into a Page of the same structure, without allocating once its reader
-// releases the pages it is given (see Page.Release). Any other page is parsed in full.
+// releases the pages it is given (see Page.Release). A page whose lines are mostly the
+// previous page's (series come and go) is read by resyncing on the previous page's lines: only
+// its other lines are parsed, and only their samples decoded (see partial). Any other page is
+// parsed in full.
 //
 // A Parser is not safe for concurrent use: it has one owner, the target's scrape goroutine.
 type Parser struct {
