@@ -61,7 +61,14 @@ func (sh *Shape) Resync(page []byte, names *Names, same func(k int, v float64, l
 		} else {
 			l, page = page, nil
 		}
-		if j := sh.find(l, cur); j >= 0 {
+		// After a few misses in a row the page may have little in common with the remembered
+		// one: a line is then compared with the line at the cursor only (where lines resume
+		// after a block inserted), and looked up once its prefix is known.
+		window := resyncWindow
+		if misses >= resyncLost {
+			window = 1
+		}
+		if j := sh.find(l, cur, window); j >= 0 {
 			misses = 0
 			s := segs[j]
 			pre := l[:s.end-s.off]
@@ -96,7 +103,9 @@ func (sh *Shape) Resync(page []byte, names *Names, same func(k int, v float64, l
 		// Lines that miss in a row may be lines of the remembered page past a block dropped
 		// or moved, further than find looks: the line's own prefix, now known, says where it
 		// was, and the cursor goes on from there.
-		if misses++; misses >= resyncLost {
+		// Looked up at the resyncLost-th miss in a row, then ever more rarely: a page with
+		// little in common with the remembered one is then barely slower than a parse.
+		if misses++; misses >= resyncLost && misses&(misses-1) == 0 {
 			if j := sh.locate(l, at); j >= 0 {
 				cur, misses = j+1, 0
 			}
@@ -156,10 +165,11 @@ func (sh *Shape) locate(l []byte, at int) int {
 	return int(j)
 }
 
-// find returns the remembered line, from cur on, that l matches up to its value, or -1.
-func (sh *Shape) find(l []byte, cur int) int {
+// find returns the remembered line, among the window lines from cur on, that l matches up to
+// its value, or -1.
+func (sh *Shape) find(l []byte, cur, window int) int {
 	a := sh.arena
-	for j := cur; j < len(sh.segs) && j < cur+resyncWindow; j++ {
+	for j := cur; j < len(sh.segs) && j < cur+window; j++ {
 		s := sh.segs[j]
 		pre := a[s.off:s.end]
 		if s.sample {

@@ -209,6 +209,7 @@ func TestResyncFindsItsPlace(t *testing.T) {
 		"100 lines dropped":         {join(lines[:mid], lines[mid+100:]), resyncLost},
 		"60 lines moved to the end": {join(lines[:mid], lines[mid+60:], lines[mid:mid+60]), 2 * resyncLost},
 		"a line inserted":           {join(lines[:mid], [][]byte{[]byte("x 1\n")}, lines[mid:]), 1},
+		"50 lines inserted":         {join(lines[:mid], bytes.SplitAfter(bytes.Repeat([]byte("x 1\n"), 50), []byte("\n")), lines[mid:]), 50},
 	} {
 		t.Run(name, func(t *testing.T) {
 			names := allNames(base)

@@ -167,3 +167,27 @@ func BenchmarkParserPartial(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkParserUnrelated parses, with one Parser, two pages that share their comments only
+// (every labelled sample of one has a label more): each parse resyncs and finds next to
+// nothing, the cost of trying when it does not pay.
+func BenchmarkParserUnrelated(b *testing.B) {
+	for _, bp := range benchPages {
+		b.Run(bp.name, func(b *testing.B) {
+			body := bp.body(b)
+			scrapes := [2][]byte{body, bytes.ReplaceAll(body, []byte("{"), []byte(`{zz="1",`))}
+			p := NewParser(Options{})
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			k := 0
+			for b.Loop() {
+				pg, err := p.Parse(scrapes[k%2])
+				if err != nil {
+					b.Fatal(err)
+				}
+				pg.Release()
+				k++
+			}
+		})
+	}
+}
