@@ -325,16 +325,14 @@ func compile(raws []raw, best [3][]int, workers []workerKey, pg *Page) *program 
 			switch m.role {
 			case rBucket:
 				o.kind = opBucket
-				// Two bucket lines with one bound (le="1" and le="1.0") are two buckets that
-				// sorting leaves in an order no bound tells.
-				for j, b := range hs.Buckets {
-					if cmp.Compare(b.Le, r.le) == 0 {
-						if o.j >= 0 {
-							return nil
-						}
-						o.j = int32(j)
-					}
+				// Buckets are sorted by cmp.Compare of their bounds. Two bucket lines with one
+				// bound (le="1" and le="1.0") are two buckets that sorting leaves in an order
+				// no bound tells.
+				j, _ := slices.BinarySearchFunc(hs.Buckets, r.le, func(b Bucket, le float64) int { return cmp.Compare(b.Le, le) })
+				if j+1 < len(hs.Buckets) && cmp.Compare(hs.Buckets[j+1].Le, r.le) == 0 {
+					return nil
 				}
+				o.j = int32(j)
 				if math.IsInf(r.le, 1) {
 					fix.infFromCount = false
 				}
