@@ -256,7 +256,9 @@ func (r *running) run(ctx context.Context) error {
 }
 
 func trackerOptions(cfg config.Config) step.Options {
-	return step.Options{Prefix: cfg.MetricPrefix, PerWorker: cfg.PerWorker, Scalars: cfg.LogScalars}
+	// A run that draws, writes and prints no timelines need not keep their samples.
+	noTimeline := !cfg.TimelinePlots && !cfg.RecordTimelines && !cfg.TerminalTimelines
+	return step.Options{Prefix: cfg.MetricPrefix, PerWorker: cfg.PerWorker, Scalars: cfg.LogScalars, NoTimeline: noTimeline}
 }
 
 // runRecord is run with a recording: "vllmstat record FILE [run flags]".

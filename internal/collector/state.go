@@ -275,7 +275,11 @@ func (s *state) closeStep() {
 	if s.c.opt.OnStep != nil {
 		s.c.opt.OnStep(&rec)
 	}
-	s.closed = append(s.closed, rec)
+	// Steps serves the kept records as JSON lines, which carry no timeline: the timeline,
+	// every sample of the step, would stay in memory for nothing.
+	kept := rec
+	kept.Timeline = nil
+	s.closed = append(s.closed, kept)
 	if len(s.closed) > s.c.opt.Keep {
 		s.closed = s.closed[len(s.closed)-s.c.opt.Keep:]
 	}

@@ -275,7 +275,7 @@ func TestGoldenRecords(t *testing.T) {
 }
 
 // goldenHashed is how many fleets the golden file holds a hash of.
-const goldenHashed = 150
+const goldenHashed = 60
 
 // TestGoldenHash prints a hash of the records of -golden-seeds random fleets, for comparing two
 // versions of the tracker on many more fleets than the golden file holds.
@@ -288,4 +288,36 @@ func TestGoldenHash(t *testing.T) {
 		h.Write(goldenAll([]uint64{uint64(1000 + s)}))
 	}
 	t.Logf("sha256 of %d fleets: %x", *goldenSeeds, h.Sum(nil))
+}
+
+// TestNoTimelineSameRecords checks that a tracker keeping no timelines gives the same JSON lines
+// as one that keeps them, and no timelines.
+func TestNoTimelineSameRecords(t *testing.T) {
+	lines := func(b *bytes.Buffer) (recs []string, timelines int) {
+		for l := range strings.Lines(b.String()) {
+			switch {
+			case strings.HasPrefix(l, "peek "), strings.HasPrefix(l, "step "):
+				recs = append(recs, l)
+			case strings.HasPrefix(l, "timeline ") && l != "timeline nil\n":
+				timelines++
+			}
+		}
+		return recs, timelines
+	}
+	for seed := range uint64(30) {
+		for i, opt := range goldenOptions {
+			var with, without bytes.Buffer
+			goldenRun(seed, opt, &with)
+			opt.NoTimeline = true
+			goldenRun(seed, opt, &without)
+			want, _ := lines(&with)
+			got, n := lines(&without)
+			if n > 0 {
+				t.Fatalf("seed %d options %d: %d records have a timeline", seed, i, n)
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("seed %d options %d: records differ without timelines:\ngot  %q\nwant %q", seed, i, got, want)
+			}
+		}
+	}
 }
