@@ -70,6 +70,7 @@ func runWith(ctx context.Context, name string, args []string, stdout, stderr io.
 	}
 	stderr = &lockedWriter{w: stderr} // the step summaries and the log come from several goroutines
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	defer setMemoryLimit(log)()
 	if err := collect(ctx, cfg, log, stderr); err != nil {
 		fmt.Fprintf(stderr, "vllmstat %s: %v\n", name, err)
 		var ps config.Problems
