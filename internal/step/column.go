@@ -42,23 +42,10 @@ func (c *floats) len() int { return c.n }
 
 // each calls f with every value in order.
 func (c *floats) each(f func(float64)) {
-	var x uint64
-	for i := 0; i < len(c.b); {
-		tag := c.b[i]
-		i++
-		if tag != 0 {
-			d, k := binary.Uvarint(c.b[i:])
-			i += k
-			x ^= d << (tag - 1)
-		}
-		f(math.Float64frombits(x))
+	r := c.reader()
+	for range c.n {
+		f(r.next())
 	}
-}
-
-// appendTo appends every value in order to xs.
-func (c *floats) appendTo(xs []float64) []float64 {
-	c.each(func(v float64) { xs = append(xs, v) })
-	return xs
 }
 
 // ints is an append-only column of int64 values (durations, offsets), each stored as its
@@ -81,11 +68,44 @@ func (c *ints) len() int { return c.n }
 
 // each calls f with every value in order.
 func (c *ints) each(f func(int64)) {
-	var x int64
-	for i := 0; i < len(c.b); {
-		d, k := binary.Varint(c.b[i:])
-		i += k
-		x += d
-		f(x)
+	r := c.reader()
+	for range c.n {
+		f(r.next())
 	}
+}
+
+// floatsReader reads a floats column from its start.
+type floatsReader struct {
+	b []byte
+	x uint64
+}
+
+func (c *floats) reader() floatsReader { return floatsReader{b: c.b} }
+
+// next returns the next value; the caller knows how many there are.
+func (r *floatsReader) next() float64 {
+	tag := r.b[0]
+	r.b = r.b[1:]
+	if tag != 0 {
+		d, k := binary.Uvarint(r.b)
+		r.b = r.b[k:]
+		r.x ^= d << (tag - 1)
+	}
+	return math.Float64frombits(r.x)
+}
+
+// intsReader reads an ints column from its start.
+type intsReader struct {
+	b []byte
+	x int64
+}
+
+func (c *ints) reader() intsReader { return intsReader{b: c.b} }
+
+// next returns the next value; the caller knows how many there are.
+func (r *intsReader) next() int64 {
+	d, k := binary.Varint(r.b)
+	r.b = r.b[k:]
+	r.x += d
+	return r.x
 }

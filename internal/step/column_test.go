@@ -28,7 +28,8 @@ func TestColumnsGiveBackTheirValues(t *testing.T) {
 	if fc.len() != len(fs) {
 		t.Fatalf("floats: len %d, want %d", fc.len(), len(fs))
 	}
-	got := fc.appendTo(nil)
+	var got []float64
+	fc.each(func(v float64) { got = append(got, v) })
 	bitsOf := func(xs []float64) []uint64 {
 		var b []uint64
 		for _, x := range xs {

@@ -102,7 +102,14 @@ func goldenRun(seed uint64, opt Options, out *bytes.Buffer) {
 				if rng.IntN(25) == 0 {
 					continue // the engine is missing from this page
 				}
-				es = append(es, ge.e)
+				e := ge.e
+				switch rng.IntN(40) { // a counter's NaN: its increase waits for its next value
+				case 0:
+					e.hits = math.NaN()
+				case 1:
+					e.queries = math.NaN()
+				}
+				es = append(es, e)
 				for _, r := range slices.Sorted(mapsKeys(ge.reasons)) {
 					lbl := `model_name="m",reason="` + r + `"`
 					if ge.e.engine != "-" {

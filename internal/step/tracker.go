@@ -62,6 +62,7 @@ type keep struct {
 	gauges, timedGauges     [window.NumGauges]bool
 	counters, timedCounters [window.NumCounters]bool
 	ratios, timedRatios     []bool
+	derivedRatios           []bool // computed from the counters' columns while they allow
 }
 
 func newKeep(opt Options) keep {
@@ -79,6 +80,9 @@ func newKeep(opt Options) keep {
 		k.timedRatios = append(k.timedRatios, timed)
 		k.ratios = append(k.ratios, rt.Scalars && opt.Scalars || timed)
 	}
+	for i, rt := range vllm.Ratios {
+		k.derivedRatios = append(k.derivedRatios, derivable(&k, rt, k.timedRatios[i]))
+	}
 	return k
 }
 
@@ -95,7 +99,7 @@ type workerAcc struct {
 	gauges  [window.NumGauges]series
 	splitG  [window.NumGauges]map[string]*floats // split gauges' samples by the label's value
 	deltas  [window.NumCounters]series
-	ratios  []series // per vllm.Ratios entry: the per-interval ratios
+	ratios  []ratioSeries // per vllm.Ratios entry: the per-interval ratios
 	totals  [window.NumCounters]float64
 	has     [window.NumCounters]bool
 	split   [window.NumCounters]map[string]float64 // by the split label's value
@@ -203,17 +207,7 @@ func (t *Tracker) Observe(ts time.Time, target string, page *window.Page, err er
 				wa.deltas[c].add(at, inc.Counters[c], k.timedCounters[c])
 			}
 		}
-		for i, rt := range vllm.Ratios {
-			if !k.ratios[i] {
-				continue
-			}
-			if v, ok := ratio(rt, &inc.Counters, &inc.HasCounter); ok {
-				if wa.ratios == nil {
-					wa.ratios = make([]series, len(vllm.Ratios))
-				}
-				wa.ratios[i].add(at, v, k.timedRatios[i])
-			}
-		}
+		wa.observeRatios(k, at, &inc)
 		for c, byLabel := range inc.Split {
 			for r, v := range byLabel {
 				if wa.split[c] == nil {
@@ -406,25 +400,26 @@ func (t *Tracker) metrics(was []*workerAcc, durS float64) []vllm.Value {
 					}
 				}
 				for v := range values {
-					pool(add, f.Name, v, was, &buf, func(wa *workerAcc) *floats { return wa.splitG[g][v] })
+					pool(add, f.Name, v, was, &buf, func(wa *workerAcc, f func(float64)) {
+						if c := wa.splitG[g][v]; c != nil {
+							c.each(f)
+						}
+					})
 				}
 			default:
-				pool(add, f.Name, "", was, &buf, func(wa *workerAcc) *floats { return &wa.gauges[g].v })
+				pool(add, f.Name, "", was, &buf, func(wa *workerAcc, f func(float64)) { wa.gauges[g].v.each(f) })
 			}
 		}
 		for i, rt := range vllm.Ratios {
 			if rt.Scalars {
-				pool(add, rt.Name, "", was, &buf, func(wa *workerAcc) *floats {
-					if wa.ratios == nil {
-						return nil
-					}
-					return &wa.ratios[i].v
+				pool(add, rt.Name, "", was, &buf, func(wa *workerAcc, f func(float64)) {
+					wa.eachRatio(i, func(_ int64, v float64) { f(v) })
 				})
 			}
 		}
 		for c, f := range vllm.Counters {
 			if f.Scalars {
-				pool(add, f.Name, "", was, &buf, func(wa *workerAcc) *floats { return &wa.deltas[c].v })
+				pool(add, f.Name, "", was, &buf, func(wa *workerAcc, f func(float64)) { wa.deltas[c].v.each(f) })
 			}
 		}
 	}
@@ -449,27 +444,27 @@ func (t *Tracker) metrics(was []*workerAcc, durS float64) []vllm.Value {
 // ratio computes rt from counter increases: absent when its numerator is not on the page or
 // its denominator did not move.
 func ratio(rt vllm.Ratio, totals *[window.NumCounters]float64, has *[window.NumCounters]bool) (float64, bool) {
-	if !has[rt.Num] || totals[rt.Den] <= 0 || vllm.Counters[rt.Num].Split != "" {
+	if !has[rt.Num] || vllm.Counters[rt.Num].Split != "" {
 		return 0, false
 	}
-	return rt.Offset + totals[rt.Num]/totals[rt.Den], true
+	return quotient(rt, totals[rt.Num], totals[rt.Den])
+}
+
+// quotient is rt of a numerator and a denominator, absent when the denominator did not move.
+func quotient(rt vllm.Ratio, num, den float64) (float64, bool) {
+	if den <= 0 {
+		return 0, false
+	}
+	return rt.Offset + num/den, true
 }
 
 // pool adds mean/max/p95 of the samples of all workers as statistics of name and label. The
 // samples are pooled worker by worker, each worker's in scrape order, so that the mean adds
 // them up in one order whatever the pool; buf is reused from one pool to the next.
-func pool(add func(name, label, stat string, v float64), name, label string, was []*workerAcc, buf *[]float64, get func(*workerAcc) *floats) {
-	n := 0
+func pool(add func(name, label, stat string, v float64), name, label string, was []*workerAcc, buf *[]float64, get func(wa *workerAcc, f func(float64))) {
+	xs := (*buf)[:0]
 	for _, wa := range was {
-		if c := get(wa); c != nil {
-			n += c.len()
-		}
-	}
-	xs := slices.Grow((*buf)[:0], n)
-	for _, wa := range was {
-		if c := get(wa); c != nil {
-			xs = c.appendTo(xs)
-		}
+		get(wa, func(v float64) { xs = append(xs, v) })
 	}
 	*buf = xs
 	if s, ok := summarize(xs); ok {
@@ -502,8 +497,13 @@ func timeline(id WorkerID, wa *workerAcc) WorkerTimeline {
 		}
 	}
 	for i, rt := range vllm.Ratios {
-		if rt.Timeline && wa.ratios != nil {
-			add(rt.Name, &wa.ratios[i])
+		if !rt.Timeline {
+			continue
+		}
+		var ps []Point
+		wa.eachRatio(i, func(at int64, v float64) { ps = append(ps, Point{OffsetS: time.Duration(at).Seconds(), Value: v}) })
+		if len(ps) > 0 {
+			wt.Series[rt.Name] = ps
 		}
 	}
 	return wt
