@@ -87,9 +87,11 @@ func BenchmarkStepMemory(b *testing.B) {
 	}{
 		{"scalars/1000workers/120intervals", 500, 120, Options{Scalars: true}},
 		{"scalars/200workers/1200intervals", 100, 1200, Options{Scalars: true}},
+		{"scalars/1000workers/1200intervals", 500, 1200, Options{Scalars: true}},
 		{"scalars+per_worker/1000workers/120intervals", 500, 120, Options{Scalars: true, PerWorker: true}},
 		{"scalars+no_timeline/1000workers/120intervals", 500, 120, Options{Scalars: true, NoTimeline: true}},
 		{"scalars+no_timeline/200workers/1200intervals", 100, 1200, Options{Scalars: true, NoTimeline: true}},
+		{"scalars+no_timeline/1000workers/1200intervals", 500, 1200, Options{Scalars: true, NoTimeline: true}},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			f := newMemFleet(b, c.targets)
