@@ -123,3 +123,66 @@ func BenchmarkStepMemory(b *testing.B) {
 		})
 	}
 }
+
+// columnBytes is what wa's columns hold.
+func (wa *workerAcc) columnBytes() int {
+	n := len(wa.act.spans.b)
+	for g := range wa.gauges {
+		n += len(wa.gauges[g].v.b) + len(wa.gauges[g].at.b)
+		for _, c := range wa.splitG[g] {
+			n += len(c.b)
+		}
+	}
+	for c := range wa.deltas {
+		n += len(wa.deltas[c].v.b) + len(wa.deltas[c].at.b)
+	}
+	for i := range wa.ratios {
+		n += len(wa.ratios[i].v.b) + len(wa.ratios[i].at.b)
+	}
+	return n
+}
+
+// TestOpenStepKeepsOnlyItsSamples checks what an open step holds per worker and scrape: the
+// samples of the series its statistics use, in a few bytes each, and their times only for
+// timelines.
+func TestOpenStepKeepsOnlyItsSamples(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		opt     Options
+		maxB    float64 // bytes per worker and interval
+		timed   bool
+		prompts bool // prompt_tokens has a timeline but no statistics
+	}{
+		{"scalars", Options{Scalars: true, NoTimeline: true}, 32, false, false},
+		{"scalars and timelines", Options{Scalars: true}, 80, true, true},
+		{"neither", Options{NoTimeline: true}, 6, false, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newMemFleet(t, 20)
+			tr := NewTracker(c.opt)
+			now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+			const intervals = 300
+			for range intervals {
+				now = now.Add(500 * time.Millisecond)
+				for i := range 20 {
+					// scrapes a few milliseconds late or early, as over a network
+					tr.Observe(now.Add(time.Duration(f.rng.IntN(8000))*time.Microsecond), f.urls[i], f.next(i), nil)
+				}
+			}
+			bytes, n := 0, 0
+			for _, wa := range tr.open.workers {
+				bytes += wa.columnBytes()
+				n += wa.scrapes
+				if got := wa.gauges[window.Running].at.len() > 0; got != c.timed {
+					t.Errorf("times of num_requests_running kept: %v, want %v", got, c.timed)
+				}
+				if got := wa.deltas[window.PromptTokens].v.len() > 0; got != c.prompts {
+					t.Errorf("prompt_tokens increases kept: %v, want %v", got, c.prompts)
+				}
+			}
+			if per := float64(bytes) / float64(n); per > c.maxB {
+				t.Errorf("%.1f bytes per worker and scrape, want at most %v", per, c.maxB)
+			}
+		})
+	}
+}
