@@ -95,7 +95,7 @@ func BenchmarkStepMemory(b *testing.B) {
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			f := newMemFleet(b, c.targets)
-			var perWI float64
+			var perWI, closeS float64
 			for b.Loop() {
 				tr := NewTracker(c.opt)
 				now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -115,9 +115,12 @@ func BenchmarkStepMemory(b *testing.B) {
 				}
 				grown := heapInUse() - before
 				perWI = float64(grown) / float64(workers*c.intervals)
+				t0 := time.Now()
 				tr.EndStep(2, now.Add(time.Second))
+				closeS = time.Since(t0).Seconds()
 				runtime.KeepAlive(tr)
 			}
+			b.ReportMetric(closeS*1e3, "ms/step-close")
 			b.ReportMetric(perWI, "B/worker-interval")
 			b.ReportMetric(perWI*1000*1200/(1<<20), "MiB/1000workers×10min")
 		})
