@@ -70,6 +70,7 @@ func runWith(ctx context.Context, name string, args []string, stdout, stderr io.
 	}
 	stderr = &lockedWriter{w: stderr} // the step summaries and the log come from several goroutines
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	defer setMemoryLimit(log)()
 	if err := collect(ctx, cfg, log, stderr); err != nil {
 		fmt.Fprintf(stderr, "vllmstat %s: %v\n", name, err)
 		var ps config.Problems
@@ -256,7 +257,9 @@ func (r *running) run(ctx context.Context) error {
 }
 
 func trackerOptions(cfg config.Config) step.Options {
-	return step.Options{Prefix: cfg.MetricPrefix, PerWorker: cfg.PerWorker, Scalars: cfg.LogScalars}
+	// A run that draws, writes and prints no timelines need not keep their samples.
+	noTimeline := !cfg.TimelinePlots && !cfg.RecordTimelines && !cfg.TerminalTimelines
+	return step.Options{Prefix: cfg.MetricPrefix, PerWorker: cfg.PerWorker, Scalars: cfg.LogScalars, NoTimeline: noTimeline}
 }
 
 // runRecord is run with a recording: "vllmstat record FILE [run flags]".

@@ -3,6 +3,7 @@ package collector
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/vllmstat/vllmstat/internal/scrape"
@@ -275,7 +276,7 @@ func (s *state) closeStep() {
 	if s.c.opt.OnStep != nil {
 		s.c.opt.OnStep(&rec)
 	}
-	s.closed = append(s.closed, rec)
+	s.closed = append(s.closed, keepable(&rec))
 	if len(s.closed) > s.c.opt.Keep {
 		s.closed = s.closed[len(s.closed)-s.c.opt.Keep:]
 	}
@@ -287,4 +288,20 @@ func (s *state) closeStep() {
 		s.queue = s.queue[1:]
 		s.startBoundary(next)
 	}
+}
+
+// keepable returns rec as Steps keeps it: Steps serves records as JSON, which carries neither
+// their timeline (every sample of the step) nor their Values (what Metrics spells as keys), so
+// the kept copy goes without them rather than holding them for the last Keep steps. rec itself
+// stays whole: the sinks may still be reading it.
+func keepable(rec *step.Record) step.Record {
+	kept := *rec
+	kept.Timeline, kept.Values = nil, nil
+	if rec.PerWorker != nil {
+		kept.PerWorker = slices.Clone(rec.PerWorker)
+		for i := range kept.PerWorker {
+			kept.PerWorker[i].Values = nil
+		}
+	}
+	return kept
 }

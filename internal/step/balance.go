@@ -73,8 +73,8 @@ func (v WorkerValue) ID() WorkerID {
 // activity accumulates a worker's busy and idle time in the open step.
 type activity struct {
 	busy, idle time.Duration
-	lastBusy   time.Time       // end of the last busy span
-	spans      []time.Duration // every covered span, for the step's resolution
+	lastBusy   time.Time // end of the last busy span
+	spans      ints      // every covered span in nanoseconds, for the step's resolution
 }
 
 // add counts a sample of ep taken at ts that stands for the time since from (zero when the
@@ -87,7 +87,7 @@ func (a *activity) add(from, ts time.Time, ep *window.EnginePage) {
 		return
 	}
 	d := ts.Sub(from)
-	a.spans = append(a.spans, d)
+	a.spans.add(int64(d))
 	if ep.Gauges[window.Running]+ep.Gauges[window.Waiting] > 0 {
 		a.busy += d
 		a.lastBusy = ts
@@ -123,7 +123,7 @@ func (t *Tracker) balance(r *Record, ids []WorkerID, was []*workerAcc, start tim
 		s float64
 	}
 	var lasts []last
-	var spans []time.Duration
+	var spans []float64 // seconds
 	var idleSum, idleMax float64
 	covered := 0
 	for i, wa := range was {
@@ -131,7 +131,7 @@ func (t *Tracker) balance(r *Record, ids []WorkerID, was []*workerAcc, start tim
 		if !a.covered() {
 			continue
 		}
-		spans = append(spans, a.spans...)
+		a.spans.each(func(d int64) { spans = append(spans, time.Duration(d).Seconds()) })
 		act := &Activity{BusyS: a.busy.Seconds(), IdleS: a.idle.Seconds()}
 		frac := act.IdleS / (act.BusyS + act.IdleS)
 		idleSum += frac
@@ -150,7 +150,9 @@ func (t *Tracker) balance(r *Record, ids []WorkerID, was []*workerAcc, start tim
 				add(pw, "last_busy_s", "", act.LastBusyS)
 			}
 		}
-		r.Timeline.Workers[i].Activity = act
+		if r.Timeline != nil {
+			r.Timeline.Workers[i].Activity = act
+		}
 	}
 	if covered > 0 {
 		add(&r.Values, NameWorkerIdle, vllm.StatMean, idleSum/float64(covered))
@@ -170,7 +172,7 @@ func (t *Tracker) balance(r *Record, ids []WorkerID, was []*workerAcc, start tim
 			// interval after the median: then it was still busy after the median worker's next
 			// sample had seen it idle. The interval is the median span the step's samples
 			// stood for, so that replay needs no configuration to give the same list.
-			res, _ := Percentile(durationsS(spans), 0.5)
+			res, _ := Percentile(spans, 0.5)
 			slices.SortFunc(lasts, func(a, b last) int { return cmp.Or(cmp.Compare(b.s, a.s), ids[a.i].Compare(ids[b.i])) })
 			for _, l := range lasts {
 				if l.s-median <= res || len(r.Stragglers) == maxStragglers {
@@ -257,12 +259,4 @@ func (t *Tracker) worstWorkers(r *Record, ids []WorkerID, was []*workerAcc) {
 	if worst != (WorstWorkers{}) {
 		r.WorstWorkers = &worst
 	}
-}
-
-func durationsS(ds []time.Duration) []float64 {
-	xs := make([]float64, len(ds))
-	for i, d := range ds {
-		xs[i] = d.Seconds()
-	}
-	return xs
 }

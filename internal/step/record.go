@@ -34,7 +34,8 @@ type Record struct {
 	// which Metrics spells as keys; not part of the JSON line, and nil in records read back
 	// from one.
 	Values []vllm.Value `json:"-"`
-	// Timeline holds every sample of the step; not part of the JSON line.
+	// Timeline holds every sample of the step; not part of the JSON line, and nil from a
+	// tracker that keeps no timelines (Options.NoTimeline).
 	Timeline *Timeline `json:"-"`
 }
 

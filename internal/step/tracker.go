@@ -14,6 +14,10 @@ type Options struct {
 	Prefix    string // replaces the leading "vllm" of every key
 	PerWorker bool   // add per_worker records
 	Scalars   bool   // add the mean/max/p95 aggregates of the per-interval samples
+	// NoTimeline leaves Record.Timeline nil, for a run that draws, writes and prints no
+	// timelines: the open step then keeps only the samples its statistics need, not their times
+	// nor the series only timelines show.
+	NoTimeline bool
 	// OnInterval, if set, receives every worker's windowed values of every successful scrape
 	// (for live views and per-interval exports). It runs on the tracker's goroutine.
 	OnInterval func(Interval)
@@ -49,6 +53,37 @@ type Tracker struct {
 	seenAt  map[WorkerID]time.Time
 	now     time.Time // the latest timestamp fed in
 	labels  targetLabels
+	keep    keep
+}
+
+// keep says which per-interval series an open step keeps, and which of them with their times:
+// those the records' statistics or timelines use, by index of vllm.Gauges, Counters, Ratios.
+type keep struct {
+	gauges, timedGauges     [window.NumGauges]bool
+	counters, timedCounters [window.NumCounters]bool
+	ratios, timedRatios     []bool
+	derivedRatios           []bool // computed from the counters' columns while they allow
+}
+
+func newKeep(opt Options) keep {
+	var k keep
+	for g, f := range vllm.Gauges {
+		k.timedGauges[g] = f.Timeline && !opt.NoTimeline
+		k.gauges[g] = f.Scalars && opt.Scalars || k.timedGauges[g]
+	}
+	for c, f := range vllm.Counters {
+		k.timedCounters[c] = f.Timeline && !opt.NoTimeline
+		k.counters[c] = f.Scalars && opt.Scalars || k.timedCounters[c]
+	}
+	for _, rt := range vllm.Ratios {
+		timed := rt.Timeline && !opt.NoTimeline
+		k.timedRatios = append(k.timedRatios, timed)
+		k.ratios = append(k.ratios, rt.Scalars && opt.Scalars || timed)
+	}
+	for i, rt := range vllm.Ratios {
+		k.derivedRatios = append(k.derivedRatios, derivable(&k, rt, k.timedRatios[i]))
+	}
+	return k
 }
 
 // acc accumulates the open step.
@@ -57,13 +92,14 @@ type acc struct {
 	workers    map[WorkerID]*workerAcc
 }
 
-// workerAcc is one worker's share of the open step.
+// workerAcc is one worker's share of the open step. Its series hold what the Tracker's keep
+// asks for; the others stay empty.
 type workerAcc struct {
 	scrapes int
-	gauges  [window.NumGauges][]sample
-	splitG  [window.NumGauges]map[string][]sample // split gauges' samples by the label's value
-	deltas  [window.NumCounters][]sample
-	ratios  [][]sample // per vllm.Ratios entry: the per-interval ratios
+	gauges  [window.NumGauges]series
+	splitG  [window.NumGauges]map[string]*floats // split gauges' samples by the label's value
+	deltas  [window.NumCounters]series
+	ratios  []ratioSeries // per vllm.Ratios entry: the per-interval ratios
 	totals  [window.NumCounters]float64
 	has     [window.NumCounters]bool
 	split   [window.NumCounters]map[string]float64 // by the split label's value
@@ -71,9 +107,18 @@ type workerAcc struct {
 	act     activity
 }
 
-type sample struct {
-	t time.Time
-	v float64
+// series is one per-interval series of a worker in the open step: its values in the order of
+// their scrapes, and, when timelines show it, each one's time since the step start.
+type series struct {
+	v  floats
+	at ints // nanoseconds since the step start; empty when no timeline shows the series
+}
+
+func (s *series) add(at time.Duration, v float64, timed bool) {
+	s.v.add(v)
+	if timed {
+		s.at.add(int64(at))
+	}
 }
 
 // NewTracker returns a tracker with no step open yet; the first scrape opens it.
@@ -81,7 +126,8 @@ func NewTracker(opt Options) *Tracker {
 	if opt.Prefix == "" {
 		opt.Prefix = vllm.Prefix
 	}
-	return &Tracker{opt: opt, workers: map[WorkerID]*window.Worker{}, open: newAcc(), lastOK: map[string]time.Time{}, forgot: map[string]time.Time{}, tried: map[string]time.Time{}, seenAt: map[WorkerID]time.Time{}}
+	return &Tracker{opt: opt, workers: map[WorkerID]*window.Worker{}, open: newAcc(), lastOK: map[string]time.Time{}, forgot: map[string]time.Time{}, tried: map[string]time.Time{}, seenAt: map[WorkerID]time.Time{},
+		keep: newKeep(opt)}
 }
 
 func newAcc() *acc { return &acc{workers: map[WorkerID]*workerAcc{}} }
@@ -114,6 +160,8 @@ func (t *Tracker) Observe(ts time.Time, target string, page *window.Page, err er
 	}
 	t.lastOK[target] = ts
 	stepStart := float64(since.UnixNano()) / 1e9
+	at := ts.Sub(t.start) // the offset of this scrape's samples in timelines
+	k := &t.keep
 	for i := range page.Engines {
 		ep := &page.Engines[i]
 		id := WorkerID{Target: target, Engine: ep.Engine, Labels: ep.Labels}
@@ -131,14 +179,22 @@ func (t *Tracker) Observe(ts time.Time, target string, page *window.Page, err er
 		wa.scrapes++
 		wa.act.add(spanStart(prevTry, tried, t.start), ts, ep)
 		for g := range ep.Gauges {
+			if !k.gauges[g] {
+				continue
+			}
 			if ep.HasGauge[g] {
-				wa.gauges[g] = append(wa.gauges[g], sample{ts, ep.Gauges[g]})
+				wa.gauges[g].add(at, ep.Gauges[g], k.timedGauges[g])
 			}
 			for v, x := range ep.SplitGauges[window.Gauge(g)] {
 				if wa.splitG[g] == nil {
-					wa.splitG[g] = map[string][]sample{}
+					wa.splitG[g] = map[string]*floats{}
 				}
-				wa.splitG[g][v] = append(wa.splitG[g][v], sample{ts, x})
+				c := wa.splitG[g][v]
+				if c == nil {
+					c = &floats{}
+					wa.splitG[g][v] = c
+				}
+				c.add(x)
 			}
 		}
 		for c := range inc.Counters {
@@ -147,16 +203,11 @@ func (t *Tracker) Observe(ts time.Time, target string, page *window.Page, err er
 			}
 			wa.has[c] = true
 			wa.totals[c] += inc.Counters[c]
-			wa.deltas[c] = append(wa.deltas[c], sample{ts, inc.Counters[c]})
-		}
-		for i, rt := range vllm.Ratios {
-			if v, ok := ratio(rt, &inc.Counters, &inc.HasCounter); ok && (rt.Scalars || rt.Timeline) {
-				if wa.ratios == nil {
-					wa.ratios = make([][]sample, len(vllm.Ratios))
-				}
-				wa.ratios[i] = append(wa.ratios[i], sample{ts, v})
+			if k.counters[c] {
+				wa.deltas[c].add(at, inc.Counters[c], k.timedCounters[c])
 			}
 		}
+		wa.observeRatios(k, at, &inc)
 		for c, byLabel := range inc.Split {
 			for r, v := range byLabel {
 				if wa.split[c] == nil {
@@ -247,7 +298,9 @@ func (t *Tracker) build(n int64, start, end time.Time) Record {
 		End:       end,
 		DurationS: end.Sub(start).Seconds(),
 		Scrapes:   Scrapes{OK: a.ok, Failed: a.failed},
-		Timeline:  &Timeline{Start: start},
+	}
+	if !t.opt.NoTimeline {
+		r.Timeline = &Timeline{Start: start}
 	}
 	ids := make([]WorkerID, 0, len(a.workers))
 	for id, wa := range a.workers {
@@ -267,7 +320,9 @@ func (t *Tracker) build(n int64, start, end time.Time) Record {
 			r.PerWorker = append(r.PerWorker, WorkerRecord{Target: id.Target, Engine: id.Engine, Labels: id.LabelMap(), Values: t.metrics(was[i:i+1], r.DurationS),
 				TargetLabels: t.labels.of(id.Target)})
 		}
-		r.Timeline.Workers = append(r.Timeline.Workers, timeline(id, was[i], start))
+		if r.Timeline != nil {
+			r.Timeline.Workers = append(r.Timeline.Workers, timeline(id, was[i]))
+		}
 	}
 	t.balance(&r, ids, was, start)
 	r.flatten(t.opt.Prefix)
@@ -333,6 +388,7 @@ func (t *Tracker) metrics(was []*workerAcc, durS float64) []vllm.Value {
 		}
 	}
 	if t.opt.Scalars {
+		var buf []float64 // one pool's samples at a time
 		for g, f := range vllm.Gauges {
 			switch {
 			case !f.Scalars:
@@ -344,25 +400,26 @@ func (t *Tracker) metrics(was []*workerAcc, durS float64) []vllm.Value {
 					}
 				}
 				for v := range values {
-					pool(add, f.Name, v, was, func(wa *workerAcc) []sample { return wa.splitG[g][v] })
+					pool(add, f.Name, v, was, &buf, func(wa *workerAcc, f func(float64)) {
+						if c := wa.splitG[g][v]; c != nil {
+							c.each(f)
+						}
+					})
 				}
 			default:
-				pool(add, f.Name, "", was, func(wa *workerAcc) []sample { return wa.gauges[g] })
+				pool(add, f.Name, "", was, &buf, func(wa *workerAcc, f func(float64)) { wa.gauges[g].v.each(f) })
 			}
 		}
 		for i, rt := range vllm.Ratios {
 			if rt.Scalars {
-				pool(add, rt.Name, "", was, func(wa *workerAcc) []sample {
-					if wa.ratios == nil {
-						return nil
-					}
-					return wa.ratios[i]
+				pool(add, rt.Name, "", was, &buf, func(wa *workerAcc, f func(float64)) {
+					wa.eachRatio(i, func(_ int64, v float64) { f(v) })
 				})
 			}
 		}
 		for c, f := range vllm.Counters {
 			if f.Scalars {
-				pool(add, f.Name, "", was, func(wa *workerAcc) []sample { return wa.deltas[c] })
+				pool(add, f.Name, "", was, &buf, func(wa *workerAcc, f func(float64)) { wa.deltas[c].v.each(f) })
 			}
 		}
 	}
@@ -387,20 +444,29 @@ func (t *Tracker) metrics(was []*workerAcc, durS float64) []vllm.Value {
 // ratio computes rt from counter increases: absent when its numerator is not on the page or
 // its denominator did not move.
 func ratio(rt vllm.Ratio, totals *[window.NumCounters]float64, has *[window.NumCounters]bool) (float64, bool) {
-	if !has[rt.Num] || totals[rt.Den] <= 0 || vllm.Counters[rt.Num].Split != "" {
+	if !has[rt.Num] || vllm.Counters[rt.Num].Split != "" {
 		return 0, false
 	}
-	return rt.Offset + totals[rt.Num]/totals[rt.Den], true
+	return quotient(rt, totals[rt.Num], totals[rt.Den])
 }
 
-// pool adds mean/max/p95 of the samples of all workers as statistics of name and label.
-func pool(add func(name, label, stat string, v float64), name, label string, was []*workerAcc, get func(*workerAcc) []sample) {
-	var xs []float64
-	for _, wa := range was {
-		for _, s := range get(wa) {
-			xs = append(xs, s.v)
-		}
+// quotient is rt of a numerator and a denominator, absent when the denominator did not move.
+func quotient(rt vllm.Ratio, num, den float64) (float64, bool) {
+	if den <= 0 {
+		return 0, false
 	}
+	return rt.Offset + num/den, true
+}
+
+// pool adds mean/max/p95 of the samples of all workers as statistics of name and label. The
+// samples are pooled worker by worker, each worker's in scrape order, so that the mean adds
+// them up in one order whatever the pool; buf is reused from one pool to the next.
+func pool(add func(name, label, stat string, v float64), name, label string, was []*workerAcc, buf *[]float64, get func(wa *workerAcc, f func(float64))) {
+	xs := (*buf)[:0]
+	for _, wa := range was {
+		get(wa, func(v float64) { xs = append(xs, v) })
+	}
+	*buf = xs
 	if s, ok := summarize(xs); ok {
 		for _, st := range vllm.IntervalStats {
 			add(name, label, st, s.of(st))
@@ -408,31 +474,36 @@ func pool(add func(name, label, stat string, v float64), name, label string, was
 	}
 }
 
-func timeline(id WorkerID, wa *workerAcc, start time.Time) WorkerTimeline {
+func timeline(id WorkerID, wa *workerAcc) WorkerTimeline {
 	wt := WorkerTimeline{WorkerID: id, Series: map[string][]Point{}}
-	add := func(name string, ss []sample) {
-		if len(ss) == 0 {
+	add := func(name string, s *series) {
+		if s.v.len() == 0 {
 			return
 		}
-		ps := make([]Point, len(ss))
-		for i, s := range ss {
-			ps[i] = Point{OffsetS: s.t.Sub(start).Seconds(), Value: s.v}
-		}
+		ps := make([]Point, 0, s.v.len())
+		s.at.each(func(at int64) { ps = append(ps, Point{OffsetS: time.Duration(at).Seconds()}) })
+		i := 0
+		s.v.each(func(v float64) { ps[i].Value = v; i++ })
 		wt.Series[name] = ps
 	}
 	for g, f := range vllm.Gauges {
 		if f.Timeline {
-			add(f.Name, wa.gauges[g])
+			add(f.Name, &wa.gauges[g])
 		}
 	}
 	for c, f := range vllm.Counters {
 		if f.Timeline {
-			add(f.Name, wa.deltas[c])
+			add(f.Name, &wa.deltas[c])
 		}
 	}
 	for i, rt := range vllm.Ratios {
-		if rt.Timeline && wa.ratios != nil {
-			add(rt.Name, wa.ratios[i])
+		if !rt.Timeline {
+			continue
+		}
+		var ps []Point
+		wa.eachRatio(i, func(at int64, v float64) { ps = append(ps, Point{OffsetS: time.Duration(at).Seconds(), Value: v}) })
+		if len(ps) > 0 {
+			wt.Series[rt.Name] = ps
 		}
 	}
 	return wt
