@@ -3,6 +3,7 @@ package scrape
 import (
 	"bytes"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 
@@ -22,9 +23,14 @@ import (
 // sampleNames are the sample names vllmstat reads, with the namespace spelling of each (an index
 // in vllm.Namespaces) and, per set of namespaces, the name[] query asking for all of them.
 type sampleNames struct {
-	names   []string
-	ns      []uint8
-	index   map[string]int
+	names []string
+	ns    []uint8
+	index map[string]int
+	// asked are the names a query asks for, with their namespaces: the sample names, and the
+	// family name of each histogram, which Go's client_golang filters by (prometheus_client
+	// filters by sample name and renders nothing more for a family name).
+	asked   []string
+	askedNS []uint8
 	queries sync.Map // nsMask -> string
 }
 
@@ -36,6 +42,13 @@ var readNames = sync.OnceValue(func() *sampleNames {
 	for i, n := range s.names {
 		s.index[n] = i
 		s.ns = append(s.ns, namespaceOf(n))
+	}
+	s.asked, s.askedNS = slices.Clone(s.names), slices.Clone(s.ns)
+	for i, n := range s.names {
+		if base, ok := strings.CutSuffix(n, "_bucket"); ok {
+			s.asked = append(s.asked, base)
+			s.askedNS = append(s.askedNS, s.ns[i])
+		}
 	}
 	return s
 })
@@ -60,8 +73,8 @@ func (s *sampleNames) query(m nsMask) string {
 	}
 	var b strings.Builder
 	key := url.QueryEscape("name[]") + "="
-	for i, n := range s.names {
-		if m&(1<<s.ns[i]) == 0 {
+	for i, n := range s.asked {
+		if m&(1<<s.askedNS[i]) == 0 {
 			continue
 		}
 		if b.Len() > 0 {
@@ -198,17 +211,17 @@ func (r *restriction) checkRestricted(page []byte) (missing int) {
 }
 
 // sawFullAfter learns from a full page fetched because the restricted page before it lacked
-// names, and reports whether the full page has any of them: then the server's restricted
-// answers lose data, and the target is never restricted again. Otherwise the names went away
-// (a restarted server, say) and the full page is the new reference.
-func (r *restriction) sawFullAfter(page []byte) (lost bool) {
-	copy(r.prev, r.full)
+// names, and returns the index of one of them that the full page has, or -1. A name that both
+// lack went away (a restarted server, say); a name only the restricted page lacks means the
+// server's restricted answers lose data, and the target is never restricted again.
+func (r *restriction) sawFullAfter(page []byte) (lost int) {
+	copy(r.prev, r.full) // the names seen before
 	r.sawFull(page)
 	for i := range r.prev {
-		if r.prev[i]&^r.got[i]&r.full[i] != 0 {
-			r.off = true
-			return true
-		}
+		r.prev[i] &= r.full[i] // ... that the full page has
 	}
-	return false
+	if lost = r.prev.firstMissing(r.got); lost >= 0 { // ... and the restricted one lacks
+		r.off = true
+	}
+	return lost
 }

@@ -130,14 +130,22 @@ func (s *scraper) fetch(ctx context.Context, opt *Options) Result {
 		if missing >= 0 || errors.As(err, &se) {
 			buf.Reset()
 			if err = s.get(ctx, opt, false, buf); err == nil {
-				if missing < 0 || s.names.sawFullAfter(buf.Bytes()) {
+				// A refused query says nothing of the names; a page that lacks some may come
+				// from a restarted server that lost them too.
+				lost := -1
+				if missing >= 0 {
+					lost = s.names.sawFullAfter(buf.Bytes())
+				}
+				if missing < 0 || lost >= 0 {
 					s.names.off = true
-					reason := "a status other than 200 OK"
-					if missing >= 0 {
-						reason = "a page without " + s.names.sn.names[missing]
+					var answer string
+					if lost >= 0 {
+						answer = "a page without " + s.names.sn.names[lost]
+					} else {
+						answer = se.Error()
 					}
-					opt.Logger.Info("target answers requests for named samples with "+reason+
-						": asking it for full pages from now on", "target", s.url)
+					opt.Logger.Info("target answers requests for named samples with "+answer+
+						" while its full page is fine: asking it for full pages from now on", "target", s.url)
 				}
 			}
 		}
