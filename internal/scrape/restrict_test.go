@@ -290,4 +290,3 @@ func TestNamesQuery(t *testing.T) {
 		t.Errorf("the query of vllm: names is %d bytes: servers limit request lines", n)
 	}
 }
-
