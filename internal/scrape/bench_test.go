@@ -233,6 +233,22 @@ func BenchmarkGet(b *testing.B) {
 // BenchmarkFetch measures whole scrapes, parse included, as a target's goroutine makes them.
 func BenchmarkFetch(b *testing.B) {
 	u := benchServer(b)
+	b.Run("legacy-gzip", func(b *testing.B) {
+		client := legacyClient()
+		benchLoop(b, func() {
+			buf := bufs.Get().(*bytes.Buffer)
+			defer bufs.Put(buf)
+			buf.Reset()
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := legacyGet(ctx, client, u, DefaultMaxBody, buf); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := window.ParsePageOptions(buf.Bytes(), window.Options{}); err != nil {
+				b.Fatal(err)
+			}
+		})
+	})
 	for _, c := range []Compression{CompressionGzip, CompressionNone} {
 		for _, names := range []bool{false, true} {
 			name := string(c)
@@ -251,5 +267,25 @@ func BenchmarkFetch(b *testing.B) {
 				})
 			})
 		}
+	}
+}
+
+// BenchmarkScanNames measures the check of a restricted page (the sample names it has), which
+// every restricted scrape pays.
+func BenchmarkScanNames(b *testing.B) {
+	full, err := os.ReadFile("testdata/vllm-0.20.prom")
+	if err != nil {
+		b.Fatal(err)
+	}
+	sn := readNames()
+	for name, page := range map[string][]byte{"full": full, "restricted": restrictPage(full, window.SampleNames())} {
+		b.Run(name, func(b *testing.B) {
+			set := newNameSet(len(sn.names))
+			b.SetBytes(int64(len(page)))
+			b.ReportAllocs()
+			for b.Loop() {
+				scanNames(page, sn, set)
+			}
+		})
 	}
 }

@@ -290,3 +290,17 @@ func TestNamesQuery(t *testing.T) {
 		t.Errorf("the query of vllm: names is %d bytes: servers limit request lines", n)
 	}
 }
+
+// TestRequestNamesErrors checks that a failed restricted scrape's error names the target as
+// configured, not with the kilobytes of names asked for.
+func TestRequestNamesErrors(t *testing.T) {
+	c := newRestrictCase(t, "honour")
+	c.scrape(c.want, "full")
+	c.opt.Timeout = 50 * time.Millisecond
+	c.srv.mu.Lock() // the server hangs until the scrape has timed out
+	r := c.s.scrape(context.Background(), &c.opt)
+	c.srv.mu.Unlock()
+	if r.Reason() != "timeout" || strings.Contains(r.Err().Error(), "name") || !strings.Contains(r.Err().Error(), c.s.url) {
+		t.Errorf("reason %q, error %q: want a timeout naming %s", r.Reason(), r.Err(), c.s.url)
+	}
+}

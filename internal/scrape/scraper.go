@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/url"
 
 	"github.com/vllmstat/vllmstat/internal/window"
 )
@@ -179,6 +180,11 @@ func (s *scraper) get(ctx context.Context, opt *Options, restrict bool, buf *byt
 	}
 	resp, err := opt.Client.Do(req)
 	if err != nil {
+		var ue *url.Error
+		if restrict && errors.As(err, &ue) {
+			// Name the target as configured: the names asked for are kilobytes of query.
+			err = &url.Error{Op: ue.Op, URL: s.url, Err: ue.Err}
+		}
 		return err
 	}
 	defer resp.Body.Close()
