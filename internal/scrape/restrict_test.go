@@ -47,6 +47,7 @@ type namesServer struct {
 	page    string
 	mode    string // honour, ignore, empty (a MultiProcessCollector registry), refuse (414)
 	queries []url.Values
+	auths   []string // the Authorization header of every request
 }
 
 func (s *namesServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -54,6 +55,7 @@ func (s *namesServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer s.mu.Unlock()
 	q := r.URL.Query()
 	s.queries = append(s.queries, q)
+	s.auths = append(s.auths, r.Header.Get("Authorization"))
 	names, restricted := q["name[]"]
 	switch {
 	case !restricted || s.mode == "ignore":
@@ -302,5 +304,40 @@ func TestRequestNamesErrors(t *testing.T) {
 	c.srv.mu.Unlock()
 	if r.Reason() != "timeout" || strings.Contains(r.Err().Error(), "name") || !strings.Contains(r.Err().Error(), c.s.url) {
 		t.Errorf("reason %q, error %q: want a timeout naming %s", r.Reason(), r.Err(), c.s.url)
+	}
+}
+
+// TestPoolRequestNames checks that a pool's target keeps its state from scrape to scrape, also
+// when it is given other credentials.
+func TestPoolRequestNames(t *testing.T) {
+	srv := &namesServer{page: vllmPage, mode: "honour"}
+	hs := httptest.NewServer(srv)
+	defer hs.Close()
+	out := make(chan Result, 1)
+	p := NewPool(Options{Timeout: 5 * time.Second, RequestNames: true}, out)
+	defer p.Close()
+	u := hs.URL + "/metrics?job=x"
+	p.Set([]Target{{URL: u}})
+	var asked []int
+	for i := range 3 {
+		if i == 2 {
+			p.Set([]Target{{URL: u, Auth: Auth{Authorization: &Authorization{Credentials: NewSecret("tok")}}}})
+		}
+		p.Tick()
+		if r := <-out; r.Err() != nil {
+			t.Fatal(r.Err())
+		}
+		for _, names := range srv.asked(t) {
+			asked = append(asked, len(names))
+		}
+	}
+	n := len(slices.Concat(askedNames("vllm:")))
+	if !slices.Equal(asked, []int{0, n, n}) {
+		t.Errorf("names asked per request %v, want none, then %d twice", asked, n)
+	}
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	if !slices.Equal(srv.auths, []string{"", "", "Bearer tok"}) {
+		t.Errorf("Authorization headers %q", srv.auths)
 	}
 }
