@@ -32,8 +32,9 @@ type Options struct {
 	Compression Compression
 	// RequestNames asks targets for the samples vllmstat reads only, by name (see names.go):
 	// after a full page, a target's scrapes name every sample of the families vllmstat reads in
-	// the namespaces its page used. A target whose answer lacks a name its full page has is
-	// asked again for the full page within the same scrape, and for full pages from then on.
+	// the namespaces its page used. A target whose answer lacks a name its full page has, or
+	// refuses the query, is asked again for the full page within the same scrape, and for full
+	// pages from then on.
 	// Only a Pool's targets restrict; Fetch always asks for the full page.
 	RequestNames bool
 	// Logger is told about targets that answer restricted requests wrongly; nil logs nothing.

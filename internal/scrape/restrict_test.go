@@ -45,7 +45,7 @@ const preemptions = "vllm:num_preemptions_total{engine=\"0\",model_name=\"m\"} 7
 type namesServer struct {
 	mu      sync.Mutex
 	page    string
-	mode    string // honour, ignore, empty (a MultiProcessCollector registry), refuse (414)
+	mode    string // honour, ignore, empty (a MultiProcessCollector registry), refuse (414), fail (500)
 	queries []url.Values
 	auths   []string // the Authorization header of every request
 }
@@ -65,6 +65,8 @@ func (s *namesServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case s.mode == "empty":
 	case s.mode == "refuse":
 		http.Error(w, "URI too long", http.StatusRequestURITooLong)
+	case s.mode == "fail":
+		http.Error(w, "oops", http.StatusInternalServerError)
 	}
 }
 
@@ -217,21 +219,41 @@ func TestRequestNamesAnsweredWrongly(t *testing.T) {
 // page (the target may come back as another server), and that a target whose pages have
 // nothing vllmstat reads keeps being asked for full pages.
 func TestRequestNamesAfterFailure(t *testing.T) {
-	c := newRestrictCase(t, "honour")
+	c := newRestrictCase(t, "ignore")
 	c.scrape(c.want, "full")
 	c.scrape(c.want, "names")
+	// A page that is not exposition text is a failed scrape, restricted or not: no second try.
 	c.srv.set("not a page\n")
-	if r := c.s.scrape(context.Background(), &c.opt); r.Reason() != "parse" {
-		t.Fatalf("reason %q", r.Reason())
+	if r := c.s.scrape(context.Background(), &c.opt); r.Reason() != "parse" || len(c.srv.asked(t)) != 1 {
+		t.Fatalf("reason %q, want parse after one request", r.Reason())
 	}
-	c.srv.asked(t)
+	c.srv.set(vllmPage)
+	c.scrape(c.want, "full")
+	c.scrape(c.want, "names")
+	// A server error too.
+	c.srv.mu.Lock()
+	c.srv.mode = "fail"
+	c.srv.mu.Unlock()
+	if r := c.s.scrape(context.Background(), &c.opt); r.Reason() != "http_status" || len(c.srv.asked(t)) != 1 {
+		t.Fatalf("reason %q, want http_status after one request", r.Reason())
+	}
+	c.srv.mu.Lock()
+	c.srv.mode = "honour"
+	c.srv.mu.Unlock()
+	c.scrape(c.want, "full")
+	c.scrape(c.want, "names")
+	// A page without anything vllmstat reads tells no namespace: full pages until one does.
 	empty, _ := window.ParsePage(nil)
 	c.srv.set("")
+	c.scrape(empty, "names", "full")
 	c.scrape(empty, "full")
 	c.scrape(empty, "full")
 	c.srv.set(vllmPage)
 	c.scrape(c.want, "full")
 	c.scrape(c.want, "names")
+	if c.logs.String() != "" {
+		t.Errorf("logged %q", c.logs.String())
+	}
 }
 
 func TestRequestNamesOff(t *testing.T) {

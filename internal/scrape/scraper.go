@@ -120,34 +120,26 @@ func (s *scraper) fetch(ctx context.Context, opt *Options) Result {
 	restricted := opt.RequestNames && s.names.active()
 	learn := opt.RequestNames && !restricted && !s.names.off // a full page, to learn the target's names from
 	err := s.get(ctx, opt, restricted, buf)
+	if err == nil {
+		// The page keeps no reference into body (its strings are copies), so the buffer is reused.
+		res.Page, res.ParseErr = s.parse(buf.Bytes())
+	}
 	if restricted {
+		// A refusal of the long query (a 4xx status), or a page that lacks names seen before:
+		// ask again for the full page, which is this scrape's result. A page that is not
+		// exposition text is a failed scrape, restricted or not.
 		var se *StatusError
+		refused := errors.As(err, &se) && se.Code >= 400 && se.Code < 500
 		missing := -1
-		if err == nil {
+		if err == nil && res.ParseErr == nil {
 			missing = s.names.checkRestricted(buf.Bytes())
 		}
-		// A page that lacks names seen before, or a refusal of the long query: ask again for
-		// the full page, which is this scrape's result.
-		if missing >= 0 || errors.As(err, &se) {
+		if refused || missing >= 0 {
+			res.Page, res.ParseErr = nil, nil
 			buf.Reset()
 			if err = s.get(ctx, opt, false, buf); err == nil {
-				// A refused query says nothing of the names; a page that lacks some may come
-				// from a restarted server that lost them too.
-				lost := -1
-				if missing >= 0 {
-					lost = s.names.sawFullAfter(buf.Bytes())
-				}
-				if missing < 0 || lost >= 0 {
-					s.names.off = true
-					var answer string
-					if lost >= 0 {
-						answer = "a page without " + s.names.sn.names[lost]
-					} else {
-						answer = se.Error()
-					}
-					opt.Logger.Info("target answers requests for named samples with "+answer+
-						" while its full page is fine: asking it for full pages from now on", "target", s.url)
-				}
+				res.Page, res.ParseErr = s.parse(buf.Bytes())
+				s.fullAfterRestricted(opt, buf.Bytes(), se, missing)
 			}
 		}
 	}
@@ -158,8 +150,6 @@ func (s *scraper) fetch(ctx context.Context, opt *Options) Result {
 		s.names.reset() // the target may come back as another server: learn its page again
 		return res
 	}
-	// The page keeps no reference into body (its strings are copies), so the buffer is reused.
-	res.Page, res.ParseErr = s.parse(body)
 	if opt.KeepBody && !errors.Is(res.ParseErr, window.ErrLimit) { // a page over the limits is not kept
 		res.Body = bytes.Clone(body)
 	}
@@ -170,6 +160,26 @@ func (s *scraper) fetch(ctx context.Context, opt *Options) Result {
 		s.names.sawFull(body)
 	}
 	return res
+}
+
+// fullAfterRestricted learns from a full page fetched after a restricted request was refused
+// (se) or answered a page without name missing: when the full page has what the restricted
+// one lacked, or the query was refused, the target is never restricted again.
+func (s *scraper) fullAfterRestricted(opt *Options, page []byte, se *StatusError, missing int) {
+	var answer string
+	if missing >= 0 {
+		// A page that lacks names may come from a restarted server that lost them too.
+		lost := s.names.sawFullAfter(page)
+		if lost < 0 {
+			return
+		}
+		answer = "a page without " + s.names.sn.names[lost]
+	} else {
+		s.names.off = true
+		answer = se.Error()
+	}
+	opt.Logger.Info("target answers requests for named samples with "+answer+
+		" while its full page is fine: asking it for full pages from now on", "target", s.url)
 }
 
 // get fetches the page, restricted or full, into buf.
