@@ -191,6 +191,10 @@ func startRun(cfg config.Config, log *slog.Logger, summary io.Writer, fresh bool
 		DefaultAuth: cfg.Auth, // for targets added over the API without credentials
 
 		WorkerLabels: cfg.WorkerLabels, // as replay's --worker-labels, with the same default
+
+		// How pages are asked for: compressed or not, and only the samples vllmstat reads.
+		Compression:  cfg.Compression,
+		RequestNames: cfg.RequestNames,
 	})
 	if r.ln != nil {
 		r.srv = &http.Server{

@@ -129,7 +129,7 @@ func (w *watcher) round(ctx context.Context) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[i] = scrape.Fetch(ctx, u, scrape.Options{Client: w.client, Timeout: w.cfg.Timeout(), MaxBody: w.cfg.MaxBodyBytes, Limits: w.cfg.Limits(), WorkerLabels: w.cfg.WorkerLabels, Clock: w.clock})
+			results[i] = scrape.Fetch(ctx, u, scrape.Options{Client: w.client, Timeout: w.cfg.Timeout(), MaxBody: w.cfg.MaxBodyBytes, Limits: w.cfg.Limits(), WorkerLabels: w.cfg.WorkerLabels, Clock: w.clock, Compression: w.cfg.Compression})
 		}()
 	}
 	wg.Wait()

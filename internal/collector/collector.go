@@ -48,6 +48,9 @@ type Options struct {
 
 	// Spread staggers the targets' scrapes over this much of each interval (see scrape.Options).
 	Spread time.Duration
+	// Compression and RequestNames are how pages are asked for (see scrape.Options).
+	Compression  scrape.Compression
+	RequestNames bool
 	// NoFinalStep leaves the open step unclosed at shutdown (a caller that ends every step
 	// itself, like the demo, does not want a last partial one).
 	NoFinalStep bool
@@ -203,6 +206,9 @@ func (c *Collector) Run(ctx context.Context) error {
 		KeepBody:     c.opt.Recorder != nil,
 		Spread:       c.opt.Spread,
 		Clock:        c.opt.Clock,
+		Compression:  c.opt.Compression,
+		RequestNames: c.opt.RequestNames,
+		Logger:       c.log,
 	}, results)
 	s.setSource(StaticSource, c.opt.Targets)
 	ticker := c.opt.Clock.NewTicker(c.opt.Interval)

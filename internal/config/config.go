@@ -64,6 +64,11 @@ type Config struct {
 	MaxSeriesPerTarget int `yaml:"max_series_per_target"`
 	// MaxWorkersPerTarget bounds the workers of one target's page, likewise.
 	MaxWorkersPerTarget int `yaml:"max_workers_per_target"`
+	// Compression is what pages are asked to be compressed with: gzip or none.
+	Compression scrape.Compression `yaml:"compression"`
+	// RequestNames asks targets for the samples vllmstat reads only, by name (see
+	// scrape.Options.RequestNames).
+	RequestNames bool `yaml:"request_names"`
 	// WorkerLabels are the labels that, with the target and engine, tell workers apart (Ray's
 	// ReplicaId and WorkerId by default; see window.Options). Empty: target and engine alone.
 	WorkerLabels []string `yaml:"worker_labels" want:"a list of label names, e.g. [ReplicaId, WorkerId] ([] for none)" item:"a label name"`
@@ -132,6 +137,8 @@ func Default() Config {
 
 		MaxSeriesPerTarget:  window.DefaultLimits.MaxSeries,
 		MaxWorkersPerTarget: window.DefaultLimits.MaxWorkers,
+		Compression:         scrape.DefaultCompression,
+		RequestNames:        true,
 		WorkerLabels:        window.DefaultWorkerLabels(),
 	}
 }
@@ -237,6 +244,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxWorkersPerTarget <= 0 {
 		bad("max_workers_per_target", c.MaxWorkersPerTarget, "must be a whole number > 0")
+	}
+	if _, err := scrape.ParseCompression(string(c.Compression)); err != nil {
+		bad("compression", strconv.Quote(string(c.Compression)), "must be gzip or none")
 	}
 	if err := window.CheckWorkerLabels(c.WorkerLabels); err != nil {
 		path, line := c.at("worker_labels")

@@ -192,3 +192,35 @@ func TestNemoRLFileWithTopLevelVllmstatKeys(t *testing.T) {
 		t.Fatalf("got targets %v step_every %v interval %v", c.Targets, c.StepEvery, c.Interval)
 	}
 }
+
+func TestCompressionAndRequestNames(t *testing.T) {
+	c := Default()
+	if c.Compression != scrape.DefaultCompression || !c.RequestNames {
+		t.Errorf("defaults: compression %q, request_names %v", c.Compression, c.RequestNames)
+	}
+	c, err := Parse([]byte("targets: [h:1]\ncompression: none\nrequest_names: false\n"))
+	if err == nil {
+		err = c.Validate()
+	}
+	if err != nil || c.Compression != scrape.CompressionNone || c.RequestNames {
+		t.Errorf("compression %q, request_names %v, err %v", c.Compression, c.RequestNames, err)
+	}
+	c, err = Parse([]byte("targets: [h:1]\ncompression: br\nrequest_names: sure\n"))
+	if err == nil {
+		err = c.Validate()
+	}
+	for _, want := range []string{
+		`request_names (line 3): "sure" is not allowed: must be true or false`,
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v lacks %q", err, want)
+		}
+	}
+	c, err = Parse([]byte("targets: [h:1]\ncompression: br\n"))
+	if err == nil {
+		err = c.Validate()
+	}
+	if want := `compression: "br" is not allowed: must be gzip or none (line 2)`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("error %v lacks %q", err, want)
+	}
+}

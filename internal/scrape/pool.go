@@ -2,6 +2,7 @@ package scrape
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -27,6 +28,18 @@ type Options struct {
 	// window.DefaultWorkerLabels, an empty list none.
 	WorkerLabels []string
 
+	// Compression is what pages are asked to be compressed with; "" is DefaultCompression.
+	Compression Compression
+	// RequestNames asks targets for the samples vllmstat reads only, by name (see names.go):
+	// after a full page, a target's scrapes name every sample of the families vllmstat reads in
+	// the namespaces its page used. A target whose answer lacks a name its full page has, or
+	// refuses the query, is asked again for the full page within the same scrape, and for full
+	// pages from then on.
+	// Only a Pool's targets restrict; Fetch always asks for the full page.
+	RequestNames bool
+	// Logger is told about targets that answer restricted requests wrongly; nil logs nothing.
+	Logger *slog.Logger
+
 	// Spread delays each target's tick scrapes by a fixed offset in [0, Spread) derived from its
 	// URL, so that a large fleet is not scraped in one burst per tick. Boundary scrapes are never
 	// delayed. 0 scrapes every target on the tick.
@@ -45,6 +58,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Clock == nil {
 		o.Clock = clock.Real{}
+	}
+	if o.Compression == "" {
+		o.Compression = DefaultCompression
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	return o
 }
@@ -202,6 +221,9 @@ func (p *Pool) Close() {
 }
 
 func (p *Pool) loop(ctx context.Context, t *target) {
+	// The target's scrape state lives here, on the one goroutine that scrapes it.
+	auth := t.auth.Load()
+	s := newScraper(Target{URL: t.url, Auth: *auth}, &p.opt)
 	for {
 		var id uint64
 		select {
@@ -223,7 +245,11 @@ func (p *Pool) loop(ctx context.Context, t *target) {
 		case id = <-t.boundary:
 		}
 		t.busy.Store(true)
-		res := Fetch(ctx, Target{URL: t.url, Auth: *t.auth.Load()}, p.opt)
+		if a := t.auth.Load(); a != auth { // Set gave the target other credentials
+			auth = a
+			s.setAuth(a, &p.opt)
+		}
+		res := s.scrape(ctx, &p.opt)
 		res.Gen, res.Boundary = t.gen, id
 		t.busy.Store(false)
 		select {

@@ -4,15 +4,11 @@
 package scrape
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"os"
-	"sync"
 	"syscall"
 	"time"
 
@@ -88,85 +84,11 @@ type StatusError struct{ Code int }
 
 func (e *StatusError) Error() string { return fmt.Sprintf("HTTP status %d", e.Code) }
 
-// NewClient returns the HTTP client shared by all targets: keep-alive connections to every
-// target (a fleet can be a thousand of them), and transparent gzip.
-func NewClient() *http.Client {
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConns = 0 // no global cap: one idle connection per target is the point
-	tr.MaxIdleConnsPerHost = 4
-	tr.IdleConnTimeout = 5 * time.Minute
-	return &http.Client{Transport: tr}
-}
-
-// Fetch scrapes t once, within opt.Timeout, reading at most opt.MaxBody bytes, and parses the
-// page within opt.Limits. Only opt.Client, Timeout, MaxBody, Limits, WorkerLabels, KeepBody and Clock matter
-// here; a nil Client or Clock means the shared client and the wall clock.
+// Fetch scrapes t once, within opt.Timeout, reading at most opt.MaxBody bytes (inflated), and
+// parses the page within opt.Limits. It asks for the full page (opt.RequestNames needs a
+// target's earlier pages; see Pool). A nil Client or Clock means the shared client and the
+// wall clock.
 func Fetch(ctx context.Context, t Target, opt Options) Result {
 	opt = opt.withDefaults()
-	start := opt.Clock.Now()
-	res := fetch(ctx, t, &opt)
-	res.Start = start
-	res.Duration = opt.Clock.Now().Sub(start)
-	return res
-}
-
-func fetch(ctx context.Context, t Target, opt *Options) Result {
-	res := Result{Target: t.URL}
-	ctx, cancel := context.WithTimeout(ctx, opt.Timeout)
-	defer cancel()
-	buf := bufs.Get().(*bytes.Buffer)
-	defer func() {
-		if buf.Cap() <= 4<<20 { // an oversized page's buffer is not worth keeping
-			bufs.Put(buf)
-		}
-	}()
-	buf.Reset()
-	err := get(ctx, opt.Client, &t, opt.MaxBody, buf)
-	body := buf.Bytes()
-	res.BodyBytes = len(body)
-	if err != nil {
-		res.FetchErr = err
-		return res
-	}
-	// The page keeps no reference into body (its strings are copies), so the buffer is reused.
-	res.Page, res.ParseErr = window.ParsePageOptions(body, window.Options{Limits: opt.Limits, WorkerLabels: opt.WorkerLabels})
-	if opt.KeepBody && !errors.Is(res.ParseErr, window.ErrLimit) { // a page over the limits is not kept
-		res.Body = bytes.Clone(body)
-	}
-	return res
-}
-
-// bufs recycles page buffers: a fleet's pages arrive at up to hundreds of MB/s, and reading
-// each into a fresh, repeatedly grown slice was most of the collector's garbage.
-var bufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
-
-func get(ctx context.Context, client *http.Client, t *Target, maxBody int64, buf *bytes.Buffer) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, t.URL, nil)
-	if err != nil {
-		return err
-	}
-	if err := t.Auth.apply(req); err != nil {
-		return err
-	}
-	req.Header.Set("Accept", "text/plain;version=0.0.4;q=0.9,*/*;q=0.1")
-	req.Header.Set("User-Agent", "vllmstat")
-	resp, err := client.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		io.Copy(io.Discard, io.LimitReader(resp.Body, 4096)) // let the connection be reused
-		return &StatusError{Code: resp.StatusCode}
-	}
-	if resp.ContentLength > 0 && resp.ContentLength <= maxBody {
-		buf.Grow(int(resp.ContentLength) + 1)
-	}
-	if _, err := buf.ReadFrom(io.LimitReader(resp.Body, maxBody+1)); err != nil {
-		return err
-	}
-	if int64(buf.Len()) > maxBody {
-		return fmt.Errorf("%w of %d bytes", ErrBodyTooLarge, maxBody)
-	}
-	return nil
+	return newScraper(t, &opt).scrape(ctx, &opt)
 }

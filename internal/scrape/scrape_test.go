@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -98,25 +97,5 @@ func TestOffsetSpread(t *testing.T) {
 	}
 	if offset("http://a/metrics", 0) != 0 {
 		t.Fatal("no spread must mean no offset")
-	}
-}
-
-// BenchmarkFetch measures one scrape of a simulated vLLM 0.20 page with two engines (77 KB)
-// over loopback HTTP: request, body, parse. 1,000 engines at 2 Hz is 1,000 of these a second.
-func BenchmarkFetch(b *testing.B) {
-	page, err := os.ReadFile("../sim/testdata/golden-0.20.prom")
-	if err != nil {
-		b.Skip("no simulated page: ", err)
-	}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write(page) }))
-	defer srv.Close()
-	client := NewClient()
-	b.SetBytes(int64(len(page)))
-	b.ReportAllocs()
-	for b.Loop() {
-		r := Fetch(context.Background(), Target{URL: srv.URL}, Options{Client: client, Timeout: 5 * time.Second})
-		if r.Err() != nil {
-			b.Fatal(r.Err())
-		}
 	}
 }

@@ -101,6 +101,11 @@ func (a Auth) String() string {
 // ErrCredentials is the failure to read a credentials file at scrape time.
 var ErrCredentials = errors.New("cannot read credentials")
 
+// fromFile reports that a's secret is read from a file, on every scrape.
+func (a *Auth) fromFile() bool {
+	return a.Basic != nil && a.Basic.PasswordFile != "" || a.Authorization != nil && a.Authorization.CredentialsFile != ""
+}
+
 // apply sets the request's credentials. They go in the Authorization header (never in the
 // URL), which net/http drops when a redirect leads to another host.
 func (a *Auth) apply(req *http.Request) error {

@@ -1,0 +1,85 @@
+package scrape
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+
+	"github.com/klauspost/compress/gzip"
+)
+
+// bufs recycles page buffers: a fleet's pages arrive at up to hundreds of MB/s, and reading
+// each into a fresh, repeatedly grown slice was most of the collector's garbage.
+var bufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// maxPooledBuf is the largest buffer kept for reuse: an oversized page's is not worth keeping.
+const maxPooledBuf = 4 << 20
+
+// pageReader reads one page at a time. Its gzip reader holds about 40 KB of tables and window;
+// making one per scrape was a large part of the scraper's garbage, so page readers are pooled
+// and the gzip reader Reset for every page.
+type pageReader struct {
+	zr  gzip.Reader
+	in  io.LimitedReader // the bytes as sent, bounded
+	out io.LimitedReader // the inflated bytes, bounded: a small bomb must not inflate past the limit
+}
+
+var pageReaders = sync.Pool{New: func() any { return new(pageReader) }}
+
+// readBody reads resp's page into buf, inflated, and fails with ErrBodyTooLarge when it holds
+// more than maxBody bytes before or after inflating.
+func readBody(resp *http.Response, maxBody int64, buf *bytes.Buffer) error {
+	enc := strings.TrimSpace(resp.Header.Get("Content-Encoding"))
+	switch {
+	case enc == "" || strings.EqualFold(enc, "identity"):
+		if resp.ContentLength > 0 && resp.ContentLength <= maxBody {
+			buf.Grow(int(resp.ContentLength) + 1)
+		}
+		f := pageReaders.Get().(*pageReader)
+		defer pageReaders.Put(f)
+		f.in = io.LimitedReader{R: resp.Body, N: maxBody + 1}
+		_, err := buf.ReadFrom(&f.in)
+		f.in.R = nil
+		if err != nil {
+			return err
+		}
+		if int64(buf.Len()) > maxBody {
+			return fmt.Errorf("%w of %d bytes", ErrBodyTooLarge, maxBody)
+		}
+		return nil
+	case strings.EqualFold(enc, "gzip") || strings.EqualFold(enc, "x-gzip"):
+		return inflate(resp.Body, maxBody, buf)
+	}
+	return fmt.Errorf("unsupported Content-Encoding %q: vllmstat reads gzip or identity", enc)
+}
+
+// inflate reads the gzip stream body into buf.
+func inflate(body io.Reader, maxBody int64, buf *bytes.Buffer) error {
+	f := pageReaders.Get().(*pageReader)
+	defer func() {
+		f.in.R, f.out.R = nil, nil // keep no connection alive through the pool
+		pageReaders.Put(f)
+	}()
+	f.in = io.LimitedReader{R: body, N: maxBody + 1}
+	if err := f.zr.Reset(&f.in); err != nil {
+		return inflateErr(f, maxBody, err)
+	}
+	f.out = io.LimitedReader{R: &f.zr, N: maxBody + 1}
+	if _, err := buf.ReadFrom(&f.out); err != nil {
+		return inflateErr(f, maxBody, err)
+	}
+	if int64(buf.Len()) > maxBody || f.in.N <= 0 {
+		return fmt.Errorf("%w of %d bytes", ErrBodyTooLarge, maxBody)
+	}
+	return nil
+}
+
+func inflateErr(f *pageReader, maxBody int64, err error) error {
+	if f.in.N <= 0 { // the compressed page alone is over the limit; the stream was cut there
+		return fmt.Errorf("%w of %d bytes", ErrBodyTooLarge, maxBody)
+	}
+	return fmt.Errorf("inflate gzip page: %w", err)
+}

@@ -1,0 +1,206 @@
+package scrape
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/url"
+
+	"github.com/vllmstat/vllmstat/internal/window"
+)
+
+// scraper is one target's scrape state, owned by the goroutine that scrapes the target: the
+// requests it sends (built once, not per scrape), whether it asks for the sample names only,
+// and the parser of its pages.
+type scraper struct {
+	url  string
+	auth *Auth // the credentials the requests were built for
+	// full asks for the whole page; restricted, when not nil, for the names of mask only. Both
+	// are templates: a scrape sends a copy with its context. Their headers are never changed
+	// once built, so the copies may share them.
+	full, restricted *http.Request
+	mask             nsMask
+	names            *restriction
+	// parse turns a page into what vllmstat reads. A stateful per-target parser (one that keeps
+	// what it learnt from the target's previous pages) is set up here, in newScraper, and lives
+	// as long as the target's goroutine.
+	parse func(body []byte) (*window.Page, error)
+	// buildErr is why the requests could not be built (a URL that does not parse).
+	buildErr error
+}
+
+func newScraper(t Target, opt *Options) *scraper {
+	wopt := window.Options{Limits: opt.Limits, WorkerLabels: opt.WorkerLabels}
+	s := &scraper{
+		url:   t.URL,
+		names: newRestriction(),
+		parse: func(body []byte) (*window.Page, error) { return window.ParsePageOptions(body, wopt) },
+	}
+	s.setAuth(&t.Auth, opt)
+	return s
+}
+
+// setAuth builds the requests for credentials a.
+func (s *scraper) setAuth(a *Auth, opt *Options) {
+	s.auth, s.restricted, s.mask = a, nil, 0
+	s.full, s.buildErr = s.newRequest(s.url, opt)
+}
+
+func (s *scraper) newRequest(u string, opt *Options) (*http.Request, error) {
+	req, err := http.NewRequest(http.MethodGet, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "text/plain;version=0.0.4;q=0.9,*/*;q=0.1")
+	req.Header.Set("Accept-Encoding", opt.Compression.acceptEncoding())
+	req.Header.Set("User-Agent", "vllmstat")
+	if !s.auth.fromFile() {
+		if err := s.auth.apply(req); err != nil {
+			return nil, err
+		}
+	}
+	return req, nil
+}
+
+// request returns the request of one scrape: restricted to the names of the namespaces the
+// target's pages use, or for the full page.
+func (s *scraper) request(ctx context.Context, opt *Options, restrict bool) (*http.Request, error) {
+	if s.buildErr != nil {
+		return nil, s.buildErr
+	}
+	tmpl := s.full
+	if restrict {
+		if s.restricted == nil || s.mask != s.names.mask {
+			u := *s.full.URL
+			q := s.names.sn.query(s.names.mask)
+			if u.RawQuery != "" { // the target's own parameters stay
+				q = u.RawQuery + "&" + q
+			}
+			u.RawQuery = q
+			r, err := s.newRequest(u.String(), opt)
+			if err != nil {
+				return nil, err
+			}
+			s.restricted, s.mask = r, s.names.mask
+		}
+		tmpl = s.restricted
+	}
+	req := tmpl.WithContext(ctx)
+	if s.auth.fromFile() { // read on every scrape, so that a rotated credential is picked up
+		req.Header = tmpl.Header.Clone()
+		if err := s.auth.apply(req); err != nil {
+			return nil, err
+		}
+	}
+	return req, nil
+}
+
+// scrape scrapes the target once, within opt.Timeout, and parses the page.
+func (s *scraper) scrape(ctx context.Context, opt *Options) Result {
+	start := opt.Clock.Now()
+	res := s.fetch(ctx, opt)
+	res.Start = start
+	res.Duration = opt.Clock.Now().Sub(start)
+	return res
+}
+
+func (s *scraper) fetch(ctx context.Context, opt *Options) Result {
+	res := Result{Target: s.url}
+	ctx, cancel := context.WithTimeout(ctx, opt.Timeout)
+	defer cancel()
+	buf := bufs.Get().(*bytes.Buffer)
+	defer func() {
+		if buf.Cap() <= maxPooledBuf {
+			bufs.Put(buf)
+		}
+	}()
+	buf.Reset()
+	restricted := opt.RequestNames && s.names.active()
+	learn := opt.RequestNames && !restricted && !s.names.off // a full page, to learn the target's names from
+	err := s.get(ctx, opt, restricted, buf)
+	if err == nil {
+		// The page keeps no reference into body (its strings are copies), so the buffer is reused.
+		res.Page, res.ParseErr = s.parse(buf.Bytes())
+	}
+	if restricted {
+		// A refusal of the long query (a 4xx status), or a page that lacks names seen before:
+		// ask again for the full page, which is this scrape's result. A page that is not
+		// exposition text is a failed scrape, restricted or not.
+		var se *StatusError
+		refused := errors.As(err, &se) && se.Code >= 400 && se.Code < 500
+		missing := -1
+		if err == nil && res.ParseErr == nil {
+			missing = s.names.checkRestricted(buf.Bytes())
+		}
+		if refused || missing >= 0 {
+			res.Page, res.ParseErr = nil, nil
+			buf.Reset()
+			if err = s.get(ctx, opt, false, buf); err == nil {
+				res.Page, res.ParseErr = s.parse(buf.Bytes())
+				s.fullAfterRestricted(opt, buf.Bytes(), se, missing)
+			}
+		}
+	}
+	body := buf.Bytes()
+	res.BodyBytes = len(body)
+	if err != nil {
+		res.FetchErr = err
+		s.names.reset() // the target may come back as another server: learn its page again
+		return res
+	}
+	if opt.KeepBody && !errors.Is(res.ParseErr, window.ErrLimit) { // a page over the limits is not kept
+		res.Body = bytes.Clone(body)
+	}
+	switch {
+	case res.ParseErr != nil:
+		s.names.reset() // restrict only after a page that parsed
+	case learn:
+		s.names.sawFull(body)
+	}
+	return res
+}
+
+// fullAfterRestricted learns from a full page fetched after a restricted request was refused
+// (se) or answered a page without name missing: when the full page has what the restricted
+// one lacked, or the query was refused, the target is never restricted again.
+func (s *scraper) fullAfterRestricted(opt *Options, page []byte, se *StatusError, missing int) {
+	var answer string
+	if missing >= 0 {
+		// A page that lacks names may come from a restarted server that lost them too.
+		lost := s.names.sawFullAfter(page)
+		if lost < 0 {
+			return
+		}
+		answer = "a page without " + s.names.sn.names[lost]
+	} else {
+		s.names.off = true
+		answer = se.Error()
+	}
+	opt.Logger.Info("target answers requests for named samples with "+answer+
+		" while its full page is fine: asking it for full pages from now on", "target", s.url)
+}
+
+// get fetches the page, restricted or full, into buf.
+func (s *scraper) get(ctx context.Context, opt *Options, restrict bool, buf *bytes.Buffer) error {
+	req, err := s.request(ctx, opt, restrict)
+	if err != nil {
+		return err
+	}
+	resp, err := opt.Client.Do(req)
+	if err != nil {
+		var ue *url.Error
+		if restrict && errors.As(err, &ue) {
+			// Name the target as configured: the names asked for are kilobytes of query.
+			err = &url.Error{Op: ue.Op, URL: s.url, Err: ue.Err}
+		}
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		io.Copy(io.Discard, io.LimitReader(resp.Body, 4096)) // let the connection be reused
+		return &StatusError{Code: resp.StatusCode}
+	}
+	return readBody(resp, opt.MaxBody, buf)
+}
