@@ -68,6 +68,7 @@ func Parse(page []byte, names *Names, emit func(*Sample)) error {
 }
 
 type parser struct {
+	rec    *Shape // records each line when set
 	names  *Names
 	emit   func(*Sample)
 	labels []Label
@@ -114,8 +115,12 @@ func (p *parser) run(page []byte) error {
 		} else {
 			l, page = page, nil
 		}
-		if err := p.line(l, line); err != nil {
+		at, err := p.line(l, line)
+		if err != nil {
 			return err
+		}
+		if p.rec != nil {
+			p.rec.add(l, at)
 		}
 	}
 	return nil
@@ -147,13 +152,16 @@ func isLabelStart(c byte) bool { return isNameStart(c) && c != ':' }
 
 func isLabelChar(c byte) bool { return isLabelStart(c) || c >= '0' && c <= '9' }
 
-func (p *parser) line(l []byte, n int) error {
+// line parses one line. For a sample line it returns where its value starts in l, and -1 for
+// comments and blank lines.
+func (p *parser) line(l []byte, n int) (int, error) {
+	whole := len(l)
 	l = trimLeft(l)
 	if len(l) == 0 {
-		return nil
+		return -1, nil
 	}
-	fail := func(format string, a ...any) error {
-		return &SyntaxError{Line: n, Msg: fmt.Sprintf(format, a...)}
+	fail := func(format string, a ...any) (int, error) {
+		return 0, &SyntaxError{Line: n, Msg: fmt.Sprintf(format, a...)}
 	}
 	if l[0] == '#' {
 		// Comments carry HELP and TYPE, which vllmstat identifies by exact sample names instead;
@@ -162,7 +170,7 @@ func (p *parser) line(l []byte, n int) error {
 		if c := trimLeft(l[1:]); p.badUTF8 && (keyword(c, help) || keyword(c, typ)) && !utf8.Valid(c) {
 			return fail("invalid UTF-8 in %s line", c[:4])
 		}
-		return nil
+		return -1, nil
 	}
 	if !isNameStart(l[0]) {
 		return fail("invalid metric name start %q", l[0])
@@ -200,6 +208,9 @@ func (p *parser) line(l []byte, n int) error {
 	if err := checkTail(rest[end:]); err != nil {
 		return fail("metric %q: %v", name, err)
 	}
+	if p.rec != nil {
+		p.rec.want = want
+	}
 	if want {
 		p.s.ID = id
 		p.s.Name = p.names.names[id]
@@ -208,7 +219,7 @@ func (p *parser) line(l []byte, n int) error {
 		p.s.Line = n
 		p.emit(&p.s)
 	}
-	return nil
+	return whole - len(rest), nil
 }
 
 // labelSet parses the inside of {...} and returns what follows the closing brace. Labels are
@@ -358,6 +369,14 @@ func unescape(b []byte) string {
 // parseValue accepts what the text format allows: Go float syntax without hexadecimal
 // mantissas or digit separators, plus Inf and NaN spellings.
 func parseValue(b []byte) (float64, error) {
+	if v, ok := fastDecimal(b); ok {
+		return v, nil
+	}
+	return slowValue(b)
+}
+
+// slowValue is parseValue for every spelling.
+func slowValue(b []byte) (float64, error) {
 	if bytes.ContainsAny(b, "pPxX_") {
 		return 0, strconv.ErrSyntax
 	}

@@ -16,6 +16,8 @@ import (
 // each family in the one spelling chosen for the page.
 type Page struct {
 	Engines []EnginePage // sorted by Engine, then Labels
+	// owner is set on a page a Parser may fill again once its reader releases it.
+	owner *pageOwner
 }
 
 // EnginePage holds one worker's samples: one engine, told apart from the page's other engines by
@@ -83,12 +85,22 @@ type raw struct {
 // workers apart by DefaultWorkerLabels; see ParsePageOptions.
 func ParsePage(body []byte) (*Page, error) { return parse(body, Options{}) }
 
+func parse(body []byte, opt Options) (*Page, error) {
+	raws, best, workers, err := collect(body, opt, nil)
+	if err != nil {
+		return nil, err
+	}
+	return assemble(raws, best, workers), nil
+}
+
 // stop carries a limit error out of expo.Parse's callback, which has no other way to end the
 // parse: a page over its limits is abandoned at the first sample too many, before the rest of it
 // is decoded and interned.
 type stop struct{ err error }
 
-func parse(body []byte, opt Options) (page *Page, err error) {
+// collect reads the samples of the families vllmstat reads from body, and which spelling of
+// each family is the page's. With sh set, the page's lines are remembered there too.
+func collect(body []byte, opt Options, sh *expo.Shape) (raws []raw, best [3][]int, workers []workerKey, err error) {
 	lim := opt.Limits
 	wl := opt.WorkerLabels
 	if wl == nil {
@@ -100,13 +112,13 @@ func parse(body []byte, opt Options) (page *Page, err error) {
 			if !ok {
 				panic(r)
 			}
-			page, err = nil, s.err
+			raws, workers, err = nil, nil, s.err
 		}
 	}()
 	// About a third of a vLLM page's lines are kept; a huge page grows the slice as it goes, so
 	// that refusing one at a limit costs no more than the limit.
-	raws := make([]raw, 0, min(len(body)/256, 4096))
-	var best [3][]int // lowest rank seen per kind and family
+	raws = make([]raw, 0, min(len(body)/256, 4096))
+	// best is the lowest rank seen per kind and family.
 	best[kGauge] = fill(int(NumGauges))
 	best[kCounter] = fill(int(NumCounters))
 	best[kHist] = fill(int(NumHists))
@@ -122,12 +134,12 @@ func parse(body []byte, opt Options) (page *Page, err error) {
 		}
 		return k
 	}
-	var workers workerTable // counted against lim.MaxWorkers
+	var wt workerTable // counted against lim.MaxWorkers
 	// Consecutive samples mostly belong to one worker; its engine and labels are interned
 	// strings, so comparing them with the last sample's is cheap.
 	var last workerKey
 	lastIdx := int32(-1)
-	err = expo.Parse(body, tableSet, func(s *expo.Sample) {
+	emit := func(s *expo.Sample) {
 		if lim.MaxSeries > 0 && len(raws) >= lim.MaxSeries {
 			panic(stop{fmt.Errorf("%w: line %d: more than the limit of %d series (samples of the families vllmstat reads) per target", ErrLimit, s.Line, lim.MaxSeries)})
 		}
@@ -170,12 +182,12 @@ func parse(body []byte, opt Options) (page *Page, err error) {
 			wkv = wkv[:0]
 		}
 		if lastIdx < 0 || wk != last {
-			i := workers.find(wk)
+			i := wt.find(wk)
 			if i < 0 {
-				if lim.MaxWorkers > 0 && len(workers.keys) >= lim.MaxWorkers {
+				if lim.MaxWorkers > 0 && len(wt.keys) >= lim.MaxWorkers {
 					panic(stop{fmt.Errorf("%w: line %d: %s is one more than the limit of %d workers (engines) per target", ErrLimit, s.Line, wk, lim.MaxWorkers)})
 				}
-				i = workers.add(wk)
+				i = wt.add(wk)
 			}
 			last, lastIdx = wk, i
 		}
@@ -190,14 +202,19 @@ func parse(body []byte, opt Options) (page *Page, err error) {
 			best[m.kind][m.fam] = m.rank
 		}
 		raws = append(raws, r)
-	})
+	}
+	if sh != nil {
+		err = sh.Parse(body, tableSet, emit)
+	} else {
+		err = expo.Parse(body, tableSet, emit)
+	}
+	if err == nil {
+		err = bad
+	}
 	if err != nil {
-		return nil, err
+		return nil, best, nil, err
 	}
-	if bad != nil {
-		return nil, bad
-	}
-	return assemble(raws, best, workers.keys), nil
+	return raws, best, wt.keys, nil
 }
 
 // workerTable numbers a page's workers in the order they appear.

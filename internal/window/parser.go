@@ -1,0 +1,375 @@
+package window
+
+import (
+	"cmp"
+	"maps"
+	"math"
+	"slices"
+	"strings"
+	"sync/atomic"
+
+	"github.com/vllmstat/vllmstat/internal/expo"
+	"github.com/vllmstat/vllmstat/internal/vllm"
+)
+
+// Parser parses successive pages of one target, reusing what it learnt from the previous one:
+// a target's pages nearly always have the same lines as its previous page, with other values.
+// Such a page is read by comparing its lines with the previous page's (see expo.Shape) and
+// writing its values into a Page of the same structure, without allocating once its reader
+// releases the pages it is given (see Page.Release). Any other page is parsed in full.
+//
+// A Parser is not safe for concurrent use: it has one owner, the target's scrape goroutine.
+type Parser struct {
+	opt   Options
+	shape expo.Shape
+	prog  *program  // how to fill a page from the previous page's values; nil when there is none
+	vals  []float64 // the values of the samples expo emits, in page order
+	pool  []*Page   // pages of the current structure handed out, to be filled again once released
+}
+
+// maxPool bounds the pages a Parser keeps for reuse; a reader holding more gets new ones.
+const maxPool = 4
+
+// NewParser returns a Parser that parses with opt, as ParsePageOptions does.
+func NewParser(opt Options) *Parser { return &Parser{opt: opt} }
+
+// Parse is ParsePageOptions(body, opt) with memory: the result is equal to what
+// ParsePageOptions gives on the same body, and so is the error on a bad page. The page holds no
+// reference to body, which the caller may reuse once Parse returns.
+func (p *Parser) Parse(body []byte) (*Page, error) {
+	if p.prog != nil && p.shape.Replay(body, p.vals) && p.prog.fits(p.vals) {
+		pg := p.take()
+		p.prog.fill(pg, p.vals)
+		return pg, nil
+	}
+	return p.full(body)
+}
+
+// full parses body in full, and learns its structure for the next page.
+func (p *Parser) full(body []byte) (*Page, error) {
+	p.prog, p.pool = nil, p.pool[:0]
+	clear(p.pool[:cap(p.pool)])
+	raws, best, workers, err := collect(body, p.opt, &p.shape)
+	if err != nil {
+		return nil, err
+	}
+	pg := assemble(raws, best, workers)
+	if p.prog = compile(raws, best, workers, pg); p.prog != nil {
+		if n := p.shape.Wanted(); cap(p.vals) < n {
+			p.vals = make([]float64, n)
+		}
+		p.vals = p.vals[:p.shape.Wanted()]
+		pg.owner = &pageOwner{}
+		p.pool = append(p.pool, pg)
+	}
+	return pg, nil
+}
+
+// take returns a released page of the current structure, or a new one.
+func (p *Parser) take() *Page {
+	for _, pg := range p.pool {
+		if pg.owner.released.CompareAndSwap(true, false) {
+			return pg
+		}
+	}
+	pg := clonePage(p.pool[0]) // its values are all written by fill
+	if len(p.pool) < maxPool {
+		pg.owner = &pageOwner{}
+		p.pool = append(p.pool, pg)
+	}
+	return pg
+}
+
+// pageOwner says whether a Parser's page is free to be filled again.
+type pageOwner struct{ released atomic.Bool }
+
+// Release hands a page back to the Parser that made it, to be filled by one of its next
+// parses: its reader must not read it any more (copy what must outlive it first). It may be
+// called from another goroutine than the Parser's, once per page. It does nothing on a page of
+// ParsePage; a page never released is left to the garbage collector.
+func (pg *Page) Release() {
+	if pg != nil && pg.owner != nil {
+		pg.owner.released.Store(true)
+	}
+}
+
+// clonePage copies the structure and values of a page, none of its storage shared.
+func clonePage(src *Page) *Page {
+	pg := &Page{Engines: slices.Clone(src.Engines)}
+	for i := range pg.Engines {
+		ep := &pg.Engines[i]
+		ep.Counters = slices.Clone(ep.Counters)
+		ep.Hists = slices.Clone(ep.Hists)
+		for j := range ep.Hists {
+			ep.Hists[j].Buckets = slices.Clone(ep.Hists[j].Buckets)
+		}
+		if ep.SplitGauges != nil {
+			m := make(map[Gauge]map[string]float64, len(ep.SplitGauges))
+			for g, vs := range ep.SplitGauges {
+				m[g] = maps.Clone(vs)
+			}
+			ep.SplitGauges = m
+		}
+	}
+	return pg
+}
+
+// program fills a page of a known structure with the values of a page of the same lines: it
+// does what assemble does with raws whose only change is their values, which assemble reads in
+// two ways only (a gauge or _created value that is not finite is left out), so fits requires
+// these finite, as they were on the page the program was made from.
+type program struct {
+	ops    []op    // one per emitted sample, in page order
+	finite []int32 // the samples whose values must be finite
+	gauges []gaugeSlot
+	splits []splitSlot
+	sums   []float64 // per split slot, during fill
+	hists  []histFix
+}
+
+type opKind uint8
+
+const (
+	opSkip opKind = iota // a spelling not read, or a histogram series left out
+	opGauge
+	opCounter
+	opCounterCreated
+	opBucket
+	opSum
+	opCount
+	opHistCreated
+)
+
+// op writes one sample's value: e is the engine's index in the page, i the gauge, counter or
+// histogram's, j the bucket's or (for gauges) the split slot's, -1 for none.
+type op struct {
+	kind opKind
+	e    int32
+	i    int32
+	j    int32
+}
+
+// gaugeSlot is one engine's gauge family: its value is the sum of its n samples, or their mean.
+type gaugeSlot struct {
+	e    int32
+	g    Gauge
+	n    int
+	mean bool
+}
+
+// splitSlot is one value of a gauge's split label on one engine.
+type splitSlot struct {
+	e      int32
+	g      Gauge
+	reason string
+	n      int  // samples with this value
+	div    bool // divided by n: the family is averaged and the engine has several samples
+}
+
+// histFix completes a histogram series as histAsm.complete does.
+type histFix struct {
+	e, h         int32
+	countFromInf bool // no _count: Count is the +Inf bucket
+	infFromCount bool // no +Inf bucket: complete added one holding Count
+}
+
+// compile returns the program that fills pg's structure from raws' successors, or nil where
+// the structure hangs on more than names and labels: a value left out for not being finite,
+// or two buckets of one series with one bound, whose order after sorting no bound tells.
+func compile(raws []raw, best [3][]int, workers []workerKey, pg *Page) *program {
+	pr := &program{ops: make([]op, len(raws))}
+	engine := make([]int32, len(workers))
+	for w, wk := range workers {
+		engine[w] = -1
+		for e := range pg.Engines {
+			if pg.Engines[e].Engine == wk.engine && pg.Engines[e].Labels == wk.labels {
+				engine[w] = int32(e)
+			}
+		}
+	}
+	type gkey struct {
+		e int32
+		g Gauge
+	}
+	gauges := map[gkey]int{}
+	type skey struct {
+		e      int32
+		g      Gauge
+		reason string
+	}
+	splits := map[skey]int{}
+	type hkey struct{ e, h int32 }
+	hists := map[hkey]*histFix{}
+	for k, r := range raws {
+		m := table.metas[r.meta]
+		if !chosen(m, best) {
+			continue
+		}
+		e := engine[r.worker]
+		ep := &pg.Engines[e]
+		o := op{e: e, j: -1}
+		switch m.kind {
+		case kGauge:
+			if !finite(r.value) {
+				return nil
+			}
+			g := Gauge(m.fam)
+			o.kind, o.i = opGauge, int32(g)
+			gk := gkey{e, g}
+			if _, ok := gauges[gk]; !ok {
+				gauges[gk] = len(pr.gauges)
+				pr.gauges = append(pr.gauges, gaugeSlot{e: e, g: g, mean: vllm.Gauges[g].Combine == vllm.Mean})
+			}
+			pr.gauges[gauges[gk]].n++
+			if m.split != "" {
+				sk := skey{e, g, r.reason}
+				if _, ok := splits[sk]; !ok {
+					splits[sk] = len(pr.splits)
+					pr.splits = append(pr.splits, splitSlot{e: e, g: g, reason: r.reason})
+				}
+				o.j = int32(splits[sk])
+				pr.splits[o.j].n++
+			}
+			pr.finite = append(pr.finite, int32(k))
+		case kCounter:
+			i, ok := slices.BinarySearchFunc(ep.Counters, r, func(cs CounterSeries, r raw) int {
+				return cmp.Or(cmp.Compare(cs.Family, Counter(m.fam)), strings.Compare(cs.Key, r.key))
+			})
+			if !ok {
+				return nil
+			}
+			o.kind, o.i = opCounter, int32(i)
+			if m.role == rCreated {
+				if !finite(r.value) {
+					return nil
+				}
+				o.kind = opCounterCreated
+				pr.finite = append(pr.finite, int32(k))
+			}
+		case kHist:
+			h, ok := slices.BinarySearchFunc(ep.Hists, r, func(hs HistSeries, r raw) int {
+				return cmp.Or(cmp.Compare(hs.Family, Hist(m.fam)), strings.Compare(hs.Key, r.key))
+			})
+			if !ok {
+				break // an incomplete series, left out whatever its values
+			}
+			hs := &ep.Hists[h]
+			o.i = int32(h)
+			hk := hkey{e, int32(h)}
+			if hists[hk] == nil {
+				hists[hk] = &histFix{e: e, h: int32(h), countFromInf: true, infFromCount: true}
+			}
+			switch m.role {
+			case rBucket:
+				o.kind = opBucket
+				for j, b := range hs.Buckets {
+					if cmp.Compare(b.Le, r.le) == 0 {
+						if o.j >= 0 {
+							return nil
+						}
+						o.j = int32(j)
+					}
+				}
+				if math.IsInf(r.le, 1) {
+					hists[hk].infFromCount = false
+				}
+			case rSum:
+				o.kind = opSum
+			case rCount:
+				o.kind = opCount
+				hists[hk].countFromInf = false
+			case rCreated:
+				if !finite(r.value) {
+					return nil
+				}
+				o.kind = opHistCreated
+				pr.finite = append(pr.finite, int32(k))
+			}
+		}
+		pr.ops[k] = o
+	}
+	// Two bucket lines with one bound: each found the same bucket.
+	seen := map[[3]int32]bool{}
+	for _, o := range pr.ops {
+		if o.kind == opBucket {
+			k := [3]int32{o.e, o.i, o.j}
+			if seen[k] {
+				return nil
+			}
+			seen[k] = true
+		}
+	}
+	for i := range pr.splits {
+		s := &pr.splits[i]
+		s.div = s.n > 0 && pr.gauges[gauges[gkey{s.e, s.g}]].n > 1 && pr.gauges[gauges[gkey{s.e, s.g}]].mean
+	}
+	for _, hk := range slices.SortedFunc(maps.Keys(hists), func(a, b hkey) int { return cmp.Or(cmp.Compare(a.e, b.e), cmp.Compare(a.h, b.h)) }) {
+		if f := hists[hk]; f.countFromInf || f.infFromCount {
+			pr.hists = append(pr.hists, *f)
+		}
+	}
+	pr.sums = make([]float64, len(pr.splits))
+	return pr
+}
+
+// fits reports whether vals leave the structure as it was: every value assemble could leave
+// out is finite.
+func (pr *program) fits(vals []float64) bool {
+	for _, k := range pr.finite {
+		if v := vals[k]; v-v != 0 { // NaN or ±Inf
+			return false
+		}
+	}
+	return true
+}
+
+// fill writes vals into pg, a page of the program's structure, as assemble would.
+func (pr *program) fill(pg *Page, vals []float64) {
+	for _, s := range pr.gauges {
+		pg.Engines[s.e].Gauges[s.g] = 0
+	}
+	clear(pr.sums)
+	for k, o := range pr.ops {
+		v := vals[k]
+		switch o.kind {
+		case opGauge:
+			pg.Engines[o.e].Gauges[o.i] += v
+			if o.j >= 0 {
+				pr.sums[o.j] += v
+			}
+		case opCounter:
+			pg.Engines[o.e].Counters[o.i].Value = v
+		case opCounterCreated:
+			pg.Engines[o.e].Counters[o.i].Created = v
+		case opBucket:
+			pg.Engines[o.e].Hists[o.i].Buckets[o.j].Count = v
+		case opSum:
+			pg.Engines[o.e].Hists[o.i].Sum = v
+		case opCount:
+			pg.Engines[o.e].Hists[o.i].Count = v
+		case opHistCreated:
+			pg.Engines[o.e].Hists[o.i].Created = v
+		}
+	}
+	for _, s := range pr.gauges {
+		if s.n > 1 && s.mean {
+			pg.Engines[s.e].Gauges[s.g] /= float64(s.n)
+		}
+	}
+	for i, s := range pr.splits {
+		v := pr.sums[i]
+		if s.div {
+			v /= float64(s.n)
+		}
+		pg.Engines[s.e].SplitGauges[s.g][s.reason] = v
+	}
+	for _, f := range pr.hists {
+		hs := &pg.Engines[f.e].Hists[f.h]
+		last := &hs.Buckets[len(hs.Buckets)-1]
+		if f.countFromInf {
+			hs.Count = last.Count
+		} else if f.infFromCount {
+			last.Count = hs.Count
+		}
+	}
+}

@@ -1,0 +1,234 @@
+package window
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+
+	"github.com/vllmstat/vllmstat/internal/benchpage"
+)
+
+// show prints a page with every value spelt out (NaN and -0 included), without its owner.
+func show(pg *Page) string {
+	if pg == nil {
+		return "<nil>"
+	}
+	c := *pg
+	c.owner = nil
+	return fmt.Sprintf("%+v", c)
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// sequence feeds pages to one Parser and checks each result against ParsePageOptions of the
+// same page. release says, per page, whether to release it before the next parse; a page not
+// released must not change under later parses (it is checked after the last one).
+func sequence(t testing.TB, opt Options, pages [][]byte, release func(i int) bool) {
+	p := NewParser(opt)
+	type kept struct {
+		pg   *Page
+		text string
+		i    int
+	}
+	var held []kept
+	for i, body := range pages {
+		want, wantErr := ParsePageOptions(body, opt)
+		// The parser must not keep body: scribble over it once parsed.
+		buf := bytes.Clone(body)
+		got, err := p.Parse(buf)
+		for j := range buf {
+			buf[j] = '#'
+		}
+		if errText(err) != errText(wantErr) {
+			t.Fatalf("page %d: error %q, ParsePageOptions says %q\npage: %q", i, errText(err), errText(wantErr), body)
+		}
+		if show(got) != show(want) {
+			t.Fatalf("page %d: Parser gives\n%s\nParsePageOptions gives\n%s\npage: %q", i, show(got), show(want), body)
+		}
+		if got == nil {
+			continue
+		}
+		if release(i) {
+			got.Release()
+		} else {
+			held = append(held, kept{got, show(got), i})
+		}
+	}
+	for _, h := range held {
+		if s := show(h.pg); s != h.text {
+			t.Fatalf("page %d, never released, changed under later parses:\n%s\nwas\n%s", h.i, s, h.text)
+		}
+	}
+}
+
+var releaseModes = map[string]func(int) bool{
+	"always": func(int) bool { return true },
+	"never":  func(int) bool { return false },
+	"odd":    func(i int) bool { return i%2 == 1 },
+	"thirds": func(i int) bool { return i%3 != 0 },
+}
+
+// mutations are pages near a base page: each either keeps its lines (and should be read by
+// replay) or changes them in one of the ways that must send the Parser back to a full parse.
+func mutations(base []byte) [][]byte {
+	lines := bytes.SplitAfter(base, []byte("\n"))
+	var out [][]byte
+	edit := func(f func(i int, l []byte) []byte) {
+		// the first sample line of a family vllmstat reads, and the first of one it does not
+		for _, vllm := range []bool{true, false} {
+			for i, l := range lines {
+				if len(l) == 0 || l[0] == '#' || bytes.Contains(l, []byte("vllm")) != vllm {
+					continue
+				}
+				ls := make([][]byte, len(lines))
+				copy(ls, lines)
+				ls[i] = f(i, l)
+				out = append(out, bytes.Join(ls, nil))
+				break
+			}
+		}
+	}
+	setValue := func(v string) func(int, []byte) []byte {
+		return func(_ int, l []byte) []byte {
+			j := bytes.LastIndexAny(l, " \t")
+			return append(append(bytes.Clone(l[:j+1]), v...), '\n')
+		}
+	}
+	for _, v := range []string{"NaN", "+Inf", "-Inf", "-0.0", "1e400", "abc", "", "1_0", "0x1p1", "7 1700000000000", "7 # {a=\"b\"} 1", "7 x"} {
+		edit(setValue(v))
+	}
+	edit(func(_ int, l []byte) []byte { return nil })                          // a line less
+	edit(func(_ int, l []byte) []byte { return append(bytes.Clone(l), l...) }) // a line twice
+	edit(func(_ int, l []byte) []byte { return append([]byte(" "), l...) })    // indented
+	edit(func(_ int, l []byte) []byte { return bytes.Replace(l, []byte("} "), []byte("}  "), 1) })
+	edit(func(_ int, l []byte) []byte { return bytes.Replace(l, []byte(`="`), []byte(`="x`), 1) })
+	edit(func(_ int, l []byte) []byte { return bytes.Replace(l, []byte(`="`), []byte("=\"\xff"), 1) })
+	edit(func(_ int, l []byte) []byte { return bytes.Replace(l, []byte("\n"), []byte("\r\n"), 1) })
+	edit(func(_ int, l []byte) []byte { return append([]byte("# HELP x \xff\n"), l...) })
+	edit(func(_ int, l []byte) []byte { return append([]byte("# HELP x changed\n"), l...) })
+	out = append(out, append(bytes.Clone(base), "\n"...), bytes.TrimSuffix(base, []byte("\n")), base[:len(base)/2])
+	return out
+}
+
+// pageSequence is a base page, its successors, mutations of it, and back.
+func pageSequence(base []byte) [][]byte {
+	seq := [][]byte{base, benchpage.Variant(base, 1), benchpage.Variant(base, 2)}
+	for k, m := range mutations(base) {
+		seq = append(seq, m, benchpage.Variant(base, 3+k))
+	}
+	return append(seq, base, base)
+}
+
+// TestParserMatchesParsePage runs sequences of pages of each fixture through one Parser.
+func TestParserMatchesParsePage(t *testing.T) {
+	files := []string{"prometheus-client-render-vllm-0.10.prom", "prometheus-client-render-vllm-0.20.prom",
+		"prometheus-client-render-vllm-0.8.prom", "llm-d-inference-sim-dp1.prom", "ray-serve-llm-two-replicas.prom",
+		"ray-counters-without-total.prom", "vllm-0.10.0-glm45-issue-excerpt-a.prom"}
+	for _, f := range files {
+		base := readPage(t, f)
+		seq := pageSequence(base)
+		for mode, rel := range releaseModes {
+			for name, opt := range map[string]Options{"default": {}, "no worker labels": {WorkerLabels: []string{}},
+				"limits": {Limits: Limits{MaxSeries: 50, MaxWorkers: 1}}} {
+				t.Run(f+"/"+mode+"/"+name, func(t *testing.T) { sequence(t, opt, seq, rel) })
+			}
+		}
+	}
+	t.Run("ray-256KB", func(t *testing.T) { sequence(t, Options{}, pageSequence(benchpage.Ray(256<<10)), releaseModes["odd"]) })
+}
+
+// TestParserReplays checks that a page of the same lines is read by replay and reuses the
+// released page, and that a page that is not released is not reused.
+func TestParserReplays(t *testing.T) {
+	base := readPage(t, "prometheus-client-render-vllm-0.10.prom")
+	p := NewParser(Options{})
+	first, err := p.Parse(base)
+	if err != nil || p.prog == nil {
+		t.Fatalf("first parse: %v, program %v", err, p.prog)
+	}
+	first.Release()
+	second, err := p.Parse(benchpage.Variant(base, 1))
+	if err != nil || second != first {
+		t.Fatalf("a released page of the same structure was not filled again (err %v)", err)
+	}
+	third, err := p.Parse(benchpage.Variant(base, 2))
+	if err != nil || third == second {
+		t.Fatalf("a page not released was filled again (err %v)", err)
+	}
+	if show(second) == show(third) {
+		t.Fatalf("two scrapes of other values gave the same page")
+	}
+	if allocs := testing.AllocsPerRun(20, func() {
+		pg, err := p.Parse(base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pg.Release()
+	}); allocs != 0 {
+		t.Errorf("steady state: %v allocations per parse, want 0", allocs)
+	}
+}
+
+// TestParserReleaseFromAnotherGoroutine reads and releases pages on another goroutine, as the
+// collector does, under the race detector.
+func TestParserReleaseFromAnotherGoroutine(t *testing.T) {
+	base := readPage(t, "ray-serve-llm-two-replicas.prom")
+	p := NewParser(Options{})
+	pages := make(chan *Page)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for pg := range pages {
+			var sum float64
+			for _, ep := range pg.Engines {
+				for _, cs := range ep.Counters {
+					sum += cs.Value
+				}
+			}
+			_ = sum
+			pg.Release()
+		}
+	}()
+	for k := range 200 {
+		body := benchpage.Variant(base, k)
+		want, _ := ParsePage(body)
+		pg, err := p.Parse(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if show(pg) != show(want) {
+			t.Fatalf("scrape %d differs from ParsePage", k)
+		}
+		pages <- pg
+	}
+	close(pages)
+	wg.Wait()
+}
+
+// FuzzParserSequence parses a, b, a, b, b with one Parser, releasing some pages, and checks
+// each result against ParsePageOptions. The seeds in testdata/fuzz/FuzzParserSequence are
+// small pages and their successors; whole fixtures are added here.
+func FuzzParserSequence(f *testing.F) {
+	for _, name := range []string{"prometheus-client-render-vllm-0.10.prom", "ray-serve-llm-two-replicas.prom"} {
+		b, err := os.ReadFile("testdata/" + name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b, benchpage.Variant(b, 1), uint8(5))
+	}
+	f.Fuzz(func(t *testing.T, a, b []byte, mode uint8) {
+		opt := Options{}
+		if mode&8 != 0 {
+			opt.WorkerLabels = []string{}
+		}
+		sequence(t, opt, [][]byte{a, b, a, b, b}, func(i int) bool { return mode>>(i%3)&1 != 0 })
+	})
+}
