@@ -6,6 +6,7 @@ import (
 	vmprom "github.com/VictoriaMetrics/VictoriaMetrics/lib/protoparser/prometheus"
 	"github.com/prometheus/prometheus/model/labels"
 
+	"github.com/vllmstat/vllmstat/internal/benchpage"
 	"github.com/vllmstat/vllmstat/internal/window"
 )
 
@@ -14,7 +15,9 @@ import (
 //	cd bench && go test -run '^$' -bench . -benchmem -count 6 | tee new.txt
 //	benchstat new.txt
 //
-// vllmstat's parse keeps only the families it reads but checks the syntax of every line;
+// vllmstat's parse keeps only the families it reads but checks the syntax of every line: cold
+// is a page parsed on its own (window.ParsePage), warm a target's next page read by the shape of
+// its previous one (window.Parser);
 // VictoriaMetrics splits every line into a row with its tags; Prometheus walks every entry and
 // builds each sample's labels (its scrape loop then looks them up in its series cache);
 // expfmt builds metric families with protobuf messages.
@@ -24,45 +27,61 @@ func BenchmarkParse(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		b.Run(name+"/vllmstat", func(b *testing.B) {
-			b.SetBytes(int64(len(page)))
+		// Successive scrapes of one target: the page's lines with values moved. Every parser
+		// reads the same bytes in the same order.
+		scrapes := make([][]byte, 8)
+		size := 0
+		for k := range scrapes {
+			scrapes[k] = benchpage.Variant(page, k+1)
+			size += len(scrapes[k])
+		}
+		size /= len(scrapes)
+		run := func(b *testing.B, parse func([]byte) error) {
+			b.SetBytes(int64(size))
 			b.ReportAllocs()
+			k := 0
 			for b.Loop() {
-				if _, err := window.ParsePage(page); err != nil {
+				if err := parse(scrapes[k%len(scrapes)]); err != nil {
 					b.Fatal(err)
 				}
+				k++
 			}
+		}
+		b.Run(name+"/vllmstat-cold", func(b *testing.B) {
+			run(b, func(s []byte) error {
+				_, err := window.ParsePage(s)
+				return err
+			})
+		})
+		b.Run(name+"/vllmstat-warm", func(b *testing.B) {
+			// one Parser per target, each page released before the next scrape, as the
+			// collector does
+			p := window.NewParser(window.Options{})
+			run(b, func(s []byte) error {
+				pg, err := p.Parse(s)
+				if err == nil {
+					pg.Release()
+				}
+				return err
+			})
 		})
 		b.Run(name+"/victoriametrics", func(b *testing.B) {
 			var rows vmprom.Rows // reused across scrapes, as its scraper pools them
-			b.SetBytes(int64(len(page)))
-			b.ReportAllocs()
-			for b.Loop() {
-				if err := vmParse(&rows, page); err != nil {
-					b.Fatal(err)
-				}
-			}
+			run(b, func(s []byte) error { return vmParse(&rows, s) })
 		})
 		b.Run(name+"/prometheus", func(b *testing.B) {
 			st := labels.NewSymbolTable() // one per target, kept across scrapes
 			n := 0
-			b.SetBytes(int64(len(page)))
-			b.ReportAllocs()
-			for b.Loop() {
-				if err := promParse(st, page, func(*labels.Labels, float64) { n++ }); err != nil {
-					b.Fatal(err)
-				}
-			}
+			run(b, func(s []byte) error {
+				return promParse(st, s, func(*labels.Labels, float64) { n++ })
+			})
 		})
 		b.Run(name+"/expfmt", func(b *testing.B) {
 			tp := newTextParser()
-			b.SetBytes(int64(len(page)))
-			b.ReportAllocs()
-			for b.Loop() {
-				if _, err := expfmtParse(tp, page); err != nil {
-					b.Fatal(err)
-				}
-			}
+			run(b, func(s []byte) error {
+				_, err := expfmtParse(tp, s)
+				return err
+			})
 		})
 	}
 }

@@ -96,6 +96,33 @@ func TestParsersReadTheSameSamples(t *testing.T) {
 	}
 }
 
+// TestWarmParserReadsTheSameValues checks vllmstat's warm parser on successive variants of each
+// page, as the benchmark runs it: each page it returns holds the samples' values.
+func TestWarmParserReadsTheSameValues(t *testing.T) {
+	for _, name := range PageNames() {
+		page, err := Page(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Run(name, func(t *testing.T) {
+			p := window.NewParser(window.Options{})
+			for k := range 4 {
+				v := benchpage.Variant(page, k+1)
+				prom, err := promSamples(v)
+				if err != nil {
+					t.Fatal(err)
+				}
+				pg, err := p.Parse(v)
+				if err != nil {
+					t.Fatalf("variant %d: %v", k+1, err)
+				}
+				checkNamed(t, pg, prom)
+				pg.Release()
+			}
+		})
+	}
+}
+
 // sampleLines counts the lines that are neither comments nor blank.
 func sampleLines(page []byte) int {
 	n := 0
