@@ -129,7 +129,7 @@ func promSamples(page []byte) ([]sample, error) {
 		var name string
 		var ls []pair
 		lset.Range(func(l labels.Label) {
-			if l.Name == labels.MetricName {
+			if l.Name == model.MetricNameLabel {
 				name = l.Value
 				return
 			}
