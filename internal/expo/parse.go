@@ -318,6 +318,24 @@ func hasName(set []byte, k int, name []byte) bool {
 
 // quoted reads a label value up to its closing quote. It decodes escapes only when keep is set.
 func (p *parser) quoted(b []byte, keep bool, pos int) (string, []byte, error) {
+	// Most values have no escape: then the first quote closes the value. A short value is
+	// read byte by byte; a long one (Ray's session names, worker ids) is searched at memchr
+	// speed.
+	short := min(len(b), 16)
+	for i := 0; i < short; i++ {
+		if b[i] == '"' {
+			return p.closed(b, i, keep, false, pos)
+		}
+		if b[i] == '\\' {
+			short = -1
+			break
+		}
+	}
+	if short >= 0 {
+		if i := bytes.IndexByte(b[short:], '"'); i >= 0 && bytes.IndexByte(b[short:short+i], '\\') < 0 {
+			return p.closed(b, short+i, keep, false, pos)
+		}
+	}
 	escaped := false
 	for i := 0; i < len(b); i++ {
 		switch b[i] {
@@ -333,22 +351,27 @@ func (p *parser) quoted(b []byte, keep bool, pos int) (string, []byte, error) {
 			escaped = true
 			i++
 		case '"':
-			if p.badUTF8 && !utf8.Valid(b[:i]) {
-				return "", nil, fmt.Errorf("invalid UTF-8 in label value %q", b[:i])
-			}
-			if !keep {
-				return "", b[i+1:], nil
-			}
-			if !escaped {
-				if v, ok := p.reuse(pos, b[:i], true); ok {
-					return v, b[i+1:], nil
-				}
-				return p.intern(b[:i]), b[i+1:], nil
-			}
-			return unescape(b[:i]), b[i+1:], nil
+			return p.closed(b, i, keep, escaped, pos)
 		}
 	}
 	return "", nil, fmt.Errorf("unterminated label value")
+}
+
+// closed ends a label value at its closing quote b[i].
+func (p *parser) closed(b []byte, i int, keep, escaped bool, pos int) (string, []byte, error) {
+	if p.badUTF8 && !utf8.Valid(b[:i]) {
+		return "", nil, fmt.Errorf("invalid UTF-8 in label value %q", b[:i])
+	}
+	if !keep {
+		return "", b[i+1:], nil
+	}
+	if !escaped {
+		if v, ok := p.reuse(pos, b[:i], true); ok {
+			return v, b[i+1:], nil
+		}
+		return p.intern(b[:i]), b[i+1:], nil
+	}
+	return unescape(b[:i]), b[i+1:], nil
 }
 
 func unescape(b []byte) string {

@@ -167,3 +167,29 @@ func FuzzFastDecimal(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkReplay replays the largest fixture on itself, asking for the vLLM samples.
+func BenchmarkReplay(b *testing.B) {
+	page, err := os.ReadFile("testdata/prometheus-client-render-vllm-0.10.prom")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var vl []string
+	for _, n := range allNames(page).names {
+		if strings.HasPrefix(n, "vllm:") {
+			vl = append(vl, n)
+		}
+	}
+	var sh Shape
+	if err := sh.Parse(page, NewNames(vl), func(*Sample) {}); err != nil {
+		b.Fatal(err)
+	}
+	vals := make([]float64, sh.Wanted())
+	b.SetBytes(int64(len(page)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if !sh.Replay(page, vals) {
+			b.Fatal("no replay")
+		}
+	}
+}

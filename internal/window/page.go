@@ -100,7 +100,7 @@ type stop struct{ err error }
 
 // collect reads the samples of the families vllmstat reads from body, and which spelling of
 // each family is the page's. With sh set, the page's lines are remembered there too.
-func collect(body []byte, opt Options, sh *expo.Shape) (raws []raw, best [3][]int, workers []workerKey, err error) {
+func collect(body []byte, opt Options, sh *expo.Shape) (raws []raw, _ [3][]int, workers []workerKey, err error) {
 	lim := opt.Limits
 	wl := opt.WorkerLabels
 	if wl == nil {
@@ -118,7 +118,7 @@ func collect(body []byte, opt Options, sh *expo.Shape) (raws []raw, best [3][]in
 	// About a third of a vLLM page's lines are kept; a huge page grows the slice as it goes, so
 	// that refusing one at a limit costs no more than the limit.
 	raws = make([]raw, 0, min(len(body)/256, 4096))
-	// best is the lowest rank seen per kind and family.
+	var best [3][]int // lowest rank seen per kind and family
 	best[kGauge] = fill(int(NumGauges))
 	best[kCounter] = fill(int(NumCounters))
 	best[kHist] = fill(int(NumHists))

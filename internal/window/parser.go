@@ -171,6 +171,7 @@ type histFix struct {
 	e, h         int32
 	countFromInf bool // no _count: Count is the +Inf bucket
 	infFromCount bool // no +Inf bucket: complete added one holding Count
+	seen         bool // during compile: the series has samples
 }
 
 // compile returns the program that fills pg's structure from raws' successors, or nil where
@@ -187,19 +188,22 @@ func compile(raws []raw, best [3][]int, workers []workerKey, pg *Page) *program 
 			}
 		}
 	}
-	type gkey struct {
-		e int32
-		g Gauge
+	// Slots by engine and family, -1 for none yet; split slots are few and keyed by a map.
+	gauges := make([]int32, len(pg.Engines)*int(NumGauges))
+	for i := range gauges {
+		gauges[i] = -1
 	}
-	gauges := map[gkey]int{}
 	type skey struct {
 		e      int32
 		g      Gauge
 		reason string
 	}
-	splits := map[skey]int{}
-	type hkey struct{ e, h int32 }
-	hists := map[hkey]*histFix{}
+	var splits map[skey]int
+	histBase := make([]int, len(pg.Engines)+1) // engine e's series are fixes[histBase[e]:histBase[e+1]]
+	for e := range pg.Engines {
+		histBase[e+1] = histBase[e] + len(pg.Engines[e].Hists)
+	}
+	fixes := make([]histFix, histBase[len(pg.Engines)])
 	for k, r := range raws {
 		m := table.metas[r.meta]
 		if !chosen(m, best) {
@@ -215,14 +219,17 @@ func compile(raws []raw, best [3][]int, workers []workerKey, pg *Page) *program 
 			}
 			g := Gauge(m.fam)
 			o.kind, o.i = opGauge, int32(g)
-			gk := gkey{e, g}
-			if _, ok := gauges[gk]; !ok {
-				gauges[gk] = len(pr.gauges)
+			gs := &gauges[int(e)*int(NumGauges)+int(g)]
+			if *gs < 0 {
+				*gs = int32(len(pr.gauges))
 				pr.gauges = append(pr.gauges, gaugeSlot{e: e, g: g, mean: vllm.Gauges[g].Combine == vllm.Mean})
 			}
-			pr.gauges[gauges[gk]].n++
+			pr.gauges[*gs].n++
 			if m.split != "" {
 				sk := skey{e, g, r.reason}
+				if splits == nil {
+					splits = map[skey]int{}
+				}
 				if _, ok := splits[sk]; !ok {
 					splits[sk] = len(pr.splits)
 					pr.splits = append(pr.splits, splitSlot{e: e, g: g, reason: r.reason})
@@ -232,8 +239,8 @@ func compile(raws []raw, best [3][]int, workers []workerKey, pg *Page) *program 
 			}
 			pr.finite = append(pr.finite, int32(k))
 		case kCounter:
-			i, ok := slices.BinarySearchFunc(ep.Counters, r, func(cs CounterSeries, r raw) int {
-				return cmp.Or(cmp.Compare(cs.Family, Counter(m.fam)), strings.Compare(cs.Key, r.key))
+			i, ok := slices.BinarySearchFunc(ep.Counters, r.key, func(cs CounterSeries, key string) int {
+				return cmp.Or(cmp.Compare(cs.Family, Counter(m.fam)), strings.Compare(cs.Key, key))
 			})
 			if !ok {
 				return nil
@@ -247,21 +254,23 @@ func compile(raws []raw, best [3][]int, workers []workerKey, pg *Page) *program 
 				pr.finite = append(pr.finite, int32(k))
 			}
 		case kHist:
-			h, ok := slices.BinarySearchFunc(ep.Hists, r, func(hs HistSeries, r raw) int {
-				return cmp.Or(cmp.Compare(hs.Family, Hist(m.fam)), strings.Compare(hs.Key, r.key))
+			h, ok := slices.BinarySearchFunc(ep.Hists, r.key, func(hs HistSeries, key string) int {
+				return cmp.Or(cmp.Compare(hs.Family, Hist(m.fam)), strings.Compare(hs.Key, key))
 			})
 			if !ok {
 				break // an incomplete series, left out whatever its values
 			}
 			hs := &ep.Hists[h]
 			o.i = int32(h)
-			hk := hkey{e, int32(h)}
-			if hists[hk] == nil {
-				hists[hk] = &histFix{e: e, h: int32(h), countFromInf: true, infFromCount: true}
+			fix := &fixes[histBase[e]+h]
+			if !fix.seen {
+				*fix = histFix{e: e, h: int32(h), countFromInf: true, infFromCount: true, seen: true}
 			}
 			switch m.role {
 			case rBucket:
 				o.kind = opBucket
+				// Two bucket lines with one bound (le="1" and le="1.0") are two buckets that
+				// sorting leaves in an order no bound tells.
 				for j, b := range hs.Buckets {
 					if cmp.Compare(b.Le, r.le) == 0 {
 						if o.j >= 0 {
@@ -271,13 +280,13 @@ func compile(raws []raw, best [3][]int, workers []workerKey, pg *Page) *program 
 					}
 				}
 				if math.IsInf(r.le, 1) {
-					hists[hk].infFromCount = false
+					fix.infFromCount = false
 				}
 			case rSum:
 				o.kind = opSum
 			case rCount:
 				o.kind = opCount
-				hists[hk].countFromInf = false
+				fix.countFromInf = false
 			case rCreated:
 				if !finite(r.value) {
 					return nil
@@ -288,24 +297,14 @@ func compile(raws []raw, best [3][]int, workers []workerKey, pg *Page) *program 
 		}
 		pr.ops[k] = o
 	}
-	// Two bucket lines with one bound: each found the same bucket.
-	seen := map[[3]int32]bool{}
-	for _, o := range pr.ops {
-		if o.kind == opBucket {
-			k := [3]int32{o.e, o.i, o.j}
-			if seen[k] {
-				return nil
-			}
-			seen[k] = true
-		}
-	}
 	for i := range pr.splits {
 		s := &pr.splits[i]
-		s.div = s.n > 0 && pr.gauges[gauges[gkey{s.e, s.g}]].n > 1 && pr.gauges[gauges[gkey{s.e, s.g}]].mean
+		gs := pr.gauges[gauges[int(s.e)*int(NumGauges)+int(s.g)]]
+		s.div = gs.n > 1 && gs.mean
 	}
-	for _, hk := range slices.SortedFunc(maps.Keys(hists), func(a, b hkey) int { return cmp.Or(cmp.Compare(a.e, b.e), cmp.Compare(a.h, b.h)) }) {
-		if f := hists[hk]; f.countFromInf || f.infFromCount {
-			pr.hists = append(pr.hists, *f)
+	for _, f := range fixes {
+		if f.seen && (f.countFromInf || f.infFromCount) {
+			pr.hists = append(pr.hists, f)
 		}
 	}
 	pr.sums = make([]float64, len(pr.splits))
