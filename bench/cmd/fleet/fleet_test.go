@@ -93,6 +93,9 @@ func TestServesVariantsInTurn(t *testing.T) {
 			}
 		}
 	}
+	if b, _ := get(t, urls[1]+"/fleet/served", false); string(b) != "8\n" {
+		t.Errorf("served %q, want 8", b)
+	}
 }
 
 func TestServesNamedSamplesOnly(t *testing.T) {

@@ -6,8 +6,8 @@
 //
 //	fleet -n 1000 -page vllm-0.20
 //
-// It prints "fleet ready: base PORT count N" once every port listens, and stops on SIGTERM or
-// SIGINT.
+// It prints "fleet ready: base PORT count N" once every port listens, serves the number of pages
+// it has served so far at /fleet/served on every port, and stops on SIGTERM or SIGINT.
 package main
 
 import (
@@ -143,7 +143,13 @@ func newHandler(p *pages, lns []net.Listener) http.Handler {
 		next[l.Addr().String()] = c
 	}
 	v := int64(len(p.full))
+	var served atomic.Int64
 	mux := http.NewServeMux()
+	// The pages served so far, on every port: a count of scrapes that does not depend on what
+	// the scraper says.
+	mux.HandleFunc("GET /fleet/served", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintln(w, served.Load())
+	})
 	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
 		var k int64
 		if a, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
@@ -167,7 +173,9 @@ func newHandler(p *pages, lns []net.Listener) http.Handler {
 			data = b.gz
 		}
 		h.Set("Content-Length", strconv.Itoa(len(data)))
-		w.Write(data)
+		if _, err := w.Write(data); err == nil {
+			served.Add(1)
+		}
 	})
 	return mux
 }
