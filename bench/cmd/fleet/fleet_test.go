@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -11,6 +13,7 @@ import (
 	"os/exec"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/vllmstat/vllmstat/bench"
@@ -207,4 +210,42 @@ func families(page string) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// TestRunUntilSIGTERM runs the command: it says where it listens once every port is open,
+// serves there, and returns 0 on SIGTERM.
+func TestRunUntilSIGTERM(t *testing.T) {
+	r, w := io.Pipe()
+	done := make(chan int, 1)
+	go func() {
+		done <- run([]string{"-n", "3", "-variants", "2"}, w, io.Discard)
+		w.Close()
+	}()
+	line, err := bufio.NewReader(r).ReadString('\n')
+	if err != nil {
+		t.Fatalf("no ready line: %v", err)
+	}
+	go io.Copy(io.Discard, r)
+	var base, count int
+	if _, err := fmt.Sscanf(line, "fleet ready: base %d count %d", &base, &count); err != nil || count != 3 {
+		t.Fatalf("ready line %q: %v", line, err)
+	}
+	page, err := bench.Page("vllm-0.20")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range count {
+		// port i starts at variant i (of 2)
+		b, _ := get(t, fmt.Sprintf("http://127.0.0.1:%d/metrics", base+i), true)
+		if !bytes.Equal(b, benchpage.Variant(page, i%2)) {
+			t.Errorf("port %d: a page of %d bytes, not variant %d", base+i, len(b), i%2)
+		}
+	}
+	// run has registered for SIGTERM before it printed the ready line
+	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := <-done; code != 0 {
+		t.Errorf("exit code %d after SIGTERM", code)
+	}
 }

@@ -53,6 +53,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	var err error
 	if *file != "" {
 		page, err = os.ReadFile(*file)
+		*pageName = *file
 	} else {
 		page, err = bench.Page(*pageName)
 	}
@@ -104,8 +105,8 @@ func listen(host string, port, n int) ([]net.Listener, error) {
 	if port != 0 {
 		return listenRange(host, port, n)
 	}
-	if n > 20000 {
-		return nil, fmt.Errorf("no free range of %d ports below 32768", n)
+	if n > 32768-10000 {
+		return nil, fmt.Errorf("no range of %d ports between 10000 and 32768", n)
 	}
 	var err error
 	for range 50 {
@@ -173,9 +174,10 @@ func newHandler(p *pages, lns []net.Listener) http.Handler {
 			data = b.gz
 		}
 		h.Set("Content-Length", strconv.Itoa(len(data)))
-		if _, err := w.Write(data); err == nil {
-			served.Add(1)
-		}
+		// Counted before the write, so that a client that has read the page reads a count
+		// that includes it.
+		served.Add(1)
+		w.Write(data)
 	})
 	return mux
 }
