@@ -159,7 +159,9 @@ func (w *Worker) Observe(p *EnginePage, since float64) Increase {
 				d.Buckets[j] = Bucket{Le: b.Le, Count: b.Count - old.buckets[j].Count}
 			}
 		}
-		*old = histState{buckets: hs.Buckets, sum: hs.Sum, count: hs.Count, created: hs.Created, hasCreated: hs.HasCreated, hasSum: hs.HasSum, base: true}
+		// A copy, into the state's own slice: the page is handed back to its parser after
+		// Observe (Page.Release) and its buckets are overwritten by the next scrape.
+		*old = histState{buckets: append(old.buckets[:0], hs.Buckets...), sum: hs.Sum, count: hs.Count, created: hs.Created, hasCreated: hs.HasCreated, hasSum: hs.HasSum, base: true}
 		if d != nil {
 			inc.Hists[hs.Family] = addHist(inc.Hists[hs.Family], d)
 		}
