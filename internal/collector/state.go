@@ -142,6 +142,9 @@ func (s *state) targetStates() []TargetState {
 }
 
 func (s *state) observe(res scrape.Result) {
+	// The page goes back to its target's parser once observed: the tracker and the observers
+	// copy what they keep.
+	defer res.Page.Release()
 	if gen, ok := s.pool.Generation(res.Target); !ok || gen != res.Gen {
 		// A scrape of a removed target instance, delivered late: its target is gone, or is a
 		// new instance whose worker must not see the old one's page.

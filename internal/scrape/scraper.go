@@ -36,7 +36,9 @@ func newScraper(t Target, opt *Options) *scraper {
 	s := &scraper{
 		url:   t.URL,
 		names: newRestriction(),
-		parse: func(body []byte) (*window.Page, error) { return window.ParsePageOptions(body, wopt) },
+		// One parser per target: it reads a page like the target's previous one by comparing
+		// bytes instead of parsing them again (see window.Parser).
+		parse: window.NewParser(wopt).Parse,
 	}
 	s.setAuth(&t.Auth, opt)
 	return s
@@ -118,10 +120,10 @@ func (s *scraper) fetch(ctx context.Context, opt *Options) Result {
 	}()
 	buf.Reset()
 	restricted := opt.RequestNames && s.names.active()
-	learn := opt.RequestNames && !restricted && !s.names.off // a full page, to learn the target's names from
+	learn := opt.RequestNames && !restricted && s.names.learning() // a full page, to learn the target's names from
 	err := s.get(ctx, opt, restricted, buf)
 	if err == nil {
-		// The page keeps no reference into body (its strings are copies), so the buffer is reused.
+		// The page keeps no reference into body, so the buffer is reused.
 		res.Page, res.ParseErr = s.parse(buf.Bytes())
 	}
 	if restricted {
@@ -135,6 +137,7 @@ func (s *scraper) fetch(ctx context.Context, opt *Options) Result {
 			missing = s.names.checkRestricted(buf.Bytes())
 		}
 		if refused || missing >= 0 {
+			res.Page.Release() // nobody else saw it
 			res.Page, res.ParseErr = nil, nil
 			buf.Reset()
 			if err = s.get(ctx, opt, false, buf); err == nil {
