@@ -119,10 +119,11 @@ func (s nameSet) mask(sn *sampleNames) nsMask {
 	return m
 }
 
-// scanNames adds to set the sample names vllmstat reads that page has. It looks at each
-// sample line's name only, and a page's samples come in runs of one name (a histogram's
-// buckets), so most lines cost a comparison with the line before.
-func scanNames(page []byte, sn *sampleNames, set nameSet) {
+// scanNames adds to set the sample names vllmstat reads that page has, and reports whether the
+// page has samples of other names too. It looks at each sample line's name only, and a page's
+// samples come in runs of one name (a histogram's buckets), so most lines cost a comparison
+// with the line before.
+func scanNames(page []byte, sn *sampleNames, set nameSet) (others bool) {
 	var last []byte
 	for len(page) > 0 {
 		line := page
@@ -147,8 +148,11 @@ func scanNames(page []byte, sn *sampleNames, set nameSet) {
 		last = line[:n]
 		if i, ok := sn.index[string(last)]; ok {
 			set.add(i)
+		} else {
+			others = true
 		}
 	}
+	return others
 }
 
 func endsName(c byte) bool { return c == '{' || c == ' ' || c == '\t' }
@@ -164,6 +168,9 @@ type restriction struct {
 	prev nameSet // scratch
 	mask nsMask  // the namespaces asked for; 0 asks for the full page
 	off  bool    // the server answers restricted requests wrongly: never restrict again
+	// ignored is set when the server answered a restricted request with samples not asked for:
+	// it ignores name[], and asking costs kilobytes of query for nothing.
+	ignored bool
 }
 
 func newRestriction() *restriction {
@@ -173,10 +180,13 @@ func newRestriction() *restriction {
 }
 
 // active reports that the next scrape may ask for the names only.
-func (r *restriction) active() bool { return !r.off && r.mask != 0 }
+func (r *restriction) active() bool { return r.learning() && r.mask != 0 }
+
+// learning reports whether full pages are to be scanned for the names to ask for.
+func (r *restriction) learning() bool { return !r.off && !r.ignored }
 
 // reset makes the next scrape ask for the full page, and learn from it again.
-func (r *restriction) reset() { r.mask = 0; clear(r.full) }
+func (r *restriction) reset() { r.mask, r.ignored = 0, false; clear(r.full) }
 
 // restrict starts restricting to the namespaces of names (which must be sample names vllmstat
 // reads), as if a full page with them had been seen.
@@ -200,7 +210,11 @@ func (r *restriction) sawFull(page []byte) {
 // new names to them), or else the index of a name it lacks.
 func (r *restriction) checkRestricted(page []byte) (missing int) {
 	clear(r.got)
-	scanNames(page, r.sn, r.got)
+	if scanNames(page, r.sn, r.got) {
+		// Names not asked for: the server ignores name[] (Ray's agent, prometheus_client's
+		// ASGI app before 0.23, Go servers without the filter); the page is the full one.
+		r.ignored = true
+	}
 	if m := r.full.firstMissing(r.got); m >= 0 {
 		return m
 	}
