@@ -170,15 +170,17 @@ func startRun(cfg config.Config, log *slog.Logger, summary io.Writer, fresh bool
 		Interval: cfg.IntervalDuration(),
 		Timeout:  cfg.Timeout(),
 		// A fleet of hundreds of targets is scraped over half the interval rather than in one
-		// burst; a small one gains nothing from it and keeps its samples aligned.
-		Spread:    spreadFor(len(cfg.Targets), cfg.IntervalDuration()),
-		StepEvery: cfg.StepEvery,
-		MaxBody:   cfg.MaxBodyBytes,
-		Limits:    cfg.Limits(),
-		Tracker:   topt,
-		Recorder:  rw,
-		Observer:  self,
-		Sinks:     []sink.Sink{r.sinks},
+		// burst; a small one gains nothing from it and keeps its samples aligned. The pool
+		// decides as targets come and go (discovery, the API), not from the start's count.
+		Spread:     cfg.IntervalDuration() / 2,
+		SpreadFrom: spreadFrom,
+		StepEvery:  cfg.StepEvery,
+		MaxBody:    cfg.MaxBodyBytes,
+		Limits:     cfg.Limits(),
+		Tracker:    topt,
+		Recorder:   rw,
+		Observer:   self,
+		Sinks:      []sink.Sink{r.sinks},
 		OnStep: func(rec *step.Record) {
 			fmt.Fprintln(summary, summaryLine(rec, cfg.MetricPrefix))
 			if cfg.TerminalTimelines {
@@ -279,12 +281,8 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	return runWith(ctx, "record", append([]string{"--record", args[0]}, args[1:]...), stdout, stderr)
 }
 
-func spreadFor(targets int, interval time.Duration) time.Duration {
-	if targets < 64 {
-		return 0
-	}
-	return interval / 2
-}
+// spreadFrom is the number of targets from which scrapes are spread over the interval.
+const spreadFrom = 64
 
 // lockedWriter serialises writes from several goroutines, so lines never interleave.
 type lockedWriter struct {

@@ -48,6 +48,8 @@ type Options struct {
 
 	// Spread staggers the targets' scrapes over this much of each interval (see scrape.Options).
 	Spread time.Duration
+	// SpreadFrom is the number of targets from which Spread applies (see scrape.Options).
+	SpreadFrom int
 	// Compression and RequestNames are how pages are asked for (see scrape.Options).
 	Compression  scrape.Compression
 	RequestNames bool
@@ -205,6 +207,7 @@ func (c *Collector) Run(ctx context.Context) error {
 		WorkerLabels: c.opt.WorkerLabels,
 		KeepBody:     c.opt.Recorder != nil,
 		Spread:       c.opt.Spread,
+		SpreadFrom:   c.opt.SpreadFrom,
 		Clock:        c.opt.Clock,
 		Compression:  c.opt.Compression,
 		RequestNames: c.opt.RequestNames,

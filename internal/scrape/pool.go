@@ -44,6 +44,10 @@ type Options struct {
 	// URL, so that a large fleet is not scraped in one burst per tick. Boundary scrapes are never
 	// delayed. 0 scrapes every target on the tick.
 	Spread time.Duration
+	// SpreadFrom is how many targets the pool must have for Spread to apply: a small fleet gains
+	// nothing from it and keeps its samples aligned. It is checked as targets come and go, so
+	// a fleet found by discovery after the start is spread too.
+	SpreadFrom int
 }
 
 // sharedClient is the client of Fetch calls that bring none.
@@ -77,6 +81,9 @@ type Pool struct {
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	targets map[string]*target
+	// spread is Options.Spread while the pool has at least Options.SpreadFrom targets, else 0;
+	// read by the targets' goroutines at each tick.
+	spread  atomic.Int64
 	order   []string
 	lastGen uint64
 }
@@ -91,7 +98,6 @@ type target struct {
 	boundary chan uint64
 	busy     atomic.Bool
 	cancel   context.CancelFunc
-	offset   time.Duration
 }
 
 // offset spreads targets over the interval by a hash of the URL (FNV-1a), stable across runs.
@@ -167,7 +173,7 @@ func (p *Pool) Set(ts []Target) (added, removed []string) {
 		}
 		ctx, cancel := context.WithCancel(p.ctx)
 		p.lastGen++
-		t := &target{url: tg.URL, gen: p.lastGen, tick: make(chan struct{}, 1), boundary: make(chan uint64, 1), cancel: cancel, offset: offset(tg.URL, p.opt.Spread)}
+		t := &target{url: tg.URL, gen: p.lastGen, tick: make(chan struct{}, 1), boundary: make(chan uint64, 1), cancel: cancel}
 		t.auth.Store(&auth)
 		p.targets[tg.URL] = t
 		order = append(order, tg.URL)
@@ -179,6 +185,11 @@ func (p *Pool) Set(ts []Target) (added, removed []string) {
 		}()
 	}
 	p.order = order
+	spread := time.Duration(0)
+	if len(order) >= p.opt.SpreadFrom {
+		spread = p.opt.Spread
+	}
+	p.spread.Store(int64(spread))
 	return added, removed
 }
 
@@ -231,8 +242,8 @@ func (p *Pool) loop(ctx context.Context, t *target) {
 			return
 		case <-t.tick:
 			t.busy.Store(true)
-			if t.offset > 0 {
-				timer := p.opt.Clock.NewTimer(t.offset)
+			if off := offset(t.url, time.Duration(p.spread.Load())); off > 0 {
+				timer := p.opt.Clock.NewTimer(off)
 				select {
 				case <-ctx.Done():
 					timer.Stop()

@@ -196,3 +196,60 @@ func TestPoolSpreadOffset(t *testing.T) {
 		t.Fatalf("%d timers, %d scrapes after the boundary, want the offset wait dropped", fc.Timers(), hits.Load())
 	}
 }
+
+// TestPoolSpreadFrom checks that the spread applies once the pool has SpreadFrom targets, and no
+// longer when it has fewer again, whatever it started with: a fleet found by discovery after
+// the start is spread too.
+func TestPoolSpreadFrom(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte(page))
+	}))
+	defer srv.Close()
+	const spread = time.Second
+	u := srv.URL + "/metrics"
+	for i := 0; offset(u, spread) < spread/10; i++ {
+		u = fmt.Sprintf("%s/metrics?i=%d", srv.URL, i)
+	}
+	other := []Target{{URL: srv.URL + "/a"}, {URL: srv.URL + "/b"}}
+	fc := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	out := make(chan Result, 3)
+	p := NewPool(Options{Timeout: 5 * time.Second, Spread: spread, SpreadFrom: 3, Clock: fc}, out)
+	defer p.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// drain ticks every target and waits for the results; it reports whether the target u
+	// waited for a timer (its offset) before scraping.
+	drain := func(n int) (waited bool) {
+		t.Helper()
+		p.Tick()
+		for got := 0; got < n; {
+			select {
+			case r := <-out:
+				if r.Err() != nil {
+					t.Fatal(r.Err())
+				}
+				got++
+			case <-time.After(10 * time.Millisecond):
+				if fc.Timers() > 0 {
+					waited = true
+					fc.Advance(spread)
+				}
+			case <-ctx.Done():
+				t.Fatal("no result")
+			}
+		}
+		return waited
+	}
+	p.Set([]Target{{URL: u}})
+	if drain(1) {
+		t.Fatal("one target of SpreadFrom 3 waited for its offset")
+	}
+	p.Set(append([]Target{{URL: u}}, other...))
+	if !drain(3) {
+		t.Fatal("three targets of SpreadFrom 3: none waited for its offset")
+	}
+	p.Set([]Target{{URL: u}})
+	if drain(1) {
+		t.Fatal("back to one target: it still waited for its offset")
+	}
+}
