@@ -166,7 +166,7 @@ def check_shape(fixture, populated):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--names", required=True, help="sample names vllmstat reads, one a line")
-    p.add_argument("--scrapes", type=int, default=1000)
+    p.add_argument("--scrapes", type=int, default=500)
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--app", choices=("asgi", "wsgi"), default="asgi")
     p.add_argument("--populated", action="store_true")
@@ -198,9 +198,13 @@ def main():
         full_names = sample_names(page_text(r, body))
         present = [n for n in names if n in full_names]
         cases = []
-        for label, path in (("full", "/metrics"), ("restricted", query(names)),
-                            ("restricted to names on the page", query(present))):
-            for gz in (True, False):
+        # Asking only for the names the first full page showed shortens the request; its
+        # identity variant adds nothing new, so it is left out to keep the run short.
+        for label, path, encodings in (("full", "/metrics", (True, False)),
+                                       ("restricted", query(names), (True, False)),
+                                       ("restricted to names on the page", query(present),
+                                        (True,))):
+            for gz in encodings:
                 r, body = client.get(path, gz)
                 got = sample_names(page_text(r, body))
                 want = full_names if label == "full" else full_names & set(names)
@@ -238,7 +242,8 @@ def main():
     for k, (sec, size) in in_process(fixture, names, args.populated).items():
         print(f"| {k} | {sec * 1e6:.0f} | {size} |")
 
-    multiproc_check(args.app, names)
+    if not args.populated:
+        multiproc_check(args.app, names)
     return 0 if ok else 1
 
 
