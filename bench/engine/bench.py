@@ -231,8 +231,10 @@ def main():
         client.close()
 
     print_table(cases)
+    print(f"\nServer CPU is counted in clock ticks: the resolution is "
+          f"{1e6 / CLK_TCK / args.scrapes:.0f} µs per scrape.")
     busy = (busy1[0] - busy0[0]) / max(1, busy1[1] - busy0[1])
-    print(f"\nMachine: {os.cpu_count()} CPUs; load average {load0[0]:.2f} before, "
+    print(f"Machine: {os.cpu_count()} CPUs; load average {load0[0]:.2f} before, "
           f"{load1[0]:.2f} after; all CPUs {busy:.0%} busy during the measurement (this client "
           "and the server included).\n")
 
