@@ -18,7 +18,7 @@ const (
 )
 
 // DefaultCompression is the compression of a configuration that names none.
-const DefaultCompression = CompressionGzip
+const DefaultCompression = CompressionNone
 
 // ParseCompression reads a compression setting: "gzip" or "none".
 func ParseCompression(s string) (Compression, error) {

@@ -45,9 +45,10 @@ func TestFetch(t *testing.T) {
 		path   string
 		url    string
 		reason string
+		comp   Compression
 	}{
 		{path: "/ok"},
-		{path: "/gzip"},
+		{path: "/gzip", comp: CompressionGzip},
 		{path: "/503", reason: "http_status"},
 		{path: "/slow", reason: "timeout"},
 		{path: "/big", reason: "body_too_large"},
@@ -62,7 +63,7 @@ func TestFetch(t *testing.T) {
 		}
 		t.Run(u, func(t *testing.T) {
 			start := time.Now()
-			r := Fetch(context.Background(), Target{URL: u}, Options{Client: client, Timeout: 200 * time.Millisecond, MaxBody: 2000, KeepBody: true})
+			r := Fetch(context.Background(), Target{URL: u}, Options{Client: client, Timeout: 200 * time.Millisecond, MaxBody: 2000, KeepBody: true, Compression: tt.comp})
 			if time.Since(start) > 3*time.Second {
 				t.Fatal("the timeout did not bound the scrape")
 			}
