@@ -2,6 +2,8 @@ package expo
 
 import (
 	"bytes"
+	"encoding/binary"
+	"slices"
 	"unicode/utf8"
 )
 
@@ -9,53 +11,101 @@ import (
 // the same target, which nearly always has the same lines with other values, can be read by
 // comparing bytes instead of parsing them (see Replay). It keeps copies of the lines, never
 // the page. A Shape is owned by one goroutine.
+//
+// A target is remembered for as long as it is scraped, and a fleet has many: the lines are
+// kept front and back coded (see add), which a page's run of lines of one family, differing in
+// a label value or two, shrinks to a small part of its size.
 type Shape struct {
-	arena  []byte
-	segs   []seg
-	wanted int    // samples emitted
-	valid  bool   // the last Parse succeeded
-	want   bool   // set by the parser for the line just parsed
-	next   *Shape // where Resync remembers the page it reads, swapped in when it succeeds
-	// index finds a remembered line by its hash (see Resync), built when first needed.
-	index   map[uint64]int32
-	indexed bool
-	parsed  int // lines the last Resync parsed, for tests
+	code   []byte // the lines, as add codes them
+	lines  int
+	wanted int  // samples emitted
+	valid  bool // the last Parse succeeded
+	want   bool // set by the parser for the line just parsed
+	prev   []byte
+	parsed int // lines the last Resync parsed, for tests
 }
 
-// seg is one line of the remembered page, as parser.run splits the page.
-type seg struct {
-	off, end int32 // the line in arena; for a sample line, only its part before the value
-	idx      int32 // for a wanted sample line, its place among the samples emitted
-	sample   bool
-	want     bool // a sample line whose name was asked for
+// Line flags, in the low bits of a line's first number.
+const (
+	lineSample = 1 << iota // a sample line: its bytes end where its value starts
+	lineWant               // a sample line whose name was asked for
+	lineShift  = iota
+)
+
+// reset readies sh to remember a page's lines.
+func (sh *Shape) reset(size int) {
+	sh.code, sh.lines, sh.wanted, sh.valid, sh.prev = sh.code[:0], 0, 0, false, nil
+	if cap(sh.code) < size {
+		sh.code = make([]byte, 0, size)
+	}
+}
+
+// done ends the lines' remembering: the code is copied to storage of its size, since it stays
+// for as long as the target is scraped, and the scratch it was written in is dropped.
+func (sh *Shape) done() {
+	sh.code, sh.prev, sh.valid = slices.Clip(slices.Clone(sh.code)), nil, true
 }
 
 // Parse is the package's Parse that also remembers the page's lines, for Replay.
 func (sh *Shape) Parse(page []byte, names *Names, emit func(*Sample)) error {
-	sh.arena, sh.segs, sh.wanted, sh.valid, sh.indexed = sh.arena[:0], sh.segs[:0], 0, false, false
+	sh.reset(len(page) / 2)
 	p := parser{rec: sh, names: names, emit: emit, badUTF8: !utf8.Valid(page)}
 	if err := p.run(page); err != nil {
-		sh.arena, sh.segs = sh.arena[:0], sh.segs[:0]
+		sh.code, sh.lines, sh.wanted, sh.prev = nil, 0, 0, nil
 		return err
 	}
-	sh.valid = true
+	sh.done()
 	return nil
 }
 
 // add remembers a line that parsed; at is where its value starts, -1 for other lines.
 func (sh *Shape) add(l []byte, at int) {
-	s := seg{off: int32(len(sh.arena))}
 	if at >= 0 {
-		l = l[:at]
-		s.sample, s.want = true, sh.want
-		if s.want {
-			s.idx = int32(sh.wanted)
-			sh.wanted++
-		}
+		sh.keep(l[:at], true, sh.want)
+	} else {
+		sh.keep(l, false, false)
 	}
-	sh.arena = append(sh.arena, l...)
-	s.end = int32(len(sh.arena))
-	sh.segs = append(sh.segs, s)
+}
+
+// keep remembers a line, or a sample line's part before its value, l, which must stay
+// unchanged until the next line is kept (a line of the page being read). A line is coded as
+// the bytes it shares with the line before at its start and at its end, and the bytes between,
+// which are all that is copied.
+func (sh *Shape) keep(l []byte, sample, want bool) {
+	prev := sh.prev
+	n := min(len(l), len(prev))
+	pre := 0
+	for pre < n && l[pre] == prev[pre] {
+		pre++
+	}
+	suf := 0
+	for suf < n-pre && l[len(l)-1-suf] == prev[len(prev)-1-suf] {
+		suf++
+	}
+	head := uint64(pre) << lineShift
+	if sample {
+		head |= lineSample
+	}
+	if want {
+		head |= lineWant
+		sh.wanted++
+	}
+	mid := l[pre : len(l)-suf]
+	sh.code = binary.AppendUvarint(sh.code, head)
+	sh.code = binary.AppendUvarint(sh.code, uint64(suf))
+	sh.code = binary.AppendUvarint(sh.code, uint64(len(mid)))
+	sh.code = append(sh.code, mid...)
+	sh.prev = l
+	sh.lines++
+}
+
+// uvarint decodes a number of the code at i, and returns where the code goes on.
+func uvarint(code []byte, i int) (int, int) {
+	if b := code[i]; b < 0x80 {
+		return int(b), i + 1
+	}
+	v, n := binary.Uvarint(code[i:])
+	return int(v), i + n
 }
 
 // Wanted returns how many samples the remembered page emitted: the length Replay fills.
@@ -77,22 +127,35 @@ func (sh *Shape) Wanted() int { return sh.wanted }
 // followed by a byte that is not blank are read the same way, to the same name, labels and
 // start of value; the value, timestamp and exemplar are then checked with the same functions
 // Parse uses. Lines are split at '\n' as Parse splits them.
+//
+// A line's bytes shared with the line before are compared with that line's in page, which
+// equal the remembered ones once that line matched.
 func (sh *Shape) Replay(page []byte, vals []float64) bool {
 	if !sh.valid || len(vals) < sh.wanted {
 		return false
 	}
-	a := sh.arena
-	pos, n := 0, 0
-	for _, s := range sh.segs {
-		if pos >= len(page) {
+	code := sh.code
+	pos, n, i := 0, 0, 0
+	prev, prevEnd := 0, 0 // the previous line's remembered part in page
+	for range sh.lines {
+		var head, suf, mid int
+		head, i = uvarint(code, i)
+		suf, i = uvarint(code, i)
+		mid, i = uvarint(code, i)
+		pre := head >> lineShift
+		size := pre + mid + suf
+		if pos >= len(page) || len(page)-pos < size {
 			return false
 		}
-		pre := a[s.off:s.end]
-		if len(page)-pos < len(pre) || string(page[pos:pos+len(pre)]) != string(pre) {
+		if string(page[pos:pos+pre]) != string(page[prev:prev+pre]) ||
+			string(page[pos+pre:pos+pre+mid]) != string(code[i:i+mid]) ||
+			string(page[pos+pre+mid:pos+size]) != string(page[prevEnd-suf:prevEnd]) {
 			return false
 		}
-		pos += len(pre)
-		if s.sample {
+		i += mid
+		prev, pos = pos, pos+size
+		prevEnd = pos
+		if head&lineSample != 0 {
 			start := pos
 			for pos < len(page) && page[pos] != ' ' && page[pos] != '\t' && page[pos] != '\n' {
 				pos++
@@ -117,7 +180,7 @@ func (sh *Shape) Replay(page []byte, vals []float64) bool {
 				}
 				pos = end
 			}
-			if s.want {
+			if head&lineWant != 0 {
 				vals[n] = v
 				n++
 			}
@@ -130,4 +193,69 @@ func (sh *Shape) Replay(page []byte, vals []float64) bool {
 		}
 	}
 	return pos == len(page)
+}
+
+// decoded is the remembered lines decoded, for Resync to compare lines with any of them.
+type decoded struct {
+	arena []byte
+	segs  []seg
+	// index finds a remembered line by its hash (see Resync), built when first needed.
+	index map[uint64]int32
+}
+
+// seg is one line of the remembered page, as parser.run splits the page.
+type seg struct {
+	off, end int32 // the line in arena; for a sample line, only its part before the value
+	idx      int32 // for a wanted sample line, its place among the samples emitted
+	sample   bool
+	want     bool // a sample line whose name was asked for
+}
+
+// decode decodes the remembered lines.
+func (sh *Shape) decode() *decoded {
+	f := &decoded{segs: make([]seg, 0, sh.lines)}
+	code := sh.code
+	i, prev, wanted := 0, 0, 0
+	for range sh.lines {
+		var head, suf, mid int
+		head, i = uvarint(code, i)
+		suf, i = uvarint(code, i)
+		mid, i = uvarint(code, i)
+		pre := head >> lineShift
+		s := seg{off: int32(len(f.arena)), sample: head&lineSample != 0, want: head&lineWant != 0}
+		if s.want {
+			s.idx = int32(wanted)
+			wanted++
+		}
+		f.arena = append(f.arena, f.arena[prev:prev+pre]...)
+		f.arena = append(f.arena, code[i:i+mid]...)
+		f.arena = append(f.arena, f.arena[int(s.off)-suf:s.off]...)
+		i += mid
+		prev = int(s.off)
+		s.end = int32(len(f.arena))
+		f.segs = append(f.segs, s)
+	}
+	return f
+}
+
+// Samples emits the remembered page's wanted samples as Parse emitted them, but for their
+// values, which are 0: what the page said besides its values, for a caller that did not keep
+// it.
+func (sh *Shape) Samples(names *Names, emit func(*Sample)) {
+	if !sh.valid {
+		return
+	}
+	f := sh.decode()
+	p := parser{names: names, emit: emit}
+	var l []byte
+	for j, s := range f.segs {
+		if !s.want {
+			continue
+		}
+		l = append(append(l[:0], f.arena[s.off:s.end]...), '0')
+		p.badUTF8 = !utf8.Valid(l)
+		if _, err := p.line(l, j+1); err != nil {
+			panic("expo: a remembered line no longer parses: " + err.Error())
+		}
+	}
 }
