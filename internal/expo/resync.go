@@ -67,7 +67,7 @@ func (sh *Shape) Resync(page []byte, names *Names, same func(k int, v float64, l
 			pre := l[:s.end-s.off]
 			if !s.sample {
 				cur = j + 1
-				nx.keep(pre, false, false)
+				nx.keep(l, false, false)
 				continue
 			}
 			rest := l[len(pre):]
@@ -157,8 +157,20 @@ func (sh *decoded) find(l []byte, cur, window int) int {
 	for j := cur; j < len(sh.segs) && j < cur+window; j++ {
 		s := sh.segs[j]
 		pre := a[s.off:s.end]
+		if s.note {
+			// Any comment that Parse accepts matches a remembered one; the first in the window
+			// only, since comments are many and alike.
+			if comment(l) {
+				if commentOK(l) {
+					return j
+				}
+				return -1
+			}
+			continue
+		}
 		if s.sample {
-			if len(l) > len(pre) && !isBlank(l[len(pre)]) && string(l[:len(pre)]) == string(pre) {
+			if len(l) > len(pre) && !isBlank(l[len(pre)]) && string(l[:len(pre)]) == string(pre) &&
+				(len(pre) == 0 || valueAfter(pre[len(pre)-1], l[len(pre)])) {
 				return j
 			}
 		} else if string(l) == string(pre) {

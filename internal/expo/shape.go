@@ -29,6 +29,7 @@ type Shape struct {
 const (
 	lineSample = 1 << iota // a sample line: its bytes end where its value starts
 	lineWant               // a sample line whose name was asked for
+	lineNote               // a comment, kept as this flag alone (see comment)
 	lineShift  = iota
 )
 
@@ -72,6 +73,11 @@ func (sh *Shape) add(l []byte, at int) {
 // the bytes it shares with the line before at its start and at its end, and the bytes between,
 // which are all that is copied.
 func (sh *Shape) keep(l []byte, sample, want bool) {
+	if !sample && comment(l) {
+		sh.code = append(sh.code, lineNote)
+		sh.lines++
+		return
+	}
 	prev := sh.prev
 	n := min(len(l), len(prev))
 	pre := 0
@@ -97,6 +103,29 @@ func (sh *Shape) keep(l []byte, sample, want bool) {
 	sh.code = append(sh.code, mid...)
 	sh.prev = l
 	sh.lines++
+}
+
+// comment reports whether l is a comment line. Parse reads nothing of a comment but, for a
+// HELP or TYPE line, whether it is valid UTF-8 (see commentOK): a comment is remembered as one
+// without its bytes, and matches any comment that passes that check.
+func comment(l []byte) bool {
+	l = trimLeft(l)
+	return len(l) > 0 && l[0] == '#'
+}
+
+// commentOK reports whether Parse accepts comment line l whatever the page around it: a HELP
+// or TYPE line must be valid UTF-8 when the page is not, and a page is not when l is not.
+func commentOK(l []byte) bool {
+	c := trimLeft(trimLeft(l)[1:])
+	return !(keyword(c, help) || keyword(c, typ)) || utf8.Valid(c)
+}
+
+// valueAfter reports whether c, after a remembered sample line's part before its value ending
+// in last, starts the value as it did there. It does unless that part ends in the name, the
+// value following it without a blank, and c goes on with the name, opens its label set or is
+// a byte no name has.
+func valueAfter(last, c byte) bool {
+	return !isNameChar(last) || !(isNameChar(c) || c == '{' || c >= utf8.RuneSelf)
 }
 
 // uvarint decodes a number of the code at i, and returns where the code goes on.
@@ -140,6 +169,20 @@ func (sh *Shape) Replay(page []byte, vals []float64) bool {
 	for range sh.lines {
 		var head, suf, mid int
 		head, i = uvarint(code, i)
+		if head == lineNote {
+			if pos >= len(page) {
+				return false
+			}
+			end := len(page)
+			if j := bytes.IndexByte(page[pos:], '\n'); j >= 0 {
+				end = pos + j
+			}
+			if !comment(page[pos:end]) || !commentOK(page[pos:end]) {
+				return false
+			}
+			pos = min(end+1, len(page))
+			continue
+		}
 		suf, i = uvarint(code, i)
 		mid, i = uvarint(code, i)
 		pre := head >> lineShift
@@ -157,6 +200,9 @@ func (sh *Shape) Replay(page []byte, vals []float64) bool {
 		prevEnd = pos
 		if head&lineSample != 0 {
 			start := pos
+			if start < len(page) && size > 0 && !valueAfter(page[start-1], page[start]) {
+				return false
+			}
 			for pos < len(page) && page[pos] != ' ' && page[pos] != '\t' && page[pos] != '\n' {
 				pos++
 			}
@@ -209,6 +255,7 @@ type seg struct {
 	idx      int32 // for a wanted sample line, its place among the samples emitted
 	sample   bool
 	want     bool // a sample line whose name was asked for
+	note     bool // a comment, of which nothing is kept
 }
 
 // decode decodes the remembered lines.
@@ -219,6 +266,10 @@ func (sh *Shape) decode() *decoded {
 	for range sh.lines {
 		var head, suf, mid int
 		head, i = uvarint(code, i)
+		if head == lineNote {
+			f.segs = append(f.segs, seg{off: int32(len(f.arena)), end: int32(len(f.arena)), note: true})
+			continue
+		}
 		suf, i = uvarint(code, i)
 		mid, i = uvarint(code, i)
 		pre := head >> lineShift
