@@ -42,7 +42,8 @@ func (sh *Shape) Resync(page []byte, names *Names, same func(k int, v float64, l
 	}
 	old := sh.decode()
 	nx := &Shape{}
-	nx.reset(len(page) / 2)
+	nx.begin()
+	defer nx.end() // after an error or a panic
 	p := parser{rec: nx, names: names, emit: emit}
 	segs := old.segs
 	cur, line, misses, parsed := 0, 0, 0, 0
@@ -104,7 +105,8 @@ func (sh *Shape) Resync(page []byte, names *Names, same func(k int, v float64, l
 		}
 	}
 	// The page's lines become the remembered ones.
-	nx.done()
+	nx.valid = true
+	nx.end()
 	nx.parsed = parsed
 	*sh = *nx
 	return nil

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"slices"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -21,41 +22,67 @@ type Shape struct {
 	wanted int  // samples emitted
 	valid  bool // the last Parse succeeded
 	want   bool // set by the parser for the line just parsed
+	size   int  // bytes of the lines decoded
 	prev   []byte
-	parsed int // lines the last Resync parsed, for tests
+	buf    *[]byte // the scratch code is written in
+	parsed int     // lines the last Resync parsed, for tests
 }
 
-// Line flags, in the low bits of a line's first number.
+// A line's code starts with a byte of flags. Then come the lengths of the bytes it shares with
+// the line before at its start and at its end and of the bytes between, one byte each (or, with
+// lineLong, as uvarints), then the bytes between.
 const (
 	lineSample = 1 << iota // a sample line: its bytes end where its value starts
 	lineWant               // a sample line whose name was asked for
 	lineNote               // a comment, kept as this flag alone (see comment)
-	lineShift  = iota
+	lineGlued              // a sample line whose value follows its name without a blank
+	lineLong               // lengths over 255
 )
 
-// reset readies sh to remember a page's lines.
-func (sh *Shape) reset(size int) {
-	sh.code, sh.lines, sh.wanted, sh.valid, sh.prev = sh.code[:0], 0, 0, false, nil
-	if cap(sh.code) < size {
-		sh.code = make([]byte, 0, size)
+// minShared is the fewest bytes shared with the line before that are coded as shared: fewer
+// are copied, which costs less to compare than one more comparison.
+const minShared = 8
+
+// scratch holds buffers to write a page's code in before it is copied to storage of its size:
+// a page is read by one goroutine at a time, and a process has few of them at once.
+var scratch sync.Pool // of *[]byte
+
+// begin readies sh to remember a page's lines.
+func (sh *Shape) begin() {
+	sh.lines, sh.wanted, sh.size, sh.valid, sh.prev = 0, 0, 0, false, nil
+	sh.buf, _ = scratch.Get().(*[]byte)
+	if sh.buf == nil {
+		sh.buf = new([]byte)
 	}
+	sh.code = (*sh.buf)[:0]
 }
 
-// done ends the lines' remembering: the code is copied to storage of its size, since it stays
-// for as long as the target is scraped, and the scratch it was written in is dropped.
-func (sh *Shape) done() {
-	sh.code, sh.prev, sh.valid = slices.Clip(slices.Clone(sh.code)), nil, true
+// end ends the lines' remembering: when they are valid the code is copied to storage of its
+// size, since it stays for as long as the target is scraped, and else dropped; the scratch it
+// was written in goes back to the pool. It does nothing after the first call.
+func (sh *Shape) end() {
+	if sh.buf == nil {
+		return
+	}
+	*sh.buf = sh.code[:0]
+	scratch.Put(sh.buf)
+	sh.buf, sh.prev = nil, nil
+	if sh.valid {
+		sh.code = slices.Clone(sh.code)
+	} else {
+		sh.code, sh.lines, sh.wanted, sh.size = nil, 0, 0, 0
+	}
 }
 
 // Parse is the package's Parse that also remembers the page's lines, for Replay.
 func (sh *Shape) Parse(page []byte, names *Names, emit func(*Sample)) error {
-	sh.reset(len(page) / 2)
+	sh.begin()
+	defer sh.end() // also when emit panics
 	p := parser{rec: sh, names: names, emit: emit, badUTF8: !utf8.Valid(page)}
 	if err := p.run(page); err != nil {
-		sh.code, sh.lines, sh.wanted, sh.prev = nil, 0, 0, nil
 		return err
 	}
-	sh.done()
+	sh.valid = true
 	return nil
 }
 
@@ -88,21 +115,56 @@ func (sh *Shape) keep(l []byte, sample, want bool) {
 	for suf < n-pre && l[len(l)-1-suf] == prev[len(prev)-1-suf] {
 		suf++
 	}
-	head := uint64(pre) << lineShift
+	if pre < minShared {
+		pre = 0
+	}
+	if suf < minShared {
+		suf = 0
+	}
+	var flags byte
 	if sample {
-		head |= lineSample
+		flags |= lineSample
+		if len(l) > 0 && isNameChar(l[len(l)-1]) {
+			flags |= lineGlued
+		}
 	}
 	if want {
-		head |= lineWant
+		flags |= lineWant
 		sh.wanted++
 	}
 	mid := l[pre : len(l)-suf]
-	sh.code = binary.AppendUvarint(sh.code, head)
-	sh.code = binary.AppendUvarint(sh.code, uint64(suf))
-	sh.code = binary.AppendUvarint(sh.code, uint64(len(mid)))
+	sh.size += len(l)
+	if pre > 255 || suf > 255 || len(mid) > 255 {
+		sh.code = append(sh.code, flags|lineLong)
+		sh.code = binary.AppendUvarint(sh.code, uint64(pre))
+		sh.code = binary.AppendUvarint(sh.code, uint64(suf))
+		sh.code = binary.AppendUvarint(sh.code, uint64(len(mid)))
+	} else {
+		sh.code = append(sh.code, flags, byte(pre), byte(suf), byte(len(mid)))
+	}
 	sh.code = append(sh.code, mid...)
 	sh.prev = l
 	sh.lines++
+}
+
+// head decodes the code of a line at i: its flags and lengths, and where its bytes start.
+func head(code []byte, i int) (flags byte, pre, suf, mid, at int) {
+	flags = code[i]
+	if flags&lineLong == 0 {
+		if flags&lineNote != 0 {
+			return flags, 0, 0, 0, i + 1
+		}
+		return flags, int(code[i+1]), int(code[i+2]), int(code[i+3]), i + 4
+	}
+	i++
+	var v uint64
+	var n int
+	v, n = binary.Uvarint(code[i:])
+	pre, i = int(v), i+n
+	v, n = binary.Uvarint(code[i:])
+	suf, i = int(v), i+n
+	v, n = binary.Uvarint(code[i:])
+	return flags, pre, suf, int(v), i + n
 }
 
 // comment reports whether l is a comment line. Parse reads nothing of a comment but, for a
@@ -120,21 +182,44 @@ func commentOK(l []byte) bool {
 	return !(keyword(c, help) || keyword(c, typ)) || utf8.Valid(c)
 }
 
+// note reads a line of page at pos, where a remembered comment is, and returns where the next
+// line starts and whether the line is a comment Parse accepts.
+func note(page []byte, pos int) (int, bool) {
+	if pos >= len(page) {
+		return pos, false
+	}
+	end := len(page)
+	if j := bytes.IndexByte(page[pos:], '\n'); j >= 0 {
+		end = pos + j
+	}
+	l := page[pos:end]
+	// Nearly always the line starts with '#' and is ASCII, which Parse accepts whatever it
+	// says: that is checked 8 bytes at a time.
+	if len(l) > 0 && l[0] == '#' {
+		var or uint64
+		i := 0
+		for ; i+8 <= len(l); i += 8 {
+			or |= binary.LittleEndian.Uint64(l[i:])
+		}
+		for ; i < len(l); i++ {
+			or |= uint64(l[i])
+		}
+		if or&0x8080808080808080 == 0 {
+			return min(end+1, len(page)), true
+		}
+	}
+	if len(l) == 0 || l[0] != '#' && !comment(l) || !commentOK(l) {
+		return pos, false
+	}
+	return min(end+1, len(page)), true
+}
+
 // valueAfter reports whether c, after a remembered sample line's part before its value ending
 // in last, starts the value as it did there. It does unless that part ends in the name, the
 // value following it without a blank, and c goes on with the name, opens its label set or is
 // a byte no name has.
 func valueAfter(last, c byte) bool {
 	return !isNameChar(last) || !(isNameChar(c) || c == '{' || c >= utf8.RuneSelf)
-}
-
-// uvarint decodes a number of the code at i, and returns where the code goes on.
-func uvarint(code []byte, i int) (int, int) {
-	if b := code[i]; b < 0x80 {
-		return int(b), i + 1
-	}
-	v, n := binary.Uvarint(code[i:])
-	return int(v), i + n
 }
 
 // Wanted returns how many samples the remembered page emitted: the length Replay fills.
@@ -167,40 +252,32 @@ func (sh *Shape) Replay(page []byte, vals []float64) bool {
 	pos, n, i := 0, 0, 0
 	prev, prevEnd := 0, 0 // the previous line's remembered part in page
 	for range sh.lines {
-		var head, suf, mid int
-		head, i = uvarint(code, i)
-		if head == lineNote {
-			if pos >= len(page) {
+		var flags byte
+		var pre, suf, mid int
+		flags, pre, suf, mid, i = head(code, i)
+		if flags == lineNote {
+			end, ok := note(page, pos)
+			if !ok {
 				return false
 			}
-			end := len(page)
-			if j := bytes.IndexByte(page[pos:], '\n'); j >= 0 {
-				end = pos + j
-			}
-			if !comment(page[pos:end]) || !commentOK(page[pos:end]) {
-				return false
-			}
-			pos = min(end+1, len(page))
+			pos = end
 			continue
 		}
-		suf, i = uvarint(code, i)
-		mid, i = uvarint(code, i)
-		pre := head >> lineShift
 		size := pre + mid + suf
 		if pos >= len(page) || len(page)-pos < size {
 			return false
 		}
-		if string(page[pos:pos+pre]) != string(page[prev:prev+pre]) ||
+		if pre > 0 && string(page[pos:pos+pre]) != string(page[prev:prev+pre]) ||
 			string(page[pos+pre:pos+pre+mid]) != string(code[i:i+mid]) ||
-			string(page[pos+pre+mid:pos+size]) != string(page[prevEnd-suf:prevEnd]) {
+			suf > 0 && string(page[pos+pre+mid:pos+size]) != string(page[prevEnd-suf:prevEnd]) {
 			return false
 		}
 		i += mid
 		prev, pos = pos, pos+size
 		prevEnd = pos
-		if head&lineSample != 0 {
+		if flags&lineSample != 0 {
 			start := pos
-			if start < len(page) && size > 0 && !valueAfter(page[start-1], page[start]) {
+			if flags&lineGlued != 0 && start < len(page) && !valueAfter(page[start-1], page[start]) {
 				return false
 			}
 			for pos < len(page) && page[pos] != ' ' && page[pos] != '\t' && page[pos] != '\n' {
@@ -226,7 +303,7 @@ func (sh *Shape) Replay(page []byte, vals []float64) bool {
 				}
 				pos = end
 			}
-			if head&lineWant != 0 {
+			if flags&lineWant != 0 {
 				vals[n] = v
 				n++
 			}
@@ -260,20 +337,18 @@ type seg struct {
 
 // decode decodes the remembered lines.
 func (sh *Shape) decode() *decoded {
-	f := &decoded{segs: make([]seg, 0, sh.lines)}
+	f := &decoded{arena: make([]byte, 0, sh.size), segs: make([]seg, 0, sh.lines)}
 	code := sh.code
 	i, prev, wanted := 0, 0, 0
 	for range sh.lines {
-		var head, suf, mid int
-		head, i = uvarint(code, i)
-		if head == lineNote {
+		var flags byte
+		var pre, suf, mid int
+		flags, pre, suf, mid, i = head(code, i)
+		if flags == lineNote {
 			f.segs = append(f.segs, seg{off: int32(len(f.arena)), end: int32(len(f.arena)), note: true})
 			continue
 		}
-		suf, i = uvarint(code, i)
-		mid, i = uvarint(code, i)
-		pre := head >> lineShift
-		s := seg{off: int32(len(f.arena)), sample: head&lineSample != 0, want: head&lineWant != 0}
+		s := seg{off: int32(len(f.arena)), sample: flags&lineSample != 0, want: flags&lineWant != 0}
 		if s.want {
 			s.idx = int32(wanted)
 			wanted++
@@ -296,17 +371,24 @@ func (sh *Shape) Samples(names *Names, emit func(*Sample)) {
 	if !sh.valid {
 		return
 	}
-	f := sh.decode()
 	p := parser{names: names, emit: emit}
-	var l []byte
-	for j, s := range f.segs {
-		if !s.want {
+	var prev, cur []byte
+	i := 0
+	for n := range sh.lines {
+		flags, pre, suf, mid, at := head(sh.code, i)
+		if flags == lineNote {
+			i = at
 			continue
 		}
-		l = append(append(l[:0], f.arena[s.off:s.end]...), '0')
-		p.badUTF8 = !utf8.Valid(l)
-		if _, err := p.line(l, j+1); err != nil {
-			panic("expo: a remembered line no longer parses: " + err.Error())
+		cur = append(append(append(cur[:0], prev[:pre]...), sh.code[at:at+mid]...), prev[len(prev)-suf:]...)
+		i = at + mid
+		if flags&lineWant != 0 {
+			l := append(cur, '0')
+			p.badUTF8 = !utf8.Valid(l)
+			if _, err := p.line(l, n+1); err != nil {
+				panic("expo: a remembered line no longer parses: " + err.Error())
+			}
 		}
+		prev, cur = cur, prev
 	}
 }
