@@ -107,11 +107,17 @@ func (sh *Shape) keep(l []byte, sample, want bool) {
 	}
 	prev := sh.prev
 	n := min(len(l), len(prev))
-	pre := 0
+	pre := 0 // a word at a time, then a byte
+	for pre+8 <= n && binary.LittleEndian.Uint64(l[pre:]) == binary.LittleEndian.Uint64(prev[pre:]) {
+		pre += 8
+	}
 	for pre < n && l[pre] == prev[pre] {
 		pre++
 	}
 	suf := 0
+	for suf+8 <= n-pre && binary.LittleEndian.Uint64(l[len(l)-8-suf:]) == binary.LittleEndian.Uint64(prev[len(prev)-8-suf:]) {
+		suf += 8
+	}
 	for suf < n-pre && l[len(l)-1-suf] == prev[len(prev)-1-suf] {
 		suf++
 	}

@@ -36,15 +36,25 @@ func keepRaws(raws []raw, workers []workerKey) *keptRaws {
 		}
 		return i
 	}
+	var last raw // consecutive raws mostly share their key, reason or bound
+	key, reason, le := -1, -1, -1
 	for k, r := range raws {
-		bits := math.Float64bits(r.le)
-		le, ok := les[bits]
-		if !ok {
-			le = len(kr.les)
-			les[bits] = le
-			kr.les = append(kr.les, r.le)
+		if le < 0 || math.Float64bits(r.le) != math.Float64bits(last.le) {
+			bits := math.Float64bits(r.le)
+			var ok bool
+			if le, ok = les[bits]; !ok {
+				le = len(kr.les)
+				les[bits] = le
+				kr.les = append(kr.les, r.le)
+			}
 		}
-		key, reason := str(r.key), str(r.reason)
+		if key < 0 || r.key != last.key {
+			key = str(r.key)
+		}
+		if reason < 0 || r.reason != last.reason {
+			reason = str(r.reason)
+		}
+		last = r
 		if int(r.meta) > keptMax || max(key, reason, le) > keptMax {
 			return nil
 		}
