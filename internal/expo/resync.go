@@ -41,6 +41,7 @@ func (sh *Shape) Resync(page []byte, names *Names, same func(k int, v float64, l
 		return sh.Parse(page, names, emit)
 	}
 	old := sh.decode()
+	defer decodings.Put(old)
 	nx := &Shape{}
 	nx.begin()
 	defer nx.end() // after an error or a panic
@@ -131,8 +132,12 @@ func lineKey(pre []byte, sample bool) uint64 {
 // (-1 for a line without a value), equals up to its value, or -1. The index is built on first
 // use; a prefix the remembered page has twice leads to its last line.
 func (sh *decoded) locate(l []byte, at int) int {
-	if sh.index == nil {
-		sh.index = make(map[uint64]int32, len(sh.segs))
+	if !sh.indexed {
+		if sh.index == nil {
+			sh.index = make(map[uint64]int32, len(sh.segs))
+		}
+		clear(sh.index)
+		sh.indexed = true
 		for j, s := range sh.segs {
 			sh.index[lineKey(sh.arena[s.off:s.end], s.sample)] = int32(j)
 		}

@@ -335,8 +335,13 @@ type decoded struct {
 	arena []byte
 	segs  []seg
 	// index finds a remembered line by its hash (see Resync), built when first needed.
-	index map[uint64]int32
+	index   map[uint64]int32
+	indexed bool
 }
+
+// decodings holds decoded lines for Resync to reuse: resyncs are rare and brief, and a
+// process has few at once, so they share their buffers rather than keep one per Shape.
+var decodings sync.Pool // of *decoded
 
 // seg is one line of the remembered page, as parser.run splits the page.
 type seg struct {
@@ -349,7 +354,17 @@ type seg struct {
 
 // decode decodes the remembered lines.
 func (sh *Shape) decode() *decoded {
-	f := &decoded{arena: make([]byte, 0, sh.size), segs: make([]seg, 0, sh.lines)}
+	f, _ := decodings.Get().(*decoded)
+	if f == nil {
+		f = &decoded{}
+	}
+	f.arena, f.segs, f.indexed = f.arena[:0], f.segs[:0], false
+	if cap(f.arena) < sh.size {
+		f.arena = make([]byte, 0, sh.size)
+	}
+	if cap(f.segs) < sh.lines {
+		f.segs = make([]seg, 0, sh.lines)
+	}
 	code := sh.code
 	i, prev, wanted := 0, 0, 0
 	for range sh.lines {
