@@ -40,19 +40,14 @@ func (sh *Shape) Resync(page []byte, names *Names, same func(k int, v float64, l
 	if !sh.valid {
 		return sh.Parse(page, names, emit)
 	}
-	if sh.next == nil {
-		sh.next = &Shape{}
-	}
-	nx := sh.next
-	nx.arena, nx.segs, nx.wanted, nx.valid = nx.arena[:0], nx.segs[:0], 0, false
-	if cap(nx.arena) < len(page) {
-		nx.arena = make([]byte, 0, len(page))
-	}
-	nx.indexed = false
+	old := sh.decode()
+	defer decodings.Put(old)
+	nx := &Shape{}
+	nx.begin()
+	defer nx.end() // after an error or a panic
 	p := parser{rec: nx, names: names, emit: emit}
-	segs := sh.segs
-	cur, line, misses := 0, 0, 0
-	sh.parsed = 0
+	segs := old.segs
+	cur, line, misses, parsed := 0, 0, 0, 0
 	for len(page) > 0 {
 		line++
 		var l []byte
@@ -68,13 +63,13 @@ func (sh *Shape) Resync(page []byte, names *Names, same func(k int, v float64, l
 		if misses >= resyncLost {
 			window = 1
 		}
-		if j := sh.find(l, cur, window); j >= 0 {
+		if j := old.find(l, cur, window); j >= 0 {
 			misses = 0
 			s := segs[j]
 			pre := l[:s.end-s.off]
 			if !s.sample {
 				cur = j + 1
-				nx.keep(pre, false, false)
+				nx.keep(l, false, false)
 				continue
 			}
 			rest := l[len(pre):]
@@ -95,29 +90,26 @@ func (sh *Shape) Resync(page []byte, names *Names, same func(k int, v float64, l
 		p.badUTF8 = !utf8.Valid(l)
 		at, err := p.line(l, line)
 		if err != nil {
-			nx.arena, nx.segs = nx.arena[:0], nx.segs[:0]
 			return err
 		}
 		nx.add(l, at)
-		sh.parsed++
+		parsed++
 		// Lines that miss in a row may be lines of the remembered page past a block dropped
 		// or moved, further than find looks: the line's own prefix, now known, says where it
 		// was, and the cursor goes on from there.
 		// Looked up at the resyncLost-th miss in a row, then ever more rarely: a page with
 		// little in common with the remembered one is then barely slower than a parse.
 		if misses++; misses >= resyncLost && misses&(misses-1) == 0 {
-			if j := sh.locate(l, at); j >= 0 {
+			if j := old.locate(l, at); j >= 0 {
 				cur, misses = j+1, 0
 			}
 		}
 	}
-	// The page's lines become the remembered ones; the previous ones' storage is kept for the
-	// next Resync to write into.
-	old := *sh
+	// The page's lines become the remembered ones.
+	nx.valid = true
+	nx.end()
+	nx.parsed = parsed
 	*sh = *nx
-	*nx = old
-	nx.next, sh.next = nil, nx
-	sh.valid, sh.parsed = true, nx.parsed
 	return nil
 }
 
@@ -139,16 +131,16 @@ func lineKey(pre []byte, sample bool) uint64 {
 // locate returns the remembered line that l, which the parser read and found its value at at
 // (-1 for a line without a value), equals up to its value, or -1. The index is built on first
 // use; a prefix the remembered page has twice leads to its last line.
-func (sh *Shape) locate(l []byte, at int) int {
+func (sh *decoded) locate(l []byte, at int) int {
 	if !sh.indexed {
 		if sh.index == nil {
 			sh.index = make(map[uint64]int32, len(sh.segs))
 		}
 		clear(sh.index)
+		sh.indexed = true
 		for j, s := range sh.segs {
 			sh.index[lineKey(sh.arena[s.off:s.end], s.sample)] = int32(j)
 		}
-		sh.indexed = true
 	}
 	pre := l
 	if at >= 0 {
@@ -167,13 +159,25 @@ func (sh *Shape) locate(l []byte, at int) int {
 
 // find returns the remembered line, among the window lines from cur on, that l matches up to
 // its value, or -1.
-func (sh *Shape) find(l []byte, cur, window int) int {
+func (sh *decoded) find(l []byte, cur, window int) int {
 	a := sh.arena
 	for j := cur; j < len(sh.segs) && j < cur+window; j++ {
 		s := sh.segs[j]
 		pre := a[s.off:s.end]
+		if s.note {
+			// Any comment that Parse accepts matches a remembered one; the first in the window
+			// only, since comments are many and alike.
+			if comment(l) {
+				if commentOK(l) {
+					return j
+				}
+				return -1
+			}
+			continue
+		}
 		if s.sample {
-			if len(l) > len(pre) && !isBlank(l[len(pre)]) && string(l[:len(pre)]) == string(pre) {
+			if len(l) > len(pre) && !isBlank(l[len(pre)]) && string(l[:len(pre)]) == string(pre) &&
+				(len(pre) == 0 || valueAfter(pre[len(pre)-1], l[len(pre)])) {
 				return j
 			}
 		} else if string(l) == string(pre) {
@@ -181,17 +185,4 @@ func (sh *Shape) find(l []byte, cur, window int) int {
 		}
 	}
 	return -1
-}
-
-// keep remembers a line that matched a remembered one: pre is the line, or a sample line's
-// part before its value.
-func (sh *Shape) keep(pre []byte, sample, want bool) {
-	s := seg{off: int32(len(sh.arena)), sample: sample, want: want}
-	if want {
-		s.idx = int32(sh.wanted)
-		sh.wanted++
-	}
-	sh.arena = append(sh.arena, pre...)
-	s.end = int32(len(sh.arena))
-	sh.segs = append(sh.segs, s)
 }

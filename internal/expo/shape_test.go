@@ -90,13 +90,16 @@ func TestReplay(t *testing.T) {
 		{strings.TrimSuffix(base, "\n"), false},         // one (blank) line fewer: parsed in full
 		{strings.Replace(base, "3.0", "+Inf", 1), true}, // any value
 		{strings.Replace(base, "3.0", "3.0 1700000000000", 1), true},
-		{strings.Replace(base, "3.0", "3.0 17e", 1), false},     // a bad timestamp
-		{strings.Replace(base, "3.0", "0x1p3", 1), false},       // a value the format refuses
-		{strings.Replace(base, "3.0", "1_000", 1), false},       //
-		{strings.Replace(base, "3.0", " 3.0", 1), false},        // another layout
-		{strings.Replace(base, "3.0", "3.0\r", 1), false},       //
-		{strings.Replace(base, "3.0", "", 1), false},            // no value
-		{strings.Replace(base, "A.", "B.", 1), false},           // another comment
+		{strings.Replace(base, "3.0", "3.0 17e", 1), false},   // a bad timestamp
+		{strings.Replace(base, "3.0", "0x1p3", 1), false},     // a value the format refuses
+		{strings.Replace(base, "3.0", "1_000", 1), false},     //
+		{strings.Replace(base, "3.0", " 3.0", 1), false},      // another layout
+		{strings.Replace(base, "3.0", "3.0\r", 1), false},     //
+		{strings.Replace(base, "3.0", "", 1), false},          // no value
+		{strings.Replace(base, "A.", "B.", 1), true},          // another comment: Parse reads none
+		{strings.Replace(base, "# TYPE", "x TYPE", 1), false}, // not a comment
+		{strings.Replace(base, "A.", "\xff.", 1), false},      // a HELP line Parse refuses
+		{strings.Replace(base, "A.", "A.\n# another", 1), false},
 		{strings.Replace(base, "y=\"2\"", "y=\"3\"", 1), false}, // other labels
 		{base + "d 1\n", false},
 		{base[:strings.Index(base, "  b")], false},

@@ -28,10 +28,11 @@ type Parser struct {
 	prog  *program  // how to fill a page from the previous page's values; nil when there is none
 	vals  []float64 // the values of the samples expo emits, in page order
 	pool  []*Page   // pages of the current structure handed out, to be filled again once released
-	// The previous page's raws, one per sample expo emitted, and its workers, for Resync to
-	// reuse; raws is nil when the previous page failed.
-	raws    []raw
-	workers []workerKey
+	// known is set when the previous page parsed: Resync may read the next one from its lines.
+	known bool
+	// kept is the previous page's raws for partial, nil when they did not fit keptRaws: then
+	// they are read again from the page's lines.
+	kept *keptRaws
 	// partials counts the pages read by partial, for tests to tell which way a page went.
 	partials int
 }
@@ -51,7 +52,7 @@ func (p *Parser) Parse(body []byte) (*Page, error) {
 		p.prog.fill(pg, p.vals)
 		return pg, nil
 	}
-	if p.raws != nil {
+	if p.known {
 		if pg := p.partial(body); pg != nil {
 			return pg, nil
 		}
@@ -61,7 +62,7 @@ func (p *Parser) Parse(body []byte) (*Page, error) {
 
 // full parses body in full, and learns its structure for the next page.
 func (p *Parser) full(body []byte) (*Page, error) {
-	p.prog, p.pool, p.raws, p.workers = nil, p.pool[:0], nil, nil
+	p.prog, p.pool, p.known, p.kept = nil, p.pool[:0], false, nil
 	clear(p.pool[:cap(p.pool)])
 	raws, best, workers, err := collect(body, p.opt, &p.shape)
 	if err != nil {
@@ -76,16 +77,19 @@ func (p *Parser) full(body []byte) (*Page, error) {
 // the page has an error, which full then reports as a full parse does; a page it reads gives
 // the raws, ranks and workers full would (in the same order), so the same page.
 func (p *Parser) partial(body []byte) *Page {
+	old, oldWorkers := p.oldRaws()
+	if old == nil {
+		return nil
+	}
 	c := newCollector(p.opt, 0)
-	c.raws = make([]raw, 0, len(p.raws)+len(p.raws)/8)
-	old, oldWorkers := p.raws, p.workers
+	c.raws = make([]raw, 0, p.shape.Wanted()+p.shape.Wanted()/8)
 	remap := make([]int32, len(oldWorkers)) // old worker number -> new, -1 before its first sample
 	for i := range remap {
 		remap[i] = -1
 	}
 	same := func(k int, v float64, line int) {
 		c.room(line)
-		r := old[k]
+		r := old(k)
 		w := remap[r.worker]
 		if w < 0 {
 			w = c.worker(oldWorkers[r.worker], line)
@@ -103,12 +107,26 @@ func (p *Parser) partial(body []byte) *Page {
 	return p.learn(c.raws, c.best, c.wt.keys)
 }
 
+// oldRaws returns the previous page's raws, as a function of their index, and its workers; nil
+// when they cannot be had.
+func (p *Parser) oldRaws() (func(int) raw, []workerKey) {
+	if p.kept != nil {
+		return p.kept.raw, p.kept.workers
+	}
+	// Raws that did not fit keptRaws were not kept: the page's lines give them again, in the
+	// order Resync numbers its samples.
+	pc := newCollector(Options{WorkerLabels: p.opt.WorkerLabels}, 0)
+	pc.raws = make([]raw, 0, p.shape.Wanted())
+	if pc.run(func() error { p.shape.Samples(tableSet, pc.sample); return nil }) != nil {
+		return nil, nil
+	}
+	return func(k int) raw { return pc.raws[k] }, pc.wt.keys
+}
+
 // learn assembles the page of raws and remembers what the next parse reuses of it.
 func (p *Parser) learn(raws []raw, best [3][]int, workers []workerKey) *Page {
-	p.raws, p.workers = raws, workers
-	if p.raws == nil {
-		p.raws = []raw{} // a page without wanted samples is remembered too
-	}
+	p.known = true // a page without wanted samples is remembered too
+	p.kept = keepRaws(raws, workers)
 	pg := assemble(raws, best, workers)
 	if p.prog = compile(raws, best, workers, pg); p.prog != nil {
 		if n := p.shape.Wanted(); cap(p.vals) < n {

@@ -30,7 +30,7 @@ func errText(err error) string {
 // sequence feeds pages to one Parser and checks each result against ParsePageOptions of the
 // same page. release says, per page, whether to release it before the next parse; a page not
 // released must not change under later parses (it is checked after the last one).
-func sequence(t testing.TB, opt Options, pages [][]byte, release func(i int) bool) {
+func sequence(t testing.TB, opt Options, pages [][]byte, release func(i int) bool) *Parser {
 	p := NewParser(opt)
 	type kept struct {
 		pg   *Page
@@ -66,6 +66,7 @@ func sequence(t testing.TB, opt Options, pages [][]byte, release func(i int) boo
 			t.Fatalf("page %d, never released, changed under later parses:\n%s\nwas\n%s", h.i, s, h.text)
 		}
 	}
+	return p
 }
 
 var releaseModes = map[string]func(int) bool{
@@ -369,6 +370,22 @@ func TestParserLineEdits(t *testing.T) {
 	t.Run("ray-256KB", func(t *testing.T) {
 		sequence(t, Options{}, editSequence(benchpage.Ray(256<<10)), releaseModes["thirds"])
 	})
+}
+
+// TestParserLinesGiveRaws runs the line edits of TestParserLineEdits with no raws kept between
+// pages, so that every partial read gets the previous page's raws from its lines.
+func TestParserLinesGiveRaws(t *testing.T) {
+	defer func(m int) { keptMax = m }(keptMax)
+	keptMax = 0
+	for _, f := range []string{"prometheus-client-render-vllm-0.10.prom", "ray-serve-llm-two-replicas.prom"} {
+		seq := editSequence(readPage(t, f))
+		for _, opt := range []Options{{}, {WorkerLabels: []string{}}} {
+			p := sequence(t, opt, seq, releaseModes["odd"])
+			if p.partials == 0 || p.kept != nil {
+				t.Fatalf("%s: %d partial reads, raws kept %v", f, p.partials, p.kept != nil)
+			}
+		}
+	}
 }
 
 // TestParserResyncs checks that a page with a few lines changed is read by resyncing, and that
