@@ -64,14 +64,17 @@ func (sh *Shape) end() {
 	if sh.buf == nil {
 		return
 	}
-	*sh.buf = sh.code[:0]
-	scratch.Put(sh.buf)
-	sh.buf, sh.prev = nil, nil
+	// The code is copied out before its scratch goes back to the pool, where another
+	// goroutine's Parse may take it at once.
+	code := sh.code
 	if sh.valid {
-		sh.code = slices.Clone(sh.code)
+		sh.code = slices.Clone(code)
 	} else {
 		sh.code, sh.lines, sh.wanted, sh.size = nil, 0, 0, 0
 	}
+	*sh.buf = code[:0]
+	scratch.Put(sh.buf)
+	sh.buf, sh.prev = nil, nil
 }
 
 // Parse is the package's Parse that also remembers the page's lines, for Replay.

@@ -406,3 +406,18 @@ func TestParserResyncs(t *testing.T) {
 		t.Fatalf("the page after a resync did not replay (err %v)", err)
 	}
 }
+
+// TestParsersInParallel runs the parsers of several targets at once, as the scrape goroutines
+// do: the buffers parsers share while a page is read (expo's pools of scratch code and of
+// decoded lines) must never be written by two of them at a time (run with -race), nor leave
+// one parser with another's lines.
+func TestParsersInParallel(t *testing.T) {
+	base := readPage(t, "prometheus-client-render-vllm-0.20.prom")
+	seq := append(pageSequence(base), lineEdits(base)...)
+	for i := range 6 {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			t.Parallel()
+			sequence(t, Options{}, seq, releaseModes["odd"])
+		})
+	}
+}
