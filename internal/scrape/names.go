@@ -171,6 +171,7 @@ type restriction struct {
 	// ignored is set when the server answered a restricted request with samples not asked for:
 	// it ignores name[], and asking costs kilobytes of query for nothing.
 	ignored bool
+	scans   int // restricted pages scanned, for tests
 }
 
 func newRestriction() *restriction {
@@ -209,6 +210,7 @@ func (r *restriction) sawFull(page []byte) {
 // checkRestricted returns -1 when a restricted page has every name seen so far (and adds its
 // new names to them), or else the index of a name it lacks.
 func (r *restriction) checkRestricted(page []byte) (missing int) {
+	r.scans++
 	clear(r.got)
 	if scanNames(page, r.sn, r.got) {
 		// Names not asked for: the server ignores name[] (Ray's agent, prometheus_client's

@@ -285,6 +285,29 @@ func TestRequestNamesAfterFailure(t *testing.T) {
 	}
 }
 
+// TestRequestNamesScansOnce checks that a restricted answer with the lines of the previous one
+// (the parser replayed it) is not scanned for its names again, and that one with other lines is.
+func TestRequestNamesScansOnce(t *testing.T) {
+	c := newRestrictCase(t, "honour")
+	c.scrape(c.want, "full")
+	for range 3 {
+		c.scrape(c.want, "names")
+	}
+	if c.s.names.scans != 1 {
+		t.Fatalf("%d restricted pages scanned, want 1 (the first)", c.s.names.scans)
+	}
+	c.srv.set(vllmPage + preemptions)
+	later, err := window.ParsePage([]byte(vllmPage + preemptions))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.scrape(later, "names")
+	c.scrape(later, "names")
+	if c.s.names.scans != 2 {
+		t.Fatalf("%d restricted pages scanned, want 2 (the first, and the first with a new line)", c.s.names.scans)
+	}
+}
+
 func TestRequestNamesOff(t *testing.T) {
 	c := newRestrictCase(t, "honour")
 	c.opt.RequestNames = false

@@ -27,19 +27,23 @@ type scraper struct {
 	// what it learnt from the target's previous pages) is set up here, in newScraper, and lives
 	// as long as the target's goroutine.
 	parse func(body []byte) (*window.Page, error)
+	// replayed reports that parse read its last page by the lines of the previous one (see
+	// window.Parser.Replayed); nil when parse has no memory.
+	replayed func() bool
+	// checked is set when the last page parsed was a restricted answer that had every name
+	// seen before: a next answer with the same lines (replayed) has them too, and is not
+	// scanned again.
+	checked bool
 	// buildErr is why the requests could not be built (a URL that does not parse).
 	buildErr error
 }
 
 func newScraper(t Target, opt *Options) *scraper {
 	wopt := window.Options{Limits: opt.Limits, WorkerLabels: opt.WorkerLabels}
-	s := &scraper{
-		url:   t.URL,
-		names: newRestriction(),
-		// One parser per target: it reads a page like the target's previous one by comparing
-		// bytes instead of parsing them again (see window.Parser).
-		parse: window.NewParser(wopt).Parse,
-	}
+	// One parser per target: it reads a page like the target's previous one by comparing
+	// bytes instead of parsing them again (see window.Parser).
+	p := window.NewParser(wopt)
+	s := &scraper{url: t.URL, names: newRestriction(), parse: p.Parse, replayed: p.Replayed}
 	s.setAuth(&t.Auth, opt)
 	return s
 }
@@ -120,6 +124,8 @@ func (s *scraper) fetch(ctx context.Context, opt *Options) Result {
 	}()
 	buf.Reset()
 	restricted := opt.RequestNames && s.names.active()
+	checked := s.checked // of the parser's previous page; this scrape's page is checked below
+	s.checked = false
 	learn := opt.RequestNames && !restricted && s.names.learning() // a full page, to learn the target's names from
 	err := s.get(ctx, opt, restricted, buf)
 	if err == nil {
@@ -133,9 +139,10 @@ func (s *scraper) fetch(ctx context.Context, opt *Options) Result {
 		var se *StatusError
 		refused := errors.As(err, &se) && se.Code >= 400 && se.Code < 500
 		missing := -1
-		if err == nil && res.ParseErr == nil {
+		if err == nil && res.ParseErr == nil && !(checked && s.replayed != nil && s.replayed()) {
 			missing = s.names.checkRestricted(buf.Bytes())
 		}
+		s.checked = err == nil && res.ParseErr == nil && missing < 0
 		if refused || missing >= 0 {
 			res.Page.Release() // nobody else saw it
 			res.Page, res.ParseErr = nil, nil

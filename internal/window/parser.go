@@ -35,6 +35,8 @@ type Parser struct {
 	kept *keptRaws
 	// partials counts the pages read by partial, for tests to tell which way a page went.
 	partials int
+	// replayed is set when the last Parse read the page by the previous page's lines.
+	replayed bool
 }
 
 // maxPool bounds the pages a Parser keeps for reuse; a reader holding more gets new ones.
@@ -47,9 +49,11 @@ func NewParser(opt Options) *Parser { return &Parser{opt: opt} }
 // ParsePageOptions gives on the same body, and so is the error on a bad page. The page holds no
 // reference to body, which the caller may reuse once Parse returns.
 func (p *Parser) Parse(body []byte) (*Page, error) {
+	p.replayed = false
 	if p.prog != nil && p.shape.Replay(body, p.vals) && p.prog.fits(p.vals) {
 		pg := p.take()
 		p.prog.fill(pg, p.vals)
+		p.replayed = true
 		return pg, nil
 	}
 	if p.known {
@@ -59,6 +63,11 @@ func (p *Parser) Parse(body []byte) (*Page, error) {
 	}
 	return p.full(body)
 }
+
+// Replayed reports whether the last Parse read its page by the previous page's lines: the
+// page then had the previous page's sample lines, in order, up to their values (the same
+// metric names and label sets), and was read without error.
+func (p *Parser) Replayed() bool { return p.replayed }
 
 // full parses body in full, and learns its structure for the next page.
 func (p *Parser) full(body []byte) (*Page, error) {
