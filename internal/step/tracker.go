@@ -258,14 +258,12 @@ func (t *Tracker) interval(id WorkerID, ts time.Time, ep *window.EnginePage, inc
 	return iv
 }
 
+// addHist adds d into acc, a copy of d when acc is nil, and returns acc: d is not kept.
 func addHist(acc, d *window.HistDelta) *window.HistDelta {
 	if acc == nil {
 		return &window.HistDelta{Buckets: append([]window.Bucket(nil), d.Buckets...), Sum: d.Sum, Count: d.Count, NoSum: d.NoSum}
 	}
-	acc.Sum += d.Sum
-	acc.Count += d.Count
-	acc.NoSum = acc.NoSum || d.NoSum
-	acc.Buckets = window.MergeBuckets(acc.Buckets, d.Buckets)
+	window.AddHist(acc, d)
 	return acc
 }
 

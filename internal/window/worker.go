@@ -10,8 +10,54 @@ import (
 // increases. A Worker is owned by one goroutine.
 type Worker struct {
 	seen     bool
-	counters map[seriesID]counterState
+	counters map[seriesID]*counterState
 	hists    map[seriesID]*histState
+	// The states of the previous page's series, in its order: a worker's page nearly always
+	// has the same series in the same order as its previous one (a Parser hands out pages of
+	// one structure, whose keys are the same strings), so they are found by position instead
+	// of by key.
+	counterLayout layout[counterState]
+	histLayout    layout[histState]
+	// What Observe returns the increases in, reused from one call to the next.
+	deltas [NumHists]HistDelta
+	delta  HistDelta // one series' increase, when its family has several
+	split  [NumCounters]map[string]float64
+}
+
+// layout is the series of a worker's previous page, in order, and their states.
+type layout[S any] struct {
+	ids    []seriesID
+	states []*S
+}
+
+// of returns the states of n series, the i-th named by id(i), in order: the previous page's
+// when the series are the same, else from byID, where a series not seen before gets a state
+// made by fresh.
+func (l *layout[S]) of(n int, id func(int) seriesID, byID map[seriesID]*S, fresh func() *S) []*S {
+	if len(l.ids) == n {
+		same := true
+		for i := range n {
+			if l.ids[i] != id(i) {
+				same = false
+				break
+			}
+		}
+		if same {
+			return l.states
+		}
+	}
+	l.ids, l.states = l.ids[:0], l.states[:0]
+	for i := range n {
+		k := id(i)
+		st := byID[k]
+		if st == nil {
+			st = fresh()
+			byID[k] = st
+		}
+		l.ids = append(l.ids, k)
+		l.states = append(l.states, st)
+	}
+	return l.states
 }
 
 // seriesID names a series of one worker: its family and its other labels.
@@ -43,6 +89,8 @@ type histState struct {
 }
 
 // Increase is what changed in one engine between its previous successful scrape and this one.
+// Its maps and histograms belong to the Worker that returned it, and hold until its next
+// Observe: copy what must outlive it.
 type Increase struct {
 	Counters   [NumCounters]float64
 	HasCounter [NumCounters]bool  // the family was on the page and an increase could be computed
@@ -61,7 +109,7 @@ type HistDelta struct {
 
 // NewWorker returns a worker that has seen nothing yet.
 func NewWorker() *Worker {
-	return &Worker{counters: map[seriesID]counterState{}, hists: map[seriesID]*histState{}}
+	return &Worker{counters: map[seriesID]*counterState{}, hists: map[seriesID]*histState{}}
 }
 
 // Seen reports whether the worker has had a successful scrape.
@@ -94,21 +142,22 @@ func (w *Worker) Observe(p *EnginePage, since float64) Increase {
 	var inc Increase
 	first := !w.seen
 	w.seen = true
+	for _, m := range w.split {
+		clear(m)
+	}
+	cstates := w.counterLayout.of(len(p.Counters), func(i int) seriesID { return seriesID{int(p.Counters[i].Family), p.Counters[i].Key} },
+		w.counters, func() *counterState { return &counterState{whole: !first, since: since} })
 	for i := range p.Counters {
 		cs := &p.Counters[i]
-		k := seriesID{int(cs.Family), cs.Key}
-		old, had := w.counters[k]
-		if !had {
-			old = counterState{whole: !first, since: since}
-		}
+		st := cstates[i]
+		old := *st
 		if !finite(cs.Value) {
 			if !math.IsNaN(cs.Value) {
-				old = counterState{whole: true}
+				*st = counterState{whole: true}
 			}
-			w.counters[k] = old
 			continue
 		}
-		w.counters[k] = counterState{value: cs.Value, created: cs.Created, hasCreated: cs.HasCreated, base: true}
+		*st = counterState{value: cs.Value, created: cs.Created, hasCreated: cs.HasCreated, base: true}
 		var d float64
 		switch {
 		case !old.base:
@@ -125,19 +174,19 @@ func (w *Worker) Observe(p *EnginePage, since float64) Increase {
 		inc.HasCounter[cs.Family] = true
 		if vllm.Counters[cs.Family].Split != "" {
 			if inc.Split[cs.Family] == nil {
-				inc.Split[cs.Family] = map[string]float64{}
+				if w.split[cs.Family] == nil {
+					w.split[cs.Family] = map[string]float64{}
+				}
+				inc.Split[cs.Family] = w.split[cs.Family]
 			}
 			inc.Split[cs.Family][cs.Reason] += d
 		}
 	}
+	hstates := w.histLayout.of(len(p.Hists), func(i int) seriesID { return seriesID{int(p.Hists[i].Family), p.Hists[i].Key} },
+		w.hists, func() *histState { return &histState{whole: !first, since: since} })
 	for i := range p.Hists {
 		hs := &p.Hists[i]
-		k := seriesID{int(hs.Family), hs.Key}
-		old := w.hists[k]
-		if old == nil {
-			old = &histState{whole: !first, since: since}
-			w.hists[k] = old
-		}
+		old := hstates[i]
 		switch nonFinite(hs) {
 		case nan:
 			continue
@@ -145,25 +194,37 @@ func (w *Worker) Observe(p *EnginePage, since float64) Increase {
 			*old = histState{whole: true}
 			continue
 		}
-		var d *HistDelta
+		// The family's first series' increase is the family's so far; a later one's is added
+		// to it.
+		acc := inc.Hists[hs.Family]
+		d := &w.deltas[hs.Family]
+		if acc != nil {
+			d = &w.delta
+		}
 		switch {
 		case !old.base:
 			if old.whole || hs.HasCreated && hs.Created > old.since {
-				d = fullHist(hs)
+				fullHist(d, hs)
+			} else {
+				d = nil
 			}
 		case histReset(old, hs):
-			d = fullHist(hs)
+			fullHist(d, hs)
 		default:
-			d = &HistDelta{Sum: hs.Sum - old.sum, Count: hs.Count - old.count, Buckets: make([]Bucket, len(hs.Buckets)), NoSum: !hs.HasSum}
+			*d = HistDelta{Sum: hs.Sum - old.sum, Count: hs.Count - old.count, Buckets: d.Buckets[:0], NoSum: !hs.HasSum}
 			for j, b := range hs.Buckets {
-				d.Buckets[j] = Bucket{Le: b.Le, Count: b.Count - old.buckets[j].Count}
+				d.Buckets = append(d.Buckets, Bucket{Le: b.Le, Count: b.Count - old.buckets[j].Count})
 			}
 		}
 		// A copy, into the state's own slice: the page is handed back to its parser after
 		// Observe (Page.Release) and its buckets are overwritten by the next scrape.
 		*old = histState{buckets: append(old.buckets[:0], hs.Buckets...), sum: hs.Sum, count: hs.Count, created: hs.Created, hasCreated: hs.HasCreated, hasSum: hs.HasSum, base: true}
-		if d != nil {
-			inc.Hists[hs.Family] = addHist(inc.Hists[hs.Family], d)
+		switch {
+		case d == nil:
+		case acc == nil:
+			inc.Hists[hs.Family] = d
+		default:
+			AddHist(acc, d)
 		}
 	}
 	inc.Success = inc.Split[RequestSuccess]
@@ -209,8 +270,9 @@ func nonFinite(hs *HistSeries) int {
 	return r
 }
 
-func fullHist(hs *HistSeries) *HistDelta {
-	return &HistDelta{Sum: hs.Sum, Count: hs.Count, Buckets: append([]Bucket(nil), hs.Buckets...), NoSum: !hs.HasSum}
+// fullHist sets d to all of hs, in d's own slice.
+func fullHist(d *HistDelta, hs *HistSeries) {
+	*d = HistDelta{Sum: hs.Sum, Count: hs.Count, Buckets: append(d.Buckets[:0], hs.Buckets...), NoSum: !hs.HasSum}
 }
 
 func sameLayout(a, b []Bucket) bool {
@@ -225,19 +287,19 @@ func sameLayout(a, b []Bucket) bool {
 	return true
 }
 
-// addHist adds d into acc (either may be nil) by bucket bound and returns the sum.
-func addHist(acc, d *HistDelta) *HistDelta {
-	if acc == nil {
-		return d
-	}
-	if d == nil {
-		return acc
-	}
+// AddHist adds d into acc, by bucket bound. Buckets of one layout are added in place, so that
+// a histogram's increases add up without allocating while its layout stays put.
+func AddHist(acc, d *HistDelta) {
 	acc.Sum += d.Sum
 	acc.Count += d.Count
 	acc.NoSum = acc.NoSum || d.NoSum
+	if sameLayout(acc.Buckets, d.Buckets) {
+		for i := range acc.Buckets {
+			acc.Buckets[i].Count += d.Buckets[i].Count
+		}
+		return
+	}
 	acc.Buckets = MergeBuckets(acc.Buckets, d.Buckets)
-	return acc
 }
 
 // MergeBuckets adds two cumulative bucket lists by upper bound. A bound missing from one list
