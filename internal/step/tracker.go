@@ -49,7 +49,7 @@ type Tracker struct {
 	start   time.Time // start of the open step
 	open    *acc
 	forgot  map[string]time.Time // when each target was forgotten, until it answers again
-	now     time.Time // the latest timestamp fed in
+	now     time.Time            // the latest timestamp fed in
 	labels  targetLabels
 	keep    keep
 }
