@@ -2,6 +2,7 @@ package window
 
 import (
 	"math"
+	"slices"
 
 	"github.com/vllmstat/vllmstat/internal/vllm"
 )
@@ -201,6 +202,9 @@ func (w *Worker) Observe(p *EnginePage, since float64) Increase {
 		if acc != nil {
 			d = &w.delta
 		}
+		// The buckets are copied into the state's own slice: the page is handed back to its
+		// parser after Observe (Page.Release) and its buckets are overwritten by the next scrape.
+		buckets := old.buckets
 		switch {
 		case !old.base:
 			if old.whole || hs.HasCreated && hs.Created > old.since {
@@ -208,17 +212,18 @@ func (w *Worker) Observe(p *EnginePage, since float64) Increase {
 			} else {
 				d = nil
 			}
+			buckets = append(buckets[:0], hs.Buckets...)
 		case histReset(old, hs):
 			fullHist(d, hs)
-		default:
-			*d = HistDelta{Sum: hs.Sum - old.sum, Count: hs.Count - old.count, Buckets: d.Buckets[:0], NoSum: !hs.HasSum}
+			buckets = append(buckets[:0], hs.Buckets...)
+		default: // the same layout as the state's, so the copy is made with the increase
+			*d = HistDelta{Sum: hs.Sum - old.sum, Count: hs.Count - old.count, Buckets: slices.Grow(d.Buckets[:0], len(hs.Buckets))[:len(hs.Buckets)], NoSum: !hs.HasSum}
 			for j, b := range hs.Buckets {
-				d.Buckets = append(d.Buckets, Bucket{Le: b.Le, Count: b.Count - old.buckets[j].Count})
+				d.Buckets[j] = Bucket{Le: b.Le, Count: b.Count - buckets[j].Count}
+				buckets[j] = b
 			}
 		}
-		// A copy, into the state's own slice: the page is handed back to its parser after
-		// Observe (Page.Release) and its buckets are overwritten by the next scrape.
-		*old = histState{buckets: append(old.buckets[:0], hs.Buckets...), sum: hs.Sum, count: hs.Count, created: hs.Created, hasCreated: hs.HasCreated, hasSum: hs.HasSum, base: true}
+		*old = histState{buckets: buckets, sum: hs.Sum, count: hs.Count, created: hs.Created, hasCreated: hs.HasCreated, hasSum: hs.HasSum, base: true}
 		switch {
 		case d == nil:
 		case acc == nil:
@@ -235,11 +240,11 @@ func (w *Worker) Observe(p *EnginePage, since float64) Increase {
 // changed, its layout changed or any of its counters went down.
 func histReset(old *histState, hs *HistSeries) bool {
 	if hs.HasCreated && old.hasCreated && hs.Created != old.created || hs.HasSum != old.hasSum ||
-		hs.Count < old.count || hs.Sum < old.sum || !sameLayout(hs.Buckets, old.buckets) {
+		hs.Count < old.count || hs.Sum < old.sum || len(hs.Buckets) != len(old.buckets) {
 		return true
 	}
 	for j, b := range hs.Buckets {
-		if b.Count < old.buckets[j].Count {
+		if o := old.buckets[j]; b.Le != o.Le || b.Count < o.Count {
 			return true
 		}
 	}
@@ -254,6 +259,17 @@ const (
 
 // nonFinite reports whether a histogram series holds a ±Inf (which wins) or a NaN value.
 func nonFinite(hs *HistSeries) int {
+	// v-v is 0 for a finite v and NaN for a NaN or ±Inf: one test per value on the usual path.
+	bad := hs.Sum-hs.Sum != 0 || hs.Count-hs.Count != 0
+	for _, b := range hs.Buckets {
+		if b.Count-b.Count != 0 {
+			bad = true
+			break
+		}
+	}
+	if !bad {
+		return allFinite
+	}
 	r := allFinite
 	check := func(v float64) {
 		if math.IsInf(v, 0) {
