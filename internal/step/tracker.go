@@ -246,12 +246,12 @@ func (t *Tracker) Observe(ts time.Time, target string, page *window.Page, err er
 			}
 		}
 		wa.observeRatios(k, at, &inc)
-		for c, byLabel := range inc.Split {
-			for r, v := range byLabel {
+		for c, shares := range inc.Shares {
+			for _, sh := range shares {
 				if wa.split[c] == nil {
 					wa.split[c] = map[string]float64{}
 				}
-				wa.split[c][r] += v
+				wa.split[c][sh.Value] += sh.Inc
 			}
 		}
 		for h, d := range inc.Hists {

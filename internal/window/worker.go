@@ -20,9 +20,10 @@ type Worker struct {
 	counterLayout layout[counterState]
 	histLayout    layout[histState]
 	// What Observe returns the increases in, reused from one call to the next.
-	deltas [NumHists]HistDelta
-	delta  HistDelta // one series' increase, when its family has several
-	split  [NumCounters]map[string]float64
+	deltas  [NumHists]HistDelta
+	delta   HistDelta // one series' increase, when its family has several
+	success map[string]float64
+	shares  [NumCounters][]Share
 }
 
 // layout is the series of a worker's previous page, in order, and their states.
@@ -95,10 +96,18 @@ type histState struct {
 type Increase struct {
 	Counters   [NumCounters]float64
 	HasCounter [NumCounters]bool  // the family was on the page and an increase could be computed
-	Success    map[string]float64 // request_success by finished_reason (Split[RequestSuccess])
-	// Split holds the increases of each family with a split label, by the label's value.
-	Split [NumCounters]map[string]float64
-	Hists [NumHists]*HistDelta
+	Success    map[string]float64 // request_success by finished_reason (Shares[RequestSuccess])
+	// Shares holds the increases of each family with a split label, by the label's value:
+	// each value once, in the order of the page (a reader goes through a slice faster than
+	// through a map).
+	Shares [NumCounters][]Share
+	Hists  [NumHists]*HistDelta
+}
+
+// Share is the increase of the series of a family with a split label that have one value of it.
+type Share struct {
+	Value string
+	Inc   float64
 }
 
 // HistDelta is the increase of a histogram: cumulative bucket counts, sum and count.
@@ -143,8 +152,8 @@ func (w *Worker) Observe(p *EnginePage, since float64) Increase {
 	var inc Increase
 	first := !w.seen
 	w.seen = true
-	for _, m := range w.split {
-		clear(m)
+	for c := range w.shares {
+		w.shares[c] = w.shares[c][:0]
 	}
 	cstates := w.counterLayout.of(len(p.Counters), func(i int) seriesID { return seriesID{int(p.Counters[i].Family), p.Counters[i].Key} },
 		w.counters, func() *counterState { return &counterState{whole: !first, since: since} })
@@ -174,13 +183,7 @@ func (w *Worker) Observe(p *EnginePage, since float64) Increase {
 		inc.Counters[cs.Family] += d
 		inc.HasCounter[cs.Family] = true
 		if vllm.Counters[cs.Family].Split != "" {
-			if inc.Split[cs.Family] == nil {
-				if w.split[cs.Family] == nil {
-					w.split[cs.Family] = map[string]float64{}
-				}
-				inc.Split[cs.Family] = w.split[cs.Family]
-			}
-			inc.Split[cs.Family][cs.Reason] += d
+			w.share(cs.Family, cs.Reason, d)
 		}
 	}
 	hstates := w.histLayout.of(len(p.Hists), func(i int) seriesID { return seriesID{int(p.Hists[i].Family), p.Hists[i].Key} },
@@ -232,8 +235,37 @@ func (w *Worker) Observe(p *EnginePage, since float64) Increase {
 			AddHist(acc, d)
 		}
 	}
-	inc.Success = inc.Split[RequestSuccess]
+	for c, sh := range w.shares {
+		if len(sh) > 0 {
+			inc.Shares[c] = sh
+		}
+	}
+	if sh := inc.Shares[RequestSuccess]; len(sh) > 0 {
+		if w.success == nil {
+			w.success = map[string]float64{}
+		}
+		clear(w.success)
+		for _, s := range sh {
+			w.success[s.Value] = s.Inc
+		}
+		inc.Success = w.success
+	}
 	return inc
+}
+
+// share adds d to the share of value in family c's shares, added if new. A family has few
+// values, and they come in the same order from scrape to scrape: a scan finds them.
+func (w *Worker) share(c Counter, value string, d float64) {
+	sh := w.shares[c]
+	for i := range sh {
+		if sh[i].Value == value {
+			sh[i].Inc += d
+			return
+		}
+	}
+	sh = append(sh, Share{Value: value})
+	sh[len(sh)-1].Inc += d // from 0, as a sum does, which turns a -0 into 0
+	w.shares[c] = sh
 }
 
 // histReset reports whether a histogram was reset between its old state and hs: its _created
