@@ -20,10 +20,9 @@ type Worker struct {
 	counterLayout layout[counterState]
 	histLayout    layout[histState]
 	// What Observe returns the increases in, reused from one call to the next.
-	deltas  [NumHists]HistDelta
-	delta   HistDelta // one series' increase, when its family has several
-	success map[string]float64
-	shares  [NumCounters][]Share
+	deltas [NumHists]HistDelta
+	delta  HistDelta // one series' increase, when its family has several
+	shares [NumCounters][]Share
 }
 
 // layout is the series of a worker's previous page, in order, and their states.
@@ -95,13 +94,25 @@ type histState struct {
 // Observe: copy what must outlive it.
 type Increase struct {
 	Counters   [NumCounters]float64
-	HasCounter [NumCounters]bool  // the family was on the page and an increase could be computed
-	Success    map[string]float64 // request_success by finished_reason (Shares[RequestSuccess])
+	HasCounter [NumCounters]bool // the family was on the page and an increase could be computed
 	// Shares holds the increases of each family with a split label, by the label's value:
 	// each value once, in the order of the page (a reader goes through a slice faster than
 	// through a map).
 	Shares [NumCounters][]Share
 	Hists  [NumHists]*HistDelta
+}
+
+// Success returns the increases of request_success by finished_reason, nil if none.
+func (inc *Increase) Success() map[string]float64 {
+	sh := inc.Shares[RequestSuccess]
+	if len(sh) == 0 {
+		return nil
+	}
+	m := make(map[string]float64, len(sh))
+	for _, s := range sh {
+		m[s.Value] = s.Inc
+	}
+	return m
 }
 
 // Share is the increase of the series of a family with a split label that have one value of it.
@@ -226,7 +237,9 @@ func (w *Worker) Observe(p *EnginePage, since float64) Increase {
 				buckets[j] = b
 			}
 		}
-		*old = histState{buckets: buckets, sum: hs.Sum, count: hs.Count, created: hs.Created, hasCreated: hs.HasCreated, hasSum: hs.HasSum, base: true}
+		old.buckets = buckets
+		old.sum, old.count, old.created, old.hasCreated, old.hasSum = hs.Sum, hs.Count, hs.Created, hs.HasCreated, hs.HasSum
+		old.base, old.whole, old.since = true, false, 0
 		switch {
 		case d == nil:
 		case acc == nil:
@@ -239,16 +252,6 @@ func (w *Worker) Observe(p *EnginePage, since float64) Increase {
 		if len(sh) > 0 {
 			inc.Shares[c] = sh
 		}
-	}
-	if sh := inc.Shares[RequestSuccess]; len(sh) > 0 {
-		if w.success == nil {
-			w.success = map[string]float64{}
-		}
-		clear(w.success)
-		for _, s := range sh {
-			w.success[s.Value] = s.Inc
-		}
-		inc.Success = w.success
 	}
 	return inc
 }
