@@ -31,22 +31,9 @@ type layout[S any] struct {
 	states []*S
 }
 
-// of returns the states of n series, the i-th named by id(i), in order: the previous page's
-// when the series are the same, else from byID, where a series not seen before gets a state
-// made by fresh.
-func (l *layout[S]) of(n int, id func(int) seriesID, byID map[seriesID]*S, fresh func() *S) []*S {
-	if len(l.ids) == n {
-		same := true
-		for i := range n {
-			if l.ids[i] != id(i) {
-				same = false
-				break
-			}
-		}
-		if same {
-			return l.states
-		}
-	}
+// learn makes l the layout of a page of n series, the i-th named by id(i), and returns their
+// states, in order: from byID, where a series not seen before gets a state made by fresh.
+func (l *layout[S]) learn(n int, id func(int) seriesID, byID map[seriesID]*S, fresh func() *S) []*S {
 	l.ids, l.states = l.ids[:0], l.states[:0]
 	for i := range n {
 		k := id(i)
@@ -59,6 +46,33 @@ func (l *layout[S]) of(n int, id func(int) seriesID, byID map[seriesID]*S, fresh
 		l.states = append(l.states, st)
 	}
 	return l.states
+}
+
+// sameCounters reports whether a page's counter series are those of ids, in order. Their keys
+// are usually the very strings of ids, which compare at once.
+func sameCounters(ids []seriesID, cs []CounterSeries) bool {
+	if len(ids) != len(cs) {
+		return false
+	}
+	for i := range cs {
+		if ids[i].fam != int(cs[i].Family) || ids[i].key != cs[i].Key {
+			return false
+		}
+	}
+	return true
+}
+
+// sameHists is sameCounters for histogram series.
+func sameHists(ids []seriesID, hs []HistSeries) bool {
+	if len(ids) != len(hs) {
+		return false
+	}
+	for i := range hs {
+		if ids[i].fam != int(hs[i].Family) || ids[i].key != hs[i].Key {
+			return false
+		}
+	}
+	return true
 }
 
 // seriesID names a series of one worker: its family and its other labels.
@@ -166,8 +180,11 @@ func (w *Worker) Observe(p *EnginePage, since float64) Increase {
 	for c := range w.shares {
 		w.shares[c] = w.shares[c][:0]
 	}
-	cstates := w.counterLayout.of(len(p.Counters), func(i int) seriesID { return seriesID{int(p.Counters[i].Family), p.Counters[i].Key} },
-		w.counters, func() *counterState { return &counterState{whole: !first, since: since} })
+	cstates := w.counterLayout.states
+	if !sameCounters(w.counterLayout.ids, p.Counters) {
+		cstates = w.counterLayout.learn(len(p.Counters), func(i int) seriesID { return seriesID{int(p.Counters[i].Family), p.Counters[i].Key} },
+			w.counters, func() *counterState { return &counterState{whole: !first, since: since} })
+	}
 	for i := range p.Counters {
 		cs := &p.Counters[i]
 		st := cstates[i]
@@ -197,8 +214,11 @@ func (w *Worker) Observe(p *EnginePage, since float64) Increase {
 			w.share(cs.Family, cs.Reason, d)
 		}
 	}
-	hstates := w.histLayout.of(len(p.Hists), func(i int) seriesID { return seriesID{int(p.Hists[i].Family), p.Hists[i].Key} },
-		w.hists, func() *histState { return &histState{whole: !first, since: since} })
+	hstates := w.histLayout.states
+	if !sameHists(w.histLayout.ids, p.Hists) {
+		hstates = w.histLayout.learn(len(p.Hists), func(i int) seriesID { return seriesID{int(p.Hists[i].Family), p.Hists[i].Key} },
+			w.hists, func() *histState { return &histState{whole: !first, since: since} })
+	}
 	for i := range p.Hists {
 		hs := &p.Hists[i]
 		old := hstates[i]
