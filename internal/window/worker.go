@@ -104,7 +104,7 @@ type histState struct {
 }
 
 // Increase is what changed in one engine between its previous successful scrape and this one.
-// Its maps and histograms belong to the Worker that returned it, and hold until its next
+// Its shares and histograms belong to the Worker that returned it, and hold until its next
 // Observe: copy what must outlive it.
 type Increase struct {
 	Counters   [NumCounters]float64
