@@ -10,11 +10,9 @@ func (t *Tracker) Forget(target string) {
 	for id := range t.workers {
 		if id.Target == target {
 			delete(t.workers, id)
-			delete(t.seenAt, id)
 		}
 	}
-	delete(t.lastOK, target)
-	delete(t.tried, target)
+	delete(t.targets, target)
 	t.labels.forget(target)
 	if t.started {
 		t.forgot[target] = t.now

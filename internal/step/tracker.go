@@ -43,17 +43,40 @@ type Interval struct {
 // owned by one goroutine.
 type Tracker struct {
 	opt     Options
-	workers map[WorkerID]*window.Worker
+	workers map[WorkerID]*workerState
+	targets map[string]*targetState
 	started bool
 	start   time.Time // start of the open step
 	open    *acc
-	lastOK  map[string]time.Time // each target's last successful scrape
-	tried   map[string]time.Time // each target's last scrape, successful or not
 	forgot  map[string]time.Time // when each target was forgotten, until it answers again
-	seenAt  map[WorkerID]time.Time
-	now     time.Time // the latest timestamp fed in
+	now     time.Time            // the latest timestamp fed in
 	labels  targetLabels
 	keep    keep
+}
+
+// workerState is what the tracker keeps of a worker across steps.
+type workerState struct {
+	w      *window.Worker
+	seen   bool
+	seenAt time.Time // its last successful scrape, when seen
+}
+
+// targetState is what the tracker keeps of a target across steps.
+type targetState struct {
+	tried, lastOK       time.Time // its last scrape, and its last successful one
+	hasTried, hasLastOK bool
+	// The workers of its last successful page, in page order: its next page nearly always has
+	// the same ones in the same order, found so without hashing their names.
+	engines []engineRef
+}
+
+// engineRef is a worker of a target's last page: its names, its state, and its share of the
+// open step (nil until the worker's first scrape in it: EndStep clears it, so that a closed
+// step is not kept alive by a target that went quiet).
+type engineRef struct {
+	engine, labels string
+	ws             *workerState
+	wa             *workerAcc
 }
 
 // keep says which per-interval series an open step keeps, and which of them with their times:
@@ -126,7 +149,7 @@ func NewTracker(opt Options) *Tracker {
 	if opt.Prefix == "" {
 		opt.Prefix = vllm.Prefix
 	}
-	return &Tracker{opt: opt, workers: map[WorkerID]*window.Worker{}, open: newAcc(), lastOK: map[string]time.Time{}, forgot: map[string]time.Time{}, tried: map[string]time.Time{}, seenAt: map[WorkerID]time.Time{},
+	return &Tracker{opt: opt, workers: map[WorkerID]*workerState{}, targets: map[string]*targetState{}, open: newAcc(), forgot: map[string]time.Time{},
 		keep: newKeep(opt)}
 }
 
@@ -139,8 +162,13 @@ func (t *Tracker) Observe(ts time.Time, target string, page *window.Page, err er
 		t.started, t.start = true, ts
 	}
 	t.now = ts
-	prevTry, tried := t.tried[target]
-	t.tried[target] = ts
+	tgt := t.targets[target]
+	if tgt == nil {
+		tgt = &targetState{}
+		t.targets[target] = tgt
+	}
+	prevTry, tried := tgt.tried, tgt.hasTried
+	tgt.tried, tgt.hasTried = ts, true
 	if err != nil || page == nil {
 		t.open.failed++
 		return
@@ -155,27 +183,37 @@ func (t *Tracker) Observe(ts time.Time, target string, page *window.Page, err er
 		since = f
 		delete(t.forgot, target)
 	}
-	if last, ok := t.lastOK[target]; ok {
-		since = last
+	if tgt.hasLastOK {
+		since = tgt.lastOK
 	}
-	t.lastOK[target] = ts
+	tgt.lastOK, tgt.hasLastOK = ts, true
 	stepStart := float64(since.UnixNano()) / 1e9
 	at := ts.Sub(t.start) // the offset of this scrape's samples in timelines
 	k := &t.keep
+	if len(tgt.engines) != len(page.Engines) {
+		// Workers came or went: find them all by name (EndStep clears only what is in use).
+		tgt.engines = make([]engineRef, len(page.Engines))
+	}
 	for i := range page.Engines {
 		ep := &page.Engines[i]
 		id := WorkerID{Target: target, Engine: ep.Engine, Labels: ep.Labels}
-		w := t.workers[id]
-		if w == nil {
-			w = window.NewWorker()
-			t.workers[id] = w
+		ref := &tgt.engines[i]
+		if ref.ws == nil || ref.engine != ep.Engine || ref.labels != ep.Labels {
+			*ref = engineRef{engine: ep.Engine, labels: ep.Labels, ws: t.workers[id]}
+			if ref.ws == nil {
+				ref.ws = &workerState{w: window.NewWorker()}
+				t.workers[id] = ref.ws
+			}
 		}
-		inc := w.Observe(ep, stepStart)
-		wa := t.open.workers[id]
-		if wa == nil {
-			wa = &workerAcc{}
-			t.open.workers[id] = wa
+		if ref.wa == nil {
+			ref.wa = t.open.workers[id]
+			if ref.wa == nil {
+				ref.wa = &workerAcc{}
+				t.open.workers[id] = ref.wa
+			}
 		}
+		ws, wa := ref.ws, ref.wa
+		inc := ws.w.Observe(ep, stepStart)
 		wa.scrapes++
 		wa.act.add(spanStart(prevTry, tried, t.start), ts, ep)
 		for g := range ep.Gauges {
@@ -208,12 +246,12 @@ func (t *Tracker) Observe(ts time.Time, target string, page *window.Page, err er
 			}
 		}
 		wa.observeRatios(k, at, &inc)
-		for c, byLabel := range inc.Split {
-			for r, v := range byLabel {
+		for c, shares := range inc.Shares {
+			for _, sh := range shares {
 				if wa.split[c] == nil {
 					wa.split[c] = map[string]float64{}
 				}
-				wa.split[c][r] += v
+				wa.split[c][sh.Value] += sh.Inc
 			}
 		}
 		for h, d := range inc.Hists {
@@ -222,16 +260,17 @@ func (t *Tracker) Observe(ts time.Time, target string, page *window.Page, err er
 			}
 		}
 		if t.opt.OnInterval != nil {
-			t.opt.OnInterval(t.interval(id, ts, ep, &inc))
+			t.opt.OnInterval(t.interval(id, ws, ts, ep, &inc))
 		}
-		t.seenAt[id] = ts
+		ws.seen, ws.seenAt = true, ts
 	}
 }
 
-func (t *Tracker) interval(id WorkerID, ts time.Time, ep *window.EnginePage, inc *window.Increase) Interval {
-	iv := Interval{WorkerID: id, TS: ts, Values: map[string]float64{}, TargetLabels: t.labels.of(id.Target)}
-	if prev, ok := t.seenAt[id]; ok {
-		iv.DT = ts.Sub(prev).Seconds()
+// interval is a worker's Interval at ts, before ws records this scrape.
+func (t *Tracker) interval(id WorkerID, ws *workerState, ts time.Time, ep *window.EnginePage, inc *window.Increase) Interval {
+	iv := Interval{WorkerID: id, TS: ts, Values: make(map[string]float64, intervalValues), TargetLabels: t.labels.of(id.Target)}
+	if ws.seen {
+		iv.DT = ts.Sub(ws.seenAt).Seconds()
 	}
 	for g, f := range vllm.Gauges {
 		if ep.HasGauge[g] && f.Timeline {
@@ -249,23 +288,51 @@ func (t *Tracker) interval(id WorkerID, ts time.Time, ep *window.EnginePage, inc
 		}
 	}
 	if iv.DT > 0 {
-		for _, rt := range vllm.Rates {
+		for i, rt := range vllm.Rates {
 			if inc.HasCounter[rt.Of] {
-				iv.Values[rt.Name()] = inc.Counters[rt.Of] / iv.DT
+				iv.Values[rateNames[i]] = inc.Counters[rt.Of] / iv.DT
 			}
 		}
 	}
 	return iv
 }
 
+// intervalValues is the most values an Interval can have, to size its map at once.
+var intervalValues = func() int {
+	n := len(vllm.Rates)
+	for _, f := range vllm.Gauges {
+		if f.Timeline {
+			n++
+		}
+	}
+	for _, f := range vllm.Counters {
+		if f.Timeline {
+			n++
+		}
+	}
+	for _, rt := range vllm.Ratios {
+		if rt.Timeline {
+			n++
+		}
+	}
+	return n
+}()
+
+// rateNames are the names of vllm.Rates, made once.
+var rateNames = func() []string {
+	names := make([]string, len(vllm.Rates))
+	for i, rt := range vllm.Rates {
+		names[i] = rt.Name()
+	}
+	return names
+}()
+
+// addHist adds d into acc, a copy of d when acc is nil, and returns acc: d is not kept.
 func addHist(acc, d *window.HistDelta) *window.HistDelta {
 	if acc == nil {
 		return &window.HistDelta{Buckets: append([]window.Bucket(nil), d.Buckets...), Sum: d.Sum, Count: d.Count, NoSum: d.NoSum}
 	}
-	acc.Sum += d.Sum
-	acc.Count += d.Count
-	acc.NoSum = acc.NoSum || d.NoSum
-	acc.Buckets = window.MergeBuckets(acc.Buckets, d.Buckets)
+	window.AddHist(acc, d)
 	return acc
 }
 
@@ -279,6 +346,11 @@ func (t *Tracker) EndStep(n int64, ts time.Time) Record {
 	t.labels.stepEnded()
 	t.start, t.now = ts, ts
 	t.open = newAcc()
+	for _, tgt := range t.targets {
+		for i := range tgt.engines {
+			tgt.engines[i].wa = nil
+		}
+	}
 	return r
 }
 

@@ -104,8 +104,8 @@ func TestRayReplicaIncreases(t *testing.T) {
 			t.Errorf("%s: queries %v hits %v preemptions %v, want %v %v %v", a.Labels,
 				inc.Counters[PrefixQueries], inc.Counters[PrefixHits], inc.Counters[Preemptions], w.dQueries, w.dHits, w.dPreempt)
 		}
-		if !maps.Equal(inc.Success, w.dSuccess) {
-			t.Errorf("%s: request_success %v, want %v", a.Labels, inc.Success, w.dSuccess)
+		if !maps.Equal(inc.Success(), w.dSuccess) {
+			t.Errorf("%s: request_success %v, want %v", a.Labels, inc.Success(), w.dSuccess)
 		}
 		if h := inc.Hists[TTFT]; h == nil || h.Count != w.dTTFTCount || h.Sum != w.dTTFTSum {
 			t.Errorf("%s: ttft increase %+v, want count %v sum %v", a.Labels, h, w.dTTFTCount, w.dTTFTSum)

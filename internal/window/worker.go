@@ -2,6 +2,7 @@ package window
 
 import (
 	"math"
+	"slices"
 
 	"github.com/vllmstat/vllmstat/internal/vllm"
 )
@@ -10,8 +11,68 @@ import (
 // increases. A Worker is owned by one goroutine.
 type Worker struct {
 	seen     bool
-	counters map[seriesID]counterState
+	counters map[seriesID]*counterState
 	hists    map[seriesID]*histState
+	// The states of the previous page's series, in its order: a worker's page nearly always
+	// has the same series in the same order as its previous one (a Parser hands out pages of
+	// one structure, whose keys are the same strings), so they are found by position instead
+	// of by key.
+	counterLayout layout[counterState]
+	histLayout    layout[histState]
+	// What Observe returns the increases in, reused from one call to the next.
+	deltas [NumHists]HistDelta
+	delta  HistDelta // one series' increase, when its family has several
+	shares [NumCounters][]Share
+}
+
+// layout is the series of a worker's previous page, in order, and their states.
+type layout[S any] struct {
+	ids    []seriesID
+	states []*S
+}
+
+// learn makes l the layout of a page of n series, the i-th named by id(i), and returns their
+// states, in order: from byID, where a series not seen before gets a state made by fresh.
+func (l *layout[S]) learn(n int, id func(int) seriesID, byID map[seriesID]*S, fresh func() *S) []*S {
+	l.ids, l.states = l.ids[:0], l.states[:0]
+	for i := range n {
+		k := id(i)
+		st := byID[k]
+		if st == nil {
+			st = fresh()
+			byID[k] = st
+		}
+		l.ids = append(l.ids, k)
+		l.states = append(l.states, st)
+	}
+	return l.states
+}
+
+// sameCounters reports whether a page's counter series are those of ids, in order. Their keys
+// are usually the very strings of ids, which compare at once.
+func sameCounters(ids []seriesID, cs []CounterSeries) bool {
+	if len(ids) != len(cs) {
+		return false
+	}
+	for i := range cs {
+		if ids[i].fam != int(cs[i].Family) || ids[i].key != cs[i].Key {
+			return false
+		}
+	}
+	return true
+}
+
+// sameHists is sameCounters for histogram series.
+func sameHists(ids []seriesID, hs []HistSeries) bool {
+	if len(ids) != len(hs) {
+		return false
+	}
+	for i := range hs {
+		if ids[i].fam != int(hs[i].Family) || ids[i].key != hs[i].Key {
+			return false
+		}
+	}
+	return true
 }
 
 // seriesID names a series of one worker: its family and its other labels.
@@ -43,13 +104,35 @@ type histState struct {
 }
 
 // Increase is what changed in one engine between its previous successful scrape and this one.
+// Its shares and histograms belong to the Worker that returned it, and hold until its next
+// Observe: copy what must outlive it.
 type Increase struct {
 	Counters   [NumCounters]float64
-	HasCounter [NumCounters]bool  // the family was on the page and an increase could be computed
-	Success    map[string]float64 // request_success by finished_reason (Split[RequestSuccess])
-	// Split holds the increases of each family with a split label, by the label's value.
-	Split [NumCounters]map[string]float64
-	Hists [NumHists]*HistDelta
+	HasCounter [NumCounters]bool // the family was on the page and an increase could be computed
+	// Shares holds the increases of each family with a split label, by the label's value:
+	// each value once, in the order of the page (a reader goes through a slice faster than
+	// through a map).
+	Shares [NumCounters][]Share
+	Hists  [NumHists]*HistDelta
+}
+
+// Success returns the increases of request_success by finished_reason, nil if none.
+func (inc *Increase) Success() map[string]float64 {
+	sh := inc.Shares[RequestSuccess]
+	if len(sh) == 0 {
+		return nil
+	}
+	m := make(map[string]float64, len(sh))
+	for _, s := range sh {
+		m[s.Value] = s.Inc
+	}
+	return m
+}
+
+// Share is the increase of the series of a family with a split label that have one value of it.
+type Share struct {
+	Value string
+	Inc   float64
 }
 
 // HistDelta is the increase of a histogram: cumulative bucket counts, sum and count.
@@ -61,7 +144,7 @@ type HistDelta struct {
 
 // NewWorker returns a worker that has seen nothing yet.
 func NewWorker() *Worker {
-	return &Worker{counters: map[seriesID]counterState{}, hists: map[seriesID]*histState{}}
+	return &Worker{counters: map[seriesID]*counterState{}, hists: map[seriesID]*histState{}}
 }
 
 // Seen reports whether the worker has had a successful scrape.
@@ -94,21 +177,25 @@ func (w *Worker) Observe(p *EnginePage, since float64) Increase {
 	var inc Increase
 	first := !w.seen
 	w.seen = true
+	for c := range w.shares {
+		w.shares[c] = w.shares[c][:0]
+	}
+	cstates := w.counterLayout.states
+	if !sameCounters(w.counterLayout.ids, p.Counters) {
+		cstates = w.counterLayout.learn(len(p.Counters), func(i int) seriesID { return seriesID{int(p.Counters[i].Family), p.Counters[i].Key} },
+			w.counters, func() *counterState { return &counterState{whole: !first, since: since} })
+	}
 	for i := range p.Counters {
 		cs := &p.Counters[i]
-		k := seriesID{int(cs.Family), cs.Key}
-		old, had := w.counters[k]
-		if !had {
-			old = counterState{whole: !first, since: since}
-		}
+		st := cstates[i]
+		old := *st
 		if !finite(cs.Value) {
 			if !math.IsNaN(cs.Value) {
-				old = counterState{whole: true}
+				*st = counterState{whole: true}
 			}
-			w.counters[k] = old
 			continue
 		}
-		w.counters[k] = counterState{value: cs.Value, created: cs.Created, hasCreated: cs.HasCreated, base: true}
+		*st = counterState{value: cs.Value, created: cs.Created, hasCreated: cs.HasCreated, base: true}
 		var d float64
 		switch {
 		case !old.base:
@@ -124,20 +211,17 @@ func (w *Worker) Observe(p *EnginePage, since float64) Increase {
 		inc.Counters[cs.Family] += d
 		inc.HasCounter[cs.Family] = true
 		if vllm.Counters[cs.Family].Split != "" {
-			if inc.Split[cs.Family] == nil {
-				inc.Split[cs.Family] = map[string]float64{}
-			}
-			inc.Split[cs.Family][cs.Reason] += d
+			w.share(cs.Family, cs.Reason, d)
 		}
+	}
+	hstates := w.histLayout.states
+	if !sameHists(w.histLayout.ids, p.Hists) {
+		hstates = w.histLayout.learn(len(p.Hists), func(i int) seriesID { return seriesID{int(p.Hists[i].Family), p.Hists[i].Key} },
+			w.hists, func() *histState { return &histState{whole: !first, since: since} })
 	}
 	for i := range p.Hists {
 		hs := &p.Hists[i]
-		k := seriesID{int(hs.Family), hs.Key}
-		old := w.hists[k]
-		if old == nil {
-			old = &histState{whole: !first, since: since}
-			w.hists[k] = old
-		}
+		old := hstates[i]
 		switch nonFinite(hs) {
 		case nan:
 			continue
@@ -145,40 +229,77 @@ func (w *Worker) Observe(p *EnginePage, since float64) Increase {
 			*old = histState{whole: true}
 			continue
 		}
-		var d *HistDelta
+		// The family's first series' increase is the family's so far; a later one's is added
+		// to it.
+		acc := inc.Hists[hs.Family]
+		d := &w.deltas[hs.Family]
+		if acc != nil {
+			d = &w.delta
+		}
+		// The buckets are copied into the state's own slice: the page is handed back to its
+		// parser after Observe (Page.Release) and its buckets are overwritten by the next scrape.
+		buckets := old.buckets
 		switch {
 		case !old.base:
 			if old.whole || hs.HasCreated && hs.Created > old.since {
-				d = fullHist(hs)
+				fullHist(d, hs)
+			} else {
+				d = nil
 			}
+			buckets = append(buckets[:0], hs.Buckets...)
 		case histReset(old, hs):
-			d = fullHist(hs)
-		default:
-			d = &HistDelta{Sum: hs.Sum - old.sum, Count: hs.Count - old.count, Buckets: make([]Bucket, len(hs.Buckets)), NoSum: !hs.HasSum}
+			fullHist(d, hs)
+			buckets = append(buckets[:0], hs.Buckets...)
+		default: // the same layout as the state's, so the copy is made with the increase
+			*d = HistDelta{Sum: hs.Sum - old.sum, Count: hs.Count - old.count, Buckets: slices.Grow(d.Buckets[:0], len(hs.Buckets))[:len(hs.Buckets)], NoSum: !hs.HasSum}
 			for j, b := range hs.Buckets {
-				d.Buckets[j] = Bucket{Le: b.Le, Count: b.Count - old.buckets[j].Count}
+				d.Buckets[j] = Bucket{Le: b.Le, Count: b.Count - buckets[j].Count}
+				buckets[j] = b
 			}
 		}
-		// A copy, into the state's own slice: the page is handed back to its parser after
-		// Observe (Page.Release) and its buckets are overwritten by the next scrape.
-		*old = histState{buckets: append(old.buckets[:0], hs.Buckets...), sum: hs.Sum, count: hs.Count, created: hs.Created, hasCreated: hs.HasCreated, hasSum: hs.HasSum, base: true}
-		if d != nil {
-			inc.Hists[hs.Family] = addHist(inc.Hists[hs.Family], d)
+		old.buckets = buckets
+		old.sum, old.count, old.created, old.hasCreated, old.hasSum = hs.Sum, hs.Count, hs.Created, hs.HasCreated, hs.HasSum
+		old.base, old.whole, old.since = true, false, 0
+		switch {
+		case d == nil:
+		case acc == nil:
+			inc.Hists[hs.Family] = d
+		default:
+			AddHist(acc, d)
 		}
 	}
-	inc.Success = inc.Split[RequestSuccess]
+	for c, sh := range w.shares {
+		if len(sh) > 0 {
+			inc.Shares[c] = sh
+		}
+	}
 	return inc
+}
+
+// share adds d to the share of value in family c's shares, added if new. A family has few
+// values, and they come in the same order from scrape to scrape: a scan finds them.
+func (w *Worker) share(c Counter, value string, d float64) {
+	sh := w.shares[c]
+	for i := range sh {
+		if sh[i].Value == value {
+			sh[i].Inc += d
+			return
+		}
+	}
+	sh = append(sh, Share{Value: value})
+	sh[len(sh)-1].Inc += d // from 0, as a sum does, which turns a -0 into 0
+	w.shares[c] = sh
 }
 
 // histReset reports whether a histogram was reset between its old state and hs: its _created
 // changed, its layout changed or any of its counters went down.
 func histReset(old *histState, hs *HistSeries) bool {
 	if hs.HasCreated && old.hasCreated && hs.Created != old.created || hs.HasSum != old.hasSum ||
-		hs.Count < old.count || hs.Sum < old.sum || !sameLayout(hs.Buckets, old.buckets) {
+		hs.Count < old.count || hs.Sum < old.sum || len(hs.Buckets) != len(old.buckets) {
 		return true
 	}
 	for j, b := range hs.Buckets {
-		if b.Count < old.buckets[j].Count {
+		if o := old.buckets[j]; b.Le != o.Le || b.Count < o.Count {
 			return true
 		}
 	}
@@ -193,6 +314,17 @@ const (
 
 // nonFinite reports whether a histogram series holds a ±Inf (which wins) or a NaN value.
 func nonFinite(hs *HistSeries) int {
+	// v-v is 0 for a finite v and NaN for a NaN or ±Inf: one test per value on the usual path.
+	bad := hs.Sum-hs.Sum != 0 || hs.Count-hs.Count != 0
+	for _, b := range hs.Buckets {
+		if b.Count-b.Count != 0 {
+			bad = true
+			break
+		}
+	}
+	if !bad {
+		return allFinite
+	}
 	r := allFinite
 	check := func(v float64) {
 		if math.IsInf(v, 0) {
@@ -209,8 +341,9 @@ func nonFinite(hs *HistSeries) int {
 	return r
 }
 
-func fullHist(hs *HistSeries) *HistDelta {
-	return &HistDelta{Sum: hs.Sum, Count: hs.Count, Buckets: append([]Bucket(nil), hs.Buckets...), NoSum: !hs.HasSum}
+// fullHist sets d to all of hs, in d's own slice.
+func fullHist(d *HistDelta, hs *HistSeries) {
+	*d = HistDelta{Sum: hs.Sum, Count: hs.Count, Buckets: append(d.Buckets[:0], hs.Buckets...), NoSum: !hs.HasSum}
 }
 
 func sameLayout(a, b []Bucket) bool {
@@ -225,19 +358,19 @@ func sameLayout(a, b []Bucket) bool {
 	return true
 }
 
-// addHist adds d into acc (either may be nil) by bucket bound and returns the sum.
-func addHist(acc, d *HistDelta) *HistDelta {
-	if acc == nil {
-		return d
-	}
-	if d == nil {
-		return acc
-	}
+// AddHist adds d into acc, by bucket bound. Buckets of one layout are added in place, so that
+// a histogram's increases add up without allocating while its layout stays put.
+func AddHist(acc, d *HistDelta) {
 	acc.Sum += d.Sum
 	acc.Count += d.Count
 	acc.NoSum = acc.NoSum || d.NoSum
+	if sameLayout(acc.Buckets, d.Buckets) {
+		for i := range acc.Buckets {
+			acc.Buckets[i].Count += d.Buckets[i].Count
+		}
+		return
+	}
 	acc.Buckets = MergeBuckets(acc.Buckets, d.Buckets)
-	return acc
 }
 
 // MergeBuckets adds two cumulative bucket lists by upper bound. A bound missing from one list
