@@ -17,10 +17,12 @@ import (
 // fleet's live heap nears it, the collector runs nearly all the time (up to half the CPU), which
 // is worse than the memory it saves. A limit that grows with the targets, each of which holds its
 // parser's memory of its last page, connection buffers and step samples, keeps the headroom
-// proportionate. A soft limit never fails an allocation.
+// proportionate. A soft limit never fails an allocation. Measured at 1,000 targets at 2 Hz
+// (vLLM 0.20 pages): about 65 MiB live and 24 MiB of goroutine stacks; a limit of 140 MiB cost
+// 8% more CPU than none (which sat at 230 MiB resident), 110 MiB cost 60% more.
 const (
 	baseMemoryLimit = 48 << 20
-	perTargetMemory = 64 << 10
+	perTargetMemory = 96 << 10
 )
 
 // memoryLimit sets the runtime's soft memory limit for the number of targets, unless the

@@ -58,7 +58,7 @@ func TestMemoryLimit(t *testing.T) {
 	if got := debug.SetMemoryLimit(-1); got != before {
 		t.Errorf("with GOMEMLIMIT set the limit became %d, want %d", got, before)
 	}
-	if !strings.Contains(logs.String(), "per_target_kib=64") || !strings.Contains(logs.String(), "limit=1GiB") {
+	if !strings.Contains(logs.String(), "per_target_kib=96") || !strings.Contains(logs.String(), "limit=1GiB") {
 		t.Errorf("log does not say the limits:\n%s", logs.String())
 	}
 }
