@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/vllmstat/vllmstat/internal/pyfloat"
 	"github.com/vllmstat/vllmstat/internal/window"
 )
 
@@ -118,7 +119,7 @@ func TestVariant(t *testing.T) {
 
 func TestPyFloat(t *testing.T) {
 	for v, want := range map[float64]string{123: "123.0", 1.7329876543e9: "1.7329876543e+09", 0.42: "0.42", 1e-5: "1e-05", 3.3636352e7: "3.3636352e+07", math.Inf(1): "+Inf"} {
-		if got := string(appendGoFloat(nil, v)); got != want {
+		if got := string(pyfloat.AppendGo(nil, v)); got != want {
 			t.Errorf("%v printed %q, want %q", v, got, want)
 		}
 		if f, err := strconv.ParseFloat(want, 64); err != nil || f != v {

@@ -9,6 +9,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+
+	"github.com/vllmstat/vllmstat/internal/pyfloat"
 )
 
 // Ray returns a Ray node metrics-agent page of about targetBytes (never less than one worker's
@@ -64,7 +66,7 @@ func (p *page) sample(name string, ls []label, v float64) {
 		p.b.WriteByte('}')
 	}
 	p.b.WriteByte(' ')
-	p.b.Write(appendGoFloat(nil, v))
+	p.b.Write(pyfloat.AppendGo(nil, v))
 	p.b.WriteByte('\n')
 }
 
@@ -89,7 +91,7 @@ func leString(le float64) string {
 	if le == inf {
 		return "+Inf"
 	}
-	return string(appendGoFloat(nil, le))
+	return string(pyfloat.AppendGo(nil, le))
 }
 
 func round3(v float64) float64 { return float64(int64(v*1000)) / 1000 }

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/vllmstat/vllmstat/internal/pyfloat"
 )
 
 // Variant returns page with its sample values moved as k scrapes later would move them, and its
@@ -89,7 +91,7 @@ func Variant(page []byte, k int) []byte {
 			v = gauge(v, mix(uint64(i), uint64(k)))
 		}
 		out = append(out, l[:s.valStart]...)
-		out = appendGoFloat(out, v)
+		out = pyfloat.AppendGo(out, v)
 		out = append(out, l[s.valEnd:]...)
 	}
 	return out

@@ -1,5 +1,7 @@
 package sim
 
+import "github.com/vllmstat/vllmstat/internal/pyfloat"
+
 // A small writer for the Prometheus text format exactly as Python's prometheus_client prints it
 // (generate_latest): "# HELP" then "# TYPE" per family, labels sorted by name, values through
 // appendGoFloat, and for counters and histograms a separate "_created" gauge family after the
@@ -68,7 +70,7 @@ func appendSample(dst []byte, name, suffix string, ls *labelSet, le string, v fl
 		dst = append(dst, '}')
 	}
 	dst = append(dst, ' ')
-	dst = appendGoFloat(dst, v)
+	dst = pyfloat.AppendGo(dst, v)
 	return append(dst, '\n')
 }
 
@@ -92,7 +94,7 @@ func appendLabelValue(dst []byte, v string) []byte {
 func leStrings(bounds []float64) []string {
 	s := make([]string, len(bounds)+1)
 	for i, b := range bounds {
-		s[i] = goFloat(b)
+		s[i] = pyfloat.FormatGo(b)
 	}
 	s[len(bounds)] = "+Inf"
 	return s

@@ -1,16 +1,18 @@
-package sim
+// Package pyfloat prints numbers as Python's prometheus_client prints them on a text page,
+// which is how vLLM's pages print every number.
+package pyfloat
 
 import (
 	"math"
 	"strconv"
 )
 
-// appendPyRepr appends Python's repr(float) of v: the shortest digits that round-trip, written
+// AppendRepr appends Python's repr(float) of v: the shortest digits that round-trip, written
 // in fixed notation when the decimal exponent is in [-4, 16) and in exponent notation otherwise,
 // with a sign and at least two exponent digits ("1e-05", "1.5e+16"), and ".0" on integral values
 // in fixed notation. vLLM's pages are printed by Python, so every number on them goes through
-// this function (or through appendGoFloat, which builds on it).
-func appendPyRepr(dst []byte, v float64) []byte {
+// this function (or through AppendGo, which builds on it).
+func AppendRepr(dst []byte, v float64) []byte {
 	switch {
 	case math.IsNaN(v):
 		return append(dst, "nan"...)
@@ -90,13 +92,13 @@ func appendPyRepr(dst []byte, v float64) []byte {
 	return dst
 }
 
-// appendGoFloat appends v the way prometheus_client's text exposition prints a sample value or an
+// AppendGo appends v the way prometheus_client's text exposition prints a sample value or an
 // "le" label (floatToGoString): "+Inf", "-Inf" and "NaN" for the special values, and
 // Python's repr otherwise, except that a positive value with more than six digits before the
 // point switches to exponent form the way Go would ("3.3636352e+07"). The exponent is written as
 // "e+0" followed by the digit count, which is why very large values would get three digits; that
 // quirk is kept on purpose.
-func appendGoFloat(dst []byte, v float64) []byte {
+func AppendGo(dst []byte, v float64) []byte {
 	switch {
 	case math.IsNaN(v):
 		return append(dst, "NaN"...)
@@ -106,7 +108,7 @@ func appendGoFloat(dst []byte, v float64) []byte {
 		return append(dst, "-Inf"...)
 	}
 	start := len(dst)
-	dst = appendPyRepr(dst, v)
+	dst = AppendRepr(dst, v)
 	s := dst[start:]
 	dot := -1
 	for i, c := range s {
@@ -131,8 +133,8 @@ func appendGoFloat(dst []byte, v float64) []byte {
 	return strconv.AppendInt(dst, int64(dot-1), 10)
 }
 
-// pyRepr is appendPyRepr for callers that want a string.
-func pyRepr(v float64) string { return string(appendPyRepr(nil, v)) }
+// Repr is AppendRepr for callers that want a string.
+func Repr(v float64) string { return string(AppendRepr(nil, v)) }
 
-// goFloat is appendGoFloat for callers that want a string.
-func goFloat(v float64) string { return string(appendGoFloat(nil, v)) }
+// FormatGo is AppendGo for callers that want a string.
+func FormatGo(v float64) string { return string(AppendGo(nil, v)) }

@@ -1,4 +1,4 @@
-package sim
+package pyfloat
 
 import (
 	"bufio"
@@ -41,8 +41,8 @@ func TestPyRepr(t *testing.T) {
 		{math.NaN(), "nan"},
 	}
 	for _, tt := range tests {
-		if got := pyRepr(tt.v); got != tt.want {
-			t.Errorf("pyRepr(%v) = %q, want %q", tt.v, got, tt.want)
+		if got := Repr(tt.v); got != tt.want {
+			t.Errorf("Repr(%v) = %q, want %q", tt.v, got, tt.want)
 		}
 	}
 }
@@ -76,8 +76,8 @@ func TestGoFloat(t *testing.T) {
 		{math.NaN(), "NaN"},
 	}
 	for _, tt := range tests {
-		if got := goFloat(tt.v); got != tt.want {
-			t.Errorf("goFloat(%v) = %q, want %q", tt.v, got, tt.want)
+		if got := FormatGo(tt.v); got != tt.want {
+			t.Errorf("FormatGo(%v) = %q, want %q", tt.v, got, tt.want)
 		}
 	}
 }
@@ -85,7 +85,7 @@ func TestGoFloat(t *testing.T) {
 // TestGoFloatFixtureValues re-prints every sample value and "le" label of the fixture pages and
 // expects the fixture's own text back.
 func TestGoFloatFixtureValues(t *testing.T) {
-	files, _ := filepath.Glob("testdata/*.prom")
+	files, _ := filepath.Glob("../sim/testdata/*.prom")
 	if len(files) == 0 {
 		t.Fatal("no fixture pages in testdata")
 	}
@@ -111,8 +111,8 @@ func TestGoFloatFixtureValues(t *testing.T) {
 				if err != nil {
 					t.Fatalf("%s: parse %q: %v", file, text, err)
 				}
-				if got := goFloat(v); got != text {
-					t.Errorf("%s: goFloat(%v) = %q, fixture has %q", file, v, got, text)
+				if got := FormatGo(v); got != text {
+					t.Errorf("%s: FormatGo(%v) = %q, fixture has %q", file, v, got, text)
 				}
 				n++
 			}
