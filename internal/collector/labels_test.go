@@ -2,6 +2,7 @@ package collector
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -101,5 +102,22 @@ func TestSourceLabels(t *testing.T) {
 		if string(x) != string(y) {
 			t.Errorf("step %d differs:\nlive   %s\nreplay %s", live[i].Step, x, y)
 		}
+	}
+}
+
+func TestFewTargets(t *testing.T) {
+	urls := make([]string, 1000)
+	for i := range urls {
+		urls[i] = fmt.Sprintf("http://h:%d/metrics", i)
+	}
+	got := fewTargets(urls)
+	if len(got) != 9 || got[0] != urls[0] || got[7] != urls[7] || got[8] != "... and 992 more" {
+		t.Fatalf("fewTargets of 1,000 = %q", got)
+	}
+	if got := fewTargets(urls[:3]); len(got) != 3 {
+		t.Fatalf("fewTargets of 3 = %q", got)
+	}
+	if urls[8] != "http://h:8/metrics" {
+		t.Fatal("fewTargets changed its argument")
 	}
 }

@@ -125,12 +125,22 @@ func (s *state) setTargets(ts []scrape.Target) {
 		s.c.opt.Observer.TargetsChanged(added, removed)
 	}
 	if len(added) > 0 {
-		s.c.log.Info("targets added", "targets", added)
+		s.c.log.Info("targets added", "count", len(added), "targets", fewTargets(added))
 	}
 	if len(removed) > 0 {
-		s.c.log.Info("targets removed", "targets", removed)
+		s.c.log.Info("targets removed", "count", len(removed), "targets", fewTargets(removed))
 	}
 	s.maybeClose()
+}
+
+// fewTargets is what a log line shows of a list of targets: a fleet's thousand URLs would make
+// one line of tens of kilobytes. The first ones, and how many more (the API lists them all).
+func fewTargets(urls []string) []string {
+	const shown = 8
+	if len(urls) <= shown {
+		return urls
+	}
+	return append(urls[:shown:shown], fmt.Sprintf("... and %d more", len(urls)-shown))
 }
 
 func (s *state) targetStates() []TargetState {
