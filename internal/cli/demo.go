@@ -160,7 +160,7 @@ func demoWith(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if sc.KVConnector {
 		table.cols = append(table.cols, kvConnectorCol)
 	}
-	r, err := startRun(cfg, log, io.Discard, true, nil) // a demo starts steps.jsonl anew
+	r, err := startRun(cfg, log, io.Discard, true) // a demo starts steps.jsonl anew
 	if err != nil {
 		fmt.Fprintf(stderr, "vllmstat demo: %v\n", err)
 		var ps config.Problems

@@ -70,9 +70,8 @@ func runWith(ctx context.Context, name string, args []string, stdout, stderr io.
 	}
 	stderr = &lockedWriter{w: stderr} // the step summaries and the log come from several goroutines
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	limit := newMemoryLimit(log)
-	defer limit.restore()
-	if err := collect(ctx, cfg, log, stderr, limit); err != nil {
+	defer setGC(log)()
+	if err := collect(ctx, cfg, log, stderr); err != nil {
 		fmt.Fprintf(stderr, "vllmstat %s: %v\n", name, err)
 		var ps config.Problems
 		if errors.As(err, &ps) {
@@ -84,8 +83,8 @@ func runWith(ctx context.Context, name string, args []string, stdout, stderr io.
 }
 
 // collect runs a collector with cfg until ctx ends.
-func collect(ctx context.Context, cfg config.Config, log *slog.Logger, summary io.Writer, limit *memoryLimit) error {
-	r, err := startRun(cfg, log, summary, false, limit)
+func collect(ctx context.Context, cfg config.Config, log *slog.Logger, summary io.Writer) error {
+	r, err := startRun(cfg, log, summary, false)
 	if err != nil {
 		return err
 	}
@@ -109,8 +108,7 @@ type running struct {
 // create steps.jsonl, the recording and the sinks' files, so that a run refused at start
 // changes nothing. fresh starts steps.jsonl anew (the demo) instead of appending to it. Nothing
 // is scraped before run.
-// startRun starts a run; limit, when not nil, is the memory limit that follows its fleet.
-func startRun(cfg config.Config, log *slog.Logger, summary io.Writer, fresh bool, limit *memoryLimit) (*running, error) {
+func startRun(cfg config.Config, log *slog.Logger, summary io.Writer, fresh bool) (*running, error) {
 	r := &running{log: log}
 	fail := func(err error) (*running, error) {
 		for i := len(r.closer) - 1; i >= 0; i-- {
@@ -138,10 +136,6 @@ func startRun(cfg config.Config, log *slog.Logger, summary io.Writer, fresh bool
 		return fail(err)
 	}
 	self := selfmetrics.New(selfmetrics.Options{Prefix: cfg.MetricPrefix, Logger: log})
-	var observer collector.Observer = self
-	if limit != nil {
-		observer = limitObserver{Observer: self, limit: limit}
-	}
 	stepsPath := filepath.Join(cfg.OutDir, "steps.jsonl")
 	if fresh {
 		if err := os.Remove(stepsPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -185,7 +179,7 @@ func startRun(cfg config.Config, log *slog.Logger, summary io.Writer, fresh bool
 		Limits:     cfg.Limits(),
 		Tracker:    topt,
 		Recorder:   rw,
-		Observer:   observer,
+		Observer:   self,
 		Sinks:      []sink.Sink{r.sinks},
 		OnStep: func(rec *step.Record) {
 			fmt.Fprintln(summary, summaryLine(rec, cfg.MetricPrefix))

@@ -1,0 +1,42 @@
+package cli
+
+import (
+	"bytes"
+	"log/slog"
+	"runtime/debug"
+	"strings"
+	"testing"
+)
+
+// TestSetGC checks that a run sets its collector target unless the environment tunes the
+// collector, and gives back the setting it found.
+func TestSetGC(t *testing.T) {
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+
+	t.Setenv("GOGC", "")
+	t.Setenv("GOMEMLIMIT", "")
+	before := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(before)
+	restore := setGC(log)
+	if got := debug.SetGCPercent(defaultGCPercent); got != defaultGCPercent {
+		t.Errorf("without GOGC and GOMEMLIMIT the target is %d, want %d", got, defaultGCPercent)
+	}
+	restore()
+	if got := debug.SetGCPercent(100); got != 100 {
+		t.Errorf("restored target is %d, want 100", got)
+	}
+
+	for _, env := range []string{"GOGC", "GOMEMLIMIT"} {
+		t.Run(env, func(t *testing.T) {
+			t.Setenv(env, map[string]string{"GOGC": "200", "GOMEMLIMIT": "1GiB"}[env])
+			setGC(log)()
+			if got := debug.SetGCPercent(100); got != 100 {
+				t.Errorf("with %s set the target became %d", env, got)
+			}
+		})
+	}
+	if !strings.Contains(logs.String(), "gogc=50") || !strings.Contains(logs.String(), "GOMEMLIMIT=1GiB") {
+		t.Errorf("log does not say the settings:\n%s", logs.String())
+	}
+}
