@@ -21,7 +21,6 @@ import (
 	"github.com/vllmstat/vllmstat/internal/outdir"
 	"github.com/vllmstat/vllmstat/internal/record"
 	"github.com/vllmstat/vllmstat/internal/report"
-	"github.com/vllmstat/vllmstat/internal/scrape"
 	"github.com/vllmstat/vllmstat/internal/selfmetrics"
 	"github.com/vllmstat/vllmstat/internal/sink"
 	"github.com/vllmstat/vllmstat/internal/step"
@@ -187,7 +186,6 @@ func startRun(cfg config.Config, log *slog.Logger, summary io.Writer, fresh bool
 				termline.Write(summary, rec, termline.Options{Width: termWidth(summary)})
 			}
 		},
-		Client: scrape.NewClient(),
 		Logger: log,
 
 		DefaultAuth: cfg.Auth, // for targets added over the API without credentials

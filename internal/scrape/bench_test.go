@@ -203,29 +203,36 @@ func BenchmarkGet(b *testing.B) {
 			}
 		})
 	})
-	for _, c := range []Compression{CompressionGzip, CompressionNone} {
-		for _, restrict := range []bool{false, true} {
-			name := string(c) + "-full"
-			if restrict {
-				name = string(c) + "-restricted"
-			}
-			b.Run(name, func(b *testing.B) {
-				opt := Options{Client: NewClient(), Timeout: 5 * time.Second, Compression: c}
-				opt = opt.withDefaults()
-				s := newScraper(Target{URL: u}, &opt)
+	for _, fast := range []bool{false, true} {
+		for _, c := range []Compression{CompressionGzip, CompressionNone} {
+			for _, restrict := range []bool{false, true} {
+				name := string(c) + "-full"
 				if restrict {
-					s.names.restrict(window.SampleNames()[:1]) // the namespace of vllm: names
+					name = string(c) + "-restricted"
 				}
-				var buf bytes.Buffer
-				benchLoop(b, func() {
-					buf.Reset()
-					ctx, cancel := context.WithTimeout(context.Background(), opt.Timeout)
-					defer cancel()
-					if err := s.get(ctx, &opt, restrict, &buf); err != nil {
-						b.Fatal(err)
+				if fast {
+					name = "fast-" + name
+				}
+				b.Run(name, func(b *testing.B) {
+					opt := Options{Client: NewClient(), Timeout: 5 * time.Second, Compression: c}
+					opt = opt.withDefaults()
+					if fast {
+						opt.fast = newFastClient(opt.MaxBody)
+						defer opt.fast.close()
 					}
+					s := newScraper(Target{URL: u}, &opt)
+					if restrict {
+						s.names.restrict(window.SampleNames()[:1]) // the namespace of vllm: names
+					}
+					var buf bytes.Buffer
+					benchLoop(b, func() {
+						buf.Reset()
+						if err := s.get(context.Background(), &opt, restrict, &buf, time.Now().Add(opt.Timeout)); err != nil {
+							b.Fatal(err)
+						}
+					})
 				})
-			})
+			}
 		}
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 	"sync"
 
 	"github.com/klauspost/compress/gzip"
@@ -32,28 +31,28 @@ var pageReaders = sync.Pool{New: func() any { return new(pageReader) }}
 // readBody reads resp's page into buf, inflated, and fails with ErrBodyTooLarge when it holds
 // more than maxBody bytes before or after inflating.
 func readBody(resp *http.Response, maxBody int64, buf *bytes.Buffer) error {
-	enc := strings.TrimSpace(resp.Header.Get("Content-Encoding"))
+	gz, err := pageEncoding(resp.Header.Get("Content-Encoding"))
 	switch {
-	case enc == "" || strings.EqualFold(enc, "identity"):
-		if resp.ContentLength > 0 && resp.ContentLength <= maxBody {
-			buf.Grow(int(resp.ContentLength) + 1)
-		}
-		f := pageReaders.Get().(*pageReader)
-		defer pageReaders.Put(f)
-		f.in = io.LimitedReader{R: resp.Body, N: maxBody + 1}
-		_, err := buf.ReadFrom(&f.in)
-		f.in.R = nil
-		if err != nil {
-			return err
-		}
-		if int64(buf.Len()) > maxBody {
-			return fmt.Errorf("%w of %d bytes", ErrBodyTooLarge, maxBody)
-		}
-		return nil
-	case strings.EqualFold(enc, "gzip") || strings.EqualFold(enc, "x-gzip"):
+	case err != nil:
+		return err
+	case gz:
 		return inflate(resp.Body, maxBody, buf)
 	}
-	return fmt.Errorf("unsupported Content-Encoding %q: vllmstat reads gzip or identity", enc)
+	if resp.ContentLength > 0 && resp.ContentLength <= maxBody {
+		buf.Grow(int(resp.ContentLength) + 1)
+	}
+	f := pageReaders.Get().(*pageReader)
+	defer pageReaders.Put(f)
+	f.in = io.LimitedReader{R: resp.Body, N: maxBody + 1}
+	_, err = buf.ReadFrom(&f.in)
+	f.in.R = nil
+	if err != nil {
+		return err
+	}
+	if int64(buf.Len()) > maxBody {
+		return fmt.Errorf("%w of %d bytes", ErrBodyTooLarge, maxBody)
+	}
+	return nil
 }
 
 // inflate reads the gzip stream body into buf.

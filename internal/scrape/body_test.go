@@ -79,26 +79,28 @@ func TestFetchEncodings(t *testing.T) {
 		{path: "/big-compressed", comp: CompressionGzip, reason: "body_too_large"},
 	}
 	client := NewClient()
-	for _, tt := range tests {
-		t.Run(strings.TrimPrefix(tt.path, "/")+"-"+string(tt.comp), func(t *testing.T) {
-			r := Fetch(context.Background(), Target{URL: srv.URL + tt.path}, Options{Client: client, Timeout: 5 * time.Second, MaxBody: maxBody, KeepBody: true, Compression: tt.comp})
-			if r.Reason() != tt.reason {
-				t.Fatalf("reason %q (err %v), want %q", r.Reason(), r.Err(), tt.reason)
-			}
-			if ae := lastAE.Load(); tt.wantAE != "" && ae != tt.wantAE {
-				t.Errorf("Accept-Encoding %q, want %q", ae, tt.wantAE)
-			}
-			if tt.msg != "" && !strings.Contains(r.Err().Error(), tt.msg) {
-				t.Errorf("error %q, want it to say %q", r.Err(), tt.msg)
-			}
-			if r.BodyBytes > maxBody+1 {
-				t.Errorf("%d bytes read, past the limit of %d", r.BodyBytes, maxBody)
-			}
-			if tt.reason == "" && (r.Page == nil || len(r.Page.Engines) != 1 || r.Page.Engines[0].Gauges[0] != 3 || !strings.HasPrefix(string(r.Body), page)) {
-				t.Fatalf("page %+v body %.80q", r.Page, r.Body)
-			}
-		})
-	}
+	viaBoth(t, func(t *testing.T, fetch fetcher) {
+		for _, tt := range tests {
+			t.Run(strings.TrimPrefix(tt.path, "/")+"-"+string(tt.comp), func(t *testing.T) {
+				r := fetch(context.Background(), Target{URL: srv.URL + tt.path}, Options{Client: client, Timeout: 5 * time.Second, MaxBody: maxBody, KeepBody: true, Compression: tt.comp})
+				if r.Reason() != tt.reason {
+					t.Fatalf("reason %q (err %v), want %q", r.Reason(), r.Err(), tt.reason)
+				}
+				if ae := lastAE.Load(); tt.wantAE != "" && ae != tt.wantAE {
+					t.Errorf("Accept-Encoding %q, want %q", ae, tt.wantAE)
+				}
+				if tt.msg != "" && !strings.Contains(r.Err().Error(), tt.msg) {
+					t.Errorf("error %q, want it to say %q", r.Err(), tt.msg)
+				}
+				if r.BodyBytes > maxBody+1 {
+					t.Errorf("%d bytes read, past the limit of %d", r.BodyBytes, maxBody)
+				}
+				if tt.reason == "" && (r.Page == nil || len(r.Page.Engines) != 1 || r.Page.Engines[0].Gauges[0] != 3 || !strings.HasPrefix(string(r.Body), page)) {
+					t.Fatalf("page %+v body %.80q", r.Page, r.Body)
+				}
+			})
+		}
+	})
 }
 
 // TestInflateReusesReaders checks that pooled gzip readers give every page its own bytes, one

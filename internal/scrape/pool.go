@@ -48,6 +48,10 @@ type Options struct {
 	// nothing from it and keeps its samples aligned. It is checked as targets come and go, so
 	// a fleet found by discovery after the start is spread too.
 	SpreadFrom int
+
+	// fast sends the scrapes of plain-HTTP targets when the pool made its own client (see
+	// fastClient); nil sends every scrape through Client.
+	fast *fastClient
 }
 
 // sharedClient is the client of Fetch calls that bring none.
@@ -113,12 +117,17 @@ func offset(url string, spread time.Duration) time.Duration {
 	return time.Duration(h % uint64(spread))
 }
 
-// NewPool returns a pool with no targets.
+// NewPool returns a pool with no targets. A pool given no Client scrapes plain-HTTP targets
+// with a leaner client than net/http's (see fastClient), and the others with NewClient's.
 func NewPool(opt Options, out chan<- Result) *Pool {
-	if opt.Client == nil {
+	own := opt.Client == nil
+	if own {
 		opt.Client = NewClient()
 	}
 	opt = opt.withDefaults()
+	if own {
+		opt.fast = newFastClient(opt.MaxBody)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Pool{opt: opt, out: out, ctx: ctx, cancel: cancel, targets: map[string]*target{}}
 }
@@ -228,6 +237,9 @@ func (p *Pool) Boundary(id uint64) []string {
 // Close stops every target and waits for their goroutines.
 func (p *Pool) Close() {
 	p.cancel()
+	if p.opt.fast != nil {
+		p.opt.fast.close()
+	}
 	p.wg.Wait()
 }
 

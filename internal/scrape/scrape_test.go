@@ -56,30 +56,32 @@ func TestFetch(t *testing.T) {
 		{url: dead, reason: "refused"},
 	}
 	client := NewClient()
-	for _, tt := range tests {
-		u := tt.url
-		if u == "" {
-			u = srv.URL + tt.path
-		}
-		t.Run(u, func(t *testing.T) {
-			start := time.Now()
-			r := Fetch(context.Background(), Target{URL: u}, Options{Client: client, Timeout: 200 * time.Millisecond, MaxBody: 2000, KeepBody: true, Compression: tt.comp})
-			if time.Since(start) > 3*time.Second {
-				t.Fatal("the timeout did not bound the scrape")
+	viaBoth(t, func(t *testing.T, fetch fetcher) {
+		for _, tt := range tests {
+			u := tt.url
+			if u == "" {
+				u = srv.URL + tt.path
 			}
-			if r.Reason() != tt.reason {
-				t.Fatalf("reason %q (err %v), want %q", r.Reason(), r.Err(), tt.reason)
-			}
-			if tt.reason == "" {
-				if r.Page == nil || len(r.Page.Engines) != 1 || r.Page.Engines[0].Gauges[0] != 3 || string(r.Body) != page {
-					t.Fatalf("page %+v body %q", r.Page, r.Body)
+			t.Run(u, func(t *testing.T) {
+				start := time.Now()
+				r := fetch(context.Background(), Target{URL: u}, Options{Client: client, Timeout: 200 * time.Millisecond, MaxBody: 2000, KeepBody: true, Compression: tt.comp})
+				if time.Since(start) > 3*time.Second {
+					t.Fatal("the timeout did not bound the scrape")
 				}
-			}
-			if tt.reason == "parse" && string(r.Body) != "<html>oops</html>" {
-				t.Fatalf("a page that does not parse keeps its body for the recording: %q", r.Body)
-			}
-		})
-	}
+				if r.Reason() != tt.reason {
+					t.Fatalf("reason %q (err %v), want %q", r.Reason(), r.Err(), tt.reason)
+				}
+				if tt.reason == "" {
+					if r.Page == nil || len(r.Page.Engines) != 1 || r.Page.Engines[0].Gauges[0] != 3 || string(r.Body) != page {
+						t.Fatalf("page %+v body %q", r.Page, r.Body)
+					}
+				}
+				if tt.reason == "parse" && string(r.Body) != "<html>oops</html>" {
+					t.Fatalf("a page that does not parse keeps its body for the recording: %q", r.Body)
+				}
+			})
+		}
+	})
 }
 
 func TestOffsetSpread(t *testing.T) {

@@ -8,7 +8,9 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
+	"github.com/valyala/fasthttp"
 	"github.com/vllmstat/vllmstat/internal/window"
 )
 
@@ -37,6 +39,11 @@ type scraper struct {
 	checked bool
 	// buildErr is why the requests could not be built (a URL that does not parse).
 	buildErr error
+	// fast, when not nil, sends the scrapes (see fastClient); fastReqs are the fasthttp forms
+	// of the templates fastFrom (full and restricted), made when a template is.
+	fast     *fastClient
+	fastReqs [2]*fasthttp.Request
+	fastFrom [2]*http.Request
 }
 
 func newScraper(t Target, opt *Options) *scraper {
@@ -46,6 +53,9 @@ func newScraper(t Target, opt *Options) *scraper {
 	p := window.NewParser(wopt)
 	s := &scraper{url: t.URL, names: newRestriction(), parse: p.Parse, replayed: p.Replayed}
 	s.setAuth(&t.Auth, opt)
+	if opt.fast != nil && s.buildErr == nil && fastEligible(s.full) {
+		s.fast = opt.fast
+	}
 	return s
 }
 
@@ -71,30 +81,34 @@ func (s *scraper) newRequest(u string, opt *Options) (*http.Request, error) {
 	return req, nil
 }
 
-// request returns the request of one scrape: restricted to the names of the namespaces the
-// target's pages use, or for the full page.
-func (s *scraper) request(ctx context.Context, opt *Options, restrict bool) (*http.Request, error) {
+// template returns the request template of a scrape: restricted to the names of the
+// namespaces the target's pages use, or for the full page.
+func (s *scraper) template(opt *Options, restrict bool) (*http.Request, error) {
 	if s.buildErr != nil {
 		return nil, s.buildErr
 	}
-	tmpl := s.full
-	if restrict {
-		if s.restricted == nil || s.mask != s.names.mask {
-			u := *s.full.URL
-			q := s.names.sn.query(s.names.mask)
-			if u.RawQuery != "" { // the target's own parameters stay
-				q = u.RawQuery + "&" + q
-			}
-			u.RawQuery = q
-			r, err := s.newRequest(u.String(), opt)
-			if err != nil {
-				return nil, err
-			}
-			literalRequestURI(r, opt.Client)
-			s.restricted, s.mask = r, s.names.mask
-		}
-		tmpl = s.restricted
+	if !restrict {
+		return s.full, nil
 	}
+	if s.restricted == nil || s.mask != s.names.mask {
+		u := *s.full.URL
+		q := s.names.sn.query(s.names.mask)
+		if u.RawQuery != "" { // the target's own parameters stay
+			q = u.RawQuery + "&" + q
+		}
+		u.RawQuery = q
+		r, err := s.newRequest(u.String(), opt)
+		if err != nil {
+			return nil, err
+		}
+		literalRequestURI(r, opt.Client)
+		s.restricted, s.mask = r, s.names.mask
+	}
+	return s.restricted, nil
+}
+
+// request returns tmpl as the request of one scrape, with ctx.
+func (s *scraper) request(ctx context.Context, tmpl *http.Request) (*http.Request, error) {
 	req := tmpl.WithContext(ctx)
 	if s.auth.fromFile() { // read on every scrape, so that a rotated credential is picked up
 		req.Header = tmpl.Header.Clone()
@@ -116,8 +130,8 @@ func (s *scraper) scrape(ctx context.Context, opt *Options) Result {
 
 func (s *scraper) fetch(ctx context.Context, opt *Options) Result {
 	res := Result{Target: s.url}
-	ctx, cancel := context.WithTimeout(ctx, opt.Timeout)
-	defer cancel()
+	// Network deadlines are the wall clock's, whatever clock times the scrapes.
+	deadline := time.Now().Add(opt.Timeout)
 	buf := bufs.Get().(*bytes.Buffer)
 	defer func() {
 		if buf.Cap() <= maxPooledBuf {
@@ -129,7 +143,7 @@ func (s *scraper) fetch(ctx context.Context, opt *Options) Result {
 	checked := s.checked // of the parser's previous page; this scrape's page is checked below
 	s.checked = false
 	learn := opt.RequestNames && !restricted && s.names.learning() // a full page, to learn the target's names from
-	err := s.get(ctx, opt, restricted, buf)
+	err := s.get(ctx, opt, restricted, buf, deadline)
 	if err == nil {
 		// The page keeps no reference into body, so the buffer is reused.
 		res.Page, res.ParseErr = s.parse(buf.Bytes())
@@ -149,7 +163,7 @@ func (s *scraper) fetch(ctx context.Context, opt *Options) Result {
 			res.Page.Release() // nobody else saw it
 			res.Page, res.ParseErr = nil, nil
 			buf.Reset()
-			if err = s.get(ctx, opt, false, buf); err == nil {
+			if err = s.get(ctx, opt, false, buf, deadline); err == nil {
 				res.Page, res.ParseErr = s.parse(buf.Bytes())
 				s.fullAfterRestricted(opt, buf.Bytes(), se, missing)
 			}
@@ -194,9 +208,23 @@ func (s *scraper) fullAfterRestricted(opt *Options, page []byte, se *StatusError
 		" while its full page is fine: asking it for full pages from now on", "target", s.url)
 }
 
-// get fetches the page, restricted or full, into buf.
-func (s *scraper) get(ctx context.Context, opt *Options, restrict bool, buf *bytes.Buffer) error {
-	req, err := s.request(ctx, opt, restrict)
+// get fetches the page, restricted or full, into buf before deadline.
+func (s *scraper) get(ctx context.Context, opt *Options, restrict bool, buf *bytes.Buffer, deadline time.Time) error {
+	tmpl, err := s.template(opt, restrict)
+	if err != nil {
+		return err
+	}
+	if s.fast != nil {
+		if err := s.fastGet(tmpl, opt, buf, deadline); err != errRedirect {
+			return err
+		}
+		// From now on net/http scrapes the target, following its redirects.
+		s.fast, s.fastReqs, s.fastFrom = nil, [2]*fasthttp.Request{}, [2]*http.Request{}
+		buf.Reset()
+	}
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	req, err := s.request(ctx, tmpl)
 	if err != nil {
 		return err
 	}
