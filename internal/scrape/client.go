@@ -17,6 +17,12 @@ const (
 	CompressionNone Compression = "none"
 )
 
+// The headers of every scrape.
+const (
+	acceptPage = "text/plain;version=0.0.4;q=0.9,*/*;q=0.1"
+	userAgent  = "vllmstat"
+)
+
 // DefaultCompression is the compression of a configuration that names none.
 const DefaultCompression = CompressionNone
 

@@ -9,8 +9,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+	"unique"
 
-	"github.com/valyala/fasthttp"
 	"github.com/vllmstat/vllmstat/internal/window"
 )
 
@@ -21,11 +21,16 @@ type scraper struct {
 	url  string
 	auth *Auth // the credentials the requests were built for
 	// full asks for the whole page; restricted, when not nil, for the names of mask only. Both
-	// are templates: a scrape sends a copy with its context. Their headers are never changed
-	// once built, so the copies may share them.
+	// are templates of net/http requests: a scrape sends a copy with its context. Their
+	// headers are never changed once built, so the copies may share them.
 	full, restricted *http.Request
 	mask             nsMask
-	names            *restriction
+	// fullURI is the path and query of full; uri those of a request for the names of uriMask,
+	// shared by every target that asks for the same (a request for names carries kilobytes of
+	// query, and a fleet asks for the same names).
+	fullURI, uri string
+	uriMask      nsMask
+	names        *restriction
 	// parse turns a page into what vllmstat reads. A stateful per-target parser (one that keeps
 	// what it learnt from the target's previous pages) is set up here, in newScraper, and lives
 	// as long as the target's goroutine.
@@ -39,11 +44,8 @@ type scraper struct {
 	checked bool
 	// buildErr is why the requests could not be built (a URL that does not parse).
 	buildErr error
-	// fast, when not nil, sends the scrapes (see fastClient); fastReqs are the fasthttp forms
-	// of the templates fastFrom (full and restricted), made when a template is.
-	fast     *fastClient
-	fastReqs [2]*fasthttp.Request
-	fastFrom [2]*http.Request
+	// fast, when not nil, sends the scrapes (see fastClient) instead of net/http.
+	fast *fastClient
 }
 
 func newScraper(t Target, opt *Options) *scraper {
@@ -63,6 +65,9 @@ func newScraper(t Target, opt *Options) *scraper {
 func (s *scraper) setAuth(a *Auth, opt *Options) {
 	s.auth, s.restricted, s.mask = a, nil, 0
 	s.full, s.buildErr = s.newRequest(s.url, opt)
+	if s.buildErr == nil {
+		s.fullURI = s.full.URL.RequestURI()
+	}
 }
 
 func (s *scraper) newRequest(u string, opt *Options) (*http.Request, error) {
@@ -70,9 +75,9 @@ func (s *scraper) newRequest(u string, opt *Options) (*http.Request, error) {
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set("Accept", "text/plain;version=0.0.4;q=0.9,*/*;q=0.1")
+	req.Header.Set("Accept", acceptPage)
 	req.Header.Set("Accept-Encoding", opt.Compression.acceptEncoding())
-	req.Header.Set("User-Agent", "vllmstat")
+	req.Header.Set("User-Agent", userAgent)
 	if !s.auth.fromFile() {
 		if err := s.auth.apply(req); err != nil {
 			return nil, err
@@ -81,8 +86,8 @@ func (s *scraper) newRequest(u string, opt *Options) (*http.Request, error) {
 	return req, nil
 }
 
-// template returns the request template of a scrape: restricted to the names of the
-// namespaces the target's pages use, or for the full page.
+// template returns the net/http request template of a scrape: restricted to the names of
+// the namespaces the target's pages use, or for the full page.
 func (s *scraper) template(opt *Options, restrict bool) (*http.Request, error) {
 	if s.buildErr != nil {
 		return nil, s.buildErr
@@ -91,20 +96,37 @@ func (s *scraper) template(opt *Options, restrict bool) (*http.Request, error) {
 		return s.full, nil
 	}
 	if s.restricted == nil || s.mask != s.names.mask {
+		r := s.full.Clone(context.Background())
 		u := *s.full.URL
-		q := s.names.sn.query(s.names.mask)
-		if u.RawQuery != "" { // the target's own parameters stay
-			q = u.RawQuery + "&" + q
-		}
-		u.RawQuery = q
-		r, err := s.newRequest(u.String(), opt)
-		if err != nil {
-			return nil, err
-		}
+		u.RawQuery = s.restrictedQuery()
+		r.URL = &u
 		literalRequestURI(r, opt.Client)
 		s.restricted, s.mask = r, s.names.mask
 	}
 	return s.restricted, nil
+}
+
+// requestURI returns the path and query of a scrape's request, restricted or full.
+func (s *scraper) requestURI(restrict bool) string {
+	if !restrict {
+		return s.fullURI
+	}
+	if s.uri == "" || s.uriMask != s.names.mask {
+		u := *s.full.URL
+		u.RawQuery = s.restrictedQuery()
+		s.uri, s.uriMask = unique.Make(u.RequestURI()).Value(), s.names.mask
+	}
+	return s.uri
+}
+
+// restrictedQuery is the query of a request for the names of the namespaces the target's
+// pages use.
+func (s *scraper) restrictedQuery() string {
+	q := s.names.sn.query(s.names.mask)
+	if raw := s.full.URL.RawQuery; raw != "" { // the target's own parameters stay
+		q = raw + "&" + q
+	}
+	return q
 }
 
 // request returns tmpl as the request of one scrape, with ctx.
@@ -210,17 +232,17 @@ func (s *scraper) fullAfterRestricted(opt *Options, page []byte, se *StatusError
 
 // get fetches the page, restricted or full, into buf before deadline.
 func (s *scraper) get(ctx context.Context, opt *Options, restrict bool, buf *bytes.Buffer, deadline time.Time) error {
-	tmpl, err := s.template(opt, restrict)
-	if err != nil {
-		return err
-	}
-	if s.fast != nil {
-		if err := s.fastGet(tmpl, opt, buf, deadline); err != errRedirect {
+	if s.fast != nil && s.buildErr == nil {
+		if err := s.fastGet(opt, restrict, buf, deadline); err != errRedirect {
 			return err
 		}
 		// From now on net/http scrapes the target, following its redirects.
-		s.fast, s.fastReqs, s.fastFrom = nil, [2]*fasthttp.Request{}, [2]*http.Request{}
+		s.fast = nil
 		buf.Reset()
+	}
+	tmpl, err := s.template(opt, restrict)
+	if err != nil {
+		return err
 	}
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
@@ -270,5 +292,5 @@ func literalRequestURI(req *http.Request, client *http.Client) {
 	if u.Opaque != "" || u.RawQuery == "" || !strings.HasPrefix(path, "/") || strings.HasPrefix(path, "//") {
 		return
 	}
-	u.Opaque, u.RawQuery = path+"?"+u.RawQuery, ""
+	u.Opaque, u.RawQuery = unique.Make(path+"?"+u.RawQuery).Value(), "" // shared, as scraper.uri
 }
