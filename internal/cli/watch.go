@@ -117,7 +117,7 @@ func newWatcher(cfg config.Config, perWorker bool, out io.Writer, clk clock.Cloc
 			w.height = h
 		}
 	}
-	w.tr = step.NewTracker(step.Options{Prefix: cfg.MetricPrefix, Scalars: true, OnInterval: func(iv step.Interval) { w.ivs = append(w.ivs, iv) }})
+	w.tr = step.NewTracker(step.Options{Prefix: cfg.MetricPrefix, Scalars: true, OnInterval: func(iv step.Interval) { w.ivs = append(w.ivs, iv.Clone()) }})
 	return w
 }
 

@@ -48,7 +48,7 @@ func SimulateRun(opt RunOptions) (*Run, error) {
 	run := &Run{}
 	tr := step.NewTracker(step.Options{
 		Prefix: opt.Prefix, PerWorker: opt.PerWorker, Scalars: true,
-		OnInterval: func(iv step.Interval) { run.Intervals = append(run.Intervals, iv) },
+		OnInterval: func(iv step.Interval) { run.Intervals = append(run.Intervals, iv.Clone()) },
 	})
 	for i := range cfg.Servers {
 		run.Targets = append(run.Targets, fmt.Sprintf("http://sim-%d.test:8000/metrics", i))

@@ -349,3 +349,22 @@ func TestRayReplicasAreSeriesOfTheirOwn(t *testing.T) {
 		t.Errorf("%d interval series of running requests, want one per worker (3)", n)
 	}
 }
+
+// TestIntervalKeepsItsValues checks that the interval gauges show each worker's last values
+// although the tracker hands every interval the same map and clears it after the call.
+func TestIntervalKeepsItsValues(t *testing.T) {
+	m := New(Options{Prefix: "vllm"})
+	shared := map[string]float64{}
+	for i, target := range []string{"http://10.0.0.1:8000/metrics", "http://10.0.0.2:8000/metrics", "http://10.0.0.1:8000/metrics"} {
+		shared["num_requests_running"] = float64(i + 1)
+		m.Interval(step.Interval{WorkerID: step.WorkerID{Target: target, Engine: "0"}, TS: time.Unix(1700000000, 0), Values: shared})
+		clear(shared)
+	}
+	got := parse(t, get(t, m.Handler()))
+	for target, want := range map[string]float64{"http://10.0.0.1:8000/metrics": 3, "http://10.0.0.2:8000/metrics": 2} {
+		k := seriesKey("vllmstat_interval_vllm_num_requests_running", map[string]string{"target": target, "engine": "0"})
+		if v, ok := got[k]; !ok || v != want {
+			t.Errorf("%s = %v (present %v), want %v", k, v, ok, want)
+		}
+	}
+}

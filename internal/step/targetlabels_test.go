@@ -19,7 +19,7 @@ func TestTargetLabels(t *testing.T) {
 		return p
 	}
 	var ivs []Interval
-	tr := NewTracker(Options{PerWorker: true, OnInterval: func(iv Interval) { ivs = append(ivs, iv) }})
+	tr := NewTracker(Options{PerWorker: true, OnInterval: func(iv Interval) { ivs = append(ivs, iv.Clone()) }})
 	const other = "http://g:8000/metrics"
 	tr.Observe(at(0), other, page("1"), nil)
 	tr.Observe(at(0), target, page("1"), nil)

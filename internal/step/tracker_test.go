@@ -391,7 +391,7 @@ func TestNoScrapesStep(t *testing.T) {
 
 func TestOnInterval(t *testing.T) {
 	var got []Interval
-	o := Options{OnInterval: func(iv Interval) { got = append(got, iv) }}
+	o := Options{OnInterval: func(iv Interval) { got = append(got, iv.Clone()) }}
 	run(t, o, []event{
 		scrape(0, eng{engine: "0", queries: 100, hits: 50, gen: 10, running: 2}),
 		scrape(2, eng{engine: "0", queries: 200, hits: 125, gen: 50, running: 3}),
