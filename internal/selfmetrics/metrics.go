@@ -6,7 +6,6 @@ package selfmetrics
 import (
 	"fmt"
 	"log/slog"
-	"maps"
 	"net/http"
 	"strings"
 	"sync"
@@ -53,7 +52,7 @@ type Metrics struct {
 
 	mu        sync.Mutex
 	last      *step.Record // the last closed step, without its timeline
-	intervals map[step.WorkerID]step.Interval
+	intervals map[step.WorkerID]*keptInterval
 	sinks     []namedStats
 	samples   []namedStats
 	descs     map[string]*prometheus.Desc // by name and label names
@@ -111,7 +110,7 @@ func New(opt Options) *Metrics {
 			Name: "vllmstat_steps_closed_total", Help: "Steps closed.",
 		}),
 		series:    map[string]*targetSeries{},
-		intervals: map[step.WorkerID]step.Interval{},
+		intervals: map[step.WorkerID]*keptInterval{},
 		descs:     map[string]*prometheus.Desc{},
 	}
 	m.reg.MustRegister(m.up, m.duration, m.durations, m.scrapes, m.failures, m.skipped, m.bodyBytes, m.targets, m.stepsClosed,
@@ -219,15 +218,41 @@ func (m *Metrics) TargetsChanged(added, removed []string) {
 func (m *Metrics) Interval(iv step.Interval) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	// iv.Values is the tracker's: copied into the worker's own map, kept from its last interval.
-	vs := m.intervals[iv.WorkerID].Values
-	if vs == nil {
-		vs = make(map[string]float64, len(iv.Values))
+	k := m.intervals[iv.WorkerID]
+	if k == nil {
+		k = &keptInterval{}
+		m.intervals[iv.WorkerID] = k
 	}
-	clear(vs)
-	maps.Copy(vs, iv.Values)
-	iv.Values = vs
-	m.intervals[iv.WorkerID] = iv
+	k.set(&iv)
+}
+
+// keptInterval is a worker's last interval. iv.Values is the tracker's map, reused for the next
+// interval: its values are copied, as a list (a map of each worker's, rewritten thousands of
+// times a second, cost more than all the rest of the self-metrics). A scrape of the
+// self-metrics makes the map again.
+type keptInterval struct {
+	iv     step.Interval // without Values
+	names  []string
+	values []float64
+}
+
+func (k *keptInterval) set(iv *step.Interval) {
+	k.iv = *iv
+	k.iv.Values = nil
+	k.names, k.values = k.names[:0], k.values[:0]
+	for n, v := range iv.Values {
+		k.names = append(k.names, n)
+		k.values = append(k.values, v)
+	}
+}
+
+func (k *keptInterval) interval() step.Interval {
+	iv := k.iv
+	iv.Values = make(map[string]float64, len(k.names))
+	for i, n := range k.names {
+		iv.Values[n] = k.values[i]
+	}
+	return iv
 }
 
 // AddSink exposes a sink queue's counters (of step records) under the sink label name.
@@ -281,7 +306,8 @@ func (d dynamic) Collect(ch chan<- prometheus.Metric) {
 		WalkStep(m.opt.Prefix, r, gauge)
 		gauge("vllmstat_step_end_timestamp_seconds", nil, float64(r.End.UnixMilli())/1e3)
 	}
-	for _, iv := range m.intervals {
+	for _, k := range m.intervals {
+		iv := k.interval()
 		WalkInterval(m.opt.Prefix, &iv, gauge)
 		gauge("vllmstat_interval_timestamp_seconds", []Label{{"target", iv.Target}, {"engine", iv.Engine}, {"worker_labels", iv.Labels}}, float64(iv.TS.UnixMilli())/1e3)
 	}
