@@ -168,11 +168,12 @@ func startRun(cfg config.Config, log *slog.Logger, summary io.Writer, fresh bool
 		Targets:  cfg.Targets,
 		Interval: cfg.IntervalDuration(),
 		Timeout:  cfg.Timeout(),
-		// A fleet of hundreds of targets is scraped over half the interval rather than in one
-		// burst; a small one gains nothing from it and keeps its samples aligned. The pool
-		// decides as targets come and go (discovery, the API), not from the start's count.
-		Spread:     cfg.IntervalDuration() / 2,
-		SpreadFrom: spreadFrom,
+		// A fleet of hundreds of targets is scraped over half the interval in bursts of at most
+		// about burst targets rather than all at once; a small one gains nothing from it and
+		// keeps its samples aligned. The pool decides as targets come and go (discovery, the
+		// API), not from the start's count.
+		Spread: cfg.IntervalDuration() / 2,
+		Burst:  burst,
 		StepEvery:  cfg.StepEvery,
 		MaxBody:    cfg.MaxBodyBytes,
 		Limits:     cfg.Limits(),
@@ -279,8 +280,9 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	return runWith(ctx, "record", append([]string{"--record", args[0]}, args[1:]...), stdout, stderr)
 }
 
-// spreadFrom is the number of targets from which scrapes are spread over the interval.
-const spreadFrom = 64
+// burst is how many targets are scraped together at most, about: a fleet of more is spread
+// over the interval in bursts of this size (see scrape.Options.Burst).
+const burst = 128
 
 // lockedWriter serialises writes from several goroutines, so lines never interleave.
 type lockedWriter struct {

@@ -50,6 +50,8 @@ type Options struct {
 	Spread time.Duration
 	// SpreadFrom is the number of targets from which Spread applies (see scrape.Options).
 	SpreadFrom int
+	// Burst is how many targets share an offset of the spread (see scrape.Options).
+	Burst int
 	// Compression and RequestNames are how pages are asked for (see scrape.Options).
 	Compression  scrape.Compression
 	RequestNames bool
@@ -208,6 +210,7 @@ func (c *Collector) Run(ctx context.Context) error {
 		KeepBody:     c.opt.Recorder != nil,
 		Spread:       c.opt.Spread,
 		SpreadFrom:   c.opt.SpreadFrom,
+		Burst:        c.opt.Burst,
 		Clock:        c.opt.Clock,
 		Compression:  c.opt.Compression,
 		RequestNames: c.opt.RequestNames,

@@ -159,10 +159,10 @@ func TestPoolSpreadOffset(t *testing.T) {
 	defer srv.Close()
 	const spread = time.Second
 	u := srv.URL + "/metrics"
-	for i := 0; offset(u, spread) < spread/10; i++ { // an offset long enough to see
+	for i := 0; offset(u, spread, 0) < spread/10; i++ { // an offset long enough to see
 		u = fmt.Sprintf("%s/metrics?i=%d", srv.URL, i)
 	}
-	off := offset(u, spread)
+	off := offset(u, spread, 0)
 	fc := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	out := make(chan Result, 1)
 	p := NewPool(Options{Timeout: 5 * time.Second, Spread: spread, Clock: fc}, out)
@@ -207,7 +207,7 @@ func TestPoolSpreadFrom(t *testing.T) {
 	defer srv.Close()
 	const spread = time.Second
 	u := srv.URL + "/metrics"
-	for i := 0; offset(u, spread) < spread/10; i++ {
+	for i := 0; offset(u, spread, 0) < spread/10; i++ {
 		u = fmt.Sprintf("%s/metrics?i=%d", srv.URL, i)
 	}
 	other := []Target{{URL: srv.URL + "/a"}, {URL: srv.URL + "/b"}}

@@ -2,6 +2,7 @@ package scrape
 
 import (
 	"compress/gzip"
+	"fmt"
 	"context"
 	"net"
 	"net/http"
@@ -89,8 +90,8 @@ func TestOffsetSpread(t *testing.T) {
 	seen := map[time.Duration]bool{}
 	for i := 0; i < 200; i++ {
 		u := "http://10.0.0.1:" + string(rune('a'+i%26)) + "/metrics" + strings.Repeat("x", i)
-		o := offset(u, spread)
-		if o < 0 || o >= spread || o != offset(u, spread) {
+		o := offset(u, spread, 0)
+		if o < 0 || o >= spread || o != offset(u, spread, 0) {
 			t.Fatalf("offset %v for %q", o, u)
 		}
 		seen[o/(50*time.Millisecond)] = true
@@ -98,7 +99,47 @@ func TestOffsetSpread(t *testing.T) {
 	if len(seen) < 8 {
 		t.Fatalf("offsets fall in %d of 10 slices of the interval: not spread", len(seen))
 	}
-	if offset("http://a/metrics", 0) != 0 {
+	if offset("http://a/metrics", 0, 0) != 0 {
 		t.Fatal("no spread must mean no offset")
+	}
+}
+
+// TestOffsetSlots checks that with slots, targets share a few offsets spread/slots apart, all
+// of them used by a fleet.
+func TestOffsetSlots(t *testing.T) {
+	const spread, slots = 250 * time.Millisecond, 8
+	seen := map[time.Duration]int{}
+	for i := 0; i < 1000; i++ {
+		o := offset(fmt.Sprintf("http://10.0.%d.%d:8000/metrics", i/256, i%256), spread, slots)
+		if o < 0 || o >= spread || o%(spread/slots) != 0 {
+			t.Fatalf("offset %v: not one of %d slots of %v", o, slots, spread)
+		}
+		seen[o]++
+	}
+	if len(seen) != slots {
+		t.Fatalf("%d offsets used, want %d", len(seen), slots)
+	}
+	for o, n := range seen {
+		if n < 1000/slots/2 {
+			t.Errorf("offset %v has %d of 1000 targets: slots too uneven", o, n)
+		}
+	}
+}
+
+func TestSpreading(t *testing.T) {
+	opt := &Options{Spread: time.Second, SpreadFrom: 10, Burst: 128}
+	for _, tt := range []struct {
+		n      int
+		spread time.Duration
+		slots  int64
+	}{
+		{n: 5}, {n: 128}, {n: 129, spread: time.Second, slots: 2}, {n: 1000, spread: time.Second, slots: 8},
+	} {
+		if s, sl := spreading(tt.n, opt); s != tt.spread || sl != tt.slots {
+			t.Errorf("%d targets: spread %v in %d slots, want %v in %d", tt.n, s, sl, tt.spread, tt.slots)
+		}
+	}
+	if s, sl := spreading(12, &Options{Spread: time.Second, SpreadFrom: 10}); s != time.Second || sl != 0 {
+		t.Errorf("no burst: spread %v in %d slots, want every target its own offset", s, sl)
 	}
 }
