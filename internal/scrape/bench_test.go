@@ -227,7 +227,7 @@ func BenchmarkGet(b *testing.B) {
 					var buf bytes.Buffer
 					benchLoop(b, func() {
 						buf.Reset()
-						if err := s.get(context.Background(), &opt, restrict, &buf, time.Now().Add(opt.Timeout)); err != nil {
+						if _, err := s.get(context.Background(), &opt, restrict, &buf, time.Now().Add(opt.Timeout)); err != nil {
 							b.Fatal(err)
 						}
 					})

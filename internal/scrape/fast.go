@@ -1,6 +1,7 @@
 package scrape
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -19,66 +20,63 @@ import (
 // of: nearly every fleet. net/http runs two goroutines per connection and hands every request
 // and answer between them and the caller; at a thousand targets scraped twice a second those
 // hand-offs, their buffers and stacks were a third of the scraper's CPU and a fifth of its
-// memory. fasthttp writes the request and reads the answer on the scraping goroutine itself,
-// with buffers that are only held while a scrape is in flight.
+// memory. Here each target's goroutine owns one keep-alive connection and writes its request
+// and reads the answer itself, with fasthttp's request writer and answer reader and buffers
+// taken from pools only while a scrape is in flight.
 //
 // What net/http does that this client does not is left to net/http: a target that answers
 // with a redirect, or sits behind a proxy, or speaks TLS, is scraped with the pool's
 // net/http client (see scraper.get).
 type fastClient struct {
-	c      fasthttp.Client
-	ctx    context.Context // cancelled by close: no new connections
-	cancel context.CancelFunc
+	maxBody int
+	ctx     context.Context // cancelled by close: no new connections
+	cancel  context.CancelFunc
 
 	mu     sync.Mutex
-	conns  map[*fastConn]struct{} // open connections, to abort scrapes in flight on close
+	conns  map[net.Conn]struct{} // open connections, to abort scrapes in flight on close
 	closed bool
 }
 
-// fastReadBuffer must hold an answer's status line and headers: vLLM's are a few hundred bytes.
-const fastReadBuffer = 16 << 10
+// fastBuffer is the size of the buffers a scrape writes its request and reads its answer
+// through. The answer's status line and headers must fit (vLLM's are a few hundred bytes), and
+// the whole request should, so that it goes out in one write: a request for named samples
+// carries about 3 KB of query.
+const fastBuffer = 16 << 10
 
-// fastWriteBuffer holds a whole request, so that it goes out in one write: a request for named
-// samples carries about 3 KB of query.
-const fastWriteBuffer = 16 << 10
+var (
+	fastReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, fastBuffer) }}
+	fastWriters = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, fastBuffer) }}
+)
 
 func newFastClient(maxBody int64) *fastClient {
-	f := &fastClient{conns: map[*fastConn]struct{}{}}
+	f := &fastClient{maxBody: int(min(maxBody, int64(^uint(0)>>1))), conns: map[net.Conn]struct{}{}}
 	f.ctx, f.cancel = context.WithCancel(context.Background())
-	f.c = fasthttp.Client{
-		NoDefaultUserAgentHeader: true, // the request carries vllmstat's
-		DialTimeout:              f.dial,
-		// Sent as built: the path is the target's, not to be cleaned up.
-		DisablePathNormalizing: true,
-		ReadBufferSize:         fastReadBuffer,
-		WriteBufferSize:        fastWriteBuffer,
-		MaxResponseBodySize:    int(min(maxBody, int64(^uint(0)>>1))),
-		// A connection a server closed while idle fails the first attempt; one more, on a new
-		// connection, is what net/http does too.
-		MaxIdemponentCallAttempts: 2,
-		// A target's scrapes never overlap; its connection stays open between them, as with
-		// net/http's client (see NewClient).
-		MaxIdleConnDuration: 5 * time.Minute,
-	}
 	return f
 }
 
 // dial opens a connection to addr and keeps it in the set close aborts.
-func (f *fastClient) dial(addr string, timeout time.Duration) (net.Conn, error) {
-	d := net.Dialer{Timeout: timeout}
+func (f *fastClient) dial(addr string, deadline time.Time) (net.Conn, error) {
+	d := net.Dialer{Deadline: deadline}
 	c, err := d.DialContext(f.ctx, "tcp", addr)
 	if err != nil {
 		return nil, err
 	}
-	fc := &fastConn{Conn: c, f: f}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed {
 		c.Close()
 		return nil, net.ErrClosed
 	}
-	f.conns[fc] = struct{}{}
-	return fc, nil
+	f.conns[c] = struct{}{}
+	return c, nil
+}
+
+// drop closes c and forgets it.
+func (f *fastClient) drop(c net.Conn) {
+	f.mu.Lock()
+	delete(f.conns, c)
+	f.mu.Unlock()
+	c.Close()
 }
 
 // close aborts the scrapes in flight and closes every connection: the pool is closing, and its
@@ -91,24 +89,73 @@ func (f *fastClient) close() {
 	f.conns = nil
 	f.mu.Unlock()
 	for c := range conns {
-		c.Conn.Close()
+		c.Close()
 	}
 }
 
-// fastConn is a connection that leaves the client's set when closed.
-type fastConn struct {
-	net.Conn
-	f    *fastClient
-	once sync.Once
+// roundTrip sends req on the target's connection, made if there is none, and reads the answer
+// into resp before deadline.
+func (s *scraper) roundTrip(req *fasthttp.Request, resp *fasthttp.Response, deadline time.Time) error {
+	for {
+		reused := s.conn != nil
+		if !reused {
+			c, err := s.fast.dial(s.addr, deadline)
+			if err != nil {
+				return err
+			}
+			s.conn = c
+		}
+		err := s.exchange(req, resp, deadline)
+		if err == nil {
+			return nil
+		}
+		s.closeConn()
+		// A connection kept from the last scrape may have been closed by the server since
+		// (a keep-alive timeout): the request goes once more, on a new one, as with net/http.
+		var ne net.Error
+		if !reused || errors.Is(err, fasthttp.ErrBodyTooLarge) || errors.As(err, &ne) && ne.Timeout() {
+			return err
+		}
+	}
 }
 
-func (c *fastConn) Close() error {
-	c.once.Do(func() {
-		c.f.mu.Lock()
-		delete(c.f.conns, c)
-		c.f.mu.Unlock()
-	})
-	return c.Conn.Close()
+// exchange writes req and reads the answer on the target's connection.
+func (s *scraper) exchange(req *fasthttp.Request, resp *fasthttp.Response, deadline time.Time) error {
+	c := s.conn
+	if err := c.SetDeadline(deadline); err != nil {
+		return err
+	}
+	bw := fastWriters.Get().(*bufio.Writer)
+	bw.Reset(c)
+	err := req.Write(bw)
+	if err == nil {
+		err = bw.Flush()
+	}
+	bw.Reset(nil)
+	fastWriters.Put(bw)
+	if err != nil {
+		return err
+	}
+	br := fastReaders.Get().(*bufio.Reader)
+	br.Reset(c)
+	err = resp.ReadLimitBody(br, s.fast.maxBody)
+	// Bytes after the answer, or an answer that ends with the connection, leave nothing to
+	// send the next request on.
+	spent := br.Buffered() > 0 || resp.ConnectionClose() || resp.Header.ContentLength() == -2
+	br.Reset(nil)
+	fastReaders.Put(br)
+	if err == nil && spent {
+		s.closeConn()
+	}
+	return err
+}
+
+// closeConn closes the target's connection, if any.
+func (s *scraper) closeConn() {
+	if s.conn != nil {
+		s.fast.drop(s.conn)
+		s.conn = nil
+	}
 }
 
 // errRedirect is a fast scrape's answer that is a redirect: net/http follows it, by its rules
@@ -125,10 +172,12 @@ func fastEligible(req *http.Request) bool {
 	return err == nil && p == nil
 }
 
-// fastGet fetches the page, restricted or full, into buf before deadline. Its request is
-// made anew from pooled parts: a request kept per target would hold a copy of its kilobytes of
-// query, and setting one up costs less than a microsecond.
-func (s *scraper) fastGet(opt *Options, restrict bool, buf *bytes.Buffer, deadline time.Time) error {
+// fastGet fetches the page, restricted or full, before deadline. It returns the page: the
+// answer's own bytes, held in s.resp until the scrape is done (see releaseResp), or, when
+// compressed, inflated into buf. Its request is made anew from pooled parts: a request kept
+// per target would hold a copy of its kilobytes of query, and setting one up costs less than a
+// microsecond.
+func (s *scraper) fastGet(opt *Options, restrict bool, buf *bytes.Buffer, deadline time.Time) ([]byte, error) {
 	req := fasthttp.AcquireRequest()
 	defer fasthttp.ReleaseRequest(req)
 	req.Header.SetHost(s.full.URL.Host)
@@ -140,38 +189,55 @@ func (s *scraper) fastGet(opt *Options, restrict bool, buf *bytes.Buffer, deadli
 	if s.auth.fromFile() { // read on every scrape, so that a rotated credential is picked up
 		h := http.Request{Header: http.Header{}}
 		if err := s.auth.apply(&h); err != nil {
-			return err
+			return nil, err
 		}
 		auth = h.Header.Get("Authorization")
 	}
 	if auth != "" {
 		req.Header.Set("Authorization", auth)
 	}
+	s.releaseResp()
 	resp := fasthttp.AcquireResponse()
-	defer fasthttp.ReleaseResponse(resp)
-	if err := s.fast.c.DoDeadline(req, resp, deadline); err != nil {
+	s.resp = resp
+	if err := s.roundTrip(req, resp, deadline); err != nil {
 		if errors.Is(err, fasthttp.ErrBodyTooLarge) {
-			return fmt.Errorf("%w of %d bytes", ErrBodyTooLarge, opt.MaxBody)
+			return nil, fmt.Errorf("%w of %d bytes", ErrBodyTooLarge, opt.MaxBody)
 		}
-		return &url.Error{Op: "Get", URL: s.url, Err: err}
+		return nil, &url.Error{Op: "Get", URL: s.url, Err: err}
 	}
 	switch code := resp.StatusCode(); {
 	case code >= 300 && code < 400 && len(resp.Header.Peek("Location")) > 0:
-		return errRedirect
+		return nil, errRedirect
 	case code != http.StatusOK:
-		return &StatusError{Code: code}
+		return nil, &StatusError{Code: code}
 	}
 	gz, err := pageEncoding(string(resp.Header.ContentEncoding()))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if gz {
-		return inflate(bytes.NewReader(resp.Body()), opt.MaxBody, buf)
+		if err := inflate(bytes.NewReader(resp.Body()), opt.MaxBody, buf); err != nil {
+			return nil, err
+		}
+		return buf.Bytes(), nil
 	}
-	// Copied: trading buffers with fasthttp's pool instead upsets the sizes that pool keeps,
-	// and costs more in allocations than the copy.
-	buf.Write(resp.Body())
-	return nil
+	return resp.Body(), nil
+}
+
+// releaseResp gives the last fast answer back to its pool: its page has been read.
+func (s *scraper) releaseResp() {
+	if s.resp != nil {
+		fasthttp.ReleaseResponse(s.resp)
+		s.resp = nil
+	}
+}
+
+// close closes the target's connection: its goroutine is done.
+func (s *scraper) close() {
+	if s.fast != nil {
+		s.releaseResp()
+		s.closeConn()
+	}
 }
 
 // pageEncoding reads a Content-Encoding: gzip or none; anything else is an error.

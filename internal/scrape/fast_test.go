@@ -1,7 +1,11 @@
 package scrape
 
 import (
+	"bufio"
 	"context"
+	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -102,4 +106,136 @@ func TestFastErrorsNameTarget(t *testing.T) {
 			t.Fatalf("err %v, want it to name %s", r.FetchErr, u+"?x=1")
 		}
 	})
+}
+
+// rawServer answers each connection with answer(i, request) for its i-th request, i from 0,
+// then keeps the connection open or closes it as answer says. It counts connections.
+type rawServer struct {
+	l     net.Listener
+	conns atomic.Int64
+	done  chan struct{} // a value per connection closed by the server
+}
+
+func newRawServer(t *testing.T, answer func(i int) (resp string, closeAfter bool)) *rawServer {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := &rawServer{l: l, done: make(chan struct{}, 16)}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			rs.conns.Add(1)
+			go func() {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				for i := 0; ; i++ {
+					req, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					io.Copy(io.Discard, req.Body)
+					resp, closeAfter := answer(i)
+					c.Write([]byte(resp))
+					if closeAfter {
+						c.Close()
+						rs.done <- struct{}{}
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return rs
+}
+
+func (rs *rawServer) url() string { return "http://" + rs.l.Addr().String() + "/metrics" }
+
+var okAnswer = fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n%s", len(page), page)
+
+// TestFastConnections checks the fast client's connection handling: one connection kept across
+// scrapes; a connection the server closed while idle replaced within the scrape; an answer
+// that ends with its connection (no length, or Connection: close) read whole and the next
+// scrape on a new connection; and the connection closed when the target goes.
+func TestFastConnections(t *testing.T) {
+	scrapes := func(t *testing.T, rs *rawServer, n int, between func()) {
+		t.Helper()
+		opt := Options{Timeout: 5 * time.Second}.withDefaults()
+		opt.fast = newFastClient(opt.MaxBody)
+		defer opt.fast.close()
+		s := newScraper(Target{URL: rs.url()}, &opt)
+		defer s.close()
+		for i := range n {
+			if i > 0 && between != nil {
+				between()
+			}
+			r := s.scrape(context.Background(), &opt)
+			if r.Err() != nil || r.Page == nil || len(r.Page.Engines) != 1 || r.Page.Engines[0].Gauges[0] != 3 {
+				t.Fatalf("scrape %d: err %v page %+v", i, r.Err(), r.Page)
+			}
+		}
+	}
+	t.Run("kept", func(t *testing.T) {
+		rs := newRawServer(t, func(int) (string, bool) { return okAnswer, false })
+		scrapes(t, rs, 5, nil)
+		if n := rs.conns.Load(); n != 1 {
+			t.Fatalf("%d connections for 5 scrapes, want 1", n)
+		}
+	})
+	t.Run("closed while idle", func(t *testing.T) {
+		rs := newRawServer(t, func(int) (string, bool) { return okAnswer, true })
+		scrapes(t, rs, 3, func() { <-rs.done }) // the server has closed it before the next scrape
+		if n := rs.conns.Load(); n != 3 {
+			t.Fatalf("%d connections for 3 scrapes, want 3", n)
+		}
+	})
+	t.Run("until close", func(t *testing.T) {
+		rs := newRawServer(t, func(int) (string, bool) { return "HTTP/1.1 200 OK\r\n\r\n" + page, true })
+		scrapes(t, rs, 3, nil)
+		if n := rs.conns.Load(); n != 3 {
+			t.Fatalf("%d connections for 3 scrapes, want 3", n)
+		}
+	})
+	t.Run("connection close", func(t *testing.T) {
+		rs := newRawServer(t, func(int) (string, bool) {
+			return fmt.Sprintf("HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s", len(page), page), false
+		})
+		scrapes(t, rs, 3, nil)
+		if n := rs.conns.Load(); n != 3 {
+			t.Fatalf("%d connections for 3 scrapes, want 3", n)
+		}
+	})
+}
+
+// TestPoolClosesRemovedTargetConnection checks that a target removed from the pool closes its
+// connection: a fleet that changes must not leave connections to old engines open.
+func TestPoolClosesRemovedTargetConnection(t *testing.T) {
+	closed := make(chan struct{}, 1)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(page)) }))
+	srv.Config.ConnState = func(c net.Conn, st http.ConnState) {
+		if st == http.StateClosed {
+			closed <- struct{}{}
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	out := make(chan Result, 1)
+	p := NewPool(Options{Timeout: 5 * time.Second}, out)
+	defer p.Close()
+	p.Set([]Target{{URL: srv.URL + "/metrics"}})
+	p.Tick()
+	if r := <-out; r.Err() != nil {
+		t.Fatal(r.Err())
+	}
+	p.Set(nil)
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the removed target's connection is still open")
+	}
 }

@@ -273,6 +273,7 @@ func (p *Pool) loop(ctx context.Context, t *target) {
 	// The target's scrape state lives here, on the one goroutine that scrapes it.
 	auth := t.auth.Load()
 	s := newScraper(Target{URL: t.url, Auth: *auth}, &p.opt)
+	defer s.close()
 	for {
 		var id uint64
 		select {

@@ -2,8 +2,8 @@ package scrape
 
 import (
 	"compress/gzip"
-	"fmt"
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"

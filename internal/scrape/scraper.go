@@ -5,11 +5,14 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
 	"unique"
+
+	"github.com/valyala/fasthttp"
 
 	"github.com/vllmstat/vllmstat/internal/window"
 )
@@ -44,8 +47,12 @@ type scraper struct {
 	checked bool
 	// buildErr is why the requests could not be built (a URL that does not parse).
 	buildErr error
-	// fast, when not nil, sends the scrapes (see fastClient) instead of net/http.
+	// fast, when not nil, sends the scrapes (see fastClient) instead of net/http, on conn, a
+	// connection to addr; resp is the answer of the scrape in progress, whose bytes are its page.
 	fast *fastClient
+	addr string
+	conn net.Conn
+	resp *fasthttp.Response
 }
 
 func newScraper(t Target, opt *Options) *scraper {
@@ -56,7 +63,7 @@ func newScraper(t Target, opt *Options) *scraper {
 	s := &scraper{url: t.URL, names: newRestriction(), parse: p.Parse, replayed: p.Replayed}
 	s.setAuth(&t.Auth, opt)
 	if opt.fast != nil && s.buildErr == nil && fastEligible(s.full) {
-		s.fast = opt.fast
+		s.fast, s.addr = opt.fast, fasthttp.AddMissingPort(s.full.URL.Host, false)
 	}
 	return s
 }
@@ -161,14 +168,15 @@ func (s *scraper) fetch(ctx context.Context, opt *Options) Result {
 		}
 	}()
 	buf.Reset()
+	defer s.releaseResp()
 	restricted := opt.RequestNames && s.names.active()
 	checked := s.checked // of the parser's previous page; this scrape's page is checked below
 	s.checked = false
 	learn := opt.RequestNames && !restricted && s.names.learning() // a full page, to learn the target's names from
-	err := s.get(ctx, opt, restricted, buf, deadline)
+	body, err := s.get(ctx, opt, restricted, buf, deadline)
 	if err == nil {
 		// The page keeps no reference into body, so the buffer is reused.
-		res.Page, res.ParseErr = s.parse(buf.Bytes())
+		res.Page, res.ParseErr = s.parse(body)
 	}
 	if restricted {
 		// A refusal of the long query (a 4xx status), or a page that lacks names seen before:
@@ -178,20 +186,19 @@ func (s *scraper) fetch(ctx context.Context, opt *Options) Result {
 		refused := errors.As(err, &se) && se.Code >= 400 && se.Code < 500
 		missing := -1
 		if err == nil && res.ParseErr == nil && !(checked && s.replayed != nil && s.replayed()) {
-			missing = s.names.checkRestricted(buf.Bytes())
+			missing = s.names.checkRestricted(body)
 		}
 		s.checked = err == nil && res.ParseErr == nil && missing < 0
 		if refused || missing >= 0 {
 			res.Page.Release() // nobody else saw it
 			res.Page, res.ParseErr = nil, nil
 			buf.Reset()
-			if err = s.get(ctx, opt, false, buf, deadline); err == nil {
-				res.Page, res.ParseErr = s.parse(buf.Bytes())
-				s.fullAfterRestricted(opt, buf.Bytes(), se, missing)
+			if body, err = s.get(ctx, opt, false, buf, deadline); err == nil {
+				res.Page, res.ParseErr = s.parse(body)
+				s.fullAfterRestricted(opt, body, se, missing)
 			}
 		}
 	}
-	body := buf.Bytes()
 	res.BodyBytes = len(body)
 	if err != nil {
 		res.FetchErr = err
@@ -230,16 +237,27 @@ func (s *scraper) fullAfterRestricted(opt *Options, page []byte, se *StatusError
 		" while its full page is fine: asking it for full pages from now on", "target", s.url)
 }
 
-// get fetches the page, restricted or full, into buf before deadline.
-func (s *scraper) get(ctx context.Context, opt *Options, restrict bool, buf *bytes.Buffer, deadline time.Time) error {
+// get fetches the page, restricted or full, before deadline, and returns it: in buf, or in the
+// fast client's answer (see fastGet).
+func (s *scraper) get(ctx context.Context, opt *Options, restrict bool, buf *bytes.Buffer, deadline time.Time) ([]byte, error) {
 	if s.fast != nil && s.buildErr == nil {
-		if err := s.fastGet(opt, restrict, buf, deadline); err != errRedirect {
-			return err
+		body, err := s.fastGet(opt, restrict, buf, deadline)
+		if err != errRedirect {
+			return body, err
 		}
 		// From now on net/http scrapes the target, following its redirects.
+		s.close()
 		s.fast = nil
 		buf.Reset()
 	}
+	if err := s.stdGet(ctx, opt, restrict, buf, deadline); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// stdGet fetches the page, restricted or full, into buf before deadline, with net/http.
+func (s *scraper) stdGet(ctx context.Context, opt *Options, restrict bool, buf *bytes.Buffer, deadline time.Time) error {
 	tmpl, err := s.template(opt, restrict)
 	if err != nil {
 		return err
