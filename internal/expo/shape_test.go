@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unsafe"
 )
 
 // emitted parses page in full and returns the values it emits, asking for every name in want.
@@ -193,6 +194,34 @@ func BenchmarkReplay(b *testing.B) {
 	for b.Loop() {
 		if !sh.Replay(page, vals) {
 			b.Fatal("no replay")
+		}
+	}
+}
+
+// TestShapesShareCode checks that Shapes of pages with the same lines share one copy of their
+// code, that one of other lines has its own, and that each still replays its own pages.
+func TestShapesShareCode(t *testing.T) {
+	a := []byte("# TYPE a_total counter\na_total{engine=\"0\"} 1\nb{engine=\"0\"} 2\n")
+	a2 := []byte("# TYPE a_total counter\na_total{engine=\"0\"} 7\nb{engine=\"0\"} 8\n")
+	other := []byte("# TYPE a_total counter\na_total{engine=\"1\"} 1\nb{engine=\"1\"} 2\n")
+	names := allNames(a)
+	var shapes [3]Shape
+	for i, p := range [][]byte{a, a2, other} {
+		if err := shapes[i].Parse(p, names, func(*Sample) {}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data := func(sh *Shape) *byte { return unsafe.SliceData(sh.code) }
+	if data(&shapes[0]) != data(&shapes[1]) {
+		t.Error("two Shapes of the same lines keep two copies of their code")
+	}
+	if data(&shapes[0]) == data(&shapes[2]) {
+		t.Error("Shapes of different lines share code")
+	}
+	for i, p := range [][]byte{a2, a, other} {
+		vals := make([]float64, shapes[i].Wanted())
+		if !shapes[i].Replay(p, vals) {
+			t.Errorf("shape %d does not replay its page's lines", i)
 		}
 	}
 }
