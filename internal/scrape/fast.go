@@ -37,15 +37,19 @@ type fastClient struct {
 	closed bool
 }
 
-// fastBuffer is the size of the buffers a scrape writes its request and reads its answer
-// through. The answer's status line and headers must fit (vLLM's are a few hundred bytes), and
-// the whole request should, so that it goes out in one write: a request for named samples
-// carries about 3 KB of query.
-const fastBuffer = 16 << 10
+// The buffers a scrape reads its answer and writes its request through, pooled: a burst of a
+// hundred scrapes holds a hundred of each. The answer's status line and headers must fit in
+// fastReadBuffer (vLLM's are a few hundred bytes; a target whose do not is scraped with
+// net/http). The whole request should fit in fastWriteBuffer, so that it goes out in one write:
+// a request for named samples carries about 3 KB of query.
+const (
+	fastReadBuffer  = 4 << 10
+	fastWriteBuffer = 8 << 10
+)
 
 var (
-	fastReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, fastBuffer) }}
-	fastWriters = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, fastBuffer) }}
+	fastReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, fastReadBuffer) }}
+	fastWriters = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, fastWriteBuffer) }}
 )
 
 func newFastClient(maxBody int64) *fastClient {
@@ -158,9 +162,10 @@ func (s *scraper) closeConn() {
 	}
 }
 
-// errRedirect is a fast scrape's answer that is a redirect: net/http follows it, by its rules
-// (credentials stay on the target's host).
-var errRedirect = errors.New("redirect")
+// errUseNetHTTP is a fast scrape's answer that net/http reads instead: a redirect, which
+// net/http follows by its rules (credentials stay on the target's host), or headers larger
+// than fastReadBuffer.
+var errUseNetHTTP = errors.New("redirect")
 
 // fastEligible reports that the scrapes of req can go through the fast client: plain HTTP, and
 // no proxy from the environment.
@@ -200,6 +205,9 @@ func (s *scraper) fastGet(opt *Options, restrict bool, buf *bytes.Buffer, deadli
 	resp := fasthttp.AcquireResponse()
 	s.resp = resp
 	if err := s.roundTrip(req, resp, deadline); err != nil {
+		if _, ok := errors.AsType[*fasthttp.ErrSmallBuffer](err); ok {
+			return nil, errUseNetHTTP
+		}
 		if errors.Is(err, fasthttp.ErrBodyTooLarge) {
 			return nil, fmt.Errorf("%w of %d bytes", ErrBodyTooLarge, opt.MaxBody)
 		}
@@ -207,7 +215,7 @@ func (s *scraper) fastGet(opt *Options, restrict bool, buf *bytes.Buffer, deadli
 	}
 	switch code := resp.StatusCode(); {
 	case code >= 300 && code < 400 && len(resp.Header.Peek("Location")) > 0:
-		return nil, errRedirect
+		return nil, errUseNetHTTP
 	case code != http.StatusOK:
 		return nil, &StatusError{Code: code}
 	}

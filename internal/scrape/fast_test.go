@@ -239,3 +239,28 @@ func TestPoolClosesRemovedTargetConnection(t *testing.T) {
 		t.Fatal("the removed target's connection is still open")
 	}
 }
+
+// TestFastLargeHeaders checks that a target whose answer's headers exceed the fast client's
+// buffer is scraped with net/http, within the same scrape, and from then on.
+func TestFastLargeHeaders(t *testing.T) {
+	big := strings.Repeat("x", 3*fastReadBuffer)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Big", big)
+		w.Write([]byte(page))
+	}))
+	defer srv.Close()
+	opt := Options{Timeout: 5 * time.Second}.withDefaults()
+	opt.fast = newFastClient(opt.MaxBody)
+	defer opt.fast.close()
+	s := newScraper(Target{URL: srv.URL + "/metrics"}, &opt)
+	defer s.close()
+	for i := range 2 {
+		r := s.scrape(context.Background(), &opt)
+		if r.Err() != nil || r.Page == nil || len(r.Page.Engines) != 1 {
+			t.Fatalf("scrape %d: err %v", i, r.Err())
+		}
+		if s.fast != nil {
+			t.Fatalf("scrape %d: still on the fast client", i)
+		}
+	}
+}

@@ -242,7 +242,7 @@ func (s *scraper) fullAfterRestricted(opt *Options, page []byte, se *StatusError
 func (s *scraper) get(ctx context.Context, opt *Options, restrict bool, buf *bytes.Buffer, deadline time.Time) ([]byte, error) {
 	if s.fast != nil && s.buildErr == nil {
 		body, err := s.fastGet(opt, restrict, buf, deadline)
-		if err != errRedirect {
+		if err != errUseNetHTTP {
 			return body, err
 		}
 		// From now on net/http scrapes the target, following its redirects.
