@@ -27,6 +27,7 @@ type Parser struct {
 	shape expo.Shape
 	prog  *program  // how to fill a page from the previous page's values; nil when there is none
 	vals  []float64 // the values of the samples expo emits, in page order
+	sums  []float64 // per split slot of prog, during fill
 	pool  []*Page   // pages of the current structure handed out, to be filled again once released
 	// known is set when the previous page parsed: Resync may read the next one from its lines.
 	known bool
@@ -52,7 +53,7 @@ func (p *Parser) Parse(body []byte) (*Page, error) {
 	p.replayed = false
 	if p.prog != nil && p.shape.Replay(body, p.vals) && p.prog.fits(p.vals) {
 		pg := p.take()
-		p.prog.fill(pg, p.vals)
+		p.prog.fill(pg, p.vals, p.sums)
 		p.replayed = true
 		return pg, nil
 	}
@@ -135,13 +136,14 @@ func (p *Parser) oldRaws() (func(int) raw, []workerKey) {
 // learn assembles the page of raws and remembers what the next parse reuses of it.
 func (p *Parser) learn(raws []raw, best [3][]int, workers []workerKey) *Page {
 	p.known = true // a page without wanted samples is remembered too
-	p.kept = keepRaws(raws, workers)
+	p.kept = shareKept(keepRaws(raws, workers))
 	pg := assemble(raws, best, workers)
-	if p.prog = compile(raws, best, workers, pg); p.prog != nil {
+	if p.prog = shareProgram(compile(raws, best, workers, pg)); p.prog != nil {
 		if n := p.shape.Wanted(); cap(p.vals) < n {
 			p.vals = make([]float64, n)
 		}
 		p.vals = p.vals[:p.shape.Wanted()]
+		p.sums = make([]float64, len(p.prog.splits))
 		pg.owner = &pageOwner{}
 		p.pool = append(p.pool, pg)
 	}
@@ -200,13 +202,13 @@ func clonePage(src *Page) *Page {
 // program fills a page of a known structure with the values of a page of the same lines: it
 // does what assemble does with raws whose only change is their values, which assemble reads in
 // two ways only (a gauge or _created value that is not finite is left out), so fits requires
-// these finite, as they were on the page the program was made from.
+// these finite, as they were on the page the program was made from. A program is never
+// changed once compiled: Parsers of pages alike share one (see shareProgram).
 type program struct {
 	ops    []op    // one per emitted sample, in page order
 	finite []int32 // the samples whose values must be finite
 	gauges []gaugeSlot
 	splits []splitSlot
-	sums   []float64 // per split slot, during fill
 	hists  []histFix
 }
 
@@ -388,7 +390,6 @@ func compile(raws []raw, best [3][]int, workers []workerKey, pg *Page) *program 
 			pr.hists = append(pr.hists, f)
 		}
 	}
-	pr.sums = make([]float64, len(pr.splits))
 	return pr
 }
 
@@ -403,19 +404,20 @@ func (pr *program) fits(vals []float64) bool {
 	return true
 }
 
-// fill writes vals into pg, a page of the program's structure, as assemble would.
-func (pr *program) fill(pg *Page, vals []float64) {
+// fill writes vals into pg, a page of the program's structure, as assemble would; sums holds
+// the split slots' sums meanwhile.
+func (pr *program) fill(pg *Page, vals, sums []float64) {
 	for _, s := range pr.gauges {
 		pg.Engines[s.e].Gauges[s.g] = 0
 	}
-	clear(pr.sums)
+	clear(sums)
 	for k, o := range pr.ops {
 		v := vals[k]
 		switch o.kind {
 		case opGauge:
 			pg.Engines[o.e].Gauges[o.i] += v
 			if o.j >= 0 {
-				pr.sums[o.j] += v
+				sums[o.j] += v
 			}
 		case opCounter:
 			pg.Engines[o.e].Counters[o.i].Value = v
@@ -437,7 +439,7 @@ func (pr *program) fill(pg *Page, vals []float64) {
 		}
 	}
 	for i, s := range pr.splits {
-		v := pr.sums[i]
+		v := sums[i]
 		if s.div {
 			v /= float64(s.n)
 		}

@@ -421,3 +421,28 @@ func TestParsersInParallel(t *testing.T) {
 		})
 	}
 }
+
+// TestParsersShareStructures checks that Parsers of pages of the same lines share one program
+// and one copy of kept raws, whatever their values, and that a page of other lines has its own.
+func TestParsersShareStructures(t *testing.T) {
+	base := readPage(t, "prometheus-client-render-vllm-0.20.prom")
+	seq := pageSequence(base)
+	a, b, c := NewParser(Options{}), NewParser(Options{}), NewParser(Options{})
+	for _, step := range []struct {
+		p    *Parser
+		page []byte
+	}{{a, seq[0]}, {b, seq[1]}, {c, readPage(t, "prometheus-client-render-vllm-0.10.prom")}} {
+		if _, err := step.p.Parse(step.page); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if a.prog == nil || a.kept == nil {
+		t.Fatal("no program or kept raws learnt")
+	}
+	if a.prog != b.prog || a.kept != b.kept {
+		t.Error("Parsers of pages of the same lines keep copies of their own")
+	}
+	if a.prog == c.prog || a.kept == c.kept {
+		t.Error("Parsers of pages of other lines share a structure")
+	}
+}

@@ -1,0 +1,151 @@
+package window
+
+import (
+	"encoding/binary"
+	"math"
+	"runtime"
+	"sync"
+	"weak"
+)
+
+// A fleet's targets serve pages of the same lines (the same families, labels and model), and
+// their Parsers learn the same program and kept raws from them. Both are never changed once
+// made, so Parsers that learnt equal ones share one copy: a copy per target was half of the
+// memory of a thousand targets' parsers. Sharing goes by content, so it never depends on
+// where a structure came from, and a structure no Parser holds any more is collected.
+var (
+	programs = newShared[program]()
+	kepts    = newShared[keptRaws]()
+)
+
+// shareProgram returns the shared program equal to pr (pr itself when it is the first); nil
+// for nil.
+func shareProgram(pr *program) *program {
+	if pr == nil {
+		return nil
+	}
+	return programs.share(pr, pr.key())
+}
+
+// shareKept returns the shared kept raws equal to kr; nil for nil.
+func shareKept(kr *keptRaws) *keptRaws {
+	if kr == nil {
+		return nil
+	}
+	return kepts.share(kr, kr.key())
+}
+
+// shared is a set of values of T by content, holding them weakly.
+type shared[T any] struct {
+	mu sync.Mutex
+	m  map[string]weak.Pointer[T]
+}
+
+func newShared[T any]() *shared[T] { return &shared[T]{m: map[string]weak.Pointer[T]{}} }
+
+// share returns the value whose content is key, v when there is none yet.
+func (s *shared[T]) share(v *T, key string) *T {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if old := s.m[key].Value(); old != nil {
+		return old
+	}
+	s.m[key] = weak.Make(v)
+	runtime.AddCleanup(v, s.forget, key)
+	return v
+}
+
+// forget drops key once its value is collected, unless a newer value took its place.
+func (s *shared[T]) forget(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m[key].Value() == nil {
+		delete(s.m, key)
+	}
+}
+
+// key is the program's content, every field of it.
+func (pr *program) key() string {
+	var b keyBuf
+	b.int(len(pr.ops))
+	for _, o := range pr.ops {
+		b.int(int(o.kind))
+		b.int(int(o.e))
+		b.int(int(o.i))
+		b.int(int(o.j))
+	}
+	b.int(len(pr.finite))
+	for _, k := range pr.finite {
+		b.int(int(k))
+	}
+	b.int(len(pr.gauges))
+	for _, g := range pr.gauges {
+		b.int(int(g.e))
+		b.int(int(g.g))
+		b.int(g.n)
+		b.bool(g.mean)
+	}
+	b.int(len(pr.splits))
+	for _, sp := range pr.splits {
+		b.int(int(sp.e))
+		b.int(int(sp.g))
+		b.str(sp.reason)
+		b.int(sp.n)
+		b.bool(sp.div)
+	}
+	b.int(len(pr.hists))
+	for _, f := range pr.hists {
+		b.int(int(f.e))
+		b.int(int(f.h))
+		b.bool(f.countFromInf)
+		b.bool(f.infFromCount)
+		b.bool(f.seen)
+	}
+	return string(b)
+}
+
+// key is the kept raws' content, every field of it.
+func (kr *keptRaws) key() string {
+	var b keyBuf
+	b.int(len(kr.raws))
+	for _, r := range kr.raws {
+		b.int(int(r.meta))
+		b.int(int(r.worker))
+		b.int(int(r.key))
+		b.int(int(r.reason))
+		b.int(int(r.le))
+	}
+	b.int(len(kr.strs))
+	for _, s := range kr.strs {
+		b.str(s)
+	}
+	b.int(len(kr.les))
+	for _, le := range kr.les {
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(le))
+	}
+	b.int(len(kr.workers))
+	for _, w := range kr.workers {
+		b.str(w.engine)
+		b.str(w.labels)
+	}
+	return string(b)
+}
+
+// keyBuf writes a content key: numbers as varints, strings with their length first, so that
+// two different contents never write the same bytes.
+type keyBuf []byte
+
+func (b *keyBuf) int(v int) { *b = binary.AppendVarint(*b, int64(v)) }
+
+func (b *keyBuf) bool(v bool) {
+	if v {
+		b.int(1)
+	} else {
+		b.int(0)
+	}
+}
+
+func (b *keyBuf) str(s string) {
+	b.int(len(s))
+	*b = append(*b, s...)
+}
