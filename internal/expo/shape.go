@@ -18,8 +18,10 @@ import (
 // kept front and back coded (see add), which a page's run of lines of one family, differing in
 // a label value or two, shrinks to a small part of its size.
 type Shape struct {
-	code   []byte // the lines, as add codes them; never written once end has shared them
-	shared unique.Handle[string] // keeps code shared with other Shapes of the same lines
+	// code is the lines, as add codes them; once end has shared it with other Shapes of the
+	// same lines (shared keeps it so), it is never written.
+	code   []byte
+	shared unique.Handle[string]
 	lines  int
 	wanted int  // samples emitted
 	valid  bool // the last Parse succeeded
