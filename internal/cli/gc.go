@@ -4,7 +4,6 @@ import (
 	"log/slog"
 	"os"
 	"runtime/debug"
-	"time"
 )
 
 // defaultGCPercent is the garbage collector's target (the Go runtime's GOGC) of a run whose
@@ -30,48 +29,4 @@ func setGC(log *slog.Logger) (restore func()) {
 	prev := debug.SetGCPercent(defaultGCPercent)
 	log.Info("garbage collector target (set GOGC or GOMEMLIMIT to change it)", "gogc", defaultGCPercent)
 	return func() { debug.SetGCPercent(prev) }
-}
-
-// releaseEvery is the least time between two releases of memory (see releaser), in step time.
-const releaseEvery = 30 * time.Second
-
-// releaser gives the memory a closed step freed back to the operating system. Closing a step
-// of a large fleet builds its record from every sample (20 to 50 MiB at 1,000 targets), and
-// the Go runtime returns freed memory to the system only slowly: without this, resident
-// memory stayed near that peak for most of the next step. A release costs a collection, so
-// it happens at most once per releaseEvery of step ends, on a goroutine of its own.
-type releaser struct {
-	last    time.Time
-	wake    chan struct{}
-	done    chan struct{}
-	release func() // debug.FreeOSMemory; tests count calls instead
-}
-
-func newReleaser(release func()) *releaser {
-	r := &releaser{wake: make(chan struct{}, 1), done: make(chan struct{}), release: release}
-	go func() {
-		defer close(r.done)
-		for range r.wake {
-			r.release()
-		}
-	}()
-	return r
-}
-
-// stepClosed is told the end of each closed step, by one goroutine.
-func (r *releaser) stepClosed(end time.Time) {
-	if !r.last.IsZero() && end.Sub(r.last) < releaseEvery {
-		return
-	}
-	r.last = end
-	select {
-	case r.wake <- struct{}{}:
-	default: // a release is still running
-	}
-}
-
-// close stops the releaser's goroutine and waits for it.
-func (r *releaser) close() {
-	close(r.wake)
-	<-r.done
 }

@@ -6,7 +6,6 @@ import (
 	"runtime/debug"
 	"strings"
 	"testing"
-	"time"
 )
 
 // TestSetGC checks that a run sets its collector target unless the environment tunes the
@@ -39,25 +38,5 @@ func TestSetGC(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "gogc=25") || !strings.Contains(logs.String(), "GOMEMLIMIT=1GiB") {
 		t.Errorf("log does not say the settings:\n%s", logs.String())
-	}
-}
-
-// TestReleaser checks that closed steps release memory at most once per releaseEvery of step
-// time, and that close waits for a release in progress.
-func TestReleaser(t *testing.T) {
-	calls := make(chan struct{}, 10)
-	r := newReleaser(func() { calls <- struct{}{} })
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	want := 0
-	for _, s := range []time.Duration{0, 10 * time.Second, 29 * time.Second, 30 * time.Second, 31 * time.Second, 60 * time.Second} {
-		r.stepClosed(t0.Add(s))
-		if s == 0 || s == 30*time.Second || s == 60*time.Second {
-			want++
-			<-calls // the release happens, and before the next step end in this test
-		}
-	}
-	r.close()
-	if n := len(calls); n != 0 {
-		t.Fatalf("%d releases more than the %d expected", n, want)
 	}
 }

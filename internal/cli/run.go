@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"sync"
 	"time"
 
@@ -99,7 +98,6 @@ type running struct {
 	lock   *outdir.Lock
 	log    *slog.Logger
 	disc   runner        // nil without discovery
-	rel    *releaser     // returns memory to the system after large steps; made by run
 	sinks  *sink.Runtime // started and closed by run
 	closer []func()
 }
@@ -184,7 +182,6 @@ func startRun(cfg config.Config, log *slog.Logger, summary io.Writer, fresh bool
 		Observer:  self,
 		Sinks:     []sink.Sink{r.sinks},
 		OnStep: func(rec *step.Record) {
-			r.rel.stepClosed(rec.End)
 			fmt.Fprintln(summary, summaryLine(rec, cfg.MetricPrefix))
 			if cfg.TerminalTimelines {
 				termline.Write(summary, rec, termline.Options{Width: termWidth(summary)})
@@ -244,9 +241,7 @@ func (r *running) run(ctx context.Context) error {
 		}
 	}()
 	r.sinks.Start()
-	r.rel = newReleaser(debug.FreeOSMemory)
 	err := r.c.Run(ctx)
-	r.rel.close()
 	// The collector has written its last step: drain the sinks, within a bound so that a dead
 	// tracker cannot hold the exit.
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
