@@ -17,9 +17,10 @@ import (
 	"github.com/vllmstat/vllmstat/internal/window"
 )
 
-// scraper is one target's scrape state, owned by the goroutine that scrapes the target: the
-// requests it sends (built once, not per scrape), whether it asks for the sample names only,
-// and the parser of its pages.
+// scraper is one target's scrape state, owned by the goroutine that scrapes the target: what
+// its requests are made from (net/http templates and request URIs, built when they change, not
+// per scrape), its connection when the fast client scrapes it, whether it asks for the sample
+// names only, and the parser of its pages.
 type scraper struct {
 	url  string
 	auth *Auth // the credentials the requests were built for
