@@ -193,6 +193,7 @@ const (
 	NameFleetBusy     = "fleet_busy_s"
 	NameStragglerTail = "straggler_tail_s"
 	NameWorkerIdle    = "worker_idle_fraction"
+	NameWorkerAsleep  = "worker_asleep_fraction"
 )
 
 // The fleet-balance keys (without prefix) that compare workers by a family.

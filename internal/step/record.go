@@ -23,6 +23,8 @@ type Record struct {
 	Workers   int       `json:"workers"`
 	// Metrics are Values by their keys under the run's metric prefix (see flatten).
 	Metrics map[string]float64 `json:"metrics"`
+	// Phases are the step's phases by name (see Phase); absent when it had none.
+	Phases map[string]*Phase `json:"phases,omitempty"`
 	// Stragglers and WorstWorkers name the workers behind the fleet-balance keys; absent when
 	// there are none (see balance.go).
 	Stragglers   []Straggler    `json:"stragglers,omitempty"`

@@ -1,0 +1,113 @@
+package step
+
+import (
+	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/vllmstat/vllmstat/internal/vllm"
+)
+
+// A phase is a named window inside a step (the rollout, an evaluation) that the trainer marks
+// with start and end edges. Each edge takes effect once a boundary scrape of every target is in,
+// so that every scrape's increases fall wholly inside or outside the phase: a scrape observed
+// while the phase is open belongs to it. Its figures are the step's keys computed over its
+// scrapes and its time only; a phase that ran several times in a step covers all of its runs,
+// and a phase open at a step end ends there and opens again at the next step's start.
+//
+// Counters obey conservation: a scrape's increases go to the whole step and to at most one phase,
+// so the phases' counts plus the counts outside any phase are the step's, exactly.
+
+// Phase is one phase's share of a step.
+type Phase struct {
+	// DurationS is the phase's time in the step, over all of its runs.
+	DurationS float64 `json:"duration_s"`
+	// Intervals is how many times the phase was open in the step (a phase that spans a step end
+	// counts in both steps).
+	Intervals int `json:"intervals"`
+	// Metrics are keyed as the record's Metrics, computed over the phase's scrapes and time.
+	Metrics map[string]float64 `json:"metrics"`
+	// Values are what Metrics spells as keys; not part of the JSON line.
+	Values []vllm.Value `json:"-"`
+}
+
+// MaxPhaseName is the longest phase name.
+const MaxPhaseName = 32
+
+var phaseName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,31}$`)
+
+// ValidPhase checks a phase name: a lower-case letter, then up to 31 lower-case letters, digits
+// and underscores, and not a name a step key starts with (a phase "kv_cache_usage_perc" would
+// make its keys those of the whole step).
+func ValidPhase(name string) error {
+	if !phaseName.MatchString(name) {
+		return fmt.Errorf("phase name %q: want a lower-case letter, then up to 31 lower-case letters, digits or underscores", name)
+	}
+	if keyNames[name] {
+		return fmt.Errorf("phase name %q is the name of a step key; choose another (rollout, eval, ...)", name)
+	}
+	return nil
+}
+
+// keyNames are the first parts of every step key after the prefix.
+var keyNames = func() map[string]bool {
+	m := map[string]bool{NameFleetBusy: true, NameStragglerTail: true, NameWorkerIdle: true, KeyImbalance: true,
+		NameWorkerAsleep: true, "busy_s": true, "idle_s": true, "last_busy_s": true, "asleep_s": true}
+	for _, f := range vllm.Gauges {
+		m[f.Name] = true
+	}
+	for _, f := range vllm.Counters {
+		m[f.Name] = true
+	}
+	for _, f := range vllm.Hists {
+		m[f.Name] = true
+	}
+	for _, r := range vllm.Ratios {
+		m[r.Name] = true
+	}
+	for _, r := range vllm.Rates {
+		m[r.Name()] = true
+	}
+	return m
+}()
+
+// PhaseKey is the flat key under which sinks log a phase's key: the phase's name after the
+// prefix ("vllm/prefix_cache_hit_rate" of phase rollout is "vllm/rollout/prefix_cache_hit_rate").
+func PhaseKey(prefix, phase, key string) string {
+	rest, ok := strings.CutPrefix(key, prefix+"/")
+	if !ok {
+		return phase + "/" + key
+	}
+	return prefix + "/" + phase + "/" + rest
+}
+
+// Scalars returns every value a tracker logs for the record, keyed flat: Metrics, and each
+// phase's metrics under PhaseKey; prefix is the run's metric prefix. The map is read only (it
+// is Metrics itself for a record without phases).
+func (r *Record) Scalars(prefix string) map[string]float64 {
+	if len(r.Phases) == 0 {
+		return r.Metrics
+	}
+	m := maps.Clone(r.Metrics)
+	if m == nil {
+		m = map[string]float64{}
+	}
+	for _, name := range slices.Sorted(maps.Keys(r.Phases)) {
+		for k, v := range r.Phases[name].Metrics {
+			m[PhaseKey(prefix, name, k)] = v
+		}
+	}
+	return m
+}
+
+// phaseAcc accumulates one phase of the open step.
+type phaseAcc struct {
+	acc       *acc
+	first     time.Time     // its first start in the step
+	since     time.Time     // its current run's start, while open
+	dur       time.Duration // its closed runs' time in the step
+	intervals int
+}
