@@ -114,7 +114,7 @@ func spanStart(prev time.Time, seen bool, stepStart time.Time) time.Time {
 // per_worker record and timeline, and names the stragglers and the worst workers. ids and was
 // are the step's workers, sorted, aligned with r.PerWorker (when present) and
 // r.Timeline.Workers.
-func (t *Tracker) balance(r *Record, ids []WorkerID, was []*workerAcc, start time.Time) {
+func (t *Tracker) balance(r *Record, ids []WorkerID, was []*workerAcc, start time.Time, perWorker bool) {
 	add := func(vs *[]vllm.Value, name, stat string, v float64) {
 		*vs = append(*vs, vllm.Value{Name: name, Stat: stat, V: v})
 	}
@@ -138,7 +138,7 @@ func (t *Tracker) balance(r *Record, ids []WorkerID, was []*workerAcc, start tim
 		idleMax = max(idleMax, frac)
 		covered++
 		var pw *[]vllm.Value
-		if t.opt.PerWorker {
+		if perWorker {
 			pw = &r.PerWorker[i].Values
 			add(pw, "busy_s", "", act.BusyS)
 			add(pw, "idle_s", "", act.IdleS)

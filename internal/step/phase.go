@@ -111,3 +111,61 @@ type phaseAcc struct {
 	dur       time.Duration // its closed runs' time in the step
 	intervals int
 }
+
+// Begin marks the start of the run at ts, before any scrape: the first step starts there, and a
+// worker first seen in any step counts whole the series whose _created is after it. A tracker
+// never told (a recording without a start event) starts its first step at the first event and
+// counts whole, for a worker first seen, only the series created after the open step's start.
+func (t *Tracker) Begin(ts time.Time) {
+	t.runStart, t.hasRunStart = ts, true
+	if !t.started {
+		t.started, t.start = true, ts
+	}
+	t.now = ts
+}
+
+// Phase returns the open phase, "" when none.
+func (t *Tracker) Phase() string { return t.phase }
+
+// StartPhase opens phase name at ts, after the boundary scrape of every target has been
+// observed; an open phase of another name ends at ts. Starting the open phase does nothing.
+// name must pass ValidPhase.
+func (t *Tracker) StartPhase(name string, ts time.Time) {
+	if name == t.phase {
+		return
+	}
+	if !t.started {
+		t.started, t.start = true, ts
+	}
+	t.now = ts
+	t.EndPhase(t.phase, ts)
+	pa := t.phases[name]
+	if pa == nil {
+		pa = &phaseAcc{acc: newAcc(), first: ts}
+		t.phases[name] = pa
+	}
+	pa.since = ts
+	pa.intervals++
+	t.phase = name
+}
+
+// EndPhase ends phase name at ts, after the boundary scrape of every target has been observed.
+// It reports false, and does nothing, when name is not the open phase.
+func (t *Tracker) EndPhase(name string, ts time.Time) bool {
+	if name == "" || name != t.phase {
+		return false
+	}
+	t.now = ts
+	pa := t.phases[name]
+	pa.dur += ts.Sub(pa.since)
+	t.phase = ""
+	return true
+}
+
+// openPhase is the open phase's accumulator, nil when none is open.
+func (t *Tracker) openPhase() *phaseAcc {
+	if t.phase == "" {
+		return nil
+	}
+	return t.phases[t.phase]
+}

@@ -63,6 +63,15 @@ type Tracker struct {
 	labels  targetLabels
 	values  map[string]float64 // the Values of every Interval, cleared after each
 	keep    keep
+
+	// runStart is when the run began collecting (Begin); a worker first seen in any step counts
+	// whole the series created after it.
+	runStart    time.Time
+	hasRunStart bool
+
+	phase     string               // the open phase, "" when none
+	phases    map[string]*phaseAcc // the phases of the open step
+	phaseKeep keep                 // what a phase keeps: the open step's series, untimed
 }
 
 // workerState is what the tracker keeps of a worker across steps.
@@ -76,6 +85,7 @@ type workerState struct {
 type targetState struct {
 	tried, lastOK       time.Time // its last scrape, and its last successful one
 	hasTried, hasLastOK bool
+	undated bool // Observe reported it undated
 	// The workers of its last successful page, in page order: its next page nearly always has
 	// the same ones in the same order, found so without hashing their names.
 	engines []engineRef
@@ -160,15 +170,19 @@ func NewTracker(opt Options) *Tracker {
 	if opt.Prefix == "" {
 		opt.Prefix = vllm.Prefix
 	}
+	untimed := opt
+	untimed.NoTimeline = true
 	return &Tracker{opt: opt, workers: map[WorkerID]*workerState{}, targets: map[string]*targetState{}, open: newAcc(), forgot: map[string]time.Time{},
-		keep: newKeep(opt)}
+		keep: newKeep(opt), phaseKeep: newKeep(untimed), phases: map[string]*phaseAcc{}}
 }
 
 func newAcc() *acc { return &acc{workers: map[WorkerID]*workerAcc{}} }
 
 // Observe feeds one scrape of target taken at ts: its parsed page, or the error that made it
-// fail. Timestamps must not go backwards.
-func (t *Tracker) Observe(ts time.Time, target string, page *window.Page, err error) {
+// fail. Timestamps must not go backwards. It reports undated the first time a page of target
+// shows a worker for the first time with counts already made and no _created to date them:
+// they are taken as a baseline, though the engine may have made them after the run started.
+func (t *Tracker) Observe(ts time.Time, target string, page *window.Page, err error) (undated bool) {
 	if !t.started {
 		t.started, t.start = true, ts
 	}
@@ -180,16 +194,28 @@ func (t *Tracker) Observe(ts time.Time, target string, page *window.Page, err er
 	}
 	prevTry, tried := tgt.tried, tgt.hasTried
 	tgt.tried, tgt.hasTried = ts, true
+	pa := t.openPhase()
 	if err != nil || page == nil {
 		t.open.failed++
-		return
+		if pa != nil {
+			pa.acc.failed++
+		}
+		return false
 	}
 	t.open.ok++
+	if pa != nil {
+		pa.acc.ok++
+	}
 	// An engine first seen on this page counts from zero if it was created after the last time
-	// the target answered without it (on the target's first answer, after the step start; on its
-	// first answer since Forget, after it was forgotten):
-	// everything it counted happened since, so it all belongs to this scrape's step.
+	// the target answered without it: on the target's first answer, after the run started (after
+	// the step start for a recording without a start event); on its first answer since Forget,
+	// after it was forgotten. Everything it counted happened since, so it all belongs to this
+	// scrape's step. An engine that ran before the run is a baseline: its earlier counts are
+	// nobody's.
 	since := t.start
+	if t.hasRunStart {
+		since = t.runStart
+	}
 	if f, ok := t.forgot[target]; ok {
 		since = f
 		delete(t.forgot, target)
@@ -225,50 +251,12 @@ func (t *Tracker) Observe(ts time.Time, target string, page *window.Page, err er
 		}
 		ws, wa := ref.ws, ref.wa
 		inc := ws.w.Observe(ep, stepStart)
-		wa.scrapes++
-		wa.act.add(spanStart(prevTry, tried, t.start), ts, ep)
-		for g := range ep.Gauges {
-			if !k.gauges[g] {
-				continue
-			}
-			if ep.HasGauge[g] {
-				wa.gauges[g].add(at, ep.Gauges[g], k.timedGauges[g])
-			}
-			for v, x := range ep.SplitGauges[window.Gauge(g)] {
-				if wa.splitG[g] == nil {
-					wa.splitG[g] = map[string]*floats{}
-				}
-				c := wa.splitG[g][v]
-				if c == nil {
-					c = &floats{}
-					wa.splitG[g][v] = c
-				}
-				c.add(x)
-			}
+		if inc.Undated && !tgt.undated {
+			tgt.undated, undated = true, true
 		}
-		for c := range inc.Counters {
-			if !inc.HasCounter[c] {
-				continue
-			}
-			wa.has[c] = true
-			wa.totals[c] += inc.Counters[c]
-			if k.counters[c] {
-				wa.deltas[c].add(at, inc.Counters[c], k.timedCounters[c])
-			}
-		}
-		wa.observeRatios(k, at, &inc)
-		for c, shares := range inc.Shares {
-			for _, sh := range shares {
-				if wa.split[c] == nil {
-					wa.split[c] = map[string]float64{}
-				}
-				wa.split[c][sh.Value] += sh.Inc
-			}
-		}
-		for h, d := range inc.Hists {
-			if d != nil {
-				wa.hists[h] = addHist(wa.hists[h], d)
-			}
+		wa.add(k, at, spanStart(prevTry, tried, t.start), ts, ep, &inc)
+		if pa != nil {
+			pa.acc.worker(id).add(&t.phaseKeep, at, spanStart(prevTry, tried, pa.since), ts, ep, &inc)
 		}
 		if t.opt.OnInterval != nil {
 			t.opt.OnInterval(t.interval(id, ws, ts, ep, &inc))
@@ -276,6 +264,68 @@ func (t *Tracker) Observe(ts time.Time, target string, page *window.Page, err er
 		}
 		ws.seen, ws.seenAt = true, ts
 	}
+	return undated
+}
+
+// add adds one scrape of the worker to its share of a step or phase: the page's gauges, the
+// increases inc, and the activity of the span from..ts; at is the scrape's offset from the step
+// start, for the series k keeps with their times.
+func (wa *workerAcc) add(k *keep, at time.Duration, from, ts time.Time, ep *window.EnginePage, inc *window.Increase) {
+	wa.scrapes++
+	wa.act.add(from, ts, ep)
+	for g := range ep.Gauges {
+		if !k.gauges[g] {
+			continue
+		}
+		if ep.HasGauge[g] {
+			wa.gauges[g].add(at, ep.Gauges[g], k.timedGauges[g])
+		}
+		for v, x := range ep.SplitGauges[window.Gauge(g)] {
+			if wa.splitG[g] == nil {
+				wa.splitG[g] = map[string]*floats{}
+			}
+			c := wa.splitG[g][v]
+			if c == nil {
+				c = &floats{}
+				wa.splitG[g][v] = c
+			}
+			c.add(x)
+		}
+	}
+	for c := range inc.Counters {
+		if !inc.HasCounter[c] {
+			continue
+		}
+		wa.has[c] = true
+		wa.totals[c] += inc.Counters[c]
+		if k.counters[c] {
+			wa.deltas[c].add(at, inc.Counters[c], k.timedCounters[c])
+		}
+	}
+	wa.observeRatios(k, at, inc)
+	for c, shares := range inc.Shares {
+		for _, sh := range shares {
+			if wa.split[c] == nil {
+				wa.split[c] = map[string]float64{}
+			}
+			wa.split[c][sh.Value] += sh.Inc
+		}
+	}
+	for h, d := range inc.Hists {
+		if d != nil {
+			wa.hists[h] = addHist(wa.hists[h], d)
+		}
+	}
+}
+
+// worker returns the worker's share of a, made when new.
+func (a *acc) worker(id WorkerID) *workerAcc {
+	wa := a.workers[id]
+	if wa == nil {
+		wa = &workerAcc{}
+		a.workers[id] = wa
+	}
+	return wa
 }
 
 // interval is a worker's Interval at ts, before ws records this scrape.
@@ -352,7 +402,7 @@ func addHist(acc, d *window.HistDelta) *window.HistDelta {
 }
 
 // EndStep closes the open step as step n at ts (after the boundary scrape has been observed)
-// and opens the next one.
+// and opens the next one. A phase open at ts ends with the step and opens again in the next.
 func (t *Tracker) EndStep(n int64, ts time.Time) Record {
 	if !t.started {
 		t.started, t.start = true, ts
@@ -361,6 +411,10 @@ func (t *Tracker) EndStep(n int64, ts time.Time) Record {
 	t.labels.stepEnded()
 	t.start, t.now = ts, ts
 	t.open = newAcc()
+	t.phases = map[string]*phaseAcc{}
+	if t.phase != "" {
+		t.phases[t.phase] = &phaseAcc{acc: newAcc(), first: ts, since: ts, intervals: 1}
+	}
 	for _, tgt := range t.targets {
 		for i := range tgt.engines {
 			tgt.engines[i].wa = nil
@@ -378,17 +432,37 @@ func (t *Tracker) Peek(ts time.Time) Record {
 }
 
 func (t *Tracker) build(n int64, start, end time.Time) Record {
-	a := t.open
 	r := Record{
 		Step:      n,
 		Start:     start,
 		End:       end,
 		DurationS: end.Sub(start).Seconds(),
-		Scrapes:   Scrapes{OK: a.ok, Failed: a.failed},
 	}
 	if !t.opt.NoTimeline {
 		r.Timeline = &Timeline{Start: start}
 	}
+	t.fill(&r, t.open, start, r.DurationS, t.opt.PerWorker)
+	for name, pa := range t.phases {
+		d := pa.dur
+		if name == t.phase {
+			d += end.Sub(pa.since)
+		}
+		pr := Record{DurationS: d.Seconds()}
+		t.fill(&pr, pa.acc, pa.first, pr.DurationS, false)
+		if r.Phases == nil {
+			r.Phases = map[string]*Phase{}
+		}
+		r.Phases[name] = &Phase{DurationS: pr.DurationS, Intervals: pa.intervals, Metrics: vllm.Flat(t.opt.Prefix, pr.Values), Values: pr.Values}
+	}
+	r.flatten(t.opt.Prefix)
+	return r
+}
+
+// fill computes r's scrapes, workers and values from a (the open step's, or a phase's) over
+// durS seconds; balance figures count from start. It adds per-worker records when perWorker is
+// set, and timelines when r has one.
+func (t *Tracker) fill(r *Record, a *acc, start time.Time, durS float64, perWorker bool) {
+	r.Scrapes = Scrapes{OK: a.ok, Failed: a.failed}
 	ids := make([]WorkerID, 0, len(a.workers))
 	for id, wa := range a.workers {
 		if wa.scrapes > 0 {
@@ -401,19 +475,17 @@ func (t *Tracker) build(n int64, start, end time.Time) Record {
 	for i, id := range ids {
 		was[i] = a.workers[id]
 	}
-	r.Values = t.metrics(was, r.DurationS)
+	r.Values = t.metrics(was, durS)
 	for i, id := range ids {
-		if t.opt.PerWorker {
-			r.PerWorker = append(r.PerWorker, WorkerRecord{Target: id.Target, Engine: id.Engine, Labels: id.LabelMap(), Values: t.metrics(was[i:i+1], r.DurationS),
+		if perWorker {
+			r.PerWorker = append(r.PerWorker, WorkerRecord{Target: id.Target, Engine: id.Engine, Labels: id.LabelMap(), Values: t.metrics(was[i:i+1], durS),
 				TargetLabels: t.labels.of(id.Target)})
 		}
 		if r.Timeline != nil {
 			r.Timeline.Workers = append(r.Timeline.Workers, timeline(id, was[i]))
 		}
 	}
-	t.balance(&r, ids, was, start)
-	r.flatten(t.opt.Prefix)
-	return r
+	t.balance(r, ids, was, start, perWorker)
 }
 
 // metrics computes the step's values over a pool of workers (all of them, or one), as package

@@ -114,6 +114,10 @@ type Increase struct {
 	// through a map).
 	Shares [NumCounters][]Share
 	Hists  [NumHists]*HistDelta
+	// Undated is set on a worker's first scrape when a series already had counts but no
+	// _created: they are a baseline, though they may have been made after the moment since,
+	// which a page without _created cannot tell.
+	Undated bool
 }
 
 // Success returns the increases of request_success by finished_reason, nil if none.
@@ -200,6 +204,7 @@ func (w *Worker) Observe(p *EnginePage, since float64) Increase {
 		switch {
 		case !old.base:
 			if !old.whole && (!cs.HasCreated || cs.Created <= old.since) {
+				inc.Undated = inc.Undated || !cs.HasCreated && cs.Value > 0
 				continue
 			}
 			d = cs.Value
@@ -244,6 +249,7 @@ func (w *Worker) Observe(p *EnginePage, since float64) Increase {
 			if old.whole || hs.HasCreated && hs.Created > old.since {
 				fullHist(d, hs)
 			} else {
+				inc.Undated = inc.Undated || !hs.HasCreated && hs.Count > 0
 				d = nil
 			}
 			buckets = append(buckets[:0], hs.Buckets...)
