@@ -9,21 +9,26 @@ engine once more, closes the step and returns its record, whose ``"metrics"`` ar
 numbers (``"vllm/prefix_cache_hit_rate"``, ``"vllm/num_preemptions"``, ...) ready to log on the
 trainer's own step axis.
 
+Phases are named windows inside a step (``with vs.phase("rollout"):`` around generation,
+``with vs.phase("eval"):`` around validation): the record's ``"phases"`` hold the same keys
+computed over each phase alone, and :func:`scalars` flattens them as ``"vllm/rollout/..."``.
+
 A metrics sidecar must never crash a training run: by default a connection failure or an error
 answer makes a call return an empty result and warn once, with the reason, until vllmstat
 answers again. ``strict=True`` raises :class:`VllmstatError` instead.
 
 Example::
 
-    from vllmstat_client import Client, log_to
+    from vllmstat_client import Client, log_to, scalars
 
     vs = Client()                       # http://127.0.0.1:9400, VLLMSTAT_API_TOKEN if set
     for step in range(num_steps):
-        batch = generate_rollouts(...)
-        record = vs.end_step(step)      # {} if vllmstat is unreachable
-        metrics.update(record.get("metrics", {}))
+        with vs.phase("rollout"):       # the engines' work in this phase is counted apart
+            batch = generate_rollouts(...)
         train(batch)
-        log_to(wandb_run, record)       # or merge into your own logger's dict
+        record = vs.end_step(step)      # {} if vllmstat is unreachable
+        metrics.update(scalars(record)) # "vllm/...", and "vllm/rollout/..." for the phase
+        logger.log(metrics, step)       # or, with a wandb run: log_to(wandb_run, record)
 
 Engines that run inside the trainer's processes (vLLM's ``LLM``/``AsyncLLM`` in a Ray actor, as
 in NeMo-RL, veRL and OpenRLHF) have no ``/metrics`` server; in the process that owns the engine::
@@ -33,9 +38,12 @@ in NeMo-RL, veRL and OpenRLHF) have no ``/metrics`` server; in the process that 
 """
 
 import atexit
+import contextlib
+import http.client
 import ipaddress
 import json
 import os
+import re
 import socket
 import threading
 import time
@@ -44,7 +52,10 @@ import urllib.parse
 import urllib.request
 import warnings
 
-__all__ = ["Client", "VllmstatError", "expose", "log_to", "ray_targets"]
+__all__ = ["Client", "VllmstatError", "expose", "log_to", "ray_targets", "scalars"]
+
+# What vllmstat accepts as a phase name (it also refuses the names of its step keys).
+_PHASE_NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
 
 
 class VllmstatError(Exception):
@@ -76,6 +87,7 @@ class Client:
         self.timeout = timeout
         self.strict = strict
         self._failing = False
+        self._warned = set()  # kinds of phase-call failures warned about already
 
     # -- calls ------------------------------------------------------------------------------
 
@@ -87,6 +99,44 @@ class Client:
         if isinstance(step, bool) or not isinstance(step, int) or step < 0:
             raise ValueError("step must be an int >= 0, got %r" % (step,))
         return self._call("POST", "/v1/steps/end", {"step": step}, empty={})
+
+    def start_phase(self, name):
+        """Starts phase ``name`` in the open step; returns the edge (``None`` on failure).
+
+        The edge, ``{"phase", "edge": "start", "ts", "ended"}``, takes effect after a boundary
+        scrape of every engine, so the call takes about as long as :meth:`end_step`. Starting a
+        phase ends the open one (named by ``"ended"``); a phase open at a step end goes on in
+        the next step. Names are a lower-case letter, then up to 31 lower-case letters, digits
+        or underscores, and not the name of a step key (vllmstat answers 400).
+        """
+        return self._phase_edge("start", name)
+
+    def end_phase(self, name):
+        """Ends phase ``name``; returns the edge (``None`` on failure, e.g. when it is not open)."""
+        return self._phase_edge("end", name)
+
+    @contextlib.contextmanager
+    def phase(self, name):
+        """Runs the ``with`` body as phase ``name``: starts it on entry and ends it on exit.
+
+        The phase ends also when the body raises, and the body's exception propagates as it
+        was (a failure to end the phase then is only warned about, even when strict). Yields
+        the start edge, or ``None`` when the start failed; the body runs either way, unless
+        the client is strict.
+        """
+        if not self._valid_phase(name):
+            yield None
+            return
+        edge = self.start_phase(name)
+        try:
+            yield edge
+        except BaseException:
+            try:
+                self.end_phase(name)
+            except VllmstatError as e:  # strict: the body's exception is the one to see
+                warnings.warn("vllmstat: %s" % e, RuntimeWarning, stacklevel=3)
+            raise
+        self.end_phase(name)
 
     def live(self):
         """Returns the open step so far and every target's state: ``{"step": ..., "targets": [...]}``."""
@@ -134,19 +184,58 @@ class Client:
 
     # -- plumbing ---------------------------------------------------------------------------
 
+    def _phase_edge(self, edge, name):
+        if not self._valid_phase(name):
+            return None
+        try:
+            out = self._request("POST", "/v1/phases/" + edge, {"phase": name})
+        except VllmstatError as e:
+            if self.strict:
+                raise
+            if e.status is None or e.status >= 500:
+                return self._failed(e)
+            # vllmstat answers, and refuses this call: a mistake in the trainer's phase calls
+            # that would repeat every step, so it is told once (per status and phase)
+            self._warn_once((e.status, name), "vllmstat: %s" % e, stacklevel=4)
+            return None
+        self._failing = False
+        return out
+
+    def _valid_phase(self, name):
+        """Checks a phase name before any request: raises when strict, else warns once per name."""
+        if isinstance(name, str) and _PHASE_NAME.fullmatch(name):
+            return True
+        msg = ("vllmstat: phase name %r: want a lower-case letter, then up to 31 lower-case letters, "
+               "digits or underscores" % (name,))
+        if self.strict:
+            raise ValueError(msg)
+        # the warning points at the trainer's line, through start_phase or phase()'s __enter__
+        self._warn_once(("name", name if isinstance(name, str) else repr(name)), msg + "; skipping the call",
+                        stacklevel=5)
+        return False
+
+    def _warn_once(self, kind, msg, stacklevel):
+        if kind not in self._warned:
+            self._warned.add(kind)
+            warnings.warn(msg, RuntimeWarning, stacklevel=stacklevel)  # counted from here
+
     def _call(self, method, path, body=None, empty=None):
         try:
             out = self._request(method, path, body)
         except VllmstatError as e:
             if self.strict:
                 raise
-            if not self._failing:
-                self._failing = True
-                warnings.warn("vllmstat: %s (further failures are silent until it answers again)" % e,
-                              RuntimeWarning, stacklevel=3)
-            return empty
+            return self._failed(e, empty)
         self._failing = False
         return out
+
+    def _failed(self, e, empty=None):
+        """Warns about a failed call unless the previous one failed too; returns empty."""
+        if not self._failing:
+            self._failing = True
+            warnings.warn("vllmstat: %s (further failures are silent until it answers again)" % e,
+                          RuntimeWarning, stacklevel=4)
+        return empty
 
     def _request(self, method, path, body):
         data = None
@@ -161,7 +250,10 @@ class Client:
             with urllib.request.urlopen(req, timeout=self.timeout) as resp:
                 raw = resp.read()
         except urllib.error.HTTPError as e:
-            raw = e.read()
+            try:
+                raw = e.read()
+            except (OSError, http.client.HTTPException):
+                raw = b""
             try:
                 msg = json.loads(raw.decode()).get("error") or raw.decode(errors="replace")
             except (ValueError, AttributeError):
@@ -170,14 +262,36 @@ class Client:
         except (urllib.error.URLError, OSError) as e:
             reason = getattr(e, "reason", e)
             raise VllmstatError("%s %s: cannot reach %s: %s" % (method, path, self.url, reason)) from None
+        except http.client.HTTPException as e:  # an answer that is not HTTP, or cut short
+            raise VllmstatError("%s %s: bad answer from %s: %s: %s" % (
+                method, path, self.url, type(e).__name__, e)) from None
         try:
             return json.loads(raw.decode())
         except ValueError:
             raise VllmstatError("%s %s: answer is not JSON: %r" % (method, path, raw[:200])) from None
 
 
+def scalars(record, prefix=""):
+    """Returns a step record's numbers as one flat dict, to merge into a trainer's own log.
+
+    Holds the record's ``"metrics"`` and every phase's, with the phase's name after the key's
+    first segment (the run's metric prefix): ``"vllm/prefix_cache_hit_rate"`` of phase
+    ``rollout`` is ``"vllm/rollout/prefix_cache_hit_rate"``, as vllmstat's own trackers log it.
+    ``prefix`` goes before every key. ``{}`` for an empty record (a failed :meth:`Client.end_step`).
+    """
+    out = {prefix + k: v for k, v in (record or {}).get("metrics", {}).items()}
+    phases = (record or {}).get("phases") or {}
+    for name in sorted(phases):
+        for k, v in (phases[name].get("metrics") or {}).items():
+            head, sep, rest = k.partition("/")
+            out[prefix + (head + "/" + name + "/" + rest if sep else name + "/" + k)] = v
+    return out
+
+
 def log_to(run, record, images=False, out_dir=None, prefix=""):
     """Logs a step record's metrics to ``run`` at ``step=record["step"]``.
+
+    What is logged is :func:`scalars` of the record: the step's keys and each phase's.
 
     ``run`` is anything with a W&B-style ``log(dict, step=...)`` method; no tracker is imported
     here. Does nothing for an empty record (a failed :meth:`Client.end_step`).
@@ -208,7 +322,7 @@ def log_to(run, record, images=False, out_dir=None, prefix=""):
     """
     if not record or "step" not in record:
         return
-    metrics = {prefix + k: v for k, v in record.get("metrics", {}).items()}
+    metrics = scalars(record, prefix)
     if images:
         image = _image_factory(run)
         for rel in record.get("plots", []) or []:
