@@ -210,7 +210,7 @@ class Client:
         if self.strict:
             raise ValueError(msg)
         # the warning points at the trainer's line, through start_phase or phase()'s __enter__
-        self._warn_once(("name", name if isinstance(name, str) else repr(name)), msg + "; skipping the call",
+        self._warn_once(("name", type(name).__name__, repr(name)), msg + "; skipping the call",
                         stacklevel=5)
         return False
 

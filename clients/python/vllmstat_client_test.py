@@ -5,6 +5,7 @@ Run: python3 -m unittest discover -s clients/python -p '*_test.py'
 """
 
 import gzip
+import http.server
 import json
 import os
 import queue
@@ -20,7 +21,7 @@ import unittest
 import warnings
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from vllmstat_client import Client, VllmstatError, log_to  # noqa: E402
+from vllmstat_client import Client, VllmstatError, log_to, scalars  # noqa: E402
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
@@ -92,6 +93,55 @@ class Unreachable:
 
     def __exit__(self, *exc):
         self.sock.close()
+
+
+class FakeAPI:
+    """A stand-in for vllmstat's API on loopback: answers each path as the test says and keeps
+    every request it got as (method, path, JSON body)."""
+
+    def __init__(self):
+        self.answers = {}  # path -> (status, body); body bytes are sent as they are
+        self.requests = []
+        api = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                n = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(n)) if n else None
+                api.requests.append((self.command, self.path, body))
+                status, out = api.answers.get(self.path, (404, {"error": "no such endpoint"}))
+                if out == "not http":
+                    self.wfile.write(b"garbage\r\n\r\n")
+                    return
+                raw = out if isinstance(out, bytes) else json.dumps(out).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(raw)))
+                self.end_headers()
+                self.wfile.write(raw)
+
+            do_GET = do_POST
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = "http://127.0.0.1:%d" % self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True)
+        self.thread.start()
+
+    def edges(self):
+        """The phase calls received, as ("start"|"end", name)."""
+        return [(p.rsplit("/", 1)[1], b["phase"]) for m, p, b in self.requests if p.startswith("/v1/phases/")]
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(10)
+
+
+def edge(phase, kind, **kw):
+    return dict({"phase": phase, "edge": kind, "ts": "2026-01-01T00:00:00Z"}, **kw)
 
 
 class Fleet:
@@ -241,6 +291,162 @@ class ClientFailures(unittest.TestCase):
             Client().end_step("3")
 
 
+class PhaseCalls(unittest.TestCase):
+    """start_phase, end_phase and phase() against FakeAPI: what they send, and their failures."""
+
+    def setUp(self):
+        self.api = FakeAPI()
+        self.addCleanup(self.api.close)
+        self.api.answers["/v1/phases/start"] = (200, edge("rollout", "start"))
+        self.api.answers["/v1/phases/end"] = (200, edge("rollout", "end"))
+
+    def client(self, strict=False):
+        return Client(self.api.url, timeout=5, strict=strict)
+
+    def test_calls_send_the_phase_and_return_the_edge(self):
+        c = self.client(strict=True)
+        self.assertEqual(c.start_phase("rollout"), edge("rollout", "start"))
+        self.assertEqual(c.end_phase("rollout"), edge("rollout", "end"))
+        self.assertEqual(self.api.requests, [("POST", "/v1/phases/start", {"phase": "rollout"}),
+                                             ("POST", "/v1/phases/end", {"phase": "rollout"})])
+
+    def test_context_manager_starts_and_ends(self):
+        for strict in (False, True):
+            self.api.requests.clear()
+            with self.client(strict).phase("rollout") as e:
+                self.assertEqual(self.api.edges(), [("start", "rollout")])
+                self.assertEqual(e, edge("rollout", "start"))
+            self.assertEqual(self.api.edges(), [("start", "rollout"), ("end", "rollout")])
+
+    def test_context_manager_ends_when_the_body_raises(self):
+        class Boom(Exception):
+            pass
+
+        for strict in (False, True):
+            self.api.requests.clear()
+            boom = Boom("body failed")
+            with self.assertRaises(Boom) as cm:
+                with self.client(strict).phase("rollout"):
+                    raise boom
+            self.assertIs(cm.exception, boom)
+            self.assertIsNone(cm.exception.__context__)
+            self.assertEqual(self.api.edges(), [("start", "rollout"), ("end", "rollout")])
+
+    def test_strict_body_exception_wins_over_a_failed_end(self):
+        self.api.answers["/v1/phases/end"] = (409, {"error": "phase is not open"})
+        boom = KeyError("body failed")
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            with self.assertRaises(KeyError) as cm:
+                with self.client(strict=True).phase("rollout"):
+                    raise boom
+        self.assertIs(cm.exception, boom)
+        self.assertIsNone(cm.exception.__context__)
+        self.assertEqual(len(w), 1, [str(x.message) for x in w])
+        self.assertIn("HTTP 409", str(w[0].message))
+        self.assertEqual(w[0].filename, __file__)
+        # without the body's exception, strict raises the failed end
+        with self.assertRaises(VllmstatError) as cm:
+            with self.client(strict=True).phase("rollout"):
+                pass
+        self.assertEqual(cm.exception.status, 409)
+
+    def test_refusals_warn_once_per_kind_and_strict_raises_them(self):
+        self.api.answers["/v1/phases/end"] = (409, {"error": "phase is not open"})
+        self.api.answers["/v1/steps/end"] = (200, {"step": 1, "metrics": {}})
+        c = self.client()
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            for step in range(3):  # the same mistake every step, with good calls between
+                self.assertIsNone(c.end_phase("rollout"))
+                self.assertEqual(c.end_step(step), {"step": 1, "metrics": {}})
+            with c.phase("rollout") as e:  # its end is the same refusal: not warned again
+                self.assertEqual(e, edge("rollout", "start"))
+            self.api.answers["/v1/phases/start"] = (400, {"error": "phase name \"num_preemptions\" is the name of a step key"})
+            self.assertIsNone(c.start_phase("num_preemptions"))
+            self.assertIsNone(c.start_phase("num_preemptions"))
+            self.assertIsNone(c.end_phase("eval"))  # another phase: another kind
+        self.assertEqual([str(x.message) for x in w], [
+            'vllmstat: POST /v1/phases/end: HTTP 409: phase is not open',
+            'vllmstat: POST /v1/phases/start: HTTP 400: phase name "num_preemptions" is the name of a step key',
+            'vllmstat: POST /v1/phases/end: HTTP 409: phase is not open',
+        ])
+        self.assertTrue(all(x.filename == __file__ for x in w), [x.filename for x in w])
+
+        strict = self.client(strict=True)
+        for call, name, status in ((strict.end_phase, "rollout", 409), (strict.start_phase, "num_preemptions", 400)):
+            with self.assertRaises(VllmstatError) as cm:
+                call(name)
+            self.assertEqual(cm.exception.status, status)
+        with self.assertRaises(VllmstatError):
+            with strict.phase("num_preemptions"):
+                self.fail("strict: the body does not run when the start fails")
+
+    def test_bad_answers_return_none(self):
+        for answer in ((500, {"error": "collector stopped"}), (200, b"not json"), (200, "not http")):
+            self.api.answers["/v1/phases/start"] = answer
+            with warnings.catch_warnings(record=True) as w:
+                warnings.simplefilter("always")
+                c = self.client()
+                self.assertIsNone(c.start_phase("rollout"))
+                self.assertIsNone(c.start_phase("rollout"))
+            self.assertEqual(len(w), 1, (answer, [str(x.message) for x in w]))
+            self.assertEqual(w[0].filename, __file__)
+            with self.assertRaises(VllmstatError):
+                self.client(strict=True).start_phase("rollout")
+
+    def test_unreachable_never_raises_and_warns_once_with_end_step(self):
+        with Unreachable() as dead, warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            c = Client(dead.url, timeout=2)
+            ran = False
+            with c.phase("rollout") as e:
+                ran = True
+                self.assertIsNone(e)
+            self.assertTrue(ran)
+            self.assertIsNone(c.end_phase("rollout"))
+            self.assertEqual(c.end_step(1), {})
+            with self.assertRaises(VllmstatError):
+                Client(dead.url, timeout=2, strict=True).start_phase("rollout")
+        self.assertEqual(len(w), 1, [str(x.message) for x in w])
+        self.assertIn("cannot reach", str(w[0].message))
+
+    def test_names_are_checked_before_any_request(self):
+        for good in ("a", "rollout", "eval_2", "a" * 32):
+            self.assertEqual(self.client(strict=True).start_phase(good), edge("rollout", "start"))
+        self.api.requests.clear()
+        bad = ["", "Rollout", "roll-out", "2eval", "_eval", "a" * 33, "rollout\n", " rollout", None, 3, b"rollout"]
+        strict = self.client(strict=True)
+        for name in bad:
+            for call in (strict.start_phase, strict.end_phase):
+                with self.assertRaises(ValueError, msg=repr(name)):
+                    call(name)
+            with self.assertRaises(ValueError, msg=repr(name)):
+                with strict.phase(name):
+                    self.fail("strict: the body does not run for a bad name")
+        c = self.client()
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            for name in bad:
+                self.assertIsNone(c.start_phase(name))
+                self.assertIsNone(c.end_phase(name))
+                with c.phase(name) as e:
+                    self.assertIsNone(e)
+        self.assertEqual(self.api.requests, [])
+        self.assertEqual(len(w), len(bad), [str(x.message) for x in w])  # once per name
+        self.assertIn("phase name 'Rollout'", str(w[1].message))
+        self.assertTrue(all(x.filename == __file__ for x in w), [x.filename for x in w])
+
+    def test_an_answer_that_is_not_http_is_a_failure(self):
+        self.api.answers["/v1/steps/end"] = (200, "not http")
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            self.assertEqual(self.client().end_step(1), {})
+        self.assertIn("bad answer", str(w[0].message))
+        with self.assertRaises(VllmstatError):
+            self.client(strict=True).end_step(1)
+
+
 class TokenAndTargets(unittest.TestCase):
     def test_token_and_set_targets(self):
         tmp = tempfile.mkdtemp()
@@ -310,6 +516,27 @@ class LogTo(unittest.TestCase):
         self.assertEqual(run.calls, [({"vllm/a": 1.5, "plots/kv": "/o/plots/step_000007/kv.png"}, 7)])
         log_to(run, {})
         self.assertEqual(len(run.calls), 1)
+        log_to(run, {"step": 8, "metrics": {"vllm/a": 2}, "phases": {"rollout": {"metrics": {"vllm/a": 1}}}})
+        self.assertEqual(run.calls[1], ({"vllm/a": 2, "vllm/rollout/a": 1}, 8))
+
+
+class Scalars(unittest.TestCase):
+    def test_phases_after_the_metric_prefix(self):
+        rec = {"step": 3, "metrics": {"vllm/prefix_cache_hit_rate": 0.5, "vllm/num_preemptions": 2},
+               "phases": {
+                   "rollout": {"duration_s": 4.0, "intervals": 1,
+                               "metrics": {"vllm/prefix_cache_hit_rate": 0.75, "vllm/time_to_first_token_seconds/p95": 0.2}},
+                   "eval": {"duration_s": 1.0, "intervals": 2, "metrics": {"vllm/num_preemptions": 1, "bare": 7}},
+               }}
+        self.assertEqual(scalars(rec), {
+            "vllm/prefix_cache_hit_rate": 0.5, "vllm/num_preemptions": 2,
+            "vllm/rollout/prefix_cache_hit_rate": 0.75, "vllm/rollout/time_to_first_token_seconds/p95": 0.2,
+            "vllm/eval/num_preemptions": 1, "eval/bare": 7,
+        })
+        self.assertEqual(scalars(rec, prefix="infer/")["infer/vllm/rollout/prefix_cache_hit_rate"], 0.75)
+        self.assertEqual(scalars({"step": 1, "metrics": {"vllm/a": 1}}), {"vllm/a": 1})
+        self.assertEqual(scalars({}), {})
+        self.assertEqual(scalars(None), {})
 
 
 if __name__ == "__main__":
