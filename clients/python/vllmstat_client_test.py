@@ -266,6 +266,57 @@ class ClientAgainstRealRun(unittest.TestCase):
         self.assertEqual(sum(l["metrics"].get("vllm/generation_tokens", 0) for l in lines), truth)
 
 
+# The counters of a step record; a phase's count of each is part of the step's.
+COUNTER_KEYS = ["vllm/" + n for n in ("prompt_tokens", "generation_tokens", "prefix_cache_queries",
+                                      "prefix_cache_hits", "num_preemptions")]
+
+
+class PhasesAgainstRealRun(unittest.TestCase):
+    """Two steps with a rollout phase in each, against a real `vllmstat run` and `vllmstat sim`."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp()
+        self.fleet = Fleet(self.tmp)
+
+    def tearDown(self):
+        self.fleet.stop()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def test_records_carry_the_rollout_phase(self):
+        c = Client(self.fleet.url, strict=True, timeout=30)
+        got = []
+        for n in (1, 2):
+            time.sleep(0.6)  # the engines work outside the phase too
+            with c.phase("rollout") as start:
+                self.assertEqual((start["phase"], start["edge"]), ("rollout", "start"))
+                self.assertEqual(start.get("ended", ""), "")  # no other phase was open
+                time.sleep(1.2)
+            time.sleep(0.6)
+            got.append(c.end_step(n))
+        for rec in got:
+            self.assertEqual(sorted(rec.get("phases", {})), ["rollout"], rec)
+            ph = rec["phases"]["rollout"]
+            self.assertEqual(ph["intervals"], 1)
+            self.assertGreaterEqual(ph["duration_s"], 1.2)
+            self.assertLess(ph["duration_s"], rec["duration_s"])
+            self.assertGreater(ph["metrics"].get("vllm/generation_tokens", 0), 0, ph)
+            for k in COUNTER_KEYS:
+                if k in ph["metrics"]:
+                    self.assertLessEqual(ph["metrics"][k], rec["metrics"][k], "step %d %s" % (rec["step"], k))
+            flat = scalars(rec)
+            self.assertEqual(flat["vllm/rollout/generation_tokens"], ph["metrics"]["vllm/generation_tokens"])
+            self.assertEqual(flat["vllm/generation_tokens"], rec["metrics"]["vllm/generation_tokens"])
+        self.assertEqual(c.steps(since=1), got)  # read back with their phases
+
+        # the server's refusals, as the client reports them
+        with self.assertRaises(VllmstatError) as cm:
+            c.end_phase("rollout")
+        self.assertEqual(cm.exception.status, 409)
+        with self.assertRaises(VllmstatError) as cm:
+            c.start_phase("num_preemptions")  # a step key's name
+        self.assertEqual(cm.exception.status, 400)
+
+
 class ClientFailures(unittest.TestCase):
     def test_unreachable_returns_empty_and_warns_once(self):
         with Unreachable() as dead, warnings.catch_warnings(record=True) as w:
