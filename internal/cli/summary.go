@@ -9,16 +9,10 @@ import (
 	"github.com/vllmstat/vllmstat/internal/vllm"
 )
 
-// summaryLine is the one-line stderr summary of a closed step. Absent values show as "-",
-// without their unit.
+// summaryLine is the one-line stderr summary of a closed step, with the figures of its rollout
+// phase at the end when it has one. Absent values show as "-", without their unit.
 func summaryLine(r *step.Record, prefix string) string {
-	v := func(key vllm.Value, format string, scale float64) string {
-		x, ok := r.Metrics[key.Key(prefix)]
-		if !ok {
-			return "-"
-		}
-		return fmt.Sprintf(format, x*scale)
-	}
+	v := formatter(r.Metrics, prefix)
 	parts := []string{
 		fmt.Sprintf("step %d", r.Step),
 		fmt.Sprintf("%.1fs", r.DurationS),
@@ -32,7 +26,40 @@ func summaryLine(r *step.Record, prefix string) string {
 		"ttft p50 " + v(keyTTFTP50, "%.3fs", 1),
 		"tail " + v(keyTail, "%.1fs", 1) + parens(stragglerName(r)),
 	}
+	if p := rolloutPart(r, prefix); p != "" {
+		parts = append(parts, p)
+	}
 	return strings.Join(parts, " | ")
+}
+
+// rolloutPhase is the phase whose figures the summary line and watch show beside the whole
+// step's: the engines generate during the rollout, and the training time after it dilutes
+// the whole step's rates and means.
+const rolloutPhase = "rollout"
+
+// rolloutPart is the summary of the step's rollout phase ("rollout 4.2s gen 2345 tok/s hit
+// 81.0% kv 0.61/0.97"): its time, generation rate, hit rate and KV usage mean and max, the
+// figures that differ from the whole step's; "" when the step has no rollout phase.
+func rolloutPart(r *step.Record, prefix string) string {
+	p := r.Phases[rolloutPhase]
+	if p == nil {
+		return ""
+	}
+	v := formatter(p.Metrics, prefix)
+	return fmt.Sprintf("%s %.1fs gen %s hit %s kv %s/%s", rolloutPhase, p.DurationS,
+		v(keyGenPerS, "%.0f tok/s", 1), v(keyHitRate, "%.1f%%", 100), v(keyKVMean, "%.2f", 1), v(keyKVMax, "%.2f", 1))
+}
+
+// formatter formats values of metrics, keyed under prefix, scaled and with a unit; an absent
+// value is a bare "-".
+func formatter(metrics map[string]float64, prefix string) func(key vllm.Value, format string, scale float64) string {
+	return func(key vllm.Value, format string, scale float64) string {
+		x, ok := metrics[key.Key(prefix)]
+		if !ok {
+			return "-"
+		}
+		return fmt.Sprintf(format, x*scale)
+	}
 }
 
 // The values of the summary line, the demo table and watch's session summary, from the family
