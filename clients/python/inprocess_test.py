@@ -2,8 +2,9 @@
 
 End to end: a real `vllmstat run` with no targets, and real Python processes that define vLLM's
 metric families in their default prometheus_client registry (as vLLM names them), call
-expose() and count under the test's control. The test ends steps through the Client and checks
-every step's totals, per worker, against what the processes counted in that step.
+expose() and count under the test's control. The test ends steps (and starts and ends phases)
+through the Client and checks every step's totals, per worker, and every phase's against what the
+processes counted in that step or phase.
 
 The processes need prometheus_client: they run with the first of $VLLMSTAT_TEST_PYTHON, this
 Python and /usr/bin/python3 (Debian's python3-prometheus-client) that has it. Tests that serve
@@ -432,6 +433,72 @@ class InProcessEndToEnd(unittest.TestCase):
             self.assertEqual(c.exit(), 0)
             self.assertNotIn("Warning", c.err.text(eof=True))
         self.assertEqual(client.targets(), [])
+
+    def check_phase(self, rec, name, intervals, counted):
+        """rec's phase name ran intervals times and counted exactly counted ({counter: n})."""
+        ph = rec.get("phases", {}).get(name)
+        self.assertIsNotNone(ph, "step %d has no phase %s: %s" % (rec["step"], name, rec.get("phases")))
+        self.assertEqual(ph["intervals"], intervals, name)
+        self.assertGreater(ph["duration_s"], 0)
+        self.assertLessEqual(ph["duration_s"], rec["duration_s"])
+        for c in COUNTERS:
+            self.assertEqual(ph["metrics"].get("vllm/" + c, 0), counted.get(c, 0), "step %d phase %s %s" % (rec["step"], name, c))
+        return ph
+
+    def test_phases_count_exactly_what_was_counted_inside_them(self):
+        self.vs = Vllmstat(self.tmp)
+        client = Client(self.vs.url, strict=True, timeout=WAIT)
+        a, b = self.child(engine="0"), self.child(engine="1")
+        for c in (a, b):
+            c.expose(self.vs.url)
+            wait_for(lambda: scraped_ok(client, c.url), "a first scrape of " + c.url)
+
+        # step 0: counts before, inside and after one rollout phase
+        a.inc("generation_tokens", 5)
+        with client.phase("rollout") as start:
+            self.assertEqual((start["phase"], start["edge"], start.get("ended", "")), ("rollout", "start", ""))
+            a.inc("generation_tokens", 17)
+            a.inc("prefix_cache_queries", 100)
+            a.inc("prefix_cache_hits", 64)
+            b.inc("generation_tokens", 4)
+            b.inc("num_preemptions", 1)
+        b.inc("generation_tokens", 3)
+        rec = client.end_step(0)
+        self.check_step(rec, 0, [a, b])
+        ph = self.check_phase(rec, "rollout", 1, {"generation_tokens": 21, "prefix_cache_queries": 100,
+                                                  "prefix_cache_hits": 64, "num_preemptions": 1})
+        self.assertAlmostEqual(ph["metrics"]["vllm/prefix_cache_hit_rate"], 0.64, places=12)
+        self.assertEqual(sorted(rec["phases"]), ["rollout"])
+
+        # step 1 ends while rollout is open: the phase goes on in step 2
+        self.assertEqual(client.start_phase("rollout")["edge"], "start")
+        a.inc("generation_tokens", 2)
+        rec = client.end_step(1)
+        self.check_step(rec, 1, [a, b])
+        self.check_phase(rec, "rollout", 1, {"generation_tokens": 2})
+
+        # step 2: rollout goes on, eval's start ends it, then rollout runs once more
+        a.inc("generation_tokens", 6)
+        self.assertEqual(client.start_phase("eval").get("ended"), "rollout")
+        b.inc("generation_tokens", 8)
+        b.inc("prompt_tokens", 30)
+        self.assertEqual(client.end_phase("eval")["edge"], "end")
+        a.inc("generation_tokens", 1)  # in no phase
+        with client.phase("rollout"):
+            b.inc("generation_tokens", 9)
+        rec = client.end_step(2)
+        self.check_step(rec, 2, [a, b])
+        self.check_phase(rec, "rollout", 2, {"generation_tokens": 15})
+        self.check_phase(rec, "eval", 1, {"generation_tokens": 8, "prompt_tokens": 30})
+
+        # step 3 has no phase
+        a.inc("generation_tokens", 4)
+        rec = client.end_step(3)
+        self.check_step(rec, 3, [a, b])
+        self.assertNotIn("phases", rec)
+
+        for c in (a, b):
+            self.assertEqual(c.exit(), 0)
 
     def test_engine_started_before_vllmstat_registers_when_it_comes_up(self):
         port = free_port()
