@@ -2,6 +2,8 @@ package cli
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/vllmstat/vllmstat/internal/step"
@@ -48,6 +50,23 @@ func rolloutPart(r *step.Record, prefix string) string {
 	v := formatter(p.Metrics, prefix)
 	return fmt.Sprintf("%s %.1fs gen %s hit %s kv %s/%s", rolloutPhase, p.DurationS,
 		v(keyGenPerS, "%.0f tok/s", 1), v(keyHitRate, "%.1f%%", 100), v(keyKVMean, "%.2f", 1), v(keyKVMax, "%.2f", 1))
+}
+
+// phaseNames are the names of the step's phases, the rollout first, then by name.
+func phaseNames(r *step.Record) []string {
+	names := slices.Sorted(maps.Keys(r.Phases))
+	if i := slices.Index(names, rolloutPhase); i > 0 {
+		names = slices.Insert(slices.Delete(names, i, i+1), 0, rolloutPhase)
+	}
+	return names
+}
+
+// times is "once" or "N times".
+func times(n int) string {
+	if n == 1 {
+		return "once"
+	}
+	return fmt.Sprintf("%d times", n)
 }
 
 // formatter formats values of metrics, keyed under prefix, scaled and with a unit; an absent

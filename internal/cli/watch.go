@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math"
 	"net/http"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -298,24 +300,39 @@ func (w *watcher) printWorkers(t time.Time, down int) {
 	}
 }
 
-// summary prints the whole session as one step record would have it: its duration, workers
-// and scrapes (the failed ones by reason), every metric key and its value, then the
-// stragglers and worst workers it names.
+// summary prints the whole session as one step record would have it.
 func (w *watcher) summary() {
 	rec := w.tr.EndStep(1, w.last.Add(time.Nanosecond))
-	fmt.Fprintf(w.out, "\nsession: %.1fs, %d workers, %d scrapes ok, %d failed%s\n", rec.DurationS, rec.Workers, rec.Scrapes.OK, rec.Scrapes.Failed, w.failedByReason())
-	keys := make([]string, 0, len(rec.Metrics))
+	printSession(w.out, &rec, w.cfg.MetricPrefix, w.failedByReason())
+}
+
+// printSession prints a session's record: its duration, workers and scrapes (failed, the
+// failed ones by reason), every metric key and its value, then the stragglers and worst
+// workers it names. A record with phases then has, per phase, a line of its time (the rollout's
+// with its figures, as the summary line has them) and its keys as trackers log them.
+func printSession(out io.Writer, rec *step.Record, prefix, failed string) {
+	fmt.Fprintf(out, "\nsession: %.1fs, %d workers, %d scrapes ok, %d failed%s\n", rec.DurationS, rec.Workers, rec.Scrapes.OK, rec.Scrapes.Failed, failed)
 	width := 0
-	for k := range rec.Metrics {
-		keys = append(keys, k)
+	for k := range rec.Scalars(prefix) {
 		width = max(width, len(k))
 	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		fmt.Fprintf(w.out, "  %-*s  %s\n", width, k, formatValue(rec.Metrics[k]))
+	printKeys := func(metrics map[string]float64, key func(string) string) {
+		for _, k := range slices.Sorted(maps.Keys(metrics)) {
+			fmt.Fprintf(out, "  %-*s  %s\n", width, key(k), formatValue(metrics[k]))
+		}
 	}
-	for _, l := range balanceLines(&rec) {
-		fmt.Fprintln(w.out, "  "+l)
+	printKeys(rec.Metrics, func(k string) string { return k })
+	for _, l := range balanceLines(rec) {
+		fmt.Fprintln(out, "  "+l)
+	}
+	for _, name := range phaseNames(rec) {
+		p := rec.Phases[name]
+		head := fmt.Sprintf("%s %.1fs", name, p.DurationS)
+		if name == rolloutPhase {
+			head = rolloutPart(rec, prefix)
+		}
+		fmt.Fprintf(out, "  %s (open %s)\n", head, times(p.Intervals))
+		printKeys(p.Metrics, func(k string) string { return step.PhaseKey(prefix, name, k) })
 	}
 }
 

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"os/exec"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/vllmstat/vllmstat/internal/clock"
+	"github.com/vllmstat/vllmstat/internal/step"
 	"github.com/vllmstat/vllmstat/internal/syncbuf"
 )
 
@@ -152,5 +154,42 @@ func TestWatchOnTerminal(t *testing.T) {
 	}
 	if !strings.Contains(text, "session:") {
 		t.Fatalf("no session summary after Ctrl-C:\n%q", text)
+	}
+}
+
+// TestSessionPhases: a session record with phases lists the whole session's keys first, then
+// each phase, the rollout first with its summary figures, and its keys as trackers log them.
+func TestSessionPhases(t *testing.T) {
+	rec := &step.Record{DurationS: 30, Workers: 2, Metrics: map[string]float64{
+		"vllm/generation_tokens_per_s": 400, "vllm/prefix_cache_hit_rate": 0.5,
+	}, Phases: map[string]*step.Phase{
+		"rollout": {DurationS: 4.2, Intervals: 1, Metrics: map[string]float64{
+			"vllm/generation_tokens_per_s": 2345, "vllm/prefix_cache_hit_rate": 0.81, "vllm/kv_cache_usage_perc/mean": 0.61,
+		}},
+		"eval": {DurationS: 3, Intervals: 2, Metrics: map[string]float64{"vllm/generation_tokens_per_s": 1500}},
+	}}
+	rec.Scrapes.OK = 60
+	var b bytes.Buffer
+	printSession(&b, rec, "vllm", "")
+	want := `
+session: 30.0s, 2 workers, 60 scrapes ok, 0 failed
+  vllm/generation_tokens_per_s           400
+  vllm/prefix_cache_hit_rate             0.5
+  rollout 4.2s gen 2345 tok/s hit 81.0% kv 0.61/- (open once)
+  vllm/rollout/generation_tokens_per_s   2345
+  vllm/rollout/kv_cache_usage_perc/mean  0.61
+  vllm/rollout/prefix_cache_hit_rate     0.81
+  eval 3.0s (open 2 times)
+  vllm/eval/generation_tokens_per_s      1500
+`
+	if b.String() != want {
+		t.Errorf("session summary:\n%s\nwant:\n%s", b.String(), want)
+	}
+	// Without phases, the keys alone, as before.
+	rec.Phases = nil
+	b.Reset()
+	printSession(&b, rec, "vllm", " (refused 1)")
+	if want := "\nsession: 30.0s, 2 workers, 60 scrapes ok, 0 failed (refused 1)\n  vllm/generation_tokens_per_s  400\n  vllm/prefix_cache_hit_rate    0.5\n"; b.String() != want {
+		t.Errorf("session summary without phases:\n%q\nwant:\n%q", b.String(), want)
 	}
 }
