@@ -42,6 +42,11 @@ preemption. The simulator prints one /metrics URL per line and runs until interr
 Server i listens on port --port + i. Simulated time runs --speed times faster than the wall
 clock; fault times are wall-clock offsets from the start.
 
+With --colocated the grpo workload is a colocated synchronous RL loop: after each rollout batch
+(and, every --eval-every steps, an eval batch) the engines sleep for --train-time, their pages
+showing vllm:engine_sleep_state (0.20 pages) with no load and an empty KV cache, then wake; the
+next batch comes --pause after the wake-up.
+
 Faults (--fault, repeatable): KIND@TIME[+DURATION][:server=N]
   restart@30s         the server restarts: counters reset, new _created, caches and requests lost
   down@30s+10s        the port refuses connections for 10s, then comes back
@@ -55,6 +60,14 @@ Flags:
 // stragglerHelp documents --straggler for sim and demo alike.
 const stragglerHelp = "make the last engine of the last server a straggler: its requests generate `F` times longer outputs " +
 	"(and ask for F times max_tokens, cut at the model length); 1 means none"
+
+// The help of the colocated loop's flags, for sim and demo alike.
+const (
+	colocatedHelp = "run a colocated RL loop: after each batch the engines sleep (vLLM's LLM.sleep(), level 1) " +
+		"for the training time, then wake for the next batch"
+	trainTimeHelp = "colocated: simulated training time the engines sleep after each step's batches; 0 means as long as the step's rollout batch"
+	evalEveryHelp = "colocated: every `N` steps, run a smaller eval batch after the rollout batch, before the training time; 0 runs none"
+)
 
 // runSim is `vllmstat sim`.
 func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -83,7 +96,7 @@ func runSimContext(parent context.Context, args []string, stdout, stderr io.Writ
 	fs.IntVar(&w.Samples, "samples", w.Samples, "grpo: samples per prompt (all on one engine)")
 	fs.IntVar(&w.Dataset, "dataset", w.Dataset, "grpo: distinct questions the batches cycle through, epoch after epoch; 0 never repeats one")
 	fs.IntVar(&w.Batches, "batches", w.Batches, "grpo: stop after this many batches; 0 runs forever")
-	fs.DurationVar(&w.Pause, "pause", w.Pause, "grpo: simulated pause between batches (the trainer's update)")
+	fs.DurationVar(&w.Pause, "pause", w.Pause, "grpo: simulated pause between batches (the trainer's update); colocated: from the wake-up to the next batch (the weight sync)")
 	fs.DurationVar(&w.StartDelay, "start-delay", w.StartDelay, "simulated time before the first request")
 	fs.Float64Var(&w.Rate, "rate", w.Rate, "poisson: requests per simulated second, fleet-wide")
 	fs.IntVar(&w.Questions, "questions", w.Questions, "poisson: distinct questions requests draw from")
@@ -94,6 +107,10 @@ func runSimContext(parent context.Context, args []string, stdout, stderr io.Writ
 	fs.Float64Var(&w.OutputSigma, "output-sigma", w.OutputSigma, "sigma of the lognormal output length")
 	fs.IntVar(&w.MaxTokens, "max-tokens", w.MaxTokens, "max_tokens of every request; longer outputs finish with reason length")
 	fs.Float64Var(&w.Straggler, "straggler", w.Straggler, stragglerHelp)
+	fs.BoolVar(&w.Colocated, "colocated", w.Colocated, colocatedHelp)
+	fs.DurationVar(&w.TrainTime, "train-time", w.TrainTime, trainTimeHelp)
+	fs.IntVar(&w.EvalEvery, "eval-every", w.EvalEvery, evalEveryHelp)
+	fs.IntVar(&w.EvalPrompts, "eval-prompts", w.EvalPrompts, "colocated: held-out questions per eval batch, each sampled --samples times; 0 means a quarter of --prompts")
 	fs.IntVar(&cfg.BlocksPerEngine, "blocks", cfg.BlocksPerEngine, "KV-cache blocks of 16 tokens per engine")
 	fs.IntVar(&cfg.MaxNumSeqs, "max-num-seqs", cfg.MaxNumSeqs, "cap on each engine's running batch")
 	fs.IntVar(&cfg.MaxNumBatchedTokens, "max-num-batched-tokens", cfg.MaxNumBatchedTokens, "token budget of one engine iteration")

@@ -16,7 +16,8 @@ func TestSimHelp(t *testing.T) {
 	if code := runSim(context.Background(), []string{"-h"}, &stdout, &stderr); code != exitOK {
 		t.Fatalf("exit %d, stderr %s", code, stderr.String())
 	}
-	for _, want := range []string{"Usage: vllmstat sim", "-servers", "-dp", "-vllm-version", "-fault", "restart@30s", ":server=N"} {
+	for _, want := range []string{"Usage: vllmstat sim", "-servers", "-dp", "-vllm-version", "-fault", "restart@30s", ":server=N",
+		"-colocated", "-train-time", "-eval-every", "-eval-prompts", "vllm:engine_sleep_state"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("help lacks %q", want)
 		}
@@ -38,6 +39,12 @@ func TestSimBadFlags(t *testing.T) {
 		{[]string{"--fault", "restart@1s:server=3"}, "servers are numbered 0 to 1"},
 		{[]string{"--speed", "-1"}, "speed must be a positive number"},
 		{[]string{"--straggler", "0.5"}, "workload straggler factor must be a number of at least 1 (1 means no straggler), got 0.5"},
+		{[]string{"--train-time", "5s"}, "workload train time 5s needs the colocated loop"},
+		{[]string{"--eval-every", "2"}, "workload eval every 2 needs the colocated loop"},
+		{[]string{"--colocated", "--workload", "poisson"}, `the colocated loop needs the "grpo" workload, got "poisson"`},
+		{[]string{"--colocated", "--eval-every", "-1"}, "workload eval every must be 0 (no eval batches) or a number of steps, got -1"},
+		{[]string{"--colocated", "--train-time", "-1s"}, "workload train time must not be negative, got -1s"},
+		{[]string{"--colocated", "--eval-prompts", "-2"}, "workload eval prompts must be 0 (a quarter of the prompts) or positive, got -2"},
 		{[]string{"--log-level", "loud"}, "-log-level: want debug, info, warn or error"},
 		{[]string{"extra"}, `unexpected argument "extra"`},
 		{[]string{"--nope"}, "flag provided but not defined: -nope"},

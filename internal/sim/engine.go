@@ -473,8 +473,29 @@ func (e *Engine) finish(r *request) {
 	e.emit(EventFinish, r, e.now)
 }
 
+// sleepLevel is the level the colocated loop puts engines to sleep at, LLM.sleep()'s default:
+// weights offloaded to CPU memory, KV cache discarded.
+const sleepLevel = 1
+
+// Asleep reports whether the engine is asleep.
+func (e *Engine) Asleep() bool { return e.stats.sleepLevel > 0 }
+
+// sleep puts the idle engine to sleep at the given level, as vLLM's sleep mode does: the KV
+// cache is discarded, and the prefix cache with it, so nothing runs, nothing waits and no block
+// is used. The colocated loop puts engines to sleep only once every engine is idle, with no
+// request submitted.
+func (e *Engine) sleep(level int) {
+	e.pool.reset()
+	e.stats.running, e.stats.waiting, e.stats.kvUsage = 0, 0, 0
+	e.stats.sleepLevel = level
+}
+
+// wake wakes the engine with an empty KV cache.
+func (e *Engine) wake() { e.stats.sleepLevel = 0 }
+
 // restart models the engine's server process restarting: every request in it is lost, the KV
-// cache is empty and the stats start from zero. It returns how many requests were lost.
+// cache is empty, the stats start from zero and a sleeping engine comes back awake. It returns
+// how many requests were lost.
 func (e *Engine) restart() int {
 	lost := len(e.running) + e.waiting.len()
 	for _, r := range e.running {

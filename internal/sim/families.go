@@ -28,7 +28,7 @@ type family struct {
 	extraLabel  string
 	extraValues []string
 
-	// value reads a gauge, or counter child i of the extra dimension.
+	// value reads a gauge or counter, child i of the extra dimension if it has one.
 	value func(s *engineStats, i int) float64
 	// hist reads a histogram; buckets names its bucket bounds in bucketSet.
 	hist    func(s *engineStats) *histogram
@@ -39,8 +39,11 @@ type family struct {
 type version struct {
 	name        string
 	engineLabel bool // 0.8's pages have no engine label
-	families    []family
-	python      pythonInfo
+	// sleepState says that the release exports vllm:engine_sleep_state (vLLM PR #24176, after
+	// 0.10), which pages show only in the colocated loop.
+	sleepState bool
+	families   []family
+	python     pythonInfo
 }
 
 type pythonInfo struct{ major, minor, patch string }
@@ -162,6 +165,22 @@ var (
 	famIterationTokens = hist("vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.",
 		func(s *engineStats) *histogram { return &s.iterationTokens })
 	famCacheConfig = family{name: "vllm:cache_config_info", help: "Information of the LLMEngine CacheConfig", kind: famInfo}
+
+	// famSleepState is vLLM's sleep state, one child per state and engine, which vLLM creates
+	// state by state (PrometheusStatLogger.__init__), so a page lists them that way.
+	famSleepState = family{
+		name: "vllm:engine_sleep_state",
+		help: "Engine sleep state; awake = 0 means engine is sleeping; awake = 1 means engine is awake; " +
+			"weights_offloaded = 1 means sleep level 1; discard_all = 1 means sleep level 2.",
+		kind: famGauge, extraLabel: "sleep_state", extraValues: []string{"awake", "weights_offloaded", "discard_all"},
+		value: func(s *engineStats, i int) float64 {
+			// awake is state 0, sleep level l is state l
+			if s.sleepLevel == i {
+				return 1
+			}
+			return 0
+		},
+	}
 )
 
 // specDecodeFamilies are the counters vLLM adds when it decodes speculatively with k tokens
@@ -183,13 +202,23 @@ func specDecodeFamilies(k int) []family {
 	}
 }
 
-// withOptions returns v with the families of cfg's optional features added after v's own.
+// withOptions returns v with the families of cfg's optional features: the sleep state after
+// num_requests_waiting, where vLLM registers it, in the colocated loop, and the speculative
+// decoding counters after v's own.
 func (v *version) withOptions(cfg Config) *version {
-	if cfg.SpecDecode == 0 {
+	sleep := cfg.Workload.Colocated && v.sleepState
+	if cfg.SpecDecode == 0 && !sleep {
 		return v
 	}
 	o := *v
-	o.families = append(slices.Clip(v.families), specDecodeFamilies(cfg.SpecDecode)...)
+	o.families = slices.Clone(v.families)
+	if sleep {
+		i := slices.IndexFunc(o.families, func(f family) bool { return f.name == famWaiting.name })
+		o.families = slices.Insert(o.families, i+1, famSleepState)
+	}
+	if cfg.SpecDecode > 0 {
+		o.families = append(o.families, specDecodeFamilies(cfg.SpecDecode)...)
+	}
 	return &o
 }
 
@@ -201,7 +230,7 @@ func itlHistogram(s *engineStats) *histogram { return &s.itl }
 // v020 is the current layout: new names only, engine label, five finish reasons, prompt tokens
 // by source.
 var v020 = version{
-	name: "0.20", engineLabel: true, python: pythonInfo{"3", "12", "11"},
+	name: "0.20", engineLabel: true, sleepState: true, python: pythonInfo{"3", "12", "11"},
 	families: []family{
 		famRunning, famWaiting, famKVUsage, famPrefixQueries, famPrefixHits,
 		famExternalQueries, famExternalHits, famMMQueries, famMMHits,

@@ -24,7 +24,11 @@ type Fleet struct {
 	sim      *Sim // owned by the run goroutine
 	servers  []*server
 	batches  chan int
+	edges    chan LoopEdge
 	restarts []int // per server, as last logged; owned by the run goroutine
+	// edgesFull is set once an edge was dropped, so that the drops are logged once; owned by
+	// the run goroutine.
+	edgesFull bool
 
 	mu     sync.Mutex
 	totals map[string]float64 // guarded by mu; as of the last publish
@@ -67,6 +71,9 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 	if cfg.Workload.Kind == WorkloadGRPO {
 		f.batches = make(chan int, 1024)
 	}
+	if cfg.Workload.Colocated {
+		f.edges = make(chan LoopEdge, 1024)
+	}
 	ctx, f.cancel = context.WithCancel(ctx)
 	for i, ln := range lns {
 		r := newRenderer(s.version, cfg.Model, s.buckets, cfg.BlocksPerEngine, cfg.DP)
@@ -97,6 +104,12 @@ func (f *Fleet) URLs() []string {
 // workload. It is never closed; if nobody reads it, batch numbers past its buffer of 1024 are
 // dropped rather than stalling the simulation.
 func (f *Fleet) Batches() <-chan int { return f.batches }
+
+// Edges delivers the edges of the colocated loop, in order, each after the pages show it: the
+// moments a trainer would mark its phases and end its step. It is nil unless the workload is
+// colocated. It is never closed; if nobody reads it, edges past its buffer of 1024 are dropped
+// rather than stalling the simulation.
+func (f *Fleet) Edges() <-chan LoopEdge { return f.edges }
 
 // Totals returns the simulator's own cumulative event counts summed over the fleet since start,
 // restarts included (the true increase, which the pages' counters lose at a restart), as of the
@@ -139,6 +152,19 @@ func (f *Fleet) run(ctx context.Context) {
 			default:
 				f.log.Warn("batch channel full, dropping", "batch", b.N)
 			}
+		}
+		for _, e := range f.sim.takeEdges() {
+			f.log.Info("loop edge", "edge", e.Kind.String(), "step", e.Step, "sim_time", e.At)
+			select {
+			case f.edges <- e:
+			default:
+				if !f.edgesFull {
+					f.edgesFull = true
+					f.log.Warn("loop edge channel full, dropping edges", "edge", e.Kind.String(), "step", e.Step)
+				}
+				continue
+			}
+			f.edgesFull = false
 		}
 		tick := f.clock.NewTimer(f.cfg.Tick)
 		select {

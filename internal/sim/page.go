@@ -109,9 +109,15 @@ func (r *renderer) appendFamily(dst []byte, f *family, st *pageState) []byte {
 	switch f.kind {
 	case famGauge:
 		dst = appendHelp(dst, f.name, f.help, "gauge")
-		for i := range st.engines {
-			ls := r.engineLabels(i)
-			dst = appendSample(dst, f.name, "", &ls, "", f.value(&st.engines[i], 0))
+		// A gauge with an extra label lists its children value by value, engine by engine.
+		for j := range max(len(f.extraValues), 1) {
+			for i := range st.engines {
+				ls := r.engineLabels(i)
+				if f.extraLabel != "" {
+					ls.add(f.extraLabel, f.extraValues[j])
+				}
+				dst = appendSample(dst, f.name, "", &ls, "", f.value(&st.engines[i], j))
+			}
 		}
 	case famCounter:
 		dst = appendHelp(dst, f.name+"_total", f.help, "counter")

@@ -25,6 +25,7 @@ type Sim struct {
 	inFlight    bool          // a batch is being served
 	nextBatchAt time.Duration // when the next batch arrives, if none is in flight
 	done        []BatchDone   // finished batches not yet taken
+	loop        loop          // the colocated loop, when the workload is one
 
 	onEvent func(Event)
 }
@@ -76,6 +77,7 @@ func NewSim(cfg Config) (*Sim, error) {
 	}
 	s.gen = newGenerator(cfg.Workload, len(s.engines), cfg.MaxModelLen, cfg.Seed)
 	s.nextBatchAt = cfg.Workload.StartDelay
+	s.loop.at = cfg.Workload.StartDelay
 	for _, f := range cfg.Faults {
 		if f.Kind != FaultRestart {
 			continue
@@ -115,6 +117,10 @@ func (s *Sim) AdvanceTo(t time.Duration) {
 }
 
 func (s *Sim) advance(t time.Duration) {
+	if s.cfg.Workload.Colocated {
+		s.advanceLoop(t)
+		return
+	}
 	for {
 		if s.cfg.Workload.Kind == WorkloadPoisson {
 			for {
@@ -127,21 +133,13 @@ func (s *Sim) advance(t time.Duration) {
 		} else if !s.inFlight && s.nextBatchAt <= t && (s.cfg.Workload.Batches == 0 || s.batch < s.cfg.Workload.Batches) {
 			s.batch++
 			s.inFlight = true
-			for _, rs := range s.gen.batch(s.batch, s.nextBatchAt) {
-				s.engines[rs.engine].Submit(rs.spec)
-			}
+			s.submit(s.gen.batch(s.batch, s.nextBatchAt))
 		}
-		for _, e := range s.engines {
-			e.RunUntil(t)
-		}
+		s.runEngines(t)
 		if !s.inFlight || !s.allIdle() {
 			return
 		}
-		// The batch is done when its last request finishes on any engine.
-		end := s.nextBatchAt
-		for _, e := range s.engines {
-			end = max(end, e.lastBusy)
-		}
+		end := s.batchEnd(s.nextBatchAt)
 		s.inFlight = false
 		s.done = append(s.done, BatchDone{s.batch, end})
 		s.nextBatchAt = end + s.cfg.Workload.Pause
@@ -149,6 +147,28 @@ func (s *Sim) advance(t time.Duration) {
 			return
 		}
 	}
+}
+
+func (s *Sim) submit(batch []routedSpec) {
+	for _, rs := range batch {
+		s.engines[rs.engine].Submit(rs.spec)
+	}
+}
+
+func (s *Sim) runEngines(t time.Duration) {
+	for _, e := range s.engines {
+		e.RunUntil(t)
+	}
+}
+
+// batchEnd is the end of a batch that arrived at start and has finished: the batch is done
+// when its last request finishes on any engine.
+func (s *Sim) batchEnd(start time.Duration) time.Duration {
+	end := start
+	for _, e := range s.engines {
+		end = max(end, e.lastBusy)
+	}
+	return end
 }
 
 func (s *Sim) allIdle() bool {

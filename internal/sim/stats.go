@@ -49,6 +49,8 @@ var reasonNames = [numReasons]string{"stop", "length", "abort", "error", "repeti
 type engineStats struct {
 	running, waiting int
 	kvUsage          float64
+	// sleepLevel is the level of the sleep the engine is in, 0 while it is awake.
+	sleepLevel int
 
 	prefixQueries, prefixHits int64
 	preemptions               int64

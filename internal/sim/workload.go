@@ -56,6 +56,26 @@ type WorkloadConfig struct {
 	// share then takes about that much longer, as a rollout worker given the hardest prompts
 	// does. 1 means no straggler; it must not be less.
 	Straggler float64
+
+	// Colocated makes the GRPO workload a colocated synchronous RL loop, in which the trainer
+	// shares the engines' GPUs. Once a batch has finished on every engine (and its eval batch
+	// after it, when one is due), every engine is put to sleep as vLLM's LLM.sleep() does at
+	// level 1: weights offloaded, KV cache and prefix cache discarded, nothing running. It
+	// sleeps for TrainTime, the trainer's update, and wakes; the next batch comes Pause after
+	// the wake-up (the weight sync). Pages that have vLLM's vllm:engine_sleep_state family
+	// (0.20) show it. See LoopEdge for the loop's timeline.
+	Colocated bool
+	// TrainTime is how long the engines sleep in each step of the colocated loop; 0 means as
+	// long as the step's rollout batch took.
+	TrainTime time.Duration
+	// EvalEvery makes every EvalEvery-th step of the colocated loop (steps EvalEvery,
+	// 2*EvalEvery, ...) run an eval batch after its rollout batch and before the training
+	// time; 0 runs none.
+	EvalEvery int
+	// EvalPrompts is the number of questions in an eval batch, each sampled Samples times; 0
+	// means a quarter of Prompts (at least one). Every eval batch asks the same held-out
+	// questions, none of which is a training question.
+	EvalPrompts int
 }
 
 // DefaultWorkload returns the GRPO workload DefaultConfig uses: sized so that a fleet of four
@@ -99,6 +119,23 @@ func (w WorkloadConfig) validate(maxModelLen int) error {
 		if w.Pause < 0 {
 			bad("workload pause must not be negative, got %s", w.Pause)
 		}
+		if w.TrainTime < 0 {
+			bad("workload train time must not be negative, got %s", w.TrainTime)
+		}
+		if w.EvalEvery < 0 {
+			bad("workload eval every must be 0 (no eval batches) or a number of steps, got %d", w.EvalEvery)
+		}
+		if w.EvalPrompts < 0 {
+			bad("workload eval prompts must be 0 (a quarter of the prompts) or positive, got %d", w.EvalPrompts)
+		}
+		if !w.Colocated {
+			if w.TrainTime != 0 {
+				bad("workload train time %s needs the colocated loop: the engines sleep for it", w.TrainTime)
+			}
+			if w.EvalEvery != 0 {
+				bad("workload eval every %d needs the colocated loop, which runs eval batches between rollout and training", w.EvalEvery)
+			}
+		}
 	case WorkloadPoisson:
 		if !(w.Rate > 0) || math.IsInf(w.Rate, 0) {
 			bad("workload rate must be a positive number of requests per second, got %v", w.Rate)
@@ -108,6 +145,9 @@ func (w WorkloadConfig) validate(maxModelLen int) error {
 		}
 	default:
 		bad("workload kind %q is not %q or %q", w.Kind, WorkloadGRPO, WorkloadPoisson)
+	}
+	if w.Colocated && w.Kind != WorkloadGRPO {
+		bad("the colocated loop needs the %q workload, got %q", WorkloadGRPO, w.Kind)
 	}
 	if w.StartDelay < 0 {
 		bad("workload start delay must not be negative, got %s", w.StartDelay)
@@ -149,6 +189,11 @@ type generator struct {
 	seed        uint64
 	nextID      uint64
 
+	// Eval batches draw from a stream of their own and number their requests from evalIDs on,
+	// so that they change nothing in the rollout batches.
+	evalRng    *rand.Rand
+	nextEvalID uint64
+
 	nextArrival time.Duration // Poisson only
 }
 
@@ -159,6 +204,7 @@ func newGenerator(cfg WorkloadConfig, engines, maxModelLen int, seed int64) *gen
 		engines:     engines,
 		maxModelLen: maxModelLen,
 		rng:         rand.New(rand.NewPCG(s, 0x5851f42d4c957f2d)),
+		evalRng:     rand.New(rand.NewPCG(s, 0x6576616c75617465)),
 		sysSeed:     mix64(s ^ 0x73797374656d), // one system prompt for the whole fleet
 		seed:        s,
 	}
@@ -171,8 +217,8 @@ func newGenerator(cfg WorkloadConfig, engines, maxModelLen int, seed int64) *gen
 // outputLen draws a lognormal output length, cut at maxTokens, and stretches it by factor (1 but
 // for the straggler's requests). Every request draws one number whatever its engine, so a
 // straggler changes no other request's length.
-func (g *generator) outputLen(factor float64, maxTokens int) int {
-	l := float64(g.cfg.OutputMedian) * math.Exp(g.cfg.OutputSigma*g.rng.NormFloat64())
+func (g *generator) outputLen(rng *rand.Rand, factor float64, maxTokens int) int {
+	l := float64(g.cfg.OutputMedian) * math.Exp(g.cfg.OutputSigma*rng.NormFloat64())
 	return int(min(max(math.Round(factor*l), 1), float64(maxTokens)))
 }
 
@@ -191,6 +237,12 @@ func (g *generator) questionLen(q uint64) int {
 // spec makes the next request, for question q, arriving at engine at time at.
 func (g *generator) spec(q uint64, engine int, at time.Duration, batch int) RequestSpec {
 	g.nextID++
+	return g.makeSpec(g.nextID, g.rng, q, engine, at, batch)
+}
+
+// makeSpec makes request id for question q, arriving at engine at time at, its output length
+// drawn from rng.
+func (g *generator) makeSpec(id uint64, rng *rand.Rand, q uint64, engine int, at time.Duration, batch int) RequestSpec {
 	promptLen := g.cfg.SystemTokens + g.questionLen(q)
 	factor, maxTokens := 1.0, g.cfg.MaxTokens
 	if g.straggler(engine) {
@@ -199,14 +251,14 @@ func (g *generator) spec(q uint64, engine int, at time.Duration, batch int) Requ
 		maxTokens = int(min(math.Round(factor*float64(maxTokens)), float64(g.maxModelLen-promptLen)))
 	}
 	return RequestSpec{
-		ID:           g.nextID,
+		ID:           id,
 		Arrival:      at,
 		SystemSeed:   g.sysSeed,
 		SystemLen:    g.cfg.SystemTokens,
 		QuestionSeed: mix64(q ^ g.seed ^ 0x7175657374696f6e),
 		PromptLen:    promptLen,
-		OutputSeed:   mix64(g.nextID ^ g.seed ^ 0x6f7574),
-		OutputLen:    g.outputLen(factor, maxTokens),
+		OutputSeed:   mix64(id ^ g.seed ^ 0x6f7574),
+		OutputLen:    g.outputLen(rng, factor, maxTokens),
 		MaxTokens:    maxTokens,
 		Batch:        batch,
 	}
@@ -224,6 +276,36 @@ func (g *generator) batch(n int, at time.Duration) []routedSpec {
 		engine := int(q % uint64(g.engines))
 		for range g.cfg.Samples {
 			out = append(out, routedSpec{engine, g.spec(q, engine, at, n)})
+		}
+	}
+	return out
+}
+
+// Eval questions and request ids have a high bit that training ones never reach.
+const (
+	evalQuestions = 1 << 63
+	evalIDs       = 1 << 62
+)
+
+// evalPrompts is the number of questions of an eval batch.
+func (g *generator) evalPrompts() int {
+	if g.cfg.EvalPrompts > 0 {
+		return g.cfg.EvalPrompts
+	}
+	return max(1, g.cfg.Prompts/4)
+}
+
+// eval returns an eval batch arriving at time at, in submission order: the held-out questions
+// one by one, each sampled Samples times on one engine, the questions spread over the engines.
+func (g *generator) eval(at time.Duration) []routedSpec {
+	n := g.evalPrompts()
+	out := make([]routedSpec, 0, n*g.cfg.Samples)
+	for p := range n {
+		q := evalQuestions | uint64(p)
+		engine := p % g.engines
+		for range g.cfg.Samples {
+			g.nextEvalID++
+			out = append(out, routedSpec{engine, g.makeSpec(evalIDs+g.nextEvalID, g.evalRng, q, engine, at, 0)})
 		}
 	}
 	return out

@@ -1,0 +1,153 @@
+package sim
+
+import (
+	"strconv"
+	"time"
+)
+
+// The colocated loop (WorkloadConfig.Colocated) runs one training step after another, each on
+// this timeline of simulated time, every edge a LoopEdge:
+//
+//	RolloutStart  the step's rollout batch arrives (StartDelay, then Pause after the last Wake)
+//	RolloutEnd    the batch has finished on every engine
+//	EvalStart     handoff later, on eval steps: the eval batch arrives
+//	EvalEnd       the eval batch has finished on every engine
+//	Sleep         handoff after the last batch's end: every engine is asleep
+//	Wake          TrainTime later: every engine is awake, the trainer's step is over
+//
+// The handoffs are the trainer's turns between two things it asks of the engines. LLM.sleep()
+// also takes that long to offload the weights before vLLM records the sleep state.
+
+// handoff is the simulated time from a batch's end to the eval batch or to the sleep.
+const handoff = 500 * time.Millisecond
+
+// LoopEdgeKind names an edge of the colocated loop.
+type LoopEdgeKind uint8
+
+// The edges of a step of the colocated loop, in the order they come.
+const (
+	RolloutStart LoopEdgeKind = iota + 1
+	RolloutEnd
+	EvalStart
+	EvalEnd
+	Sleep
+	Wake
+)
+
+var loopEdgeNames = [...]string{RolloutStart: "rollout_start", RolloutEnd: "rollout_end",
+	EvalStart: "eval_start", EvalEnd: "eval_end", Sleep: "sleep", Wake: "wake"}
+
+func (k LoopEdgeKind) String() string {
+	if int(k) < len(loopEdgeNames) && loopEdgeNames[k] != "" {
+		return loopEdgeNames[k]
+	}
+	return "LoopEdgeKind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// LoopEdge is one edge of the colocated loop: what happened, in which step (the number of the
+// step's rollout batch), at what simulated time.
+type LoopEdge struct {
+	Kind LoopEdgeKind
+	Step int
+	At   time.Duration
+}
+
+// loopState is where the colocated loop is; at is the time of its next timed edge.
+type loopState uint8
+
+const (
+	loopIdle     loopState = iota // awake; the next rollout batch arrives at at
+	loopRollout                   // a rollout batch is being served
+	loopEvalDue                   // the eval batch arrives at at
+	loopEval                      // an eval batch is being served
+	loopSleepDue                  // the engines fall asleep at at
+	loopAsleep                    // the engines wake at at
+)
+
+// loop is the colocated loop's state in a Sim.
+type loop struct {
+	state       loopState
+	at          time.Duration
+	batchStart  time.Duration // arrival of the batch in flight
+	rolloutTime time.Duration // the last rollout batch's duration
+	edges       []LoopEdge    // not yet taken
+}
+
+// advanceLoop is advance for the colocated loop.
+func (s *Sim) advanceLoop(t time.Duration) {
+	l := &s.loop
+	w := &s.cfg.Workload
+	for {
+		switch l.state {
+		case loopIdle:
+			if l.at > t || (w.Batches > 0 && s.batch >= w.Batches) {
+				s.runEngines(t)
+				return
+			}
+			s.batch++
+			l.batchStart = l.at
+			s.submit(s.gen.batch(s.batch, l.at))
+			s.edge(RolloutStart, l.at)
+			l.state = loopRollout
+		case loopRollout, loopEval:
+			s.runEngines(t)
+			if !s.allIdle() {
+				return
+			}
+			end := s.batchEnd(l.batchStart)
+			if l.state == loopRollout {
+				l.rolloutTime = end - l.batchStart
+				s.done = append(s.done, BatchDone{s.batch, end})
+				s.edge(RolloutEnd, end)
+				if w.EvalEvery > 0 && s.batch%w.EvalEvery == 0 {
+					l.state, l.at = loopEvalDue, end+handoff
+					continue
+				}
+			} else {
+				s.edge(EvalEnd, end)
+			}
+			l.state, l.at = loopSleepDue, end+handoff
+		case loopEvalDue:
+			if l.at > t {
+				return
+			}
+			l.batchStart = l.at
+			s.submit(s.gen.eval(l.at))
+			s.edge(EvalStart, l.at)
+			l.state = loopEval
+		case loopSleepDue:
+			if l.at > t {
+				return
+			}
+			for _, e := range s.engines {
+				e.sleep(sleepLevel)
+			}
+			s.edge(Sleep, l.at)
+			train := w.TrainTime
+			if train == 0 {
+				train = l.rolloutTime
+			}
+			l.state, l.at = loopAsleep, l.at+train
+		case loopAsleep:
+			if l.at > t {
+				return
+			}
+			for _, e := range s.engines {
+				e.wake()
+			}
+			s.edge(Wake, l.at)
+			l.state, l.at = loopIdle, l.at+w.Pause
+		}
+	}
+}
+
+func (s *Sim) edge(k LoopEdgeKind, at time.Duration) {
+	s.loop.edges = append(s.loop.edges, LoopEdge{k, s.batch, at})
+}
+
+// takeEdges returns the colocated loop's edges since the last call.
+func (s *Sim) takeEdges() []LoopEdge {
+	e := s.loop.edges
+	s.loop.edges = nil
+	return e
+}
