@@ -11,6 +11,10 @@ type Env struct {
 	OutDir       string // the run's out_dir
 	MetricPrefix string // the run's metric prefix, e.g. "vllm"
 	Logger       *slog.Logger
+	// Resume: the out_dir holds an earlier run's steps, which this run continues (its steps
+	// number on after the last one in steps.jsonl). Sinks then continue what that run wrote
+	// (the same W&B run, the same CSV file) rather than start over.
+	Resume bool
 }
 
 // Caps are what a sink type takes besides step records.

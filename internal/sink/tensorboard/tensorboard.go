@@ -22,6 +22,7 @@ import (
 	"github.com/vllmstat/vllmstat/internal/config"
 	"github.com/vllmstat/vllmstat/internal/sink"
 	"github.com/vllmstat/vllmstat/internal/step"
+	"github.com/vllmstat/vllmstat/internal/vllm"
 )
 
 // errClosed is returned by Write after Close.
@@ -29,9 +30,16 @@ var errClosed = errors.New("tensorboard sink is closed")
 
 // Writer appends steps to one event file. Each step is one write of whole records with no
 // buffering in between, so a live TensorBoard sees a step as soon as Write returns.
+//
+// A run that continues an out_dir's steps writes a new event file into the same directory:
+// TensorBoard reads all the event files of a directory as one run, in the order of their names,
+// and the steps go on from the earlier file's. The new file's name sorts after every event file
+// already there (see create), even when the clock went back, as TensorBoard would otherwise
+// read it first, or, while it follows the directory, not at all.
 type Writer struct {
 	log    *slog.Logger
 	outDir string
+	prefix string // the run's metric prefix, to name phase keys
 	set    Settings
 	path   string
 
@@ -43,6 +51,7 @@ type Writer struct {
 // New creates OUT_DIR/tensorboard/events.out.tfevents.<unix>.<host> (or the dir setting's
 // directory) and writes its file-version event. spec's settings are decoded strictly: images
 // (default true), per_worker (default false) and dir.
+// Phases are logged under the default metric prefix (see sink.Env.MetricPrefix for a run's own).
 func New(outDir string, spec config.SinkSpec, log *slog.Logger) (*Writer, error) {
 	return open(outDir, spec, log, time.Now())
 }
@@ -52,11 +61,15 @@ func open(outDir string, spec config.SinkSpec, log *slog.Logger, now time.Time) 
 	if err != nil {
 		return nil, err
 	}
-	return openSettings(outDir, set, log, now)
+	return openSettings(sink.Env{OutDir: outDir, Logger: log}, set, now)
 }
 
-// openSettings is open with the settings decoded.
-func openSettings(outDir string, set Settings, log *slog.Logger, now time.Time) (*Writer, error) {
+// openSettings is open with the settings decoded, for the run described by env.
+func openSettings(env sink.Env, set Settings, now time.Time) (*Writer, error) {
+	outDir, log, prefix := env.OutDir, env.Logger, env.MetricPrefix
+	if prefix == "" {
+		prefix = vllm.Prefix
+	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -75,15 +88,30 @@ func openSettings(outDir string, set Settings, log *slog.Logger, now time.Time) 
 		f.Close()
 		return nil, err
 	}
-	w := &Writer{log: log, outDir: outDir, set: set, path: path, f: rf}
+	w := &Writer{log: log, outDir: outDir, prefix: prefix, set: set, path: path, f: rf}
 	log.Info("tensorboard sink writing", "path", path, "images", set.Images, "per_worker", set.PerWorker)
 	return w, nil
 }
 
 // create makes a new event file named the way TensorFlow names them. A file of the same
-// second and host is never appended to: a second writer gets a numbered name instead.
+// second and host is never appended to: a second writer gets a numbered name instead. The name
+// sorts after those of the event files already in dir: when one of them is of a later second
+// (the clock went back, or another host's clock is ahead), the new name takes the second after
+// the latest, since TensorBoard reads a directory's files in the order of their names.
 func create(dir string, now time.Time) (*os.File, string, error) {
-	base := filepath.Join(dir, fmt.Sprintf("events.out.tfevents.%d.%s", now.Unix(), hostname()))
+	unix := now.Unix()
+	last, err := lastEventFile(dir)
+	if err != nil {
+		return nil, "", err
+	}
+	name := func(unix int64) string { return fmt.Sprintf("events.out.tfevents.%d.%s", unix, hostname()) }
+	// Our own file of this second is followed by a numbered one, which sorts after it.
+	if own := name(unix); last > own && !strings.HasPrefix(last, own+".") {
+		if sec, ok := eventFileSecond(last); ok && sec >= unix {
+			unix = sec + 1
+		}
+	}
+	base := filepath.Join(dir, name(unix))
 	for i := 0; ; i++ {
 		p := base
 		if i > 0 {
@@ -98,6 +126,29 @@ func create(dir string, now time.Time) (*os.File, string, error) {
 		}
 		return f, p, nil
 	}
+}
+
+// lastEventFile is the name of dir's event file that sorts last, "" when it has none.
+func lastEventFile(dir string) (string, error) {
+	names, err := filepath.Glob(filepath.Join(dir, "events.out.tfevents.*"))
+	if err != nil {
+		return "", fmt.Errorf("list event files: %w", err)
+	}
+	if len(names) == 0 {
+		return "", nil
+	}
+	return filepath.Base(slices.Max(names)), nil
+}
+
+// eventFileSecond is the Unix second in an event file's name.
+func eventFileSecond(name string) (int64, bool) {
+	rest, ok := strings.CutPrefix(name, "events.out.tfevents.")
+	if !ok {
+		return 0, false
+	}
+	sec, _, _ := strings.Cut(rest, ".")
+	n, err := strconv.ParseInt(sec, 10, 64)
+	return n, err == nil
 }
 
 // hostname is the host part of the file name, reduced to characters safe in a file name.
@@ -145,11 +196,13 @@ func (w *Writer) Close(context.Context) error {
 	return w.f.Close()
 }
 
-// scalars lists the step's keys in order, then each worker's when per_worker is on.
+// scalars lists the step's keys in order, its phases' among them ("vllm/rollout/..."), then
+// each worker's when per_worker is on.
 func (w *Writer) scalars(r *step.Record) []scalar {
-	out := make([]scalar, 0, len(r.Metrics))
-	for _, k := range slices.Sorted(maps.Keys(r.Metrics)) {
-		out = append(out, scalar{k, r.Metrics[k]})
+	m := r.Scalars(w.prefix)
+	out := make([]scalar, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		out = append(out, scalar{k, m[k]})
 	}
 	if !w.set.PerWorker {
 		return out

@@ -131,9 +131,10 @@ type expected struct {
 
 func expect(t *testing.T, outDir string, r *step.Record, perWorker, images bool) expected {
 	var e expected
-	for _, k := range slices.Sorted(maps.Keys(r.Metrics)) {
+	m := r.Scalars("vllm")
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		e.tags = append(e.tags, k)
-		e.values = append(e.values, float32(r.Metrics[k]))
+		e.values = append(e.values, float32(m[k]))
 	}
 	if perWorker {
 		for _, w := range r.PerWorker {
