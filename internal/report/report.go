@@ -1,5 +1,6 @@
 // Package report builds the run report: one self-contained HTML page with a chart of every
-// step metric across steps, each step's per-worker timelines and a table of all steps. The
+// step metric across steps (a phase's values beside the whole step's), each step's phases and
+// per-worker timelines and a table of all steps. The
 // page needs no network: its data, script and style are inlined. vllmstat report writes it to
 // a file; Handler serves it live, built by the same code.
 package report
@@ -284,6 +285,16 @@ type pageData struct {
 	// Balance names each step's stragglers and worst workers, by step number; steps whose
 	// records name none are absent.
 	Balance map[string]*stepBalance `json:"balance"`
+	// Phases are the phases of the steps, the rollout first, then by name (see addPhases).
+	// These four fields are absent when no step has a phase.
+	Phases []pagePhase `json:"phases,omitempty"`
+	// KeyPhase is each key's phase, "" for the whole step's keys.
+	KeyPhase []string `json:"keyPhase,omitempty"`
+	// KeyOf is, for each key, the whole step's key that it is the value of (itself for the
+	// whole step's keys): its chart and its name in the step view.
+	KeyOf []string `json:"keyOf,omitempty"`
+	// PhaseFigures are the keys that the step view shows for each phase.
+	PhaseFigures []figure `json:"phaseFigures,omitempty"`
 }
 
 type group struct {
@@ -391,6 +402,7 @@ func build(title string, recs []*step.Record, bals []*stepBalance, src timelineS
 	}
 	d.Steps, d.Start, d.Dur, d.Workers, d.OK, d.Failed = []int64{}, []string{}, values{}, []int{}, []int{}, []int{}
 	slices.Sort(d.Keys)
+	addPhases(d, recs)
 	d.Values = make([]values, len(d.Keys))
 	for i := range d.Values {
 		d.Values[i] = make(values, len(recs))
@@ -402,15 +414,20 @@ func build(title string, recs []*step.Record, bals []*stepBalance, src timelineS
 		d.Workers = append(d.Workers, r.Workers)
 		d.OK = append(d.OK, r.Scrapes.OK)
 		d.Failed = append(d.Failed, r.Scrapes.Failed)
-		for i, k := range d.Keys {
-			v, ok := r.Metrics[k]
+		for i := range d.Keys {
+			v, ok := d.value(r, i)
 			if !ok {
 				v = math.NaN()
 			}
 			d.Values[i][j] = v
 		}
 	}
-	if gs := groupKeys(d.Keys); gs != nil {
+	// A phase's key shares the chart of the whole step's key that it is the phase's value of.
+	of := d.Keys
+	if d.KeyOf != nil {
+		of = d.KeyOf
+	}
+	if gs := groupKeys(of); gs != nil {
 		d.Groups = gs
 	}
 

@@ -58,9 +58,11 @@
   }
 
   // lineChart draws series over shared xs into parent and returns the svg. o: {xs, series:
-  // [{name, ys, color, cls, width, dash}], band: {lo, hi}, marks: [{x, label}], xLabel, yLabel,
-  // yMax, onPick}. With o.stepW, each value is a step held from xs[i] to xs[i] + stepW (the
-  // timelines' grid). A mark is a labelled vertical line at x.
+  // [{name, ys, color, cls, width, dash, dots}], band: {lo, hi}, marks: [{x, label}], xLabel,
+  // yLabel, yMax, onPick}. With o.stepW, each value is a step held from xs[i] to xs[i] + stepW
+  // (the timelines' grid). A mark is a labelled vertical line at x. A series with dots gets a
+  // dot at each value without a value beside it, which a line would not show (a phase that
+  // runs every few steps).
   function lineChart(parent, o) {
     var wrap = el('div', { 'class': 'chart-wrap' }, parent);
     var svg = sv('svg', { viewBox: '0 0 ' + W + ' ' + H, 'class': 'chart ' + (o.cls || '') }, wrap);
@@ -104,9 +106,10 @@
       sv('text', { x: X(m.x) + (right ? -4 : 4), y: M.t + 11, 'text-anchor': right ? 'end' : 'start', 'class': 'mark-label' }, svg).textContent = m.label;
     });
     o.series.forEach(function (s) {
-      var d = [], n = 0, pen = 'M';
+      var d = [], n = 0, pen = 'M', alone = [];
       s.ys.forEach(function (y, i) {
         if (y == null) { pen = 'M'; return; }
+        if (s.dots && pen === 'M' && (i + 1 >= s.ys.length || s.ys[i + 1] == null)) alone.push(i);
         d.push(pen + pt(xs[i], y));
         if (sw) d.push('L' + pt(xs[i] + sw, y));
         pen = 'L'; n++;
@@ -114,6 +117,7 @@
       var p = sv('path', { d: d.join(''), 'class': s.cls || 'series', stroke: s.color, 'stroke-width': s.width || 1.5, 'data-key': s.name, 'data-n': n }, svg);
       if (s.dash) p.setAttribute('stroke-dasharray', s.dash);
       if (n === 1) sv('circle', { cx: d[0].slice(1).split(' ')[0], cy: d[0].split(' ')[1], r: 2.5, fill: s.color }, svg);
+      else alone.forEach(function (i) { sv('circle', { cx: X(xs[i]).toFixed(1), cy: Y(s.ys[i]).toFixed(1), r: 2.5, fill: s.color, 'class': 'dot' }, svg); });
     });
     // Hover: the nearest x, its values in a tip.
     var cursor = sv('line', { y1: M.t, y2: M.t + ph, 'class': 'cursor', visibility: 'hidden' }, svg);
@@ -168,6 +172,14 @@
     (D.refresh ? ' · reloads every ' + D.refresh + ' s' : '');
   D.notes.forEach(function (t) { el('p', { 'class': 'note' }, app, t); });
 
+  // Phases: each key's phase ('' for the whole step's keys) and the whole step's key that it is
+  // the phase's value of; keyAt finds a key by the two. Phase names and keys are data: they
+  // reach the page as text only.
+  var P = D.phases || [], KP = D.keyPhase || [], KO = D.keyOf || D.keys;
+  var keyIndex = new Map();
+  D.keys.forEach(function (k, i) { keyIndex.set((KP[i] || '') + '\u0000' + shortKey(KO[i]), i); });
+  function keyAt(phase, name) { var i = keyIndex.get(phase + '\u0000' + name); return i == null ? -1 : i; }
+
   var current = null;
   function pick(step) { showStep(step); }
 
@@ -175,6 +187,17 @@
   var metrics = el('section', { id: 'metrics' }, app);
   el('h2', {}, metrics, 'Step metrics');
   if (!n) el('p', { 'class': 'note' }, metrics, 'No steps yet.');
+  // The phases' time beside the whole step's.
+  if (P.length) {
+    el('h3', {}, metrics, 'Phases');
+    var pfig = el('figure', { 'data-chart': 'duration_s' }, el('div', { 'class': 'grid' }, metrics));
+    el('figcaption', {}, pfig, 'duration_s');
+    var durs = [{ name: 'step', ys: D.dur, color: COLORS[0] }].concat(P.map(function (p, i) {
+      return { name: p.name, ys: p.dur, color: COLORS[(i + 1) % COLORS.length], cls: 'series phase', dots: true };
+    }));
+    lineChart(pfig, { xs: D.steps, series: durs, xLabel: 'step', yLabel: 'seconds', onPick: pick });
+    legend(pfig, durs);
+  }
   D.groups.forEach(function (g) {
     el('h3', {}, metrics, g.name);
     var grid = el('div', { 'class': 'grid' }, metrics);
@@ -182,10 +205,11 @@
       var fig = el('figure', { 'data-chart': c.title }, grid);
       el('figcaption', {}, fig, c.title);
       var series = c.keys.map(function (k, i) {
-        var name = shortKey(D.keys[k]);
+        var name = shortKey(KO[k]);
         var base = c.title.replace(/ per interval$/, '');
         var stat = name.indexOf(base + '/') === 0 ? name.slice(base.length + 1) : name === base ? 'step' : name;
-        return { name: stat, key: D.keys[k], ys: D.values[k], color: COLORS[i % COLORS.length] };
+        if (KP[k]) stat = KP[k] + (stat === 'step' ? '' : ' ' + stat); // a phase's line: "rollout", "rollout mean"
+        return { name: stat, key: D.keys[k], ys: D.values[k], color: COLORS[i % COLORS.length], cls: KP[k] ? 'series phase' : null, dots: !!KP[k] };
       });
       lineChart(fig, { xs: D.steps, series: series, xLabel: 'step', onPick: pick });
       legend(fig, series);
@@ -257,6 +281,31 @@
     }
   }
 
+  // phaseTable shows the phases of step s below the whole step: each one's time, its share of
+  // the step's, how many times it was open and its figures; nothing for a step without phases.
+  function phaseTable(parent, s) {
+    var j = D.steps.indexOf(s);
+    var rows = [{ name: 'whole step', phase: '', dur: D.dur[j], runs: null }];
+    P.forEach(function (p) { if (p.dur[j] != null) rows.push({ name: p.name, phase: p.name, dur: p.dur[j], runs: p.runs[j] }); });
+    if (rows.length < 2) return;
+    function val(phase, f) { var k = keyAt(phase, f.key); return k < 0 ? null : D.values[k][j]; }
+    var figs = (D.phaseFigures || []).filter(function (f) { return rows.some(function (r) { return val(r.phase, f) != null; }); });
+    var table = el('table', { id: 'phase-table', 'class': 'phase-table' }, parent);
+    el('caption', {}, table, 'Phases of step ' + s);
+    var hr = el('tr', {}, el('thead', {}, table));
+    ['phase', 'seconds', 'of step', 'open'].forEach(function (h) { el('th', {}, hr, h); });
+    figs.forEach(function (f) { el('th', { title: f.key }, hr, f.label); });
+    var tb = el('tbody', {}, table);
+    rows.forEach(function (r) {
+      var tr = el('tr', { 'data-phase': r.phase }, tb);
+      el('td', {}, tr, r.name);
+      el('td', {}, tr, fmt(r.dur));
+      el('td', {}, tr, D.dur[j] > 0 && r.dur != null ? Math.round(100 * r.dur / D.dur[j]) + '%' : '–');
+      el('td', {}, tr, r.runs == null ? '' : r.runs === 1 ? 'once' : r.runs + ' times');
+      figs.forEach(function (f) { el('td', {}, tr, fmt(val(r.phase, f))); });
+    });
+  }
+
   function showStep(s) {
     current = s;
     picker.value = String(s);
@@ -267,11 +316,13 @@
     if (history.replaceState) history.replaceState(null, '', '#step=' + s);
     var t = D.timelines[s], bal = D.balance && D.balance[s];
     if (!t) {
+      phaseTable(view, s);
       if (bal) balanceNotes(view, bal);
       if (withTimeline.length) el('p', { 'class': 'note' }, view, 'Step ' + s + ' has no timeline in this report' + (D.timelineFiles ? ' (see timelines/step_NNNNNN.json).' : '.'));
       return;
     }
     el('p', { 'class': 'step-head' }, view, 'Step ' + s + ' · ' + fmt(t.dur) + ' s · ' + t.workers.length + ' workers');
+    phaseTable(view, s);
     // The stragglers' lines stand out, the others fade, and a line marks when each straggler
     // was last busy.
     var strag = {}, anyStrag = false, marks = [];
@@ -333,11 +384,12 @@
   var scroll = el('div', { 'class': 'table-scroll' }, ts);
   var table = el('table', { id: 'steps-table' }, scroll);
   var hr = el('tr', {}, el('thead', {}, table));
-  ['step', 'start', 'duration s', 'workers', 'scrapes ok', 'failed'].concat(D.keys.map(shortKey)).forEach(function (h) { el('th', {}, hr, h); });
+  ['step', 'start', 'duration s', 'workers', 'scrapes ok', 'failed'].concat(P.map(function (p) { return p.name + ' s'; }), D.keys.map(shortKey)).forEach(function (h) { el('th', {}, hr, h); });
   var tb = el('tbody', {}, table), frag = document.createDocumentFragment();
   D.steps.forEach(function (s, j) {
     var tr = el('tr', { 'data-step': s }, frag);
     [s, D.start[j].replace('T', ' ').replace('Z', ''), fmt(D.dur[j]), D.workers[j], D.ok[j], D.failed[j]].forEach(function (v) { el('td', {}, tr, v); });
+    P.forEach(function (p) { el('td', {}, tr, fmt(p.dur[j])); });
     for (var k = 0; k < D.keys.length; k++) el('td', {}, tr, fmt(D.values[k][j]));
   });
   tb.appendChild(frag);
@@ -347,7 +399,9 @@
   });
 
   var m = /step=(\d+)/.exec(location.hash);
-  var first = m && D.steps.indexOf(+m[1]) >= 0 ? +m[1] : withTimeline.length ? withTimeline[withTimeline.length - 1] : D.steps[n - 1];
+  // The page opens on the step its address names, else on the last step, with or without a
+  // timeline (a run resumed without timelines after one with them still opens on its latest).
+  var first = m && D.steps.indexOf(+m[1]) >= 0 ? +m[1] : D.steps[n - 1];
   if (first != null) showStep(first);
   if (D.refresh > 0) setTimeout(function () { location.reload(); }, D.refresh * 1000);
 })();
