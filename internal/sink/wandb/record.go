@@ -18,14 +18,17 @@ const (
 	recordRun     = 17
 	recordExit    = 18 // RunExitRecord
 
-	runRunID       = 1
-	runEntity      = 2
-	runProject     = 3
-	runConfig      = 4 // ConfigRecord
-	runGroup       = 6
-	runDisplayName = 8
-	runHost        = 13
-	runStartTime   = 17 // google.protobuf.Timestamp
+	runRunID        = 1
+	runEntity       = 2
+	runProject      = 3
+	runConfig       = 4 // ConfigRecord
+	runGroup        = 6
+	runDisplayName  = 8
+	runHost         = 13
+	runStartingStep = 14 // int64
+	runStartTime    = 17 // google.protobuf.Timestamp
+	runResumed      = 18 // bool
+	runRuntime      = 20 // int32 seconds
 
 	timestampSeconds = 1
 	timestampNanos   = 2
@@ -60,6 +63,11 @@ type runInfo struct {
 	id, entity, project, group, name, host string
 	config                                 []item
 	start                                  time.Time
+	// resumed: this instance continues an earlier one of the run, from startingStep, after
+	// runtime seconds of it; zero values are left out, as proto3 does.
+	resumed      bool
+	startingStep int64
+	runtime      int32
 }
 
 func runRecord(num int64, r runInfo) []byte {
@@ -73,10 +81,15 @@ func runRecord(num int64, r runInfo) []byte {
 	b = appendString(b, runGroup, r.group)
 	b = appendString(b, runDisplayName, r.name)
 	b = appendString(b, runHost, r.host)
+	b = appendVarint(b, runStartingStep, uint64(r.startingStep))
 	var ts []byte
 	ts = appendVarint(ts, timestampSeconds, uint64(r.start.Unix()))
 	ts = appendVarint(ts, timestampNanos, uint64(r.start.Nanosecond()))
 	b = appendMessage(b, runStartTime, ts)
+	if r.resumed {
+		b = appendVarint(b, runResumed, 1)
+	}
+	b = appendVarint(b, runRuntime, uint64(int64(r.runtime)))
 	return record(num, recordRun, b)
 }
 

@@ -23,13 +23,19 @@ type Settings struct {
 	Group string `yaml:"group"`
 	// Name is the run's display name.
 	Name string `yaml:"name"`
-	// RunID names the run and its files; default 8 random characters [a-z0-9] as W&B makes them.
+	// RunID names the run and its files; default 8 random characters [a-z0-9] as W&B makes them,
+	// or, for a run that continues an out_dir's steps, the id of the W&B run written there
+	// before, so that wandb sync makes one run of both.
 	RunID string `yaml:"run_id"`
 	// Config is the run config, one item per top-level key, values as JSON, in file order.
 	Config RunConfig `yaml:"config"`
 	// TrackerSettings are images (copy the step's plots into the run and log them as images)
 	// and per_worker (one history key per worker and metric, "<key>/<worker>").
 	config.TrackerSettings `yaml:",inline"`
+
+	// drawnID: RunID was drawn at decode, not given; a run that continues an out_dir then
+	// takes the id of the W&B run written there before instead.
+	drawnID bool
 }
 
 // DefaultSettings returns the settings an entry leaves unset (but RunID, drawn at decode).
@@ -67,7 +73,7 @@ func decodeSettings(spec config.SinkSpec) (Settings, error) {
 		return s, spec.Problems(es)
 	}
 	if s.RunID == "" {
-		s.RunID = randomID()
+		s.RunID, s.drawnID = randomID(), true
 	}
 	return s, nil
 }

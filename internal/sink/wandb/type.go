@@ -11,7 +11,7 @@ import (
 var Type = sink.NewType(
 	func(_ sink.Env, spec config.SinkSpec) (Settings, error) { return decodeSettings(spec) },
 	func(e sink.Env, set Settings) (sink.Sink, error) {
-		return openSettings(e.OutDir, set, e.Logger, time.Now())
+		return openSettings(e, set, time.Now())
 	},
 	sink.Caps{Images: true})
 

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"image/png"
+	"io/fs"
 	"log/slog"
 	"maps"
 	"os"
@@ -26,6 +27,7 @@ import (
 	"github.com/vllmstat/vllmstat/internal/config"
 	"github.com/vllmstat/vllmstat/internal/sink"
 	"github.com/vllmstat/vllmstat/internal/step"
+	"github.com/vllmstat/vllmstat/internal/vllm"
 )
 
 // errClosed is returned by Write after Close.
@@ -34,15 +36,19 @@ var errClosed = errors.New("wandb sink is closed")
 // Writer writes one offline run. Records are numbered from 1 as W&B numbers them. The Run
 // record is written with the first step, so that its start time is the first step's start
 // (a replay of an old recording then gets the run times of the recording); a run without
-// steps gets it at Close.
+// steps gets it at Close. A run that continues an out_dir's steps writes a new offline instance
+// of the W&B run found there (see previous.go).
 type Writer struct {
 	log     *slog.Logger
 	outDir  string
+	prefix  string // the run's metric prefix, to name phase keys
 	set     Settings
 	runDir  string
 	path    string
 	created time.Time
 	host    string
+	prev    *previous     // the instance this one continues, nil for a new run
+	offset  time.Duration // the run's runtime before this instance, which _runtime goes on from
 
 	mu      sync.Mutex
 	f       *sink.RecordFile // its Size is the log offset of the next chunk
@@ -57,7 +63,8 @@ type Writer struct {
 // New creates OUT_DIR/wandb/offline-run-<YYYYMMDD_HHMMSS>-<id>/run-<id>.wandb and writes its
 // header. spec's settings are decoded strictly: project (default "vllmstat"), entity, group,
 // name, run_id (default 8 random characters), config (a mapping), images (default true) and
-// per_worker (default false).
+// per_worker (default false). Phases are logged under the default metric prefix; a run's own
+// prefix, and whether it continues an out_dir, come with the sink.Env of Type.
 func New(outDir string, spec config.SinkSpec, log *slog.Logger) (*Writer, error) {
 	return open(outDir, spec, log, time.Now())
 }
@@ -67,15 +74,45 @@ func open(outDir string, spec config.SinkSpec, log *slog.Logger, now time.Time) 
 	if err != nil {
 		return nil, err
 	}
-	return openSettings(outDir, set, log, now)
+	return openSettings(sink.Env{OutDir: outDir, Logger: log}, set, now)
 }
 
-// openSettings is open with the settings decoded.
-func openSettings(outDir string, set Settings, log *slog.Logger, now time.Time) (*Writer, error) {
+// openSettings is open with the settings decoded, for the run described by env. A run that
+// continues the out_dir's steps continues the latest W&B run this sink wrote there (of
+// run_id, when the settings give one): its id, and an instance directory of its own.
+func openSettings(env sink.Env, set Settings, now time.Time) (*Writer, error) {
+	outDir, log, prefix := env.OutDir, env.Logger, env.MetricPrefix
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	runDir := filepath.Join(outDir, "wandb", fmt.Sprintf("offline-run-%s-%s", now.Format("20060102_150405"), set.RunID))
+	if prefix == "" {
+		prefix = vllm.Prefix
+	}
+	var prev *previous
+	if env.Resume {
+		id := set.RunID
+		if set.drawnID {
+			id = ""
+		}
+		var err error
+		if prev, err = findPrevious(filepath.Join(outDir, "wandb"), id); err != nil {
+			return nil, err
+		}
+		if prev != nil {
+			set.RunID = prev.id
+		}
+	}
+	runDir := filepath.Join(outDir, "wandb", instanceDir(now, set.RunID))
+	if prev != nil {
+		// An instance of the same second (a quick restart) is never written into: the next
+		// free second names this one; W&B orders instances by their Run records' start times.
+		for t := now; ; t = t.Add(time.Second) {
+			runDir = filepath.Join(outDir, "wandb", instanceDir(t, set.RunID))
+			if _, err := os.Lstat(runDir); errors.Is(err, fs.ErrNotExist) {
+				break
+			}
+		}
+	}
 	if err := os.MkdirAll(filepath.Join(runDir, "files"), 0o755); err != nil {
 		return nil, fmt.Errorf("create wandb run directory: %w", err)
 	}
@@ -93,7 +130,12 @@ func openSettings(outDir string, set Settings, log *slog.Logger, now time.Time) 
 		return nil, err
 	}
 	host, _ := os.Hostname()
-	w := &Writer{log: log, outDir: outDir, set: set, runDir: runDir, path: path, created: now, host: host, f: rf}
+	w := &Writer{log: log, outDir: outDir, prefix: prefix, set: set, runDir: runDir, path: path, created: now, host: host, f: rf, prev: prev}
+	if prev != nil {
+		w.offset = time.Duration(prev.runtime * float64(time.Second))
+		log.Info("wandb sink continues the offline run of the steps before; wandb sync appends this instance to it", "dir", runDir,
+			"run_id", set.RunID, "previous", prev.dir, "runtime_s", prev.runtime)
+	}
 	log.Info("wandb sink writing an offline run", "dir", runDir, "project", set.Project, "run_id", set.RunID,
 		"group", set.Group, "images", set.Images, "per_worker", set.PerWorker)
 	return w, nil
@@ -131,7 +173,7 @@ func (w *Writer) Write(ctx context.Context, r *step.Record) error {
 		buf, off = appendLogRecord(buf, off, rec)
 	}
 	if !w.started {
-		add(runRecord(num+1, w.runInfo(start)))
+		add(runRecord(num+1, w.runInfo(start, r.Step)))
 	}
 	if len(files) > 0 {
 		add(filesRecord(num+1, files))
@@ -160,10 +202,10 @@ func (w *Writer) Close(context.Context) error {
 		num++
 		buf, off = appendLogRecord(buf, off, rec)
 	}
-	runtime := w.lastEnd.Sub(w.start)
+	runtime := w.offset + w.lastEnd.Sub(w.start)
 	if !w.started {
-		add(runRecord(num+1, w.runInfo(w.created)))
-		runtime = 0
+		add(runRecord(num+1, w.runInfo(w.created, 0)))
+		runtime = w.offset
 	}
 	if len(w.summary) > 0 {
 		add(summaryRecord(num+1, w.summary))
@@ -176,21 +218,30 @@ func (w *Writer) Close(context.Context) error {
 	return nil
 }
 
-func (w *Writer) runInfo(start time.Time) runInfo {
-	return runInfo{id: w.set.RunID, entity: w.set.Entity, project: w.set.Project, group: w.set.Group,
+// runInfo is the Run record's content; first is the first step this instance logs, the
+// starting step of a resumed one.
+func (w *Writer) runInfo(start time.Time, first int64) runInfo {
+	ri := runInfo{id: w.set.RunID, entity: w.set.Entity, project: w.set.Project, group: w.set.Group,
 		name: w.set.Name, host: w.host, config: w.set.Config, start: start}
+	if w.prev != nil {
+		ri.resumed, ri.startingStep, ri.runtime = true, first, int32(w.prev.runtime)
+	}
+	return ri
 }
 
 // values are the step's history items: _step, _runtime and _timestamp as the W&B SDK writes
-// them, then every key in order, then each worker's keys when per_worker is on.
+// them, then every key in order, its phases' among them ("vllm/rollout/..."), then each
+// worker's keys when per_worker is on. _runtime counts from the first step's start, after the
+// runtime of the instances before this one.
 func (w *Writer) values(r *step.Record, start time.Time) []item {
 	items := []item{
 		{"_step", strconv.FormatInt(r.Step, 10)},
-		{"_runtime", jsonFloat(r.End.Sub(start).Seconds())},
+		{"_runtime", jsonFloat((w.offset + r.End.Sub(start)).Seconds())},
 		{"_timestamp", jsonFloat(seconds(r.End))},
 	}
-	for _, k := range slices.Sorted(maps.Keys(r.Metrics)) {
-		items = append(items, item{k, jsonFloat(r.Metrics[k])})
+	m := r.Scalars(w.prefix)
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		items = append(items, item{k, jsonFloat(m[k])})
 	}
 	if w.set.PerWorker {
 		for _, wr := range r.PerWorker {

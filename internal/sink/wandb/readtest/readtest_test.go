@@ -190,7 +190,7 @@ func checkHistory(t *testing.T, h *spb.HistoryRecord, r *step.Record, start time
 		"_runtime":   r.End.Sub(start).Seconds(),
 		"_timestamp": float64(r.End.Unix()) + float64(r.End.Nanosecond())/1e9,
 	}
-	maps.Copy(want, r.Metrics)
+	maps.Copy(want, r.Scalars("vllm"))
 	if perWorker {
 		for _, w := range r.PerWorker {
 			for k, v := range w.Metrics {

@@ -1,0 +1,164 @@
+package wandb
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/vllmstat/vllmstat/internal/sink"
+	"github.com/vllmstat/vllmstat/internal/step"
+)
+
+// The W&B reader's view of resumed runs is tested in readtest/resume_test.go; these tests cover
+// finding the run to continue.
+
+// writeInstance writes rs as one run into out at now, resuming or not, and returns the writer.
+func writeInstance(t *testing.T, out, settings string, resume bool, now time.Time, rs []*step.Record) *Writer {
+	t.Helper()
+	set, err := decodeSettings(spec(t, settings))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := openSettings(sink.Env{OutDir: out, MetricPrefix: "vllm", Resume: resume}, set, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rs {
+		if err := w.Write(context.Background(), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// TestReadLogRecords reads logs that the writer wrote, whole and cut anywhere: a cut log reads
+// as the records before the cut.
+func TestReadLogRecords(t *testing.T) {
+	rs := testRecords(6)
+	for k := range 5000 { // a record over several blocks
+		rs[3].Metrics["vllm/large/"+string(rune('a'+k%26))+time.Duration(k).String()] = float64(k)
+	}
+	w := writeInstance(t, t.TempDir(), "{type: wandb, run_id: logs}", false, t0, rs)
+	full, err := os.ReadFile(w.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := readLogRecords(full)
+	if len(recs) != len(rs)+3 {
+		t.Fatalf("%d records, want run, %d history, summary, exit", len(recs), len(rs))
+	}
+	for i, rec := range recs {
+		if num := varintField(rec, recordNum); num != uint64(i+1) {
+			t.Errorf("record %d has num %d", i, num)
+		}
+	}
+	for c := 0; c <= len(full); c += 97 {
+		got := readLogRecords(full[:c])
+		if len(got) > len(recs) {
+			t.Fatalf("cut at %d: %d records", c, len(got))
+		}
+		for i := range got {
+			if !bytes.Equal(got[i], recs[i]) {
+				t.Fatalf("cut at %d: record %d differs", c, i)
+			}
+		}
+	}
+	bad := bytes.Clone(full)
+	bad[len(bad)-3] ^= 1
+	if got := readLogRecords(bad); len(got) != len(recs)-1 {
+		t.Errorf("a flipped bit in the last record: %d records, want %d", len(got), len(recs)-1)
+	}
+}
+
+// TestFindPrevious picks the latest instance that this sink wrote, of the given id if any,
+// passing over a trainer's W&B run in the same directory.
+func TestFindPrevious(t *testing.T) {
+	out := t.TempDir()
+	dir := filepath.Join(out, "wandb")
+	if p, err := findPrevious(dir, ""); p != nil || err != nil {
+		t.Fatalf("no wandb directory: %v, %v", p, err)
+	}
+	rs := testRecords(4)
+	a := writeInstance(t, out, "{type: wandb, run_id: aaa}", false, t0, rs[:2])
+	b := writeInstance(t, out, "{type: wandb, run_id: bbb}", false, t0.Add(time.Minute), rs[2:3])
+	writeInstance(t, out, "{type: wandb, run_id: ccc}", false, t0.Add(-time.Minute), rs[3:])
+	// A trainer's offline run, later than all: W&B's SDK starts its log with a Header record.
+	sdk := filepath.Join(dir, instanceDir(t0.Add(time.Hour), "sdk1"))
+	if err := os.MkdirAll(sdk, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	header, _ := appendLogRecord(nil, int64(len(logHeader)), record(1, 21, nil)) // Record.header
+	if err := os.WriteFile(filepath.Join(sdk, "run-sdk1.wandb"), append(bytes.Clone(logHeader), header...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.MkdirAll(filepath.Join(dir, "offline-run-garbage"), 0o755)
+	os.MkdirAll(filepath.Join(dir, instanceDir(t0.Add(2*time.Hour), "nolog")), 0o755)
+
+	for _, tt := range []struct {
+		id, want string
+		runtime  float64
+	}{
+		{"", b.RunDir(), 30},
+		{"aaa", a.RunDir(), 60},
+		{"sdk1", "", 0},
+		{"zzz", "", 0},
+	} {
+		p, err := findPrevious(dir, tt.id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case tt.want == "" && p != nil:
+			t.Errorf("id %q: found %+v, want none", tt.id, p)
+		case tt.want != "" && (p == nil || p.dir != tt.want || p.runtime != tt.runtime):
+			t.Errorf("id %q: found %+v, want %s after %v s", tt.id, p, tt.want, tt.runtime)
+		}
+	}
+}
+
+// TestResumeSameSecond continues a run in the second it was started in: the new instance
+// takes the next second's directory name rather than fail or write into the first's.
+func TestResumeSameSecond(t *testing.T) {
+	out := t.TempDir()
+	rs := testRecords(3)
+	a := writeInstance(t, out, "{type: wandb}", false, t0, rs[:1])
+	b := writeInstance(t, out, "{type: wandb}", true, t0, rs[1:2])
+	c := writeInstance(t, out, "{type: wandb}", true, t0, rs[2:])
+	if b.set.RunID != a.set.RunID || c.set.RunID != a.set.RunID {
+		t.Fatalf("run ids %s, %s, %s; want one", a.set.RunID, b.set.RunID, c.set.RunID)
+	}
+	want := []string{instanceDir(t0, a.set.RunID), instanceDir(t0.Add(time.Second), a.set.RunID), instanceDir(t0.Add(2*time.Second), a.set.RunID)}
+	for i, w := range []*Writer{a, b, c} {
+		if filepath.Base(w.RunDir()) != want[i] {
+			t.Errorf("instance %d in %s, want %s", i, filepath.Base(w.RunDir()), want[i])
+		}
+	}
+	// Without resume, the same id in the same second is still refused.
+	if _, err := open(out, spec(t, "{type: wandb, run_id: "+a.set.RunID+"}"), nil, t0); err == nil {
+		t.Error("a new run of a used id in the same second: no error")
+	}
+}
+
+func TestParseInstanceDir(t *testing.T) {
+	for _, tt := range []struct {
+		name, id string
+		ok       bool
+	}{
+		{"offline-run-20250701_120000-abc", "abc", true},
+		{"offline-run-20250701_120000-a-b-c", "a-b-c", true},
+		{"offline-run-20250701_120000-", "", false},
+		{"offline-run-2025_120000-abc", "", false},
+		{"run-20250701_120000-abc", "", false},
+	} {
+		ts, id, ok := parseInstanceDir(tt.name)
+		if ok != tt.ok || ok && (id != tt.id || !ts.Equal(time.Date(2025, 7, 1, 12, 0, 0, 0, time.UTC))) {
+			t.Errorf("%s: %v %q %v, want %q %v", tt.name, ts, id, ok, tt.id, tt.ok)
+		}
+	}
+}
