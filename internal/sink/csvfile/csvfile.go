@@ -4,18 +4,26 @@
 package csvfile
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/csv"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/vllmstat/vllmstat/internal/config"
 	"github.com/vllmstat/vllmstat/internal/sink"
 	"github.com/vllmstat/vllmstat/internal/step"
+	"github.com/vllmstat/vllmstat/internal/vllm"
 )
 
 // Type is the csv sink's entry in the sink registry.
@@ -26,9 +34,12 @@ var _ sink.Sink = (*Writer)(nil)
 // Settings are what a csv entry of sinks: may set.
 type Settings struct {
 	// Keys are the metric keys of the columns after step and end, e.g.
-	// [vllm/prefix_cache_hit_rate, vllm/num_preemptions]; a step without a key has an empty cell.
+	// [vllm/prefix_cache_hit_rate, vllm/num_preemptions], or a phase's, e.g.
+	// vllm/rollout/prefix_cache_hit_rate; a step without a key has an empty cell.
 	Keys []string `yaml:"keys"`
-	// Path is the file; default OUT_DIR/steps.csv. An existing file is appended to.
+	// Path is the file; default OUT_DIR/steps.csv. An existing file with the same columns is
+	// appended to; one with other columns is kept under another name (steps.1.csv, the first
+	// free number) and a new file started.
 	Path string `yaml:"path"`
 }
 
@@ -51,34 +62,120 @@ func parse(e sink.Env, spec config.SinkSpec) (Settings, error) {
 // Writer appends one row per step, each row whole or not at all (a failed write is cut back
 // before the retry).
 type Writer struct {
-	f    *sink.RecordFile
-	keys []string
+	f      *sink.RecordFile
+	keys   []string
+	prefix string // the run's metric prefix, to find phase keys
 }
 
-func open(_ sink.Env, set Settings) (sink.Sink, error) {
+// open opens the file for appending. A part row at its end (a run killed in the middle of a
+// write) is cut off. A file whose header is not this run's columns is never appended to, as its
+// rows would then mean other keys: it is moved aside, whole, and a new file started.
+func open(e sink.Env, set Settings) (sink.Sink, error) {
+	log := e.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	prefix := e.MetricPrefix
+	if prefix == "" {
+		prefix = vllm.Prefix
+	}
 	if err := os.MkdirAll(filepath.Dir(set.Path), 0o755); err != nil {
 		return nil, fmt.Errorf("create csv directory: %w", err)
 	}
-	f, err := os.OpenFile(set.Path, os.O_RDWR|os.O_CREATE, 0o644)
+	header := append([]string{"step", "end"}, set.Keys...)
+	f, err := openFile(set.Path, header, log)
 	if err != nil {
-		return nil, fmt.Errorf("open csv file: %w", err)
+		return nil, err
 	}
 	rf, err := sink.NewRecordFile(f, set.Path)
 	if err == nil && rf.Size() == 0 {
-		err = rf.Append(row(append([]string{"step", "end"}, set.Keys...)))
+		err = rf.Append(row(header))
 	}
 	if err != nil {
 		f.Close()
 		return nil, err
 	}
-	return &Writer{f: rf, keys: set.Keys}, nil
+	return &Writer{f: rf, keys: set.Keys, prefix: prefix}, nil
+}
+
+// openFile opens path, empty or ending with a whole row under header.
+func openFile(path string, header []string, log *slog.Logger) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("open csv file: %w", err)
+	}
+	n, err := sink.CutPartialLine(f, path)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if n > 0 {
+		log.Warn("csv file ended with a part row (a run stopped in the middle of a write); cut it off", "path", path, "bytes", n)
+	}
+	had, err := fileHeader(f)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("read the header of %q: %w", path, err)
+	}
+	if had == nil || slices.Equal(had, header) {
+		return f, nil
+	}
+	f.Close()
+	kept, err := moveAside(path)
+	if err != nil {
+		return nil, err
+	}
+	log.Warn("csv file has other columns than this run's keys; kept it under another name and started a new file",
+		"path", path, "kept_as", kept, "its_columns", strings.Join(had, ","), "columns", strings.Join(header, ","))
+	f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("open csv file: %w", err)
+	}
+	return f, nil
+}
+
+// fileHeader is the first row of f, nil when f is empty; a first row that does not parse is
+// an empty one, which no run's header equals.
+func fileHeader(f *os.File) ([]string, error) {
+	st, err := f.Stat()
+	if err != nil || st.Size() == 0 {
+		return nil, err
+	}
+	line, err := bufio.NewReader(io.NewSectionReader(f, 0, st.Size())).ReadBytes('\n')
+	if err != nil {
+		return nil, err
+	}
+	cells, err := csv.NewReader(bytes.NewReader(line)).Read()
+	if err != nil {
+		return []string{}, nil
+	}
+	return cells, nil
+}
+
+// moveAside renames path to the first free <name>.<n><ext> (steps.1.csv, steps.2.csv, ...) and
+// returns that name.
+func moveAside(path string) (string, error) {
+	ext := filepath.Ext(path)
+	stem := strings.TrimSuffix(path, ext)
+	for n := 1; ; n++ {
+		p := stem + "." + strconv.Itoa(n) + ext
+		if _, err := os.Lstat(p); errors.Is(err, fs.ErrNotExist) {
+			if err := os.Rename(path, p); err != nil {
+				return "", fmt.Errorf("keep the csv file of other columns: %w", err)
+			}
+			return p, nil
+		} else if err != nil {
+			return "", fmt.Errorf("keep the csv file of other columns: %w", err)
+		}
+	}
 }
 
 // Write appends r's row. The record is shared and only read.
 func (w *Writer) Write(_ context.Context, r *step.Record) error {
+	m := r.Scalars(w.prefix)
 	cells := []string{strconv.FormatInt(r.Step, 10), r.End.UTC().Format(time.RFC3339Nano)}
 	for _, k := range w.keys {
-		v, ok := r.Metrics[k]
+		v, ok := m[k]
 		if !ok {
 			cells = append(cells, "")
 			continue
