@@ -336,6 +336,8 @@ func help(prefix, name string) string {
 		return "Workers (engines) that answered during the last closed step."
 	case StepScrapes:
 		return "Scrapes of the last closed step by result (ok, failed)."
+	case StepPhaseIntervals:
+		return "Times each phase of the last closed step was open in it (a phase open at a step end counts in both steps)."
 	case "vllmstat_step_end_timestamp_seconds":
 		return "End time of the last closed step, Unix seconds."
 	case IntervalDT:

@@ -19,19 +19,21 @@ type Label struct {
 // own metric keys become vllmstat_step_<key> (and vllmstat_step_worker_<key> for one worker's
 // share) with "/" mapped to "_"; see StepFamily.
 const (
-	StepNumber     = "vllmstat_step_number"
-	StepDuration   = "vllmstat_step_duration_seconds"
-	StepWorkers    = "vllmstat_step_workers"
-	StepScrapes    = "vllmstat_step_scrapes"
-	IntervalDT     = "vllmstat_interval_seconds"
-	stepFamily     = "vllmstat_step_"
-	workerFamily   = "vllmstat_step_worker_"
-	intervalFamily = "vllmstat_interval_"
+	StepNumber   = "vllmstat_step_number"
+	StepDuration = "vllmstat_step_duration_seconds"
+	StepWorkers  = "vllmstat_step_workers"
+	StepScrapes  = "vllmstat_step_scrapes"
+	// StepPhaseIntervals counts, with a phase label, the times a phase was open in the step.
+	StepPhaseIntervals = "vllmstat_step_phase_intervals"
+	IntervalDT         = "vllmstat_interval_seconds"
+	stepFamily         = "vllmstat_step_"
+	workerFamily       = "vllmstat_step_worker_"
+	intervalFamily     = "vllmstat_interval_"
 )
 
 // Label names that the series of steps and intervals use, so that extra labels cannot clash
 // with them.
-var ReservedLabels = append([]string{"target", "engine", "worker_labels", "result"}, vllm.PromLabels()...)
+var ReservedLabels = append([]string{"target", "engine", "worker_labels", "result", "phase"}, vllm.PromLabels()...)
 
 // StepFamily maps a step metric key to its family name without the "vllmstat_step_" prefix and
 // the first label its parts become, if any; see vllm.PromName, which it calls. Records from a
@@ -45,10 +47,15 @@ func StepFamily(prefix, key string) (family string, lbl Label) {
 }
 
 // WalkStep calls fn for every series of a closed step: its number, duration, workers and
-// scrapes, each metric key, and each worker's keys (with target and engine labels) when the
-// record has them, in the same order every time (by key). labels is reused between calls.
-// A tracker's record is named from its typed values; one that carries only keys (read back
-// from its JSON line, or built by hand) has them taken apart by vllm.PromName.
+// scrapes, each metric key, each phase's duration, intervals and keys, and each worker's keys
+// (with target and engine labels) when the record has them, in the same order every time (by
+// key, phases by name). labels is reused between calls. A tracker's record is named from its
+// typed values; one that carries only keys (read back from its JSON line, or built by hand) has
+// them taken apart by vllm.PromName.
+//
+// A phase's series are the whole step's families with a phase label ("vllm/rollout/..." of the
+// trackers is vllmstat_step_vllm_prefix_cache_hit_rate{phase="rollout"}), so that one query
+// reads a key over the whole step and each phase; whole-step series have no phase label.
 func WalkStep(prefix string, r *step.Record, fn func(name string, labels []Label, v float64)) {
 	var ls []Label
 	fn(StepNumber, nil, float64(r.Step))
@@ -57,6 +64,16 @@ func WalkStep(prefix string, r *step.Record, fn func(name string, labels []Label
 	fn(StepScrapes, append(ls[:0], Label{"result", "ok"}), float64(r.Scrapes.OK))
 	fn(StepScrapes, append(ls[:0], Label{"result", "failed"}), float64(r.Scrapes.Failed))
 	walkValues(prefix, stepFamily, r.Values, r.Metrics, nil, fn)
+	for _, name := range slices.Sorted(maps.Keys(r.Phases)) {
+		ph := r.Phases[name]
+		if ph == nil {
+			continue
+		}
+		pl := []Label{{"phase", name}}
+		fn(StepDuration, pl, ph.DurationS)
+		fn(StepPhaseIntervals, pl, float64(ph.Intervals))
+		walkValues(prefix, stepFamily, ph.Values, ph.Metrics, pl, fn)
+	}
 	for i := range r.PerWorker {
 		w := &r.PerWorker[i]
 		walkValues(prefix, workerFamily, w.Values, w.Metrics, []Label{{"target", w.Target}, {"engine", w.Engine}, {"worker_labels", window.LabelKey(w.Labels)}}, fn)

@@ -79,6 +79,7 @@ func TestParseSettingsBad(t *testing.T) {
 		{"negative retries", "{type: remote_write, url: 'http://x', max_retries: -1}", []string{`sinks[2].max_retries: "-1"`}},
 		{"yes is not a bool", "{type: remote_write, url: 'http://x', intervals: yes}", []string{`sinks[2].intervals: "yes" is not allowed`}},
 		{"reserved label", "{type: remote_write, url: 'http://x', extra_labels: {target: a}}", []string{`sinks[2].extra_labels.target: "target" is not allowed`}},
+		{"phase label", "{type: remote_write, url: 'http://x', extra_labels: {phase: a}}", []string{`sinks[2].extra_labels.phase: "phase" is not allowed`}},
 		{"bad label", "{type: remote_write, url: 'http://x', extra_labels: {__x: a, 1a: b}}", []string{"sinks[2].extra_labels.__x:", "sinks[2].extra_labels.1a:"}},
 		{"empty label", "{type: remote_write, url: 'http://x', extra_labels: {run: ''}}", []string{"sinks[2].extra_labels.run:"}},
 		{"two auths", "{type: remote_write, url: 'http://x', bearer_token: t, basic_auth: {username: u}}", []string{"sinks[2].bearer_token: give basic_auth or a bearer token, not both"}},
