@@ -109,11 +109,11 @@ class Client:
         the next step. Names are a lower-case letter, then up to 31 lower-case letters, digits
         or underscores, and not the name of a step key (vllmstat answers 400).
         """
-        return self._phase_edge("start", name)
+        return self._phase_edge("start", name, depth=2)
 
     def end_phase(self, name):
         """Ends phase ``name``; returns the edge (``None`` on failure, e.g. when it is not open)."""
-        return self._phase_edge("end", name)
+        return self._phase_edge("end", name, depth=2)
 
     @contextlib.contextmanager
     def phase(self, name):
@@ -124,19 +124,20 @@ class Client:
         the start edge, or ``None`` when the start failed; the body runs either way, unless
         the client is strict.
         """
-        if not self._valid_phase(name):
+        # depth 3: this generator and contextlib's __enter__ or __exit__ lie above the calls
+        if not self._valid_phase(name, depth=3):
             yield None
             return
-        edge = self.start_phase(name)
+        edge = self._phase_edge("start", name, depth=3)
         try:
             yield edge
         except BaseException:
             try:
-                self.end_phase(name)
+                self._phase_edge("end", name, depth=3)
             except VllmstatError as e:  # strict: the body's exception is the one to see
                 warnings.warn("vllmstat: %s" % e, RuntimeWarning, stacklevel=3)
             raise
-        self.end_phase(name)
+        self._phase_edge("end", name, depth=3)
 
     def live(self):
         """Returns the open step so far and every target's state: ``{"step": ..., "targets": [...]}``."""
@@ -184,8 +185,11 @@ class Client:
 
     # -- plumbing ---------------------------------------------------------------------------
 
-    def _phase_edge(self, edge, name):
-        if not self._valid_phase(name):
+    # The phase helpers' warnings point at the trainer's line: depth counts the frames above the
+    # helper up to the trainer's own (2 below start_phase: start_phase and the trainer's).
+
+    def _phase_edge(self, edge, name, depth):
+        if not self._valid_phase(name, depth + 1):
             return None
         try:
             out = self._request("POST", "/v1/phases/" + edge, {"phase": name})
@@ -193,15 +197,15 @@ class Client:
             if self.strict:
                 raise
             if e.status is None or e.status >= 500:
-                return self._failed(e)
+                return self._failed(e, stacklevel=depth + 2)
             # vllmstat answers, and refuses this call: a mistake in the trainer's phase calls
             # that would repeat every step, so it is told once (per status and phase)
-            self._warn_once((e.status, name), "vllmstat: %s" % e, stacklevel=4)
+            self._warn_once((e.status, name), "vllmstat: %s" % e, stacklevel=depth + 2)
             return None
         self._failing = False
         return out
 
-    def _valid_phase(self, name):
+    def _valid_phase(self, name, depth):
         """Checks a phase name before any request: raises when strict, else warns once per name."""
         if isinstance(name, str) and _PHASE_NAME.fullmatch(name):
             return True
@@ -209,15 +213,14 @@ class Client:
                "digits or underscores" % (name,))
         if self.strict:
             raise ValueError(msg)
-        # the warning points at the trainer's line, through start_phase or phase()'s __enter__
         self._warn_once(("name", type(name).__name__, repr(name)), msg + "; skipping the call",
-                        stacklevel=5)
+                        stacklevel=depth + 2)
         return False
 
     def _warn_once(self, kind, msg, stacklevel):
         if kind not in self._warned:
             self._warned.add(kind)
-            warnings.warn(msg, RuntimeWarning, stacklevel=stacklevel)  # counted from here
+            warnings.warn(msg, RuntimeWarning, stacklevel=stacklevel)
 
     def _call(self, method, path, body=None, empty=None):
         try:
@@ -229,12 +232,12 @@ class Client:
         self._failing = False
         return out
 
-    def _failed(self, e, empty=None):
+    def _failed(self, e, empty=None, stacklevel=4):
         """Warns about a failed call unless the previous one failed too; returns empty."""
         if not self._failing:
             self._failing = True
             warnings.warn("vllmstat: %s (further failures are silent until it answers again)" % e,
-                          RuntimeWarning, stacklevel=4)
+                          RuntimeWarning, stacklevel=stacklevel)
         return empty
 
     def _request(self, method, path, body):

@@ -402,6 +402,15 @@ class PhaseCalls(unittest.TestCase):
                 pass
         self.assertEqual(cm.exception.status, 409)
 
+    def test_refusal_of_the_end_in_phase_points_at_the_with(self):
+        self.api.answers["/v1/phases/end"] = (409, {"error": "phase is not open"})
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            with self.client().phase("rollout"):
+                pass
+        self.assertEqual([(x.filename, str(x.message)) for x in w],
+                         [(__file__, "vllmstat: POST /v1/phases/end: HTTP 409: phase is not open")])
+
     def test_refusals_warn_once_per_kind_and_strict_raises_them(self):
         self.api.answers["/v1/phases/end"] = (409, {"error": "phase is not open"})
         self.api.answers["/v1/steps/end"] = (200, {"step": 1, "metrics": {}})
@@ -441,8 +450,10 @@ class PhaseCalls(unittest.TestCase):
                 c = self.client()
                 self.assertIsNone(c.start_phase("rollout"))
                 self.assertIsNone(c.start_phase("rollout"))
-            self.assertEqual(len(w), 1, (answer, [str(x.message) for x in w]))
-            self.assertEqual(w[0].filename, __file__)
+                with self.client().phase("rollout") as e:
+                    self.assertIsNone(e)
+            self.assertEqual(len(w), 2, (answer, [str(x.message) for x in w]))
+            self.assertEqual([x.filename for x in w], [__file__] * 2)  # the trainer's line
             with self.assertRaises(VllmstatError):
                 self.client(strict=True).start_phase("rollout")
 
