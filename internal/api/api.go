@@ -34,6 +34,8 @@ type Collector interface {
 	SetTargets(ctx context.Context, ts []scrape.Target) error
 	AddTargets(ctx context.Context, ts []scrape.Target) error
 	RemoveTargets(ctx context.Context, urls []string) error
+	StartPhase(ctx context.Context, name string) (collector.PhaseEdge, error)
+	EndPhase(ctx context.Context, name string) (collector.PhaseEdge, error)
 }
 
 // Options configure the handler.
@@ -72,6 +74,8 @@ func New(opt Options) http.Handler {
 		mux.Handle(pattern, h.auth(h.wrap(f)))
 	}
 	v1("POST /v1/steps/end", h.endStep)
+	v1("POST /v1/phases/start", h.phase(h.opt.Collector.StartPhase))
+	v1("POST /v1/phases/end", h.phase(h.opt.Collector.EndPhase))
 	v1("GET /v1/steps/{n}", h.getStep)
 	v1("GET /v1/steps", h.listSteps)
 	v1("GET /v1/live", h.live)
@@ -81,7 +85,8 @@ func New(opt Options) http.Handler {
 	v1("DELETE /v1/targets", h.removeTargets)
 	mux.Handle("/v1/", h.auth(h.wrap(func(r *http.Request) (any, *apiError) {
 		switch p := r.URL.Path; {
-		case p == "/v1/steps/end", p == "/v1/steps", p == "/v1/live", p == "/v1/targets", strings.HasPrefix(p, "/v1/steps/"):
+		case p == "/v1/steps/end", p == "/v1/steps", p == "/v1/live", p == "/v1/targets", strings.HasPrefix(p, "/v1/steps/"),
+			p == "/v1/phases/start", p == "/v1/phases/end":
 			return nil, errorf(http.StatusMethodNotAllowed, "method %s not allowed on %s", r.Method, p)
 		}
 		return nil, errorf(http.StatusNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path)
@@ -188,8 +193,10 @@ func collectorError(err error) *apiError {
 	switch {
 	case errors.Is(err, collector.ErrStepOrder):
 		return errorf(http.StatusConflict, "%v", err)
-	case errors.Is(err, collector.ErrStepRange):
+	case errors.Is(err, collector.ErrStepRange), errors.Is(err, collector.ErrPhaseName):
 		return errorf(http.StatusBadRequest, "%v", err)
+	case errors.Is(err, collector.ErrPhaseNotOpen):
+		return errorf(http.StatusConflict, "%v", err)
 	case errors.Is(err, collector.ErrStopped):
 		return errorf(http.StatusServiceUnavailable, "vllmstat is shutting down")
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
@@ -227,6 +234,27 @@ func (h *handler) endStep(r *http.Request) (any, *apiError) {
 		return nil, collectorError(cerr)
 	}
 	return recordJSON(&rec)
+}
+
+// phase handles a phase edge, {"phase": "<name>"}: it answers once the edge took effect, after a
+// boundary scrape of every target.
+func (h *handler) phase(edge func(context.Context, string) (collector.PhaseEdge, error)) func(*http.Request) (any, *apiError) {
+	return func(r *http.Request) (any, *apiError) {
+		var body struct {
+			Phase *string `json:"phase"`
+		}
+		if err := decode(r, &body); err != nil {
+			return nil, err
+		}
+		if body.Phase == nil {
+			return nil, errorf(http.StatusBadRequest, `missing "phase": want {"phase": "rollout"}`)
+		}
+		e, err := edge(r.Context(), *body.Phase)
+		if err != nil {
+			return nil, collectorError(err)
+		}
+		return e, nil
+	}
 }
 
 func (h *handler) getStep(r *http.Request) (any, *apiError) {

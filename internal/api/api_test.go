@@ -23,6 +23,28 @@ type fakeCollector struct {
 	ended   bool // a step was ended: last is its number
 	targets []string
 	auth    map[string]scrape.Auth
+	phase   string // the open phase
+}
+
+// StartPhase and EndPhase keep the open phase as the collector does, with its errors.
+func (f *fakeCollector) StartPhase(_ context.Context, name string) (collector.PhaseEdge, error) {
+	if err := step.ValidPhase(name); err != nil {
+		return collector.PhaseEdge{}, fmt.Errorf("%w: %v", collector.ErrPhaseName, err)
+	}
+	e := collector.PhaseEdge{Phase: name, Edge: "start", Ended: f.phase}
+	f.phase = name
+	return e, nil
+}
+
+func (f *fakeCollector) EndPhase(_ context.Context, name string) (collector.PhaseEdge, error) {
+	if err := step.ValidPhase(name); err != nil {
+		return collector.PhaseEdge{}, fmt.Errorf("%w: %v", collector.ErrPhaseName, err)
+	}
+	if f.phase != name {
+		return collector.PhaseEdge{}, fmt.Errorf("end phase %q: %w", name, collector.ErrPhaseNotOpen)
+	}
+	f.phase = ""
+	return collector.PhaseEdge{Phase: name, Edge: "end"}, nil
 }
 
 func (f *fakeCollector) EndStep(_ context.Context, n int64) (step.Record, error) {
@@ -107,6 +129,15 @@ func TestEndpoints(t *testing.T) {
 		{"POST", "/v1/steps/end", `{"step": -2}`, 400, hasErr("from 0 to 9007199254740992")},
 		{"POST", "/v1/steps/end", `{"step": 12}` + strings.Repeat(" ", MaxBody), 413, hasErr("larger than")},
 		{"GET", "/v1/steps/10", "", 200, func(t *testing.T, o map[string]any) { eq(t, o["step"], 10.0) }},
+		{"POST", "/v1/phases/end", `{"phase": "rollout"}`, 409, hasErr(`phase "rollout"`)},
+		{"POST", "/v1/phases/start", `{"phase": "rollout"}`, 200, func(t *testing.T, o map[string]any) { eq(t, o["phase"], "rollout"); eq(t, o["edge"], "start") }},
+		{"POST", "/v1/phases/start", `{"phase": "eval"}`, 200, func(t *testing.T, o map[string]any) { eq(t, o["ended"], "rollout") }},
+		{"POST", "/v1/phases/end", `{"phase": "eval"}`, 200, func(t *testing.T, o map[string]any) { eq(t, o["edge"], "end") }},
+		{"POST", "/v1/phases/start", `{"phase": "Roll-out"}`, 400, hasErr("lower-case letter")},
+		{"POST", "/v1/phases/start", `{"phase": "kv_cache_usage_perc"}`, 400, hasErr("name of a step key")},
+		{"POST", "/v1/phases/start", `{}`, 400, hasErr(`missing "phase"`)},
+		{"POST", "/v1/phases/start", `{"phase": 3}`, 400, hasErr("malformed JSON")},
+		{"GET", "/v1/phases/start", "", 405, hasErr("not allowed")},
 		{"GET", "/v1/steps/7", "", 404, hasErr("step 7 is unknown")},
 		{"GET", "/v1/steps/x", "", 400, hasErr("not a number")},
 		{"GET", "/v1/steps?since=6", "", 200, func(t *testing.T, o map[string]any) { eq(t, len(o["steps"].([]any)), 1) }},

@@ -120,6 +120,18 @@ func replaySegment(ctx context.Context, path string, opt step.Options, workerLab
 			tr.Forget(e.Target)
 		case record.KindTarget:
 			tr.SetTargetLabels(e.Target, e.Labels)
+		case record.KindStart:
+			tr.Begin(e.TS)
+		case record.KindPhase:
+			if err := step.ValidPhase(e.Phase); err != nil {
+				fmt.Fprintf(stderr, "vllmstat replay: %s: line %d: %v\n", path, r.Line(), err)
+				return exitUsage
+			}
+			if e.Edge == record.EdgeStart {
+				tr.StartPhase(e.Phase, e.TS)
+			} else {
+				tr.EndPhase(e.Phase, e.TS)
+			}
 		case record.KindGap:
 			warn.warn("gap", "the recording lost events here (its disk refused writes); steps around it differ from the run's",
 				"file", path, "line", r.Line(), "events", e.Events, "since", e.Since, "until", e.TS)

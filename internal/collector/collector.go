@@ -58,9 +58,20 @@ type Options struct {
 	// NoFinalStep leaves the open step unclosed at shutdown (a caller that ends every step
 	// itself, like the demo, does not want a last partial one).
 	NoFinalStep bool
-	Clock       clock.Clock
-	Client      *http.Client
-	Logger      *slog.Logger
+	// OnOpenStep, when StepEvery is 0, gets the open step at shutdown, after a last boundary
+	// scrape of every target: steps then end only on request, so the open one is no step and
+	// goes to no sink, but its caller may keep it (open-step.json). Not called with NoFinalStep.
+	OnOpenStep func(*step.Record)
+	// Resume continues the step numbers of an earlier run after ResumeAfter: a step end
+	// must name a greater number, and timer steps count on from it.
+	Resume      bool
+	ResumeAfter int64
+	// FirstScrapeWait bounds how long AddTargets waits for the first scrape of the targets it
+	// adds; default 2 s.
+	FirstScrapeWait time.Duration
+	Clock           clock.Clock
+	Client          *http.Client
+	Logger          *slog.Logger
 }
 
 // Observer is told what the collector does, for self-metrics. Its methods run on the collector
@@ -116,6 +127,9 @@ func New(opt Options) *Collector {
 	if opt.Keep <= 0 {
 		opt.Keep = 1000
 	}
+	if opt.FirstScrapeWait <= 0 {
+		opt.FirstScrapeWait = 2 * time.Second
+	}
 	return &Collector{opt: opt, log: opt.Logger, reqs: make(chan func(*state)), done: make(chan struct{})}
 }
 
@@ -159,6 +173,23 @@ func (c *Collector) EndStep(ctx context.Context, n int64) (step.Record, error) {
 			return r.rec, r.err
 		default:
 			return step.Record{}, ErrStopped
+		}
+	}
+}
+
+// wait waits for the answer to a query sent with call.
+func (c *Collector) wait(ctx context.Context, reply chan endResult) endResult {
+	select {
+	case r := <-reply:
+		return r
+	case <-ctx.Done():
+		return endResult{err: ctx.Err()}
+	case <-c.done:
+		select {
+		case r := <-reply:
+			return r
+		default:
+			return endResult{err: ErrStopped}
 		}
 	}
 }
@@ -220,7 +251,15 @@ func (c *Collector) Run(ctx context.Context) error {
 		RequestNames: c.opt.RequestNames,
 		Logger:       c.log,
 	}, results)
+	// The run starts before its first scrape: the first step starts here, and an engine that
+	// counted between now and its first scrape is counted (its _created is after this).
+	start := s.stamp()
+	s.tracker.Begin(start)
+	if rw := c.opt.Recorder; rw != nil {
+		s.recordFailed(rw.Start(start))
+	}
 	s.setSource(StaticSource, c.opt.Targets)
+	s.late = true
 	ticker := c.opt.Clock.NewTicker(c.opt.Interval)
 	defer ticker.Stop()
 	var stepC <-chan time.Time
@@ -237,7 +276,7 @@ func (c *Collector) Run(ctx context.Context) error {
 		case <-ticker.C():
 			s.tick()
 		case <-stepC:
-			if s.boundary == nil && len(s.queue) == 0 {
+			if !s.stepPending() { // a slow step end does not pile up timer steps behind it
 				s.requestEnd(-1, nil)
 			}
 		case f := <-c.reqs:
@@ -248,11 +287,16 @@ func (c *Collector) Run(ctx context.Context) error {
 	}
 }
 
-// shutdown closes the open step with a final boundary scrape, bounded in time so that a dead
-// target cannot hold the exit, then closes the scrape pool and the recording.
+// shutdown closes the open step with a final boundary scrape (with StepEvery 0, only takes the
+// scrape and hands the open step to OnOpenStep), bounded in time so that a dead target cannot
+// hold the exit, then closes the scrape pool and the recording.
 func (s *state) shutdown(results chan scrape.Result) error {
-	if !s.c.opt.NoFinalStep {
-		s.requestEnd(-1, nil) // queued behind a step end in progress, if any
+	switch {
+	case s.c.opt.NoFinalStep:
+	case s.c.opt.StepEvery == 0:
+		s.enqueue(endQuery{kind: queryExit}) // behind a step end in progress, if any
+	default:
+		s.requestEnd(-1, nil)
 	}
 	deadline := s.c.opt.Clock.NewTimer(2*s.c.opt.Timeout + 2*time.Second)
 	for s.boundary != nil {

@@ -166,7 +166,7 @@ func TestShutdownClosesFinalStep(t *testing.T) {
 	s := newCounterServer(t)
 	var got []int64
 	var mu sync.Mutex
-	_, _, stop := start(t, Options{Targets: targets(s.srv.URL), OnStep: func(r *step.Record) {
+	_, _, stop := start(t, Options{Targets: targets(s.srv.URL), StepEvery: time.Hour, OnStep: func(r *step.Record) {
 		mu.Lock()
 		got = append(got, r.Step)
 		mu.Unlock()
@@ -177,6 +177,32 @@ func TestShutdownClosesFinalStep(t *testing.T) {
 	}
 	if len(got) != 1 || got[0] != 1 || s.n.Load() != 2 {
 		t.Fatalf("steps %v after %d answers, want one step after a boundary scrape", got, s.n.Load())
+	}
+}
+
+// TestShutdownKeepsTheOpenStepOpen: when steps end only on request, the step open at exit was
+// never ended by the trainer: it is no step (no OnStep, no sink), but OnOpenStep gets it after
+// a last boundary scrape, and no step number is used up.
+func TestShutdownKeepsTheOpenStepOpen(t *testing.T) {
+	s := newCounterServer(t)
+	var steps []int64
+	var open []*step.Record
+	var mu sync.Mutex
+	c, _, stop := start(t, Options{Targets: targets(s.srv.URL),
+		OnStep:     func(r *step.Record) { mu.Lock(); steps = append(steps, r.Step); mu.Unlock() },
+		OnOpenStep: func(r *step.Record) { mu.Lock(); open = append(open, r); mu.Unlock() }})
+	waitFor(t, func() bool { return s.n.Load() == 1 })
+	if _, err := c.EndStep(context.Background(), 3); err != nil { // boundary scrape: answer 2
+		t.Fatal(err)
+	}
+	if err := stop(); err != nil { // boundary scrape: answer 3
+		t.Fatal(err)
+	}
+	if len(steps) != 1 || steps[0] != 3 {
+		t.Fatalf("steps %v, want only the trainer's step 3", steps)
+	}
+	if len(open) != 1 || open[0].Step != 0 || open[0].Scrapes.OK != 1 || open[0].Metrics["vllm/generation_tokens"] != 10 || s.n.Load() != 3 {
+		t.Fatalf("open steps %+v after %d answers, want one with the last boundary scrape's 10 tokens", open, s.n.Load())
 	}
 }
 
@@ -208,7 +234,7 @@ func TestShutdownDeadline(t *testing.T) {
 	dead.block = make(chan struct{}) // answers only when the scrape is cancelled
 	live := newCounterServer(t)
 	steps := make(chan *step.Record, 1)
-	c, fc, stop := start(t, Options{Targets: targets(dead.srv.URL, live.srv.URL), Timeout: 5 * time.Second,
+	c, fc, stop := start(t, Options{Targets: targets(dead.srv.URL, live.srv.URL), Timeout: 5 * time.Second, StepEvery: time.Hour,
 		OnStep: func(r *step.Record) { steps <- r }})
 	waitFor(t, func() bool { return live.n.Load() == 1 })
 	errc := make(chan error, 1)

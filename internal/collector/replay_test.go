@@ -90,6 +90,14 @@ func replayRecording(t *testing.T, path string, opt step.Options) []step.Record 
 			tr.Forget(e.Target)
 		case record.KindTarget:
 			tr.SetTargetLabels(e.Target, e.Labels)
+		case record.KindStart:
+			tr.Begin(e.TS)
+		case record.KindPhase:
+			if e.Edge == record.EdgeStart {
+				tr.StartPhase(e.Phase, e.TS)
+			} else {
+				tr.EndPhase(e.Phase, e.TS)
+			}
 		case record.KindStep:
 			replayed = append(replayed, tr.EndStep(e.Step, e.TS))
 		}

@@ -46,10 +46,10 @@ func (so *sources) union() []scrape.Target {
 	return out
 }
 
-// setSource replaces the targets of one source and applies the union.
-func (s *state) setSource(name string, ts []scrape.Target) {
+// setSource replaces the targets of one source, applies the union and returns the URLs added.
+func (s *state) setSource(name string, ts []scrape.Target) []string {
 	s.sources.set(name, ts)
-	s.setTargets(s.sources.union())
+	return s.setTargets(s.sources.union())
 }
 
 // SetTargets replaces the static targets (distinct URLs without user info); targets found by
@@ -61,17 +61,45 @@ func (c *Collector) SetTargets(ctx context.Context, ts []scrape.Target) error {
 }
 
 // AddTargets adds targets to the static ones; a URL already there is kept as it is, so adding
-// is idempotent and many workers may register themselves at once.
+// is idempotent and many workers may register themselves at once. It returns once the first
+// scrape of each target it names that had none yet was taken (its baseline, so that what the
+// engine counts from then on is counted), or after FirstScrapeWait: a target that does not
+// answer by then is scraped as usual later.
 func (c *Collector) AddTargets(ctx context.Context, ts []scrape.Target) error {
-	return c.call(ctx, func(s *state) {
+	var waits []chan struct{}
+	err := c.call(ctx, func(s *state) {
 		cur := s.sources.get(StaticSource)
 		for _, t := range ts {
 			if !slices.ContainsFunc(cur, func(c scrape.Target) bool { return c.URL == t.URL }) {
 				cur = append(cur, t)
 			}
 		}
-		s.setSource(StaticSource, cur)
+		s.pool.ScrapeNow(s.setSource(StaticSource, cur))
+		for _, t := range ts {
+			if st := s.targets[t.URL]; st != nil && st.Scrapes == 0 {
+				ch := make(chan struct{})
+				s.firstWait[t.URL] = append(s.firstWait[t.URL], ch)
+				waits = append(waits, ch)
+			}
+		}
 	})
+	if err != nil || len(waits) == 0 {
+		return err
+	}
+	timer := c.opt.Clock.NewTimer(c.opt.FirstScrapeWait)
+	defer timer.Stop()
+	for _, ch := range waits {
+		select {
+		case <-ch:
+		case <-timer.C():
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-c.done:
+			return nil
+		}
+	}
+	return nil
 }
 
 // RemoveTargets removes the static targets with these URLs; other URLs are ignored, so

@@ -22,25 +22,41 @@ type state struct {
 
 	labels map[string]map[string]string // each target's labels, for those that have some
 
-	lastStep  int64 // highest step number closed or requested
+	lastStep  int64  // highest step number closed or requested
+	phase     string // the phase open once every queued edge has taken effect
 	nextID    uint64
-	boundary  *boundary  // the step end in progress
-	queue     []endQuery // step ends waiting for it
+	boundary  *boundary  // the step end or phase edge in progress
+	queue     []endQuery // step ends and phase edges waiting for it
 	closed    []step.Record
 	recordErr bool
+	late      bool // the run's first targets are set: later ones were added while it ran
+
+	// firstWait holds, per target, those waiting for its first scrape (AddTargets).
+	firstWait map[string][]chan struct{}
 }
 
+// A query's kind: what happens once its boundary scrapes are in.
+const (
+	queryStep       = iota // close the open step
+	queryPhaseStart        // open a phase
+	queryPhaseEnd          // end the open phase
+	queryExit              // hand the open step to OnOpenStep, unclosed
+)
+
 type endQuery struct {
-	n     int64
+	kind  int
+	n     int64          // queryStep: the step's number
+	phase string         // queryPhase*: the phase's name
 	reply chan endResult // nil for timer and shutdown steps
 }
 
 type endResult struct {
-	rec step.Record
-	err error
+	rec  step.Record
+	edge PhaseEdge
+	err  error
 }
 
-// boundary is a step end waiting for every target's boundary scrape.
+// boundary is a step end or phase edge waiting for every target's boundary scrape.
 type boundary struct {
 	id      uint64
 	q       endQuery
@@ -58,15 +74,22 @@ type TargetState struct {
 	Failures     int64     `json:"failures"`
 	Skipped      int64     `json:"skipped_ticks"`
 	BodyBytes    int       `json:"body_bytes"`
-	seen         bool
-	reason       string // of the last failure, "" when up
+	// Note says what cannot be exact about the target's figures, "" when nothing.
+	Note   string `json:"note,omitempty"`
+	seen   bool
+	reason string // of the last failure, "" when up
+	late   bool   // added while the run ran, not at its start
 
 	// Labels are the labels discovery gave the target (file_sd); read only.
 	Labels map[string]string `json:"labels,omitempty"`
 }
 
 func newState(c *Collector) *state {
-	return &state{c: c, tracker: step.NewTracker(c.opt.Tracker), targets: map[string]*TargetState{}, lastStep: -1}
+	s := &state{c: c, tracker: step.NewTracker(c.opt.Tracker), targets: map[string]*TargetState{}, lastStep: -1, firstWait: map[string][]chan struct{}{}}
+	if c.opt.Resume {
+		s.lastStep = c.opt.ResumeAfter
+	}
+	return s
 }
 
 // stamp returns the time of the event being processed: the clock's reading, made strictly
@@ -90,7 +113,8 @@ func (s *state) tick() {
 	}
 }
 
-func (s *state) setTargets(ts []scrape.Target) {
+// setTargets makes ts the targets and returns the URLs added.
+func (s *state) setTargets(ts []scrape.Target) []string {
 	ts = append([]scrape.Target(nil), ts...)
 	for i := range ts {
 		if ts[i].Auth.IsZero() {
@@ -103,10 +127,11 @@ func (s *state) setTargets(ts []scrape.Target) {
 	}
 	added, removed := s.pool.Set(ts)
 	for _, u := range added {
-		s.targets[u] = &TargetState{URL: u}
+		s.targets[u] = &TargetState{URL: u, late: s.late}
 	}
 	for _, u := range removed {
 		delete(s.targets, u)
+		s.firstScraped(u)
 		// Its workers go: if it comes back, it is a new worker whose first scrape is a
 		// baseline, not an increase over everything it counted while away.
 		s.tracker.Forget(u)
@@ -131,6 +156,15 @@ func (s *state) setTargets(ts []scrape.Target) {
 		s.c.log.Info("targets removed", "count", len(removed), "targets", fewTargets(removed))
 	}
 	s.maybeClose()
+	return added
+}
+
+// firstScraped releases those waiting for target's first scrape.
+func (s *state) firstScraped(target string) {
+	for _, ch := range s.firstWait[target] {
+		close(ch)
+	}
+	delete(s.firstWait, target)
 }
 
 // fewTargets is what a log line shows of a list of targets: a fleet's thousand URLs would make
@@ -174,11 +208,19 @@ func (s *state) observe(res scrape.Result) {
 		}
 	}
 	err := res.Err()
-	s.tracker.Observe(ts, res.Target, res.Page, err)
+	undated := s.tracker.Observe(ts, res.Target, res.Page, err)
 	s.c.opt.Observer.Scraped(&res)
 	if t := s.targets[res.Target]; t != nil {
 		s.updateTarget(t, ts, &res)
+		if undated && t.late {
+			// Counts made before a target's first scrape are a baseline unless _created dates
+			// them after the run's start. For a target there from the start they predate the
+			// run; for one added later they may not, and nothing on the page can tell.
+			t.Note = undatedNote
+			s.c.log.Warn("target "+undatedNote+"; its counts until now are a baseline, not part of any step", "target", t.URL)
+		}
 	}
+	s.firstScraped(res.Target)
 	if res.ParseErr != nil && !errors.Is(res.ParseErr, window.ErrLimit) {
 		s.c.log.Warn("page is not Prometheus text; counted as a failed scrape", "target", res.Target, "ts", ts, "err", res.ParseErr)
 	}
@@ -216,6 +258,10 @@ func (s *state) updateTarget(t *TargetState, ts time.Time, res *scrape.Result) {
 	t.Up, t.seen, t.reason = up, true, res.Reason()
 }
 
+// undatedNote is what a target added during the run is told when its first page had counts
+// without _created.
+const undatedNote = "first seen with counts already made; a page without _created cannot tell when they were made"
+
 // requestEnd asks for the open step to end as step n (n < 0: the next number, from 1). lastStep
 // never exceeds MaxStep, so the next number cannot overflow.
 func (s *state) requestEnd(n int64, reply chan endResult) {
@@ -235,17 +281,33 @@ func (s *state) requestEnd(n int64, reply chan endResult) {
 	case n > MaxStep:
 		fail(fmt.Errorf("step %d: %w", n, ErrStepRange))
 		return
+	case n <= s.lastStep && s.c.opt.Resume && s.lastStep == s.c.opt.ResumeAfter:
+		fail(fmt.Errorf("step %d: %w (this run continues the out_dir's steps.jsonl, which ends at step %d)", n, ErrStepOrder, s.lastStep))
+		return
 	case n <= s.lastStep:
 		fail(fmt.Errorf("step %d: %w (the last step ended or being ended is %d)", n, ErrStepOrder, s.lastStep))
 		return
 	}
 	s.lastStep = n
-	q := endQuery{n: n, reply: reply}
+	s.enqueue(endQuery{n: n, reply: reply})
+}
+
+// enqueue starts q's boundary scrapes, or queues q behind the step end or phase edge in
+// progress.
+func (s *state) enqueue(q endQuery) {
 	if s.boundary != nil {
 		s.queue = append(s.queue, q)
 		return
 	}
 	s.startBoundary(q)
+}
+
+// stepPending reports whether a step end is in progress or queued.
+func (s *state) stepPending() bool {
+	if s.boundary != nil && s.boundary.q.kind == queryStep {
+		return true
+	}
+	return slices.ContainsFunc(s.queue, func(q endQuery) bool { return q.kind == queryStep })
 }
 
 func (s *state) startBoundary(q endQuery) {
@@ -264,21 +326,39 @@ func (s *state) maybeClose() {
 	}
 }
 
-// closeStep closes the open step once its boundary scrapes are in.
+// closeStep does what the boundary in progress was for, once its boundary scrapes are in (or
+// the shutdown's deadline passed), and starts the next one queued.
 func (s *state) closeStep() {
 	q := s.boundary.q
 	s.boundary = nil
 	ts := s.stamp()
+	switch q.kind {
+	case queryStep:
+		s.endStep(q, ts)
+	case queryPhaseStart, queryPhaseEnd:
+		s.phaseEdge(q, ts)
+	case queryExit:
+		if s.c.opt.OnOpenStep != nil {
+			rec := s.tracker.Peek(ts)
+			s.c.opt.OnOpenStep(&rec)
+		}
+	}
+	if len(s.queue) > 0 {
+		next := s.queue[0]
+		s.queue = s.queue[1:]
+		s.startBoundary(next)
+	}
+}
+
+// endStep closes the open step as step q.n at ts.
+func (s *state) endStep(q endQuery, ts time.Time) {
 	rec := s.tracker.EndStep(q.n, ts)
 	if rw := s.c.opt.Recorder; rw != nil {
 		err := rw.StepEnd(ts, q.n)
 		if err == nil {
 			err = rw.Flush()
 		}
-		if err != nil && !s.recordErr {
-			s.recordErr = true
-			s.c.log.Error("recording failed; the run goes on without it", "err", err)
-		}
+		s.recordFailed(err)
 	}
 	for _, sk := range s.c.opt.Sinks {
 		if err := sk.Write(contextFor(s), &rec); err != nil {
@@ -296,10 +376,13 @@ func (s *state) closeStep() {
 	if q.reply != nil {
 		q.reply <- endResult{rec: rec}
 	}
-	if len(s.queue) > 0 {
-		next := s.queue[0]
-		s.queue = s.queue[1:]
-		s.startBoundary(next)
+}
+
+// recordFailed logs the recording's first failure; the run goes on without it.
+func (s *state) recordFailed(err error) {
+	if err != nil && !s.recordErr {
+		s.recordErr = true
+		s.c.log.Error("recording failed; the run goes on without it", "err", err)
 	}
 }
 

@@ -158,7 +158,11 @@ func (r *Reader) Next() (*Event, error) {
 			if e.Target == "" {
 				return nil, fmt.Errorf("line %d: %s event without a target", r.line, e.Kind)
 			}
-		case KindStep, KindGap:
+		case KindPhase:
+			if e.Phase == "" || e.Edge != EdgeStart && e.Edge != EdgeEnd {
+				return nil, fmt.Errorf("line %d: phase event needs a phase and an edge %q or %q", r.line, EdgeStart, EdgeEnd)
+			}
+		case KindStep, KindGap, KindStart:
 		default:
 			r.warn(r.line, fmt.Sprintf("skipping event of unknown kind %q", e.Kind))
 			continue

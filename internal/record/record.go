@@ -9,13 +9,19 @@
 //	{"kind":"gap","ts":"…","since":"…","events":340}
 //	{"kind":"remove","ts":"…","target":"…"}
 //	{"kind":"target","ts":"…","target":"…","labels":{"team":"a"}}
+//	{"kind":"start","ts":"…"}
+//	{"kind":"phase","ts":"…","phase":"rollout","edge":"start"}
 //
 // Events are in time order. A gap event marks events the writer had to drop (its disk refused
 // writes for longer than its memory could hold them): ts and since are the last and first
 // dropped event's times. A remove event marks a target taken out of the run: its workers are
 // forgotten, so that if it comes back its first scrape is a baseline, as it was live. A target
 // event sets the labels discovery gave a target (none: no labels key), which its workers carry
-// into per_worker records from then on. Readers that do not know a kind skip it.
+// into per_worker records from then on. A start event, first in a segment, is when the run began
+// collecting: its first step starts there, and a worker first seen later counts whole what it
+// created after it (a segment without one, written by earlier versions, is replayed by the
+// earlier rule: see step.Tracker.Begin). A phase event is a phase's start or end edge, at the
+// moment it took effect. Readers that do not know a kind skip it.
 //
 // A recording is never truncated: a run whose recording path exists writes the next segment
 // (see SegmentPath), and each segment is one run.
@@ -38,6 +44,9 @@ type Event struct {
 	Events int64     `json:"events,omitempty"` // gap: how many events were dropped
 	// Labels are a target event's labels.
 	Labels map[string]string `json:"labels,omitempty"`
+	// Phase and Edge are a phase event's phase name and EdgeStart or EdgeEnd.
+	Phase string `json:"phase,omitempty"`
+	Edge  string `json:"edge,omitempty"`
 }
 
 // TimeFormat is how ts is written: RFC 3339 in UTC, always with nine fractional digits, so that
@@ -65,4 +74,12 @@ const (
 	KindGap    = "gap"
 	KindRemove = "remove"
 	KindTarget = "target"
+	KindStart  = "start"
+	KindPhase  = "phase"
+)
+
+// Edges of a phase event.
+const (
+	EdgeStart = "start"
+	EdgeEnd   = "end"
 )

@@ -125,6 +125,16 @@ func (rw *Writer) StepEnd(ts time.Time, step int64) error {
 	return rw.add(&Event{Kind: KindStep, TS: ts.UTC(), Step: step})
 }
 
+// Start records that the run began collecting, before its first scrape.
+func (rw *Writer) Start(ts time.Time) error {
+	return rw.add(&Event{Kind: KindStart, TS: ts.UTC()})
+}
+
+// PhaseEdge records that phase name started or ended (edge EdgeStart or EdgeEnd).
+func (rw *Writer) PhaseEdge(ts time.Time, name, edge string) error {
+	return rw.add(&Event{Kind: KindPhase, TS: ts.UTC(), Phase: name, Edge: edge})
+}
+
 // Removed records that target left the run.
 func (rw *Writer) Removed(ts time.Time, target string) error {
 	return rw.add(&Event{Kind: KindRemove, TS: ts.UTC(), Target: target})

@@ -260,6 +260,20 @@ func (p *Pool) Boundary(id uint64) []string {
 	return p.Targets()
 }
 
+// ScrapeNow asks the targets with these URLs for a scrape right away rather than at the next
+// tick (a target just added, whose registration waits for its baseline), unless a boundary
+// scrape is already asked of them. Its result answers no boundary (Boundary 0).
+func (p *Pool) ScrapeNow(urls []string) {
+	for _, u := range urls {
+		if t := p.targets[u]; t != nil {
+			select {
+			case t.boundary <- 0:
+			default:
+			}
+		}
+	}
+}
+
 // Close stops every target and waits for their goroutines.
 func (p *Pool) Close() {
 	p.cancel()
