@@ -141,6 +141,15 @@ func startRun(cfg config.Config, log *slog.Logger, summary io.Writer, fresh bool
 			return fail(err)
 		}
 	}
+	// An out_dir that holds steps is a run resumed (a trainer restarted from a checkpoint): its
+	// steps go on after the last one, in steps.jsonl and in every sink, on one step axis.
+	after, resume, err := lastStep(stepsPath)
+	if err != nil {
+		return fail(err)
+	}
+	if resume {
+		log.Info("continuing the steps of the out_dir: step numbers go on after its last step", "steps", stepsPath, "last_step", after)
+	}
 	steps, err := sink.OpenJSONL(stepsPath, sink.JSONLOptions{Logger: log})
 	if err != nil {
 		return fail(err)
@@ -158,7 +167,7 @@ func startRun(cfg config.Config, log *slog.Logger, summary io.Writer, fresh bool
 		self.AddRecording(rw.Stats())
 		r.closer = append(r.closer, func() { rw.Close() })
 	}
-	r.sinks = buildSinks(cfg, planned, steps, self, log) // owns steps from here on
+	r.sinks = buildSinks(cfg, planned, steps, self, log, resume) // owns steps from here on
 	topt := trackerOptions(cfg)
 	topt.OnInterval = func(iv step.Interval) {
 		self.Interval(iv)
@@ -187,7 +196,10 @@ func startRun(cfg config.Config, log *slog.Logger, summary io.Writer, fresh bool
 				termline.Write(summary, rec, termline.Options{Width: termWidth(summary)})
 			}
 		},
-		Logger: log,
+		OnOpenStep:  func(rec *step.Record) { writeOpenStep(cfg, rec, log) },
+		Resume:      resume,
+		ResumeAfter: after,
+		Logger:      log,
 
 		DefaultAuth: cfg.Auth, // for targets added over the API without credentials
 

@@ -85,7 +85,7 @@ type workerState struct {
 type targetState struct {
 	tried, lastOK       time.Time // its last scrape, and its last successful one
 	hasTried, hasLastOK bool
-	undated bool // Observe reported it undated
+	undated             bool // Observe reported it undated
 	// The workers of its last successful page, in page order: its next page nearly always has
 	// the same ones in the same order, found so without hashing their names.
 	engines []engineRef
