@@ -40,7 +40,7 @@ type plannedSink struct {
 // parseSinks checks every sinks entry's type and settings, without side effects, and reports
 // every problem at once, so that a run refused at start has created no file.
 func parseSinks(cfg config.Config, log *slog.Logger) ([]plannedSink, error) {
-	env := sinkEnv(cfg, log)
+	env := sinkEnv(cfg, log, false) // no type's settings depend on resuming
 	var out []plannedSink
 	var problems config.Problems
 	for _, spec := range cfg.Sinks {
@@ -66,16 +66,20 @@ func parseSinks(cfg config.Config, log *slog.Logger) ([]plannedSink, error) {
 	return out, nil
 }
 
-func sinkEnv(cfg config.Config, log *slog.Logger) sink.Env {
-	return sink.Env{OutDir: cfg.OutDir, MetricPrefix: cfg.MetricPrefix, Logger: log}
+// sinkEnv is what the sinks get from the run; resume says that the run continues the steps of
+// the out_dir's steps.jsonl (see sink.Env.Resume).
+func sinkEnv(cfg config.Config, log *slog.Logger, resume bool) sink.Env {
+	return sink.Env{OutDir: cfg.OutDir, MetricPrefix: cfg.MetricPrefix, Logger: log, Resume: resume}
 }
 
 // buildSinks opens the planned sinks and puts them, after steps (written inline, first), into
 // the runtime that delivers the run's records: each sink behind its own queue, so that a slow
 // or failing one never holds step close or the others, and the plot stage in front of those
-// that log images. The caller starts the runtime and closes it; it closes every sink.
-func buildSinks(cfg config.Config, planned []plannedSink, steps sink.Sink, self *selfmetrics.Metrics, log *slog.Logger) *sink.Runtime {
-	env := sinkEnv(cfg, log)
+// that log images. The caller starts the runtime and closes it; it closes every sink. resume:
+// the run continues the out_dir's steps (the collector's Options.Resume), so the sinks continue
+// what the run before wrote there rather than start over.
+func buildSinks(cfg config.Config, planned []plannedSink, steps sink.Sink, self *selfmetrics.Metrics, log *slog.Logger, resume bool) *sink.Runtime {
+	env := sinkEnv(cfg, log, resume)
 	rt := sink.NewRuntime(log)
 	rt.AddInline(steps)
 	if cfg.TimelinePlots || cfg.RecordTimelines {
