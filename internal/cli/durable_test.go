@@ -148,15 +148,15 @@ func TestSecondRunOnOutDirRefused(t *testing.T) {
 		t.Fatalf("first run exited %d\n%s", code, l.stderr.String())
 	}
 	steps, _ := readSteps(t, filepath.Join(out, "steps.jsonl"))
-	if len(steps) != 3 || !bytes.HasPrefix(mustRead(t, filepath.Join(out, "steps.jsonl")), before) {
-		t.Fatalf("steps.jsonl has %d steps, want the first run's 1, 2 and its last", len(steps))
+	if len(steps) != 2 || !bytes.HasPrefix(mustRead(t, filepath.Join(out, "steps.jsonl")), before) {
+		t.Fatalf("steps.jsonl has %d steps, want the first run's 1 and 2 (no step at exit: the trainer ends them)", len(steps))
 	}
 }
 
 // TestRestartKeepsRecording starts a run, then one that fails to start on a busy port, then a
 // successful restart, all with the same recording: nothing is truncated, the restart writes
-// the recording's second segment, and replaying the recording gives the appended steps.jsonl
-// byte for byte.
+// the recording's second segment and continues the step numbers, and replaying the recording
+// gives the appended steps.jsonl byte for byte.
 func TestRestartKeepsRecording(t *testing.T) {
 	a := newFakeServer(t, "prometheus-client-render-vllm-0.20.prom", 12)
 	out := t.TempDir()
@@ -187,8 +187,8 @@ func TestRestartKeepsRecording(t *testing.T) {
 	}
 
 	l = startLive(t, out, "--target", a.url(), "--record", rec, "--per-worker")
-	l.endStep(1)
 	l.endStep(2)
+	l.endStep(3)
 	if code := l.stop(); code != 0 {
 		t.Fatalf("restart exited %d\n%s", code, l.stderr.String())
 	}
@@ -203,8 +203,8 @@ func TestRestartKeepsRecording(t *testing.T) {
 	if code := Run([]string{"replay", "--per-worker", rec}, &replayed, &errb); code != 0 {
 		t.Fatalf("replay exited %d: %s", code, errb.String())
 	}
-	if !bytes.Equal(replayed.Bytes(), raw) || bytes.Count(raw, []byte("\n")) != 5 {
-		t.Fatalf("replay of both segments differs from steps.jsonl (5 steps)\nreplay:\n%s\nrun:\n%s", replayed.String(), raw)
+	if !bytes.Equal(replayed.Bytes(), raw) || bytes.Count(raw, []byte("\n")) != 3 {
+		t.Fatalf("replay of both segments differs from steps.jsonl (steps 1, 2, 3)\nreplay:\n%s\nrun:\n%s", replayed.String(), raw)
 	}
 }
 

@@ -87,11 +87,11 @@ func TestFullDisk(t *testing.T) {
 		steps, raw := readSteps(t, filepath.Join(out, "steps.jsonl"))
 		for i, s := range steps {
 			if s.Step != int64(i+1) {
-				t.Fatalf("line %d is step %d: want steps 1..6 in order", i+1, s.Step)
+				t.Fatalf("line %d is step %d: want steps 1..5 in order", i+1, s.Step)
 			}
 		}
-		if len(steps) != 6 {
-			t.Fatalf("%d steps, want 6", len(steps))
+		if len(steps) != 5 {
+			t.Fatalf("%d steps, want the trainer's 5", len(steps))
 		}
 		log := l.stderr.String()
 		if strings.Count(log, "steps file write failed") != 1 || strings.Count(log, "steps file recovered") != 1 {
@@ -122,13 +122,13 @@ func TestFullDisk(t *testing.T) {
 		if code != exitError {
 			t.Fatalf("exit %d, want %d: steps were lost\n%s", code, exitError, l.stderr.String())
 		}
-		lost := make([]string, 0, 4-len(steps))
-		for n := len(steps) + 1; n <= 4; n++ {
+		lost := make([]string, 0, 3-len(steps))
+		for n := len(steps) + 1; n <= 3; n++ {
 			lost = append(lost, string(rune('0'+n)))
 		}
-		want := "steps " + lost[0] + "-4"
+		want := "steps " + lost[0] + "-3"
 		if len(lost) == 1 {
-			want = "step 4"
+			want = "step 3"
 		}
 		for _, w := range []string{"not written to", want, "no space left on device", "recording"} {
 			if !strings.Contains(l.stderr.String(), w) {

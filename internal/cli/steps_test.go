@@ -252,11 +252,11 @@ func TestRunStepTotalsPerStep(t *testing.T) {
 			}
 		}
 	}
-	// What the API returned is what steps.jsonl holds, and the last step, closed at shutdown
-	// with no bump after step 4, counts nothing.
+	// What the API returned is what steps.jsonl holds, and nothing more: the step open at
+	// shutdown was never ended, so it is no step.
 	written, _ := readSteps(t, dir+"/steps.jsonl")
-	if len(written) != steps+1 {
-		t.Fatalf("steps.jsonl has %d steps, want %d", len(written), steps+1)
+	if len(written) != steps {
+		t.Fatalf("steps.jsonl has %d steps, want the trainer's %d", len(written), steps)
 	}
 	for k := range steps {
 		for _, fam := range stepFamilies {
@@ -265,9 +265,17 @@ func TestRunStepTotalsPerStep(t *testing.T) {
 			}
 		}
 	}
+	open, err := os.ReadFile(dir + "/open-step.json")
+	if err != nil {
+		t.Fatalf("the step open at exit was not kept: %v", err)
+	}
+	var rec step.Record
+	if err := json.Unmarshal(open, &rec); err != nil || rec.Step != 0 {
+		t.Fatalf("open-step.json: %v, %s", err, open)
+	}
 	for _, fam := range stepFamilies {
-		if v := written[steps].Metrics["vllm/"+fam]; v != 0 {
-			t.Errorf("the step closed at shutdown counts %s = %v, the counters did not move", fam, v)
+		if v := rec.Metrics["vllm/"+fam]; v != 0 {
+			t.Errorf("the step open at shutdown counts %s = %v, the counters did not move", fam, v)
 		}
 	}
 }
