@@ -45,7 +45,7 @@ clock; fault times are wall-clock offsets from the start.
 With --colocated the grpo workload is a colocated synchronous RL loop: after each rollout batch
 (and, every --eval-every steps, an eval batch) the engines sleep for --train-time, their pages
 showing vllm:engine_sleep_state (0.20 pages) with no load and an empty KV cache, then wake; the
-next batch comes --pause after the wake-up.
+next rollout starts --pause after the wake-up.
 
 Faults (--fault, repeatable): KIND@TIME[+DURATION][:server=N]
   restart@30s         the server restarts: counters reset, new _created, caches and requests lost
@@ -96,7 +96,7 @@ func runSimContext(parent context.Context, args []string, stdout, stderr io.Writ
 	fs.IntVar(&w.Samples, "samples", w.Samples, "grpo: samples per prompt (all on one engine)")
 	fs.IntVar(&w.Dataset, "dataset", w.Dataset, "grpo: distinct questions the batches cycle through, epoch after epoch; 0 never repeats one")
 	fs.IntVar(&w.Batches, "batches", w.Batches, "grpo: stop after this many batches; 0 runs forever")
-	fs.DurationVar(&w.Pause, "pause", w.Pause, "grpo: simulated pause between batches (the trainer's update); colocated: from the wake-up to the next batch (the weight sync)")
+	fs.DurationVar(&w.Pause, "pause", w.Pause, "grpo: simulated pause between batches (the trainer's update); colocated: from the wake-up to the next rollout (the weight sync)")
 	fs.DurationVar(&w.StartDelay, "start-delay", w.StartDelay, "simulated time before the first request")
 	fs.Float64Var(&w.Rate, "rate", w.Rate, "poisson: requests per simulated second, fleet-wide")
 	fs.IntVar(&w.Questions, "questions", w.Questions, "poisson: distinct questions requests draw from")

@@ -48,7 +48,8 @@ func runLoop(t *testing.T, cfg Config, step time.Duration) loopRun {
 
 // TestColocatedLoopTimeline checks the order and the times of the loop's edges: rollout, eval on
 // every second step a handoff after it, sleep a handoff after the last batch, as long as the
-// rollout (the default training time), and the next rollout a pause after the wake-up.
+// rollout batch (the default training time), and the next rollout a pause after the wake-up;
+// each batch arrives a handoff after its start.
 func TestColocatedLoopTimeline(t *testing.T) {
 	cfg := colocatedConfig()
 	r := runLoop(t, cfg, 100*time.Millisecond)
@@ -77,7 +78,7 @@ func TestColocatedLoopTimeline(t *testing.T) {
 			if e.At != want {
 				t.Errorf("step %d: rollout at %s, want %s", e.Step, e.At, want)
 			}
-			start = e.At
+			start = e.At + handoff
 		case RolloutEnd:
 			end = e.At
 			last = e.At
@@ -112,6 +113,28 @@ func TestColocatedLoopTimeline(t *testing.T) {
 	if len(r.batches) != 4 {
 		t.Errorf("batches %v, want the four rollout batches", r.batches)
 	}
+	// Nothing arrives between a start and its batch.
+	arrivals := map[time.Duration]int{}
+	for _, e := range r.events {
+		if e.Kind == EventArrive {
+			arrivals[e.At]++
+		}
+	}
+	for _, e := range r.edges {
+		if e.Kind == RolloutStart || e.Kind == EvalStart {
+			want := cfg.Workload.Prompts * cfg.Workload.Samples
+			if e.Kind == EvalStart {
+				want /= 4
+			}
+			if n := arrivals[e.At+handoff]; n != want {
+				t.Errorf("step %d: %d requests arrived a handoff after %v, want %d", e.Step, n, e.Kind, want)
+			}
+			delete(arrivals, e.At+handoff)
+		}
+	}
+	if len(arrivals) > 0 {
+		t.Errorf("requests arrived at other times: %v", arrivals)
+	}
 
 	cfg.Workload.TrainTime = 3 * time.Second
 	cfg.Workload.Batches = 1
@@ -133,8 +156,8 @@ func stepOfEdge(edges []LoopEdge, i int) int {
 }
 
 // TestColocatedEvalBatch checks the eval batches: a quarter of the batch's questions, the same
-// held-out ones each time and no training question, served between the eval edges, and leaving
-// the rollout batches as they are without them.
+// held-out ones each time and no training question, arriving a handoff after the eval's start
+// and finished by its end, and leaving the rollout batches as they are without them.
 func TestColocatedEvalBatch(t *testing.T) {
 	cfg := colocatedConfig()
 	s := mustSim(t, cfg)
@@ -164,7 +187,7 @@ func TestColocatedEvalBatch(t *testing.T) {
 	for _, e := range edges {
 		switch e.Kind {
 		case EvalStart:
-			evalStart = append(evalStart, e.At)
+			evalStart = append(evalStart, e.At+handoff) // when its batch arrives
 		case EvalEnd:
 			evalEnd = append(evalEnd, e.At)
 		}

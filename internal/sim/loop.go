@@ -8,17 +8,22 @@ import (
 // The colocated loop (WorkloadConfig.Colocated) runs one training step after another, each on
 // this timeline of simulated time, every edge a LoopEdge:
 //
-//	RolloutStart  the step's rollout batch arrives (StartDelay, then Pause after the last Wake)
+//	RolloutStart  the trainer starts the step's rollout (StartDelay, then Pause after the last
+//	              Wake); its batch arrives a handoff later
 //	RolloutEnd    the batch has finished on every engine
-//	EvalStart     handoff later, on eval steps: the eval batch arrives
+//	EvalStart     a handoff later, on eval steps: the trainer starts the eval; its batch arrives
+//	              a handoff later
 //	EvalEnd       the eval batch has finished on every engine
-//	Sleep         handoff after the last batch's end: every engine is asleep
+//	Sleep         a handoff after the last batch's end: every engine is asleep
 //	Wake          TrainTime later: every engine is awake, the trainer's step is over
 //
-// The handoffs are the trainer's turns between two things it asks of the engines. LLM.sleep()
-// also takes that long to offload the weights before vLLM records the sleep state.
+// A handoff is the trainer's turn between two things it asks of the engines: it marks where a
+// batch starts before it sends the batch, and where one ends before it asks for more. LLM.sleep()
+// also takes that long to offload the weights before vLLM records the sleep state. A Fleet
+// delivers an edge once the simulation has reached it, so a handoff is also the time a reader of
+// Fleet.Edges has to act on an edge before the next thing happens.
 
-// handoff is the simulated time from a batch's end to the eval batch or to the sleep.
+// handoff is the simulated time of a handoff.
 const handoff = 500 * time.Millisecond
 
 // LoopEdgeKind names an edge of the colocated loop.
@@ -56,12 +61,14 @@ type LoopEdge struct {
 type loopState uint8
 
 const (
-	loopIdle     loopState = iota // awake; the next rollout batch arrives at at
-	loopRollout                   // a rollout batch is being served
-	loopEvalDue                   // the eval batch arrives at at
-	loopEval                      // an eval batch is being served
-	loopSleepDue                  // the engines fall asleep at at
-	loopAsleep                    // the engines wake at at
+	loopIdle       loopState = iota // awake; the next rollout starts at at
+	loopRolloutDue                  // the rollout batch arrives at at
+	loopRollout                     // a rollout batch is being served
+	loopEvalDue                     // the eval starts at at
+	loopEvalArrive                  // the eval batch arrives at at
+	loopEval                        // an eval batch is being served
+	loopSleepDue                    // the engines fall asleep at at
+	loopAsleep                      // the engines wake at at
 )
 
 // loop is the colocated loop's state in a Sim.
@@ -69,7 +76,7 @@ type loop struct {
 	state       loopState
 	at          time.Duration
 	batchStart  time.Duration // arrival of the batch in flight
-	rolloutTime time.Duration // the last rollout batch's duration
+	rolloutTime time.Duration // the last rollout batch's duration, from its arrival
 	edges       []LoopEdge    // not yet taken
 }
 
@@ -79,16 +86,6 @@ func (s *Sim) advanceLoop(t time.Duration) {
 	w := &s.cfg.Workload
 	for {
 		switch l.state {
-		case loopIdle:
-			if l.at > t || (w.Batches > 0 && s.batch >= w.Batches) {
-				s.runEngines(t)
-				return
-			}
-			s.batch++
-			l.batchStart = l.at
-			s.submit(s.gen.batch(s.batch, l.at))
-			s.edge(RolloutStart, l.at)
-			l.state = loopRollout
 		case loopRollout, loopEval:
 			s.runEngines(t)
 			if !s.allIdle() {
@@ -107,18 +104,34 @@ func (s *Sim) advanceLoop(t time.Duration) {
 				s.edge(EvalEnd, end)
 			}
 			l.state, l.at = loopSleepDue, end+handoff
-		case loopEvalDue:
-			if l.at > t {
+			continue
+		case loopIdle:
+			if w.Batches > 0 && s.batch >= w.Batches {
+				s.runEngines(t)
 				return
 			}
+		}
+		if l.at > t {
+			s.runEngines(t)
+			return
+		}
+		switch l.state {
+		case loopIdle:
+			s.batch++
+			s.edge(RolloutStart, l.at)
+			l.state, l.at = loopRolloutDue, l.at+handoff
+		case loopRolloutDue:
+			l.batchStart = l.at
+			s.submit(s.gen.batch(s.batch, l.at))
+			l.state = loopRollout
+		case loopEvalDue:
+			s.edge(EvalStart, l.at)
+			l.state, l.at = loopEvalArrive, l.at+handoff
+		case loopEvalArrive:
 			l.batchStart = l.at
 			s.submit(s.gen.eval(l.at))
-			s.edge(EvalStart, l.at)
 			l.state = loopEval
 		case loopSleepDue:
-			if l.at > t {
-				return
-			}
 			for _, e := range s.engines {
 				e.sleep(sleepLevel)
 			}
@@ -129,9 +142,6 @@ func (s *Sim) advanceLoop(t time.Duration) {
 			}
 			l.state, l.at = loopAsleep, l.at+train
 		case loopAsleep:
-			if l.at > t {
-				return
-			}
 			for _, e := range s.engines {
 				e.wake()
 			}

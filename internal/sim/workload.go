@@ -61,9 +61,9 @@ type WorkloadConfig struct {
 	// shares the engines' GPUs. Once a batch has finished on every engine (and its eval batch
 	// after it, when one is due), every engine is put to sleep as vLLM's LLM.sleep() does at
 	// level 1: weights offloaded, KV cache and prefix cache discarded, nothing running. It
-	// sleeps for TrainTime, the trainer's update, and wakes; the next batch comes Pause after
-	// the wake-up (the weight sync). Pages that have vLLM's vllm:engine_sleep_state family
-	// (0.20) show it. See LoopEdge for the loop's timeline.
+	// sleeps for TrainTime, the trainer's update, and wakes; the next rollout starts Pause
+	// after the wake-up (the weight sync). Pages that have vLLM's vllm:engine_sleep_state
+	// family (0.20) show it. See LoopEdge for the loop's timeline.
 	Colocated bool
 	// TrainTime is how long the engines sleep in each step of the colocated loop; 0 means as
 	// long as the step's rollout batch took.
