@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vllmstat/vllmstat/internal/collector"
 	"github.com/vllmstat/vllmstat/internal/config"
 	"github.com/vllmstat/vllmstat/internal/plot"
 	"github.com/vllmstat/vllmstat/internal/report"
@@ -29,6 +30,12 @@ Starts a simulated vLLM fleet in this process (GRPO-style rollout batches with s
 prefixes, a KV cache small enough to fill up and preempt), scrapes it every 0.5 s, and ends a
 step at the end of each rollout batch, the way a trainer would. Each step is printed as a row
 of a table and written to OUT/steps.jsonl.
+
+With --colocated the fleet runs a colocated RL loop: after each rollout batch (and, every
+--eval-every steps, an eval batch) the engines sleep for the training time, then wake for the
+next batch. The demo marks each rollout batch as phase "rollout" and each eval batch as phase
+"eval", and ends the step when the engines wake; the table shows the rollout's figures where the
+rest of the step would water them down.
 
 Flags:
 `
@@ -56,6 +63,9 @@ func demoWith(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	straggler := fs.Float64("straggler", 1, stragglerHelp)
 	specDecode := fs.Int("spec-decode", 0, "speculative tokens per decode step in the simulated engines; 0 is off")
 	kvConnector := fs.Bool("kv-connector", false, "give the simulated fleet a KV connector's external prefix cache")
+	colocated := fs.Bool("colocated", false, colocatedHelp)
+	trainTime := fs.Duration("train-time", 0, trainTimeHelp)
+	evalEvery := fs.Int("eval-every", 0, evalEveryHelp)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), demoHelp)
 		fs.PrintDefaults()
@@ -69,6 +79,10 @@ func demoWith(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	if !(*straggler >= 1) || math.IsInf(*straggler, 0) {
 		fmt.Fprintf(stderr, "vllmstat demo: --straggler must be a number of at least 1 (1 means no straggler), got %v\n", *straggler)
+		return exitUsage
+	}
+	if msg := checkLoopFlags(*colocated, *trainTime, *evalEvery); msg != "" {
+		fmt.Fprintln(stderr, "vllmstat demo: "+msg)
 		return exitUsage
 	}
 	level := slog.LevelWarn
@@ -105,6 +119,9 @@ func demoWith(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	sc.Workload.Straggler = *straggler
 	sc.SpecDecode = *specDecode
 	sc.KVConnector = *kvConnector
+	sc.Workload.Colocated = *colocated
+	sc.Workload.TrainTime = *trainTime
+	sc.Workload.EvalEvery = *evalEvery
 	if sc.KVConnector {
 		// Two batches per epoch: from the third batch on, questions come back after the
 		// engines' own caches have evicted them, and the external cache can serve them.
@@ -152,8 +169,24 @@ func demoWith(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if *straggler > 1 {
 		fmt.Fprintf(stdout, "Straggler: engine %d of %s generates %g times longer outputs.\n", *dp-1, cfg.Targets[len(cfg.Targets)-1], *straggler)
 	}
-	fmt.Fprintf(stdout, "Scraping every %gs; a step ends when a rollout batch has finished on every engine.\n\n", cfg.Interval)
 	table := newStepTable(stdout, cfg.MetricPrefix)
+	if *colocated {
+		train := "as long as its rollout"
+		if *trainTime > 0 {
+			train = trainTime.String()
+		}
+		fmt.Fprintf(stdout, "Colocated loop: after each step's batches the engines sleep for the training time (%s, simulated)", train)
+		if *evalEvery > 0 {
+			fmt.Fprintf(stdout, "; an eval batch after the rollout every %d steps", *evalEvery)
+		}
+		fmt.Fprintln(stdout, ".")
+		fmt.Fprintf(stdout, "Scraping every %gs; a step ends when the engines wake after the training time.\n", cfg.Interval)
+		table.phase = phaseRollout
+		fmt.Fprintln(stdout, table.legend())
+		fmt.Fprintln(stdout)
+	} else {
+		fmt.Fprintf(stdout, "Scraping every %gs; a step ends when a rollout batch has finished on every engine.\n\n", cfg.Interval)
+	}
 	if sc.SpecDecode > 0 {
 		table.cols = append(table.cols, specDecodeCol)
 	}
@@ -175,36 +208,66 @@ func demoWith(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	go func() { runErr <- r.run(runCtx) }()
 
 	// A straggler's longer outputs make its batches that much longer. Past a factor of 64 every
-	// straggler request is cut at the model length anyway.
+	// straggler request is cut at the model length anyway. The colocated loop's longest wait is
+	// the training time.
 	batchTimeout := time.Duration(float64(2*time.Minute) * min(*straggler, 64))
+	batchTimeout += time.Duration(float64(*trainTime) / *speed)
 	code := exitOK
+	fail := func(format string, args ...any) {
+		fmt.Fprintf(stderr, "vllmstat demo: "+format+"\n", args...)
+		code = exitError
+	}
+	// endStep ends step n and prints its row; false if it failed.
+	endStep := func(n int) bool {
+		rec, err := r.c.EndStep(ctx, int64(n))
+		if err != nil {
+			fail("end step %d: %v", n, err)
+			return false
+		}
+		table.row(&rec)
+		if cfg.TerminalTimelines {
+			fmt.Fprintln(stdout)
+			termline.Write(stdout, &rec, termline.Options{Width: termWidth(stdout)})
+			fmt.Fprintln(stdout)
+			table.rows = 0 // repeat the header above the next row
+		}
+		return true
+	}
+	// In the colocated loop the edges mark the phases and end the steps; otherwise the end of
+	// each rollout batch ends a step.
+	batches, edges := fleet.Batches(), fleet.Edges()
+	if edges != nil {
+		batches = nil
+	}
 	for done := 0; done < *steps; {
 		select {
-		case n, ok := <-fleet.Batches():
-			if !ok {
+		case n := <-batches:
+			if !endStep(n) {
 				done = *steps
 				break
-			}
-			rec, err := r.c.EndStep(ctx, int64(n))
-			if err != nil {
-				fmt.Fprintf(stderr, "vllmstat demo: end step %d: %v\n", n, err)
-				code = exitError
-				done = *steps
-				break
-			}
-			table.row(&rec)
-			if cfg.TerminalTimelines {
-				fmt.Fprintln(stdout)
-				termline.Write(stdout, &rec, termline.Options{Width: termWidth(stdout)})
-				fmt.Fprintln(stdout)
-				table.rows = 0 // repeat the header above the next row
 			}
 			done++
+		case e := <-edges:
+			if e.Kind == sim.Wake {
+				if !endStep(e.Step) {
+					done = *steps
+					break
+				}
+				done++
+				break
+			}
+			if err := markPhase(ctx, r.c, e.Kind); err != nil {
+				fail("step %d: %v", e.Step, err)
+				done = *steps
+			}
 		case <-ctx.Done():
 			done = *steps
 		case <-time.After(batchTimeout):
-			fmt.Fprintf(stderr, "vllmstat demo: no rollout batch finished in %s\n", batchTimeout)
-			code = exitError
+			if edges != nil {
+				fail("the colocated loop went on to no next batch or step in %s", batchTimeout)
+			} else {
+				fail("no rollout batch finished in %s", batchTimeout)
+			}
 			done = *steps
 		}
 	}
@@ -227,12 +290,58 @@ func demoWith(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	return code
 }
 
+// The phases the demo marks in the colocated loop.
+const (
+	phaseRollout = "rollout"
+	phaseEval    = "eval"
+)
+
+// phaseCalls are the collector's calls that mark phases.
+type phaseCalls interface {
+	StartPhase(ctx context.Context, name string) (collector.PhaseEdge, error)
+	EndPhase(ctx context.Context, name string) (collector.PhaseEdge, error)
+}
+
+// markPhase marks the phase edge that a colocated loop's edge is: a batch's start starts its
+// phase, its end ends it. Sleep is no phase edge.
+func markPhase(ctx context.Context, c phaseCalls, k sim.LoopEdgeKind) error {
+	var err error
+	switch k {
+	case sim.RolloutStart:
+		_, err = c.StartPhase(ctx, phaseRollout)
+	case sim.RolloutEnd:
+		_, err = c.EndPhase(ctx, phaseRollout)
+	case sim.EvalStart:
+		_, err = c.StartPhase(ctx, phaseEval)
+	case sim.EvalEnd:
+		_, err = c.EndPhase(ctx, phaseEval)
+	}
+	if err != nil {
+		return fmt.Errorf("mark %s: %w", k, err)
+	}
+	return nil
+}
+
+// checkLoopFlags checks the colocated loop's flags, returning the problem or "".
+func checkLoopFlags(colocated bool, trainTime time.Duration, evalEvery int) string {
+	switch {
+	case trainTime < 0 || evalEvery < 0:
+		return fmt.Sprintf("--train-time and --eval-every must not be negative, got %s and %d", trainTime, evalEvery)
+	case !colocated && (trainTime != 0 || evalEvery != 0):
+		return "--train-time and --eval-every need --colocated: the engines sleep for the training time, and eval batches run before it"
+	}
+	return ""
+}
+
 // stepTable prints closed steps as the rows of an aligned table.
 type stepTable struct {
 	w      io.Writer
 	prefix string
 	rows   int
 	cols   []tableCol
+	// phase, if set, names a phase whose figures the columns marked fromPhase show in the rows
+	// of steps that have it, and adds a column of its duration after the step's.
+	phase string
 }
 
 func newStepTable(w io.Writer, prefix string) *stepTable {
@@ -244,42 +353,78 @@ type tableCol struct {
 	key    vllm.Value // its key under the run's prefix gives the column's number
 	format string
 	scale  float64
+	// fromPhase marks the figures that the time outside the table's phase would water down:
+	// rates and time means.
+	fromPhase bool
 }
 
 // specDecodeCol is the column a demo with speculative decoding adds.
-var specDecodeCol = tableCol{"accept", vllm.Value{Name: vllm.SpecAcceptanceRate.Name}, "%6.1f%%", 100}
+var specDecodeCol = tableCol{"accept", vllm.Value{Name: vllm.SpecAcceptanceRate.Name}, "%6.1f%%", 100, false}
 
 // kvConnectorCol is the column a demo with a KV connector adds.
-var kvConnectorCol = tableCol{"ext hit", vllm.Value{Name: vllm.ExternalHitRate.Name}, "%7.1f%%", 100}
+var kvConnectorCol = tableCol{"ext hit", vllm.Value{Name: vllm.ExternalHitRate.Name}, "%7.1f%%", 100, false}
 
 var tableCols = []tableCol{
-	{"hit rate", keyHitRate, "%7.1f%%", 100},
-	{"preempt", keyPreemptions, "%7.0f", 1},
-	{"kv mean", keyKVMean, "%7.2f", 1},
-	{"kv max", keyKVMax, "%7.2f", 1},
-	{"run mean", keyRunMean, "%8.1f", 1},
-	{"run max", keyRunMax, "%7.0f", 1},
-	{"wait mean", keyWaitMean, "%9.1f", 1},
-	{"wait max", keyWaitMax, "%8.0f", 1},
-	{"gen tok/s", keyGenPerS, "%9.0f", 1},
-	{"ttft p50", keyTTFTP50, "%7.3fs", 1},
-	{"ttft p95", keyTTFTP95, "%7.3fs", 1},
-	{"tail s", keyTail, "%6.1f", 1},
+	{"hit rate", keyHitRate, "%7.1f%%", 100, false},
+	{"preempt", keyPreemptions, "%7.0f", 1, false},
+	{"kv mean", keyKVMean, "%7.2f", 1, true},
+	{"kv max", keyKVMax, "%7.2f", 1, false},
+	{"run mean", keyRunMean, "%8.1f", 1, true},
+	{"run max", keyRunMax, "%7.0f", 1, false},
+	{"wait mean", keyWaitMean, "%9.1f", 1, true},
+	{"wait max", keyWaitMax, "%8.0f", 1, false},
+	{"gen tok/s", keyGenPerS, "%9.0f", 1, true},
+	{"ttft p50", keyTTFTP50, "%7.3fs", 1, false},
+	{"ttft p95", keyTTFTP95, "%7.3fs", 1, false},
+	{"tail s", keyTail, "%6.1f", 1, false}, // the step's, as the straggler beside it
+}
+
+// phaseSecsHead heads the column of the phase's duration.
+const phaseSecsHead = "roll s"
+
+// legend says which columns show the table's phase.
+func (t *stepTable) legend() string {
+	var heads []string
+	for _, c := range t.cols {
+		if c.fromPhase {
+			heads = append(heads, c.head)
+		}
+	}
+	return fmt.Sprintf("Columns %s show each step's %s phase; %s is its duration.", strings.Join(heads, ", "), t.phase, phaseSecsHead)
 }
 
 func (t *stepTable) row(r *step.Record) {
 	if t.rows == 0 {
-		fmt.Fprintf(t.w, "%4s %6s %7s", "step", "secs", "workers")
+		fmt.Fprintf(t.w, "%4s %6s", "step", "secs")
+		if t.phase != "" {
+			fmt.Fprintf(t.w, " %6s", phaseSecsHead)
+		}
+		fmt.Fprintf(t.w, " %7s", "workers")
 		for _, c := range t.cols {
 			fmt.Fprintf(t.w, " %*s", len(fmt.Sprintf(c.format, 0.0)), c.head)
 		}
 		fmt.Fprintln(t.w, " straggler")
 	}
 	t.rows++
-	fmt.Fprintf(t.w, "%4d %6.1f %7d", r.Step, r.DurationS, r.Workers)
+	var ph *step.Phase
+	if t.phase != "" {
+		ph = r.Phases[t.phase]
+	}
+	fmt.Fprintf(t.w, "%4d %6.1f", r.Step, r.DurationS)
+	switch {
+	case ph != nil:
+		fmt.Fprintf(t.w, " %6.1f", ph.DurationS)
+	case t.phase != "":
+		fmt.Fprintf(t.w, " %6s", "-")
+	}
+	fmt.Fprintf(t.w, " %7d", r.Workers)
 	for _, c := range t.cols {
 		width := len(fmt.Sprintf(c.format, 0.0))
-		v, ok := r.Metrics[c.key.Key(t.prefix)]
+		m := r.Metrics
+		if c.fromPhase && ph != nil {
+			m = ph.Metrics
+		}
+		v, ok := m[c.key.Key(t.prefix)]
 		if !ok {
 			fmt.Fprintf(t.w, " %*s", width, "-")
 			continue
