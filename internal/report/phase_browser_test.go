@@ -72,10 +72,31 @@ func TestBrowserPhases(t *testing.T) {
 		if points["step"] != 6 || points["rollout"] != 5 || points["eval"] != 2 {
 			t.Errorf("points of the generation rate's lines: %v", points)
 		}
-		// The eval's points stand alone: a dot each, in its colour; the lines have none.
+		// The eval's points stand alone: a dot each, in the colour of the step's line; the lines
+		// have none.
 		dots := eval[[]string](t, ctx, `[...document.querySelectorAll('#metrics figure[data-chart="generation_tokens_per_s"] circle.dot, #metrics figure[data-chart="duration_s"] circle.dot')].map(c => c.getAttribute('fill'))`)
-		if !slices.Equal(dots, []string{"#2ca02c", "#2ca02c", "#2ca02c", "#2ca02c"}) {
+		if !slices.Equal(dots, []string{"#1f77b4", "#1f77b4", "#1f77b4", "#1f77b4"}) {
 			t.Errorf("dots %q, want the eval's two in each of the two charts", dots)
+		}
+		// A phase's line has the colour of the whole step's line of its figure and the phase's
+		// dash; the legend names the figures by colour and the phases by dash.
+		styles := eval[[]string](t, ctx, `[...document.querySelectorAll('#metrics figure[data-chart="kv_cache_usage_perc"] path.series')].map(p =>
+			p.dataset.key + ' ' + p.getAttribute('stroke') + ' ' + (p.getAttribute('stroke-dasharray') || 'solid'))`)
+		if want := []string{"max #1f77b4 solid", "mean #ff7f0e solid", "rollout max #1f77b4 6 3", "rollout mean #ff7f0e 6 3", "eval mean #ff7f0e 1.5 2.5"}; !slices.Equal(styles, want) {
+			t.Errorf("KV usage lines %q, want %q", styles, want)
+		}
+		legends := eval[map[string][]string](t, ctx, `Object.fromEntries([...document.querySelectorAll('#metrics figure')].map(f =>
+			[f.dataset.chart, [...f.querySelectorAll('.legend > span')].map(s => (s.classList.contains('style-item') ? '~' : '') + s.textContent)]))`)
+		for title, want := range map[string][]string{
+			"duration_s":              {"~whole step", "~rollout", "~eval"},
+			"kv_cache_usage_perc":     {"max", "mean", "~whole step", "~rollout", "~eval"},
+			"prefix_cache_hit_rate":   {"~whole step", "~rollout"},
+			"request_success":         {"length", "stop"},
+			"generation_tokens_per_s": {"~whole step", "~rollout", "~eval"},
+		} {
+			if !slices.Equal(legends[title], want) {
+				t.Errorf("legend of %s: %q, want %q", title, legends[title], want)
+			}
 		}
 
 		// The page opens on step 6: its phases below the whole step, with their figures.

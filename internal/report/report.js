@@ -155,13 +155,38 @@
     return svg;
   }
 
+  // legend names items by their colour, or, for an item with a lineStyle (a dash array, '' for
+  // solid), by a short line drawn in that style.
   function legend(parent, items) {
     var l = el('div', { 'class': 'legend' }, parent);
     items.forEach(function (it) {
-      var s = el('span', {}, l);
-      el('span', { 'class': 'swatch' + (it.band ? ' band-swatch' : ''), style: 'background:' + it.color }, s);
+      var s = el('span', it.lineStyle != null ? { 'class': 'style-item' } : {}, l);
+      if (it.lineStyle != null) {
+        var line = sv('line', { x1: 0, y1: 4, x2: 22, y2: 4, stroke: '#444', 'stroke-width': 2 }, sv('svg', { width: 22, height: 8, 'class': 'style-swatch' }, s));
+        if (it.lineStyle) line.setAttribute('stroke-dasharray', it.lineStyle);
+      } else {
+        el('span', { 'class': 'swatch' + (it.band ? ' band-swatch' : ''), style: 'background:' + it.color }, s);
+      }
       s.appendChild(document.createTextNode(it.name));
     });
+  }
+
+  // A phase's lines have the colour of the whole step's line of the same figure and the
+  // phase's dash: the rollout's dashed, the next phase's dotted.
+  var DASHES = ['6 3', '1.5 2.5', '8 3 2 3', '3 3'];
+  function dashOf(phase) { var i = P.findIndex(function (p) { return p.name === phase; }); return DASHES[Math.max(i, 0) % DASHES.length]; }
+  // phaseLegend names a chart's lines whose phases have lines in it: its figures by colour
+  // (unless the chart has one, the step's), then the whole step's and each phase's line style.
+  function phaseLegend(parent, series) {
+    var figures = [], phases = [];
+    series.forEach(function (x) {
+      if (x.phase) { if (phases.indexOf(x.phase) < 0) phases.push(x.phase); }
+      else if (!figures.some(function (f) { return f.name === x.stat; })) figures.push({ name: x.stat, color: x.color });
+    });
+    if (figures.length === 1 && figures[0].name === 'step') figures = [];
+    legend(parent, figures.concat([{ name: 'whole step', lineStyle: '' }], P.filter(function (p) { return phases.indexOf(p.name) >= 0; }).map(function (p) {
+      return { name: p.name, lineStyle: dashOf(p.name) };
+    })));
   }
 
   // Summary and notes.
@@ -192,11 +217,11 @@
     el('h3', {}, metrics, 'Phases');
     var pfig = el('figure', { 'data-chart': 'duration_s' }, el('div', { 'class': 'grid' }, metrics));
     el('figcaption', {}, pfig, 'duration_s');
-    var durs = [{ name: 'step', ys: D.dur, color: COLORS[0] }].concat(P.map(function (p, i) {
-      return { name: p.name, ys: p.dur, color: COLORS[(i + 1) % COLORS.length], cls: 'series phase', dots: true };
+    var durs = [{ name: 'step', stat: 'step', ys: D.dur, color: COLORS[0] }].concat(P.map(function (p) {
+      return { name: p.name, stat: 'step', phase: p.name, ys: p.dur, color: COLORS[0], cls: 'series phase', dots: true, dash: dashOf(p.name) };
     }));
     lineChart(pfig, { xs: D.steps, series: durs, xLabel: 'step', yLabel: 'seconds', onPick: pick });
-    legend(pfig, durs);
+    phaseLegend(pfig, durs);
   }
   D.groups.forEach(function (g) {
     el('h3', {}, metrics, g.name);
@@ -204,15 +229,23 @@
     g.charts.forEach(function (c) {
       var fig = el('figure', { 'data-chart': c.title }, grid);
       el('figcaption', {}, fig, c.title);
-      var series = c.keys.map(function (k, i) {
+      var stats = [];
+      var series = c.keys.map(function (k) {
         var name = shortKey(KO[k]);
         var base = c.title.replace(/ per interval$/, '');
         var stat = name.indexOf(base + '/') === 0 ? name.slice(base.length + 1) : name === base ? 'step' : name;
-        if (KP[k]) stat = KP[k] + (stat === 'step' ? '' : ' ' + stat); // a phase's line: "rollout", "rollout mean"
-        return { name: stat, key: D.keys[k], ys: D.values[k], color: COLORS[i % COLORS.length], cls: KP[k] ? 'series phase' : null, dots: !!KP[k] };
+        var i = stats.indexOf(stat);
+        if (i < 0) { i = stats.length; stats.push(stat); }
+        var x = { name: stat, stat: stat, key: D.keys[k], ys: D.values[k], color: COLORS[i % COLORS.length] };
+        if (KP[k]) { // a phase's line: "rollout", "rollout mean"
+          x.name = KP[k] + (stat === 'step' ? '' : ' ' + stat);
+          x.phase = KP[k]; x.cls = 'series phase'; x.dots = true; x.dash = dashOf(KP[k]);
+        }
+        return x;
       });
       lineChart(fig, { xs: D.steps, series: series, xLabel: 'step', onPick: pick });
-      legend(fig, series);
+      if (series.some(function (x) { return x.phase; })) phaseLegend(fig, series);
+      else legend(fig, series);
     });
   });
 
