@@ -21,6 +21,9 @@ import (
 //     only for the time since that scrape: a worker down for part of the step is not covered
 //     while it is down, and its last sample does not hold over the gap;
 //   - a sample without either gauge (both absent or not finite) stands for no time;
+//   - a sample of an engine asleep (vLLM's engine_sleep_state says it sleeps) is asleep, neither
+//     busy nor idle: worker_asleep_fraction is the asleep share of the time a worker's samples
+//     stood for, for the workers whose pages have the family;
 //   - the time after the worker's last sample is not covered (the boundary scrape taken just
 //     before the step end is normally that last sample).
 //
@@ -70,23 +73,32 @@ func (v WorkerValue) ID() WorkerID {
 	return WorkerID{Target: v.Target, Engine: v.Engine, Labels: window.LabelKey(v.Labels)}
 }
 
-// activity accumulates a worker's busy and idle time in the open step.
+// activity accumulates a worker's busy, idle and asleep time in the open step.
 type activity struct {
 	busy, idle time.Duration
+	asleep     time.Duration
+	sleeps     bool // its pages have the sleep-state family
 	lastBusy   time.Time // end of the last busy span
 	spans      ints      // every covered span in nanoseconds, for the step's resolution
 }
 
 // add counts a sample of ep taken at ts that stands for the time since from (zero when the
-// sample stands for no time).
-func (a *activity) add(from, ts time.Time, ep *window.EnginePage) {
+// sample stands for no time). A sample of an engine asleep (its page has the sleep-state family,
+// slept) is asleep, neither busy nor idle.
+func (a *activity) add(from, ts time.Time, ep *window.EnginePage, sleeps, asleep bool) {
+	a.sleeps = a.sleeps || sleeps
 	if from.IsZero() || !ts.After(from) {
+		return
+	}
+	d := ts.Sub(from)
+	if asleep {
+		a.spans.add(int64(d))
+		a.asleep += d
 		return
 	}
 	if !ep.HasGauge[window.Running] && !ep.HasGauge[window.Waiting] {
 		return
 	}
-	d := ts.Sub(from)
 	a.spans.add(int64(d))
 	if ep.Gauges[window.Running]+ep.Gauges[window.Waiting] > 0 {
 		a.busy += d
@@ -125,9 +137,19 @@ func (t *Tracker) balance(r *Record, ids []WorkerID, was []*workerAcc, start tim
 	var lasts []last
 	var spans []float64 // seconds
 	var idleSum, idleMax float64
-	covered := 0
+	var asleepSum, asleepMax float64
+	covered, sleepers := 0, 0
 	for i, wa := range was {
 		a := &wa.act
+		if a.sleeps && a.busy+a.idle+a.asleep > 0 {
+			frac := a.asleep.Seconds() / (a.busy + a.idle + a.asleep).Seconds()
+			asleepSum += frac
+			asleepMax = max(asleepMax, frac)
+			sleepers++
+			if perWorker {
+				add(&r.PerWorker[i].Values, "asleep_s", "", a.asleep.Seconds())
+			}
+		}
 		if !a.covered() {
 			continue
 		}
@@ -157,6 +179,10 @@ func (t *Tracker) balance(r *Record, ids []WorkerID, was []*workerAcc, start tim
 	if covered > 0 {
 		add(&r.Values, NameWorkerIdle, vllm.StatMean, idleSum/float64(covered))
 		add(&r.Values, NameWorkerIdle, vllm.StatMax, idleMax)
+	}
+	if sleepers > 0 {
+		add(&r.Values, NameWorkerAsleep, vllm.StatMean, asleepSum/float64(sleepers))
+		add(&r.Values, NameWorkerAsleep, vllm.StatMax, asleepMax)
 	}
 	if len(lasts) > 0 {
 		xs := make([]float64, len(lasts))

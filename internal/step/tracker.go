@@ -272,9 +272,11 @@ func (t *Tracker) Observe(ts time.Time, target string, page *window.Page, err er
 // start, for the series k keeps with their times.
 func (wa *workerAcc) add(k *keep, at time.Duration, from, ts time.Time, ep *window.EnginePage, inc *window.Increase) {
 	wa.scrapes++
-	wa.act.add(from, ts, ep)
+	state := ep.SplitGauges[window.SleepState]
+	asleep := vllm.Asleep(state)
+	wa.act.add(from, ts, ep, state != nil, asleep)
 	for g := range ep.Gauges {
-		if !k.gauges[g] {
+		if !k.gauges[g] || asleep && vllm.Load[g] {
 			continue
 		}
 		if ep.HasGauge[g] {

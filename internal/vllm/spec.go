@@ -125,6 +125,7 @@ const (
 	Waiting
 	KVUsage
 	WaitingByReason
+	SleepState
 	NumGauges
 )
 
@@ -176,6 +177,24 @@ var Gauges = [NumGauges]Family{
 	// num_requests_waiting.
 	WaitingByReason: {Name: "num_requests_waiting_by_reason", Split: "reason", Combine: Sum, Scalars: true,
 		Title: "Requests waiting by reason", Unit: "requests", Group: GroupQueue},
+	// The engine's sleep state (LLM.sleep() between a colocated trainer's rollouts): awake is 1
+	// while awake and 0 while asleep; weights_offloaded or discard_all is 1 at sleep level 1 or
+	// 2. Read for Asleep only: it gets no keys of its own.
+	SleepState: {Name: "engine_sleep_state", Split: "sleep_state", Combine: Sum,
+		Title: "Engine sleep state", Unit: "state", Group: GroupOther},
+}
+
+// Load lists the gauges that measure an engine's load: a sample taken while it sleeps is no
+// sample of them, so that a fleet asleep while the policy trains does not drag their means down.
+var Load = [NumGauges]bool{Running: true, Waiting: true, KVUsage: true, WaitingByReason: true}
+
+// Asleep reports whether an engine's sleep-state values (SleepState's by label value) say it
+// sleeps: awake is 0, or, without awake, a sleep level is set.
+func Asleep(state map[string]float64) bool {
+	if awake, ok := state["awake"]; ok {
+		return awake == 0
+	}
+	return state["weights_offloaded"] > 0 || state["discard_all"] > 0
 }
 
 // Counters are the counter families, by Counter. On a page each is <name>_total with a

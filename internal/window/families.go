@@ -23,6 +23,7 @@ const (
 	Waiting         = vllm.Waiting
 	KVUsage         = vllm.KVUsage
 	WaitingByReason = vllm.WaitingByReason // split by reason
+	SleepState      = vllm.SleepState      // split by sleep_state
 	NumGauges       = vllm.NumGauges
 
 	PrefixQueries      = vllm.PrefixQueries
