@@ -30,7 +30,7 @@ func TestAsleepSamples(t *testing.T) {
 	obs := func(ts, running, kv float64, awake bool) {
 		observeText(t, tr, ts, sleepPage(t, "0", running, kv, awake))
 	}
-	obs(0, 0, 0, true)  // the first scrape stands for no time
+	obs(0, 0, 0, true)   // the first scrape stands for no time
 	obs(1, 4, 0.5, true) // busy 1 s
 	obs(2, 0, 0.1, true) // idle 1 s
 	obs(3, 0, 0, false)  // asleep 1 s

@@ -77,7 +77,7 @@ func (v WorkerValue) ID() WorkerID {
 type activity struct {
 	busy, idle time.Duration
 	asleep     time.Duration
-	sleeps     bool // its pages have the sleep-state family
+	sleeps     bool      // its pages have the sleep-state family
 	lastBusy   time.Time // end of the last busy span
 	spans      ints      // every covered span in nanoseconds, for the step's resolution
 }
