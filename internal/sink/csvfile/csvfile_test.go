@@ -76,3 +76,30 @@ func TestRunWritesCSV(t *testing.T) {
 		}
 	}
 }
+
+// TestRunResumedOneHeader runs "vllmstat run" twice into one out_dir, the second continuing the
+// first's steps: steps.csv has one header, then one row per step of steps.jsonl, in order.
+func TestRunResumedOneHeader(t *testing.T) {
+	out := t.TempDir()
+	const yaml = "sinks: [{type: csv, keys: [vllm/generation_tokens]}]\n"
+	e2etest.Run(t, out, yaml, 2)
+	e2etest.Run(t, out, yaml, len(e2etest.Steps(t, out))+2)
+	f, err := os.Open(filepath.Join(out, "steps.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rows, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := e2etest.Steps(t, out)
+	if len(rows) != len(recs)+1 || strings.Join(rows[0], ",") != "step,end,vllm/generation_tokens" {
+		t.Fatalf("%d rows for %d steps; header %v", len(rows), len(recs), rows[0])
+	}
+	for i, r := range recs {
+		if rows[i+1][0] != strconv.FormatInt(r.Step, 10) {
+			t.Errorf("row %d: step %s, want %d", i+1, rows[i+1][0], r.Step)
+		}
+	}
+}
