@@ -13,7 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"image/png"
-	"io/fs"
 	"log/slog"
 	"maps"
 	"os"
@@ -108,8 +107,8 @@ func openSettings(env sink.Env, set Settings, now time.Time) (*Writer, error) {
 		// free second names this one; W&B orders instances by their Run records' start times.
 		for t := now; ; t = t.Add(time.Second) {
 			runDir = filepath.Join(outDir, "wandb", instanceDir(t, set.RunID))
-			if _, err := os.Lstat(runDir); errors.Is(err, fs.ErrNotExist) {
-				break
+			if _, err := os.Lstat(runDir); err != nil {
+				break // free, or unreadable: creating it says which
 			}
 		}
 	}
