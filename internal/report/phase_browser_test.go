@@ -93,6 +93,8 @@ func TestBrowserPhases(t *testing.T) {
 			"prefix_cache_hit_rate":   {"~whole step", "~rollout"},
 			"request_success":         {"length", "stop"},
 			"generation_tokens_per_s": {"~whole step", "~rollout", "~eval"},
+			// The eval's p99 has a colour of its own.
+			"time_to_first_token_seconds": {"p50", "p95", "p99", "~whole step", "~rollout", "~eval"},
 		} {
 			if !slices.Equal(legends[title], want) {
 				t.Errorf("legend of %s: %q, want %q", title, legends[title], want)

@@ -35,6 +35,8 @@ func addTestPhases(r *step.Record) {
 		r.Phases["eval"] = &step.Phase{DurationS: 0.1 * r.DurationS, Intervals: 2, Metrics: map[string]float64{
 			"vllm/generation_tokens_per_s":  3000,
 			"vllm/kv_cache_usage_perc/mean": 0.3,
+			// a statistic the whole step has not
+			"vllm/time_to_first_token_seconds/p99": 0.5,
 		}}
 	}
 }
@@ -113,7 +115,7 @@ func TestReportPhases(t *testing.T) {
 	wantPhaseKeys := []string{
 		"vllm/rollout/generation_tokens_per_s", "vllm/rollout/kv_cache_usage_perc/max", "vllm/rollout/kv_cache_usage_perc/mean",
 		"vllm/rollout/num_requests_running/mean", "vllm/rollout/prefix_cache_hit_rate", "vllm/rollout/time_to_first_token_seconds/p50",
-		"vllm/eval/generation_tokens_per_s", "vllm/eval/kv_cache_usage_perc/mean",
+		"vllm/eval/generation_tokens_per_s", "vllm/eval/kv_cache_usage_perc/mean", "vllm/eval/time_to_first_token_seconds/p99",
 	}
 	if !slices.Equal(d.Keys[whole:], wantPhaseKeys) {
 		t.Errorf("phase keys %v\nwant %v", d.Keys[whole:], wantPhaseKeys)

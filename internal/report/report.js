@@ -180,8 +180,8 @@
   function phaseLegend(parent, series) {
     var figures = [], phases = [];
     series.forEach(function (x) {
-      if (x.phase) { if (phases.indexOf(x.phase) < 0) phases.push(x.phase); }
-      else if (!figures.some(function (f) { return f.name === x.stat; })) figures.push({ name: x.stat, color: x.color });
+      if (x.phase && phases.indexOf(x.phase) < 0) phases.push(x.phase);
+      if (!figures.some(function (f) { return f.name === x.stat; })) figures.push({ name: x.stat, color: x.color });
     });
     if (figures.length === 1 && figures[0].name === 'step') figures = [];
     legend(parent, figures.concat([{ name: 'whole step', lineStyle: '' }], P.filter(function (p) { return phases.indexOf(p.name) >= 0; }).map(function (p) {
