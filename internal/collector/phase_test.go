@@ -120,3 +120,31 @@ func TestResumeContinuesTheStepAxis(t *testing.T) {
 		t.Fatalf("EndStep(8) = %v, %v", r.Step, err)
 	}
 }
+
+// TestUndatedCountsOfALateTarget: a target added during the run whose first page already has
+// counts without _created cannot be made exact; its state says so (once, in /v1/live), and a
+// target there from the start, or with _created, does not.
+func TestUndatedCountsOfALateTarget(t *testing.T) {
+	static := newValueServer(t, 500)
+	late := newValueServer(t, 4000)
+	dated := newValueServer(t, 4000)
+	dated.created.Store(1)
+	c, _, stop := start(t, Options{Targets: targets(static.srv.URL), NoFinalStep: true})
+	defer stop()
+	ctx := context.Background()
+	waitFor(t, func() bool { return static.n.Load() >= 1 })
+	if err := c.AddTargets(ctx, targets(late.srv.URL, dated.srv.URL)); err != nil {
+		t.Fatal(err)
+	}
+	_, ts, err := c.Live(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	notes := map[string]string{}
+	for _, s := range ts {
+		notes[s.URL] = s.Note
+	}
+	if notes[late.srv.URL] != undatedNote || notes[static.srv.URL] != "" || notes[dated.srv.URL] != "" {
+		t.Fatalf("notes %v: want only the late target without _created noted", notes)
+	}
+}
