@@ -141,8 +141,15 @@ func startRun(cfg config.Config, log *slog.Logger, summary io.Writer, fresh bool
 			return fail(err)
 		}
 	}
+	steps, err := sink.OpenJSONL(stepsPath, sink.JSONLOptions{Logger: log})
+	if err != nil {
+		return fail(err)
+	}
+	self.AddStepsFile(steps.Stats())
+	r.closer = append(r.closer, func() { steps.Close(context.Background()) })
 	// An out_dir that holds steps is a run resumed (a trainer restarted from a checkpoint): its
-	// steps go on after the last one, in steps.jsonl and in every sink, on one step axis.
+	// steps go on after the last one, in steps.jsonl and in every sink, on one step axis. Read
+	// once steps.jsonl is open, which repairs a last line a killed run left.
 	after, resume, err := lastStep(stepsPath)
 	if err != nil {
 		return fail(err)
@@ -150,12 +157,6 @@ func startRun(cfg config.Config, log *slog.Logger, summary io.Writer, fresh bool
 	if resume {
 		log.Info("continuing the steps of the out_dir: step numbers go on after its last step", "steps", stepsPath, "last_step", after)
 	}
-	steps, err := sink.OpenJSONL(stepsPath, sink.JSONLOptions{Logger: log})
-	if err != nil {
-		return fail(err)
-	}
-	self.AddStepsFile(steps.Stats())
-	r.closer = append(r.closer, func() { steps.Close(context.Background()) })
 	var rw *record.Writer
 	if cfg.Record != "" {
 		if rw, err = record.Create(cfg.Record, record.WriterOptions{Logger: log}); err != nil {
