@@ -399,5 +399,13 @@ func keepable(rec *step.Record) step.Record {
 			kept.PerWorker[i].Values = nil
 		}
 	}
+	if rec.Phases != nil {
+		kept.Phases = make(map[string]*step.Phase, len(rec.Phases))
+		for name, ph := range rec.Phases {
+			p := *ph
+			p.Values = nil
+			kept.Phases[name] = &p
+		}
+	}
 	return kept
 }
