@@ -234,8 +234,9 @@ func TestShutdownDeadline(t *testing.T) {
 	dead.block = make(chan struct{}) // answers only when the scrape is cancelled
 	live := newCounterServer(t)
 	steps := make(chan *step.Record, 1)
+	obs := &recObserver{}
 	c, fc, stop := start(t, Options{Targets: targets(dead.srv.URL, live.srv.URL), Timeout: 5 * time.Second, StepEvery: time.Hour,
-		OnStep: func(r *step.Record) { steps <- r }})
+		OnStep: func(r *step.Record) { steps <- r }, Observer: obs})
 	waitFor(t, func() bool { return live.n.Load() == 1 })
 	errc := make(chan error, 1)
 	go func() { errc <- stop() }()
@@ -244,7 +245,9 @@ func TestShutdownDeadline(t *testing.T) {
 	if err := fc.BlockUntil(ctx, 1); err != nil { // the deadline is set
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return live.n.Load() == 2 }) // the live target's boundary scrape
+	// The live target's boundary scrape, observed by the collector (not only answered: under
+	// load its result may wait a moment before the collector takes it).
+	waitFor(t, func() bool { obs.mu.Lock(); defer obs.mu.Unlock(); return obs.scraped == 2 })
 	fc.Advance(11 * time.Second)
 	if fc.Timers() != 1 || len(steps) != 0 {
 		t.Fatalf("%d timers, %d steps 11 s into the shutdown: the 12 s deadline passed early", fc.Timers(), len(steps))
