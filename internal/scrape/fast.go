@@ -102,6 +102,19 @@ func (f *fastClient) close() {
 func (s *scraper) roundTrip(req *fasthttp.Request, resp *fasthttp.Response, deadline time.Time) error {
 	for {
 		reused := s.conn != nil
+		if reused {
+			// Bytes on an idle kept connection came before this request was sent: an answer out
+			// of turn, which would be read as this request's answer. A peer that closed it is
+			// only a connection to make anew.
+			switch n, err := peek(s.conn); {
+			case n > 0:
+				s.closeConn()
+				return errOutOfTurn
+			case err != nil:
+				s.closeConn()
+				reused = false
+			}
+		}
 		if !reused {
 			c, err := s.fast.dial(s.addr, deadline)
 			if err != nil {
@@ -161,6 +174,14 @@ func (s *scraper) closeConn() {
 		s.conn = nil
 	}
 }
+
+// errOutOfTurn fails a scrape whose kept connection had bytes to read before its request was
+// sent: the server answered something nobody asked (a second answer to the last request, or a
+// hostile one), and reading it as this scrape's answer could make up any number.
+var errOutOfTurn = errors.New("the target sent bytes out of turn on a kept-alive connection, before it was asked (an answer nobody requested); the connection is dropped and this scrape counted as failed")
+
+// errPeerClosed is peek's report of a connection the peer closed.
+var errPeerClosed = errors.New("connection closed by the peer")
 
 // errUseNetHTTP is a fast scrape's answer that net/http reads instead: a redirect, which
 // net/http follows by its rules (credentials stay on the target's host), or headers larger

@@ -51,7 +51,8 @@ func (r *Result) Err() error {
 }
 
 // Reason classifies a failure for counting: "timeout", "refused", "http_status",
-// "body_too_large", "limit", "parse", "credentials", "network", "other"; "" for success.
+// "body_too_large", "limit", "parse", "credentials", "protocol" (a server that answered out of
+// turn), "network", "other"; "" for success.
 func (r *Result) Reason() string {
 	switch err := r.FetchErr; {
 	case err == nil && errors.Is(r.ParseErr, window.ErrLimit):
@@ -68,6 +69,8 @@ func (r *Result) Reason() string {
 		return "body_too_large"
 	case errors.Is(err, ErrCredentials):
 		return "credentials"
+	case errors.Is(err, errOutOfTurn):
+		return "protocol"
 	case errors.As(err, new(*StatusError)):
 		return "http_status"
 	default:
