@@ -201,6 +201,23 @@ func TestFastConnections(t *testing.T) {
 			t.Fatalf("%d connections for 3 scrapes, want 3", n)
 		}
 	})
+	t.Run("chunked", func(t *testing.T) {
+		chunked := fmt.Sprintf("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n", len(page), page)
+		rs := newRawServer(t, func(int) (string, bool) { return chunked, false })
+		scrapes(t, rs, 5, nil)
+		if n := rs.conns.Load(); n != 1 {
+			t.Fatalf("%d connections for 5 chunked answers, want 1", n)
+		}
+	})
+	t.Run("bytes after the answer", func(t *testing.T) {
+		// The start of another answer right behind this one: the connection cannot carry the
+		// next request (its answer would be read after those bytes).
+		rs := newRawServer(t, func(int) (string, bool) { return okAnswer + "HTTP/1.1 200 OK\r\n", false })
+		scrapes(t, rs, 3, nil)
+		if n := rs.conns.Load(); n != 3 {
+			t.Fatalf("%d connections for 3 scrapes, want 3", n)
+		}
+	})
 	t.Run("connection close", func(t *testing.T) {
 		rs := newRawServer(t, func(int) (string, bool) {
 			return fmt.Sprintf("HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s", len(page), page), false

@@ -350,3 +350,21 @@ func TestWorstWorkersNameWorkerLabels(t *testing.T) {
 	}
 	want(t, r.Metrics, "vllm/generation_tokens_imbalance", 2500/2000.0)
 }
+
+// TestStragglerThresholdIsExclusive: a worker exactly one scrape interval after the median is
+// not a straggler (it may have finished right after the median worker's next sample), though
+// the fleet waited that interval for it: last busy 2, 2, 3 with 1 s scrapes give a tail of 1
+// and no straggler.
+func TestStragglerThresholdIsExclusive(t *testing.T) {
+	ws := []busyScript{
+		{target: "a", engine: "0", running: []float64{1, 1, 1, 0, 0}, gen: 1},
+		{target: "b", engine: "0", running: []float64{1, 1, 1, 0, 0}, gen: 1},
+		{target: "c", engine: "0", running: []float64{1, 1, 1, 1, 0}, gen: 1},
+	}
+	recs := feed(t, NewTracker(Options{}), scriptEvents(ws))
+	r := recs[0]
+	want(t, r.Metrics, "vllm/straggler_tail_s", 1)
+	if len(r.Stragglers) != 0 {
+		t.Fatalf("stragglers %+v: a worker one interval after the median is not one", r.Stragglers)
+	}
+}
