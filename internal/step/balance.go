@@ -230,7 +230,8 @@ var (
 )
 
 // worstWorkers adds the keys that compare workers' counters: the generation-token imbalance,
-// the lowest hit rate and the most preemptions. Each needs two workers with a basis for it.
+// the lowest hit rate and the most preemptions. Each needs two workers with a basis for it, and
+// none whose value went beyond the float limit: the comparison would leave that worker out.
 func (t *Tracker) worstWorkers(r *Record, ids []WorkerID, was []*workerAcc) {
 	add := func(name, stat string, v float64) {
 		r.Values = append(r.Values, vllm.Value{Name: name, Stat: stat, V: v})
@@ -241,20 +242,27 @@ func (t *Tracker) worstWorkers(r *Record, ids []WorkerID, was []*workerAcc) {
 	var worst WorstWorkers
 	var gen []float64
 	hitN, preN := 0, 0
+	hitOver, preOver := false, false // a worker's value is beyond the float limit
 	for i, wa := range was {
 		if wa.has[window.GenerationTokens] {
 			gen = append(gen, wa.totals[window.GenerationTokens])
 		}
 		if h, ok := ratio(vllm.PrefixHitRate, &wa.totals, &wa.has); ok {
 			hitN++
+			switch {
+			case !finite(h):
+				hitOver = true
 			// ids are sorted, so a tie keeps the first worker
-			if worst.PrefixCacheHitRate == nil || h < worst.PrefixCacheHitRate.Value {
+			case worst.PrefixCacheHitRate == nil || h < worst.PrefixCacheHitRate.Value:
 				worst.PrefixCacheHitRate = value(i, h)
 			}
 		}
 		if wa.has[window.Preemptions] {
 			preN++
-			if p := wa.totals[window.Preemptions]; worst.NumPreemptions == nil || p > worst.NumPreemptions.Value {
+			switch p := wa.totals[window.Preemptions]; {
+			case !finite(p):
+				preOver = true
+			case worst.NumPreemptions == nil || p > worst.NumPreemptions.Value:
 				worst.NumPreemptions = value(i, p)
 			}
 		}
@@ -264,14 +272,17 @@ func (t *Tracker) worstWorkers(r *Record, ids []WorkerID, was []*workerAcc) {
 		for _, g := range gen {
 			sum += g
 		}
-		if mean := sum / float64(len(gen)); mean > 0 {
-			add(KeyImbalance, "", slices.Max(gen)/mean)
+		// a worker's total or their sum beyond the float limit leaves the mean unknown
+		if mean := sum / float64(len(gen)); mean > 0 && finite(sum) {
+			if v := slices.Max(gen) / mean; finite(v) {
+				add(KeyImbalance, "", v)
+			}
 		}
 	}
-	if hitN < 2 {
+	if hitN < 2 || hitOver {
 		worst.PrefixCacheHitRate = nil
 	}
-	if preN < 2 {
+	if preN < 2 || preOver {
 		worst.NumPreemptions = nil
 	}
 	if w := worst.PrefixCacheHitRate; w != nil {

@@ -92,6 +92,9 @@ func summarize(xs []float64) (summary, bool) {
 	s := summary{max: math.Inf(-1)}
 	var sum float64
 	for _, x := range xs {
+		if !finite(x) {
+			return summary{}, false // a sample beyond the float limit: no statistic of the pool is a value
+		}
 		sum += x
 		if x > s.max {
 			s.max = x

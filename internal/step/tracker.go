@@ -344,20 +344,21 @@ func (t *Tracker) interval(id WorkerID, ws *workerState, ts time.Time, ep *windo
 			iv.Values[f.Name] = ep.Gauges[g]
 		}
 	}
+	// An increase beyond the float limit is no value, and neither is anything computed from it.
 	for c, f := range vllm.Counters {
-		if inc.HasCounter[c] && f.Timeline {
+		if inc.HasCounter[c] && f.Timeline && finite(inc.Counters[c]) {
 			iv.Values[f.Name] = inc.Counters[c]
 		}
 	}
 	for _, rt := range vllm.Ratios {
-		if v, ok := ratio(rt, &inc.Counters, &inc.HasCounter); ok && rt.Timeline {
+		if v, ok := ratio(rt, &inc.Counters, &inc.HasCounter); ok && rt.Timeline && finite(v) {
 			iv.Values[rt.Name] = v
 		}
 	}
 	if iv.DT > 0 {
 		for i, rt := range vllm.Rates {
-			if inc.HasCounter[rt.Of] {
-				iv.Values[rateNames[i]] = inc.Counters[rt.Of] / iv.DT
+			if v := inc.Counters[rt.Of] / iv.DT; inc.HasCounter[rt.Of] && finite(v) {
+				iv.Values[rateNames[i]] = v
 			}
 		}
 	}
@@ -535,9 +536,11 @@ func (t *Tracker) metrics(was []*workerAcc, durS float64) []vllm.Value {
 		if v, ok := ratio(rt, &totals, &has); ok {
 			add(rt.Name, "", "", v)
 		}
-		if vllm.Counters[rt.Num].Split != "" && totals[rt.Den] > 0 {
+		if vllm.Counters[rt.Num].Split != "" {
 			for r, v := range split[rt.Num] {
-				add(rt.Name, r, "", rt.Offset+v/totals[rt.Den])
+				if q, ok := quotient(rt, v, totals[rt.Den]); ok {
+					add(rt.Name, r, "", q)
+				}
 			}
 		}
 	}
@@ -585,8 +588,8 @@ func (t *Tracker) metrics(was []*workerAcc, durS float64) []vllm.Value {
 		}
 	}
 	for h, d := range hists {
-		if d == nil || d.Count <= 0 {
-			continue
+		if d == nil || d.Count <= 0 || !countsFinite(d) {
+			continue // no observations, or more than a float holds: no quantile can be told
 		}
 		name := vllm.Hists[h].Name
 		for _, q := range vllm.HistQuantiles {
@@ -598,8 +601,27 @@ func (t *Tracker) metrics(was []*workerAcc, durS float64) []vllm.Value {
 			add(name, "", vllm.StatMean, d.Sum/d.Count)
 		}
 	}
-	// trackers take finite numbers only
-	return slices.DeleteFunc(m, func(v vllm.Value) bool { return math.IsNaN(v.V) || math.IsInf(v.V, 0) })
+	// Trackers take finite numbers only. A sum beyond the float limit stays infinite (or NaN)
+	// through every sum, rate and mean computed from it, so the keys that depend on it go here.
+	return slices.DeleteFunc(m, func(v vllm.Value) bool { return !finite(v.V) })
+}
+
+// finite reports whether v is a number a float holds: not NaN, not ±Inf. A counter's increase
+// or a sum of them that is not finite went beyond the float limit, and nothing computed from
+// it is a value.
+func finite(v float64) bool { return v-v == 0 }
+
+// countsFinite reports whether a histogram's count and bucket counts are all finite.
+func countsFinite(d *window.HistDelta) bool {
+	if !finite(d.Count) {
+		return false
+	}
+	for _, b := range d.Buckets {
+		if !finite(b.Count) {
+			return false
+		}
+	}
+	return true
 }
 
 // ratio computes rt from counter increases: absent when its numerator is not on the page or
@@ -612,9 +634,15 @@ func ratio(rt vllm.Ratio, totals *[window.NumCounters]float64, has *[window.NumC
 }
 
 // quotient is rt of a numerator and a denominator, absent when the denominator did not move.
+// When either is beyond the float limit (not finite) the ratio had a basis but has no value: it
+// is NaN, and so is every statistic over it; a quotient beyond the limit is ±Inf. Callers keep
+// only finite values as keys.
 func quotient(rt vllm.Ratio, num, den float64) (float64, bool) {
-	if den <= 0 {
+	switch {
+	case den <= 0:
 		return 0, false
+	case !finite(num) || !finite(den):
+		return math.NaN(), true
 	}
 	return rt.Offset + num/den, true
 }
@@ -645,7 +673,10 @@ func timeline(id WorkerID, wa *workerAcc) WorkerTimeline {
 		s.at.each(func(at int64) { ps = append(ps, Point{OffsetS: time.Duration(at).Seconds()}) })
 		i := 0
 		s.v.each(func(v float64) { ps[i].Value = v; i++ })
-		wt.Series[name] = ps
+		// an increase beyond the float limit is no point
+		if ps = slices.DeleteFunc(ps, func(p Point) bool { return !finite(p.Value) }); len(ps) > 0 {
+			wt.Series[name] = ps
+		}
 	}
 	for g, f := range vllm.Gauges {
 		if f.Timeline {
@@ -662,7 +693,11 @@ func timeline(id WorkerID, wa *workerAcc) WorkerTimeline {
 			continue
 		}
 		var ps []Point
-		wa.eachRatio(i, func(at int64, v float64) { ps = append(ps, Point{OffsetS: time.Duration(at).Seconds(), Value: v}) })
+		wa.eachRatio(i, func(at int64, v float64) {
+			if finite(v) {
+				ps = append(ps, Point{OffsetS: time.Duration(at).Seconds(), Value: v})
+			}
+		})
 		if len(ps) > 0 {
 			wt.Series[rt.Name] = ps
 		}
