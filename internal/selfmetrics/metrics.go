@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 
@@ -61,6 +62,9 @@ type Metrics struct {
 type targetSeries struct {
 	up, duration, bodyBytes prometheus.Gauge
 	scrapes                 prometheus.Counter
+	// reasons are the failure reasons the target has a series of, so that removing it deletes
+	// them by their labels rather than by a search through every target's.
+	reasons []string
 }
 
 type namedStats struct {
@@ -143,7 +147,11 @@ func (m *Metrics) Scraped(res *scrape.Result) {
 	s.bodyBytes.Set(float64(res.BodyBytes))
 	if res.Err() != nil {
 		s.up.Set(0)
-		m.failures.WithLabelValues(t, res.Reason()).Inc()
+		reason := res.Reason()
+		m.failures.WithLabelValues(t, reason).Inc()
+		if !slices.Contains(s.reasons, reason) {
+			s.reasons = append(s.reasons, reason)
+		}
 		return
 	}
 	s.up.Set(1)
@@ -178,23 +186,33 @@ func (m *Metrics) StepClosed(rec *step.Record) {
 }
 
 // TargetsChanged starts the counters of added targets at zero and deletes every series of
-// removed ones, their last intervals included.
+// removed ones, their last intervals included. Its cost is in proportion to the targets named
+// and the intervals kept, so that a change of many targets costs as much per target as a
+// change of one: each series is deleted by its labels (DeletePartialMatch searches every
+// target's series, which made removing N of N targets take N² steps).
 func (m *Metrics) TargetsChanged(added, removed []string) {
 	for _, t := range added {
 		m.scrapes.WithLabelValues(t)
 		m.skipped.WithLabelValues(t)
 	}
-	for _, t := range removed {
-		m.mu.Lock()
+	series := make([]*targetSeries, len(removed))
+	m.mu.Lock()
+	for i, t := range removed {
+		series[i] = m.series[t]
 		delete(m.series, t)
-		m.mu.Unlock()
-		l := prometheus.Labels{"target": t}
-		m.up.DeletePartialMatch(l)
-		m.duration.DeletePartialMatch(l)
-		m.scrapes.DeletePartialMatch(l)
-		m.failures.DeletePartialMatch(l)
-		m.skipped.DeletePartialMatch(l)
-		m.bodyBytes.DeletePartialMatch(l)
+	}
+	m.mu.Unlock()
+	for i, t := range removed {
+		m.up.DeleteLabelValues(t)
+		m.duration.DeleteLabelValues(t)
+		m.scrapes.DeleteLabelValues(t)
+		m.skipped.DeleteLabelValues(t)
+		m.bodyBytes.DeleteLabelValues(t)
+		if s := series[i]; s != nil {
+			for _, r := range s.reasons {
+				m.failures.DeleteLabelValues(t, r)
+			}
+		}
 	}
 	m.targets.Add(float64(len(added) - len(removed)))
 	if len(removed) == 0 {
