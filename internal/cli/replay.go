@@ -87,8 +87,15 @@ func replaySegment(ctx context.Context, path string, opt step.Options, workerLab
 		warn.warn(kind, msg, "file", path, "line", line)
 	}
 	tr := step.NewTracker(opt)
+	// Removals come in runs (a fleet leaving at once): the tracker forgets each run of them in
+	// one pass, as the run did, before the next event of another kind.
+	var gone []string
 	for {
 		e, err := r.Next()
+		if len(gone) > 0 && (err != nil || e.Kind != record.KindRemove) {
+			tr.Forget(gone...)
+			gone = gone[:0]
+		}
 		if err == io.EOF {
 			return exitOK
 		}
@@ -117,7 +124,7 @@ func replaySegment(ctx context.Context, path string, opt step.Options, workerLab
 			}
 			tr.Observe(e.TS, e.Target, page, serr)
 		case record.KindRemove:
-			tr.Forget(e.Target)
+			gone = append(gone, e.Target)
 		case record.KindTarget:
 			tr.SetTargetLabels(e.Target, e.Labels)
 		case record.KindStart:
