@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -186,20 +187,24 @@ func (p *Pool) Auth(url string) Auth {
 // with the old generation), and kept ones take the credentials given now. It returns the added
 // and removed URLs.
 func (p *Pool) Set(ts []Target) (added, removed []string) {
-	keep := map[string]bool{}
+	keep := make(map[string]bool, len(ts))
 	for _, t := range ts {
 		keep[t.URL] = true
 	}
-	var order []string
+	var gone []string
 	for _, u := range p.order {
-		if keep[u] {
-			order = append(order, u)
-			continue
+		if !keep[u] {
+			gone = append(gone, u)
 		}
-		p.targets[u].cancel()
-		delete(p.targets, u)
-		removed = append(removed, u)
 	}
+	removed = p.Remove(gone)
+	return p.Add(ts), removed
+}
+
+// Add starts the targets of ts that are not targets yet (their URLs must be distinct), each
+// with a new generation, after the others; those already there take the credentials given now.
+// It returns the added URLs. Its cost is in proportion to len(ts).
+func (p *Pool) Add(ts []Target) (added []string) {
 	for _, tg := range ts {
 		auth := tg.Auth
 		if t, ok := p.targets[tg.URL]; ok {
@@ -213,7 +218,7 @@ func (p *Pool) Set(ts []Target) (added, removed []string) {
 		t := &target{url: tg.URL, gen: p.lastGen, tick: make(chan struct{}, 1), boundary: make(chan uint64, 1), cancel: cancel}
 		t.auth.Store(&auth)
 		p.targets[tg.URL] = t
-		order = append(order, tg.URL)
+		p.order = append(p.order, tg.URL)
 		added = append(added, tg.URL)
 		p.wg.Add(1)
 		go func() {
@@ -221,11 +226,38 @@ func (p *Pool) Set(ts []Target) (added, removed []string) {
 			p.loop(ctx, t)
 		}()
 	}
-	p.order = order
-	spread, slots := spreading(len(order), &p.opt)
+	p.respread()
+	return added
+}
+
+// Remove stops the targets with these URLs; other URLs are ignored. A scrape in flight may
+// still deliver its result, with the old generation. It returns the removed URLs. Its cost is
+// in proportion to len(urls), and one pass over the targets' order.
+func (p *Pool) Remove(urls []string) (removed []string) {
+	gone := make(map[string]bool, len(urls))
+	for _, u := range urls {
+		t, ok := p.targets[u]
+		if !ok {
+			continue
+		}
+		t.cancel()
+		delete(p.targets, u)
+		gone[u] = true
+		removed = append(removed, u)
+	}
+	if len(removed) == 0 {
+		return nil
+	}
+	p.order = slices.DeleteFunc(p.order, func(u string) bool { return gone[u] })
+	p.respread()
+	return removed
+}
+
+// respread sets the spread and the number of offsets for the pool's size.
+func (p *Pool) respread() {
+	spread, slots := spreading(len(p.order), &p.opt)
 	p.spread.Store(int64(spread))
 	p.slots.Store(slots)
-	return added, removed
 }
 
 // Tick asks every idle target for a scrape and returns the targets skipped because their
