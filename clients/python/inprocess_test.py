@@ -4,7 +4,9 @@ End to end: a real `vllmstat run` with no targets, and real Python processes tha
 metric families in their default prometheus_client registry (as vLLM names them), call
 expose() and count under the test's control. The test ends steps (and starts and ends phases)
 through the Client and checks every step's totals, per worker, and every phase's against what the
-processes counted in that step or phase.
+processes counted in that step or phase. The processes also fork (os.fork, and multiprocessing's
+fork context) after expose() and during its registration call, and meet a stand-in vllmstat that
+answers registration late or never.
 
 The processes need prometheus_client: they run with the first of $VLLMSTAT_TEST_PYTHON, this
 Python and /usr/bin/python3 (Debian's python3-prometheus-client) that has it. Tests that serve
@@ -15,6 +17,8 @@ Run: VLLMSTAT_BIN=path/to/vllmstat /usr/bin/python3 -m unittest discover -s clie
 """
 
 import gzip
+import http.server
+import json
 import os
 import queue
 import re
@@ -172,9 +176,11 @@ class Vllmstat:
 # A process holding "an engine": vLLM's families, as vLLM registers them, in the default
 # registry (or the multiprocess directory), counted on the test's commands.
 CHILD = r'''
-import os, sys
+import os, signal, sys, threading, time
 from prometheus_client import Counter, Gauge, Histogram
 import vllmstat_client
+
+FORK_WAIT = 20.0  # how long a forked child may take; below the test's own deadline of 30 s
 
 LABELS = ["model_name", "engine"]
 lv = {"model_name": os.environ.get("CHILD_MODEL", "test-model"), "engine": os.environ.get("CHILD_ENGINE", "0")}
@@ -204,6 +210,56 @@ m["time_to_first_token_seconds"] = Histogram(
     buckets=[0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
              20.0, 40.0, 80.0, 160.0, 640.0, 2560.0]).labels(**lv)
 
+def fork(action, arg):
+    """Forks with os.fork; the child does action and exits with sys.exit (atexit runs). Prints
+    "forked STATUS SECONDS REPORT": the child's exit code ("hung" if it had not exited within
+    FORK_WAIT, then it is killed) and what it wrote to its pipe."""
+    r, w = os.pipe()
+    t0 = time.monotonic()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        if action == "expose":
+            # a page of its own; whether vllmstat has it while the child lives
+            url = vllmstat_client.expose(arg)
+            client = vllmstat_client.Client(arg, strict=True, timeout=FORK_WAIT)
+            deadline = time.monotonic() + FORK_WAIT
+            while url not in client.targets() and time.monotonic() < deadline:
+                time.sleep(0.02)
+            there = url in client.targets()
+            os.write(w, ("%s %s" % (url, there)).encode())
+        os.close(w)
+        sys.exit(0)
+    os.close(w)
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            status = os.waitstatus_to_exitcode(status)
+            break
+        if time.monotonic() - t0 > FORK_WAIT:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            status = "hung"
+            break
+        time.sleep(0.01)
+    secs = time.monotonic() - t0
+    report = b""
+    while True:
+        b = os.read(r, 4096)
+        if not b:
+            break
+        report += b
+    os.close(r)
+    print("forked", status, "%.3f" % secs, report.decode(), flush=True)
+
+def mp_worker(vllmstat, conn):
+    """A multiprocessing child (fork context): counts on its own, serves its own page, waits."""
+    m["generation_tokens"].inc(1000)
+    conn.send(vllmstat_client.expose(vllmstat))
+    conn.poll(FORK_WAIT)  # until told to go; then it returns, and multiprocessing ends the process
+
+mp_child = None
+
 print("ready", flush=True)
 for line in sys.stdin:
     cmd = line.split()
@@ -217,9 +273,50 @@ for line in sys.stdin:
         m[cmd[1]].observe(float(cmd[2]))
     elif cmd[0] == "expose":
         kw = {"host": cmd[2]} if len(cmd) > 2 else {}
+        t0 = time.monotonic()
         url = vllmstat_client.expose(cmd[1], **kw)
+        t1 = time.monotonic()
         again = vllmstat_client.expose(cmd[1], **kw)
-        print("url", url, again, flush=True)
+        print("url", url, again, "%.3f" % (t1 - t0), "%.3f" % (time.monotonic() - t1), flush=True)
+        continue
+    elif cmd[0] == "expose-in-thread":  # returns at once; expose() runs on
+        threading.Thread(target=vllmstat_client.expose, args=(cmd[1],), daemon=True).start()
+    elif cmd[0] == "fork":
+        fork(cmd[1], cmd[2] if len(cmd) > 2 else None)
+        continue
+    elif cmd[0] == "fork-in-expose":
+        # another thread is inside expose() (holding its lock, as while it makes the page) when
+        # the process forks; the child exposes a page of its own
+        held, forked = threading.Event(), threading.Event()
+        def hold():
+            with vllmstat_client._expose_lock:
+                held.set()
+                forked.wait()
+        t = threading.Thread(target=hold, daemon=True)
+        t.start()
+        held.wait()
+        try:
+            fork("expose", cmd[1])
+        finally:
+            forked.set()
+            t.join()
+        continue
+    elif cmd[0] == "mp-start":
+        import multiprocessing
+        ctx = multiprocessing.get_context("fork")
+        conn, child_conn = ctx.Pipe()
+        mp_child = ctx.Process(target=mp_worker, args=(cmd[1], child_conn))
+        mp_child.start()
+        print("mp", conn.recv() if conn.poll(FORK_WAIT) else "none", flush=True)
+        continue
+    elif cmd[0] == "mp-exit":
+        conn.send("exit")
+        mp_child.join(FORK_WAIT)
+        code = mp_child.exitcode
+        if code is None:
+            mp_child.kill()
+            mp_child.join()
+        print("mp-exit", "hung" if code is None else code, flush=True)
         continue
     elif cmd[0] == "exit":
         sys.exit(0)  # atexit: one more scrape, then deregistration
@@ -274,10 +371,23 @@ class Child:
     def expose(self, vllmstat, host=None):
         t0 = time.monotonic()
         self.send("expose %s%s" % (vllmstat, " " + host if host else ""))
-        m = self.out.expect(r"^url (\S*) (\S*)")
+        m = self.out.expect(r"^url (\S*) (\S*) (\S+) (\S+)")
         self.url = m.group(1)
         self.expose_seconds = time.monotonic() - t0
+        # how long each of the two expose() calls took, timed inside the process
+        self.expose_calls = float(m.group(3)), float(m.group(4))
         return m.group(1), m.group(2)
+
+    def fork(self, action="exit", arg=None):
+        """Forks the process (os.fork); the child does action and exits through sys.exit.
+
+        Returns (exit code or "hung", seconds, what the child reported)."""
+        self.send(" ".join(["fork", action] + ([arg] if arg else [])))
+        return self.forked()
+
+    def forked(self):
+        m = self.out.expect(r"^forked (\S+) (\S+) ?(.*)")
+        return m.group(1), float(m.group(2)), m.group(3).strip()
 
     def new_step(self):
         self.step, self.ttft = {}, []
@@ -302,13 +412,20 @@ class Child:
 
 def scraped_ok(client, url, n=1):
     """Whether vllmstat has taken n good pages of url (the first is a worker's baseline)."""
+    return good_scrapes(client, url) >= n
+
+
+def good_scrapes(client, url):
+    """How many good pages of url vllmstat has taken (-1: url is not a target)."""
     for t in client.live().get("targets", []):
         if t["url"] == url:
-            return t["scrapes"] - t["failures"] >= n
-    return False
+            return t["scrapes"] - t["failures"]
+    return -1
 
 
-class InProcessEndToEnd(unittest.TestCase):
+class Processes(unittest.TestCase):
+    """Engine-holding processes and, when a test starts one, a vllmstat; all ended at teardown."""
+
     def setUp(self):
         self.tmp = tempfile.mkdtemp()
         self.children = []
@@ -355,6 +472,8 @@ class InProcessEndToEnd(unittest.TestCase):
         for c in live:
             c.new_step()
 
+
+class InProcessEndToEnd(Processes):
     def test_steps_count_exactly_what_engine_processes_counted(self):
         self.vs = Vllmstat(self.tmp)
         client = Client(self.vs.url, strict=True, timeout=WAIT)
@@ -632,6 +751,200 @@ class AddRemoveTargets(unittest.TestCase):
             vs.stop()
             vs.proc.stderr.close()
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+class SlowAPI:
+    """A stand-in for vllmstat on loopback whose POST /v1/targets answers after delay seconds,
+    or never (delay None: the connection is accepted and read, and stays unanswered until
+    close()). Other calls are answered at once. Keeps every request as (method, path, body)."""
+
+    def __init__(self, delay):
+        self.requests = []
+        self.posted = threading.Event()  # a POST /v1/targets came in
+        self.answered = threading.Event()  # a POST /v1/targets is being answered
+        self._closing = threading.Event()
+        api = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                n = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(n)) if n else None
+                api.requests.append((self.command, self.path, body))
+                urls = (body or {}).get("targets", [])
+                if self.command == "POST" and self.path == "/v1/targets":
+                    api.posted.set()
+                    if api._closing.wait(delay):
+                        return  # closing: no answer
+                    api.answered.set()
+                else:
+                    urls = []
+                raw = json.dumps({"targets": urls}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(raw)))
+                self.end_headers()
+                self.wfile.write(raw)
+
+            do_GET = do_DELETE = do_POST
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = "http://127.0.0.1:%d" % self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True)
+        self.thread.start()
+
+    def calls(self, method):
+        return [(p, b) for m, p, b in self.requests if m == method]
+
+    def close(self):
+        self._closing.set()
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(WAIT)
+
+
+# expose() waits at most 0.5 s for vllmstat's answer to its first registration call; the rest
+# of this bound is slack for a loaded machine.
+FIRST_CALL_BOUND = 1.5
+
+
+class FirstRegistration(Processes):
+    """expose() against a vllmstat that answers late or never: it returns within its bound."""
+
+    def api(self, delay):
+        api = SlowAPI(delay)
+        self.addCleanup(api.close)
+        return api
+
+    def test_never_answered_returns_within_the_bound(self):
+        api = self.api(None)
+        c = self.child()
+        url, again = c.expose(api.url)
+        self.assertRegex(url, r"^http://127\.0\.0\.1:\d+/metrics$")
+        self.assertEqual(again, url)
+        self.assertLess(c.expose_calls[0], FIRST_CALL_BOUND, "expose() waited on an unanswered call")
+        self.assertLess(c.expose_calls[1], FIRST_CALL_BOUND, "expose() again waited on an unanswered call")
+        wait_for(api.posted.is_set, "the registration call")
+        self.assertFalse(api.answered.is_set())
+        # the call goes on in the background: when it times out, one warning, then retries
+        c.err.expect(r"cannot register .*timed out.*retrying in the background")
+        self.assertEqual(urllib.request.urlopen(url, timeout=WAIT).status, 200)
+        self.assertEqual(c.exit(), 0)
+        self.assertEqual(api.calls("DELETE"), [])  # nothing was registered
+        self.assertEqual(c.err.text(eof=True).count("vllmstat: cannot register"), 1, c.err.text())
+
+    def test_late_answer_completes_registration_in_the_background(self):
+        api = self.api(2.0)  # vllmstat's own bound on waiting for the page's first scrape
+        c = self.child()
+        url, again = c.expose(api.url)
+        self.assertEqual(again, url)
+        self.assertLess(c.expose_calls[0], FIRST_CALL_BOUND, "expose() waited for the late answer")
+        self.assertLess(c.expose_calls[1], FIRST_CALL_BOUND)
+        wait_for(api.answered.is_set, "the late answer")
+        # the process registered the page in the background, so it deregisters it at exit
+        self.assertEqual(c.exit(), 0)
+        self.assertEqual(api.calls("POST"), [("/v1/targets", {"targets": [url]})])
+        self.assertEqual(api.calls("DELETE"), [("/v1/targets", {"targets": [url]})])
+        self.assertNotIn("Warning", c.err.text(eof=True))
+
+    def test_answer_within_the_bound_is_waited_for(self):
+        api = self.api(0.1)  # well inside the 0.5 s that expose() waits
+        c = self.child()
+        url, _ = c.expose(api.url)
+        self.assertTrue(api.answered.is_set(), "expose() returned before vllmstat answered")
+        self.assertGreaterEqual(c.expose_calls[0], 0.1, "expose() returned before vllmstat answered")
+        self.assertLess(c.expose_calls[0], FIRST_CALL_BOUND)
+        self.assertEqual(c.exit(), 0)
+        self.assertEqual(api.calls("DELETE"), [("/v1/targets", {"targets": [url]})])
+        self.assertNotIn("Warning", c.err.text(eof=True))
+
+
+class Fork(Processes):
+    """A process that forks after expose(): the child has no part in the parent's page."""
+
+    def start(self):
+        self.vs = Vllmstat(self.tmp)
+        client = Client(self.vs.url, strict=True, timeout=WAIT)
+        p = self.child()
+        p.expose(self.vs.url)
+        wait_for(lambda: scraped_ok(client, p.url), "a first scrape of " + p.url)
+        return client, p
+
+    def still_scraped(self, client, url):
+        n = good_scrapes(client, url)
+        self.assertGreaterEqual(n, 1, "%s is no longer a target" % url)
+        wait_for(lambda: good_scrapes(client, url) >= n + 2, "more scrapes of " + url)
+
+    def test_child_exit_leaves_the_parent_registered(self):
+        client, p = self.start()
+        p.inc("generation_tokens", 5)
+        status, _, _ = p.fork("exit")
+        self.assertEqual(status, "0")
+        self.assertEqual(client.targets(), [p.url], "the child's exit removed the parent's page")
+        self.still_scraped(client, p.url)
+        p.inc("generation_tokens", 7)
+        self.check_step(client.end_step(0), 0, [p])
+        self.assertEqual(p.exit(), 0)
+        self.assertEqual(client.targets(), [])  # the parent removes its own page at its exit
+        self.assertNotIn("Warning", p.err.text(eof=True))
+
+    def test_child_forked_during_a_registration_call_exits(self):
+        api = SlowAPI(None)
+        self.addCleanup(api.close)
+        p = self.child()
+        p.cmd("expose-in-thread " + api.url)
+        wait_for(api.posted.is_set, "the registration call")
+        status, _, _ = p.fork("exit")
+        self.assertEqual(status, "0", "the child did not exit (forked with the registration call under way)")
+
+    def test_child_exposes_a_page_of_its_own(self):
+        client, p = self.start()
+        status, _, report = p.fork("expose", self.vs.url)
+        self.assertEqual(status, "0")
+        url, there = report.split()
+        self.assertRegex(url, r"^http://127\.0\.0\.1:\d+/metrics$")
+        self.assertNotEqual(url, p.url, "the child's expose() returned the parent's page")
+        self.assertEqual(there, "True", "the child's page was not registered while it lived")
+        # the child removed its own page at its exit, and only that
+        self.assertEqual(client.targets(), [p.url])
+        self.still_scraped(client, p.url)
+        self.assertEqual(p.exit(), 0)
+        self.assertEqual(client.targets(), [])
+
+    def test_child_forked_inside_expose_exposes_a_page_of_its_own(self):
+        client, p = self.start()
+        p.send("fork-in-expose " + self.vs.url)
+        status, _, report = p.forked()
+        self.assertEqual(status, "0", "the child did not exit (forked while another thread was in expose())")
+        url, there = report.split()
+        self.assertNotEqual(url, p.url)
+        self.assertEqual(there, "True")
+        self.assertEqual(client.targets(), [p.url])
+        self.still_scraped(client, p.url)
+        self.assertEqual(p.exit(), 0)
+        self.assertEqual(client.targets(), [])
+
+    def test_multiprocessing_child_exposes_a_page_of_its_own(self):
+        client, p = self.start()
+        p.inc("generation_tokens", 5)
+        p.send("mp-start " + self.vs.url)
+        url = p.out.expect(r"^mp (\S+)").group(1)
+        self.assertRegex(url, r"^http://127\.0\.0\.1:\d+/metrics$")
+        self.assertNotEqual(url, p.url, "the child's expose() returned the parent's page")
+        wait_for(lambda: sorted(client.targets()) == sorted([p.url, url]), "the child's page among the targets")
+        # each page is its own process's registry: the child counted 1000 more after the fork
+        line = 'vllm:generation_tokens_total{engine="0",model_name="test-model"} %s'
+        self.assertIn(line % "1005.0", urllib.request.urlopen(url, timeout=WAIT).read().decode())
+        self.assertIn(line % "5.0", urllib.request.urlopen(p.url, timeout=WAIT).read().decode())
+        p.send("mp-exit")
+        self.assertEqual(p.out.expect(r"^mp-exit (\S+)").group(1), "0")
+        # the child removed its own page as multiprocessing ended it, and only that
+        self.assertEqual(client.targets(), [p.url])
+        self.still_scraped(client, p.url)
+        self.assertEqual(p.exit(), 0)
+        self.assertEqual(client.targets(), [])
 
 
 class ServedPage(unittest.TestCase):

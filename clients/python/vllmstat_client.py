@@ -45,6 +45,7 @@ import json
 import os
 import re
 import socket
+import sys
 import threading
 import time
 import urllib.error
@@ -355,13 +356,41 @@ def _image_factory(run):
 _RETRY_FIRST = 0.2
 _RETRY_MAX = 10.0
 _RETRY_FOR = 15 * 60.0
-# One registration or deregistration call; the first one runs inside expose(), so it is short.
+# One registration or deregistration call. vllmstat answers a registration once it has taken
+# the page's first scrape, which it waits for 2 s at most.
 _CALL_TIMEOUT = 3.0
+# How long expose() waits for the answer to its registration call; the call goes on after that.
+_FIRST_WAIT = 0.5
 # At exit, how long to wait at most for vllmstat to scrape the page once more.
 _EXIT_WAIT_MAX = 5.0
 
 _expose_lock = threading.Lock()
 _exposure = None  # the process's _Exposure, once expose() has served the registry
+_at_exit_set = False  # whether _close_at_exit is registered with atexit (a forked child inherits it)
+
+
+def _close_at_exit():
+    """Deregisters this process's page: only a page this process made (not a parent's)."""
+    exp = _exposure
+    if exp is not None and exp.pid == os.getpid():
+        exp.close(stop_serving=False)  # the server thread is a daemon and dies with the process
+
+
+def _forget_after_fork():
+    """In a forked child: the parent's page, its registrations and the locks are the parent's.
+
+    The child serves nothing and deregisters nothing of them; it may call expose() for a page
+    of its own. (Locks held by the parent's threads at the fork would stay held forever here.)
+    """
+    global _exposure, _expose_lock
+    _expose_lock = threading.Lock()
+    exp, _exposure = _exposure, None
+    if exp is not None:
+        exp.forget()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_after_fork)
 
 
 def expose(vllmstat="http://127.0.0.1:9400", port=0, host=None, token=None):
@@ -381,30 +410,54 @@ def expose(vllmstat="http://127.0.0.1:9400", port=0, host=None, token=None):
             interface and advertises that routed address.
         token: vllmstat's ``api_token``; defaults to ``VLLMSTAT_API_TOKEN``.
 
-    The URL is added to vllmstat's targets (``POST /v1/targets``). If vllmstat is not up yet,
-    registration goes on in a background thread, with backoff, for up to 15 minutes. At exit the
-    page waits (a few seconds at most) for vllmstat to scrape it once more, so that the last
-    counts land in the open step, and removes itself (``DELETE /v1/targets``).
+    The URL is added to vllmstat's targets (``POST /v1/targets``). vllmstat answers once it has
+    taken the page's first scrape (the engines' baseline), and expose() waits 0.5 s at most for
+    that answer: when it comes in time, counts made after expose() returns are counted. When it
+    does not, expose() returns anyway and the call goes on in the background; vllmstat adds the
+    page all the same, and counts made before its first scrape count only if the engine's
+    ``_created`` is later than the run's start. If vllmstat is not up yet, registration goes on
+    in a background thread, with backoff, for up to 15 minutes. At exit the page waits (a few
+    seconds at most) for vllmstat to scrape it once more, so that the last counts land in the
+    open step, and removes itself (``DELETE /v1/targets``).
+
+    A process forked after expose() (``multiprocessing``, data loader workers) neither serves
+    nor deregisters the parent's page; it may call expose() for a page of its own, which it
+    removes when it ends (at interpreter exit, or when ``multiprocessing`` ends it).
 
     Never raises: a failure warns once and returns the URL anyway (registration pending), or
     ``""`` when the page cannot be served at all. Calling it again returns the same URL and
     registers it again (idempotent; a restarted vllmstat has lost its targets), with another
     vllmstat too if a different one is given; ``port`` and ``host`` of later calls are ignored.
     """
-    global _exposure
+    global _exposure, _at_exit_set
     try:
         with _expose_lock:
             if _exposure is None:
                 bind, advertise = _choose_host(vllmstat, host)
                 _exposure = _Exposure(bind, advertise, port, _process_registry())
-                # at exit only deregister: the server thread is a daemon and dies with the process
-                atexit.register(_exposure.close, stop_serving=False)
+                if not _at_exit_set:
+                    atexit.register(_close_at_exit)
+                    _at_exit_set = True
+                _close_when_multiprocessing_ends()
             exp = _exposure
         exp.register(vllmstat, token if token is not None else os.environ.get("VLLMSTAT_API_TOKEN") or None)
         return exp.url
     except Exception as e:  # a metrics helper must never take the trainer down
         warnings.warn("vllmstat: cannot serve this process's metrics: %s" % (e,), RuntimeWarning, stacklevel=2)
         return ""
+
+
+def _close_when_multiprocessing_ends():
+    """In a process started by multiprocessing, deregisters also when it ends the process.
+
+    A forked multiprocessing child ends with os._exit, which skips atexit; multiprocessing runs
+    its own finalizers first.
+    """
+    mp = sys.modules.get("multiprocessing")
+    if mp is None or mp.parent_process() is None:
+        return
+    from multiprocessing import util
+    util.Finalize(None, _close_at_exit, exitpriority=0)
 
 
 def ray_targets():
@@ -497,6 +550,7 @@ class _Exposure:
         import prometheus_client
 
         self._app = prometheus_client.make_wsgi_app(registry)
+        self.pid = os.getpid()
         self._cond = threading.Condition()
         # vllmstat's scrapes of this page (User-Agent "vllmstat"): how many were answered, when
         # the last one began and the time between the last two, for the wait at exit.
@@ -534,7 +588,14 @@ class _Exposure:
                 reg = _Registration(Client(key, token=token, timeout=_CALL_TIMEOUT, strict=True), self.url)
                 self._regs[key] = reg
         # again on a later call (adding is idempotent): a restarted vllmstat has lost its targets
-        reg.start()
+        reg.start(_FIRST_WAIT)
+
+    def forget(self):
+        """In a forked child: lets go of the parent's listening socket, touching nothing else."""
+        try:
+            self._server.socket.close()
+        except OSError:
+            pass
 
     def close(self, stop_serving=True):
         """Deregisters everywhere (after one more scrape when vllmstat is scraping) and stops serving."""
@@ -584,31 +645,60 @@ class _Exposure:
 
 
 class _Registration:
-    """Keeps one page registered with one vllmstat: a first try, then retries in the background."""
+    """Keeps one page registered with one vllmstat: tries in a background thread, with backoff."""
 
     def __init__(self, client, url):
         self.client = client
         self.url = url
-        self._lock = threading.Lock()  # held during each call, so that stop() sees a settled state
+        self._call = threading.Lock()  # held during each call, so that stop() sees a settled state
+        self._state = threading.Lock()  # guards _running; never held during a call
         self._stop = threading.Event()
         self._registered = False
-        self._retrying = False  # a try or the retry thread is under way
+        self._running = False  # a registration thread is under way
         self._warned = False
 
-    def start(self):
-        """Registers now, or keeps trying in the background; does nothing while already trying."""
-        with self._lock:
-            if self._retrying:
+    def start(self, wait):
+        """Registers in a background thread, waiting up to ``wait`` seconds for its first try.
+
+        Does nothing while a thread is under way already (it goes on trying).
+        """
+        with self._state:
+            if self._running or self._stop.is_set():
                 return
-            self._retrying = True
-        if self._attempt():
-            self._retrying = False
-            return
-        threading.Thread(target=self._retry, name="vllmstat-register", daemon=True).start()
+            self._running = True
+        first = threading.Event()
+        try:
+            threading.Thread(target=self._run, args=(first,), name="vllmstat-register", daemon=True).start()
+        except BaseException:
+            with self._state:
+                self._running = False
+            raise
+        first.wait(wait)
+
+    def _run(self, first):
+        try:
+            done = self._attempt()
+            first.set()
+            if done:
+                return
+            delay = _RETRY_FIRST
+            give_up = time.monotonic() + _RETRY_FOR
+            while not self._stop.wait(delay):
+                if self._attempt():
+                    return
+                if time.monotonic() >= give_up:
+                    self._warned = False
+                    self._warn("gave up registering %s with %s; add it with Client.add_targets" % (self.url, self.client.url))
+                    return
+                delay = min(delay * 2, _RETRY_MAX)
+        finally:
+            first.set()
+            with self._state:
+                self._running = False
 
     def _attempt(self):
         """Tries once; returns True when there is nothing more to try (done or hopeless)."""
-        with self._lock:
+        with self._call:
             if self._stop.is_set():
                 return True
             try:
@@ -623,31 +713,21 @@ class _Registration:
             self._warned = False  # a later failure is news again
             return True
 
-    def _retry(self):
-        try:
-            delay = _RETRY_FIRST
-            give_up = time.monotonic() + _RETRY_FOR
-            while not self._stop.wait(delay):
-                if self._attempt():
-                    return
-                if time.monotonic() >= give_up:
-                    self._warned = False
-                    self._warn("gave up registering %s with %s; add it with Client.add_targets" % (self.url, self.client.url))
-                    return
-                delay = min(delay * 2, _RETRY_MAX)
-        finally:
-            self._retrying = False
-
     def _warn(self, msg):
         if not self._warned:
             self._warned = True
             warnings.warn("vllmstat: " + msg, RuntimeWarning, stacklevel=2)
 
     def stop(self):
-        """Stops retrying; returns whether the page is registered."""
+        """Stops retrying; returns whether the page is registered, once a call under way has ended.
+
+        That call ends within its timeout; should it not, the page counts as not registered.
+        """
         self._stop.set()
-        with self._lock:
+        if self._call.acquire(timeout=_CALL_TIMEOUT + 1.0):
+            self._call.release()
             return self._registered
+        return False
 
     def target_state(self):
         try:
