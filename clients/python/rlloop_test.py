@@ -25,7 +25,7 @@ import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from inprocess_test import CI, WAIT, Child, Lines, need, vllmstat_bin  # noqa: E402
+from inprocess_test import WAIT, Child, Lines, need, scraped_ok, vllmstat_bin, wait_for  # noqa: E402
 from vllmstat_client import Client  # noqa: E402
 
 REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
@@ -141,7 +141,10 @@ class RLLoop(unittest.TestCase):
         children = [self.child(engine="0"), self.child(engine="1"),
                     self.child(engine="0", env={"PROMETHEUS_MULTIPROC_DIR": mp})]  # pages without _created
         for c in children:
-            c.expose(run.url)  # returns once vllmstat took the page's baseline
+            c.expose(run.url)  # returns once vllmstat took the page's baseline (answered within 0.5 s)
+        # A page without _created is exact only from its baseline on: on a machine so loaded
+        # that registering took over 0.5 s, expose() returned before it; wait for it then.
+        wait_for(lambda: scraped_ok(run.client, children[2].url), "the multiprocess page's first scrape")
         self.count_burst(children)
         time.sleep(0.5)
         rec = run.client.end_step(1)

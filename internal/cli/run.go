@@ -202,7 +202,10 @@ func startRun(cfg config.Config, log *slog.Logger, summary io.Writer, fresh bool
 		ResumeAfter: after,
 		Logger:      log,
 
-		DefaultAuth: cfg.Auth, // for targets added over the API without credentials
+		// Targets without credentials: those discovery finds get the top-level ones, those added
+		// through the API only where the config allows it.
+		DefaultAuth: cfg.Auth,
+		APIAuth:     apiAuth(cfg, log),
 
 		WorkerLabels: cfg.WorkerLabels, // as replay's --worker-labels, with the same default
 

@@ -55,9 +55,9 @@ func (s *state) setSource(name string, ts []scrape.Target) []string {
 // SetTargets replaces the static targets (distinct URLs without user info); targets found by
 // discovery stay. Data of removed targets stays in the open step; added ones start as new
 // workers, a target removed earlier too. A target without credentials keeps the ones it has,
-// or gets DefaultAuth when it is new.
+// or gets APIAuth's when it is new.
 func (c *Collector) SetTargets(ctx context.Context, ts []scrape.Target) error {
-	return c.call(ctx, func(s *state) { s.setSource(StaticSource, ts) })
+	return c.call(ctx, func(s *state) { s.setSource(StaticSource, s.withAuth(ts, c.opt.APIAuth)) })
 }
 
 // AddTargets adds targets to the static ones; a URL already there is kept as it is, so adding
@@ -68,6 +68,7 @@ func (c *Collector) SetTargets(ctx context.Context, ts []scrape.Target) error {
 func (c *Collector) AddTargets(ctx context.Context, ts []scrape.Target) error {
 	var waits []chan struct{}
 	err := c.call(ctx, func(s *state) {
+		ts := s.withAuth(ts, c.opt.APIAuth)
 		cur := s.sources.get(StaticSource)
 		for _, t := range ts {
 			if !slices.ContainsFunc(cur, func(c scrape.Target) bool { return c.URL == t.URL }) {
@@ -113,7 +114,8 @@ func (c *Collector) RemoveTargets(ctx context.Context, urls []string) error {
 	})
 }
 
-// SetSourceTargets replaces the targets that one discovery source found.
+// SetSourceTargets replaces the targets that one discovery source found; a new one without
+// credentials gets DefaultAuth.
 func (c *Collector) SetSourceTargets(ctx context.Context, source string, ts []scrape.Target) error {
-	return c.call(ctx, func(s *state) { s.setSource(source, ts) })
+	return c.call(ctx, func(s *state) { s.setSource(source, s.withAuth(ts, s.discoveredAuth)) })
 }

@@ -120,8 +120,6 @@ func (s *state) setTargets(ts []scrape.Target) []string {
 		if ts[i].Auth.IsZero() {
 			if _, ok := s.pool.Generation(ts[i].URL); ok {
 				ts[i].Auth = s.pool.Auth(ts[i].URL)
-			} else {
-				ts[i].Auth = s.c.opt.DefaultAuth
 			}
 		}
 	}

@@ -215,7 +215,7 @@ func TestScrapeDurationAndLimits(t *testing.T) {
 }
 
 // TestTargetCredentials checks whose credentials a target scrapes with: its own (from its URL),
-// kept when the API lists it again without them; DefaultAuth for a new one without any.
+// kept when the API lists it again without them; APIAuth's for a new one without any.
 func TestTargetCredentials(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u, p, basic := r.BasicAuth()
@@ -233,7 +233,7 @@ func TestTargetCredentials(t *testing.T) {
 		t.Fatal(err)
 	}
 	dflt := scrape.Auth{Authorization: &scrape.Authorization{Type: "Bearer", Credentials: scrape.NewSecret("dflt")}}
-	c, _, stop := start(t, Options{Targets: []scrape.Target{a}, DefaultAuth: dflt, NoFinalStep: true})
+	c, _, stop := start(t, Options{Targets: []scrape.Target{a}, APIAuth: func(string) scrape.Auth { return dflt }, NoFinalStep: true})
 	defer stop()
 	ctx := context.Background()
 	if err := c.SetTargets(ctx, targets(srv.URL+"/a", srv.URL+"/b")); err != nil {

@@ -48,6 +48,47 @@ func (authorization) YAMLExample() string {
 	return "{type: Bearer, credentials: ... or credentials_file: ...}"
 }
 
+// topCredentials are the top-level basic_auth and authorization: those of a target without
+// its own, with the hosts they may go to for a target added through the API.
+type topCredentials struct {
+	BasicAuth     *topBasicAuth     `yaml:"basic_auth"`
+	Authorization *topAuthorization `yaml:"authorization"`
+}
+
+// topBasicAuth is the top-level basic_auth mapping.
+type topBasicAuth struct {
+	basicAuth `yaml:",inline"`
+	// Hosts are where the credentials may go for a target added through the API (see Hosts).
+	Hosts []string `yaml:"hosts" want:"a list of host names, IP addresses or CIDRs, e.g. [10.0.0.0/8, gpu-1.example.com]" item:"a host name, an IP address or a CIDR such as 10.0.0.0/8"`
+}
+
+func (topBasicAuth) YAMLExample() string {
+	return "{username: ..., password: ... or password_file: ..., hosts: [...]}"
+}
+
+// topAuthorization is the top-level authorization mapping.
+type topAuthorization struct {
+	authorization `yaml:",inline"`
+	// Hosts are where the credentials may go for a target added through the API (see Hosts).
+	Hosts []string `yaml:"hosts" want:"a list of host names, IP addresses or CIDRs, e.g. [10.0.0.0/8, gpu-1.example.com]" item:"a host name, an IP address or a CIDR such as 10.0.0.0/8"`
+}
+
+func (topAuthorization) YAMLExample() string {
+	return "{type: Bearer, credentials: ... or credentials_file: ..., hosts: [...]}"
+}
+
+// plain returns the credentials without their hosts, as a target's mapping has them.
+func (t topCredentials) plain() credentials {
+	var c credentials
+	if t.BasicAuth != nil {
+		c.BasicAuth = &t.BasicAuth.basicAuth
+	}
+	if t.Authorization != nil {
+		c.Authorization = &t.Authorization.authorization
+	}
+	return c
+}
+
 // targetEntry is a target given as a mapping.
 type targetEntry struct {
 	// URL is the /metrics URL or host:port.

@@ -39,12 +39,15 @@ type Config struct {
 	// info); Validate normalises it, moves user info to the target's credentials, and gives Auth
 	// to targets without credentials of their own.
 	Targets []scrape.Target `yaml:"targets" want:"a list of URLs such as http://host:8000/metrics or host:port, or of {url: ..., basic_auth: ...} mappings"`
-	// credentials are the top-level basic_auth and authorization keys as written; parse turns
-	// them into Auth.
-	credentials `yaml:",inline"`
+	// topCredentials are the top-level basic_auth and authorization keys as written; parse
+	// turns them into Auth and AuthHosts.
+	topCredentials `yaml:",inline"`
 	// Auth are the credentials of targets that have none of their own (top-level basic_auth or
-	// authorization), also given to targets added through the API.
+	// authorization): those of the config and those discovery finds. A target added through the
+	// API gets them only as APIAuth says.
 	Auth scrape.Auth
+	// AuthHosts are where Auth may be sent for a target added through the API (their hosts key).
+	AuthHosts Hosts
 	// StepEvery closes a step this often; 0 closes steps only on request (and at exit).
 	StepEvery time.Duration `yaml:"step_every"`
 	// ScrapeTimeout bounds one scrape; default 80% of the interval, at most 10s.

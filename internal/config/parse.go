@@ -166,12 +166,17 @@ func (p *parser) own(n *yaml.Node, path string) yamlx.Where {
 	for i := range len(c.Targets) {
 		c.targetLines = append(c.targetLines, w.Line(fmt.Sprintf("targets[%d]", i)))
 	}
-	if a, es := resolveAuth(c.credentials, w, n, "basic_auth", p.dir); len(es) > 0 {
+	if a, es := resolveAuth(c.topCredentials.plain(), w, n, "basic_auth", p.dir); len(es) > 0 {
 		p.add(path, es)
 	} else {
 		c.Auth = a
 	}
-	c.credentials = credentials{} // as written: the secrets now live in Auth only
+	if h, es := resolveHosts(w); len(es) > 0 {
+		p.add(path, es)
+	} else {
+		c.AuthHosts = h
+	}
+	c.topCredentials = topCredentials{} // as written: the secrets now live in Auth only
 	for i := range c.Sinks {
 		c.Sinks[i].Path = fmt.Sprintf("%s[%d]", yamlx.Join(path, "sinks"), i)
 	}

@@ -216,11 +216,9 @@ func BenchmarkGet(b *testing.B) {
 				b.Run(name, func(b *testing.B) {
 					opt := Options{Client: NewClient(), Timeout: 5 * time.Second, Compression: c}
 					opt = opt.withDefaults()
-					if fast {
-						opt.fast = newFastClient(opt.MaxBody)
-						defer opt.fast.close()
-					}
+					opt.fast = fast
 					s := newScraper(Target{URL: u}, &opt)
+					defer s.close()
 					if restrict {
 						s.names.restrict(window.SampleNames()[:1]) // the namespace of vllm: names
 					}

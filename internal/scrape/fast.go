@@ -1,9 +1,7 @@
 package scrape
 
 import (
-	"bufio"
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -16,163 +14,133 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
-// fastClient sends the scrapes of a pool's plain-HTTP targets that no proxy stands in front
-// of: nearly every fleet. net/http runs two goroutines per connection and hands every request
-// and answer between them and the caller; at a thousand targets scraped twice a second those
+// fastTransport sends one plain-HTTP target's scrapes, when no proxy stands in front of it:
+// nearly every fleet. net/http runs two goroutines per connection and hands every request and
+// answer between them and the caller; at a thousand targets scraped twice a second those
 // hand-offs, their buffers and stacks were a third of the scraper's CPU and a fifth of its
-// memory. Here each target's goroutine owns one keep-alive connection and writes its request
-// and reads the answer itself, with fasthttp's request writer and answer reader and buffers
-// taken from pools only while a scrape is in flight.
+// memory. fasthttp's HostClient, one per target, writes the request and reads the answer on the
+// caller's goroutine, with pooled buffers. It frames the answers, keeps the connection alive and
+// retries a request whose kept connection the server closed; vllmstat adds two things only:
+//   - a kept connection with bytes to read before a request is sent had an answer out of turn,
+//     which would be read as the request's answer: turnConn fails the request instead (see
+//     errOutOfTurn), and HostClient drops the connection;
+//   - closing the transport (the target removed, the pool closed) aborts a scrape in flight
+//     rather than waiting out its timeout.
 //
-// What net/http does that this client does not is left to net/http: a target that answers
-// with a redirect, or sits behind a proxy, or speaks TLS, is scraped with the pool's
-// net/http client (see scraper.get).
-type fastClient struct {
-	maxBody int
-	ctx     context.Context // cancelled by close: no new connections
-	cancel  context.CancelFunc
+// What net/http does that HostClient does not is left to net/http: a target that answers with a
+// redirect, or sits behind a proxy, or speaks TLS, is scraped with the pool's net/http client
+// (see scraper.get).
+type fastTransport struct {
+	hc   fasthttp.HostClient
+	resp *fasthttp.Response // the answer of the scrape in progress, whose bytes are its page
 
 	mu     sync.Mutex
-	conns  map[net.Conn]struct{} // open connections, to abort scrapes in flight on close
+	conns  map[*turnConn]struct{} // open connections, closed by abort
 	closed bool
 }
 
-// The buffers a scrape reads its answer and writes its request through, pooled: a burst of a
-// hundred scrapes holds a hundred of each. The answer's status line and headers must fit in
-// fastReadBuffer (vLLM's are a few hundred bytes; a target whose do not is scraped with
-// net/http). The whole request should fit in fastWriteBuffer, so that it goes out in one write:
-// a request for named samples carries about 3 KB of query.
+// The answer's status line and headers must fit in fastReadBuffer (vLLM's are a few hundred
+// bytes; larger ones fail the scrape with a clear error). The whole request should fit in
+// fastWriteBuffer, so that it goes out in one write: a request for named samples carries about
+// 3 KB of query. HostClient takes both buffers from pools while a scrape is in flight only.
 const (
-	fastReadBuffer  = 4 << 10
+	fastReadBuffer  = 16 << 10
 	fastWriteBuffer = 8 << 10
 )
 
-var (
-	fastReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, fastReadBuffer) }}
-	fastWriters = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, fastWriteBuffer) }}
-)
+// fastIdle is how long a kept connection may sit idle before it is closed. HostClient closes
+// idle connections from a goroutine of its own, which sleeps this long between rounds and ends
+// only once its client has no connection left: so a removed target's goroutine lingers up to
+// fastIdle. A fleet scraped every few seconds keeps its connections; one scraped less often than
+// this connects anew for each scrape.
+const fastIdle = 15 * time.Second
 
-func newFastClient(maxBody int64) *fastClient {
-	f := &fastClient{maxBody: int(min(maxBody, int64(^uint(0)>>1))), conns: map[net.Conn]struct{}{}}
-	f.ctx, f.cancel = context.WithCancel(context.Background())
+func newFastTransport(addr string, maxBody int64) *fastTransport {
+	f := &fastTransport{conns: map[*turnConn]struct{}{}}
+	f.hc = fasthttp.HostClient{
+		Addr:                addr,
+		DialTimeout:         f.dial,
+		MaxConns:            2, // a target's scrapes never overlap; a second only while one is aborted
+		MaxIdleConnDuration: fastIdle,
+		ReadBufferSize:      fastReadBuffer,
+		WriteBufferSize:     fastWriteBuffer,
+		MaxResponseBodySize: int(min(maxBody, int64(^uint(0)>>1))),
+		// A request is sent again once, on a new connection, when its kept one turns out to be
+		// closed (as net/http does); never after an answer out of turn, nor after a timeout.
+		RetryIfErr: func(_ *fasthttp.Request, attempts int, err error) (bool, bool) {
+			return false, attempts < 2 && !errors.Is(err, errOutOfTurn) && !errors.Is(err, fasthttp.ErrTimeout)
+		},
+		DisableHeaderNamesNormalizing: true,
+		NoDefaultUserAgentHeader:      true,
+	}
 	return f
 }
 
-// dial opens a connection to addr and keeps it in the set close aborts.
-func (f *fastClient) dial(addr string, deadline time.Time) (net.Conn, error) {
-	d := net.Dialer{Deadline: deadline}
-	c, err := d.DialContext(f.ctx, "tcp", addr)
+// dial opens a connection and keeps it in the set abort closes.
+func (f *fastTransport) dial(addr string, timeout time.Duration) (net.Conn, error) {
+	f.mu.Lock()
+	closed := f.closed
+	f.mu.Unlock()
+	if closed {
+		return nil, net.ErrClosed
+	}
+	c, err := net.DialTimeout("tcp", addr, timeout)
 	if err != nil {
 		return nil, err
 	}
+	tc := &turnConn{Conn: c, f: f}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed {
 		c.Close()
 		return nil, net.ErrClosed
 	}
-	f.conns[c] = struct{}{}
-	return c, nil
+	f.conns[tc] = struct{}{}
+	return tc, nil
 }
 
-// drop closes c and forgets it.
-func (f *fastClient) drop(c net.Conn) {
-	f.mu.Lock()
-	delete(f.conns, c)
-	f.mu.Unlock()
-	c.Close()
-}
-
-// close aborts the scrapes in flight and closes every connection: the pool is closing, and its
-// targets' goroutines must not wait out their timeouts.
-func (f *fastClient) close() {
-	f.cancel()
+// abort closes every connection, failing a scrape in flight at once, and refuses new ones.
+// It may run on any goroutine.
+func (f *fastTransport) abort() {
 	f.mu.Lock()
 	f.closed = true
 	conns := f.conns
 	f.conns = nil
 	f.mu.Unlock()
 	for c := range conns {
-		c.Close()
+		c.Conn.Close()
 	}
+	f.hc.CloseIdleConnections()
 }
 
-// roundTrip sends req on the target's connection, made if there is none, and reads the answer
-// into resp before deadline.
-func (s *scraper) roundTrip(req *fasthttp.Request, resp *fasthttp.Response, deadline time.Time) error {
-	for {
-		reused := s.conn != nil
-		if reused {
-			// Bytes on an idle kept connection came before this request was sent: an answer out
-			// of turn, which would be read as this request's answer. A peer that closed it is
-			// only a connection to make anew.
-			switch n, err := peek(s.conn); {
-			case n > 0:
-				s.closeConn()
-				return errOutOfTurn
-			case err != nil:
-				s.closeConn()
-				reused = false
-			}
-		}
-		if !reused {
-			c, err := s.fast.dial(s.addr, deadline)
-			if err != nil {
-				return err
-			}
-			s.conn = c
-		}
-		err := s.exchange(req, resp, deadline)
-		if err == nil {
-			return nil
-		}
-		s.closeConn()
-		// A connection kept from the last scrape may have been closed by the server since
-		// (a keep-alive timeout): the request goes once more, on a new one, as with net/http.
-		var ne net.Error
-		if !reused || errors.Is(err, fasthttp.ErrBodyTooLarge) || errors.As(err, &ne) && ne.Timeout() {
-			return err
-		}
-	}
+// turnConn is a connection that refuses to send a request while the answer to an earlier one
+// is not the last thing the server said: see errOutOfTurn.
+type turnConn struct {
+	net.Conn
+	f    *fastTransport
+	read bool // an answer was read since the last request was written
 }
 
-// exchange writes req and reads the answer on the target's connection.
-func (s *scraper) exchange(req *fasthttp.Request, resp *fasthttp.Response, deadline time.Time) error {
-	c := s.conn
-	if err := c.SetDeadline(deadline); err != nil {
-		return err
-	}
-	bw := fastWriters.Get().(*bufio.Writer)
-	bw.Reset(c)
-	err := req.Write(bw)
-	if err == nil {
-		err = bw.Flush()
-	}
-	bw.Reset(nil)
-	fastWriters.Put(bw)
-	if err != nil {
-		return err
-	}
-	br := fastReaders.Get().(*bufio.Reader)
-	br.Reset(c)
-	err = resp.ReadLimitBody(br, s.fast.maxBody)
-	// Bytes after the answer, or an answer that ends with the connection, leave nothing to
-	// send the next request on.
-	spent := br.Buffered() > 0 || resp.ConnectionClose() || resp.Header.ContentLength() == -2
-	br.Reset(nil)
-	fastReaders.Put(br)
-	if err == nil && spent {
-		s.closeConn()
-	}
-	return err
+func (c *turnConn) Read(b []byte) (int, error) {
+	c.read = true
+	return c.Conn.Read(b)
 }
 
-// closeConn closes the target's connection, if any.
-func (s *scraper) closeConn() {
-	if s.conn != nil {
-		s.fast.drop(s.conn)
-		s.conn = nil
+func (c *turnConn) Write(b []byte) (int, error) {
+	if c.read {
+		c.read = false
+		if n, _ := peek(c.Conn); n > 0 {
+			return 0, errOutOfTurn
+		}
 	}
+	return c.Conn.Write(b)
+}
+
+func (c *turnConn) Close() error {
+	c.f.mu.Lock()
+	delete(c.f.conns, c)
+	c.f.mu.Unlock()
+	return c.Conn.Close()
 }
 
 // errOutOfTurn fails a scrape whose kept connection had bytes to read before its request was
@@ -183,12 +151,11 @@ var errOutOfTurn = errors.New("the target sent bytes out of turn on a kept-alive
 // errPeerClosed is peek's report of a connection the peer closed.
 var errPeerClosed = errors.New("connection closed by the peer")
 
-// errUseNetHTTP is a fast scrape's answer that net/http reads instead: a redirect, which
-// net/http follows by its rules (credentials stay on the target's host), or headers larger
-// than fastReadBuffer.
-var errUseNetHTTP = errors.New("redirect")
+// errRedirect is a fast scrape's answer that net/http reads instead: a redirect, which net/http
+// follows by its rules (credentials stay on the target's host).
+var errRedirect = errors.New("redirect")
 
-// fastEligible reports that the scrapes of req can go through the fast client: plain HTTP, and
+// fastEligible reports that the scrapes of req can go through a fast transport: plain HTTP, and
 // no proxy from the environment.
 func fastEligible(req *http.Request) bool {
 	if req.URL.Scheme != "http" || req.URL.User != nil {
@@ -199,8 +166,8 @@ func fastEligible(req *http.Request) bool {
 }
 
 // fastGet fetches the page, restricted or full, before deadline. It returns the page: the
-// answer's own bytes, held in s.resp until the scrape is done (see releaseResp), or, when
-// compressed, inflated into buf. Its request is made anew from pooled parts: a request kept
+// answer's own bytes, held in the transport until the scrape is done (see releaseResp), or,
+// when compressed, inflated into buf. Its request is made anew from pooled parts: a request kept
 // per target would hold a copy of its kilobytes of query, and setting one up costs less than a
 // microsecond.
 func (s *scraper) fastGet(opt *Options, restrict bool, buf *bytes.Buffer, deadline time.Time) ([]byte, error) {
@@ -224,19 +191,21 @@ func (s *scraper) fastGet(opt *Options, restrict bool, buf *bytes.Buffer, deadli
 	}
 	s.releaseResp()
 	resp := fasthttp.AcquireResponse()
-	s.resp = resp
-	if err := s.roundTrip(req, resp, deadline); err != nil {
-		if _, ok := errors.AsType[*fasthttp.ErrSmallBuffer](err); ok {
-			return nil, errUseNetHTTP
-		}
-		if errors.Is(err, fasthttp.ErrBodyTooLarge) {
+	s.fast.resp = resp
+	if err := s.fast.hc.DoDeadline(req, resp, deadline); err != nil {
+		switch {
+		case errors.Is(err, fasthttp.ErrBodyTooLarge):
 			return nil, fmt.Errorf("%w of %d bytes", ErrBodyTooLarge, opt.MaxBody)
+		case errors.Is(err, fasthttp.ErrTimeout):
+			err = timeoutError{err}
+		case isSmallBuffer(err):
+			err = fmt.Errorf("answer's status line and headers are larger than %d bytes: %w", fastReadBuffer, err)
 		}
 		return nil, &url.Error{Op: "Get", URL: s.url, Err: err}
 	}
 	switch code := resp.StatusCode(); {
 	case code >= 300 && code < 400 && len(resp.Header.Peek("Location")) > 0:
-		return nil, errUseNetHTTP
+		return nil, errRedirect
 	case code != http.StatusOK:
 		return nil, &StatusError{Code: code}
 	}
@@ -253,19 +222,31 @@ func (s *scraper) fastGet(opt *Options, restrict bool, buf *bytes.Buffer, deadli
 	return resp.Body(), nil
 }
 
+func isSmallBuffer(err error) bool {
+	_, ok := errors.AsType[*fasthttp.ErrSmallBuffer](err)
+	return ok
+}
+
+// timeoutError is HostClient's timeout as a net.Error that says so, for Result.Reason.
+type timeoutError struct{ error }
+
+func (timeoutError) Timeout() bool   { return true }
+func (timeoutError) Temporary() bool { return true }
+func (e timeoutError) Unwrap() error { return e.error }
+
 // releaseResp gives the last fast answer back to its pool: its page has been read.
 func (s *scraper) releaseResp() {
-	if s.resp != nil {
-		fasthttp.ReleaseResponse(s.resp)
-		s.resp = nil
+	if s.fast != nil && s.fast.resp != nil {
+		fasthttp.ReleaseResponse(s.fast.resp)
+		s.fast.resp = nil
 	}
 }
 
-// close closes the target's connection: its goroutine is done.
+// close closes the target's connections: its goroutine is done.
 func (s *scraper) close() {
 	if s.fast != nil {
 		s.releaseResp()
-		s.closeConn()
+		s.fast.abort()
 	}
 }
 

@@ -86,10 +86,7 @@ func TestAnswerOutOfTurn(t *testing.T) {
 		t.Run(map[bool]string{false: "net-http", true: "fast"}[fast], func(t *testing.T) {
 			srv := newOutOfTurnServer(t)
 			opt := Options{Timeout: 5 * time.Second, Client: NewClient()}.withDefaults()
-			if fast {
-				opt.fast = newFastClient(opt.MaxBody)
-				defer opt.fast.close()
-			}
+			opt.fast = fast
 			s := newScraper(Target{URL: srv.url()}, &opt)
 			defer s.close()
 			if r := s.scrape(context.Background(), &opt); r.Err() != nil || counterOf(&r) != 100 {
@@ -101,7 +98,7 @@ func TestAnswerOutOfTurn(t *testing.T) {
 				// Wait until the unasked answer has reached the connection (a loopback write
 				// lands at once, but not by contract).
 				deadline := time.Now().Add(5 * time.Second)
-				for !peerSpoke(t, s.conn) {
+				for !peerSpoke(t, s.fast) {
 					if time.Now().After(deadline) {
 						t.Fatal("the unasked answer never reached the connection")
 					}
@@ -124,12 +121,15 @@ func TestAnswerOutOfTurn(t *testing.T) {
 	}
 }
 
-// peerSpoke reports whether c has bytes to read, without reading them.
-func peerSpoke(t *testing.T, c net.Conn) bool {
+// peerSpoke reports whether a connection of f has bytes to read, without reading them.
+func peerSpoke(t *testing.T, f *fastTransport) bool {
 	t.Helper()
-	if c == nil {
-		return false
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for c := range f.conns {
+		if n, err := peek(c.Conn); n > 0 && err == nil {
+			return true
+		}
 	}
-	n, err := peek(c)
-	return n > 0 && err == nil
+	return false
 }

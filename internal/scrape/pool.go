@@ -58,9 +58,9 @@ type Options struct {
 	// no thousand pages in flight at once.
 	Burst int
 
-	// fast sends the scrapes of plain-HTTP targets when the pool made its own client (see
-	// fastClient); nil sends every scrape through Client.
-	fast *fastClient
+	// fast gives every plain-HTTP target a fast transport of its own (see fastTransport) when
+	// the pool made its own client; false sends every scrape through Client.
+	fast bool
 }
 
 // sharedClient is the client of Fetch calls that bring none.
@@ -147,16 +147,14 @@ func spreading(n int, opt *Options) (spread time.Duration, slots int64) {
 }
 
 // NewPool returns a pool with no targets. A pool given no Client scrapes plain-HTTP targets
-// with a leaner client than net/http's (see fastClient), and the others with NewClient's.
+// with a leaner client than net/http's (see fastTransport), and the others with NewClient's.
 func NewPool(opt Options, out chan<- Result) *Pool {
 	own := opt.Client == nil
 	if own {
 		opt.Client = NewClient()
 	}
 	opt = opt.withDefaults()
-	if own {
-		opt.fast = newFastClient(opt.MaxBody)
-	}
+	opt.fast = own
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Pool{opt: opt, out: out, ctx: ctx, cancel: cancel, targets: map[string]*target{}}
 }
@@ -309,9 +307,6 @@ func (p *Pool) ScrapeNow(urls []string) {
 // Close stops every target and waits for their goroutines.
 func (p *Pool) Close() {
 	p.cancel()
-	if p.opt.fast != nil {
-		p.opt.fast.close()
-	}
 	p.wg.Wait()
 }
 
@@ -320,6 +315,11 @@ func (p *Pool) loop(ctx context.Context, t *target) {
 	auth := t.auth.Load()
 	s := newScraper(Target{URL: t.url, Auth: *auth}, &p.opt)
 	defer s.close()
+	if s.fast != nil {
+		// The target removed or the pool closed: a scrape in flight ends at once, not when its
+		// timeout runs out.
+		defer context.AfterFunc(ctx, s.fast.abort)()
+	}
 	for {
 		var id uint64
 		select {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -19,8 +18,8 @@ import (
 
 // scraper is one target's scrape state, owned by the goroutine that scrapes the target: what
 // its requests are made from (net/http templates and request URIs, built when they change, not
-// per scrape), its connection when the fast client scrapes it, whether it asks for the sample
-// names only, and the parser of its pages.
+// per scrape), its fast transport when it has one, whether it asks for the sample names only,
+// and the parser of its pages.
 type scraper struct {
 	url  string
 	auth *Auth // the credentials the requests were built for
@@ -48,12 +47,8 @@ type scraper struct {
 	checked bool
 	// buildErr is why the requests could not be built (a URL that does not parse).
 	buildErr error
-	// fast, when not nil, sends the scrapes (see fastClient) instead of net/http, on conn, a
-	// connection to addr; resp is the answer of the scrape in progress, whose bytes are its page.
-	fast *fastClient
-	addr string
-	conn net.Conn
-	resp *fasthttp.Response
+	// fast, when not nil, sends the scrapes (see fastTransport) instead of net/http.
+	fast *fastTransport
 }
 
 func newScraper(t Target, opt *Options) *scraper {
@@ -63,8 +58,8 @@ func newScraper(t Target, opt *Options) *scraper {
 	p := window.NewParser(wopt)
 	s := &scraper{url: t.URL, names: newRestriction(), parse: p.Parse, replayed: p.Replayed}
 	s.setAuth(&t.Auth, opt)
-	if opt.fast != nil && s.buildErr == nil && fastEligible(s.full) {
-		s.fast, s.addr = opt.fast, fasthttp.AddMissingPort(s.full.URL.Host, false)
+	if opt.fast && s.buildErr == nil && fastEligible(s.full) {
+		s.fast = newFastTransport(fasthttp.AddMissingPort(s.full.URL.Host, false), opt.MaxBody)
 	}
 	return s
 }
@@ -243,7 +238,7 @@ func (s *scraper) fullAfterRestricted(opt *Options, page []byte, se *StatusError
 func (s *scraper) get(ctx context.Context, opt *Options, restrict bool, buf *bytes.Buffer, deadline time.Time) ([]byte, error) {
 	if s.fast != nil && s.buildErr == nil {
 		body, err := s.fastGet(opt, restrict, buf, deadline)
-		if err != errUseNetHTTP {
+		if err != errRedirect {
 			return body, err
 		}
 		// From now on net/http scrapes the target, following its redirects.
