@@ -219,9 +219,6 @@ func (s *state) observe(res scrape.Result) {
 		}
 	}
 	s.firstScraped(res.Target)
-	if res.ParseErr != nil && !errors.Is(res.ParseErr, window.ErrLimit) {
-		s.c.log.Warn("page is not Prometheus text; counted as a failed scrape", "target", res.Target, "ts", ts, "err", res.ParseErr)
-	}
 	if b := s.boundary; b != nil && res.Boundary == b.id {
 		delete(b.pending, res.Target)
 		s.maybeClose()
@@ -250,6 +247,11 @@ func (s *state) updateTarget(t *TargetState, ts time.Time, res *scrape.Result) {
 		// is on its side, and the log must say so.
 		s.c.log.Warn("target down: its page is over the per-target limits (max_series_per_target, max_workers_per_target); its scrapes fail until it shrinks",
 			"target", t.URL, "reason", "limit", "err", err)
+	case !up && res.Reason() == "parse" && (t.Up || !t.seen || t.reason != "parse"):
+		// Once when it starts answering so, as for limits: every such scrape is counted
+		// (vllmstat_target_scrape_failures_total{reason="parse"}), not logged.
+		s.c.log.Warn("target down: its page is not Prometheus text; counted as a failed scrape until it is",
+			"target", t.URL, "reason", "parse", "err", err)
 	case !up && (t.Up || !t.seen):
 		s.c.log.Warn("target down", "target", t.URL, "reason", res.Reason(), "err", err)
 	}
