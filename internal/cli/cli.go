@@ -39,6 +39,8 @@ func init() {
 		"replay": {"recompute the step records of a recording", runReplay},
 		"watch":  {"print live fleet numbers every interval, like vmstat", runWatch},
 		"sim":    {"start a simulated vLLM fleet serving /metrics", runSim},
+
+		"completion": {"print a shell completion script: completion bash|zsh|fish", runCompletion},
 	}
 }
 
@@ -140,7 +142,7 @@ Commands:
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		fmt.Fprintf(w, "  %-8s %s\n", n, commands[n].summary)
+		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].summary)
 	}
 	fmt.Fprint(w, `
 Run "vllmstat help <command>" (or "vllmstat <command> -h") for a command's usage and flags.
