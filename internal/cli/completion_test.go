@@ -80,4 +80,3 @@ func quoteAll(ws []string) []string {
 	}
 	return out
 }
-

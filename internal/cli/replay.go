@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"os"
 	"slices"
 	"strings"
 
@@ -63,25 +64,49 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintf(stderr, "vllmstat replay: %v\n", err)
 		return exitUsage
 	}
+	opt := step.Options{Prefix: *prefix, PerWorker: *perWorker, Scalars: *scalars}
+	return replayAll(ctx, segs, opt, wl, *maxLine, stdout, stderr)
+}
+
+// replayAll replays the segments of a recording, in order, writing the step lines to stdout,
+// with progress on stderr when it is a terminal.
+func replayAll(ctx context.Context, segs []string, opt step.Options, workerLabels []string, maxLine int, stdout, stderr io.Writer) int {
 	warn := newWarner(slog.New(slog.NewTextHandler(stderr, nil)))
 	defer warn.summary()
-	opt := step.Options{Prefix: *prefix, PerWorker: *perWorker, Scalars: *scalars}
+	var total int64
 	for _, seg := range segs {
-		if code := replaySegment(ctx, seg, opt, wl, *maxLine, warn, stdout, stderr); code != exitOK {
+		if st, err := os.Stat(seg); err == nil {
+			total += st.Size()
+		}
+	}
+	prog := newProgress(stderr, "replay", total)
+	defer prog.done()
+	var base int64
+	for _, seg := range segs {
+		n, code := replaySegment(ctx, seg, opt, workerLabels, maxLine, warn, prog, base, stdout, stderr)
+		if code != exitOK {
 			return code
 		}
+		base += n
 	}
 	return exitOK
 }
 
-// replaySegment replays one segment, one run, with a tracker of its own, as that run had.
-func replaySegment(ctx context.Context, path string, opt step.Options, workerLabels []string, maxLine int, warn *warner, stdout, stderr io.Writer) int {
+// replaySegment replays one segment, one run, with a tracker of its own, as that run had, and
+// returns how many of its bytes it read. base is the bytes of the segments before it, for prog.
+func replaySegment(ctx context.Context, path string, opt step.Options, workerLabels []string, maxLine int, warn *warner, prog *progress, base int64, stdout, stderr io.Writer) (int64, int) {
 	r, err := record.OpenContext(ctx, path, maxLine)
 	if err != nil {
 		fmt.Fprintf(stderr, "vllmstat replay: %v\n", err)
-		return exitUsage
+		return 0, exitUsage
 	}
 	defer r.Close()
+	n, code := replayEvents(ctx, r, path, opt, workerLabels, warn, prog, base, stdout, stderr)
+	return n, code
+}
+
+// replayEvents feeds the events of r to a new tracker and writes each step's line to stdout.
+func replayEvents(ctx context.Context, r *record.Reader, path string, opt step.Options, workerLabels []string, warn *warner, prog *progress, base int64, stdout, stderr io.Writer) (int64, int) {
 	r.Warn = func(line int, msg string) {
 		kind, _, _ := strings.Cut(msg, ` "`) // unknown kinds are one kind of warning
 		warn.warn(kind, msg, "file", path, "line", line)
@@ -97,19 +122,21 @@ func replaySegment(ctx context.Context, path string, opt step.Options, workerLab
 			gone = gone[:0]
 		}
 		if err == io.EOF {
-			return exitOK
+			return r.Offset(), exitOK
 		}
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-			fmt.Fprintf(stderr, "vllmstat replay: interrupted at %s line %d\n", path, r.Line())
-			return exitError
+			prog.done()
+			fmt.Fprintf(stderr, "vllmstat replay: interrupted at %s line %d (%s)\n", path, r.Line(), prog.status(base+r.Offset(), prog.now()))
+			return r.Offset(), exitError
 		}
 		if err != nil {
 			fmt.Fprintf(stderr, "vllmstat replay: %s: %v\n", path, err)
 			if errors.Is(err, record.ErrLineTooLong) {
 				fmt.Fprintln(stderr, "vllmstat replay: raise --max-line-bytes if the recording is trusted")
 			}
-			return exitUsage
+			return r.Offset(), exitUsage
 		}
+		prog.update(base + r.Offset())
 		switch e.Kind {
 		case record.KindScrape:
 			var page *window.Page
@@ -132,7 +159,7 @@ func replaySegment(ctx context.Context, path string, opt step.Options, workerLab
 		case record.KindPhase:
 			if err := step.ValidPhase(e.Phase); err != nil {
 				fmt.Fprintf(stderr, "vllmstat replay: %s: line %d: %v\n", path, r.Line(), err)
-				return exitUsage
+				return r.Offset(), exitUsage
 			}
 			if e.Edge == record.EdgeStart {
 				tr.StartPhase(e.Phase, e.TS)
@@ -147,11 +174,11 @@ func replaySegment(ctx context.Context, path string, opt step.Options, workerLab
 			b, err := step.MarshalLine(&rec)
 			if err != nil {
 				fmt.Fprintf(stderr, "vllmstat replay: %v\n", err)
-				return exitError
+				return r.Offset(), exitError
 			}
 			if _, err := stdout.Write(b); err != nil {
 				fmt.Fprintf(stderr, "vllmstat replay: write: %v\n", err)
-				return exitError
+				return r.Offset(), exitError
 			}
 		}
 	}

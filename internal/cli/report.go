@@ -1,20 +1,29 @@
 package cli
 
 import (
+	"bufio"
 	"context"
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
+	"strings"
 
+	"github.com/vllmstat/vllmstat/internal/record"
 	"github.com/vllmstat/vllmstat/internal/report"
+	"github.com/vllmstat/vllmstat/internal/step"
+	"github.com/vllmstat/vllmstat/internal/vllm"
+	"github.com/vllmstat/vllmstat/internal/window"
 )
 
-const reportHelp = `Usage: vllmstat report RUN_DIR [-o FILE]
+const reportHelp = `Usage: vllmstat report RUN_DIR|RECORDING [-o FILE]
 
 Writes the report of a run (the OUT folder of run, record or demo) as one HTML file that opens
 from disk without network: charts of every step metric across steps, the per-worker timelines
-of a chosen step (when the run wrote timelines/), and a table of all steps.
+of a chosen step (when the run wrote timelines/), and a table of all steps. Given a recording
+(vllmstat run --record FILE), it replays it (all its segments) and reports its steps; the report
+goes next to it (run.jsonl.gz gives run.report.html) unless -o says otherwise.
 
 Flags:
 `
@@ -41,11 +50,30 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		dir, rest = rest[0], rest[1:]
 	}
 	if dir == "" || len(rest) > 0 {
-		fmt.Fprintln(stderr, "vllmstat report: give one RUN_DIR")
+		fmt.Fprintln(stderr, "vllmstat report: give one RUN_DIR or RECORDING")
 		fs.Usage()
 		return exitUsage
 	}
 	path := *out
+	if st, err := os.Stat(dir); err == nil && st.Mode().IsRegular() {
+		// A recording: its steps are replayed into a folder of their own first.
+		if path == "" {
+			path = recordingReportPath(dir)
+		}
+		tmp, err := os.MkdirTemp("", "vllmstat-report-")
+		if err != nil {
+			fmt.Fprintf(stderr, "vllmstat report: %v\n", err)
+			return exitError
+		}
+		defer os.RemoveAll(tmp)
+		if code := replayInto(ctx, dir, tmp, stderr); code != exitOK {
+			return code
+		}
+		if *title == "" {
+			*title = filepath.Base(dir)
+		}
+		dir = tmp
+	}
 	if path == "" {
 		path = filepath.Join(dir, "report.html")
 	}
@@ -65,5 +93,41 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return exitError
 	}
 	fmt.Fprintln(stdout, path)
+	return exitOK
+}
+
+// recordingReportPath is where the report of a recording goes by default: beside it, its name
+// without the recording's extensions plus .report.html.
+func recordingReportPath(rec string) string {
+	base := filepath.Base(rec)
+	for _, ext := range []string{".gz", ".jsonl", ".json"} {
+		base = strings.TrimSuffix(base, ext)
+	}
+	return filepath.Join(filepath.Dir(rec), base+".report.html")
+}
+
+// replayInto replays the recording rec (every segment, per-worker records included) into
+// dir/steps.jsonl.
+func replayInto(ctx context.Context, rec, dir string, stderr io.Writer) int {
+	segs, err := record.Segments(rec)
+	if err != nil {
+		fmt.Fprintf(stderr, "vllmstat report: %v\n", err)
+		return exitUsage
+	}
+	f, err := os.Create(filepath.Join(dir, "steps.jsonl"))
+	if err != nil {
+		fmt.Fprintf(stderr, "vllmstat report: %v\n", err)
+		return exitError
+	}
+	defer f.Close()
+	w := bufio.NewWriter(f)
+	opt := step.Options{Prefix: vllm.Prefix, PerWorker: true, Scalars: true}
+	if code := replayAll(ctx, segs, opt, window.DefaultWorkerLabels(), record.DefaultMaxLine, w, stderr); code != exitOK {
+		return code
+	}
+	if err := w.Flush(); err != nil {
+		fmt.Fprintf(stderr, "vllmstat report: %v\n", err)
+		return exitError
+	}
 	return exitOK
 }

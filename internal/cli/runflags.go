@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/vllmstat/vllmstat/internal/config"
+	"github.com/vllmstat/vllmstat/internal/discovery"
 	"github.com/vllmstat/vllmstat/internal/scrape"
 )
 
@@ -32,6 +33,8 @@ type runFlags struct {
 	record        string
 	listen        string
 	workerLabels  string
+	targetsFile   string
+	sinks         string
 	args          []string // targets given as arguments
 }
 
@@ -50,6 +53,8 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.listen, "listen", def.Listen, "`address` of the HTTP API (step ends, live view); \"\" for none")
 	fs.StringVar(&f.record, "record", def.Record, "write everything scraped to this recording `file` (.gz to compress) for replay")
 	fs.StringVar(&f.workerLabels, "worker-labels", strings.Join(def.WorkerLabels, ","), workerLabelsUsage)
+	fs.StringVar(&f.targetsFile, "targets-file", "", "read targets from `FILE`: one /metrics URL or host:port per line, # starts a comment (adds to the config's targets)")
+	fs.StringVar(&f.sinks, "sinks", "", "comma-separated tracker `sinks` to add to the config's, e.g. tensorboard,wandb,csv")
 }
 
 // workerLabelsUsage documents --worker-labels, for run and replay alike.
@@ -125,6 +130,17 @@ func (f *runFlags) load(fs *flag.FlagSet) (config.Config, error) {
 		case "worker-labels":
 			c.WorkerLabels = labelList(f.workerLabels)
 			c.SetPath("worker_labels", path)
+		case "targets-file":
+			ts, ps := readTargetsFile(f.targetsFile)
+			problems = append(problems, ps...)
+			c.Targets = append(c.Targets, config.TargetsOf(ts)...)
+			c.SetPath("targets", path+" "+f.targetsFile)
+		case "sinks":
+			for _, name := range strings.Split(f.sinks, ",") {
+				if name = strings.TrimSpace(name); name != "" {
+					c.Sinks = append(c.Sinks, config.SinkSpec{Type: name, Path: path})
+				}
+			}
 		}
 	})
 	if t := os.Getenv("VLLMSTAT_API_TOKEN"); t != "" && c.APIToken.Reveal() == "" {
@@ -141,6 +157,35 @@ func (f *runFlags) load(fs *flag.FlagSet) (config.Config, error) {
 		return c, problems
 	}
 	return c, nil
+}
+
+// readTargetsFile reads a targets file: one /metrics URL, host:port or dns+ name per line;
+// blank lines and everything after # are ignored, so that the URLs "vllmstat sim" prints (or
+// any list with comments) work as they are. Each bad line is a problem naming its line.
+func readTargetsFile(path string) ([]string, config.Problems) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, config.Problems{fmt.Sprintf("--targets-file: %v", err)}
+	}
+	var ts []string
+	var ps config.Problems
+	for i, line := range strings.Split(string(b), "\n") {
+		line, _, _ = strings.Cut(line, "#")
+		if line = strings.TrimSpace(line); line == "" {
+			continue
+		}
+		if !discovery.IsDNS(line) {
+			if _, err := scrape.ParseTarget(line); err != nil {
+				ps = append(ps, fmt.Sprintf("--targets-file %s:%d: %q is not a target: %v", path, i+1, scrape.Redact(line), err))
+				continue
+			}
+		}
+		ts = append(ts, line)
+	}
+	if len(ts) == 0 && len(ps) == 0 {
+		ps = append(ps, fmt.Sprintf("--targets-file %s: no targets in it (one /metrics URL or host:port per line)", path))
+	}
+	return ts, ps
 }
 
 func parseDuration(s string) (time.Duration, error) {

@@ -33,6 +33,7 @@ type Reader struct {
 	lastLine int
 	startErr error // a gzip header cut short: reported by the first Next
 	c        io.Closer
+	read     *countReader // the file's bytes read so far; nil for a reader not from a file
 	Warn     func(line int, msg string) // called for skipped lines and a cut-short end; may be nil
 }
 
@@ -46,7 +47,8 @@ func OpenContext(ctx context.Context, path string, maxLine int) (*Reader, error)
 	if err != nil {
 		return nil, fmt.Errorf("open recording: %w", err)
 	}
-	var in io.Reader = ctxReader{ctx, f}
+	cr := &countReader{r: f}
+	var in io.Reader = ctxReader{ctx, cr}
 	var startErr error
 	if strings.HasSuffix(path, ".gz") {
 		gz, err := gzip.NewReader(in)
@@ -63,8 +65,29 @@ func OpenContext(ctx context.Context, path string, maxLine int) (*Reader, error)
 		}
 	}
 	r := NewReaderContext(ctx, in, maxLine)
-	r.c, r.startErr = f, startErr
+	r.c, r.startErr, r.read = f, startErr, cr
 	return r, nil
+}
+
+// countReader counts the bytes read through it.
+type countReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// Offset is how many bytes of the file (as stored: compressed for a .gz file) were read so far,
+// for a reader made by Open or OpenContext; 0 otherwise.
+func (r *Reader) Offset() int64 {
+	if r.read == nil {
+		return 0
+	}
+	return r.read.n
 }
 
 // NewReader reads a recording from r.

@@ -31,11 +31,18 @@ var Type = sink.NewType(parse, open, sink.Caps{})
 
 var _ sink.Sink = (*Writer)(nil)
 
+// DefaultKeys are the columns of a csv entry without keys (after the run's metric prefix): the
+// figures of the step summary line.
+var DefaultKeys = []string{"prefix_cache_hit_rate", "num_preemptions", "kv_cache_usage_perc/mean", "kv_cache_usage_perc/max",
+	"num_requests_running/mean", "num_requests_waiting/mean", "generation_tokens_per_s", "time_to_first_token_seconds/p50",
+	"straggler_tail_s"}
+
 // Settings are what a csv entry of sinks: may set.
 type Settings struct {
 	// Keys are the metric keys of the columns after step and end, e.g.
 	// [vllm/prefix_cache_hit_rate, vllm/num_preemptions], or a phase's, e.g.
-	// vllm/rollout/prefix_cache_hit_rate; a step without a key has an empty cell.
+	// vllm/rollout/prefix_cache_hit_rate; a step without a key has an empty cell. Without keys,
+	// DefaultKeys.
 	Keys []string `yaml:"keys"`
 	// Path is the file; default OUT_DIR/steps.csv. An existing file with the same columns is
 	// appended to; one with other columns is kept under another name (steps.1.csv, the first
@@ -50,8 +57,17 @@ func (Settings) YAMLExample() string { return "{type: csv, keys: [vllm/prefix_ca
 func parse(e sink.Env, spec config.SinkSpec) (Settings, error) {
 	s := Settings{Path: filepath.Join(e.OutDir, "steps.csv")}
 	at, es := spec.Decode(&s)
-	if len(s.Keys) == 0 && !at.Has("keys") {
-		es = append(es, at.Problem("keys", "missing: the metric keys of the columns, e.g. [vllm/prefix_cache_hit_rate]"))
+	switch {
+	case !at.Has("keys"): // "--sinks csv": the figures the step summary shows
+		prefix := e.MetricPrefix
+		if prefix == "" {
+			prefix = vllm.Prefix
+		}
+		for _, k := range DefaultKeys {
+			s.Keys = append(s.Keys, prefix+"/"+k)
+		}
+	case len(s.Keys) == 0:
+		es = append(es, at.Problem("keys", "empty: list the metric keys of the columns, e.g. [vllm/prefix_cache_hit_rate], or leave keys out for the default ones"))
 	}
 	if s.Path == "" {
 		es = append(es, at.NotAllowed("path", s.Path, "must be a file path (default OUT_DIR/steps.csv)"))

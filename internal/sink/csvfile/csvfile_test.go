@@ -2,6 +2,7 @@ package csvfile_test
 
 import (
 	"encoding/csv"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -29,7 +30,8 @@ func TestSettings(t *testing.T) {
 	env := sink.Env{OutDir: t.TempDir()}
 	for _, tt := range []struct{ yaml, err string }{
 		{"{type: csv, keys: [vllm/a]}", ""},
-		{"{type: csv}", "sinks[0].keys: missing"},
+		{"{type: csv}", ""}, // the default keys
+		{"{type: csv, keys: []}", "sinks[0].keys (line 1): empty"},
 		{"{type: csv, keys: [vllm/a], pth: x}", "did you mean path?"},
 		{"{type: csv, keys: [vllm/a], path: ''}", "must be a file path"},
 	} {
@@ -37,6 +39,13 @@ func TestSettings(t *testing.T) {
 		if tt.err == "" && err != nil || tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)) {
 			t.Errorf("%s: %v, want %q", tt.yaml, err, tt.err)
 		}
+	}
+	p, err := csvfile.Type.Parse(sink.Env{OutDir: t.TempDir(), MetricPrefix: "rollout"}, spec(t, "{type: csv}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(p); !strings.Contains(got, "rollout/prefix_cache_hit_rate") || !strings.Contains(got, "rollout/straggler_tail_s") {
+		t.Errorf("default keys %s: want the summary's figures under the run's prefix", got)
 	}
 }
 
