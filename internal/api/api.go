@@ -20,6 +20,7 @@ import (
 	"github.com/vllmstat/vllmstat/internal/collector"
 	"github.com/vllmstat/vllmstat/internal/scrape"
 	"github.com/vllmstat/vllmstat/internal/step"
+	"github.com/vllmstat/vllmstat/internal/version"
 )
 
 // MaxBody bounds request bodies; the largest legitimate one is a target list.
@@ -68,7 +69,7 @@ func New(opt Options) http.Handler {
 	h := &handler{opt: opt}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "version": version.Number()})
 	})
 	v1 := func(pattern string, f func(*http.Request) (any, *apiError)) {
 		mux.Handle(pattern, h.auth(h.wrap(f)))

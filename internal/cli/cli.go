@@ -66,8 +66,7 @@ func RunContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	case "help":
 		return help(ctx, args[1:], stdout, stderr)
 	case "version", "--version":
-		fmt.Fprintln(stdout, "vllmstat", version)
-		return exitOK
+		return runVersion(args[1:], stdout, stderr)
 	}
 	c, ok := commands[args[0]]
 	if !ok {
@@ -77,8 +76,6 @@ func RunContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	return c.run(ctx, args[1:], stdout, stderr)
 }
-
-var version = "dev"
 
 // help is `vllmstat help [COMMAND]`: the top-level help, or COMMAND's own (its -h).
 func help(ctx context.Context, args []string, stdout, stderr io.Writer) int {
