@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -131,6 +132,10 @@ func (d *dashboard) variable(name string) *variable {
 // builtins are Grafana's global variables a query may use.
 var builtins = []string{"__interval", "__interval_ms", "__rate_interval", "__range", "__range_s", "__range_ms"}
 
+// phased matches the families that a step's phases have too, with a phase label: the step's
+// keys and its duration (not the step number, workers and scrapes, nor a worker's keys).
+var phased = regexp.MustCompile(`vllmstat_step_(\$\{prefix\}|duration_seconds)`)
+
 var varRef = regexp.MustCompile(`\$\{(\w+)\}|\$(\w+)`)
 
 // refName is the variable a match of varRef names.
@@ -226,6 +231,9 @@ func TestDashboardIsValid(t *testing.T) {
 			refs[tg.RefID] = true
 			if strings.TrimSpace(tg.Expr) == "" {
 				t.Errorf("panel %q %s: no expr", p.Title, tg.RefID)
+			}
+			if phased.MatchString(tg.Expr) && !strings.Contains(tg.Expr, `phase=~"|$phase"`) {
+				t.Errorf("panel %q %s: a family that phases have, without the whole step and the chosen phases (phase=~\"|$phase\")", p.Title, tg.RefID)
 			}
 			if tg.Datasource == nil || *tg.Datasource != *p.Datasource {
 				t.Errorf("panel %q %s: datasource %+v, want the panel's", p.Title, tg.RefID, tg.Datasource)
@@ -436,12 +444,10 @@ func simulate(t *testing.T, end time.Time) []step.Record {
 // TestDashboardQueries loads a simulated run into a real Prometheus twice, by remote write
 // (run label, steps at their end times) and by Prometheus scraping vllmstat's /metrics while
 // the steps close one by one, then runs every query of every panel over the run's time range
-// as Grafana would: with the variables at All, at the remote-written run, and at the scraped
-// instance, each with all phases and with phase rollout. Every query must succeed and return
-// series, only of the chosen source; with phase rollout, a query over a step family must return
-// both the whole step's series and the phase's, and no other phase's. The variables' own
-// queries must list the job, instance, run and phases.
+// as Grafana would (see runPanels): with the variables at All, at the remote-written run, and at
+// the scraped instance. The variables' own queries must list the job, instance, run and phases.
 func TestDashboardQueries(t *testing.T) {
+	t.Parallel()
 	d := load(t)
 	metrics := selfmetrics.New(selfmetrics.Options{})
 	self := httptest.NewServer(metrics.Handler())
@@ -450,62 +456,92 @@ func TestDashboardQueries(t *testing.T) {
 	prom, err := promtest.StartPrometheus(promtest.Job{Name: "vllmstat", Targets: []string{instance}, Interval: 200 * time.Millisecond})
 	promtest.Require(t, err)
 	defer prom.Close()
-	ctx := t.Context()
 
 	recs := simulate(t, time.Now())
-	const runID = "dashboard-test"
-	set := remotewrite.DefaultSettings()
-	set.URL = prom.RemoteWriteURL()
-	set.ExtraLabels = []selfmetrics.Label{{Name: "job", Value: "vllmstat"}, {Name: "run", Value: runID}}
-	rw := remotewrite.NewWithSettings(set, "vllm", nil)
-	for i := range recs {
-		if err := rw.Write(ctx, &recs[i]); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := rw.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if st := rw.Stats(); st.Dropped.Load() != 0 || st.Errors.Load() != 0 {
-		t.Fatalf("remote write dropped %d samples, %d requests failed", st.Dropped.Load(), st.Errors.Load())
-	}
+	remoteWrite(t, prom.RemoteWriteURL(), recs)
 	for i := range recs {
 		metrics.StepClosed(&recs[i])
 		waitScraped(t, prom, recs[i].Step)
 	}
 	start, end := recs[0].Start.Add(-time.Second), time.Now()
+	runPanels(t, d, prom.Server, []source{
+		{"all", nil, "", ""},
+		{"remote-written run", map[string]choice{"run": {values: []string{runID}}}, "run", runID},
+		{"scraped instance", map[string]choice{"instance": {values: []string{instance}}}, "instance", instance},
+	}, start, end)
+	checkVariables(t, d, prom.Server, map[string][]string{
+		"job": {"vllmstat"}, "instance": {instance}, "run": {runID}, "phase": {"eval", "rollout"},
+	}, start, end)
+}
+
+// TestDashboardQueriesVictoriaMetrics runs every panel's query against VictoriaMetrics holding
+// the remote-written run, as TestDashboardQueries does against Prometheus: the dashboard's
+// PromQL is also MetricsQL.
+func TestDashboardQueriesVictoriaMetrics(t *testing.T) {
+	t.Parallel()
+	d := load(t)
+	vm, err := promtest.StartVictoriaMetrics()
+	promtest.Require(t, err)
+	defer vm.Close()
+	recs := simulate(t, time.Now())
+	remoteWrite(t, vm.URL+"/api/v1/write", recs)
+	if err := promtest.Flush(t.Context(), vm); err != nil {
+		t.Fatal(err)
+	}
+	start, end := recs[0].Start.Add(-time.Second), recs[len(recs)-1].End.Add(time.Second)
+	runPanels(t, d, vm, []source{
+		{"all", nil, "", ""},
+		{"remote-written run", map[string]choice{"run": {values: []string{runID}}}, "run", runID},
+	}, start, end)
+	checkVariables(t, d, vm, map[string][]string{"job": {"vllmstat"}, "run": {runID}, "phase": {"eval", "rollout"}}, start, end)
+}
+
+// runID is the run label of the remote-written steps.
+const runID = "dashboard-test"
+
+// remoteWrite sends recs to url by the remote-write sink, with extra labels job and run.
+func remoteWrite(t *testing.T, url string, recs []step.Record) {
+	t.Helper()
+	set := remotewrite.DefaultSettings()
+	set.URL = url
+	set.ExtraLabels = []selfmetrics.Label{{Name: "job", Value: "vllmstat"}, {Name: "run", Value: runID}}
+	rw := remotewrite.NewWithSettings(set, "vllm", nil)
+	for i := range recs {
+		if err := rw.Write(t.Context(), &recs[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := rw.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if st := rw.Stats(); st.Dropped.Load() != 0 || st.Errors.Load() != 0 {
+		t.Fatalf("remote write dropped %d samples, %d requests failed", st.Dropped.Load(), st.Errors.Load())
+	}
+}
+
+// source is a choice of the variables that selects one source of step series: every series a
+// query returns must have label with value ("" for any).
+type source struct {
+	name         string
+	chosen       map[string]choice // the rest at All
+	label, value string
+}
+
+// runPanels runs every query of every panel as a range query over [start, end], for each
+// source with all phases and with phase rollout. Every query must succeed and return series,
+// only of the chosen source; with phase rollout, a query of a family that phases have must
+// return both the whole step's series and the phase's, and no other phase's.
+func runPanels(t *testing.T, d *dashboard, srv *promtest.Server, sources []source, start, end time.Time) {
+	t.Helper()
 	// Each step is on /metrics for a few scrapes only, far shorter than in a real run: the
 	// queries are evaluated often enough to see every one.
 	const queryStep = 100 * time.Millisecond
-
-	all := map[string]choice{"job": {all: true}, "instance": {all: true}, "run": {all: true}, "prefix": {values: []string{"vllm"}}}
-	with := func(name string, c choice) map[string]choice {
-		m := map[string]choice{}
-		for k, v := range all {
-			m[k] = v
-		}
-		m[name] = c
-		return m
-	}
-	sources := []struct {
-		name   string
-		chosen map[string]choice
-		label  string // every series must have this label with this value
-		value  string
-	}{
-		{"all", all, "", ""},
-		{"remote-written run", with("run", choice{values: []string{runID}}), "run", runID},
-		{"scraped instance", with("instance", choice{values: []string{instance}}), "instance", instance},
-	}
 	queries := 0
 	for _, src := range sources {
 		for _, phase := range []choice{{all: true}, {values: []string{"rollout"}}} {
-			chosen := with("phase", phase)
-			for k, v := range src.chosen {
-				if k != "phase" {
-					chosen[k] = v
-				}
-			}
+			chosen := map[string]choice{"job": {all: true}, "instance": {all: true}, "run": {all: true},
+				"prefix": {values: []string{"vllm"}}, "phase": phase}
+			maps.Copy(chosen, src.chosen)
 			name := src.name + ", phase " + strings.Join(phase.values, "|")
 			if phase.all {
 				name = src.name + ", all phases"
@@ -514,7 +550,7 @@ func TestDashboardQueries(t *testing.T) {
 				for _, p := range d.queryPanels() {
 					for _, tg := range p.Targets {
 						q := interpolate(d, tg.Expr, chosen, end.Sub(start))
-						series, err := promtest.QueryRange(ctx, prom.Server, q, start, end, queryStep)
+						series, err := promtest.QueryRange(t.Context(), srv, q, start, end, queryStep)
 						queries++
 						if err != nil {
 							t.Errorf("panel %q %s: %v\n%s", p.Title, tg.RefID, err, q)
@@ -530,8 +566,8 @@ func TestDashboardQueries(t *testing.T) {
 								break
 							}
 						}
-						if !phase.all && strings.Contains(tg.Expr, "$phase") {
-							checkPhases(t, p.Title+" "+tg.RefID, series)
+						if !phase.all {
+							checkPhases(t, p.Title+" "+tg.RefID, series, strings.Contains(tg.Expr, "$phase"))
 						}
 					}
 				}
@@ -539,9 +575,13 @@ func TestDashboardQueries(t *testing.T) {
 		}
 	}
 	t.Logf("%d queries over %s", queries, end.Sub(start).Round(time.Second))
+}
 
-	// The variables' queries, as Grafana runs them: each finds the values of this run.
-	wants := map[string][]string{"job": {"vllmstat"}, "instance": {instance}, "run": {runID}, "phase": {"eval", "rollout"}}
+// checkVariables runs the variables' queries, as Grafana does with the other variables at All,
+// and compares the values they find with wants (none where wants has no entry).
+func checkVariables(t *testing.T, d *dashboard, srv *promtest.Server, wants map[string][]string, start, end time.Time) {
+	t.Helper()
+	all := map[string]choice{"job": {all: true}, "instance": {all: true}, "run": {all: true}, "phase": {all: true}, "prefix": {values: []string{"vllm"}}}
 	for _, v := range d.Templating.List {
 		if v.Type != "query" {
 			continue
@@ -550,7 +590,7 @@ func TestDashboardQueries(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := labelValuesOf(ctx, prom, interpolate(d, sel, all, end.Sub(start)), label, start, end)
+		got, err := labelValuesOf(t.Context(), srv, interpolate(d, sel, all, end.Sub(start)), label, start, end)
 		if err != nil {
 			t.Errorf("variable %s: %v", v.Name, err)
 			continue
@@ -561,16 +601,20 @@ func TestDashboardQueries(t *testing.T) {
 	}
 }
 
-// checkPhases checks a query's series with phase rollout chosen: the whole step's and
-// rollout's, and no other phase's.
-func checkPhases(t *testing.T, what string, series []promtest.Series) {
+// checkPhases checks a query's series with phase rollout chosen: a query of a family that
+// phases have returns the whole step's series and rollout's, and no other phase's; any other
+// returns no phase's.
+func checkPhases(t *testing.T, what string, series []promtest.Series, phased bool) {
 	t.Helper()
 	seen := map[string]bool{}
 	for _, s := range series {
 		seen[s.Metric["phase"]] = true
 	}
-	if !seen["whole step"] || !seen["rollout"] || len(seen) != 2 {
+	if phased && (!seen["whole step"] || !seen["rollout"] || len(seen) != 2) {
 		t.Errorf("%s: phases %v, want the whole step and rollout", what, seen)
+	}
+	if !phased && (!seen[""] || len(seen) != 1) {
+		t.Errorf("%s: phases %v, want none", what, seen)
 	}
 }
 
@@ -590,11 +634,11 @@ func waitScraped(t *testing.T, prom *promtest.Prometheus, n int64) {
 	}
 }
 
-// labelValuesOf asks Prometheus for the values of label among the series that match sel, as
+// labelValuesOf asks the server for the values of label among the series that match sel, as
 // Grafana's label_values(sel, label) does.
-func labelValuesOf(ctx context.Context, prom *promtest.Prometheus, sel, label string, start, end time.Time) ([]string, error) {
+func labelValuesOf(ctx context.Context, srv *promtest.Server, sel, label string, start, end time.Time) ([]string, error) {
 	v := url.Values{"match[]": {sel}, "start": {fmt.Sprint(start.Unix())}, "end": {fmt.Sprint(end.Unix() + 1)}}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, prom.URL+"/api/v1/label/"+label+"/values?"+v.Encode(), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/api/v1/label/"+label+"/values?"+v.Encode(), nil)
 	if err != nil {
 		return nil, err
 	}
