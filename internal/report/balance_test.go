@@ -105,7 +105,7 @@ func TestBalanceGroup(t *testing.T) {
 				groupOf[strings.TrimPrefix(keys[k], "rollout/")] = g.Name
 			}
 			if g.Name == "Fleet balance" {
-				balance = append(balance, c.Title+" = "+strings.Join(ks, ","))
+				balance = append(balance, c.ID+" = "+strings.Join(ks, ","))
 			}
 		}
 	}

@@ -225,8 +225,10 @@ func TestBrowserReport(t *testing.T) {
 		if n := eval[int](t, ctx, `document.querySelectorAll('#steps-table tbody tr').length`); n != steps {
 			t.Errorf("table has %d rows, want %d", n, steps)
 		}
-		if n := eval[int](t, ctx, `document.querySelectorAll('#steps-table thead th').length`); n != 6+len(keys) {
-			t.Errorf("table has %d columns, want %d", n, 6+len(keys))
+		type columns struct{ Cells, Keys int }
+		if c := eval[columns](t, ctx, `({Cells: document.querySelector('#steps-table tbody tr').cells.length,
+			Keys: document.querySelectorAll('#steps-table thead tr.stats th[data-key]').length})`); c.Cells != 6+len(keys) || c.Keys != len(keys) {
+			t.Errorf("table has %d columns, %d of keys; want %d, %d", c.Cells, c.Keys, 6+len(keys), len(keys))
 		}
 
 		// Hover on a chart shows the values at the nearest step.

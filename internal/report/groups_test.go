@@ -3,6 +3,8 @@ package report
 import (
 	"slices"
 	"testing"
+
+	"github.com/vllmstat/vllmstat/internal/vllm"
 )
 
 // The new families land in the groups the spec gives them; split keys share a chart per
@@ -22,11 +24,13 @@ func TestGroupsOfOptionalFamilies(t *testing.T) {
 	}
 	charts := map[string][]string{} // group -> chart titles
 	members := map[string][]string{}
+	var titles []string
 	for _, g := range groupKeys(keys) {
 		for _, c := range g.Charts {
-			charts[g.Name] = append(charts[g.Name], c.Title)
+			charts[g.Name] = append(charts[g.Name], c.ID)
+			titles = append(titles, c.Title)
 			for _, i := range c.Keys {
-				members[c.Title] = append(members[c.Title], keys[i])
+				members[c.ID] = append(members[c.ID], keys[i])
 			}
 		}
 	}
@@ -41,7 +45,62 @@ func TestGroupsOfOptionalFamilies(t *testing.T) {
 			t.Errorf("group %s: charts %v, want %v", group, charts[group], want)
 		}
 	}
+	// Titled as the spec titles them, a split label's value after its family's title.
+	wantTitles := []string{"External prefix cache hit rate", "Requests waiting by reason: capacity", "Requests waiting by reason: deferred",
+		"Requests finished", "Draft acceptance rate", "Acceptance rate by draft position", "Corrupted requests"}
+	if !slices.Equal(titles, wantTitles) {
+		t.Errorf("titles %q, want %q", titles, wantTitles)
+	}
 	if got := members["spec_decode_acceptance_rate_per_pos"]; len(got) != 2 {
 		t.Errorf("per-position chart holds %v, want both positions", got)
+	}
+}
+
+// Every family, ratio and rate of the spec is charted under the spec's title with a unit, not
+// under its key.
+func TestChartTitlesFromSpec(t *testing.T) {
+	want := map[string]string{} // chart id -> title
+	var keys []string
+	add := func(id, title string, ks ...string) {
+		want[id] = title
+		for _, k := range ks {
+			keys = append(keys, "vllm/"+k)
+		}
+	}
+	for _, f := range vllm.Gauges {
+		if f.Split != "" {
+			add(f.Name, f.Title, f.Name+"/x")
+			continue
+		}
+		add(f.Name, f.Title, f.Name+"/mean")
+	}
+	for _, f := range vllm.Counters {
+		if f.Split != "" {
+			add(f.Name, f.Title, f.Name+"/x")
+			continue
+		}
+		add(f.Name, f.Title, f.Name)
+		add(f.Name+" per interval", f.Title+" per interval", f.Name+"/p95")
+	}
+	for _, f := range vllm.Hists {
+		add(f.Name, f.Title, f.Name+"/p50")
+	}
+	for _, r := range vllm.Ratios {
+		add(r.Name, r.Title, r.Name)
+	}
+	for _, r := range vllm.Rates {
+		add(r.Name(), vllm.Counters[r.Of].Title+" per second", r.Name())
+	}
+	seen := 0
+	for _, g := range groupKeys(keys) {
+		for _, c := range g.Charts {
+			seen++
+			if w, ok := want[c.ID]; !ok || c.Title != w || c.Unit == "" || c.Title == c.ID {
+				t.Errorf("chart %s: title %q, unit %q; want title %q and a unit", c.ID, c.Title, c.Unit, w)
+			}
+		}
+	}
+	if seen != len(want) {
+		t.Errorf("%d charts, want %d", seen, len(want))
 	}
 }

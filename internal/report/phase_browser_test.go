@@ -82,7 +82,7 @@ func TestBrowserPhases(t *testing.T) {
 		// dash; the legend names the figures by colour and the phases by dash.
 		styles := eval[[]string](t, ctx, `[...document.querySelectorAll('#metrics figure[data-chart="kv_cache_usage_perc"] path.series')].map(p =>
 			p.dataset.key + ' ' + p.getAttribute('stroke') + ' ' + (p.getAttribute('stroke-dasharray') || 'solid'))`)
-		if want := []string{"max #1f77b4 solid", "mean #ff7f0e solid", "rollout max #1f77b4 6 3", "rollout mean #ff7f0e 6 3", "eval mean #ff7f0e 1.5 2.5"}; !slices.Equal(styles, want) {
+		if want := []string{"max #d62728 solid", "mean #ff7f0e solid", "rollout max #d62728 6 3", "rollout mean #ff7f0e 6 3", "eval mean #ff7f0e 1.5 2.5"}; !slices.Equal(styles, want) {
 			t.Errorf("KV usage lines %q, want %q", styles, want)
 		}
 		legends := eval[map[string][]string](t, ctx, `Object.fromEntries([...document.querySelectorAll('#metrics figure')].map(f =>
@@ -135,12 +135,19 @@ func TestBrowserPhases(t *testing.T) {
 		}
 
 		// The table of steps has each phase's time and its keys.
-		head := eval[[]string](t, ctx, `[...document.querySelectorAll('#steps-table thead th')].map(h => h.textContent)`)
-		if len(head) < 10 || !slices.Equal(head[6:8], []string{"rollout s", "eval s"}) || !slices.Contains(head, "rollout/generation_tokens_per_s") {
-			t.Errorf("table head %q", head)
+		type head struct{ Fixed, Keys, Names []string }
+		hd := eval[head](t, ctx, `({Fixed: [...document.querySelectorAll('#steps-table thead tr.charts th[rowspan]')].map(h => h.textContent),
+			Keys: [...document.querySelectorAll('#steps-table thead tr.stats th')].map(h => h.dataset.key),
+			Names: [...document.querySelectorAll('#steps-table thead tr.stats th')].map(h => h.textContent)})`)
+		// A phase's key is a column beside the whole step's, named as its line is.
+		i := slices.Index(hd.Keys, "vllm/rollout/generation_tokens_per_s")
+		if len(hd.Fixed) != 8 || !slices.Equal(hd.Fixed[6:], []string{"rollout s", "eval s"}) || i < 1 ||
+			!slices.Equal(hd.Keys[i-1:i+2], []string{"vllm/generation_tokens_per_s", "vllm/rollout/generation_tokens_per_s", "vllm/eval/generation_tokens_per_s"}) ||
+			!slices.Equal(hd.Names[i-1:i+2], []string{"step", "rollout", "eval"}) {
+			t.Errorf("table head %+v", hd)
 		}
 		row := eval[[]string](t, ctx, `[...document.querySelector('#steps-table tbody tr[data-step="3"]').cells].map(c => c.textContent)`)
-		if len(row) != len(head) || row[6] != "8" || row[7] != "2" {
+		if len(row) != len(hd.Fixed)+len(hd.Keys) || row[6] != "8" || row[7] != "2" {
 			t.Errorf("step 3's row %q: want its rollout's 8 s and eval's 2 s", row)
 		}
 		errs.check(t)

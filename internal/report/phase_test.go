@@ -136,7 +136,7 @@ func TestReportPhases(t *testing.T) {
 	for _, g := range d.Groups {
 		for _, c := range g.Charts {
 			for _, k := range c.Keys {
-				charts[c.Title] = append(charts[c.Title], d.Keys[k])
+				charts[c.ID] = append(charts[c.ID], d.Keys[k])
 			}
 		}
 	}

@@ -8,7 +8,6 @@ package report
 import (
 	"bufio"
 	"bytes"
-	"cmp"
 	_ "embed"
 	"encoding/base64"
 	"encoding/json"
@@ -21,13 +20,11 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/vllmstat/vllmstat/internal/clock"
 	"github.com/vllmstat/vllmstat/internal/step"
 	"github.com/vllmstat/vllmstat/internal/timeline"
-	"github.com/vllmstat/vllmstat/internal/vllm"
 )
 
 // Options configure a report.
@@ -157,13 +154,17 @@ func (s *dirSource) digest(n int64) (*stepTimeline, error) {
 // and each worker's values on a grid of Cols columns, quantised to bytes (0..254 of Max, 255
 // for no sample) and base64-encoded.
 type stepTimeline struct {
-	DurS    float64                  `json:"dur"`
-	Cols    int                      `json:"cols"`
-	Workers []string                 `json:"workers"`
-	Series  map[string]*seriesDigest `json:"series"`
-	ids     []step.WorkerID          // the workers, in the order of Workers
-	rows    map[string]string        // per-worker data, added to Series when the budget allows
-	order   []string                 // series names in a fixed order
+	DurS    float64  `json:"dur"`
+	Cols    int      `json:"cols"`
+	Workers []string `json:"workers"`
+	// Colors are the workers' colour indexes, the same for a worker in every step (see
+	// colorWorkers).
+	Colors []int                    `json:"colors"`
+	Series map[string]*seriesDigest `json:"series"`
+	start  time.Time                // the step's start, as the file gives it
+	ids    []step.WorkerID          // the workers, in the order of Workers
+	rows   map[string]string        // per-worker data, added to Series when the budget allows
+	order  []string                 // series names in a fixed order
 }
 
 type seriesDigest struct {
@@ -186,7 +187,7 @@ func digest(f *timeline.File) *stepTimeline {
 		}
 	}
 	n := cols
-	d := &stepTimeline{DurS: dur, Cols: n, Workers: timeline.Labels(ids, 40), Series: map[string]*seriesDigest{}, ids: ids, rows: map[string]string{}}
+	d := &stepTimeline{DurS: dur, Cols: n, Workers: timeline.Labels(ids, 40), Series: map[string]*seriesDigest{}, start: f.Start, ids: ids, rows: map[string]string{}}
 	for name := range names {
 		d.order = append(d.order, name)
 	}
@@ -265,20 +266,28 @@ func (vs values) MarshalJSON() ([]byte, error) {
 
 // pageData is everything the page's script draws, embedded as JSON.
 type pageData struct {
-	Title     string                   `json:"title"`
-	Generated string                   `json:"generated"`
-	Refresh   int                      `json:"refresh"`
-	Steps     []int64                  `json:"steps"`
-	Start     []string                 `json:"start"`
-	Dur       values                   `json:"dur"`
-	Workers   []int                    `json:"workers"`
-	OK        []int                    `json:"ok"`
-	Failed    []int                    `json:"failed"`
-	Keys      []string                 `json:"keys"`
-	Values    []values                 `json:"values"` // per key, per step
-	Groups    []group                  `json:"groups"`
+	Title     string   `json:"title"`
+	Generated string   `json:"generated"`
+	Refresh   int      `json:"refresh"`
+	Steps     []int64  `json:"steps"`
+	Start     []string `json:"start"`
+	Dur       values   `json:"dur"`
+	Workers   []int    `json:"workers"`
+	OK        []int    `json:"ok"`
+	Failed    []int    `json:"failed"`
+	Keys      []string `json:"keys"`
+	Values    []values `json:"values"` // per key, per step
+	// Headline is the run at a glance, above the charts.
+	Headline []tile `json:"headline"`
+	// Groups are the charts, by group; Zero the keys that are 0 in every step, by chart, which
+	// the page names in one line instead of charting them.
+	Groups []group `json:"groups"`
+	Zero   []chart `json:"zero"`
+	// Series labels the timelines' series, in the order the page shows them.
+	Series    []seriesInfo             `json:"series"`
 	Timelines map[string]*stepTimeline `json:"timelines"` // by step number
-	// TimelineFiles counts the run's timeline files; Timelines may hold fewer.
+	// TimelineFiles counts the timeline files of the steps in steps.jsonl; Timelines may hold
+	// fewer.
 	TimelineFiles int `json:"timelineFiles"`
 	// Notes explain what the page leaves out.
 	Notes []string `json:"notes"`
@@ -295,96 +304,6 @@ type pageData struct {
 	KeyOf []string `json:"keyOf,omitempty"`
 	// PhaseFigures are the keys that the step view shows for each phase.
 	PhaseFigures []figure `json:"phaseFigures,omitempty"`
-}
-
-type group struct {
-	Name   string  `json:"name"`
-	Charts []chart `json:"charts"`
-}
-
-type chart struct {
-	Title string `json:"title"`
-	Keys  []int  `json:"keys"` // indexes into pageData.Keys
-}
-
-// groupOf names the group of a key without its prefix: the fleet balance for the step's
-// balance keys, else the group package vllm gives its family.
-func groupOf(v vllm.Value) string {
-	if isBalance(v) {
-		return vllm.GroupBalance
-	}
-	return cmp.Or(vllm.Group(v.Name), vllm.GroupOther)
-}
-
-// chartOf names the chart of a key without its prefix: its name (and split label's value)
-// without the statistic, so that e.g. p50, p95 and p99 share a chart, and a family's finish
-// reasons share one. A worst worker's value keeps its chart of its own.
-func chartOf(v vllm.Value) string {
-	switch {
-	case v.Stat == vllm.WorstWorker:
-		return v.Name + "/" + v.Stat
-	case v.Stat != "" && v.Label != "":
-		return v.Name + "/" + v.Label
-	}
-	return v.Name
-}
-
-func groupKeys(keys []string) []group {
-	// The keys without their prefix ("vllm" unless configured), taken apart once.
-	rest := make([]string, len(keys))
-	vs := make([]vllm.Value, len(keys))
-	for i, key := range keys {
-		rest[i] = key
-		if j := strings.IndexByte(key, '/'); j >= 0 {
-			rest[i] = key[j+1:]
-		}
-		vs[i] = vllm.ParseName(rest[i])
-	}
-	// A counter's step total and the mean/max/p95 of its per-interval deltas differ by orders
-	// of magnitude: those stats get their own chart. Ratios' statistics share the ratio's.
-	plain := map[string]bool{}
-	for i, key := range keys {
-		if strings.Contains(key, "/") {
-			plain[rest[i]] = true
-		}
-	}
-	var gs []group
-	for _, name := range vllm.Groups {
-		var charts []chart
-		byTitle := map[string]int{}
-		for i, v := range vs {
-			if done := slices.ContainsFunc(gs, func(g group) bool {
-				return slices.ContainsFunc(g.Charts, func(c chart) bool { return slices.Contains(c.Keys, i) })
-			}); done || groupOf(v) != name {
-				continue
-			}
-			t := chartOf(v)
-			if v.Stat != "" && v.Stat != vllm.WorstWorker && plain[t] && !strings.HasSuffix(v.Name, "_rate") {
-				t += " per interval"
-			}
-			c, ok := byTitle[t]
-			if !ok {
-				c = len(charts)
-				byTitle[t] = c
-				charts = append(charts, chart{Title: t})
-			}
-			charts[c].Keys = append(charts[c].Keys, i)
-		}
-		if name == vllm.GroupBalance {
-			// In the order of balanceCharts, the straggler's tail first: not by name.
-			rank := func(c chart) int {
-				if i := slices.Index(balanceCharts, c.Title); i >= 0 {
-					return i
-				}
-				return len(balanceCharts)
-			}
-			slices.SortStableFunc(charts, func(a, b chart) int { return rank(a) - rank(b) })
-		}
-		if len(charts) > 0 {
-			gs = append(gs, group{Name: name, Charts: charts})
-		}
-	}
-	return gs
 }
 
 // build assembles the page data from the step records and their timelines.
@@ -427,50 +346,18 @@ func build(title string, recs []*step.Record, bals []*stepBalance, src timelineS
 	if d.KeyOf != nil {
 		of = d.KeyOf
 	}
-	if gs := groupKeys(of); gs != nil {
-		d.Groups = gs
+	d.Groups, d.Zero = foldZeros(groupKeys(of), d.Values)
+	if d.Groups == nil {
+		d.Groups = []group{}
 	}
+	if d.Zero == nil {
+		d.Zero = []chart{}
+	}
+	d.Headline = headline(d, recs)
+	d.Series = timelineSeries()
 
-	steps, err := src.steps()
-	if err != nil {
+	if err := addTimelines(d, recs, src, opt); err != nil {
 		return nil, err
-	}
-	d.TimelineFiles = len(steps)
-	if len(steps) > opt.TimelineSteps {
-		d.Notes = append(d.Notes, fmt.Sprintf("Timelines are embedded for the latest %d of %d steps; older steps have theirs in timelines/step_NNNNNN.json.", opt.TimelineSteps, len(steps)))
-		steps = steps[len(steps)-opt.TimelineSteps:]
-	}
-	budget := opt.WorkerBytes
-	banded := 0
-	for i := len(steps) - 1; i >= 0; i-- {
-		st, err := src.digest(steps[i])
-		if err != nil {
-			d.Notes = append(d.Notes, fmt.Sprintf("Step %d: %v", steps[i], err))
-			continue
-		}
-		// A copy, so that the cached digest keeps its rows for the next build.
-		c := *st
-		c.Series = make(map[string]*seriesDigest, len(st.Series))
-		size := 0
-		for _, name := range st.order {
-			size += len(st.rows[name])
-		}
-		for name, sd := range st.Series {
-			s := *sd
-			if size <= budget {
-				s.Rows = st.rows[name]
-			}
-			c.Series[name] = &s
-		}
-		if size <= budget {
-			budget -= size
-		} else {
-			banded++
-		}
-		d.Timelines[strconv.FormatInt(steps[i], 10)] = &c
-	}
-	if banded > 0 {
-		d.Notes = append(d.Notes, fmt.Sprintf("Per-worker timelines are embedded for the latest steps up to %d MiB; %d older steps show the fleet's band only.", opt.WorkerBytes>>20, banded))
 	}
 	for j, b := range bals {
 		if b != nil && j < len(recs) {

@@ -7,13 +7,12 @@
   var SVG = 'http://www.w3.org/2000/svg';
   var COLORS = ['#1f77b4', '#ff7f0e', '#2ca02c', '#d62728', '#9467bd', '#8c564b', '#e377c2', '#7f7f7f',
     '#bcbd22', '#17becf', '#00488c', '#b05000', '#006e3c', '#96003c', '#5a3c96', '#646428'];
-  var SERIES_ORDER = ['kv_cache_usage_perc', 'num_requests_running', 'num_requests_waiting', 'prefix_cache_hit_rate',
-    'prefix_cache_queries', 'prefix_cache_hits', 'num_preemptions', 'prompt_tokens', 'generation_tokens'];
-  var UNITS = {
-    kv_cache_usage_perc: 'fraction of KV cache in use (0–1)', num_requests_running: 'requests',
-    num_requests_waiting: 'requests', prefix_cache_hit_rate: 'hit rate per interval (0–1)',
-    num_preemptions: 'preemptions per interval'
-  };
+  // A statistic has one colour in every chart; split labels' values take the others in turn.
+  var STAT_COLORS = { step: '#1f77b4', mean: '#ff7f0e', max: '#d62728', p50: '#2ca02c', p95: '#9467bd', p99: '#8c564b' };
+  var OTHER_COLORS = ['#17becf', '#e377c2', '#bcbd22', '#7f7f7f', '#00488c', '#b05000', '#006e3c', '#96003c', '#5a3c96', '#646428'];
+  // The timelines' series by name: the spec's title and unit, in the spec's order.
+  var SERIES = {};
+  (D.series || []).forEach(function (x, i) { SERIES[x.name] = { title: x.title, unit: x.unit, frac: x.frac, rank: i }; });
   var MAX_LINES = 16;
   // How the step picker names a step's worst worker by each key of its record's worst_workers.
   var WORST = { prefix_cache_hit_rate: 'lowest prefix-cache hit rate', num_preemptions: 'most preemptions' };
@@ -43,6 +42,7 @@
     if (a >= 1e9) return +(v / 1e9).toPrecision(4) + 'G';
     if (a >= 1e6) return +(v / 1e6).toPrecision(4) + 'M';
     if (a >= 1e4) return +(v / 1e3).toPrecision(4) + 'k';
+    if (a > 0 && a < 1e-3) return +(v * 1e6).toPrecision(4) + 'µ';
     return fmt(v);
   }
   function shortKey(k) { var i = k.indexOf('/'); return i < 0 ? k : k.slice(i + 1); }
@@ -189,12 +189,44 @@
     })));
   }
 
+  // spark draws the steps' values of a headline figure small, a line each (the first lighter),
+  // without axes: its shape over the run.
+  function spark(parent, lines, frac) {
+    var w = 160, h = 30, lo = frac ? 0 : Infinity, hi = frac ? 1 : -Infinity;
+    lines.forEach(function (ys) { ys.forEach(function (y) { if (y != null) { lo = Math.min(lo, y); hi = Math.max(hi, y); } }); });
+    if (!isFinite(lo)) return;
+    if (!frac) lo = Math.min(lo, 0);
+    if (!(hi > lo)) hi = lo + 1;
+    var svg = sv('svg', { viewBox: '0 0 ' + w + ' ' + h, 'class': 'spark', preserveAspectRatio: 'none' }, parent);
+    lines.forEach(function (ys, li) {
+      var d = [], pen = 'M';
+      ys.forEach(function (y, i) {
+        if (y == null) { pen = 'M'; return; }
+        var x = n > 1 ? i / (n - 1) * (w - 4) + 2 : w / 2;
+        d.push(pen + x.toFixed(1) + ' ' + (h - 2 - (y - lo) / (hi - lo) * (h - 4)).toFixed(1));
+        pen = 'L';
+      });
+      sv('path', { d: d.join(''), stroke: lines.length > 1 && li === 0 ? '#8fb3d9' : '#1f77b4', 'stroke-width': 1.5, 'vector-effect': 'non-scaling-stroke' }, svg);
+    });
+  }
+
   // Summary and notes.
   var n = D.steps.length;
   document.getElementById('summary').textContent = n + ' steps' +
     (n ? ' (' + D.steps[0] + '–' + D.steps[n - 1] + ', from ' + D.start[0] + ')' : '') +
     ' · ' + D.keys.length + ' metrics · ' + D.timelineFiles + ' timeline files · built ' + D.generated +
     (D.refresh ? ' · reloads every ' + D.refresh + ' s' : '');
+  // The headline: the run at a glance, each figure with what it is over and its steps' values.
+  if (D.headline.length) {
+    var head = el('section', { id: 'headline', 'class': 'headline' }, app);
+    D.headline.forEach(function (t) {
+      var tile = el('div', { 'class': 'tile', 'data-tile': t.id }, head);
+      el('div', { 'class': 'tile-label' }, tile, t.label);
+      el('div', { 'class': 'tile-value' }, tile, t.value);
+      if (t.sub) el('div', { 'class': 'tile-sub' }, tile, t.sub);
+      if (t.spark && n > 1) spark(tile, t.spark, t.frac);
+    });
+  }
   D.notes.forEach(function (t) { el('p', { 'class': 'note' }, app, t); });
 
   // Phases: each key's phase ('' for the whole step's keys) and the whole step's key that it is
@@ -208,17 +240,48 @@
   var current = null;
   function pick(step) { showStep(step); }
 
+  // statOf names key k in chart c: its statistic or split label's value, 'step' for the
+  // chart's plain key.
+  function statOf(c, k) {
+    var name = shortKey(KO[k]), base = c.id.replace(/ per interval$/, '');
+    return name.indexOf(base + '/') === 0 ? name.slice(base.length + 1) : name === base ? 'step' : name;
+  }
+  // lineName names key k's line in chart c: its statistic, after its phase for a phase's key
+  // ("rollout", "rollout mean").
+  function lineName(c, k) {
+    var stat = statOf(c, k);
+    return KP[k] ? KP[k] + (stat === 'step' ? '' : ' ' + stat) : stat;
+  }
+  // caption heads a chart with its title and, in small, the key it draws (the key's name in
+  // steps.jsonl and the trackers, without prefix and statistic).
+  function caption(fig, title, id) {
+    var cap = el('figcaption', {}, fig, title);
+    if (id && id !== title) el('span', { 'class': 'chart-key' }, cap, id);
+  }
+
   // Step metrics, grouped.
   var metrics = el('section', { id: 'metrics' }, app);
   el('h2', {}, metrics, 'Step metrics');
   if (!n) el('p', { 'class': 'note' }, metrics, 'No steps yet.');
+  // The keys that are 0 in every step: one line, instead of flat charts.
+  if (D.zero.length) {
+    var zl = el('p', { id: 'always-zero', 'class': 'zero' }, metrics);
+    el('strong', {}, zl, 'Always zero');
+    zl.appendChild(document.createTextNode(' in every step, not charted: '));
+    D.zero.forEach(function (c, i) {
+      var names = c.keys.map(function (k) { return lineName(c, k); });
+      var text = c.title + (names.length === 1 && names[0] === 'step' ? '' : ' (' + names.join(', ') + ')');
+      if (i) zl.appendChild(document.createTextNode(' · '));
+      el('span', { 'data-chart': c.id, title: c.keys.map(function (k) { return D.keys[k]; }).join('\n') }, zl, text);
+    });
+  }
   // The phases' time beside the whole step's.
   if (P.length) {
     el('h3', {}, metrics, 'Phases');
     var pfig = el('figure', { 'data-chart': 'duration_s' }, el('div', { 'class': 'grid' }, metrics));
-    el('figcaption', {}, pfig, 'duration_s');
-    var durs = [{ name: 'step', stat: 'step', ys: D.dur, color: COLORS[0] }].concat(P.map(function (p) {
-      return { name: p.name, stat: 'step', phase: p.name, ys: p.dur, color: COLORS[0], cls: 'series phase', dots: true, dash: dashOf(p.name) };
+    caption(pfig, 'Step and phase time', 'duration_s');
+    var durs = [{ name: 'step', stat: 'step', ys: D.dur, color: STAT_COLORS.step }].concat(P.map(function (p) {
+      return { name: p.name, stat: 'step', phase: p.name, ys: p.dur, color: STAT_COLORS.step, cls: 'series phase', dots: true, dash: dashOf(p.name) };
     }));
     lineChart(pfig, { xs: D.steps, series: durs, xLabel: 'step', yLabel: 'seconds', onPick: pick });
     phaseLegend(pfig, durs);
@@ -227,23 +290,24 @@
     el('h3', {}, metrics, g.name);
     var grid = el('div', { 'class': 'grid' }, metrics);
     g.charts.forEach(function (c) {
-      var fig = el('figure', { 'data-chart': c.title }, grid);
-      el('figcaption', {}, fig, c.title);
-      var stats = [];
+      var fig = el('figure', { 'data-chart': c.id }, grid);
+      caption(fig, c.title, c.id);
+      var others = [];
       var series = c.keys.map(function (k) {
-        var name = shortKey(KO[k]);
-        var base = c.title.replace(/ per interval$/, '');
-        var stat = name.indexOf(base + '/') === 0 ? name.slice(base.length + 1) : name === base ? 'step' : name;
-        var i = stats.indexOf(stat);
-        if (i < 0) { i = stats.length; stats.push(stat); }
-        var x = { name: stat, stat: stat, key: D.keys[k], ys: D.values[k], color: COLORS[i % COLORS.length] };
-        if (KP[k]) { // a phase's line: "rollout", "rollout mean"
-          x.name = KP[k] + (stat === 'step' ? '' : ' ' + stat);
+        var stat = statOf(c, k), color = STAT_COLORS[stat];
+        if (!color) {
+          var i = others.indexOf(stat);
+          if (i < 0) { i = others.length; others.push(stat); }
+          color = OTHER_COLORS[i % OTHER_COLORS.length];
+        }
+        var x = { name: stat, stat: stat, key: D.keys[k], ys: D.values[k], color: color };
+        if (KP[k]) {
+          x.name = lineName(c, k);
           x.phase = KP[k]; x.cls = 'series phase'; x.dots = true; x.dash = dashOf(KP[k]);
         }
         return x;
       });
-      lineChart(fig, { xs: D.steps, series: series, xLabel: 'step', onPick: pick });
+      lineChart(fig, { xs: D.steps, series: series, xLabel: 'step', yLabel: c.unit || '', yMax: c.frac ? 1 : null, onPick: pick });
       if (series.some(function (x) { return x.phase; })) phaseLegend(fig, series);
       else legend(fig, series);
     });
@@ -301,16 +365,31 @@
 
   // balanceNotes says which workers of a step straggled and which were worst by some key, as
   // the step's record names them.
-  function balanceNotes(parent, b) {
+  // A worker's colour: its own in every chart of every step (the page's order of all workers).
+  function workerColor(t, w) { var c = t && t.colors ? t.colors[w] : w; return COLORS[(c == null ? w : c) % COLORS.length]; }
+
+  function balanceNotes(parent, b, t) {
     var st = b.stragglers || [], worst = b.worst || [];
+    // who names a worker, after a swatch of its colour when the step's timeline has it.
+    function who(p, x) {
+      if (t && x.w >= 0) el('span', { 'class': 'swatch', style: 'background:' + workerColor(t, x.w) }, p);
+      p.appendChild(document.createTextNode(x.label));
+    }
     if (st.length) {
-      el('p', { 'class': 'balance-note', id: 'straggler-note' }, parent, (st.length > 1 ? 'stragglers: ' : 'straggler: ') +
-        st.map(function (x) { return x.label + (x.value != null ? ', last busy ' + fmt(x.value) + ' s' : ''); }).join('; '));
+      var sp = el('p', { 'class': 'balance-note', id: 'straggler-note' }, parent, st.length > 1 ? 'stragglers: ' : 'straggler: ');
+      st.forEach(function (x, i) {
+        if (i) sp.appendChild(document.createTextNode('; '));
+        who(sp, x);
+        if (x.value != null) sp.appendChild(document.createTextNode(', last busy ' + fmt(x.value) + ' s'));
+      });
     }
     if (worst.length) {
-      el('p', { 'class': 'worst-note', id: 'worst-note' }, parent, worst.map(function (x) {
-        return (WORST[x.what] || 'worst by ' + x.what) + ': ' + x.label + (x.value != null ? ' (' + fmt(x.value) + ')' : '');
-      }).join(' · '));
+      var wp = el('p', { 'class': 'worst-note', id: 'worst-note' }, parent);
+      worst.forEach(function (x, i) {
+        wp.appendChild(document.createTextNode((i ? ' · ' : '') + (WORST[x.what] || 'worst by ' + x.what) + ': '));
+        who(wp, x);
+        if (x.value != null) wp.appendChild(document.createTextNode(' (' + fmt(x.value) + ')'));
+      });
     }
   }
 
@@ -350,7 +429,7 @@
     var t = D.timelines[s], bal = D.balance && D.balance[s];
     if (!t) {
       phaseTable(view, s);
-      if (bal) balanceNotes(view, bal);
+      if (bal) balanceNotes(view, bal, null);
       if (withTimeline.length) el('p', { 'class': 'note' }, view, 'Step ' + s + ' has no timeline in this report' + (D.timelineFiles ? ' (see timelines/step_NNNNNN.json).' : '.'));
       return;
     }
@@ -360,33 +439,32 @@
     // was last busy.
     var strag = {}, anyStrag = false, marks = [];
     if (bal) {
-      balanceNotes(view, bal);
+      balanceNotes(view, bal, t);
       (bal.stragglers || []).forEach(function (x) {
         if (x.w >= 0 && x.w < t.workers.length) { strag[x.w] = x; anyStrag = true; }
         if (x.value != null) marks.push({ x: x.value, label: 'last busy: ' + x.label });
       });
     }
     var names = Object.keys(t.series).sort(function (a, b) {
-      var ia = SERIES_ORDER.indexOf(a), ib = SERIES_ORDER.indexOf(b);
-      return (ia < 0 ? 99 : ia) - (ib < 0 ? 99 : ib) || (a < b ? -1 : a > b ? 1 : 0);
+      var ia = SERIES[a] ? SERIES[a].rank : 1e9, ib = SERIES[b] ? SERIES[b].rank : 1e9;
+      return ia - ib || (a < b ? -1 : a > b ? 1 : 0);
     });
     var grid = el('div', { 'class': 'grid' }, view);
     var xs = [];
     for (var c = 0; c < t.cols; c++) xs.push(c * t.dur / t.cols);
     names.forEach(function (name) {
-      var sd = t.series[name], cols = t.cols, max = sd.max;
+      var sd = t.series[name], cols = t.cols, max = sd.max, info = SERIES[name] || { title: name, unit: 'per interval' };
       var fig = el('figure', { 'data-series': name }, grid);
-      el('figcaption', {}, fig, name);
+      caption(fig, info.title, name);
       var b = decode(sd.band);
       var lo = row(b, 0, cols, max), hi = row(b, cols, cols, max), mean = row(b, 2 * cols, cols, max), p95 = row(b, 3 * cols, cols, max);
-      var frac = name === 'kv_cache_usage_perc' || name === 'prefix_cache_hit_rate';
-      var opts = { xs: xs, stepW: t.dur / t.cols, xMin: 0, xMax: t.dur, xLabel: 'seconds since step start', yLabel: UNITS[name] || 'per interval', yMax: frac ? 1 : null, cls: 'timeline', marks: marks };
+      var opts = { xs: xs, stepW: t.dur / t.cols, xMin: 0, xMax: t.dur, xLabel: 'seconds since step start', yLabel: info.unit, yMax: info.frac ? 1 : null, cls: 'timeline', marks: marks };
       var items;
       if (sd.w && t.workers.length <= MAX_LINES) {
         var q = decode(sd.w);
         opts.series = t.workers.map(function (label, w) {
           var st = strag[w];
-          return { name: label + (st ? ' (straggler)' : ''), ys: row(q, w * cols, cols, max), color: COLORS[w % COLORS.length],
+          return { name: label + (st ? ' (straggler)' : ''), ys: row(q, w * cols, cols, max), color: workerColor(t, w),
             cls: st ? 'worker straggler' : anyStrag ? 'worker dim' : 'worker', width: st ? 3 : 1.2 };
         });
         // Stragglers drawn last, over the other workers.
@@ -400,7 +478,7 @@
         if (sd.w) {
           var qs = decode(sd.w);
           Object.keys(strag).forEach(function (w) {
-            opts.series.push({ name: t.workers[w] + ' (straggler)', ys: row(qs, w * cols, cols, max), color: '#e6550d', cls: 'straggler', width: 2.2 });
+            opts.series.push({ name: t.workers[w] + ' (straggler)', ys: row(qs, w * cols, cols, max), color: workerColor(t, +w), cls: 'straggler', width: 2.2 });
           });
         }
         items = [{ name: 'min–max of ' + t.workers.length, color: '#c4d3ec', band: true }].concat(opts.series);
@@ -416,14 +494,34 @@
   el('h2', {}, ts, 'All steps');
   var scroll = el('div', { 'class': 'table-scroll' }, ts);
   var table = el('table', { id: 'steps-table' }, scroll);
-  var hr = el('tr', {}, el('thead', {}, table));
-  ['step', 'start', 'duration s', 'workers', 'scrapes ok', 'failed'].concat(P.map(function (p) { return p.name + ' s'; }), D.keys.map(shortKey)).forEach(function (h) { el('th', {}, hr, h); });
+  // Its columns are grouped as the charts are, in their order: a row of groups, a row of
+  // charts, a row of each chart's lines; the keys that are always zero last.
+  var thead = el('thead', {}, table);
+  var hg = el('tr', { 'class': 'groups' }, thead), hc = el('tr', { 'class': 'charts' }, thead), hs = el('tr', { 'class': 'stats' }, thead);
+  var fixed = ['step', 'start', 'duration s', 'workers', 'scrapes ok', 'failed'].concat(P.map(function (p) { return p.name + ' s'; }));
+  el('th', { colspan: fixed.length, 'class': 'g-start' }, hg, 'Step');
+  fixed.forEach(function (h) { el('th', { rowspan: 2 }, hc, h); });
+  var cols = [];
+  function columns(name, charts, cls) {
+    var width = charts.reduce(function (a, c) { return a + c.keys.length; }, 0);
+    if (!width) return;
+    el('th', { colspan: width, 'class': 'g-start ' + cls }, hg, name);
+    charts.forEach(function (c, ci) {
+      el('th', { colspan: c.keys.length, title: c.id, 'class': ci ? '' : 'g-start' }, hc, c.title);
+      c.keys.forEach(function (k, i) {
+        el('th', { title: D.keys[k], 'data-key': D.keys[k], 'class': ci || i ? '' : 'g-start' }, hs, lineName(c, k));
+        cols.push({ k: k, start: !ci && !i });
+      });
+    });
+  }
+  D.groups.forEach(function (g) { columns(g.name, g.charts, ''); });
+  columns('Always zero', D.zero, 'zero');
   var tb = el('tbody', {}, table), frag = document.createDocumentFragment();
   D.steps.forEach(function (s, j) {
     var tr = el('tr', { 'data-step': s }, frag);
     [s, D.start[j].replace('T', ' ').replace('Z', ''), fmt(D.dur[j]), D.workers[j], D.ok[j], D.failed[j]].forEach(function (v) { el('td', {}, tr, v); });
     P.forEach(function (p) { el('td', {}, tr, fmt(p.dur[j])); });
-    for (var k = 0; k < D.keys.length; k++) el('td', {}, tr, fmt(D.values[k][j]));
+    for (var c = 0; c < cols.length; c++) el('td', cols[c].start ? { 'class': 'g-start' } : {}, tr, fmt(D.values[cols[c].k][j]));
   });
   tb.appendChild(frag);
   tb.addEventListener('click', function (ev) {

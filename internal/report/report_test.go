@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -88,22 +89,24 @@ func TestGroups(t *testing.T) {
 			for _, k := range c.Keys {
 				ks = append(ks, strings.TrimPrefix(keys[k], "llm/"))
 			}
-			got = append(got, g.Name+": "+c.Title+" = "+strings.Join(ks, ","))
+			got = append(got, fmt.Sprintf("%s: %s (%s; %s) = %s", g.Name, c.ID, c.Title, c.Unit, strings.Join(ks, ",")))
 		}
 	}
+	// The seed's figures lead their groups, then the spec's order: a rate before its counter,
+	// a family's total before its per-interval statistics. Titles and units are the spec's.
 	want := []string{
-		"Prefix cache: prefix_cache_hit_rate = prefix_cache_hit_rate,prefix_cache_hit_rate/p95",
-		"Preemptions: num_preemptions = num_preemptions",
-		"KV cache: kv_cache_usage_perc = kv_cache_usage_perc/max,kv_cache_usage_perc/mean",
-		"Queue: num_requests_waiting = num_requests_waiting/mean",
-		"Queue: request_queue_time_seconds = request_queue_time_seconds/p99",
-		"Throughput: generation_tokens = generation_tokens",
-		"Throughput: generation_tokens per interval = generation_tokens/max,generation_tokens/mean",
-		"Throughput: generation_tokens_per_s = generation_tokens_per_s",
-		"Throughput: request_success = request_success/stop",
-		"Latency: e2e_request_latency_seconds = e2e_request_latency_seconds/p50",
-		"Latency: time_to_first_token_seconds = time_to_first_token_seconds/p50",
-		"Other: something_new = something_new",
+		"Prefix cache: prefix_cache_hit_rate (Prefix cache hit rate; hits / queries (0–1)) = prefix_cache_hit_rate,prefix_cache_hit_rate/p95",
+		"Preemptions: num_preemptions (Preemptions; preemptions per step) = num_preemptions",
+		"KV cache: kv_cache_usage_perc (KV cache usage; fraction of KV cache in use (0–1)) = kv_cache_usage_perc/max,kv_cache_usage_perc/mean",
+		"Queue: num_requests_waiting (Requests waiting; requests) = num_requests_waiting/mean",
+		"Queue: request_queue_time_seconds (Queue time; seconds) = request_queue_time_seconds/p99",
+		"Throughput: generation_tokens_per_s (Generation tokens per second; tokens per second) = generation_tokens_per_s",
+		"Throughput: generation_tokens (Generation tokens; tokens per step) = generation_tokens",
+		"Throughput: generation_tokens per interval (Generation tokens per interval; tokens per interval) = generation_tokens/max,generation_tokens/mean",
+		"Throughput: request_success (Requests finished; requests per step) = request_success/stop",
+		"Latency: time_to_first_token_seconds (Time to first token; seconds) = time_to_first_token_seconds/p50",
+		"Latency: e2e_request_latency_seconds (End-to-end request latency; seconds) = e2e_request_latency_seconds/p50",
+		"Other: something_new (something_new; ) = something_new",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("groups:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
