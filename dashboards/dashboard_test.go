@@ -1,7 +1,8 @@
 // Package dashboards holds the Grafana dashboards for vllmstat's step series (vllmstat.json).
 // Its tests check that each is a well-formed dashboard and run every panel's query, with the
 // dashboard's variables set as a user would set them, against a real Prometheus that holds a
-// simulated run both by remote write and by scraping vllmstat's /metrics.
+// simulated run both by remote write and by scraping vllmstat's /metrics, and against
+// VictoriaMetrics holding it by remote write.
 package dashboards
 
 import (
@@ -152,6 +153,9 @@ func TestDashboardIsValid(t *testing.T) {
 	if d.SchemaVersion < 41 {
 		t.Errorf("schemaVersion %d: want the current schema (41 or later)", d.SchemaVersion)
 	}
+	if d.GraphTooltip != 2 {
+		t.Errorf("graphTooltip %d: want 2, a shared tooltip, which shows the step number beside any chart's values", d.GraphTooltip)
+	}
 	ds := d.variable("datasource")
 	if ds == nil || ds.Type != "datasource" || ds.Query != "prometheus" {
 		t.Fatalf("no data-source variable of type prometheus: %+v", ds)
@@ -172,7 +176,7 @@ func TestDashboardIsValid(t *testing.T) {
 			t.Errorf("variable %s: %v", v.Name, err)
 		}
 		if !v.IncludeAll || v.AllValue == "" {
-			t.Errorf("variable %s: want All with a custom value (a regex that also matches series without the label)", v.Name)
+			t.Errorf("variable %s: want All with a custom regex as its value", v.Name)
 		}
 	}
 	for _, name := range []string{"job", "instance", "run", "phase", "prefix"} {

@@ -265,6 +265,9 @@ func (c *Collector) Run(ctx context.Context) error {
 		s.recordFailed(rw.Start(start))
 	}
 	s.setSource(StaticSource, c.opt.Targets)
+	for s.pending != nil { // the run's first targets, all of them before anything else
+		s.applyMore()
+	}
 	s.late = true
 	ticker := c.opt.Clock.NewTicker(c.opt.Interval)
 	defer ticker.Stop()
@@ -289,6 +292,8 @@ func (c *Collector) Run(ctx context.Context) error {
 			f(s)
 		case res := <-results:
 			s.observe(res)
+		case <-s.moreC():
+			s.applyMore() // the next batch of a large change of targets
 		}
 	}
 }
@@ -297,6 +302,7 @@ func (c *Collector) Run(ctx context.Context) error {
 // scrape and hands the open step to OnOpenStep), bounded in time so that a dead target cannot
 // hold the exit, then closes the scrape pool and the recording.
 func (s *state) shutdown(results chan scrape.Result) error {
+	s.settle()
 	switch {
 	case s.c.opt.NoFinalStep:
 	case s.c.opt.StepEvery == 0:

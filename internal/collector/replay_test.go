@@ -6,6 +6,7 @@ import (
 	"io"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/vllmstat/vllmstat/internal/record"
 	"github.com/vllmstat/vllmstat/internal/step"
@@ -13,48 +14,61 @@ import (
 )
 
 // TestRemovedTargetReplaysAsLive: a target removed while its counter jumps and then added
-// back is a new worker live; the recording says so with a remove event, so replaying it gives
-// the same step records, not the jump.
+// back replays as it ran. Back within the grace period, it goes on with its worker and counts
+// the jump; back later, it is a new worker live, and the recording says so with a remove event
+// at the point the run forgot it, so replaying it gives the same step records, not the jump.
 func TestRemovedTargetReplaysAsLive(t *testing.T) {
-	s := newValueServer(t, 100)
-	path := filepath.Join(t.TempDir(), "rec.jsonl")
-	rw, err := record.Create(path, record.WriterOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, _, stop := start(t, Options{Targets: targets(s.srv.URL), Recorder: rw, NoFinalStep: true})
-	ctx := context.Background()
-	waitFor(t, func() bool { return s.n.Load() >= 1 })
-	var live []step.Record
-	s.value.Store(110)
-	endStep(t, c, 1, &live)
-	if err := c.SetTargets(ctx, nil); err != nil {
-		t.Fatal(err)
-	}
-	s.value.Store(1_000_110)
-	if err := c.SetTargets(ctx, targets(s.srv.URL)); err != nil {
-		t.Fatal(err)
-	}
-	endStep(t, c, 2, &live)
-	s.value.Add(5)
-	endStep(t, c, 3, &live)
-	if err := stop(); err != nil {
-		t.Fatal(err)
-	}
-	if got := live[1].Metrics["vllm/generation_tokens"]; got != 0 {
-		t.Fatalf("live step 2 counted %v tokens of the time the target was away", got)
-	}
+	for _, tt := range []struct {
+		name string
+		away time.Duration // on the collector's clock; the interval is 1 s
+		want float64       // step 2's tokens
+	}{
+		{name: "within the grace period", away: 0, want: 1_000_000},
+		{name: "after the grace period", away: 3 * time.Second, want: 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newValueServer(t, 100)
+			path := filepath.Join(t.TempDir(), "rec.jsonl")
+			rw, err := record.Create(path, record.WriterOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, fc, stop := start(t, Options{Targets: targets(s.srv.URL), Recorder: rw, NoFinalStep: true})
+			ctx := context.Background()
+			waitFor(t, func() bool { return s.n.Load() >= 1 })
+			var live []step.Record
+			s.value.Store(110)
+			endStep(t, c, 1, &live)
+			if err := c.SetTargets(ctx, nil); err != nil {
+				t.Fatal(err)
+			}
+			fc.Advance(tt.away)
+			s.value.Store(1_000_110)
+			if err := c.SetTargets(ctx, targets(s.srv.URL)); err != nil {
+				t.Fatal(err)
+			}
+			endStep(t, c, 2, &live)
+			s.value.Add(5)
+			endStep(t, c, 3, &live)
+			if err := stop(); err != nil {
+				t.Fatal(err)
+			}
+			if got := live[1].Metrics["vllm/generation_tokens"]; got != tt.want {
+				t.Fatalf("live step 2 counted %v tokens, want %v", got, tt.want)
+			}
 
-	replayed := replayRecording(t, path, step.Options{})
-	if len(replayed) != len(live) {
-		t.Fatalf("replayed %d steps, live %d", len(replayed), len(live))
-	}
-	for i := range live {
-		a, _ := step.MarshalLine(&live[i])
-		b, _ := step.MarshalLine(&replayed[i])
-		if string(a) != string(b) {
-			t.Errorf("step %d differs:\nlive   %s\nreplay %s", live[i].Step, a, b)
-		}
+			replayed := replayRecording(t, path, step.Options{})
+			if len(replayed) != len(live) {
+				t.Fatalf("replayed %d steps, live %d", len(replayed), len(live))
+			}
+			for i := range live {
+				a, _ := step.MarshalLine(&live[i])
+				b, _ := step.MarshalLine(&replayed[i])
+				if string(a) != string(b) {
+					t.Errorf("step %d differs:\nlive   %s\nreplay %s", live[i].Step, a, b)
+				}
+			}
+		})
 	}
 }
 

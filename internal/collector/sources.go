@@ -46,18 +46,38 @@ func (so *sources) union() []scrape.Target {
 	return out
 }
 
-// setSource replaces the targets of one source, applies the union and returns the URLs added.
-func (s *state) setSource(name string, ts []scrape.Target) []string {
+// setSource replaces the targets of one source and applies the union (see setTargets); the
+// channel is closed once the change is applied.
+func (s *state) setSource(name string, ts []scrape.Target) <-chan struct{} {
 	s.sources.set(name, ts)
 	return s.setTargets(s.sources.union())
 }
 
+// changeTargets runs f, which starts a change of targets, on the collector's goroutine, and
+// waits until the change is applied: a change of many targets is applied in batches, while the
+// collector goes on with its other work.
+func (c *Collector) changeTargets(ctx context.Context, f func(*state) <-chan struct{}) error {
+	var applied <-chan struct{}
+	if err := c.call(ctx, func(s *state) { applied = f(s) }); err != nil {
+		return err
+	}
+	select {
+	case <-applied:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-c.done:
+		return ErrStopped
+	}
+}
+
 // SetTargets replaces the static targets (distinct URLs without user info); targets found by
 // discovery stay. Data of removed targets stays in the open step; added ones start as new
-// workers, a target removed earlier too. A target without credentials keeps the ones it has,
-// or gets APIAuth's when it is new.
+// workers, a target removed earlier too, unless it was removed within the grace period (two
+// intervals). A target without credentials keeps the ones it has, or gets APIAuth's when it is
+// new.
 func (c *Collector) SetTargets(ctx context.Context, ts []scrape.Target) error {
-	return c.call(ctx, func(s *state) { s.setSource(StaticSource, s.withAuth(ts, c.opt.APIAuth)) })
+	return c.changeTargets(ctx, func(s *state) <-chan struct{} { return s.setSource(StaticSource, s.withAuth(ts, c.opt.APIAuth)) })
 }
 
 // AddTargets adds targets to the static ones; a URL already there is kept as it is, so adding
@@ -66,16 +86,37 @@ func (c *Collector) SetTargets(ctx context.Context, ts []scrape.Target) error {
 // engine counts from then on is counted), or after FirstScrapeWait: a target that does not
 // answer by then is scraped as usual later.
 func (c *Collector) AddTargets(ctx context.Context, ts []scrape.Target) error {
-	var waits []chan struct{}
-	err := c.call(ctx, func(s *state) {
+	var fresh []string // the targets this call adds
+	err := c.changeTargets(ctx, func(s *state) <-chan struct{} {
 		ts := s.withAuth(ts, c.opt.APIAuth)
-		cur := s.sources.get(StaticSource)
+		cur := slices.Clone(s.sources.get(StaticSource))
+		have := make(map[string]bool, len(cur)+len(ts))
+		for _, t := range cur {
+			have[t.URL] = true
+		}
 		for _, t := range ts {
-			if !slices.ContainsFunc(cur, func(c scrape.Target) bool { return c.URL == t.URL }) {
+			if _, ok := s.pool.Generation(t.URL); !ok {
+				fresh = append(fresh, t.URL)
+			}
+			if !have[t.URL] {
+				have[t.URL] = true
 				cur = append(cur, t)
 			}
 		}
-		s.pool.ScrapeNow(s.setSource(StaticSource, cur))
+		return s.setSource(StaticSource, cur)
+	})
+	if err != nil {
+		return err
+	}
+	var waits []chan struct{}
+	err = c.call(ctx, func(s *state) {
+		var now []string
+		for _, u := range fresh {
+			if st := s.targets[u]; st != nil && st.Scrapes == 0 {
+				now = append(now, u)
+			}
+		}
+		s.pool.ScrapeNow(now)
 		for _, t := range ts {
 			if st := s.targets[t.URL]; st != nil && st.Scrapes == 0 {
 				ch := make(chan struct{})
@@ -106,16 +147,18 @@ func (c *Collector) AddTargets(ctx context.Context, ts []scrape.Target) error {
 // RemoveTargets removes the static targets with these URLs; other URLs are ignored, so
 // removing is idempotent. A URL that discovery also finds stays a target.
 func (c *Collector) RemoveTargets(ctx context.Context, urls []string) error {
-	return c.call(ctx, func(s *state) {
-		cur := slices.DeleteFunc(slices.Clone(s.sources.get(StaticSource)), func(t scrape.Target) bool {
-			return slices.Contains(urls, t.URL)
-		})
-		s.setSource(StaticSource, cur)
+	return c.changeTargets(ctx, func(s *state) <-chan struct{} {
+		gone := make(map[string]bool, len(urls))
+		for _, u := range urls {
+			gone[u] = true
+		}
+		cur := slices.DeleteFunc(slices.Clone(s.sources.get(StaticSource)), func(t scrape.Target) bool { return gone[t.URL] })
+		return s.setSource(StaticSource, cur)
 	})
 }
 
 // SetSourceTargets replaces the targets that one discovery source found; a new one without
 // credentials gets DefaultAuth.
 func (c *Collector) SetSourceTargets(ctx context.Context, source string, ts []scrape.Target) error {
-	return c.call(ctx, func(s *state) { s.setSource(source, s.withAuth(ts, s.discoveredAuth)) })
+	return c.changeTargets(ctx, func(s *state) <-chan struct{} { return s.setSource(source, s.withAuth(ts, s.discoveredAuth)) })
 }

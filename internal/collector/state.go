@@ -33,6 +33,11 @@ type state struct {
 
 	// firstWait holds, per target, those waiting for its first scrape (AddTargets).
 	firstWait map[string][]chan struct{}
+
+	pending     *change              // the change of targets being applied, nil when none
+	removedAt   map[string]time.Time // removed targets not forgotten yet, by removal time
+	forgetQueue []forgetLater        // the same, in the order they were removed
+	forgetMore  bool                 // forgetExpired left expired ones for the next batch
 }
 
 // A query's kind: what happens once its boundary scrapes are in.
@@ -85,7 +90,8 @@ type TargetState struct {
 }
 
 func newState(c *Collector) *state {
-	s := &state{c: c, tracker: step.NewTracker(c.opt.Tracker), targets: map[string]*TargetState{}, lastStep: -1, firstWait: map[string][]chan struct{}{}}
+	s := &state{c: c, tracker: step.NewTracker(c.opt.Tracker), targets: map[string]*TargetState{}, lastStep: -1, firstWait: map[string][]chan struct{}{},
+		removedAt: map[string]time.Time{}}
 	if c.opt.Resume {
 		s.lastStep = c.opt.ResumeAfter
 	}
@@ -105,56 +111,13 @@ func (s *state) stamp() time.Time {
 }
 
 func (s *state) tick() {
+	s.forgetExpired()
 	for _, u := range s.pool.Tick() {
 		if ts := s.targets[u]; ts != nil {
 			ts.Skipped++
 		}
 		s.c.opt.Observer.Skipped(u)
 	}
-}
-
-// setTargets makes ts the targets and returns the URLs added.
-func (s *state) setTargets(ts []scrape.Target) []string {
-	ts = append([]scrape.Target(nil), ts...)
-	for i := range ts {
-		if ts[i].Auth.IsZero() {
-			if _, ok := s.pool.Generation(ts[i].URL); ok {
-				ts[i].Auth = s.pool.Auth(ts[i].URL)
-			}
-		}
-	}
-	added, removed := s.pool.Set(ts)
-	for _, u := range added {
-		s.targets[u] = &TargetState{URL: u, late: s.late}
-	}
-	for _, u := range removed {
-		delete(s.targets, u)
-		s.firstScraped(u)
-		// Its workers go: if it comes back, it is a new worker whose first scrape is a
-		// baseline, not an increase over everything it counted while away.
-		s.tracker.Forget(u)
-		if rw := s.c.opt.Recorder; rw != nil {
-			if err := rw.Removed(s.stamp(), u); err != nil && !s.recordErr {
-				s.recordErr = true
-				s.c.log.Error("recording failed; the run goes on without it", "err", err)
-			}
-		}
-		if s.boundary != nil {
-			delete(s.boundary.pending, u)
-		}
-	}
-	s.syncLabels(ts, removed)
-	if len(added) > 0 || len(removed) > 0 {
-		s.c.opt.Observer.TargetsChanged(added, removed)
-	}
-	if len(added) > 0 {
-		s.c.log.Info("targets added", "count", len(added), "targets", fewTargets(added))
-	}
-	if len(removed) > 0 {
-		s.c.log.Info("targets removed", "count", len(removed), "targets", fewTargets(removed))
-	}
-	s.maybeClose()
-	return added
 }
 
 // firstScraped releases those waiting for target's first scrape.

@@ -72,6 +72,7 @@ func New(opt Options, set Setter) *Manager {
 	}
 	if len(opt.Files) > 0 {
 		m.files = newFileSet(opt.Files, opt.Logger)
+		m.files.clock = opt.Clock
 	}
 	return m
 }
@@ -101,12 +102,23 @@ type update struct {
 	targets []scrape.Target
 }
 
-// loop calls refresh at once and then every d, handing its updates to the Setter in order.
+// loop calls refresh at once and then every d, handing its updates to the Setter in order. It
+// returns when ctx ends, even from a refresh stuck in the file system (a glob of a directory
+// on a mount that stopped answering): that refresh goes on alone until the kernel lets it go,
+// and its updates are dropped.
 func (m *Manager) loop(ctx context.Context, d time.Duration, refresh func(context.Context) []update) {
 	t := m.opt.Clock.NewTicker(d)
 	defer t.Stop()
 	for {
-		for _, u := range refresh(ctx) {
+		refreshed := make(chan []update, 1)
+		go func() { refreshed <- refresh(ctx) }()
+		var ups []update
+		select {
+		case ups = <-refreshed:
+		case <-ctx.Done():
+			return
+		}
+		for _, u := range ups {
 			if err := m.set.SetSourceTargets(ctx, u.source, u.targets); err != nil {
 				return // the run is over
 			}
@@ -117,6 +129,33 @@ func (m *Manager) loop(ctx context.Context, d time.Duration, refresh func(contex
 		case <-t.C():
 		}
 	}
+}
+
+// stable returns the targets a source hands over when it answered cur, after prev, and has
+// applied: those of cur, then those of applied that prev listed too. So a target goes only
+// once two answers in a row lack it: a file read while it is rewritten in place (half
+// written, it may parse as a shorter list), a DNS answer that lacks a name for a moment,
+// remove nothing. The collector keeps a removed target's workers for a grace period too, so
+// that one that comes back soon after goes on counting.
+func stable(cur, prev, applied []scrape.Target) []scrape.Target {
+	in := func(ts []scrape.Target) map[string]bool {
+		m := make(map[string]bool, len(ts))
+		for _, t := range ts {
+			m[t.URL] = true
+		}
+		return m
+	}
+	now, before := in(cur), in(prev)
+	out := cur
+	for _, t := range applied {
+		if !now[t.URL] && before[t.URL] {
+			if len(out) == len(cur) {
+				out = slices.Clone(cur)
+			}
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // sameTargets reports that a and b list the same targets, with the same labels, in order.

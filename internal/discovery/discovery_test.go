@@ -36,7 +36,8 @@ func next(t *testing.T, c chanSetter) update {
 
 // TestManagerRun runs a Manager on a fake clock: both sources give their targets at once, a
 // DNS change arrives at the next refresh, a file change at the file interval (5 s, shorter
-// than the 30 s refresh), and Run returns when its context ends.
+// than the 30 s refresh), each with its removals one refresh later, and Run returns when its
+// context ends.
 func TestManagerRun(t *testing.T) {
 	srv := dnstest.New(t)
 	srv.SetIPs("fleet.vllmstat.test", "10.0.0.1")
@@ -64,13 +65,21 @@ func TestManagerRun(t *testing.T) {
 	srv.SetIPs("fleet.vllmstat.test", "10.0.0.2")
 	writeFile(t, file, `[{"targets": ["h:2"]}]`)
 	fc.Advance(5 * time.Second)
-	if u := next(t, set); u.source != FileSource(file) || urls(u.targets) != "http://h:2/metrics" {
-		t.Fatalf("after 5 s: %s %s, want the file's change", u.source, urls(u.targets))
+	if u := next(t, set); u.source != FileSource(file) || urls(u.targets) != "http://h:2/metrics http://h:1/metrics" {
+		t.Fatalf("after 5 s: %s %s, want the file's addition", u.source, urls(u.targets))
 	}
-	fc.Advance(25 * time.Second)
+	fc.Advance(5 * time.Second)
+	if u := next(t, set); u.source != FileSource(file) || urls(u.targets) != "http://h:2/metrics" {
+		t.Fatalf("after 10 s: %s %s, want the file's removal", u.source, urls(u.targets))
+	}
+	fc.Advance(20 * time.Second)
 	// The file is re-read meanwhile, unchanged: no update of it comes first.
+	if u := next(t, set); u.source == FileSource(file) || urls(u.targets) != "http://10.0.0.1:8000/metrics http://10.0.0.2:8000/metrics" {
+		t.Fatalf("after 30 s: %s %s, want the DNS addition", u.source, urls(u.targets))
+	}
+	fc.Advance(30 * time.Second)
 	if u := next(t, set); u.source == FileSource(file) || urls(u.targets) != "http://10.0.0.2:8000/metrics" {
-		t.Fatalf("after 30 s: %s %s, want the DNS change", u.source, urls(u.targets))
+		t.Fatalf("after 60 s: %s %s, want the DNS removal", u.source, urls(u.targets))
 	}
 	cancel()
 	select {

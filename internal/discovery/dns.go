@@ -151,13 +151,15 @@ type dnsSource struct {
 	res     Resolver
 	timeout time.Duration
 	log     *slog.Logger
-	last    []scrape.Target
-	known   bool // last holds an answer (the first lookup succeeded)
-	failing bool // the last lookup failed (logged once per episode)
+	last    []scrape.Target // the targets handed over (see stable)
+	prev    []scrape.Target // the last answer
+	known   bool            // last holds an answer (the first lookup succeeded)
+	failing bool            // the last lookup failed (logged once per episode)
 }
 
 // refresh looks the name up and returns an update when its targets changed. A failed lookup
-// keeps the last targets; a name that does not exist, or has no records, has no targets.
+// keeps the last targets; a name that does not exist, or has no records, has no targets. A
+// target goes once two lookups in a row lack it (see stable).
 func (s *dnsSource) refresh(ctx context.Context) []update {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
@@ -176,6 +178,8 @@ func (s *dnsSource) refresh(ctx context.Context) []update {
 		s.failing = false
 		s.log.Info("dns discovery recovered", "source", s.name.URL, "targets", len(ts))
 	}
+	ts, s.prev = stable(ts, s.prev, s.last), ts
+	slices.SortFunc(ts, func(a, b scrape.Target) int { return strings.Compare(a.URL, b.URL) })
 	if s.known && sameTargets(ts, s.last) {
 		return nil
 	}

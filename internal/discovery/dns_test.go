@@ -92,8 +92,9 @@ func refreshOnce(t *testing.T, s *dnsSource) (ts []scrape.Target, changed bool) 
 
 // TestDNSAddresses resolves a dns+ name against a DNS server whose answers change: every A and
 // AAAA record is a target at the port, IPv6 in brackets, with the name's credentials; an
-// unchanged answer is no update; a name with no addresses or none at all has no targets; a
-// failing server keeps the last targets and is logged once, and its recovery once.
+// unchanged answer is no update; an address goes once two answers in a row lack it; a name
+// with no addresses or none at all has no targets; a failing server keeps the last targets and
+// is logged once, and its recovery once.
 func TestDNSAddresses(t *testing.T) {
 	srv := dnstest.New(t)
 	log, lb := newLog()
@@ -112,9 +113,20 @@ func TestDNSAddresses(t *testing.T) {
 	if _, changed := refreshOnce(t, s); changed {
 		t.Fatal("the same answer gave an update")
 	}
+	srv.SetIPs(name, "10.0.0.2")
+	if _, changed := refreshOnce(t, s); changed {
+		t.Fatal("an answer lacking addresses for the first time gave an update")
+	}
+	srv.SetIPs(name, "10.0.0.2", "10.0.0.1", "fd00::1")
+	if _, changed := refreshOnce(t, s); changed {
+		t.Fatal("the addresses back after one answer gave an update")
+	}
 	srv.SetIPs(name, "10.0.0.3")
+	if ts, changed := refreshOnce(t, s); !changed || urls(ts) != "http://10.0.0.1:8000/metrics http://10.0.0.2:8000/metrics http://10.0.0.3:8000/metrics http://[fd00::1]:8000/metrics" {
+		t.Fatalf("changed answer: %q, want the new address added and the others kept", urls(ts))
+	}
 	if ts, changed := refreshOnce(t, s); !changed || urls(ts) != "http://10.0.0.3:8000/metrics" {
-		t.Fatalf("changed answer: %q", urls(ts))
+		t.Fatalf("the same answer again: %q, want the others gone", urls(ts))
 	}
 	srv.Fail(name)
 	for range 3 {
@@ -130,12 +142,14 @@ func TestDNSAddresses(t *testing.T) {
 		t.Fatalf("recovery with the same answer: changed %v, log:\n%s", changed, lb)
 	}
 	srv.SetIPs(name)
+	refreshOnce(t, s)
 	if ts, changed := refreshOnce(t, s); !changed || len(ts) != 0 {
 		t.Fatalf("a name without addresses: %q (changed %v), want no targets", urls(ts), changed)
 	}
 	srv.SetIPs(name, "10.0.0.4")
 	refreshOnce(t, s)
 	srv.Remove(name)
+	refreshOnce(t, s)
 	if ts, changed := refreshOnce(t, s); !changed || len(ts) != 0 {
 		t.Fatalf("a name that does not exist: %q (changed %v), want no targets", urls(ts), changed)
 	}
@@ -160,10 +174,12 @@ func TestDNSSRV(t *testing.T) {
 		t.Fatalf("SRV answer: %q, want %q", urls(ts), want)
 	}
 	srv.SetSRV(name, dnstest.SRV{Target: "a.vllmstat.test", Port: 8000})
+	refreshOnce(t, s) // a record goes once two answers lack it
 	if ts, changed := refreshOnce(t, s); !changed || urls(ts) != "https://a.vllmstat.test:8000/m" {
 		t.Fatalf("changed SRV answer: %q", urls(ts))
 	}
 	srv.Remove(name)
+	refreshOnce(t, s)
 	if ts, changed := refreshOnce(t, s); !changed || len(ts) != 0 {
 		t.Fatalf("no SRV records: %q, want no targets", urls(ts))
 	}

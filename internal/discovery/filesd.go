@@ -15,9 +15,12 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/vllmstat/vllmstat/internal/clock"
 	"github.com/vllmstat/vllmstat/internal/scrape"
 )
 
@@ -149,21 +152,30 @@ func validLabelName(s string) bool {
 type fileSet struct {
 	patterns []string
 	log      *slog.Logger
+	clock    clock.Clock
+	read     func(path string) ([]byte, error) // readFile, but in tests
 	files    map[string]*fileState
 	empty    map[string]bool // patterns that matched no file at the last refresh
 }
 
 // fileState is one file's last content and targets.
 type fileState struct {
-	sum     [sha256.Size]byte
-	read    bool // sum holds the content of a read (good or broken)
-	targets []scrape.Target
-	known   bool // targets come from a good read
-	failing bool // the content is broken (logged once per episode)
+	sum      [sha256.Size]byte
+	read     bool            // sum holds the content of a read (good or broken)
+	parsed   []scrape.Target // the targets of that content, when parsedOK
+	parsedOK bool
+	cur      []scrape.Target // the file's last answer: a good read's targets, none once gone
+	applied  []scrape.Target // the targets handed over (see stable)
+	known    bool            // applied were handed over
+	failing  bool            // the file cannot be read or parsed (logged once per episode)
+	gone     bool            // the patterns no longer match it (logged once)
+	// reading is a read that outlived readTimeout, until it returns: the file is not read
+	// again meanwhile.
+	reading chan readResult
 }
 
 func newFileSet(patterns []string, log *slog.Logger) *fileSet {
-	return &fileSet{patterns: patterns, log: log, files: map[string]*fileState{}, empty: map[string]bool{}}
+	return &fileSet{patterns: patterns, log: log, clock: clock.Real{}, read: readFile, files: map[string]*fileState{}, empty: map[string]bool{}}
 }
 
 // FileSource is the name of the collector source that holds the targets of the file at path.
@@ -171,8 +183,10 @@ func FileSource(path string) string { return "file:" + path }
 
 // refresh expands the patterns again and reads every file they match, returning an update for
 // each file whose targets changed: a new file, a changed one, or one that no longer matches
-// (its targets go). A broken file keeps its last good targets.
-func (set *fileSet) refresh(context.Context) []update {
+// (its targets go). A file that cannot be read or parsed keeps its last good targets. A
+// target goes once two answers of its file in a row lack it, as the file's content or as a
+// file no longer there (see stable).
+func (set *fileSet) refresh(ctx context.Context) []update {
 	var matched []string
 	for _, p := range set.patterns {
 		ms, err := filepath.Glob(p) // checked at start: only ErrBadPattern, which cannot happen
@@ -185,16 +199,28 @@ func (set *fileSet) refresh(context.Context) []update {
 	slices.Sort(matched)
 	matched = slices.Compact(matched)
 	var ups []update
-	for path := range set.files {
-		if !slices.Contains(matched, path) {
+	for _, path := range slices.Sorted(maps.Keys(set.files)) {
+		if _, ok := slices.BinarySearch(matched, path); ok {
+			continue
+		}
+		st := set.files[path]
+		if !st.gone {
+			st.gone = true
+			set.log.Info("file_sd file gone; its targets go if it is still gone at the next read", "path", path)
+		}
+		u, ok := set.answer(st, path, nil)
+		if len(st.applied) == 0 {
 			delete(set.files, path)
-			ups = append(ups, update{source: FileSource(path)})
-			set.log.Info("file_sd file gone; its targets go too", "path", path)
+		}
+		if ok {
+			ups = append(ups, u)
 		}
 	}
-	slices.SortFunc(ups, func(a, b update) int { return strings.Compare(a.source, b.source) })
 	for _, path := range matched {
-		if u, ok := set.refreshFile(path); ok {
+		if ctx.Err() != nil {
+			return ups // the run is ending
+		}
+		if u, ok := set.refreshFile(ctx, path); ok {
 			ups = append(ups, u)
 		}
 	}
@@ -202,14 +228,16 @@ func (set *fileSet) refresh(context.Context) []update {
 }
 
 // refreshFile reads one file; ok reports an update.
-func (set *fileSet) refreshFile(path string) (u update, ok bool) {
+func (set *fileSet) refreshFile(ctx context.Context, path string) (u update, ok bool) {
 	st := set.files[path]
 	if st == nil {
 		st = &fileState{}
 		set.files[path] = st
 	}
-	b, err := readFile(path)
+	b, err := set.readBounded(ctx, st, path)
 	switch {
+	case ctx.Err() != nil:
+		return update{}, false
 	case errors.Is(err, fs.ErrNotExist):
 		return update{}, false // gone between the glob and the read: the next refresh says so
 	case err != nil:
@@ -217,48 +245,139 @@ func (set *fileSet) refreshFile(path string) (u update, ok bool) {
 		set.fail(st, path, err)
 		return update{}, false
 	}
-	sum := sha256.Sum256(b)
-	if st.read && sum == st.sum {
-		return update{}, false // unchanged, good or broken
+	st.gone = false
+	if sum := sha256.Sum256(b); !st.read || sum != st.sum {
+		st.read, st.sum = true, sum
+		st.parsed, err = ParseFile(path, b)
+		st.parsedOK = err == nil
+		if err != nil {
+			set.fail(st, path, err)
+		}
 	}
-	st.read, st.sum = true, sum
-	ts, err := ParseFile(path, b)
-	if err != nil {
-		set.fail(st, path, err)
-		return update{}, false
+	if !st.parsedOK {
+		return update{}, false // broken, as at its last read: its last good targets stay
 	}
 	if st.failing {
 		st.failing = false
-		set.log.Info("file_sd file recovered", "path", path, "targets", len(ts))
+		set.log.Info("file_sd file recovered", "path", path, "targets", len(st.parsed))
 	}
-	if st.known && sameTargets(ts, st.targets) {
-		return update{}, false
-	}
-	st.targets, st.known = ts, true
-	return update{source: FileSource(path), targets: ts}, true
+	return set.answer(st, path, st.parsed)
 }
 
-// fail logs a broken file once per episode.
+// answer takes ts as the file's answer and returns an update when what it hands over changes.
+func (set *fileSet) answer(st *fileState, path string, ts []scrape.Target) (update, bool) {
+	apply := stable(ts, st.cur, st.applied)
+	st.cur = ts
+	if st.known && sameTargets(apply, st.applied) {
+		return update{}, false
+	}
+	st.applied, st.known = apply, true
+	return update{source: FileSource(path), targets: apply}, true
+}
+
+// fail logs a file that cannot be read or parsed once per episode.
 func (set *fileSet) fail(st *fileState, path string, err error) {
 	if !st.failing {
 		st.failing = true
-		set.log.Error("file_sd file is broken; keeping its last good targets", "path", path, "targets", len(st.targets), "err", err)
+		set.log.Error("file_sd file is broken; keeping its last good targets", "path", path, "targets", len(st.applied), "err", err)
 	}
 }
 
-// readFile reads at most maxFileBytes of path; a larger file is an error.
+// readTimeout bounds the read of one file: a file on a mount that stopped answering holds
+// neither the other files nor the run's shutdown.
+const readTimeout = 5 * time.Second
+
+// errStillReading is the error of a file whose earlier read has not returned yet.
+var errStillReading = fmt.Errorf("an earlier read has not returned after %v; it is read again once it has", readTimeout)
+
+type readResult struct {
+	b   []byte
+	err error
+}
+
+// readBounded reads the file at path within readTimeout and until ctx ends, on a goroutine of
+// its own: a read that outlives them is left to return in its own time (a read stuck in the
+// kernel cannot be interrupted), and the file is not read again until it has.
+func (set *fileSet) readBounded(ctx context.Context, st *fileState, path string) ([]byte, error) {
+	if st.reading != nil {
+		select {
+		case <-st.reading:
+			st.reading = nil
+		default:
+			return nil, errStillReading
+		}
+	}
+	ch := make(chan readResult, 1)
+	go func() {
+		b, err := set.read(path)
+		ch <- readResult{b, err}
+	}()
+	timer := set.clock.NewTimer(readTimeout)
+	defer timer.Stop()
+	select {
+	case r := <-ch:
+		return r.b, r.err
+	case <-timer.C():
+		st.reading = ch
+		return nil, fmt.Errorf("no answer from the file system within %v", readTimeout)
+	case <-ctx.Done():
+		st.reading = ch
+		return nil, ctx.Err()
+	}
+}
+
+// errNotRegular is the error of a path that names something else than a regular file: a
+// FIFO would block its reader until some writer opens it, a device may never end.
+var errNotRegular = errors.New("not a regular file; file_sd reads regular files only")
+
+// notRegular says what a file of mode m is instead of a regular file.
+func notRegular(m fs.FileMode) error {
+	kind := "a special file"
+	switch {
+	case m&fs.ModeNamedPipe != 0:
+		kind = "a named pipe (FIFO)"
+	case m.IsDir():
+		kind = "a directory"
+	case m&fs.ModeSocket != 0:
+		kind = "a socket"
+	case m&fs.ModeDevice != 0:
+		kind = "a device"
+	}
+	return fmt.Errorf("%s: %w", kind, errNotRegular)
+}
+
+// readFile reads path, a regular file of at most maxFileBytes: anything else is an error,
+// found before reading. It is opened without blocking, in case it was replaced by a FIFO
+// since its stat.
 func readFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, notRegular(fi.Mode())
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	if fi, err = f.Stat(); err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, notRegular(fi.Mode())
+	}
+	tooLarge := fmt.Errorf("larger than %d MiB: not a file_sd file", maxFileBytes>>20)
+	if fi.Size() > maxFileBytes {
+		return nil, tooLarge
+	}
 	b, err := io.ReadAll(io.LimitReader(f, maxFileBytes+1))
 	if err != nil {
 		return nil, err
 	}
 	if len(b) > maxFileBytes {
-		return nil, fmt.Errorf("larger than %d MiB: not a file_sd file", maxFileBytes>>20)
+		return nil, tooLarge
 	}
 	return b, nil
 }

@@ -5,7 +5,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
+
+	"github.com/vllmstat/vllmstat/internal/clock"
 )
 
 func TestParseFile(t *testing.T) {
@@ -59,6 +64,130 @@ func TestParseFile(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestFileRewrittenInPlace reads a file_sd file while it is rewritten in place: truncated (an
+// empty file is an error), half written (a shorter list that parses), then whole again. Its
+// targets stay throughout; only a shorter list read twice in a row removes what it lacks, and
+// a new target is added at the first read that lists it.
+func TestFileRewrittenInPlace(t *testing.T) {
+	dir := t.TempDir()
+	log, _ := newLog()
+	set := newFileSet([]string{filepath.Join(dir, "*.yaml")}, log)
+	path := filepath.Join(dir, "fleet.yaml")
+	refresh := func() string {
+		var out []string
+		for _, u := range set.refresh(context.Background()) {
+			out = append(out, urls(u.targets))
+		}
+		return strings.Join(out, "; ")
+	}
+	write := func(content string) { // in place, as an editor without a rename writes
+		t.Helper()
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	whole := "- targets:\n    - h:1\n    - h:2\n    - h:3\n"
+	half := "- targets:\n    - h:1\n"
+	write(whole)
+	for _, step := range []struct{ content, want string }{
+		{whole, "http://h:1/metrics http://h:2/metrics http://h:3/metrics"},
+		{"", ""},
+		{half, ""},
+		{whole, ""},
+		{half, ""},
+		{half, "http://h:1/metrics"},
+		{"- targets:\n    - h:1\n    - h:4\n", "http://h:1/metrics http://h:4/metrics"},
+	} {
+		write(step.content)
+		if got := refresh(); got != step.want {
+			t.Fatalf("after writing %q: updates %q, want %q", step.content, got, step.want)
+		}
+	}
+}
+
+// TestFileSDNotRegular: a FIFO matched by a pattern is not opened (that would block until a
+// writer comes): it is logged once as not a regular file, and the other files are read.
+func TestFileSDNotRegular(t *testing.T) {
+	dir := t.TempDir()
+	log, lb := newLog()
+	set := newFileSet([]string{filepath.Join(dir, "*.json")}, log)
+	fifo := filepath.Join(dir, "a.json")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Skipf("SKIPPED: cannot make a FIFO here: %v", err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "c.json"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, "b.json"), `[{"targets": ["h:1"]}]`)
+	for i := range 3 {
+		ups := set.refresh(context.Background())
+		if i == 0 && (len(ups) != 1 || urls(ups[0].targets) != "http://h:1/metrics") {
+			t.Fatalf("updates %v, want b.json's target", ups)
+		}
+	}
+	out := lb.String()
+	if strings.Count(out, "a named pipe (FIFO): not a regular file") != 1 || !strings.Contains(out, "path="+fifo) ||
+		strings.Count(out, "a directory: not a regular file") != 1 {
+		t.Fatalf("want the FIFO and the directory logged once each, by path:\n%s", out)
+	}
+}
+
+// TestFileSDReadBounded: a read that does not return within readTimeout (a file on a mount
+// that stopped answering) is left behind and logged, the other files are read meanwhile, and
+// the file is not read again until that read has returned.
+func TestFileSDReadBounded(t *testing.T) {
+	dir := t.TempDir()
+	log, lb := newLog()
+	fc := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	set := newFileSet([]string{filepath.Join(dir, "*.json")}, log)
+	set.clock = fc
+	stuck := filepath.Join(dir, "a.json")
+	writeFile(t, stuck, `[{"targets": ["h:1"]}]`)
+	writeFile(t, filepath.Join(dir, "b.json"), `[{"targets": ["h:2"]}]`)
+	release := make(chan struct{})
+	var reads atomic.Int64
+	set.read = func(path string) ([]byte, error) {
+		if path == stuck {
+			reads.Add(1)
+			<-release
+		}
+		return readFile(path)
+	}
+	refreshed := make(chan []update)
+	go func() { refreshed <- set.refresh(context.Background()) }()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := fc.BlockUntil(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	fc.Advance(readTimeout)
+	ups := <-refreshed
+	if len(ups) != 1 || urls(ups[0].targets) != "http://h:2/metrics" || !strings.Contains(lb.String(), "no answer from the file system within 5s") ||
+		!strings.Contains(lb.String(), "path="+stuck) {
+		t.Fatalf("updates %v, want b.json's only, and a.json's read logged as stuck:\n%s", ups, lb)
+	}
+	if ups := set.refresh(context.Background()); len(ups) != 0 || reads.Load() != 1 {
+		t.Fatalf("updates %v, %d reads of a.json, while its read is stuck; want none, 1", ups, reads.Load())
+	}
+	close(release)
+	if !waitFor(func() bool { return len(set.files[stuck].reading) == 1 }) {
+		t.Fatal("the read did not return")
+	}
+	if ups := set.refresh(context.Background()); len(ups) != 1 || urls(ups[0].targets) != "http://h:1/metrics" {
+		t.Fatalf("updates %v once the read returned, want a.json's", ups)
+	}
+}
+
+// waitFor polls cond for up to 10 s.
+func waitFor(cond func() bool) bool {
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		if cond() {
+			return true
+		}
+	}
+	return cond()
 }
 
 // writeFile replaces path's content at once, as a careful writer does (rename), so that a
@@ -128,9 +257,14 @@ func TestFileSetRefresh(t *testing.T) {
 	if err := os.Remove(b); err != nil {
 		t.Fatal(err)
 	}
-	check("b removed", refresh(), map[string]string{"b.json": ""})
+	check("b removed, read once", refresh(), nil)
+	check("b removed, read twice", refresh(), map[string]string{"b.json": ""})
+	if n := lb.Count("file_sd file gone"); n != 1 {
+		t.Fatalf("the file gone logged %d times, want once:\n%s", n, lb)
+	}
 	writeFile(t, a, `[]`)
-	check("a emptied", refresh(), map[string]string{"a.json": ""})
+	check("a emptied, read once", refresh(), nil)
+	check("a emptied, read twice", refresh(), map[string]string{"a.json": ""})
 	if n := lb.Count("file_sd pattern matches no file"); n != 2 { // *.json at first, missing.yaml throughout
 		t.Fatalf("patterns without files logged %d times, want 2:\n%s", n, lb)
 	}

@@ -101,6 +101,8 @@ type Pool struct {
 	slots   atomic.Int64
 	order   []string
 	lastGen uint64
+	// starting is the last Add's batch of goroutines (see Started), nil before the first.
+	starting *startBatch
 }
 
 // target is one instance of a target: removing a URL and adding it again makes a new one, with
@@ -113,6 +115,7 @@ type target struct {
 	boundary chan uint64
 	busy     atomic.Bool
 	cancel   context.CancelFunc
+	start    *startBatch // of the Add that started it
 }
 
 // offset spreads targets over the interval by a hash of the URL (FNV-1a), stable across runs:
@@ -203,6 +206,7 @@ func (p *Pool) Set(ts []Target) (added, removed []string) {
 // with a new generation, after the others; those already there take the credentials given now.
 // It returns the added URLs. Its cost is in proportion to len(ts).
 func (p *Pool) Add(ts []Target) (added []string) {
+	var fresh []*target
 	for _, tg := range ts {
 		auth := tg.Auth
 		if t, ok := p.targets[tg.URL]; ok {
@@ -211,13 +215,24 @@ func (p *Pool) Add(ts []Target) (added []string) {
 			}
 			continue
 		}
-		ctx, cancel := context.WithCancel(p.ctx)
 		p.lastGen++
-		t := &target{url: tg.URL, gen: p.lastGen, tick: make(chan struct{}, 1), boundary: make(chan uint64, 1), cancel: cancel}
+		t := &target{url: tg.URL, gen: p.lastGen, tick: make(chan struct{}, 1), boundary: make(chan uint64, 1)}
 		t.auth.Store(&auth)
 		p.targets[tg.URL] = t
 		p.order = append(p.order, tg.URL)
 		added = append(added, tg.URL)
+		fresh = append(fresh, t)
+	}
+	if len(fresh) == 0 {
+		return nil
+	}
+	b := &startBatch{done: make(chan struct{})}
+	b.left.Store(int64(len(fresh)))
+	p.starting = b
+	for _, t := range fresh {
+		var ctx context.Context
+		ctx, t.cancel = context.WithCancel(p.ctx)
+		t.start = b
 		p.wg.Add(1)
 		go func() {
 			defer p.wg.Done()
@@ -226,6 +241,38 @@ func (p *Pool) Add(ts []Target) (added []string) {
 	}
 	p.respread()
 	return added
+}
+
+// startBatch counts the goroutines of one Add that are not ready to scrape yet.
+type startBatch struct {
+	left atomic.Int64
+	done chan struct{} // closed once left is 0
+}
+
+// started tells b that one of its goroutines is ready.
+func (b *startBatch) started() {
+	if b.left.Add(-1) == 0 {
+		close(b.done)
+	}
+}
+
+// closedChan is a channel that is always closed.
+var closedChan = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
+
+// Started returns a channel closed once the goroutines of the targets of the last Add are
+// ready to scrape. A caller that adds many targets in batches waits for it between them: a
+// target's goroutine costs tens of microseconds to start, and starting tens of thousands at
+// once queues them ahead of every other goroutine of the process (its API's among them) for a
+// second or more.
+func (p *Pool) Started() <-chan struct{} {
+	if p.starting == nil {
+		return closedChan
+	}
+	return p.starting.done
 }
 
 // Remove stops the targets with these URLs; other URLs are ignored. A scrape in flight may
@@ -315,6 +362,7 @@ func (p *Pool) loop(ctx context.Context, t *target) {
 	auth := t.auth.Load()
 	s := newScraper(Target{URL: t.url, Auth: *auth}, &p.opt)
 	defer s.close()
+	t.start.started()
 	if s.fast != nil {
 		// The target removed or the pool closed: a scrape in flight ends at once, not when its
 		// timeout runs out.
