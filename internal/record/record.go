@@ -14,8 +14,10 @@
 //
 // Events are in time order. A gap event marks events the writer had to drop (its disk refused
 // writes for longer than its memory could hold them): ts and since are the last and first
-// dropped event's times. A remove event marks a target taken out of the run: its workers are
-// forgotten, so that if it comes back its first scrape is a baseline, as it was live. A target
+// dropped event's times. A remove event marks a target taken out of the run whose workers are
+// forgotten: the run writes it once the target has been gone for its grace period (two scrape
+// intervals; one back sooner goes on with its workers), so that if it comes back later its
+// first scrape is a baseline, as it was live. A target
 // event sets the labels discovery gave a target (none: no labels key), which its workers carry
 // into per_worker records from then on. A start event, first in a segment, is when the run began
 // collecting: its first step starts there, and a worker first seen later counts whole what it
