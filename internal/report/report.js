@@ -214,7 +214,7 @@
   var n = D.steps.length;
   document.getElementById('summary').textContent = n + ' steps' +
     (n ? ' (' + D.steps[0] + '–' + D.steps[n - 1] + ', from ' + D.start[0] + ')' : '') +
-    ' · ' + D.keys.length + ' metrics · ' + D.timelineFiles + ' timeline files · built ' + D.generated +
+    ' · ' + D.keys.length + ' metrics · ' + D.timelineFiles + (D.timelineFiles === 1 ? ' timeline file' : ' timeline files') + ' · built ' + D.generated +
     (D.refresh ? ' · reloads every ' + D.refresh + ' s' : '');
   // The headline: the run at a glance, each figure with what it is over and its steps' values.
   if (D.headline.length) {

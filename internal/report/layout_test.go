@@ -1,0 +1,277 @@
+package report
+
+import (
+	"fmt"
+	"maps"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vllmstat/vllmstat/internal/step"
+	"github.com/vllmstat/vllmstat/internal/timeline"
+)
+
+// headlineRun is four steps whose headline figures are easy to work out: see TestHeadline.
+func headlineRun() []*step.Record {
+	start := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
+	type s struct {
+		dur                 float64
+		workers, failed     int
+		hits, queries, rate float64 // rate NaN: no hit rate (no queries)
+		pre                 float64 // NaN: no key
+		gen, genRate        float64
+		prompt              float64 // NaN: no key
+		p50, p95, tail      float64
+	}
+	nan := math.NaN()
+	var recs []*step.Record
+	for i, x := range []s{
+		{10, 4, 0, 50, 100, 0.5, 0, 1000, 100, 2000, 0.1, 1, 0.01},
+		{10, 4, 1, 90, 100, 0.9, 3, 2000, 200, 2000, 0.2, 2, 0.02},
+		{20, 3, 0, 0, 0, nan, nan, 4000, 200, nan, 0.3, 3, 0.03},
+		{10, 4, 0, 60, 200, 0.3, 5, 1000, 100, nan, 0.4, 4, 0.04},
+	} {
+		r := &step.Record{Step: int64(i + 1), Start: start, End: start.Add(time.Duration(x.dur) * time.Second), DurationS: x.dur, Workers: x.workers}
+		start = r.End
+		r.Scrapes.OK, r.Scrapes.Failed = 10, x.failed
+		r.Metrics = map[string]float64{
+			"vllm/prefix_cache_hits": x.hits, "vllm/prefix_cache_queries": x.queries,
+			"vllm/generation_tokens": x.gen, "vllm/generation_tokens_per_s": x.genRate,
+			"vllm/time_to_first_token_seconds/p50": x.p50, "vllm/time_to_first_token_seconds/p95": x.p95,
+			"vllm/straggler_tail_s": x.tail,
+		}
+		for k, v := range map[string]float64{"vllm/prefix_cache_hit_rate": x.rate, "vllm/num_preemptions": x.pre, "vllm/prompt_tokens": x.prompt} {
+			if !math.IsNaN(v) {
+				r.Metrics[k] = v
+			}
+		}
+		recs = append(recs, r)
+	}
+	recs[3].Phases = map[string]*step.Phase{rolloutPhase: {DurationS: 5, Intervals: 1, Metrics: map[string]float64{"vllm/generation_tokens_per_s": 180}}}
+	return recs
+}
+
+func TestHeadline(t *testing.T) {
+	d, err := build("t", headlineRun(), nil, newDirSource(t.TempDir()), Options{}.withDefaults(), time.Unix(0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, x := range d.Headline {
+		got = append(got, fmt.Sprintf("%s | %s | %s | %s | %d", x.ID, x.Label, x.Value, x.Sub, len(x.Spark)))
+	}
+	want := []string{
+		"steps | Steps | 4 | steps 1–4 · 50 s in steps | 0",
+		"workers | Workers | 4 | 3–4 across steps · 1 failed scrape | 0",
+		// 200 hits of 400 queried tokens; step 3 queried none.
+		"hit-rate | Prefix-cache hit rate | 50.0% | all hits / all queries (400 tokens) · last step 30.0% | 1",
+		// Step 3 has no preemptions key.
+		"preemptions | Preemptions | 8 | in 2 of 3 steps · last step 5 | 1",
+		// 8,000 tokens in 50 s; prompt tokens 4,000 in the 20 s of the steps that have them; the
+		// rollout 180 tok/s in its 5 s.
+		"throughput | Generation throughput | 160 tok/s | all tokens / all steps' time · prompt 200 tok/s · in the rollout 180 tok/s | 1",
+		"ttft | TTFT p50 / p95 | 250 ms / 2.5 s | median of the steps' · last step 400 ms / 4 s | 2",
+		"straggler-tail | Straggler tail | 10 ms → 40 ms | first → last step · rising, +10 ms per step (fit over 4 steps) | 1",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("headline:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+
+	// A run without the figures' keys has the steps and workers only.
+	bare := headlineRun()
+	for _, r := range bare {
+		r.Metrics, r.Phases = map[string]float64{"vllm/something_new": 1}, nil
+	}
+	d, err = build("t", bare, nil, newDirSource(t.TempDir()), Options{}.withDefaults(), time.Unix(0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, x := range d.Headline {
+		ids = append(ids, x.ID)
+	}
+	if !slices.Equal(ids, []string{"steps", "workers"}) {
+		t.Errorf("headline of a run without its keys: %v", ids)
+	}
+}
+
+func TestTrend(t *testing.T) {
+	for _, tt := range []struct {
+		ys    []float64
+		word  string
+		slope float64
+	}{
+		{[]float64{1, 2, 3}, "rising", 1},
+		{[]float64{3, 2, 1}, "falling", -1},
+		{[]float64{1, 1.05, 1}, "flat", 0},
+		{[]float64{0, 0, 0}, "flat", 0},
+		{[]float64{1, 1.02, 1.04, 1.06}, "flat", 0.02}, // 6% over the run
+	} {
+		xs := make([]float64, len(tt.ys))
+		for i := range xs {
+			xs[i] = float64(i + 1)
+		}
+		word, slope := trend(xs, tt.ys)
+		if word != tt.word || math.Abs(slope-tt.slope) > 1e-9 {
+			t.Errorf("trend(%v) = %s, %g; want %s, %g", tt.ys, word, slope, tt.word, tt.slope)
+		}
+	}
+}
+
+func TestFormats(t *testing.T) {
+	for _, tt := range []struct{ got, want string }{
+		{count(0), "0"}, {count(1234567), "1.23M"}, {count(123456), "123,456"}, {count(2.5), "2.5"},
+		{perSecond(32567), "32.6k tok/s"}, {perSecond(999), "999 tok/s"}, {perSecond(2.5e6), "2.5M tok/s"},
+		{seconds(0), "0 s"}, {seconds(4.1173e-5), "41.2 µs"}, {seconds(0.0667), "66.7 ms"}, {seconds(2.2204), "2.22 s"},
+		{percent(0.94103), "94.1%"},
+	} {
+		if tt.got != tt.want {
+			t.Errorf("got %q, want %q", tt.got, tt.want)
+		}
+	}
+}
+
+// zeroRun is testStep's run with keys that are 0 in every step: the external prefix cache's
+// counters (vLLM 0.20 registers them always), some finish reasons, a phase's value and a key
+// with markup in its name.
+func zeroRun(t testing.TB, dir string, steps int) []*step.Record {
+	t.Helper()
+	var recs []*step.Record
+	for n := range int64(steps) {
+		r := testStep(n+1, 3, 10)
+		r.Metrics["vllm/external_prefix_cache_queries"] = 0
+		r.Metrics["vllm/external_prefix_cache_hits"] = 0
+		r.Metrics["vllm/request_success/abort"] = 0
+		r.Metrics[`vllm/<img src=z onerror="window.__xss=4">`] = 0
+		if n != 1 { // absent in step 2: still zero in every step that has it
+			r.Metrics["vllm/request_success/error"] = 0
+		}
+		r.Phases = map[string]*step.Phase{rolloutPhase: {DurationS: 1, Intervals: 1, Metrics: map[string]float64{
+			"vllm/generation_tokens_per_s": 5, "vllm/num_preemptions": 0}}}
+		recs = append(recs, r)
+	}
+	writeSteps(t, dir, recs, true)
+	return recs
+}
+
+func TestFoldZeros(t *testing.T) {
+	dir := t.TempDir()
+	recs := zeroRun(t, dir, 4)
+	d, err := build("t", recs, nil, newDirSource(dir), Options{}.withDefaults(), time.Unix(0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var zero []string
+	for _, c := range d.Zero {
+		var ks []string
+		for _, k := range c.Keys {
+			ks = append(ks, d.Keys[k])
+		}
+		zero = append(zero, c.ID+" ("+c.Title+") = "+strings.Join(ks, ","))
+	}
+	want := []string{
+		"external_prefix_cache_queries (External prefix cache queries) = vllm/external_prefix_cache_queries",
+		"external_prefix_cache_hits (External prefix cache hits) = vllm/external_prefix_cache_hits",
+		"num_preemptions (Preemptions) = vllm/rollout/num_preemptions",
+		"request_success (Requests finished) = vllm/request_success/abort,vllm/request_success/error",
+		`<img src=z onerror="window.__xss=4"> (<img src=z onerror="window.__xss=4">) = vllm/<img src=z onerror="window.__xss=4">`,
+	}
+	if strings.Join(zero, "\n") != strings.Join(want, "\n") {
+		t.Errorf("always zero:\n%s\nwant:\n%s", strings.Join(zero, "\n"), strings.Join(want, "\n"))
+	}
+	// Every key is in one chart or in the line, once; a chart keeps the keys that are not zero.
+	seen := map[int]int{}
+	charts := map[string][]string{}
+	for _, g := range d.Groups {
+		for _, c := range g.Charts {
+			for _, k := range c.Keys {
+				seen[k]++
+				charts[c.ID] = append(charts[c.ID], d.Keys[k])
+			}
+		}
+	}
+	for _, c := range d.Zero {
+		for _, k := range c.Keys {
+			seen[k]++
+		}
+	}
+	for k := range d.Keys {
+		if seen[k] != 1 {
+			t.Errorf("key %s is in %d places", d.Keys[k], seen[k])
+		}
+	}
+	if got := charts["request_success"]; !slices.Equal(got, []string{"vllm/request_success/length", "vllm/request_success/stop"}) {
+		t.Errorf("finish reasons charted: %v", got)
+	}
+	if got := charts["num_preemptions"]; !slices.Equal(got, []string{"vllm/num_preemptions"}) {
+		t.Errorf("preemptions charted: %v", got)
+	}
+	if _, ok := charts["external_prefix_cache_queries"]; ok {
+		t.Error("a chart of a key that is zero in every step")
+	}
+}
+
+// A run written into the folder of an earlier, longer one: the earlier run's timeline files of
+// steps 3 to 5 are still there, and so is its step 2's, since the new run wrote none for it.
+func TestTimelineFilesOfTheseSteps(t *testing.T) {
+	dir := t.TempDir()
+	writeRun(t, dir, 5, 2, 10, true)
+	var recs []*step.Record
+	for n := range int64(2) {
+		r := testStep(n+1, 3, 10)
+		r.Start, r.End = r.Start.Add(time.Hour), r.End.Add(time.Hour)
+		recs = append(recs, r)
+	}
+	os.Remove(filepath.Join(dir, "steps.jsonl"))
+	writeSteps(t, dir, recs[:1], true)
+	writeSteps(t, dir, recs[1:], false)
+	if files, _ := timeline.Steps(dir); len(files) != 5 {
+		t.Fatalf("timeline files of steps %v, want 5", files)
+	}
+	got, err := ReadSteps(filepath.Join(dir, "steps.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := build("t", got, nil, newDirSource(dir), Options{}.withDefaults(), time.Unix(0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.TimelineFiles != 1 || len(d.Timelines) != 1 || d.Timelines["1"] == nil || len(d.Timelines["1"].Workers) != 3 {
+		t.Errorf("%d timeline files, timelines of steps %v; want step 1's alone, of 3 workers", d.TimelineFiles, slices.Sorted(maps.Keys(d.Timelines)))
+	}
+	if !slices.ContainsFunc(d.Notes, func(n string) bool {
+		return strings.HasPrefix(n, "4 timeline files in timelines/ are not of the steps in steps.jsonl")
+	}) {
+		t.Errorf("notes %q", d.Notes)
+	}
+}
+
+// A worker has one colour index in every step, whatever its row in the step's timeline.
+func TestColorWorkers(t *testing.T) {
+	dir := t.TempDir()
+	var recs []*step.Record
+	for n := range int64(3) {
+		r := testStep(n+1, 4, 10)
+		switch n {
+		case 1:
+			r.Timeline.Workers = r.Timeline.Workers[1:] // the first worker is gone
+		case 2:
+			r.Timeline.Workers = r.Timeline.Workers[2:]
+		}
+		recs = append(recs, r)
+	}
+	writeSteps(t, dir, recs, true)
+	d, err := build("t", recs, nil, newDirSource(dir), Options{}.withDefaults(), time.Unix(0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n, want := range map[string][]int{"1": {0, 1, 2, 3}, "2": {1, 2, 3}, "3": {2, 3}} {
+		if got := d.Timelines[n].Colors; !slices.Equal(got, want) {
+			t.Errorf("step %s: colours %v, want %v", n, got, want)
+		}
+	}
+}
