@@ -156,6 +156,13 @@ func (s *state) observe(res scrape.Result) {
 		return
 	}
 	ts := s.stamp()
+	if res.Page != nil && res.Err() == nil {
+		// The workers a target has had within the step are bounded, as those of one page are:
+		// a page over the bound is a failed scrape, recorded as one, and never observed.
+		if err := s.c.opt.Limits.CheckStepWorkers(s.tracker.StepWorkers(res.Target, res.Page)); err != nil {
+			res.Page, res.ParseErr = nil, err
+		}
+	}
 	if rw := s.c.opt.Recorder; rw != nil {
 		body, ferr := res.Body, res.FetchErr
 		if errors.Is(res.ParseErr, window.ErrLimit) {
@@ -350,12 +357,12 @@ func (s *state) recordFailed(err error) {
 }
 
 // keepable returns rec as Steps keeps it: Steps serves records as JSON, which carries neither
-// their timeline (every sample of the step) nor their Values (what Metrics spells as keys), so
-// the kept copy goes without them rather than holding them for the last Keep steps. rec itself
-// stays whole: the sinks may still be reading it.
+// their timeline (every sample of the step), their Values (what Metrics spells as keys) nor the
+// workers forgotten, so the kept copy goes without them rather than holding them for the last
+// Keep steps. rec itself stays whole: the sinks may still be reading it.
 func keepable(rec *step.Record) step.Record {
 	kept := *rec
-	kept.Timeline, kept.Values = nil, nil
+	kept.Timeline, kept.Values, kept.Forgotten = nil, nil, nil
 	if rec.PerWorker != nil {
 		kept.PerWorker = slices.Clone(rec.PerWorker)
 		for i := range kept.PerWorker {

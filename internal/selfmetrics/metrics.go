@@ -175,13 +175,17 @@ func (m *Metrics) targetSeries(target string) *targetSeries {
 // Skipped counts a tick that found the target's previous scrape still running.
 func (m *Metrics) Skipped(target string) { m.skipped.WithLabelValues(target).Inc() }
 
-// StepClosed makes rec the step the vllmstat_step_* gauges show.
+// StepClosed makes rec the step the vllmstat_step_* gauges show, and deletes the last
+// intervals of the workers the tracker forgot as it closed (rec.Forgotten).
 func (m *Metrics) StepClosed(rec *step.Record) {
 	m.stepsClosed.Inc()
 	r := *rec
-	r.Timeline = nil
+	r.Timeline, r.Forgotten = nil, nil
 	m.mu.Lock()
 	m.last = &r
+	for _, id := range rec.Forgotten {
+		delete(m.intervals, id)
+	}
 	m.mu.Unlock()
 }
 

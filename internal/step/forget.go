@@ -1,5 +1,11 @@
 package step
 
+import (
+	"slices"
+
+	"github.com/vllmstat/vllmstat/internal/window"
+)
+
 // Forget drops every worker of the targets and their last-success times, for targets removed
 // from the fleet. If a target comes back, its engines are new workers: the first scrape of each
 // is a baseline, unless its _created says the engine started after the target last answered
@@ -33,4 +39,62 @@ func (t *Tracker) Forget(targets ...string) {
 			t.forgot[target] = since
 		}
 	}
+}
+
+// forgetDeparted forgets, as the open step closes, every worker that departed: its target
+// answered in the step, none of its target's successful pages in the step showed it, and
+// neither did the last two (a step of one page, missing a worker once, does not make it go). A
+// target that failed every scrape of the step keeps its workers: nothing says they left. A
+// departed worker that comes back later is a new worker, as one first seen then: its first
+// scrape is a baseline unless its _created is after its target's previous successful scrape.
+// So an engine label that changes at every restart, or at every scrape, costs what the workers
+// of the last step or two pages cost, not every worker the target ever had. It returns the
+// workers forgotten, sorted.
+func (t *Tracker) forgetDeparted() []WorkerID {
+	var gone []WorkerID
+	for id, ws := range t.workers {
+		if ws.inStep == t.seq {
+			continue
+		}
+		if tgt := t.targets[id.Target]; tgt != nil && tgt.answered == t.seq && tgt.pages-ws.page >= 2 {
+			// tgt.engines, the workers of its last page (in this step), do not hold it.
+			delete(t.workers, id)
+			gone = append(gone, id)
+		}
+	}
+	slices.SortFunc(gone, WorkerID.Compare)
+	return gone
+}
+
+// KeptWorkers is how many workers the tracker keeps state for (their windows and last values):
+// those of its targets that it has not forgotten.
+func (t *Tracker) KeptWorkers() int { return len(t.workers) }
+
+// StepWorkers is how many workers target will have had in the open step once page is observed:
+// those its pages showed so far in the step, and those on page new to it. The live collector
+// bounds it by the per-target worker limit before a page is recorded or observed, so that a
+// target whose engines change from scrape to scrape holds a bounded number of workers per step.
+func (t *Tracker) StepWorkers(target string, page *window.Page) int {
+	tgt := t.targets[target]
+	if tgt == nil {
+		return len(page.Engines)
+	}
+	n := tgt.stepWorkers
+	for i := range page.Engines {
+		ep := &page.Engines[i]
+		var ws *workerState
+		if i < len(tgt.engines) {
+			// the workers of its last page, found without hashing their names (see Observe)
+			if ref := &tgt.engines[i]; ref.engine == ep.Engine && ref.labels == ep.Labels {
+				ws = ref.ws
+			}
+		}
+		if ws == nil {
+			ws = t.workers[WorkerID{Target: target, Engine: ep.Engine, Labels: ep.Labels}]
+		}
+		if ws == nil || ws.inStep != t.seq {
+			n++
+		}
+	}
+	return n
 }

@@ -43,6 +43,9 @@ func propsRuns(t *testing.T) int {
 // becomes tracked at its first finite value. What cannot be known is never generated: an engine
 // restarts only when all its events have been counted, and an engine without _created only so
 // that its next finite values are below the last ones shown (else no one could see the restart).
+// An engine that no page of its target showed in a step in which the target answered, nor its
+// last two pages, is forgotten at the step's close: the observer has no baseline for it any
+// more, and tracks it only if it restarted since the target's last answer and _created says so.
 
 var (
 	simBounds = []string{"0.25", "0.5", "1", "+Inf"}
@@ -89,12 +92,16 @@ type simEngine struct {
 	up         bool
 	created    float64
 	series     [2]*simSeries // generation_tokens, time_to_first_token_seconds
+	shown      bool          // a page of its target showed it in the open step
+	lastPage   int           // the number of the last page of its target that showed it
 }
 
 type simTarget struct {
-	url     string
-	present bool
-	engines []*simEngine
+	url      string
+	present  bool
+	engines  []*simEngine
+	answered bool // it answered in the open step
+	pages    int  // its successful pages
 }
 
 // show is what a page shows of a series: its values, or a NaN or ±Inf in one of them.
@@ -150,7 +157,7 @@ func TestStepTotalsMatchReference(t *testing.T) {
 		}
 	}
 	t.Logf("%d runs: %v", n, seen)
-	for _, k := range []string{"forget", "restart", "restart without _created", "restart past the old values", "Inf", "NaN", "failed scrape"} {
+	for _, k := range []string{"forget", "restart", "restart without _created", "restart past the old values", "Inf", "NaN", "failed scrape", "worker forgotten"} {
 		if seen[k] == 0 {
 			t.Errorf("no %q in %d runs: the test does not exercise it", k, n)
 		}
@@ -328,7 +335,10 @@ func propRun(seed uint64, seen map[string]int) string {
 				return fmt.Sprintf("generated page does not parse: %v\n%s", err, b.String())
 			}
 			tr.Observe(at(ts), tg.url, pg, nil)
+			tg.answered = true
+			tg.pages++
 			for _, sh := range page {
+				sh.e.shown, sh.e.lastPage = true, tg.pages
 				for i, s := range sh.e.series {
 					switch {
 					case math.IsInf(sh.shows[i].bad, 0):
@@ -354,6 +364,22 @@ func propRun(seed uint64, seen map[string]int) string {
 			r := tr.EndStep(stepN, at(ts))
 			if msg := checkStep(&r, &exp); msg != "" {
 				return fmt.Sprintf("step %d ending at %v: %s", stepN, ts, msg)
+			}
+			for _, tg := range targets {
+				for _, e := range tg.engines {
+					if tg.answered && !e.shown && tg.pages-e.lastPage >= 2 {
+						seen["worker forgotten"]++
+						restarted := e.up && e.hasCreated // since the target's last answer, which did not show it
+						for _, s := range e.series {
+							s.base, s.limit, s.infSeen = false, 0, false
+							if !restarted {
+								s.tracked, s.pend = false, simVals{}
+							}
+						}
+					}
+					e.shown = false
+				}
+				tg.answered = false
 			}
 			exp = simStep{genByWkr: map[WorkerID]float64{}}
 		}

@@ -39,6 +39,10 @@ type Record struct {
 	// Timeline holds every sample of the step; not part of the JSON line, and nil from a
 	// tracker that keeps no timelines (Options.NoTimeline).
 	Timeline *Timeline `json:"-"`
+	// Forgotten are the workers the tracker forgot as the step closed, sorted: their targets
+	// answered in the step, but no page showed them (see Tracker.EndStep). Whatever keeps
+	// something per worker drops theirs. Not part of the JSON line.
+	Forgotten []WorkerID `json:"-"`
 }
 
 // flatten makes the keys of the record's and its workers' Values under prefix: the one place

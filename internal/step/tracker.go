@@ -57,6 +57,7 @@ type Tracker struct {
 	targets map[string]*targetState
 	started bool
 	start   time.Time // start of the open step
+	seq     uint64    // the open step's number in this tracker, from 1
 	open    *acc
 	forgot  map[string]time.Time // when each target was forgotten, until it answers again
 	now     time.Time            // the latest timestamp fed in
@@ -74,11 +75,14 @@ type Tracker struct {
 	phaseKeep keep                 // what a phase keeps: the open step's series, untimed
 }
 
-// workerState is what the tracker keeps of a worker across steps.
+// workerState is what the tracker keeps of a worker across steps, until it is forgotten (see
+// forgetDeparted).
 type workerState struct {
 	w      *window.Worker
 	seen   bool
 	seenAt time.Time // its last successful scrape, when seen
+	inStep uint64    // the seq of the last step in which a page of its target showed it
+	page   uint64    // the number of the last successful page of its target that showed it
 }
 
 // targetState is what the tracker keeps of a target across steps.
@@ -86,6 +90,9 @@ type targetState struct {
 	tried, lastOK       time.Time // its last scrape, and its last successful one
 	hasTried, hasLastOK bool
 	undated             bool // Observe reported it undated
+	answered            uint64 // the seq of the last step in which it answered
+	pages               uint64 // its successful pages so far
+	stepWorkers         int    // the workers its pages have shown in the open step
 	// The workers of its last successful page, in page order: its next page nearly always has
 	// the same ones in the same order, found so without hashing their names.
 	engines []engineRef
@@ -172,7 +179,7 @@ func NewTracker(opt Options) *Tracker {
 	}
 	untimed := opt
 	untimed.NoTimeline = true
-	return &Tracker{opt: opt, workers: map[WorkerID]*workerState{}, targets: map[string]*targetState{}, open: newAcc(), forgot: map[string]time.Time{},
+	return &Tracker{opt: opt, workers: map[WorkerID]*workerState{}, targets: map[string]*targetState{}, seq: 1, open: newAcc(), forgot: map[string]time.Time{},
 		keep: newKeep(opt), phaseKeep: newKeep(untimed), phases: map[string]*phaseAcc{}}
 }
 
@@ -224,6 +231,8 @@ func (t *Tracker) Observe(ts time.Time, target string, page *window.Page, err er
 		since = tgt.lastOK
 	}
 	tgt.lastOK, tgt.hasLastOK = ts, true
+	tgt.answered = t.seq
+	tgt.pages++
 	stepStart := float64(since.UnixNano()) / 1e9
 	at := ts.Sub(t.start) // the offset of this scrape's samples in timelines
 	k := &t.keep
@@ -250,6 +259,11 @@ func (t *Tracker) Observe(ts time.Time, target string, page *window.Page, err er
 			}
 		}
 		ws, wa := ref.ws, ref.wa
+		if ws.inStep != t.seq {
+			ws.inStep = t.seq
+			tgt.stepWorkers++
+		}
+		ws.page = tgt.pages
 		inc := ws.w.Observe(ep, stepStart)
 		if inc.Undated && !tgt.undated {
 			tgt.undated, undated = true, true
@@ -406,11 +420,15 @@ func addHist(acc, d *window.HistDelta) *window.HistDelta {
 
 // EndStep closes the open step as step n at ts (after the boundary scrape has been observed)
 // and opens the next one. A phase open at ts ends with the step and opens again in the next.
+// The workers that departed in the step are forgotten (see forgetDeparted) and named in the
+// record's Forgotten.
 func (t *Tracker) EndStep(n int64, ts time.Time) Record {
 	if !t.started {
 		t.started, t.start = true, ts
 	}
 	r := t.build(n, t.start, ts)
+	r.Forgotten = t.forgetDeparted()
+	t.seq++
 	t.labels.stepEnded()
 	t.start, t.now = ts, ts
 	t.open = newAcc()
@@ -419,6 +437,7 @@ func (t *Tracker) EndStep(n int64, ts time.Time) Record {
 		t.phases[t.phase] = &phaseAcc{acc: newAcc(), first: ts, since: ts, intervals: 1}
 	}
 	for _, tgt := range t.targets {
+		tgt.stepWorkers = 0
 		for i := range tgt.engines {
 			tgt.engines[i].wa = nil
 		}

@@ -1,6 +1,9 @@
 package window
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // ErrLimit is the failure of a page over a target's limits (see Limits).
 var ErrLimit = errors.New("page over limit")
@@ -13,8 +16,20 @@ type Limits struct {
 	// _created, counter and gauge line counts as one, in every spelling on the page).
 	MaxSeries int
 	// MaxWorkers bounds the workers on one page: the distinct values of the engine label and
-	// the worker labels (see Options) among those samples.
+	// the worker labels (see Options) among those samples. The collector bounds by it too the
+	// workers a target has had within a step (see CheckStepWorkers).
 	MaxWorkers int
+}
+
+// CheckStepWorkers is the failure of a page that would bring the workers its target has had
+// within the open step to n, over MaxWorkers: an error wrapping ErrLimit, or nil. A page whose
+// engine labels change from scrape to scrape is within the limit on its own, and would
+// otherwise bring ever more workers.
+func (lim Limits) CheckStepWorkers(n int) error {
+	if lim.MaxWorkers > 0 && n > lim.MaxWorkers {
+		return fmt.Errorf("%w: this page would make %d workers (engines) of the target within the step, more than the limit of %d workers per target", ErrLimit, n, lim.MaxWorkers)
+	}
+	return nil
 }
 
 // DefaultLimits are well above any real vLLM page: a page with 16 data-parallel engines holds
