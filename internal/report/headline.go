@@ -337,27 +337,28 @@ func count(v float64) string {
 func perSecond(v float64) string {
 	switch a := math.Abs(v); {
 	case a >= 1e6:
-		return sig(v/1e6) + "M tok/s"
+		return sig(v/1e6) + "M\u00a0tok/s"
 	case a >= 1e3:
-		return sig(v/1e3) + "k tok/s"
+		return sig(v/1e3) + "k\u00a0tok/s"
 	}
-	return sig(v) + " tok/s"
+	return sig(v) + "\u00a0tok/s"
 }
 
 // percent writes a fraction as a percentage with one decimal.
 func percent(v float64) string { return strconv.FormatFloat(100*v, 'f', 1, 64) + "%" }
 
-// seconds writes a time with three significant digits in s, ms or µs.
+// seconds writes a time with three significant digits in s, ms or µs, the unit joined to the
+// number by a no-break space (as in perSecond), so that a tile breaks between figures only.
 func seconds(v float64) string {
 	switch a := math.Abs(v); {
 	case a == 0:
-		return "0 s"
+		return "0\u00a0s"
 	case a < 1e-3:
-		return sig(v*1e6) + " µs"
+		return sig(v*1e6) + "\u00a0µs"
 	case a < 1:
-		return sig(v*1e3) + " ms"
+		return sig(v*1e3) + "\u00a0ms"
 	}
-	return sig(v) + " s"
+	return sig(v) + "\u00a0s"
 }
 
 func plural(n int, what string) string {

@@ -58,7 +58,7 @@ func TestBrowserFirstView(t *testing.T) {
 			}
 		}
 		// Straggler tails of 0.4 s × the step, in the steps with the balance keys.
-		if tile := got.Tiles[len(got.Tiles)-1]; tile.Value != "400 ms → 2.8 s" || !strings.Contains(tile.Sub, "rising, +400 ms per step") {
+		if tile := got.Tiles[len(got.Tiles)-1]; strings.ReplaceAll(tile.Value, nbsp, " ") != "400 ms → 2.8 s" || !strings.Contains(strings.ReplaceAll(tile.Sub, nbsp, " "), "rising, +400 ms per step") {
 			t.Errorf("straggler tail tile %+v", tile)
 		}
 		if got.Top > 80 || got.Metrics < got.Top {

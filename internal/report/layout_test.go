@@ -62,7 +62,7 @@ func TestHeadline(t *testing.T) {
 	}
 	var got []string
 	for _, x := range d.Headline {
-		got = append(got, fmt.Sprintf("%s | %s | %s | %s | %d", x.ID, x.Label, x.Value, x.Sub, len(x.Spark)))
+		got = append(got, strings.ReplaceAll(fmt.Sprintf("%s | %s | %s | %s | %d", x.ID, x.Label, x.Value, x.Sub, len(x.Spark)), nbsp, " "))
 	}
 	want := []string{
 		"steps | Steps | 4 | steps 1–4 · 50 s in steps | 0",
@@ -122,15 +122,21 @@ func TestTrend(t *testing.T) {
 	}
 }
 
+// nbsp joins a number to its unit in the headline.
+const nbsp = "\u00a0"
+
 func TestFormats(t *testing.T) {
+	if got := seconds(0.0667); got != "66.7"+nbsp+"ms" {
+		t.Errorf("seconds(0.0667) = %q: want the unit joined by a no-break space", got)
+	}
 	for _, tt := range []struct{ got, want string }{
 		{count(0), "0"}, {count(1234567), "1.23M"}, {count(123456), "123,456"}, {count(2.5), "2.5"},
 		{perSecond(32567), "32.6k tok/s"}, {perSecond(999), "999 tok/s"}, {perSecond(2.5e6), "2.5M tok/s"},
 		{seconds(0), "0 s"}, {seconds(4.1173e-5), "41.2 µs"}, {seconds(0.0667), "66.7 ms"}, {seconds(2.2204), "2.22 s"},
 		{percent(0.94103), "94.1%"},
 	} {
-		if tt.got != tt.want {
-			t.Errorf("got %q, want %q", tt.got, tt.want)
+		if got := strings.ReplaceAll(tt.got, nbsp, " "); got != tt.want {
+			t.Errorf("got %q, want %q", got, tt.want)
 		}
 	}
 }

@@ -500,7 +500,7 @@
   var hg = el('tr', { 'class': 'groups' }, thead), hc = el('tr', { 'class': 'charts' }, thead), hs = el('tr', { 'class': 'stats' }, thead);
   var fixed = ['step', 'start', 'duration s', 'workers', 'scrapes ok', 'failed'].concat(P.map(function (p) { return p.name + ' s'; }));
   el('th', { colspan: fixed.length, 'class': 'g-start' }, hg, 'Step');
-  fixed.forEach(function (h) { el('th', { rowspan: 2 }, hc, h); });
+  fixed.forEach(function (h) { el('th', { rowspan: 2, 'class': 'fixed' }, hc, h); });
   var cols = [];
   function columns(name, charts, cls) {
     var width = charts.reduce(function (a, c) { return a + c.keys.length; }, 0);
