@@ -1,10 +1,14 @@
 """Client for vllmstat's HTTP API, for training loops, and a metrics page for in-process engines.
 
-One file (Python 3.9+): copy it next to your trainer or import it. The client needs only the
-standard library; :func:`expose` also uses ``prometheus_client``, which vLLM itself depends on.
+This module is ``vllmstat.client`` in the ``vllmstat`` package (``pip install
+./clients/python``), which bundles the vllmstat binary; ``import vllmstat_client`` is the same
+module. It is also one file (Python 3.9+) that works on its own: copy it next to your trainer as
+``vllmstat_client.py``. The client needs only the standard library; :func:`expose` also uses
+``prometheus_client``, which vLLM itself depends on.
 
-vllmstat runs beside the trainer as a sidecar (``vllmstat run --step-every 0``). At the end of
-each training step the trainer calls :meth:`Client.end_step`; vllmstat scrapes every vLLM
+vllmstat runs beside the trainer as a sidecar (``vllmstat run --step-every 0``), started by
+hand or by :func:`start`, which runs the binary as a child process and stops it at exit. At the
+end of each training step the trainer calls :meth:`Client.end_step`; vllmstat scrapes every vLLM
 engine once more, closes the step and returns its record, whose ``"metrics"`` are a flat dict of
 numbers (``"vllm/prefix_cache_hit_rate"``, ``"vllm/num_preemptions"``, ...) ready to log on the
 trainer's own step axis.
@@ -21,7 +25,7 @@ Example::
 
     from vllmstat_client import Client, log_to, scalars
 
-    vs = Client()                       # http://127.0.0.1:9400, VLLMSTAT_API_TOKEN if set
+    vs = Client()                       # $VLLMSTAT_URL or http://127.0.0.1:9400, VLLMSTAT_API_TOKEN if set
     for step in range(num_steps):
         with vs.phase("rollout"):       # the engines' work in this phase is counted apart
             batch = generate_rollouts(...)
@@ -30,12 +34,24 @@ Example::
         metrics.update(scalars(record)) # "vllm/...", and "vllm/rollout/..." for the phase
         logger.log(metrics, step)       # or, with a wandb run: log_to(wandb_run, record)
 
+The same loop with the sidecar started from Python (no second terminal)::
+
+    import vllmstat_client
+
+    with vllmstat_client.start(targets=["10.0.0.1:8000", "10.0.0.2:8000"], step_every=0,
+                               out_dir="runs/grpo/vllmstat", listen="127.0.0.1:0") as vs:
+        for step in range(num_steps):
+            ...
+            record = vs.end_step(step)
+
 Engines that run inside the trainer's processes (vLLM's ``LLM``/``AsyncLLM`` in a Ray actor, as
 in NeMo-RL, veRL and OpenRLHF) have no ``/metrics`` server; in the process that owns the engine::
 
     from vllmstat_client import expose
     expose("http://TRAINER_HOST:9400")  # serves this process's metrics, registers them with vllmstat
 """
+
+from __future__ import annotations
 
 import atexit
 import contextlib
@@ -44,16 +60,53 @@ import ipaddress
 import json
 import os
 import re
+import shutil
+import signal
 import socket
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
 import warnings
+from collections import deque
+from typing import IO, Any, Callable, Deque, Dict, Iterable, Iterator, List, Mapping, Optional, Union
 
-__all__ = ["Client", "VllmstatError", "expose", "log_to", "ray_targets", "scalars"]
+__all__ = ["Client", "Sidecar", "VllmstatError", "binary_path", "expose", "log_to", "ray_targets", "scalars",
+           "start"]
+
+#: A step record as vllmstat returns it: ``{"step": 3, "metrics": {...}, "phases": {...}, ...}``.
+Record = Dict[str, Any]
+
+# The API's address when neither the caller nor VLLMSTAT_URL names one (vllmstat's default listen).
+DEFAULT_URL = "http://127.0.0.1:9400"
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _read_version() -> str:
+    """The release number from the VERSION file beside this module (the Go binary embeds the
+    same file); "unknown" for a copy of this file on its own."""
+    try:
+        with open(os.path.join(_HERE, "VERSION"), encoding="utf-8") as f:
+            return f.read().strip() or "unknown"
+    except OSError:
+        return "unknown"
+
+
+#: This client's release number; ``vllmstat --version`` of the bundled binary says the same.
+__version__ = _read_version()
+
+
+def _base_url(url: Optional[str]) -> str:
+    """The API's base URL: ``url``, else ``VLLMSTAT_URL``, else the default; ``host:port`` gets http://."""
+    url = url or os.environ.get("VLLMSTAT_URL") or DEFAULT_URL
+    if "://" not in url:
+        url = "http://" + url
+    return url.rstrip("/")
 
 # What vllmstat accepts as a phase name (it also refuses the names of its step keys).
 _PHASE_NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
@@ -65,7 +118,7 @@ class VllmstatError(Exception):
     ``status`` is the HTTP status code (``None`` when there was no answer).
     """
 
-    def __init__(self, message, status=None):
+    def __init__(self, message: str, status: Optional[int] = None) -> None:
         super().__init__(message)
         self.status = status
 
@@ -74,25 +127,32 @@ class Client:
     """Talks to one vllmstat sidecar.
 
     Args:
-        url: base URL of the API (``listen`` in vllmstat's config).
+        url: base URL of the API (``listen`` in vllmstat's config; ``host:port`` is read as
+            ``http://host:port``). Defaults to the ``VLLMSTAT_URL`` environment variable, else
+            ``http://127.0.0.1:9400``, vllmstat's default.
         token: bearer token (``api_token``); defaults to the ``VLLMSTAT_API_TOKEN`` environment
             variable.
         timeout: seconds to wait for an answer. Ending a step waits for one scrape of every
             engine, at most twice vllmstat's scrape timeout.
         strict: raise :class:`VllmstatError` on failure instead of warning and returning empty.
+
+    After its first answered call the client asks ``/healthz`` for vllmstat's version, once,
+    and warns (once per process and vllmstat) when it is not this client's ``__version__``.
     """
 
-    def __init__(self, url="http://127.0.0.1:9400", token=None, timeout=60.0, strict=False):
-        self.url = url.rstrip("/")
+    def __init__(self, url: Optional[str] = None, token: Optional[str] = None, timeout: float = 60.0,
+                 strict: bool = False) -> None:
+        self.url = _base_url(url)
         self.token = token if token is not None else os.environ.get("VLLMSTAT_API_TOKEN") or None
         self.timeout = timeout
         self.strict = strict
         self._failing = False
-        self._warned = set()  # kinds of phase-call failures warned about already
+        self._warned: set = set()  # kinds of phase-call failures warned about already
+        self._version_checked = False
 
     # -- calls ------------------------------------------------------------------------------
 
-    def end_step(self, step):
+    def end_step(self, step: int) -> Record:
         """Ends training step ``step`` and returns its record (``{}`` on failure).
 
         Step numbers must increase; they may skip (log every 5th step, say).
@@ -101,7 +161,7 @@ class Client:
             raise ValueError("step must be an int >= 0, got %r" % (step,))
         return self._call("POST", "/v1/steps/end", {"step": step}, empty={})
 
-    def start_phase(self, name):
+    def start_phase(self, name: str) -> Optional[Dict[str, Any]]:
         """Starts phase ``name`` in the open step; returns the edge (``None`` on failure).
 
         The edge, ``{"phase", "edge": "start", "ts", "ended"}``, takes effect after a boundary
@@ -112,12 +172,12 @@ class Client:
         """
         return self._phase_edge("start", name, depth=2)
 
-    def end_phase(self, name):
+    def end_phase(self, name: str) -> Optional[Dict[str, Any]]:
         """Ends phase ``name``; returns the edge (``None`` on failure, e.g. when it is not open)."""
         return self._phase_edge("end", name, depth=2)
 
     @contextlib.contextmanager
-    def phase(self, name):
+    def phase(self, name: str) -> Iterator[Optional[Dict[str, Any]]]:
         """Runs the ``with`` body as phase ``name``: starts it on entry and ends it on exit.
 
         The phase ends also when the body raises, and the body's exception propagates as it
@@ -140,25 +200,25 @@ class Client:
             raise
         self._phase_edge("end", name, depth=3)
 
-    def live(self):
+    def live(self) -> Dict[str, Any]:
         """Returns the open step so far and every target's state: ``{"step": ..., "targets": [...]}``."""
         return self._call("GET", "/v1/live", empty={})
 
-    def steps(self, since=0):
+    def steps(self, since: int = 0) -> List[Record]:
         """Returns the closed steps numbered ``since`` or later that vllmstat keeps in memory."""
         out = self._call("GET", "/v1/steps?" + urllib.parse.urlencode({"since": int(since)}), empty={})
         return out.get("steps", []) if out else []
 
-    def step(self, number):
+    def step(self, number: int) -> Record:
         """Returns one closed step's record (``{}`` if unknown or on failure)."""
         return self._call("GET", "/v1/steps/%d" % int(number), empty={})
 
-    def set_targets(self, urls):
+    def set_targets(self, urls: Iterable[str]) -> List[str]:
         """Replaces the scraped targets (http/https ``/metrics`` URLs); returns them as vllmstat keeps them."""
         out = self._call("PUT", "/v1/targets", {"targets": list(urls)}, empty={})
         return out.get("targets", []) if out else []
 
-    def add_targets(self, urls):
+    def add_targets(self, urls: Iterable[str]) -> List[str]:
         """Adds targets, leaving the others alone (idempotent); returns every target now scraped.
 
         Many workers may each add their own URL at the same time.
@@ -166,7 +226,7 @@ class Client:
         out = self._call("POST", "/v1/targets", {"targets": list(urls)}, empty={})
         return out.get("targets", []) if out else []
 
-    def remove_targets(self, urls):
+    def remove_targets(self, urls: Iterable[str]) -> List[str]:
         """Removes these targets (idempotent: unknown URLs are ignored); returns every target now scraped.
 
         What a removed target counted stays in the open step.
@@ -174,15 +234,23 @@ class Client:
         out = self._call("DELETE", "/v1/targets", {"targets": list(urls)}, empty={})
         return out.get("targets", []) if out else []
 
-    def targets(self):
+    def targets(self) -> List[str]:
         """Returns the current targets."""
         out = self._call("GET", "/v1/targets", empty={})
         return out.get("targets", []) if out else []
 
-    def health(self):
-        """Returns True when vllmstat answers its health check."""
+    def health(self) -> bool:
+        """Returns True when vllmstat answers its health check (and compares its version)."""
         out = self._call("GET", "/healthz", empty={})
+        if out:
+            self._version_checked = True
+            _compare_version(self.url, out, stacklevel=3)
         return bool(out) and out.get("status") == "ok"
+
+    def version(self) -> Optional[str]:
+        """Returns the version vllmstat reports on ``/healthz`` (``None`` on failure or when it reports none)."""
+        out = self._call("GET", "/healthz", empty={})
+        return out.get("version") if out else None
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -231,7 +299,19 @@ class Client:
                 raise
             return self._failed(e, empty)
         self._failing = False
+        if not self._version_checked and path != "/healthz":
+            self._version_checked = True
+            self._check_version()
         return out
+
+    def _check_version(self):
+        """Asks vllmstat for its version once; a failure here is not the call's and stays silent."""
+        try:
+            out = self._request("GET", "/healthz", None)
+        except VllmstatError:
+            return
+        if isinstance(out, dict):
+            _compare_version(self.url, out, stacklevel=5)
 
     def _failed(self, e, empty=None, stacklevel=4):
         """Warns about a failed call unless the previous one failed too; returns empty."""
@@ -275,7 +355,26 @@ class Client:
             raise VllmstatError("%s %s: answer is not JSON: %r" % (method, path, raw[:200])) from None
 
 
-def scalars(record, prefix=""):
+_versions_lock = threading.Lock()
+_versions_warned: set = set()  # (url, version) pairs warned about in this process
+
+
+def _compare_version(url: str, health: Mapping[str, Any], stacklevel: int) -> None:
+    """Warns, once per process and (url, version), when vllmstat's version is not this client's."""
+    theirs = health.get("version")
+    if __version__ == "unknown" or theirs == __version__:
+        return
+    with _versions_lock:
+        if (url, theirs) in _versions_warned:
+            return
+        _versions_warned.add((url, theirs))
+    said = "reports no version (it is older than this client)" if theirs is None else "is version %s" % (theirs,)
+    warnings.warn("vllmstat: the vllmstat at %s %s, this client is version %s; records and calls may "
+                  "differ from what this client documents" % (url, said, __version__),
+                  RuntimeWarning, stacklevel=stacklevel + 1)
+
+
+def scalars(record: Optional[Mapping[str, Any]], prefix: str = "") -> Dict[str, Any]:
     """Returns a step record's numbers as one flat dict, to merge into a trainer's own log.
 
     Holds the record's ``"metrics"`` and every phase's, with the phase's name after the key's
@@ -292,7 +391,8 @@ def scalars(record, prefix=""):
     return out
 
 
-def log_to(run, record, images=False, out_dir=None, prefix=""):
+def log_to(run: Any, record: Optional[Mapping[str, Any]], images: bool = False, out_dir: Optional[str] = None,
+           prefix: str = "") -> None:
     """Logs a step record's metrics to ``run`` at ``step=record["step"]``.
 
     What is logged is :func:`scalars` of the record: the step's keys and each phase's.
@@ -346,6 +446,471 @@ def _image_factory(run):
     return getattr(mod, "Image", None)
 
 
+# -- the sidecar ---------------------------------------------------------------------------------
+#
+# start() runs `vllmstat run` as a child process of the trainer: its settings go into a config
+# file of its own (JSON, which vllmstat reads as YAML), or, beside a config file the trainer
+# names, into the flags that set them. The API's address, which the trainer may leave to the
+# system (port 0), is read from the run's "api listening url=..." line.
+
+# Settings that a flag of `vllmstat run` sets: with a config file, these are all start() can add.
+_RUN_FLAGS = {
+    "targets": "--target",
+    "out_dir": "--out",
+    "listen": "--listen",
+    "step_every": "--step-every",
+    "scrape_timeout": "--scrape-timeout",
+    "vllm_metrics_logger_interval": "--interval",
+    "metric_prefix": "--metric-prefix",
+    "per_worker": "--per-worker",
+    "vllm_metrics_log_scalars": "--log-scalars",
+    "record": "--record",
+    "worker_labels": "--worker-labels",
+    "sinks": "--sinks",
+}
+# Short names start() takes for config keys.
+_ALIASES = {"interval": "vllm_metrics_logger_interval"}
+# How many of the sidecar's last output lines are kept for error messages.
+_TAIL_LINES = 40
+_API_LINE = re.compile(r'api listening"? url=(\S+)')
+
+_sidecars_lock = threading.Lock()
+_sidecars: set = set()  # sidecars not closed yet: closed at interpreter exit
+_sidecars_at_exit = False
+
+
+def _bundled_binary() -> Optional[str]:
+    """The binary that installing the package built into it, if this is an installed package."""
+    path = os.path.join(_HERE, "bin", "vllmstat.exe" if os.name == "nt" else "vllmstat")
+    return path if os.path.isfile(path) and os.access(path, os.X_OK) else None
+
+
+def binary_path() -> str:
+    """Returns the vllmstat binary that :func:`start` runs.
+
+    ``VLLMSTAT_BIN`` when it is set; else the binary bundled in the installed package (``pip
+    install ./clients/python`` builds it); else ``vllmstat`` on ``PATH``. Raises
+    ``FileNotFoundError`` when there is none.
+    """
+    for path in (os.environ.get("VLLMSTAT_BIN"), _bundled_binary(), shutil.which("vllmstat")):
+        if path:
+            return path
+    raise FileNotFoundError("no vllmstat binary: VLLMSTAT_BIN is not set, this copy of the client has none "
+                            "bundled and there is no vllmstat on PATH (pip install ./clients/python from a "
+                            "clone of vllmstat bundles one; or go install ./cmd/vllmstat)")
+
+
+class Sidecar(Client):
+    """A ``vllmstat run`` that :func:`start` runs as a child process, and a :class:`Client` for it.
+
+    Stop it with :meth:`close`, or use it as a context manager; one still running at interpreter
+    exit is stopped then. Stopping sends SIGTERM: vllmstat scrapes every engine once more,
+    closes (or, with ``step_every=0``, sets apart) the open step, flushes its sinks and exits.
+
+    When the process ends on its own, a warning gives its exit code and last output lines, and
+    calls that find it gone fail with them (``strict``: :class:`VllmstatError`).
+
+    Attributes:
+        url: the API's base URL, with the port the system chose for ``listen`` port 0.
+        process: the ``subprocess.Popen`` of the binary.
+        out_dir: the run's output directory when ``start()`` was given it, else ``None``.
+    """
+
+    def __init__(self, url: str, process: subprocess.Popen, output: _Output, out_dir: Optional[str] = None,
+                 token: Optional[str] = None, timeout: float = 60.0, strict: bool = False,
+                 cleanup: Optional[str] = None) -> None:
+        super().__init__(url, token=token, timeout=timeout, strict=strict)
+        self.process = process
+        self.out_dir = out_dir
+        self._output = output
+        self._cleanup = cleanup  # the directory of the config file start() wrote
+        self._state = threading.Lock()
+        self._closing = False
+        self._exit_warned = False
+        output.on_end(self._ended)
+
+    @property
+    def pid(self) -> int:
+        """The process id of the binary."""
+        return self.process.pid
+
+    @property
+    def returncode(self) -> Optional[int]:
+        """The exit code once the process has ended, else ``None``."""
+        return self.process.poll()
+
+    def output(self) -> List[str]:
+        """The last lines the process wrote (stdout and stderr, up to 40)."""
+        return list(self._output.tail)
+
+    def close(self, timeout: float = 60.0) -> Optional[int]:
+        """Stops the process (SIGTERM; SIGKILL after ``timeout`` seconds) and returns its exit code.
+
+        vllmstat exits 0 after a clean stop. Calling it again returns the same code.
+        """
+        with self._state:
+            self._closing = True
+        try:
+            if self.process.poll() is None:
+                try:
+                    self.process.send_signal(signal.SIGTERM)
+                except OSError:
+                    pass
+                try:
+                    self.process.wait(timeout)
+                except subprocess.TimeoutExpired:
+                    warnings.warn("vllmstat: the sidecar (pid %d) did not stop within %gs of SIGTERM; killing it"
+                                  % (self.process.pid, timeout), RuntimeWarning, stacklevel=2)
+                    self.process.kill()
+                    self.process.wait()
+            self._output.join(10.0)
+        finally:
+            if self._cleanup:
+                shutil.rmtree(self._cleanup, ignore_errors=True)
+                self._cleanup = None
+            with _sidecars_lock:
+                _sidecars.discard(self)
+        return self.process.returncode
+
+    def __enter__(self) -> Sidecar:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "running" if self.process.poll() is None else "exited %d" % self.process.returncode
+        return "<vllmstat.Sidecar pid=%d url=%s %s>" % (self.process.pid, self.url, state)
+
+    def _request(self, method, path, body):
+        try:
+            return super()._request(method, path, body)
+        except VllmstatError as e:
+            if e.status is None and self.process.poll() is not None:
+                raise VllmstatError("%s %s: the vllmstat sidecar %s" % (method, path, self._exit_story())) from None
+            raise
+
+    def _exit_story(self) -> str:
+        return "(pid %d) exited with code %s; its last lines:\n%s" % (
+            self.process.pid, self.process.poll(), _indent(self._output.tail))
+
+    def _ended(self) -> None:
+        """The process's output ended: unless it is being stopped, says that it died, and how."""
+        try:
+            self.process.wait(5.0)
+        except subprocess.TimeoutExpired:
+            return  # closed its output but lives on: the calls will tell
+        with self._state:
+            if self._closing or self._exit_warned:
+                return
+            self._exit_warned = True
+        warnings.warn("vllmstat: the sidecar " + self._exit_story(), RuntimeWarning, stacklevel=2)
+
+
+class _Output:
+    """Follows a child's log file on a thread: keeps its last lines, finds the API's URL, copies
+    the lines on, and tells when the process has ended.
+
+    The child writes to a file, not a pipe: it never waits for this process to read (a trainer
+    busy in a long call must not stall the scrapes), and it can still log its shutdown when
+    this process is gone (a write to a pipe whose reader died would end it with SIGPIPE).
+    """
+
+    _POLL = 0.05  # seconds between looks at the file while it has nothing new
+
+    def __init__(self, path: str, process: subprocess.Popen, echo: Union[bool, IO[str]]) -> None:
+        self.tail: Deque[str] = deque(maxlen=_TAIL_LINES)
+        self.url: Optional[str] = None
+        self.changed = threading.Condition()
+        self.ended = False  # the process has ended and its output was read to the end
+        self._path = path
+        self._process = process
+        self._echo = echo
+        self._on_end: Optional[Callable[[], None]] = None
+        self._thread = threading.Thread(target=self._follow, name="vllmstat-sidecar-output", daemon=True)
+        self._thread.start()
+
+    def _follow(self) -> None:
+        try:
+            with open(self._path, encoding="utf-8", errors="replace") as f:
+                part = ""
+                last_look = False
+                while True:
+                    got = f.readline()
+                    if got.endswith("\n"):
+                        self._line(part + got)
+                        part = ""
+                    elif got:
+                        part += got  # the rest of the line is not written yet
+                    elif last_look:
+                        if part:
+                            self._line(part + "\n")
+                        break
+                    elif self._process.poll() is not None:
+                        last_look = True  # read what it wrote before it ended, then stop
+                    else:
+                        time.sleep(self._POLL)
+        except (OSError, ValueError):
+            pass
+        finally:
+            with self.changed:
+                self.ended = True
+                self.changed.notify_all()
+                on_end = self._on_end
+            if on_end is not None:
+                on_end()
+
+    def _line(self, line: str) -> None:
+        with self.changed:
+            self.tail.append(line.rstrip("\n"))
+            if self.url is None:
+                m = _API_LINE.search(line)
+                if m:
+                    self.url = m.group(1)
+            self.changed.notify_all()
+        out = sys.stderr if self._echo is True else (self._echo or None)
+        if out is not None:
+            try:
+                out.write(line)
+                out.flush()
+            except Exception:  # a closed or odd stream must not stop the reading
+                pass
+
+    def on_end(self, f: Callable[[], None]) -> None:
+        """Calls f once the process has ended and its output was read (at once if it has)."""
+        with self.changed:
+            self._on_end = f
+            ended = self.ended
+        if ended:
+            f()
+
+    def wait_url(self, deadline: float) -> Optional[str]:
+        """Waits until the API's URL is seen, the process ends or the deadline passes."""
+        with self.changed:
+            while self.url is None and not self.ended:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self.changed.wait(left)
+            return self.url
+
+    def join(self, timeout: float) -> None:
+        self._thread.join(timeout)
+
+
+def _indent(lines: Iterable[str]) -> str:
+    return "\n".join("    " + line for line in lines) or "    (nothing)"
+
+
+def _parent_death_signal() -> Optional[Callable[[], None]]:
+    """On Linux, a preexec_fn that has the kernel send the child SIGTERM when its parent dies.
+
+    A trainer killed without running its exit handlers (SIGKILL, an unhandled signal, os._exit)
+    then leaves no sidecar behind holding the port and the out_dir. Only from the main thread:
+    the signal comes when the thread that started the child ends.
+    """
+    if not sys.platform.startswith("linux") or threading.current_thread() is not threading.main_thread():
+        return None
+    try:
+        import ctypes
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    pr_set_pdeathsig, sigterm = 1, int(signal.SIGTERM)
+
+    def set_signal() -> None:
+        prctl(pr_set_pdeathsig, sigterm, 0, 0, 0)
+
+    return set_signal
+
+
+def _config_file_value(key: str, value: Any) -> Any:
+    """A start() setting as vllmstat's config file wants it."""
+    if key in ("targets", "sinks", "worker_labels", "file_sd") and isinstance(value, str):
+        return [v.strip() for v in value.split(",") if v.strip()] if key != "targets" else [value]
+    if isinstance(value, (list, tuple)):
+        return [_config_file_value("", v) for v in value]
+    if isinstance(value, Mapping):
+        return {k: _config_file_value(k, v) for k, v in value.items()}
+    return value
+
+
+def _absolute_paths(key: str, value: Any) -> Any:
+    """Makes the file paths in a config relative to the working directory, as the trainer meant
+    them, instead of to the config file, which start() writes elsewhere."""
+    if isinstance(value, Mapping):
+        return {k: _absolute_paths(k, v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_absolute_paths(key, v) for v in value]
+    if isinstance(value, str) and value and (key == "file_sd" or key.endswith("_file")):
+        return os.path.abspath(value)
+    return value
+
+
+def _flag_args(key: str, value: Any) -> List[str]:
+    """The `vllmstat run` flags that set a start() setting, beside a config file."""
+    flag = _RUN_FLAGS[key]
+    if key == "targets":
+        return [a for t in ([value] if isinstance(value, str) else value) for a in (flag, str(t))]
+    if isinstance(value, bool):
+        return [flag + "=" + ("true" if value else "false")]
+    if key in ("worker_labels", "sinks") and not isinstance(value, str):
+        if key == "sinks" and not all(isinstance(v, str) for v in value):
+            raise TypeError("start(): with a config file, sinks= takes sink names (tensorboard, wandb, csv); "
+                            "put sinks with settings in the file")
+        value = ",".join(value)
+    return [flag, str(value)]
+
+
+def start(config: Union[str, os.PathLike, Mapping[str, Any], None] = None, *, binary: Optional[str] = None,
+          echo: Union[bool, IO[str]] = True, start_timeout: float = 60.0, timeout: float = 60.0,
+          strict: bool = False, **settings: Any) -> Sidecar:
+    """Starts vllmstat as a sidecar of this process and returns a :class:`Sidecar` for it.
+
+    Runs ``vllmstat run`` with the given configuration, waits until its API answers
+    ``/healthz``, and returns an object that is also a :class:`Client` for it; the process is
+    stopped (SIGTERM) by :meth:`Sidecar.close`, at the end of a ``with`` block, or at
+    interpreter exit. On Linux it is also stopped if this process dies without exiting
+    (SIGKILL) when started from the main thread.
+
+    Args:
+        config: vllmstat's configuration: ``None``, a dict of its keys (as in its YAML file),
+            or the path of a YAML file (vllmstat's, or a NeMo-RL config).
+        settings: configuration keys, which override ``config``'s: ``targets`` (list of
+            ``/metrics`` URLs or ``host:port``), ``out_dir``, ``listen`` (``"127.0.0.1:0"``
+            lets the system choose the port; :attr:`Sidecar.url` has it), ``step_every`` (``0``:
+            steps end only through :meth:`Client.end_step`), ``interval`` (for
+            ``vllm_metrics_logger_interval``), ``sinks`` (names, or dicts with a ``type``),
+            ``api_token`` (given to vllmstat in its environment, and used by the client), and
+            any other key of vllmstat's config. Beside a config file, only the keys that a flag
+            of ``vllmstat run`` sets can be given (``targets``, ``out_dir``, ``listen``,
+            ``step_every``, ``interval``, ``scrape_timeout``, ``metric_prefix``, ``per_worker``,
+            ``vllm_metrics_log_scalars``, ``record``, ``worker_labels``, ``sinks`` by name).
+        binary: the vllmstat binary to run; default :func:`binary_path`.
+        echo: where the process's output lines (its step summaries and log) are copied:
+            ``True`` for this process's stderr, ``False`` for nowhere, or a text stream. The
+            last 40 are kept either way for error messages (:meth:`Sidecar.output`).
+        start_timeout: seconds to wait for the API to answer.
+        timeout, strict: as for :class:`Client`.
+
+    Raises :class:`VllmstatError` (with the process's last lines) when it exits or does not
+    answer within ``start_timeout``, ``FileNotFoundError`` when there is no binary, and
+    ``TypeError``/``ValueError`` for settings it cannot pass.
+    """
+    settings = {_ALIASES.get(k, k): v for k, v in settings.items()}
+    token = settings.pop("api_token", None)
+    exe = binary or binary_path()
+    args = [exe, "run"]
+    # A private directory for the run's log and the config file written here (0700: the config
+    # may hold credentials), removed when the sidecar is closed.
+    cleanup = tempfile.mkdtemp(prefix="vllmstat-sidecar-")
+    if config is None or isinstance(config, Mapping):
+        merged = {_ALIASES.get(k, k): v for k, v in (config or {}).items()}
+        file_token = merged.pop("api_token", None)
+        token = token if token is not None else file_token
+        merged.update(settings)
+        if "listen" in merged and not merged["listen"]:
+            shutil.rmtree(cleanup, ignore_errors=True)
+            raise ValueError("start(): the sidecar needs its API: listen must be an address, such as 127.0.0.1:0")
+        out_dir = merged.get("out_dir")
+        if merged:
+            path = os.path.join(cleanup, "vllmstat.json")
+            body = _absolute_paths("", {k: _config_file_value(k, v) for k, v in merged.items()})
+            with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w", encoding="utf-8") as f:
+                json.dump(body, f, indent=1)
+            args += ["--config", path]
+    else:
+        other = sorted(k for k in settings if k not in _RUN_FLAGS)
+        if other:
+            shutil.rmtree(cleanup, ignore_errors=True)
+            raise TypeError("start(): beside a config file only the settings that flags of vllmstat run set can be "
+                            "given (%s); put %s in the file, or pass config as a dict"
+                            % (", ".join(sorted(_RUN_FLAGS)), ", ".join(other)))
+        if "listen" in settings and not settings["listen"]:
+            shutil.rmtree(cleanup, ignore_errors=True)
+            raise ValueError("start(): the sidecar needs its API: listen must be an address, such as 127.0.0.1:0")
+        args += ["--config", os.fspath(config)]
+        try:
+            for k, v in settings.items():
+                args += _flag_args(k, v)
+        except TypeError:
+            shutil.rmtree(cleanup, ignore_errors=True)
+            raise
+        out_dir = settings.get("out_dir")
+    env = dict(os.environ)
+    if token:
+        env["VLLMSTAT_API_TOKEN"] = token
+    deadline = time.monotonic() + start_timeout
+    log = os.path.join(cleanup, "vllmstat.log")
+    try:
+        with open(log, "wb") as logf:
+            proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT, env=env,
+                                    preexec_fn=_parent_death_signal())
+    except BaseException:
+        shutil.rmtree(cleanup, ignore_errors=True)
+        raise
+    output = _Output(log, proc, echo)
+
+    def fail(why: str) -> VllmstatError:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        output.join(5.0)
+        shutil.rmtree(cleanup, ignore_errors=True)
+        return VllmstatError("vllmstat (%s) %s; its last lines:\n%s" % (" ".join(args[1:]), why, _indent(output.tail)))
+
+    try:
+        url = output.wait_url(deadline)
+        if url is None:
+            if output.ended:
+                try:
+                    proc.wait(5.0)
+                except subprocess.TimeoutExpired:
+                    pass
+            if proc.poll() is not None:
+                raise fail("exited with code %d before its API answered" % proc.returncode)
+            raise fail("did not say where its API listens within %gs" % start_timeout)
+        probe = Client(url, timeout=2.0, strict=True)
+        while True:
+            try:
+                health = probe._request("GET", "/healthz", None)
+                break
+            except VllmstatError as e:
+                if proc.poll() is not None:
+                    raise fail("exited with code %d before its API answered" % proc.returncode) from None
+                if time.monotonic() > deadline:
+                    raise fail("did not answer %s/healthz within %gs: %s" % (url, start_timeout, e)) from None
+                time.sleep(0.05)
+    except BaseException:
+        if proc.poll() is None:  # KeyboardInterrupt and the like: leave nothing running
+            proc.kill()
+            proc.wait()
+        shutil.rmtree(cleanup, ignore_errors=True)
+        raise
+    sidecar = Sidecar(url, proc, output, out_dir=out_dir, token=token or env.get("VLLMSTAT_API_TOKEN"),
+                      timeout=timeout, strict=strict, cleanup=cleanup)
+    sidecar._version_checked = True
+    if isinstance(health, dict):
+        _compare_version(url, health, stacklevel=2)
+    global _sidecars_at_exit
+    with _sidecars_lock:
+        _sidecars.add(sidecar)
+        if not _sidecars_at_exit:
+            atexit.register(_close_sidecars)
+            _sidecars_at_exit = True
+    return sidecar
+
+
+def _close_sidecars() -> None:
+    with _sidecars_lock:
+        running = list(_sidecars)
+    for s in running:
+        try:
+            s.close()
+        except Exception:  # at exit, nothing to report to
+            pass
+
+
 # -- in-process engines -------------------------------------------------------------------------
 #
 # NeMo-RL, veRL and OpenRLHF run vLLM's LLM/AsyncLLM inside a Ray actor, with no HTTP server.
@@ -393,7 +958,8 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_after_fork)
 
 
-def expose(vllmstat="http://127.0.0.1:9400", port=0, host=None, token=None):
+def expose(vllmstat: Optional[str] = None, port: int = 0, host: Optional[str] = None,
+           token: Optional[str] = None) -> str:
     """Serves this process's Prometheus metrics and registers them with vllmstat.
 
     Call it in the process that owns the vLLM engine (the Ray actor holding the ``LLM`` or
@@ -402,7 +968,8 @@ def expose(vllmstat="http://127.0.0.1:9400", port=0, host=None, token=None):
     served as a whole). Returns the page's URL, ``http://HOST:PORT/metrics``.
 
     Args:
-        vllmstat: base URL of vllmstat's API.
+        vllmstat: base URL of vllmstat's API; defaults to ``VLLMSTAT_URL``, else
+            ``http://127.0.0.1:9400``.
         port: port to serve on; 0 takes any free one.
         host: address to serve on and to advertise. By default the loopback address when
             ``vllmstat`` is on loopback, else this machine's address on the interface that
@@ -431,6 +998,7 @@ def expose(vllmstat="http://127.0.0.1:9400", port=0, host=None, token=None):
     """
     global _exposure, _at_exit_set
     try:
+        vllmstat = _base_url(vllmstat)
         with _expose_lock:
             if _exposure is None:
                 bind, advertise = _choose_host(vllmstat, host)
@@ -460,7 +1028,7 @@ def _close_when_multiprocessing_ends():
     util.Finalize(None, _close_at_exit, exitpriority=0)
 
 
-def ray_targets():
+def ray_targets() -> List[str]:
     """Returns the metrics-agent URL of every alive Ray node: ``http://ADDR:PORT/metrics``.
 
     With vLLM's Ray stat logger (``RayPrometheusStatLogger``), engine metrics reach Ray's
@@ -468,7 +1036,7 @@ def ray_targets():
     :meth:`Client.add_targets` or ``--target``. Needs ``ray.init()`` to have been called.
     """
     try:
-        import ray  # noqa: F401  (imported here so that the rest of the module needs no Ray)
+        import ray  # type: ignore  # noqa: F401  (imported here so that the rest of the module needs no Ray)
     except ImportError:
         raise ImportError("ray_targets() needs Ray in this Python (pip install ray); "
                           "it reads the nodes' metrics-agent ports from ray.nodes()") from None
@@ -560,7 +1128,7 @@ class _Exposure:
         family = socket.AF_INET6 if ":" in bind else socket.AF_INET
         server_class = _Server6 if family == socket.AF_INET6 else _Server
         self._server = make_server(bind, port, self._serve, server_class=server_class, handler_class=_QuietHandler)
-        self.url = "http://%s:%d/metrics" % (_url_host(advertise), self._server.server_port)
+        self.url: str = "http://%s:%d/metrics" % (_url_host(advertise), self._server.server_port)
         self._thread = threading.Thread(target=self._server.serve_forever, name="vllmstat-metrics", daemon=True)
         self._thread.start()
         self._regs = {}
@@ -585,7 +1153,9 @@ class _Exposure:
                 return
             reg = self._regs.get(key)
             if reg is None:
-                reg = _Registration(Client(key, token=token, timeout=_CALL_TIMEOUT, strict=True), self.url)
+                client = Client(key, token=token, timeout=_CALL_TIMEOUT, strict=True)
+                client._version_checked = True  # the trainer's client warns; a registration stays quiet
+                reg = _Registration(client, self.url)
                 self._regs[key] = reg
         # again on a later call (adding is idempotent): a restarted vllmstat has lost its targets
         reg.start(_FIRST_WAIT)
@@ -759,7 +1329,8 @@ def _server_classes():
             # HTTPServer.server_bind resolves the bound address's name (getfqdn), which can
             # stall for seconds on a machine with slow reverse DNS; the name is not needed.
             socketserver.TCPServer.server_bind(self)
-            self.server_name, self.server_port = self.server_address[:2]
+            host, port = self.server_address[:2]
+            self.server_name, self.server_port = str(host), int(port)
             self.setup_environ()
 
     class Server6(Server):
