@@ -267,9 +267,11 @@ func groupKeys(keys []string) []group {
 }
 
 // foldZeros takes the keys that are 0 in every step that has them out of the charts: a chart
-// keeps its other keys, or goes when it has none. The keys taken out come back as charts of
-// their own, in page order, for the page's one line that names them.
-func foldZeros(gs []group, vals []values) ([]group, []chart) {
+// keeps its other keys, or goes when it has none. A phase's key goes only with the whole step's
+// key that it is the phase's value of (of[k], -1 for none): a phase without preemptions is news
+// beside a step with some. The keys taken out come back as charts of their own, in page order,
+// for the page's one line that names them.
+func foldZeros(gs []group, vals []values, of []int) ([]group, []chart) {
 	zero := func(vs values) bool {
 		seen := false
 		for _, v := range vs {
@@ -283,6 +285,9 @@ func foldZeros(gs []group, vals []values) ([]group, []chart) {
 		}
 		return seen
 	}
+	fold := func(k int) bool {
+		return zero(vals[k]) && (of[k] < 0 || of[k] == k || zero(vals[of[k]]))
+	}
 	var folded []chart
 	out := gs[:0]
 	for _, g := range gs {
@@ -290,7 +295,7 @@ func foldZeros(gs []group, vals []values) ([]group, []chart) {
 		for _, c := range g.Charts {
 			var keep, zeros []int
 			for _, k := range c.Keys {
-				if zero(vals[k]) {
+				if fold(k) {
 					zeros = append(zeros, k)
 				} else {
 					keep = append(keep, k)

@@ -119,8 +119,8 @@ func TestBrowserFirstView(t *testing.T) {
 				t.Errorf("chart %+v: titled by its key, or zero in every step", c)
 			}
 		}
-		wantZero := `Always zero in every step, not charted: External prefix cache queries · External prefix cache hits · Preemptions (rollout) · ` +
-			`Requests finished (abort, error) · <img src=z onerror="window.__xss=4">`
+		wantZero := `Always zero in every step, not charted: External prefix cache queries · External prefix cache hits · ` +
+			`Requests finished (abort, error) · Time to first token (rollout p99) · <img src=z onerror="window.__xss=4">`
 		if got.Zero != wantZero {
 			t.Errorf("always-zero line:\n%s\nwant:\n%s", got.Zero, wantZero)
 		}

@@ -142,8 +142,9 @@ func TestFormats(t *testing.T) {
 }
 
 // zeroRun is testStep's run with keys that are 0 in every step: the external prefix cache's
-// counters (vLLM 0.20 registers them always), some finish reasons, a phase's value and a key
-// with markup in its name.
+// counters (vLLM 0.20 registers them always) also in the rollout, some finish reasons, a
+// rollout's statistic that the whole step has not, a key with markup in its name; and the
+// rollout's preemptions, zero where the whole step's are not.
 func zeroRun(t testing.TB, dir string, steps int) []*step.Record {
 	t.Helper()
 	var recs []*step.Record
@@ -157,7 +158,8 @@ func zeroRun(t testing.TB, dir string, steps int) []*step.Record {
 			r.Metrics["vllm/request_success/error"] = 0
 		}
 		r.Phases = map[string]*step.Phase{rolloutPhase: {DurationS: 1, Intervals: 1, Metrics: map[string]float64{
-			"vllm/generation_tokens_per_s": 5, "vllm/num_preemptions": 0}}}
+			"vllm/generation_tokens_per_s": 5, "vllm/num_preemptions": 0, "vllm/external_prefix_cache_queries": 0,
+			"vllm/time_to_first_token_seconds/p99": 0}}}
 		recs = append(recs, r)
 	}
 	writeSteps(t, dir, recs, true)
@@ -180,10 +182,10 @@ func TestFoldZeros(t *testing.T) {
 		zero = append(zero, c.ID+" ("+c.Title+") = "+strings.Join(ks, ","))
 	}
 	want := []string{
-		"external_prefix_cache_queries (External prefix cache queries) = vllm/external_prefix_cache_queries",
+		"external_prefix_cache_queries (External prefix cache queries) = vllm/external_prefix_cache_queries,vllm/rollout/external_prefix_cache_queries",
 		"external_prefix_cache_hits (External prefix cache hits) = vllm/external_prefix_cache_hits",
-		"num_preemptions (Preemptions) = vllm/rollout/num_preemptions",
 		"request_success (Requests finished) = vllm/request_success/abort,vllm/request_success/error",
+		"time_to_first_token_seconds (Time to first token) = vllm/rollout/time_to_first_token_seconds/p99",
 		`<img src=z onerror="window.__xss=4"> (<img src=z onerror="window.__xss=4">) = vllm/<img src=z onerror="window.__xss=4">`,
 	}
 	if strings.Join(zero, "\n") != strings.Join(want, "\n") {
@@ -213,7 +215,7 @@ func TestFoldZeros(t *testing.T) {
 	if got := charts["request_success"]; !slices.Equal(got, []string{"vllm/request_success/length", "vllm/request_success/stop"}) {
 		t.Errorf("finish reasons charted: %v", got)
 	}
-	if got := charts["num_preemptions"]; !slices.Equal(got, []string{"vllm/num_preemptions"}) {
+	if got := charts["num_preemptions"]; !slices.Equal(got, []string{"vllm/num_preemptions", "vllm/rollout/num_preemptions"}) {
 		t.Errorf("preemptions charted: %v", got)
 	}
 	if _, ok := charts["external_prefix_cache_queries"]; ok {

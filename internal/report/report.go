@@ -349,7 +349,21 @@ func build(title string, recs []*step.Record, bals []*stepBalance, src timelineS
 	if d.KeyOf != nil {
 		of = d.KeyOf
 	}
-	d.Groups, d.Zero = foldZeros(groupKeys(of), d.Values)
+	whole := make([]int, len(d.Keys)) // for each key, the whole step's key it is the value of
+	index := make(map[string]int, len(d.Keys))
+	for i, k := range d.Keys {
+		if d.KeyPhase == nil || d.KeyPhase[i] == "" {
+			index[k] = i
+		}
+	}
+	for i, k := range of {
+		if j, ok := index[k]; ok {
+			whole[i] = j
+		} else {
+			whole[i] = -1
+		}
+	}
+	d.Groups, d.Zero = foldZeros(groupKeys(of), d.Values, whole)
 	if d.Groups == nil {
 		d.Groups = []group{}
 	}

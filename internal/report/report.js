@@ -269,7 +269,13 @@
     el('strong', {}, zl, 'Always zero');
     zl.appendChild(document.createTextNode(' in every step, not charted: '));
     D.zero.forEach(function (c, i) {
-      var names = c.keys.map(function (k) { return lineName(c, k); });
+      // The lines by their statistic or label; a phase's key is said with the whole step's.
+      var names = [];
+      c.keys.forEach(function (k) {
+        if (KP[k] && c.keys.some(function (j) { return !KP[j] && KO[j] === KO[k]; })) return;
+        var x = KP[k] ? lineName(c, k) : statOf(c, k);
+        if (names.indexOf(x) < 0) names.push(x);
+      });
       var text = c.title + (names.length === 1 && names[0] === 'step' ? '' : ' (' + names.join(', ') + ')');
       if (i) zl.appendChild(document.createTextNode(' · '));
       el('span', { 'data-chart': c.id, title: c.keys.map(function (k) { return D.keys[k]; }).join('\n') }, zl, text);
