@@ -279,7 +279,8 @@ class Versions(unittest.TestCase):
     def test_license_is_the_apache_license_2_0(self):
         with open(os.path.join(REPO, "LICENSE"), "rb") as f:
             self.assertEqual(hashlib.sha256(f.read()).hexdigest(), APACHE_2_SHA256)
-        self.assertEqual(os.path.realpath(os.path.join(HERE, "LICENSE")), os.path.join(os.path.realpath(REPO), "LICENSE"))
+        self.assertEqual(os.path.realpath(os.path.join(HERE, "LICENSE")),
+                         os.path.join(os.path.realpath(REPO), "LICENSE"))
         with open(os.path.join(HERE, "pyproject.toml")) as f:
             self.assertIn('license = {text = "Apache-2.0"}', f.read())
 

@@ -108,6 +108,7 @@ def _base_url(url: Optional[str]) -> str:
         url = "http://" + url
     return url.rstrip("/")
 
+
 # What vllmstat accepts as a phase name (it also refuses the names of its step keys).
 _PHASE_NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
 
