@@ -70,9 +70,15 @@ func (s *state) setTargets(ts []scrape.Target) <-chan struct{} {
 		}
 	}
 	want := make(map[string]bool, len(ts))
-	var add, kept []scrape.Target
+	have := 0
 	for _, t := range ts {
 		want[t.URL] = true
+		if _, ok := s.pool.Generation(t.URL); ok {
+			have++
+		}
+	}
+	add, kept := make([]scrape.Target, 0, len(ts)-have), make([]scrape.Target, 0, have)
+	for _, t := range ts {
 		if _, ok := s.pool.Generation(t.URL); ok {
 			kept = append(kept, t)
 		} else {

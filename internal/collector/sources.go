@@ -33,8 +33,12 @@ func (so *sources) get(name string) []scrape.Target { return so.sets[name] }
 
 // union is every source's targets, each URL once.
 func (so *sources) union() []scrape.Target {
-	var out []scrape.Target
-	seen := map[string]bool{}
+	n := 0
+	for _, ts := range so.sets {
+		n += len(ts)
+	}
+	out := make([]scrape.Target, 0, n)
+	seen := make(map[string]bool, n)
 	for _, name := range so.order {
 		for _, t := range so.sets[name] {
 			if !seen[t.URL] {
