@@ -41,7 +41,7 @@ func BenchmarkTargetChanges(b *testing.B) {
 				ts[i] = scrape.Target{URL: urls[i]}
 			}
 			c := New(Options{Interval: time.Hour, Timeout: time.Minute, NoFinalStep: true,
-				Observer: selfmetrics.New(selfmetrics.Options{}), Client: &http.Client{Transport: blockingTransport{}}})
+				Observer: selfmetrics.New(selfmetrics.Options{})})
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)
 			go func() { done <- c.Run(ctx) }()
