@@ -141,6 +141,18 @@ class Examples(unittest.TestCase):
         self.assertEqual([s["step"] for s in steps], list(range(1, len(steps) + 1)))
         self.assertTrue(all(s["workers"] == 4 for s in steps[:2]), steps[:2])
 
+    def test_go_install(self):
+        # go install ./cmd/vllmstat, into GOBIN instead of $(go env GOPATH)/bin
+        need(shutil.which("go") is not None, "no go command to run the README's install line with")
+        gobin = os.path.join(self.tmp, "bin")
+        p = subprocess.run(["go", "install", "./cmd/vllmstat"], cwd=REPO, env=dict(os.environ, GOBIN=gobin),
+                           capture_output=True, text=True, timeout=900)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        version = subprocess.run([os.path.join(gobin, "vllmstat"), "--version"], capture_output=True, text=True,
+                                 timeout=WAIT)
+        self.assertEqual(version.returncode, 0, version.stderr)
+        self.assertRegex(version.stdout, r"^vllmstat \S+ \(commit ")
+
 
 if __name__ == "__main__":
     unittest.main()
