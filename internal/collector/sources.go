@@ -84,11 +84,16 @@ func (c *Collector) SetTargets(ctx context.Context, ts []scrape.Target) error {
 	return c.changeTargets(ctx, func(s *state) <-chan struct{} { return s.setSource(StaticSource, s.withAuth(ts, c.opt.APIAuth)) })
 }
 
+// firstScrapeMax is the most targets one AddTargets call scrapes at once and waits for: an
+// engine registers itself (one target), while a call of thousands is an operator's list, which
+// the ticks scrape spread over the interval rather than all at once.
+const firstScrapeMax = 64
+
 // AddTargets adds targets to the static ones; a URL already there is kept as it is, so adding
-// is idempotent and many workers may register themselves at once. It returns once the first
-// scrape of each target it names that had none yet was taken (its baseline, so that what the
-// engine counts from then on is counted), or after FirstScrapeWait: a target that does not
-// answer by then is scraped as usual later.
+// is idempotent and many workers may register themselves at once. When it names at most
+// firstScrapeMax targets, it returns once the first scrape of each that had none yet was taken
+// (its baseline, so that what the engine counts from then on is counted), or after
+// FirstScrapeWait: a target that does not answer by then is scraped as usual later.
 func (c *Collector) AddTargets(ctx context.Context, ts []scrape.Target) error {
 	var fresh []string // the targets this call adds
 	err := c.changeTargets(ctx, func(s *state) <-chan struct{} {
@@ -109,7 +114,7 @@ func (c *Collector) AddTargets(ctx context.Context, ts []scrape.Target) error {
 		}
 		return s.setSource(StaticSource, cur)
 	})
-	if err != nil {
+	if err != nil || len(ts) > firstScrapeMax {
 		return err
 	}
 	var waits []chan struct{}
