@@ -122,13 +122,13 @@ func spanStart(prev time.Time, seen bool, stepStart time.Time) time.Time {
 	return prev
 }
 
-// balance adds the fleet-balance values to r.Values, each worker's activity values to its
-// per_worker record and timeline, and names the stragglers and the worst workers. ids and was
-// are the step's workers, sorted, aligned with r.PerWorker (when present) and
-// r.Timeline.Workers.
-func (t *Tracker) balance(r *Record, ids []WorkerID, was []*workerAcc, start time.Time, perWorker bool) {
+// balance adds the fleet-balance values of the workers of pool p to r.Values, each of their
+// activity values to its per_worker record and timeline, and names their stragglers and worst
+// workers. ids and was are the step's workers, sorted, aligned with r.PerWorker (when present)
+// and r.Timeline.Workers.
+func (t *Tracker) balance(r *Record, ids []WorkerID, was []*workerAcc, p kindPool, start time.Time, perWorker bool) {
 	add := func(vs *[]vllm.Value, name, stat string, v float64) {
-		*vs = append(*vs, vllm.Value{Name: name, Stat: stat, V: v})
+		*vs = append(*vs, vllm.Value{Name: name, Stat: stat, V: v, Kind: p.kind})
 	}
 	type last struct {
 		i int
@@ -139,8 +139,9 @@ func (t *Tracker) balance(r *Record, ids []WorkerID, was []*workerAcc, start tim
 	var idleSum, idleMax float64
 	var asleepSum, asleepMax float64
 	covered, sleepers := 0, 0
-	for i, wa := range was {
-		a := &wa.act
+	stragglers := 0
+	p.each(len(was), func(i int) {
+		a := &was[i].act
 		if a.sleeps && a.busy+a.idle+a.asleep > 0 {
 			frac := a.asleep.Seconds() / (a.busy + a.idle + a.asleep).Seconds()
 			asleepSum += frac
@@ -151,7 +152,7 @@ func (t *Tracker) balance(r *Record, ids []WorkerID, was []*workerAcc, start tim
 			}
 		}
 		if !a.covered() {
-			continue
+			return
 		}
 		a.spans.each(func(d int64) { spans = append(spans, time.Duration(d).Seconds()) })
 		act := &Activity{BusyS: a.busy.Seconds(), IdleS: a.idle.Seconds()}
@@ -175,7 +176,7 @@ func (t *Tracker) balance(r *Record, ids []WorkerID, was []*workerAcc, start tim
 		if r.Timeline != nil {
 			r.Timeline.Workers[i].Activity = act
 		}
-	}
+	})
 	if covered > 0 {
 		add(&r.Values, NameWorkerIdle, vllm.StatMean, idleSum/float64(covered))
 		add(&r.Values, NameWorkerIdle, vllm.StatMax, idleMax)
@@ -201,15 +202,16 @@ func (t *Tracker) balance(r *Record, ids []WorkerID, was []*workerAcc, start tim
 			res, _ := Percentile(spans, 0.5)
 			slices.SortFunc(lasts, func(a, b last) int { return cmp.Or(cmp.Compare(b.s, a.s), ids[a.i].Compare(ids[b.i])) })
 			for _, l := range lasts {
-				if l.s-median <= res || len(r.Stragglers) == maxStragglers {
+				if l.s-median <= res || stragglers == maxStragglers {
 					break
 				}
+				stragglers++
 				id := ids[l.i]
 				r.Stragglers = append(r.Stragglers, Straggler{Target: id.Target, Engine: id.Engine, Labels: id.LabelMap(), LastBusyS: l.s})
 			}
 		}
 	}
-	t.worstWorkers(r, ids, was)
+	t.worstWorkers(r, ids, was, p)
 }
 
 // Names of the fleet-balance figures (keys without prefix): the span the fleet was busy, how
@@ -229,13 +231,15 @@ var (
 	KeyWorstPreemptions = vllm.Counters[vllm.Preemptions].Name + "/" + vllm.WorstWorker
 )
 
-// worstWorkers adds the keys that compare workers' counters: the generation-token imbalance,
-// the lowest hit rate and the most preemptions. Each needs two workers with a basis for it, and
-// none whose value went beyond the float limit: the comparison would leave that worker out.
-func (t *Tracker) worstWorkers(r *Record, ids []WorkerID, was []*workerAcc) {
+// worstWorkers adds the keys that compare the counters of pool p's workers: the
+// generation-token imbalance, the lowest hit rate (the engine's, vllm.EngineSpec.HitRate) and
+// the most preemptions. Each needs two workers with a basis for it, and none whose value went
+// beyond the float limit: the comparison would leave that worker out.
+func (t *Tracker) worstWorkers(r *Record, ids []WorkerID, was []*workerAcc, p kindPool) {
 	add := func(name, stat string, v float64) {
-		r.Values = append(r.Values, vllm.Value{Name: name, Stat: stat, V: v})
+		r.Values = append(r.Values, vllm.Value{Name: name, Stat: stat, V: v, Kind: p.kind})
 	}
+	hitRate := *vllm.Engines[p.kind].HitRate
 	value := func(i int, v float64) *WorkerValue {
 		return &WorkerValue{Target: ids[i].Target, Engine: ids[i].Engine, Labels: ids[i].LabelMap(), Value: v}
 	}
@@ -243,11 +247,12 @@ func (t *Tracker) worstWorkers(r *Record, ids []WorkerID, was []*workerAcc) {
 	var gen []float64
 	hitN, preN := 0, 0
 	hitOver, preOver := false, false // a worker's value is beyond the float limit
-	for i, wa := range was {
+	p.each(len(was), func(i int) {
+		wa := was[i]
 		if wa.has[window.GenerationTokens] {
 			gen = append(gen, wa.totals[window.GenerationTokens])
 		}
-		if h, ok := ratio(vllm.PrefixHitRate, &wa.totals, &wa.has); ok {
+		if h, ok := ratio(hitRate, &wa.totals, &wa.has); ok {
 			hitN++
 			switch {
 			case !finite(h):
@@ -266,7 +271,7 @@ func (t *Tracker) worstWorkers(r *Record, ids []WorkerID, was []*workerAcc) {
 				worst.NumPreemptions = value(i, p)
 			}
 		}
-	}
+	})
 	if len(gen) >= 2 {
 		var sum float64
 		for _, g := range gen {
@@ -286,7 +291,7 @@ func (t *Tracker) worstWorkers(r *Record, ids []WorkerID, was []*workerAcc) {
 		worst.NumPreemptions = nil
 	}
 	if w := worst.PrefixCacheHitRate; w != nil {
-		add(vllm.PrefixHitRate.Name, vllm.WorstWorker, w.Value)
+		add(hitRate.Name, vllm.WorstWorker, w.Value)
 	}
 	if w := worst.NumPreemptions; w != nil {
 		add(vllm.Counters[vllm.Preemptions].Name, vllm.WorstWorker, w.Value)
@@ -294,7 +299,16 @@ func (t *Tracker) worstWorkers(r *Record, ids []WorkerID, was []*workerAcc) {
 			worst.NumPreemptions = nil // no preemptions anywhere: nobody to name
 		}
 	}
-	if worst != (WorstWorkers{}) {
-		r.WorstWorkers = &worst
+	if worst == (WorstWorkers{}) {
+		return
 	}
+	if r.WorstWorkers == nil {
+		r.WorstWorkers = &worst
+		return
+	}
+	// A fleet of two engine kinds: the first kind's are WorstWorkers.
+	if r.EngineWorstWorkers == nil {
+		r.EngineWorstWorkers = map[string]*WorstWorkers{}
+	}
+	r.EngineWorstWorkers[vllm.Engines[p.kind].Prefix] = &worst
 }

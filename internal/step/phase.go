@@ -75,13 +75,17 @@ var keyNames = func() map[string]bool {
 }()
 
 // PhaseKey is the flat key under which sinks log a phase's key: the phase's name after the
-// prefix ("vllm/prefix_cache_hit_rate" of phase rollout is "vllm/rollout/prefix_cache_hit_rate").
+// prefix ("vllm/prefix_cache_hit_rate" of phase rollout is "vllm/rollout/prefix_cache_hit_rate",
+// "sglang/prefix_cache_hit_rate" is "sglang/rollout/prefix_cache_hit_rate"); prefix is the
+// run's metric prefix, and a key's own is its engine kind's (see vllm.EnginePrefix).
 func PhaseKey(prefix, phase, key string) string {
-	rest, ok := strings.CutPrefix(key, prefix+"/")
-	if !ok {
-		return phase + "/" + key
+	for e := range vllm.NumEngines {
+		p := vllm.EnginePrefix(prefix, e)
+		if rest, ok := strings.CutPrefix(key, p+"/"); ok {
+			return p + "/" + phase + "/" + rest
+		}
 	}
-	return prefix + "/" + phase + "/" + rest
+	return phase + "/" + key
 }
 
 // Scalars returns every value a tracker logs for the record, keyed flat: Metrics, and each

@@ -27,10 +27,14 @@ type Record struct {
 	Phases map[string]*Phase `json:"phases,omitempty"`
 	// Stragglers and WorstWorkers name the workers behind the fleet-balance keys; absent when
 	// there are none (see balance.go).
-	Stragglers   []Straggler    `json:"stragglers,omitempty"`
-	WorstWorkers *WorstWorkers  `json:"worst_workers,omitempty"`
-	PerWorker    []WorkerRecord `json:"per_worker,omitempty"`
-	Plots        []string       `json:"plots,omitempty"`
+	Stragglers   []Straggler   `json:"stragglers,omitempty"`
+	WorstWorkers *WorstWorkers `json:"worst_workers,omitempty"`
+	// EngineWorstWorkers name, in a fleet of several engine kinds, the worst workers of the
+	// kinds after the first (vLLM's, when it has vLLM workers), by the kind's default prefix
+	// ("sglang"); each kind's keys are its own. Absent in a fleet of one kind.
+	EngineWorstWorkers map[string]*WorstWorkers `json:"engine_worst_workers,omitempty"`
+	PerWorker          []WorkerRecord           `json:"per_worker,omitempty"`
+	Plots              []string                 `json:"plots,omitempty"`
 
 	// Values are the step's numbers by family, label and statistic, in no particular order,
 	// which Metrics spells as keys; not part of the JSON line, and nil in records read back

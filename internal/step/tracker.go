@@ -1,6 +1,7 @@
 package step
 
 import (
+	"cmp"
 	"maps"
 	"math"
 	"slices"
@@ -12,9 +13,11 @@ import (
 
 // Options shape the records a Tracker produces.
 type Options struct {
-	Prefix    string // replaces the leading "vllm" of every key
-	PerWorker bool   // add per_worker records
-	Scalars   bool   // add the mean/max/p95 aggregates of the per-interval samples
+	// Prefix replaces the leading "vllm" of every key; another engine's keys begin with
+	// vllm.EnginePrefix(Prefix, engine).
+	Prefix    string
+	PerWorker bool // add per_worker records
+	Scalars   bool // add the mean/max/p95 aggregates of the per-interval samples
 	// NoTimeline leaves Record.Timeline nil, for a run that draws, writes and prints no
 	// timelines: the open step then keeps only the samples its statistics need, not their times
 	// nor the series only timelines show.
@@ -31,7 +34,9 @@ type Options struct {
 // since its previous successful scrape, the interval's hit rate, and token rates over DT.
 type Interval struct {
 	WorkerID
-	TS time.Time
+	// Kind is the worker's engine kind: its keys begin with vllm.EnginePrefix(prefix, Kind).
+	Kind vllm.Engine
+	TS   time.Time
 	// DT is the time since the worker's previous successful scrape; 0 on its first.
 	DT float64
 	// Values is keyed like timeline series: "num_requests_running", "kv_cache_usage_perc",
@@ -89,7 +94,7 @@ type workerState struct {
 type targetState struct {
 	tried, lastOK       time.Time // its last scrape, and its last successful one
 	hasTried, hasLastOK bool
-	undated             bool // Observe reported it undated
+	undated             bool   // Observe reported it undated
 	answered            uint64 // the seq of the last step in which it answered
 	pages               uint64 // its successful pages so far
 	stepWorkers         int    // the workers its pages have shown in the open step
@@ -146,6 +151,7 @@ type acc struct {
 // workerAcc is one worker's share of the open step. Its series hold what the Tracker's keep
 // asks for; the others stay empty.
 type workerAcc struct {
+	kind    vllm.Engine // the kind of the worker's pages
 	scrapes int
 	gauges  [window.NumGauges]series
 	splitG  [window.NumGauges]map[string]*floats // split gauges' samples by the label's value
@@ -286,6 +292,7 @@ func (t *Tracker) Observe(ts time.Time, target string, page *window.Page, err er
 // start, for the series k keeps with their times.
 func (wa *workerAcc) add(k *keep, at time.Duration, from, ts time.Time, ep *window.EnginePage, inc *window.Increase) {
 	wa.scrapes++
+	wa.kind = ep.Kind
 	state := ep.SplitGauges[window.SleepState]
 	asleep := vllm.Asleep(state)
 	wa.act.add(from, ts, ep, state != nil, asleep)
@@ -349,7 +356,7 @@ func (t *Tracker) interval(id WorkerID, ws *workerState, ts time.Time, ep *windo
 	if t.values == nil {
 		t.values = make(map[string]float64, intervalValues)
 	}
-	iv := Interval{WorkerID: id, TS: ts, Values: t.values, TargetLabels: t.labels.of(id.Target)}
+	iv := Interval{WorkerID: id, Kind: ep.Kind, TS: ts, Values: t.values, TargetLabels: t.labels.of(id.Target)}
 	if ws.seen {
 		iv.DT = ts.Sub(ws.seenAt).Seconds()
 	}
@@ -482,7 +489,8 @@ func (t *Tracker) build(n int64, start, end time.Time) Record {
 
 // fill computes r's scrapes, workers and values from a (the open step's, or a phase's) over
 // durS seconds; balance figures count from start. It adds per-worker records when perWorker is
-// set, and timelines when r has one.
+// set, and timelines when r has one. The fleet's values and balance are computed per engine
+// kind, over the workers of that kind, and keyed under its prefix.
 func (t *Tracker) fill(r *Record, a *acc, start time.Time, durS float64, perWorker bool) {
 	r.Scrapes = Scrapes{OK: a.ok, Failed: a.failed}
 	ids := make([]WorkerID, 0, len(a.workers))
@@ -497,17 +505,86 @@ func (t *Tracker) fill(r *Record, a *acc, start time.Time, durS float64, perWork
 	for i, id := range ids {
 		was[i] = a.workers[id]
 	}
-	r.Values = t.metrics(was, durS)
+	pools := poolsByKind(was)
+	for _, p := range pools {
+		r.Values = append(r.Values, p.tag(t.metrics(p.of(was), durS))...)
+	}
 	for i, id := range ids {
 		if perWorker {
-			r.PerWorker = append(r.PerWorker, WorkerRecord{Target: id.Target, Engine: id.Engine, Labels: id.LabelMap(), Values: t.metrics(was[i:i+1], durS),
-				TargetLabels: t.labels.of(id.Target)})
+			r.PerWorker = append(r.PerWorker, WorkerRecord{Target: id.Target, Engine: id.Engine, Labels: id.LabelMap(),
+				Values: kindPool{kind: was[i].kind}.tag(t.metrics(was[i:i+1], durS)), TargetLabels: t.labels.of(id.Target)})
 		}
 		if r.Timeline != nil {
 			r.Timeline.Workers = append(r.Timeline.Workers, timeline(id, was[i]))
 		}
 	}
-	t.balance(r, ids, was, start, perWorker)
+	for _, p := range pools {
+		t.balance(r, ids, was, p, start, perWorker)
+	}
+}
+
+// kindPool is the workers of one engine kind, by their index among a step's workers.
+type kindPool struct {
+	kind vllm.Engine
+	idx  []int // nil for all of them
+}
+
+// poolsByKind splits a step's workers by engine kind, in the order of the kinds; a step whose
+// workers are of one kind has one pool of them all.
+func poolsByKind(was []*workerAcc) []kindPool {
+	var ps []kindPool
+	for _, wa := range was {
+		if !slices.ContainsFunc(ps, func(p kindPool) bool { return p.kind == wa.kind }) {
+			ps = append(ps, kindPool{kind: wa.kind})
+		}
+	}
+	if len(ps) <= 1 {
+		return ps
+	}
+	slices.SortFunc(ps, func(a, b kindPool) int { return cmp.Compare(a.kind, b.kind) })
+	for i := range ps {
+		for j, wa := range was {
+			if wa.kind == ps[i].kind {
+				ps[i].idx = append(ps[i].idx, j)
+			}
+		}
+	}
+	return ps
+}
+
+// of returns the pool's workers among was.
+func (p kindPool) of(was []*workerAcc) []*workerAcc {
+	if p.idx == nil {
+		return was
+	}
+	out := make([]*workerAcc, len(p.idx))
+	for j, i := range p.idx {
+		out[j] = was[i]
+	}
+	return out
+}
+
+// each calls f with the index of each of the pool's workers among n.
+func (p kindPool) each(n int, f func(i int)) {
+	if p.idx == nil {
+		for i := range n {
+			f(i)
+		}
+		return
+	}
+	for _, i := range p.idx {
+		f(i)
+	}
+}
+
+// tag marks vs as values of the pool's engine kind, and returns them.
+func (p kindPool) tag(vs []vllm.Value) []vllm.Value {
+	if p.kind != vllm.VLLM {
+		for i := range vs {
+			vs[i].Kind = p.kind
+		}
+	}
+	return vs
 }
 
 // metrics computes the step's values over a pool of workers (all of them, or one), as package

@@ -94,11 +94,12 @@ type Label struct {
 
 // PromName maps a step metric key to a Prometheus family name part and the labels its further
 // parts become: "vllm/kv_cache_usage_perc/p95" is ("vllm_kv_cache_usage_perc", stat="p95"),
+// "sglang/kv_cache_usage_perc/p95" ("sglang_kv_cache_usage_perc", stat="p95"),
 // "vllm/request_success/stop" is ("vllm_request_success", reason="stop"),
 // "vllm/num_requests_waiting_by_reason/capacity/p95" is ("vllm_num_requests_waiting_by_reason",
 // reason="capacity", stat="p95"), "vllm/prefix_cache_hit_rate" is ("vllm_prefix_cache_hit_rate",
-// no labels). prefix is the run's metric prefix, which may itself contain "/". A key outside the
-// prefix is sanitized whole. The labels are appended to ls.
+// no labels). prefix is the run's metric prefix, which may itself contain "/". A key outside
+// every engine's prefix (see EnginePrefix) is sanitized whole. The labels are appended to ls.
 func PromName(prefix, key string, ls []Label) (string, []Label) {
 	v, ok := ParseKey(prefix, key)
 	if !ok {
@@ -137,11 +138,16 @@ type Series struct {
 	Fraction          bool
 }
 
-// TimelineSeries lists the series a worker timeline may hold, in the order plots list them.
+// TimelineSeries lists the series a worker timeline may hold, in the order plots list them, each
+// name once (two engines' ratios may share one).
 func TimelineSeries() []Series {
 	var out []Series
+	seen := map[string]bool{}
 	add := func(name, title, unit string, frac bool) {
-		out = append(out, Series{name, title, unit, frac})
+		if !seen[name] {
+			seen[name] = true
+			out = append(out, Series{name, title, unit, frac})
+		}
 	}
 	// Fractions (KV usage) first: they are the ones to look at.
 	for _, frac := range []bool{true, false} {

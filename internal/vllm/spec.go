@@ -1,11 +1,13 @@
-// Package vllm is the one description of the vLLM metric families vllmstat reads: how each is
-// spelled on a page across vLLM versions, how its series combine within a worker, which
-// per-step statistics and derived metrics it gets, and how it is titled and grouped. The parser
-// (window), the step tracker (step), plots, the report, the Prometheus names of step gauges and
-// the command-line views all take their names from here.
+// Package vllm is the one description of the metric families vllmstat reads: how each is
+// spelled on a page across vLLM versions and on SGLang's pages (see Engines), how its series
+// combine within a worker, which per-step statistics and derived metrics it gets, and how it is
+// titled and grouped. The parser (window), the step tracker (step), plots, the report, the
+// Prometheus names of step gauges and the command-line views all take their names from here.
 //
 // Adding a family is one entry in Gauges, Counters or Hists (plus a Ratio or Rate if it derives
-// one), and an ID constant beside the others.
+// one), and an ID constant beside the others. A family that means the same on SGLang's pages
+// lists SGLang's spellings and shares its keys; a family of SGLang alone is SGLangOnly and keeps
+// SGLang's name.
 package vllm
 
 // Prefix is the default first part of every step metric key ("vllm/prefix_cache_hit_rate"),
@@ -73,6 +75,11 @@ type Family struct {
 	// Old lists older spellings, best first, read only when no better one is on a page (vLLM
 	// 0.9.2 to 0.10 export old and new with equal values; reading both would count twice).
 	Old []string
+	// SGLang lists the family's spellings on SGLang pages, best first; none when SGLang exports
+	// no such family. SGLangOnly marks a family that vLLM does not export: Name and Old are then
+	// read from no vLLM page.
+	SGLang     []string
+	SGLangOnly bool
 	// Split names a label whose values make one key each ("request_success/stop"); its series
 	// are added up by value within a worker. "" for families read as one value.
 	Split string
@@ -126,6 +133,11 @@ const (
 	KVUsage
 	WaitingByReason
 	SleepState
+	UsedTokens
+	GenThroughput
+	SpecAcceptLength
+	SpecAcceptRate
+	PausedReqs
 	NumGauges
 )
 
@@ -149,6 +161,10 @@ const (
 	SpecAccepted
 	SpecAcceptedPerPos
 	Corrupted
+	CachedTokens
+	NumRequests
+	AbortedRequests
+	RealtimeTokens
 	NumCounters
 )
 
@@ -166,12 +182,17 @@ const (
 )
 
 // Gauges are the gauge families, by Gauge.
+//
+// SGLang's scheduler sets its gauges at its log points only: at every prefill batch and every
+// decode_log_interval decode batches (scheduler_metrics_mixin.py, log_prefill_stats and
+// log_decode_stats), so a sample repeats the value of the last log point.
 var Gauges = [NumGauges]Family{
-	Running: {Name: "num_requests_running", Combine: Sum, Scalars: true, Timeline: true,
+	Running: {Name: "num_requests_running", SGLang: []string{"num_running_reqs"}, Combine: Sum, Scalars: true, Timeline: true,
 		Title: "Requests running", Unit: "requests", Group: GroupQueue},
-	Waiting: {Name: "num_requests_waiting", Combine: Sum, Scalars: true, Timeline: true,
+	Waiting: {Name: "num_requests_waiting", SGLang: []string{"num_queue_reqs"}, Combine: Sum, Scalars: true, Timeline: true,
 		Title: "Requests waiting", Unit: "requests", Group: GroupQueue},
-	KVUsage: {Name: "kv_cache_usage_perc", Old: []string{"gpu_cache_usage_perc"}, Combine: Mean, Scalars: true, Timeline: true,
+	// SGLang's token_usage is the fraction of its KV pool's tokens in use.
+	KVUsage: {Name: "kv_cache_usage_perc", Old: []string{"gpu_cache_usage_perc"}, SGLang: []string{"token_usage"}, Combine: Mean, Scalars: true, Timeline: true,
 		Title: "KV cache usage", Unit: "fraction of KV cache in use (0–1)", Fraction: true, Group: GroupKVCache},
 	// vLLM 0.20: the waiting requests by why they wait (capacity, deferred); they add up to
 	// num_requests_waiting.
@@ -182,6 +203,22 @@ var Gauges = [NumGauges]Family{
 	// 2. Read for Asleep only: it gets no keys of its own.
 	SleepState: {Name: "engine_sleep_state", Split: "sleep_state", Combine: Sum,
 		Title: "Engine sleep state", Unit: "state", Group: GroupOther},
+
+	// SGLang's own gauges, under its names.
+	UsedTokens: {Name: "num_used_tokens", SGLang: []string{"num_used_tokens"}, SGLangOnly: true, Combine: Sum, Scalars: true,
+		Title: "KV tokens in use", Unit: "tokens", Group: GroupKVCache},
+	// The tokens generated per second since the previous decode log point.
+	GenThroughput: {Name: "gen_throughput", SGLang: []string{"gen_throughput"}, SGLangOnly: true, Combine: Sum, Scalars: true,
+		Title: "Generation throughput (engine's gauge)", Unit: "tokens per second", Group: GroupThroughput},
+	// Speculative decoding: the mean acceptance length and rate of the batches since the previous
+	// decode log point; 0 without a speculative algorithm. SGLang has no counters of drafts.
+	SpecAcceptLength: {Name: "spec_accept_length", SGLang: []string{"spec_accept_length"}, SGLangOnly: true, Combine: Mean, Scalars: true,
+		Title: "Acceptance length (engine's gauge)", Unit: "tokens per draft", Group: GroupSpecDecode},
+	SpecAcceptRate: {Name: "spec_accept_rate", SGLang: []string{"spec_accept_rate"}, SGLangOnly: true, Combine: Mean, Scalars: true,
+		Title: "Acceptance rate (engine's gauge)", Unit: "accepted / draft tokens (0–1)", Fraction: true, Group: GroupSpecDecode},
+	// Requests held by an asynchronous weight sync since the previous log point.
+	PausedReqs: {Name: "num_paused_reqs", SGLang: []string{"num_paused_reqs"}, SGLangOnly: true, Combine: Sum, Scalars: true,
+		Title: "Requests paused by a weight sync", Unit: "requests", Group: GroupQueue},
 }
 
 // Load lists the gauges that measure an engine's load: a sample taken while it sleeps is no
@@ -204,11 +241,15 @@ var Counters = [NumCounters]Family{
 		Title: "Prefix cache queries", Unit: "tokens per interval", Group: GroupPrefixCache},
 	PrefixHits: {Name: "prefix_cache_hits", Old: []string{"gpu_prefix_cache_hits"}, Total: true, Scalars: true, Timeline: true,
 		Title: "Prefix cache hits", Unit: "tokens per interval", Group: GroupPrefixCache},
-	Preemptions: {Name: "num_preemptions", Total: true, Scalars: true, Timeline: true,
+	// SGLang's preemption is the retraction of a running request (its scheduler's counter
+	// num_retracted_requests, named so beside the gauge num_retracted_reqs).
+	Preemptions: {Name: "num_preemptions", SGLang: []string{"num_retracted_requests"}, Total: true, Scalars: true, Timeline: true,
 		Title: "Preemptions", Unit: "preemptions per interval", Group: GroupPreemptions},
-	PromptTokens: {Name: "prompt_tokens", Total: true, Timeline: true,
+	// SGLang counts a request's prompt and generated tokens when it finishes
+	// (TokenizerMetricsCollector.observe_one_finished_request), vLLM as it computes them.
+	PromptTokens: {Name: "prompt_tokens", SGLang: []string{"prompt_tokens"}, Total: true, Timeline: true,
 		Title: "Prompt tokens", Unit: "tokens per interval", Group: GroupThroughput},
-	GenerationTokens: {Name: "generation_tokens", Total: true, Scalars: true, Timeline: true,
+	GenerationTokens: {Name: "generation_tokens", SGLang: []string{"generation_tokens"}, Total: true, Scalars: true, Timeline: true,
 		Title: "Generation tokens", Unit: "tokens per interval", Group: GroupThroughput},
 	RequestSuccess: {Name: "request_success", Split: "finished_reason", Total: true,
 		Title: "Requests finished", Unit: "requests", Group: GroupThroughput},
@@ -231,14 +272,31 @@ var Counters = [NumCounters]Family{
 		Title: "Accepted draft tokens by position", Unit: "tokens", Group: GroupSpecDecode},
 	// Requests with NaNs in their logits (only with VLLM_COMPUTE_NANS_IN_LOGITS=1).
 	Corrupted: {Name: "corrupted_requests", Total: true, Title: "Corrupted requests", Unit: "requests", Group: GroupOther},
+
+	// SGLang's own counters, under its names. Its prompt tokens found in a prefix cache, counted
+	// at the request's finish like its prompt tokens; series by cache_source (device, host,
+	// storage_<backend>, or total from a server that does not tell) add up.
+	CachedTokens: {Name: "cached_tokens", SGLang: []string{"cached_tokens"}, SGLangOnly: true, Total: true,
+		Title: "Cached prompt tokens", Unit: "tokens", Group: GroupPrefixCache},
+	NumRequests: {Name: "num_requests", SGLang: []string{"num_requests"}, SGLangOnly: true, Total: true,
+		Title: "Requests processed", Unit: "requests", Group: GroupThroughput},
+	AbortedRequests: {Name: "num_aborted_requests", SGLang: []string{"num_aborted_requests"}, SGLangOnly: true, Total: true,
+		Title: "Requests aborted", Unit: "requests", Group: GroupThroughput},
+	// The tokens the scheduler computed, by mode: prefill_compute, prefill_cache, decode.
+	RealtimeTokens: {Name: "realtime_tokens", SGLang: []string{"realtime_tokens"}, SGLangOnly: true, Split: "mode", Total: true,
+		Title: "Tokens processed by mode", Unit: "tokens", Group: GroupThroughput},
 }
 
 // Hists are the histogram families, by Hist; each gets HistQuantiles and a mean per step.
 var Hists = [NumHists]Family{
-	TTFT:      {Name: "time_to_first_token_seconds", Title: "Time to first token", Unit: "seconds", Group: GroupLatency},
-	ITL:       {Name: "inter_token_latency_seconds", Old: []string{"time_per_output_token_seconds"}, Title: "Inter-token latency", Unit: "seconds", Group: GroupLatency},
-	E2E:       {Name: "e2e_request_latency_seconds", Title: "End-to-end request latency", Unit: "seconds", Group: GroupLatency},
-	QueueTime: {Name: "request_queue_time_seconds", Title: "Queue time", Unit: "seconds", Group: GroupQueue},
+	TTFT: {Name: "time_to_first_token_seconds", SGLang: []string{"time_to_first_token_seconds"},
+		Title: "Time to first token", Unit: "seconds", Group: GroupLatency},
+	ITL: {Name: "inter_token_latency_seconds", Old: []string{"time_per_output_token_seconds"}, SGLang: []string{"inter_token_latency_seconds"},
+		Title: "Inter-token latency", Unit: "seconds", Group: GroupLatency},
+	E2E: {Name: "e2e_request_latency_seconds", SGLang: []string{"e2e_request_latency_seconds"},
+		Title: "End-to-end request latency", Unit: "seconds", Group: GroupLatency},
+	QueueTime: {Name: "request_queue_time_seconds", SGLang: []string{"queue_time_seconds"},
+		Title: "Queue time", Unit: "seconds", Group: GroupQueue},
 	// New KV tokens computed in a request's prefill, cached tokens excluded.
 	PrefillKVComputed: {Name: "request_prefill_kv_computed_tokens", Title: "Prefill KV tokens computed", Unit: "tokens", Group: GroupPrefixCache},
 }
@@ -248,6 +306,13 @@ var (
 	// PrefixHitRate is the token-weighted prefix-cache hit rate.
 	PrefixHitRate = Ratio{Name: "prefix_cache_hit_rate", Num: PrefixHits, Den: PrefixQueries, Scalars: true, Timeline: true,
 		Title: "Prefix cache hit rate", Unit: "hits / queries per interval (0–1)", Fraction: true, Group: GroupPrefixCache}
+
+	// SGLangPrefixHitRate is SGLang's token-weighted prefix-cache hit rate: the cached prompt
+	// tokens over the prompt tokens of the requests that finished. SGLang's cache_hit_rate
+	// gauge is the last prefill batch's ratio, and decode log points set it to 0, so it is not
+	// read.
+	SGLangPrefixHitRate = Ratio{Name: "prefix_cache_hit_rate", Num: CachedTokens, Den: PromptTokens, Scalars: true, Timeline: true,
+		Title: "Prefix cache hit rate", Unit: "cached / prompt tokens per interval (0–1)", Fraction: true, Group: GroupPrefixCache}
 
 	ExternalHitRate = Ratio{Name: "external_prefix_cache_hit_rate", Num: ExternalHits, Den: ExternalQueries,
 		Title: "External prefix cache hit rate", Unit: "hits / queries (0–1)", Fraction: true, Group: GroupPrefixCache}
@@ -266,8 +331,10 @@ var (
 	SpecAcceptanceRatePerPos = Ratio{Name: "spec_decode_acceptance_rate_per_pos", Num: SpecAcceptedPerPos, Den: SpecDrafts,
 		Title: "Acceptance rate by draft position", Unit: "accepted / drafts (0–1)", Fraction: true, Group: GroupSpecDecode}
 
-	// Ratios are every ratio a step record gets.
-	Ratios = []Ratio{PrefixHitRate, ExternalHitRate, MMHitRate, SpecAcceptanceRate, SpecMeanAcceptanceLength, SpecAcceptanceRatePerPos}
+	// Ratios are every ratio a step record gets. Two may share a name when they are one
+	// metric of two engines: a worker has the counters of one of them only.
+	Ratios = []Ratio{PrefixHitRate, ExternalHitRate, MMHitRate, SpecAcceptanceRate, SpecMeanAcceptanceLength, SpecAcceptanceRatePerPos,
+		SGLangPrefixHitRate}
 
 	// Rates are the per-second throughputs.
 	Rates = []Rate{{Of: GenerationTokens, Group: GroupThroughput}, {Of: PromptTokens, Group: GroupThroughput}}

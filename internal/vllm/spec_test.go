@@ -5,10 +5,25 @@ import (
 	"testing"
 )
 
-// Every spelling names one family only: two families sharing a name would be read into both.
+// Every spelling of an engine names one family only: two families sharing a name would be read
+// into both. Key names are unique too.
 func TestSpellingsUnique(t *testing.T) {
+	for e := range NumEngines {
+		spelt := map[string]string{}
+		for _, f := range allFamilies() {
+			for _, n := range f.Spellings(e) {
+				if o, ok := spelt[n]; ok {
+					t.Errorf("%s spelling %q belongs to %s and %s", Engines[e].Name, n, o, f.Name)
+				}
+				spelt[n] = f.Name
+			}
+		}
+	}
 	seen := map[string]string{}
 	for _, f := range allFamilies() {
+		if f.SGLangOnly && len(f.SGLang) == 0 {
+			t.Errorf("%s is SGLang's alone but has no SGLang spelling", f.Name)
+		}
 		for _, n := range append([]string{f.Name}, f.Old...) {
 			if o, ok := seen[n]; ok {
 				t.Errorf("spelling %q belongs to %s and %s", n, o, f.Name)

@@ -14,10 +14,15 @@ type Value struct {
 	// Stat is a statistic (StatMean, StatP95, ..., WorstWorker); "" for none.
 	Stat string
 	V    float64
+	// Kind is the engine kind of the workers the value is of; its key begins with that
+	// kind's prefix (see EnginePrefix).
+	Kind Engine
 }
 
-// Key is v's step metric key under prefix: prefix/name[/label][/stat].
+// Key is v's step metric key in a run whose metric prefix is prefix:
+// enginePrefix/name[/label][/stat], where enginePrefix is EnginePrefix(prefix, v.Kind).
 func (v Value) Key(prefix string) string {
+	prefix = EnginePrefix(prefix, v.Kind)
 	switch {
 	case v.Label != "" && v.Stat != "":
 		return Key(prefix, v.Name, v.Label, v.Stat)
@@ -29,7 +34,8 @@ func (v Value) Key(prefix string) string {
 	return Key(prefix, v.Name)
 }
 
-// Flat maps values to their keys under prefix, the metrics of a step record's JSON line.
+// Flat maps values to their keys in a run whose metric prefix is prefix, the metrics of a step
+// record's JSON line.
 func Flat(prefix string, vs []Value) map[string]float64 {
 	m := make(map[string]float64, len(vs))
 	for _, v := range vs {
@@ -53,17 +59,22 @@ func (v Value) PromName(prefix string, ls []Label) (string, []Label) {
 	if v.Stat != "" {
 		ls = append(ls, Label{"stat", v.Stat})
 	}
-	return Sanitize(prefix) + "_" + Sanitize(name), ls
+	return Sanitize(EnginePrefix(prefix, v.Kind)) + "_" + Sanitize(name), ls
 }
 
-// ParseKey takes a step metric key under prefix apart again, for records read back from their
-// JSON lines, which carry only keys (see ParseName). ok is false for a key outside prefix.
+// ParseKey takes a step metric key of a run whose metric prefix is prefix apart again, for
+// records read back from their JSON lines, which carry only keys (see ParseName); the engine
+// is the one whose prefix the key begins with. ok is false for a key outside every engine's
+// prefix.
 func ParseKey(prefix, key string) (v Value, ok bool) {
-	rest, ok := strings.CutPrefix(key, prefix+"/")
-	if !ok {
-		return Value{}, false
+	for e := range NumEngines {
+		if rest, ok := strings.CutPrefix(key, EnginePrefix(prefix, e)+"/"); ok {
+			v = ParseName(rest)
+			v.Kind = e
+			return v, true
+		}
 	}
-	return ParseName(rest), true
+	return Value{}, false
 }
 
 // ParseName takes a step metric key without its prefix apart: the first part is the name, the

@@ -7,7 +7,7 @@ import (
 
 // Every value the spec can give a record spells a key that takes apart into the same value,
 // under one-part and many-part prefixes, so that records read back from JSON group and name
-// like the tracker's own.
+// like the tracker's own; under a prefix that keeps engines apart, with the value's engine.
 func TestValueKeyRoundTrip(t *testing.T) {
 	var vs []Value
 	statsOf := append([]string{"", WorstWorker}, IntervalStats...)
@@ -26,6 +26,8 @@ func TestValueKeyRoundTrip(t *testing.T) {
 	for _, r := range Rates {
 		names = append(names, r.Name())
 	}
+	slices.Sort(names)
+	names = slices.Compact(names) // two engines' ratios may share a name
 	for _, n := range names {
 		labels := []string{""}
 		if _, split := splitLabels[n]; split {
@@ -37,7 +39,19 @@ func TestValueKeyRoundTrip(t *testing.T) {
 			}
 		}
 	}
-	for _, prefix := range []string{"vllm", "rl/gen-1"} {
+	for _, tt := range []struct {
+		prefix  string
+		engines []Engine
+	}{{"vllm", []Engine{VLLM, SGLang}}, {"rl/vllm", []Engine{VLLM, SGLang}}, {"rl/gen-1", []Engine{VLLM}}} {
+		prefix := tt.prefix
+		var all []Value
+		for _, e := range tt.engines {
+			for _, v := range vs {
+				v.Kind = e
+				all = append(all, v)
+			}
+		}
+		vs := all
 		for _, v := range vs {
 			key := v.Key(prefix)
 			got, ok := ParseKey(prefix, key)
@@ -70,5 +84,31 @@ func TestValueKey(t *testing.T) {
 		if got := tt.v.Key("vllm"); got != tt.want {
 			t.Errorf("%+v.Key = %q, want %q", tt.v, got, tt.want)
 		}
+	}
+}
+
+func TestEnginePrefix(t *testing.T) {
+	for _, tt := range []struct {
+		prefix string
+		e      Engine
+		want   string
+	}{
+		{"vllm", VLLM, "vllm"},
+		{"vllm", SGLang, "sglang"},
+		{"rollout/vllm", SGLang, "rollout/sglang"},
+		{"rollout/vllm", VLLM, "rollout/vllm"},
+		{"rollout", SGLang, "rollout"},
+		{"myvllm", SGLang, "myvllm"},
+	} {
+		if got := EnginePrefix(tt.prefix, tt.e); got != tt.want {
+			t.Errorf("EnginePrefix(%q, %v) = %q, want %q", tt.prefix, tt.e, got, tt.want)
+		}
+	}
+	v := Value{Name: "kv_cache_usage_perc", Stat: StatP95, Kind: SGLang}
+	if k := v.Key("vllm"); k != "sglang/kv_cache_usage_perc/p95" {
+		t.Errorf("SGLang key %q", k)
+	}
+	if fam, ls := PromName("vllm", "sglang/realtime_tokens/decode", nil); fam != "sglang_realtime_tokens" || !slices.Equal(ls, []Label{{"mode", "decode"}}) {
+		t.Errorf("PromName of an SGLang key = %q %v", fam, ls)
 	}
 }

@@ -15,15 +15,18 @@ import (
 // Page is what vllmstat keeps of one scrape: per worker, the samples of the families it reads,
 // each family in the one spelling chosen for the page.
 type Page struct {
-	Engines []EnginePage // sorted by Engine, then Labels
+	Engines []EnginePage // sorted by Engine, then Labels, then Kind
 	// owner is set on a page a Parser may fill again once its reader releases it.
 	owner *pageOwner
 }
 
 // EnginePage holds one worker's samples: one engine, told apart from the page's other engines by
-// its engine label and by its worker labels (see Options.WorkerLabels). A target without an
-// engine label has one EnginePage with Engine "" per set of worker labels.
+// its engine label and by its worker labels (see Options.WorkerLabels, and the engine kind's
+// own, vllm.EngineSpec.WorkerLabels). A target without an engine label has one EnginePage with
+// Engine "" per set of worker labels and engine kind.
 type EnginePage struct {
+	// Kind is the engine kind whose families the samples are of.
+	Kind   vllm.Engine
 	Engine string
 	// Labels are the worker labels the samples carry, as a series key sorted by name
 	// (`ReplicaId="r1",WorkerId="w1"`; see LabelMap), "" when they carry none. Like engine, they
@@ -119,7 +122,7 @@ type collector struct {
 	lim  Limits
 	wl   []string
 	raws []raw
-	best [3][]int // lowest rank seen per kind and family
+	best [3][]int // lowest rank seen per kind, and engine and family (see meta.slot)
 	bad  error
 	kv   []string
 	wkv  []string
@@ -140,9 +143,9 @@ func newCollector(opt Options, size int) *collector {
 	// About a third of a vLLM page's lines are kept; a huge page grows the slice as it goes, so
 	// that refusing one at a limit costs no more than the limit.
 	c.raws = make([]raw, 0, min(size/256, 4096))
-	c.best[kGauge] = fill(int(NumGauges))
-	c.best[kCounter] = fill(int(NumCounters))
-	c.best[kHist] = fill(int(NumHists))
+	for k, n := range numFams {
+		c.best[k] = fill(int(vllm.NumEngines) * n)
+	}
 	return c
 }
 
@@ -194,8 +197,8 @@ func (c *collector) worker(wk workerKey, line int) int32 {
 
 // keep adds a raw whose worker is numbered.
 func (c *collector) keep(r raw) {
-	if m := table.metas[r.meta]; m.role != rCreated && m.rank < c.best[m.kind][m.fam] {
-		c.best[m.kind][m.fam] = m.rank
+	if m := &table.metas[r.meta]; m.role != rCreated && m.rank < c.best[m.kind][m.slot()] {
+		c.best[m.kind][m.slot()] = m.rank
 	}
 	c.raws = append(c.raws, r)
 }
@@ -205,7 +208,8 @@ func (c *collector) sample(s *expo.Sample) {
 	c.room(s.Line)
 	m := table.metas[s.ID]
 	r := raw{meta: int32(s.ID), value: s.Value}
-	var wk workerKey
+	wk := workerKey{kind: m.eng}
+	es := &vllm.Engines[m.eng]
 	c.kv = c.kv[:0]
 	for _, l := range s.Labels {
 		switch l.Name {
@@ -226,8 +230,12 @@ func (c *collector) sample(s *expo.Sample) {
 				r.reason = l.Value // and it stays in the key
 				break
 			}
-			if slices.Contains(c.wl, l.Name) {
+			if slices.Contains(c.wl, l.Name) || slices.Contains(es.WorkerLabels, l.Name) {
 				c.wkv = append(c.wkv, l.Name, l.Value)
+				continue
+			}
+			if i := slices.Index(es.RankLabels, l.Name); i >= 0 {
+				wk.rank.set(i, l.Value)
 				continue
 			}
 		}
@@ -292,16 +300,93 @@ func (t *workerTable) add(k workerKey) int32 {
 	return i
 }
 
-// workerKey tells a page's workers apart: the engine label and the worker labels' key.
-type workerKey struct{ engine, labels string }
+// workerKey tells a page's workers apart: the engine kind, the engine label, the worker labels'
+// key, and the ranks of the process that exported the samples (see groupWorkers).
+type workerKey struct {
+	engine, labels string
+	kind           vllm.Engine
+	rank           rank
+}
 
 // String names the worker in limit errors; a worker without worker labels reads as it did
 // before there were any.
 func (k workerKey) String() string {
-	if k.labels == "" {
-		return fmt.Sprintf("engine %q", k.engine)
+	s := fmt.Sprintf("engine %q", k.engine)
+	if k.labels != "" {
+		s += " with " + k.labels
 	}
-	return fmt.Sprintf("engine %q with %s", k.engine, k.labels)
+	if k.rank.ranked {
+		s += " at ranks " + k.rank.String()
+	}
+	return s
+}
+
+// rank is the ranks a sample's rank labels (vllm.EngineSpec.RankLabels) give, in their order;
+// ranked is set when it has any. A value that is not a number ranks after every number.
+type rank struct {
+	of     [2]int32
+	ranked bool
+}
+
+func (r *rank) set(i int, v string) {
+	if i >= len(r.of) {
+		return
+	}
+	n, err := strconv.ParseInt(v, 10, 32)
+	if err != nil || n < 0 {
+		n = math.MaxInt32
+	}
+	r.of[i], r.ranked = int32(n), true
+}
+
+func (r rank) less(o rank) bool { return r.of[0] < o.of[0] || r.of[0] == o.of[0] && r.of[1] < o.of[1] }
+
+func (r rank) String() string { return fmt.Sprintf("%d/%d", r.of[0], r.of[1]) }
+
+// groupWorkers maps a page's workers to the workers it reports, in order of their first sample:
+// every process of a worker that exports copies of its figures (its ranks: SGLang's TP and PP
+// ranks of one DP rank) is one worker, whose samples are those of its lowest ranks, and of the
+// process without ranks that exports the rest (SGLang's tokenizer), if any. group[w] is the
+// reported worker of page worker w, -1 for a copy left out; keys are the reported workers,
+// without ranks. A page without ranks maps every worker to itself.
+func groupWorkers(workers []workerKey) (group []int32, keys []workerKey) {
+	group = make([]int32, len(workers))
+	ranked := false
+	for i, w := range workers {
+		group[i] = int32(i)
+		ranked = ranked || w.rank.ranked
+	}
+	if !ranked {
+		return group, workers
+	}
+	type best struct {
+		key  int32
+		rank rank
+		w    int // the page worker of the lowest ranks so far, -1 for none
+	}
+	by := map[workerKey]*best{}
+	for i, w := range workers {
+		k := workerKey{engine: w.engine, labels: w.labels, kind: w.kind}
+		b := by[k]
+		if b == nil {
+			b = &best{key: int32(len(keys)), w: -1}
+			by[k] = b
+			keys = append(keys, k)
+		}
+		group[i] = b.key
+		if !w.rank.ranked {
+			continue
+		}
+		if b.w < 0 || w.rank.less(b.rank) {
+			if b.w >= 0 {
+				group[b.w] = -1
+			}
+			b.w, b.rank = i, w.rank
+		} else {
+			group[i] = -1
+		}
+	}
+	return group, keys
 }
 
 // appendKey appends the series key of sorted name, value pairs: name="value" pairs joined by
@@ -354,7 +439,7 @@ func fill(n int) []int {
 
 // chosen reports whether a sample belongs to the spelling read for its family.
 func chosen(m meta, best [3][]int) bool {
-	b := best[m.kind][m.fam]
+	b := best[m.kind][m.slot()]
 	if b == math.MaxInt {
 		return false
 	}
@@ -365,7 +450,8 @@ func chosen(m meta, best [3][]int) bool {
 	return m.rank == b
 }
 
-func assemble(raws []raw, best [3][]int, workers []workerKey) *Page {
+func assemble(raws []raw, best [3][]int, pageWorkers []workerKey) *Page {
+	group, workers := groupWorkers(pageWorkers)
 	byWorker := make([]*EnginePage, len(workers))
 	type hkey struct {
 		fam Hist
@@ -385,19 +471,21 @@ func assemble(raws []raw, best [3][]int, workers []workerKey) *Page {
 	}
 	var splitN map[splitKey]int // series per split value, for averaged split gauges only
 	for g, f := range vllm.Gauges {
-		if f.Split != "" && f.Combine == vllm.Mean && best[kGauge][g] != math.MaxInt {
-			splitN = map[splitKey]int{}
+		for e := range vllm.NumEngines {
+			if f.Split != "" && f.Combine == vllm.Mean && best[kGauge][int(e)*int(NumGauges)+g] != math.MaxInt {
+				splitN = map[splitKey]int{}
+			}
 		}
 	}
 	for _, r := range raws {
 		m := table.metas[r.meta]
-		if !chosen(m, best) {
+		wk := group[r.worker]
+		if wk < 0 || !chosen(m, best) {
 			continue
 		}
-		wk := r.worker
 		ep := byWorker[wk]
 		if ep == nil {
-			ep = &EnginePage{Engine: workers[wk].engine, Labels: workers[wk].labels}
+			ep = &EnginePage{Kind: workers[wk].kind, Engine: workers[wk].engine, Labels: workers[wk].labels}
 			byWorker[wk] = ep
 			hists[wk] = map[hkey]*histAsm{}
 			counters[wk] = map[ckey]*CounterSeries{}
@@ -490,7 +578,7 @@ func assemble(raws []raw, best [3][]int, workers []workerKey) *Page {
 		p.Engines = append(p.Engines, *ep)
 	}
 	slices.SortFunc(p.Engines, func(a, b EnginePage) int {
-		return cmp.Or(strings.Compare(a.Engine, b.Engine), strings.Compare(a.Labels, b.Labels))
+		return cmp.Or(strings.Compare(a.Engine, b.Engine), strings.Compare(a.Labels, b.Labels), cmp.Compare(a.Kind, b.Kind))
 	})
 	return p
 }

@@ -264,11 +264,16 @@ type histFix struct {
 // or two buckets of one series with one bound, whose order after sorting no bound tells.
 func compile(raws []raw, best [3][]int, workers []workerKey, pg *Page) *program {
 	pr := &program{ops: make([]op, len(raws))}
-	engine := make([]int32, len(workers))
-	for w, wk := range workers {
+	group, keys := groupWorkers(workers)
+	engine := make([]int32, len(workers)) // the page worker's EnginePage, -1 for a copy left out
+	for w := range workers {
 		engine[w] = -1
+		if group[w] < 0 {
+			continue
+		}
+		wk := keys[group[w]]
 		for e := range pg.Engines {
-			if pg.Engines[e].Engine == wk.engine && pg.Engines[e].Labels == wk.labels {
+			if pg.Engines[e].Engine == wk.engine && pg.Engines[e].Labels == wk.labels && pg.Engines[e].Kind == wk.kind {
 				engine[w] = int32(e)
 			}
 		}
@@ -291,10 +296,10 @@ func compile(raws []raw, best [3][]int, workers []workerKey, pg *Page) *program 
 	fixes := make([]histFix, histBase[len(pg.Engines)])
 	for k, r := range raws {
 		m := table.metas[r.meta]
-		if !chosen(m, best) {
+		e := engine[r.worker]
+		if e < 0 || !chosen(m, best) {
 			continue
 		}
-		e := engine[r.worker]
 		ep := &pg.Engines[e]
 		o := op{e: e, j: -1}
 		switch m.kind {

@@ -127,6 +127,10 @@ func (kr *keptRaws) key() string {
 	for _, w := range kr.workers {
 		b.str(w.engine)
 		b.str(w.labels)
+		b.int(int(w.kind))
+		b.bool(w.rank.ranked)
+		b.int(int(w.rank.of[0]))
+		b.int(int(w.rank.of[1]))
 	}
 	return string(b)
 }

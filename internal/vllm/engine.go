@@ -1,0 +1,94 @@
+package vllm
+
+import "strings"
+
+// Engine is a kind of inference engine whose pages vllmstat reads. A family of the spec is read
+// from the pages of every engine that exports it (see Family.Spellings); a worker is of one kind,
+// and its values get that kind's keys.
+type Engine uint8
+
+// The engine kinds, in the order records list them.
+const (
+	VLLM Engine = iota
+	SGLang
+	NumEngines
+)
+
+// EngineSpec describes how one engine kind's pages are read.
+type EngineSpec struct {
+	// Name is the engine's name in messages and docs.
+	Name string
+	// Prefix is the first part of its workers' keys under the default metric prefix.
+	Prefix string
+	// Namespaces are the spellings of its namespace on a page, best first (see Namespaces).
+	Namespaces []string
+	// WorkerLabels tell the engine's workers apart on one page, besides the engine label and
+	// the configured worker labels: SGLang's data-parallel rank, and the worker address a
+	// router's merged page adds.
+	WorkerLabels []string
+	// RankLabels name the ranks of processes that export copies of one worker's figures. Their
+	// series count once: a worker's samples are those of the lowest ranks on the page, in the
+	// order listed (see window's groupWorkers), and the labels are no part of series keys.
+	RankLabels []string
+	// HitRate is the ratio that is the engine's prefix_cache_hit_rate, which fleet balance
+	// compares workers by.
+	HitRate *Ratio
+}
+
+// Engines describes every engine kind.
+//
+// SGLang's names, types and labels are those of python/sglang/srt/observability/
+// metrics_collector.py (formerly python/sglang/srt/metrics/collector.py): SchedulerMetricsCollector
+// labels its series model_name, engine_type, tp_rank, pp_rank, moe_ep_rank and, with data
+// parallelism, dp_rank; TokenizerMetricsCollector labels its own model_name and engine_type
+// only, so a server's token and request counters and its latency histograms carry no rank. The
+// router's /engine_metrics (sgl-router, aggregate_metrics, SGLang PR #11456) merges every
+// worker's page and adds worker_addr; its older releases replace the ':' in every name with '_'.
+var Engines = [NumEngines]EngineSpec{
+	VLLM: {Name: "vLLM", Prefix: Prefix, Namespaces: Namespaces, HitRate: &PrefixHitRate},
+	SGLang: {
+		Name: "SGLang", Prefix: "sglang", Namespaces: []string{"sglang:", "sglang_"},
+		WorkerLabels: []string{"dp_rank", "worker_addr"},
+		// SGLang's schedulers of one DP rank (its TP and PP ranks) run the same scheduling
+		// over the same batch; only attn_tp_rank 0 exports unless the server runs with
+		// --enable-metrics-for-all-schedulers (scheduler_metrics_mixin.py,
+		// current_scheduler_metrics_enabled), and then every rank exports a copy. The lowest
+		// pp_rank, then the lowest tp_rank (attn_tp_rank 0 of the first stage) is read.
+		RankLabels: []string{"pp_rank", "tp_rank"},
+		HitRate:    &SGLangPrefixHitRate,
+	},
+}
+
+// EnginePrefix is the first part of the keys of an engine kind's workers in a run whose metric
+// prefix is prefix: prefix itself for vLLM; for another engine, prefix with its last part
+// "vllm" replaced by the engine's own ("vllm" gives "sglang", "rollout/vllm" gives
+// "rollout/sglang"), or prefix itself when its last part is not "vllm": a metric prefix of
+// one's own names every engine's keys alike (a fleet of two engine kinds then needs a prefix
+// ending in "vllm" to keep them apart).
+func EnginePrefix(prefix string, e Engine) string {
+	if e == VLLM || e >= NumEngines {
+		return prefix
+	}
+	if prefix == Prefix {
+		return Engines[e].Prefix
+	}
+	if head, ok := strings.CutSuffix(prefix, "/"+Prefix); ok {
+		return head + "/" + Engines[e].Prefix
+	}
+	return prefix
+}
+
+// Spellings lists a family's names on engine e's pages (without namespace and _total), best
+// first; none when e does not export it.
+func (f Family) Spellings(e Engine) []string {
+	switch e {
+	case VLLM:
+		if f.SGLangOnly {
+			return nil
+		}
+		return append([]string{f.Name}, f.Old...)
+	case SGLang:
+		return f.SGLang
+	}
+	return nil
+}

@@ -1,0 +1,244 @@
+package window
+
+import (
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/vllmstat/vllmstat/internal/vllm"
+)
+
+// The SGLang fixtures are pages of SGLang's families (names, types, labels and buckets as
+// python/sglang/srt/observability/metrics_collector.py declares them), rendered by Python's
+// prometheus_client in multiprocess mode, as SGLang serves them, with one process per SGLang
+// process: a tokenizer, whose series carry no rank, and a scheduler per exporting rank.
+//   - tp2-pp2-dp2: DP 2 × PP 2 × TP 2 with --enable-metrics-for-all-schedulers: every rank
+//     exports a copy of its DP rank's figures.
+//   - dp-attention: DP attention (DP 2, TP 2) without it: only tp_rank 0 exports, dp_rank 0.
+//   - openmetrics: one server without DP, in the OpenMetrics rendering (Accept header).
+//   - sgl-router-engine-metrics: two such servers merged by sgl-router's /engine_metrics: the
+//     text's ':' replaced by '_' (its older aggregator), worker_addr added to every sample.
+
+// sglangWorker is what a test expects of one worker of an SGLang page.
+type sglangWorker struct {
+	labels      string
+	running     float64 // -1: the worker has no gauges
+	waiting     float64
+	kv          float64
+	retractions float64 // num_preemptions, -1 for none
+	realtime    float64 // realtime_tokens{mode="decode"}, -1 for none
+	prompt      float64 // -1 for none
+	cached      float64
+	hists       int
+}
+
+func TestSGLangFixturePages(t *testing.T) {
+	tests := []struct {
+		file    string
+		workers []sglangWorker
+	}{
+		{"prometheus-client-render-sglang-tp2-pp2-dp2.prom", []sglangWorker{
+			// The tokenizer's series: the server's tokens, requests and latencies.
+			{labels: "", running: -1, retractions: -1, realtime: -1, prompt: 192 * 611, cached: 192 * 419, hists: 3},
+			// Each DP rank counted once, from one of its eight copies.
+			{labels: `dp_rank="0"`, running: 12, waiting: 3, kv: 0.1131, retractions: 5, realtime: 113952, prompt: -1, hists: 1},
+			{labels: `dp_rank="1"`, running: 24, waiting: 6, kv: 0.2262, retractions: 10, realtime: 2 * 113952, prompt: -1, hists: 1},
+		}},
+		{"prometheus-client-render-sglang-dp-attention.prom", []sglangWorker{
+			{labels: "", running: -1, retractions: -1, realtime: -1, prompt: 192 * 611, cached: 192 * 419, hists: 3},
+			{labels: `dp_rank="0"`, running: 12, waiting: 3, kv: 0.1131, retractions: 5, realtime: 113952, prompt: -1, hists: 1},
+		}},
+		{"prometheus-client-render-sglang-openmetrics.prom", []sglangWorker{
+			// Without DP, the scheduler's and the tokenizer's series are one worker.
+			{labels: "", running: 12, waiting: 3, kv: 0.1131, retractions: 5, realtime: 113952, prompt: 96 * 611, cached: 96 * 419, hists: 4},
+		}},
+		{"sgl-router-engine-metrics.prom", []sglangWorker{
+			{labels: `worker_addr="http://10.0.0.1:30000"`, running: 12, waiting: 3, kv: 0.1131, retractions: 5, realtime: 113952, prompt: 96 * 611, cached: 96 * 419, hists: 4},
+			{labels: `worker_addr="http://10.0.0.2:30000"`, running: 13, waiting: 3, kv: 0.1231, retractions: 5, realtime: 113952, prompt: 192 * 611, cached: 192 * 419, hists: 4},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.file, func(t *testing.T) {
+			body, err := os.ReadFile("testdata/" + tt.file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := ParsePage(body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(p.Engines) != len(tt.workers) {
+				t.Fatalf("%d workers, want %d: %+v", len(p.Engines), len(tt.workers), p.Engines)
+			}
+			for i, w := range tt.workers {
+				ep := p.Engines[i]
+				if ep.Kind != vllm.SGLang || ep.Engine != "" || ep.Labels != w.labels {
+					t.Errorf("worker %d is %v %q %q, want SGLang %q", i, ep.Kind, ep.Engine, ep.Labels, w.labels)
+					continue
+				}
+				checkSGLangWorker(t, ep, w)
+			}
+			// A Parser reads the page as ParsePage does, and so the same page again by its lines.
+			ps := NewParser(Options{})
+			for range 2 {
+				pg, err := ps.Parse(body)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !reflect.DeepEqual(stripOwner(pg), p) {
+					t.Errorf("Parser's page differs from ParsePage's (replayed %v)", ps.Replayed())
+				}
+			}
+			if !ps.Replayed() {
+				t.Error("the same page again was not read by its lines")
+			}
+			// A page whose lines are mostly the last one's (series come and go, ranks among
+			// them) is read as ParsePage reads it too.
+			var lines []string
+			for i, l := range strings.SplitAfter(string(body), "\n") {
+				if i%7 != 3 || strings.HasPrefix(l, "#") {
+					lines = append(lines, l)
+				}
+			}
+			next := []byte(strings.Join(lines, ""))
+			want, err := ParsePage(next)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := ps.Parse(next)
+			if err != nil || !reflect.DeepEqual(stripOwner(got), want) {
+				t.Errorf("Parser on a page with fewer lines: %v; differs from ParsePage's", err)
+			}
+		})
+	}
+}
+
+func stripOwner(p *Page) *Page {
+	q := *p
+	q.owner = nil
+	return &q
+}
+
+func checkSGLangWorker(t *testing.T, ep EnginePage, w sglangWorker) {
+	t.Helper()
+	if w.running < 0 {
+		for g, has := range ep.HasGauge {
+			if has {
+				t.Errorf("%q: gauge %s, want none", w.labels, vllm.Gauges[g].Name)
+			}
+		}
+	} else {
+		if ep.Gauges[Running] != w.running || ep.Gauges[KVUsage] != w.kv || ep.Gauges[Waiting] != w.waiting {
+			t.Errorf("%q: running %v kv %v waiting %v, want %v %v %v", w.labels, ep.Gauges[Running], ep.Gauges[KVUsage], ep.Gauges[Waiting], w.running, w.kv, w.waiting)
+		}
+		if !ep.HasGauge[GenThroughput] || !ep.HasGauge[PausedReqs] || !ep.HasGauge[SpecAcceptLen] || !ep.HasGauge[UsedTokens] {
+			t.Errorf("%q: SGLang's own gauges missing: %v", w.labels, ep.HasGauge)
+		}
+	}
+	want := map[Counter]float64{Preemptions: w.retractions, PromptTokens: w.prompt, CachedTokens: w.cached}
+	if w.prompt < 0 {
+		want[CachedTokens] = -1
+	}
+	for c, v := range want {
+		sum, _, n := counter(ep, c)
+		if v < 0 && n > 0 || v >= 0 && sum != v {
+			t.Errorf("%q: %s = %v over %d series, want %v", w.labels, vllm.Counters[c].Name, sum, n, v)
+		}
+	}
+	decode := -1.0
+	for _, cs := range ep.Counters {
+		if cs.Family == RealtimeTokens && cs.Reason == "decode" {
+			decode = cs.Value
+		}
+		for _, rank := range []string{"tp_rank", "pp_rank", "dp_rank", "worker_addr"} {
+			if strings.Contains(cs.Key, rank+"=") {
+				t.Errorf("%q: series key %q holds %s", w.labels, cs.Key, rank)
+			}
+		}
+	}
+	if decode != w.realtime {
+		t.Errorf("%q: realtime_tokens{mode=decode} = %v, want %v", w.labels, decode, w.realtime)
+	}
+	if len(ep.Hists) != w.hists {
+		t.Errorf("%q: %d histograms, want %d", w.labels, len(ep.Hists), w.hists)
+	}
+}
+
+// The copies of a worker's figures that its ranks export count once: the lowest pp_rank, then
+// the lowest tp_rank, whichever order the page lists them in, and the worker keeps its series
+// when that rank goes and another takes its place.
+func TestSGLangAuthoritativeRank(t *testing.T) {
+	line := func(tp, pp string, v string) string {
+		return `sglang:num_running_reqs{dp_rank="0",model_name="m",pp_rank="` + pp + `",tp_rank="` + tp + `"} ` + v + "\n" +
+			`sglang:num_retracted_requests_total{dp_rank="0",model_name="m",pp_rank="` + pp + `",tp_rank="` + tp + `"} ` + v + "\n"
+	}
+	for _, tt := range []struct {
+		name string
+		page string
+		want float64
+	}{
+		{"tp0 pp0 last", line("1", "1", "4") + line("1", "0", "3") + line("0", "1", "2") + line("0", "0", "1"), 1},
+		{"pp before tp", line("0", "1", "2") + line("3", "0", "7"), 7},
+		{"no pp_rank", `sglang:num_running_reqs{dp_rank="0",tp_rank="1"} 5` + "\n" + `sglang:num_running_reqs{dp_rank="0",tp_rank="0"} 6` + "\n", 6},
+		{"rank not a number", `sglang:num_running_reqs{tp_rank="x"} 5` + "\n" + `sglang:num_running_reqs{tp_rank="2"} 6` + "\n", 6},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := ParsePage([]byte(tt.page))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(p.Engines) != 1 || p.Engines[0].Gauges[Running] != tt.want {
+				t.Fatalf("workers %+v, want one running %v", p.Engines, tt.want)
+			}
+			ep := p.Engines[0]
+			if sum, _, n := counter(ep, Preemptions); strings.Contains(tt.page, "retracted") && (n != 1 || sum != tt.want) {
+				t.Errorf("retractions %v over %d series, want %v once", sum, n, tt.want)
+			}
+			// The fast paths give the same page.
+			ps := NewParser(Options{})
+			for range 2 {
+				pg, err := ps.Parse([]byte(tt.page))
+				if err != nil || !reflect.DeepEqual(stripOwner(pg), p) {
+					t.Fatalf("Parser: %v, %+v; want %+v", err, pg, p)
+				}
+			}
+		})
+	}
+}
+
+// A page of vLLM and SGLang workers (a merged page) reads both, each with its own families; an
+// SGLang name never feeds a vLLM worker and the other way round.
+func TestMixedEnginePage(t *testing.T) {
+	page := `vllm:num_requests_running{engine="0",model_name="m"} 3
+vllm:prompt_tokens_total{engine="0",model_name="m"} 100
+sglang:num_running_reqs{model_name="m",tp_rank="0"} 5
+sglang:prompt_tokens_total{model_name="m"} 200
+`
+	p, err := ParsePage([]byte(page))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Engines) != 2 {
+		t.Fatalf("%d workers, want 2: %+v", len(p.Engines), p.Engines)
+	}
+	s, v := p.Engines[0], p.Engines[1]
+	if s.Kind != vllm.SGLang || s.Gauges[Running] != 5 || v.Kind != vllm.VLLM || v.Engine != "0" || v.Gauges[Running] != 3 {
+		t.Errorf("workers %+v", p.Engines)
+	}
+	if a, _, _ := counter(s, PromptTokens); a != 200 {
+		t.Errorf("SGLang prompt tokens %v", a)
+	}
+	if a, _, _ := counter(v, PromptTokens); a != 100 {
+		t.Errorf("vLLM prompt tokens %v", a)
+	}
+}
+
+// SGLang's names are not among the names a scraper asks a vLLM server for.
+func TestSampleNamesVLLMOnly(t *testing.T) {
+	for _, n := range SampleNames() {
+		if strings.HasPrefix(n, "sglang") {
+			t.Fatalf("SampleNames has %q", n)
+		}
+	}
+}
