@@ -33,7 +33,7 @@ type Reader struct {
 	lastLine int
 	startErr error // a gzip header cut short: reported by the first Next
 	c        io.Closer
-	read     *countReader // the file's bytes read so far; nil for a reader not from a file
+	read     *countReader               // the file's bytes read so far; nil for a reader not from a file
 	Warn     func(line int, msg string) // called for skipped lines and a cut-short end; may be nil
 }
 
