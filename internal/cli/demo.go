@@ -31,6 +31,9 @@ prefixes, a KV cache small enough to fill up and preempt), scrapes it every 0.5 
 step at the end of each rollout batch, the way a trainer would. Each step is printed as a row
 of a table and written to OUT/steps.jsonl.
 
+With --engine sglang the simulated servers are SGLang servers, and the table shows the keys
+under the prefix sglang: the same figures where SGLang has them, read from its own families.
+
 With --colocated the fleet runs a colocated RL loop: after each rollout batch (and, every
 --eval-every steps, an eval batch) the engines sleep for the training time, then wake for the
 next batch. The demo marks each rollout batch as phase "rollout" and each eval batch as phase
@@ -50,6 +53,7 @@ func demoWith(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	steps := fs.Int("steps", 5, "number of steps (rollout batches) to run")
 	servers := fs.Int("servers", 2, "simulated vLLM servers (scrape targets)")
 	dp := fs.Int("dp", 2, "data-parallel engines per server")
+	engine := fs.String("engine", sim.EngineVLLM, engineHelp)
 	out := fs.String("out", "vllmstat-demo", "output `directory`")
 	speed := fs.Float64("speed", 1, "simulated seconds per wall second")
 	seed := fs.Int64("seed", 1, "workload seed: the same seed gives the same events")
@@ -79,6 +83,10 @@ func demoWith(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	if !(*straggler >= 1) || math.IsInf(*straggler, 0) {
 		fmt.Fprintf(stderr, "vllmstat demo: --straggler must be a number of at least 1 (1 means no straggler), got %v\n", *straggler)
+		return exitUsage
+	}
+	if *engine != sim.EngineVLLM && *engine != sim.EngineSGLang {
+		fmt.Fprintf(stderr, "vllmstat demo: --engine must be vllm or sglang, got %q\n", *engine)
 		return exitUsage
 	}
 	if msg := checkLoopFlags(*colocated, *trainTime, *evalEvery); msg != "" {
@@ -113,6 +121,7 @@ func demoWith(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	sc := sim.DefaultConfig()
 	sc.Servers, sc.DP, sc.Port, sc.Speed, sc.Seed = *servers, *dp, 0, *speed, *seed
+	sc.Engine = *engine
 	sc.BlocksPerEngine = demoBlocks
 	sc.Workload.Pause = time.Second // the trainer's update between batches; keeps the demo under a minute
 	sc.Workload.Batches = *steps
@@ -162,14 +171,22 @@ func demoWith(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "vllmstat demo: %v\n", err)
 		return exitError
 	}
-	fmt.Fprintf(stdout, "Simulated vLLM fleet: %d servers x %d engines (vLLM %s pages)\n", *servers, *dp, sc.Version)
+	kind, unit := vllm.VLLM, "engine"
+	if sc.Engine == sim.EngineSGLang {
+		kind, unit = vllm.SGLang, "DP rank"
+		fmt.Fprintf(stdout, "Simulated SGLang fleet: %d servers x %d DP ranks (SGLang pages, keys under %s/)\n", *servers, *dp,
+			vllm.EnginePrefix(cfg.MetricPrefix, kind))
+	} else {
+		fmt.Fprintf(stdout, "Simulated vLLM fleet: %d servers x %d engines (vLLM %s pages)\n", *servers, *dp, sc.Version)
+	}
 	for _, u := range cfg.Targets {
 		fmt.Fprintf(stdout, "  %s\n", u)
 	}
 	if *straggler > 1 {
-		fmt.Fprintf(stdout, "Straggler: engine %d of %s generates %g times longer outputs.\n", *dp-1, cfg.Targets[len(cfg.Targets)-1], *straggler)
+		fmt.Fprintf(stdout, "Straggler: %s %d of %s generates %g times longer outputs.\n", unit, *dp-1, cfg.Targets[len(cfg.Targets)-1], *straggler)
 	}
 	table := newStepTable(stdout, cfg.MetricPrefix)
+	table.kind = kind
 	if *colocated {
 		train := "as long as its rollout"
 		if *trainTime > 0 {
@@ -187,10 +204,13 @@ func demoWith(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	} else {
 		fmt.Fprintf(stdout, "Scraping every %gs; a step ends when a rollout batch has finished on every engine.\n\n", cfg.Interval)
 	}
-	if sc.SpecDecode > 0 {
+	switch {
+	case sc.SpecDecode > 0 && kind == vllm.SGLang:
+		table.cols = append(table.cols, sglangSpecDecodeCol)
+	case sc.SpecDecode > 0:
 		table.cols = append(table.cols, specDecodeCol)
 	}
-	if sc.KVConnector {
+	if sc.KVConnector && kind == vllm.VLLM { // SGLang counts the external cache's hits as cached tokens
 		table.cols = append(table.cols, kvConnectorCol)
 	}
 	r, err := startRun(cfg, log, io.Discard, true) // a demo starts steps.jsonl anew
@@ -337,6 +357,7 @@ func checkLoopFlags(colocated bool, trainTime time.Duration, evalEvery int) stri
 type stepTable struct {
 	w      io.Writer
 	prefix string
+	kind   vllm.Engine // the engine kind whose keys the columns show
 	rows   int
 	cols   []tableCol
 	// phase, if set, names a phase whose figures the columns marked fromPhase show in the rows
@@ -360,6 +381,9 @@ type tableCol struct {
 
 // specDecodeCol is the column a demo with speculative decoding adds.
 var specDecodeCol = tableCol{"accept", vllm.Value{Name: vllm.SpecAcceptanceRate.Name}, "%6.1f%%", 100, false}
+
+// sglangSpecDecodeCol is specDecodeCol of an SGLang fleet, which has the rate as a gauge only.
+var sglangSpecDecodeCol = tableCol{"accept", vllm.Value{Name: vllm.Gauges[vllm.SpecAcceptRate].Name, Stat: vllm.StatMean}, "%6.1f%%", 100, false}
 
 // kvConnectorCol is the column a demo with a KV connector adds.
 var kvConnectorCol = tableCol{"ext hit", vllm.Value{Name: vllm.ExternalHitRate.Name}, "%7.1f%%", 100, false}
@@ -424,7 +448,9 @@ func (t *stepTable) row(r *step.Record) {
 		if c.fromPhase && ph != nil {
 			m = ph.Metrics
 		}
-		v, ok := m[c.key.Key(t.prefix)]
+		key := c.key
+		key.Kind = t.kind
+		v, ok := m[key.Key(t.prefix)]
 		if !ok {
 			fmt.Fprintf(t.w, " %*s", width, "-")
 			continue

@@ -39,6 +39,12 @@ as vLLM's (families, HELP texts, labels, buckets, number formatting), whose valu
 model of vLLM's scheduler: KV cache with prefix caching, running batch, waiting queue,
 preemption. The simulator prints one /metrics URL per line and runs until interrupted.
 
+With --engine sglang the servers are SGLang servers started with --enable-metrics: the same
+model behind pages laid out as SGLang's (sglang: families, a scheduler's series per DP rank
+labelled dp_rank, the tokenizer's without it). Their gauges change only at SGLang's log points
+(every prefill batch, every --decode-log-interval decode batches, every 30s while idle), a
+preemption is a retraction, and tokens are counted as requests finish.
+
 Server i listens on port --port + i. Simulated time runs --speed times faster than the wall
 clock; fault times are wall-clock offsets from the start.
 
@@ -56,6 +62,9 @@ Faults (--fault, repeatable): KIND@TIME[+DURATION][:server=N]
 
 Flags:
 `
+
+// engineHelp documents --engine for sim and demo alike.
+const engineHelp = "inference engine whose pages the servers serve: vllm or sglang"
 
 // stragglerHelp documents --straggler for sim and demo alike.
 const stragglerHelp = "make the last engine of the last server a straggler: its requests generate `F` times longer outputs " +
@@ -87,7 +96,9 @@ func runSimContext(parent context.Context, args []string, stdout, stderr io.Writ
 	fs.IntVar(&cfg.DP, "dp", cfg.DP, "data-parallel engines per server (the engine label)")
 	fs.IntVar(&cfg.Port, "port", cfg.Port, "port of server 0; server i uses port+i; 0 picks free ports")
 	fs.StringVar(&cfg.Host, "host", cfg.Host, "address to listen on")
+	fs.StringVar(&cfg.Engine, "engine", cfg.Engine, engineHelp)
 	fs.StringVar(&cfg.Version, "vllm-version", cfg.Version, "vLLM page layout: 0.20, 0.10 or 0.8")
+	fs.IntVar(&cfg.DecodeLogInterval, "decode-log-interval", cfg.DecodeLogInterval, "sglang: decode batches between two of the scheduler's log points (SGLang's --decode-log-interval)")
 	fs.Int64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the workload; the same seed gives the same events")
 	fs.Float64Var(&cfg.Speed, "speed", cfg.Speed, "simulated seconds per wall second")
 	fs.StringVar(&cfg.Model, "model", cfg.Model, "served model name (model_name label)")

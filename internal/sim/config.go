@@ -10,9 +10,18 @@ import (
 	"github.com/vllmstat/vllmstat/internal/clock"
 )
 
+// The engines a fleet can imitate (Config.Engine).
+const (
+	EngineVLLM   = "vllm"
+	EngineSGLang = "sglang"
+)
+
 // Config describes a simulated fleet: Servers API servers, each on its own port with DP
 // data-parallel engines behind it.
 type Config struct {
+	// Engine is the inference engine whose pages the servers serve: "vllm" (the default) or
+	// "sglang" (see sglang.go). The engines behind the pages are the same model either way.
+	Engine string
 	// Servers is the number of API servers (scrape targets).
 	Servers int
 	// DP is the number of data-parallel engines per server; each shows on the server's page
@@ -23,8 +32,12 @@ type Config struct {
 	// Port is server 0's port; server i listens on Port+i. 0 picks free ports.
 	Port int
 	// Version is the vLLM release whose page layout to imitate: "0.20", "0.10" or "0.8"
-	// (a patch release such as "0.10.2" selects its minor version's layout).
+	// (a patch release such as "0.10.2" selects its minor version's layout). An SGLang fleet
+	// has SGLang's layout whatever it is.
 	Version string
+	// DecodeLogInterval is SGLang's --decode-log-interval: its scheduler sets its gauges every
+	// that many decode batches (and at every prefill batch).
+	DecodeLogInterval int
 	// Seed makes the workload, and with it every simulated event, repeatable.
 	Seed int64
 	// Speed is simulated seconds per wall second.
@@ -69,6 +82,8 @@ type Config struct {
 // engine each, a GRPO workload, vLLM 0.20's page layout.
 func DefaultConfig() Config {
 	return Config{
+		Engine:              EngineVLLM,
+		DecodeLogInterval:   defaultDecodeLogInterval,
 		Servers:             2,
 		DP:                  1,
 		Host:                "127.0.0.1",
@@ -101,11 +116,17 @@ func (c Config) Validate() error {
 	if c.Port < 0 || c.Port > 65535 || (c.Port > 0 && c.Port+c.Servers-1 > 65535) {
 		bad("port %d does not leave room for %d servers below 65536", c.Port, c.Servers)
 	}
-	v, err := parseVersion(c.Version)
-	if err != nil {
-		errs = append(errs, err)
-	} else if !v.engineLabel && c.DP > 1 {
-		bad("vllm version %s pages have no engine label, so they can show only one engine: use dp 1", c.Version)
+	switch c.Engine {
+	case EngineVLLM, "":
+		v, err := parseVersion(c.Version)
+		if err != nil {
+			errs = append(errs, err)
+		} else if !v.engineLabel && c.DP > 1 {
+			bad("vllm version %s pages have no engine label, so they can show only one engine: use dp 1", c.Version)
+		}
+	case EngineSGLang:
+	default:
+		bad("engine %q is not simulated: use vllm or sglang", c.Engine)
 	}
 	if !(c.Speed > 0) || math.IsInf(c.Speed, 0) {
 		bad("speed must be a positive number, got %v", c.Speed)
@@ -148,6 +169,8 @@ func (c Config) engineConfig() EngineConfig {
 		MaxModelLen:         c.MaxModelLen,
 		Cost:                c.Cost,
 		SpecTokens:          c.SpecDecode,
+		SGLang:              c.Engine == EngineSGLang,
+		DecodeLogInterval:   c.DecodeLogInterval,
 	}
 }
 

@@ -37,6 +37,10 @@ type EngineConfig struct {
 	MaxModelLen         int // only sets the token-count histogram buckets
 	Cost                CostModel
 	SpecTokens          int // speculative tokens per decode step; 0 is off
+	// SGLang makes the engine count what an SGLang page shows too (see sglang.go), with a
+	// decode log point every DecodeLogInterval decode batches.
+	SGLang            bool
+	DecodeLogInterval int
 }
 
 // maxSpecTokens bounds SpecTokens: engineStats counts accepted tokens per position in an array.
@@ -54,6 +58,8 @@ func (c EngineConfig) validate() error {
 		return fmt.Errorf("max model len must be positive, got %d", c.MaxModelLen)
 	case c.SpecTokens < 0 || c.SpecTokens > maxSpecTokens:
 		return fmt.Errorf("speculative tokens must be 0 (off) to %d, got %d", maxSpecTokens, c.SpecTokens)
+	case c.SGLang && c.DecodeLogInterval < 1:
+		return fmt.Errorf("decode log interval must be positive, got %d", c.DecodeLogInterval)
 	case c.NumBlocks*BlockSize < c.MaxModelLen:
 		// vLLM refuses to start in this case too: one request of max_model_len tokens must fit,
 		// or it could be preempted forever.
@@ -103,6 +109,7 @@ type Engine struct {
 	lastBusy time.Duration // end of the last iteration that did anything
 
 	stats engineStats
+	sg    sglangEngine // an SGLang engine's logging state
 
 	// ext is the fleet's external prefix cache, nil without a KV connector.
 	ext *externalCache
@@ -163,7 +170,15 @@ func (e *Engine) Submit(spec RequestSpec) {
 func (e *Engine) RunUntil(t time.Duration) {
 	for e.now < t {
 		if !e.Busy() {
-			if len(e.pending) == 0 || e.pending[0].Arrival > t {
+			idle := len(e.pending) == 0 || e.pending[0].Arrival > t
+			if e.cfg.SGLang {
+				next := t
+				if !idle {
+					next = e.pending[0].Arrival
+				}
+				e.sgIdle(next, idle)
+			}
+			if idle {
 				return
 			}
 			e.now = max(e.now, e.pending[0].Arrival)
@@ -182,13 +197,19 @@ func (e *Engine) Step() time.Duration {
 		return 0
 	}
 	sched := e.schedule()
+	if e.cfg.SGLang {
+		e.sgPrefillLog()
+	}
 	d := e.cost(sched)
 	e.now += d
 	e.lastBusy = e.now
-	e.complete(sched)
+	decoded := e.complete(sched)
 	e.stats.running = len(e.running)
 	e.stats.waiting = e.waiting.len()
 	e.stats.kvUsage = e.pool.usage()
+	if e.cfg.SGLang && decoded > 0 {
+		e.sgDecodeBatch(decoded)
+	}
 	return d
 }
 
@@ -295,6 +316,9 @@ func (e *Engine) schedule() []scheduledReq {
 			}
 		}
 		e.emitSchedule(r, hit*BlockSize)
+		if e.cfg.SGLang {
+			e.sgPrefill(r, n, (hit+ext)*BlockSize)
+		}
 		sched = append(sched, scheduledReq{r, n, 0, ext * BlockSize})
 		budget -= n
 	}
@@ -387,21 +411,27 @@ func (e *Engine) cost(sched []scheduledReq) time.Duration {
 
 // complete applies the iteration's results at its end time: computed tokens, one sampled token
 // for every request whose sequence is now fully computed, finished requests, and the stats vLLM
-// records from the iteration's outputs.
-func (e *Engine) complete(sched []scheduledReq) {
+// records from the iteration's outputs. It returns the tokens that requests already decoding
+// generated (SGLang's decode batch).
+func (e *Engine) complete(sched []scheduledReq) (decoded int) {
 	b := e.buckets
 	now := e.now
 	promptTokens, genTokens := 0, 0
 	finished := false
 	for _, s := range sched {
 		r := s.r
+		a := 0
 		if s.draft > 0 {
 			// The accepted draft tokens are output with the token the target model samples
 			// after them; the rejected ones' KV is overwritten by later tokens.
-			a := e.acceptDrafts(r, s.draft)
+			a = e.acceptDrafts(r, s.draft)
 			r.numComputed += 1 + a
 			r.numOutput += a
 			genTokens += a
+			if e.cfg.SGLang {
+				e.sg.specAccepted += int64(a + 1)
+				e.sg.specDrafts++
+			}
 		} else {
 			r.numComputed += s.tokens
 		}
@@ -410,6 +440,14 @@ func (e *Engine) complete(sched []scheduledReq) {
 		}
 		r.numOutput++
 		genTokens++
+		if e.cfg.SGLang {
+			if r.numOutput == 1 {
+				e.stats.sg.ttft.observe(sglangBuckets.ttft, (now - r.Arrival).Seconds())
+			} else {
+				e.stats.sg.itl.observeTokens(sglangBuckets.itl, (now - r.lastTokenAt).Seconds(), 1+a)
+				decoded += 1 + a
+			}
+		}
 		if r.numOutput == 1 {
 			r.firstTokenAt = now
 			promptTokens += r.PromptLen
@@ -435,6 +473,9 @@ func (e *Engine) complete(sched []scheduledReq) {
 	if genTokens > 0 {
 		e.stats.iterationTokens.observe(b.iteration, float64(promptTokens+genTokens))
 	}
+	if e.cfg.SGLang {
+		e.sg.genSinceLog += int64(decoded)
+	}
 	if finished {
 		kept := e.running[:0]
 		for _, r := range e.running {
@@ -445,6 +486,7 @@ func (e *Engine) complete(sched []scheduledReq) {
 		clear(e.running[len(kept):])
 		e.running = kept
 	}
+	return decoded
 }
 
 func (e *Engine) finish(r *request) {
@@ -467,6 +509,9 @@ func (e *Engine) finish(r *request) {
 		tpot = decode.Seconds() / float64(r.numOutput-1)
 	}
 	s.reqTPOT.observe(b.perToken, tpot)
+	if e.cfg.SGLang {
+		e.sgFinish(r)
+	}
 	s.reqPrompt.observe(b.tokens, float64(r.PromptLen))
 	s.reqGeneration.observe(b.tokens, float64(r.numOutput))
 	s.paramsMaxTokens.observe(b.tokens, float64(r.MaxTokens))
@@ -517,6 +562,7 @@ func (e *Engine) restart() int {
 	e.pending = append(e.pending[:0], e.pending[n:]...)
 	e.pool.reset()
 	e.stats = engineStats{}
+	e.sg = sglangEngine{lastLog: e.now, lastDecodeLog: e.now}
 	return lost
 }
 

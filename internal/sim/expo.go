@@ -12,7 +12,7 @@ type label struct{ name, value string }
 
 // labelSet collects up to a handful of labels and writes them sorted by name.
 type labelSet struct {
-	l [6]label
+	l [8]label
 	n int
 }
 

@@ -76,7 +76,7 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 	}
 	ctx, f.cancel = context.WithCancel(ctx)
 	for i, ln := range lns {
-		r := newRenderer(s.version, cfg.Model, s.buckets, cfg.BlocksPerEngine, cfg.DP)
+		r := s.renderer()
 		f.servers = append(f.servers, newServer(ctx, i, ln, r, cfg, f.start, log))
 	}
 	f.publish()
@@ -85,7 +85,7 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 		f.wg.Go(func() { srv.runDownFaults(ctx, &f.wg) })
 	}
 	f.wg.Go(func() { f.run(ctx) })
-	log.Info("fleet started", "servers", cfg.Servers, "dp", cfg.DP, "vllm_version", cfg.Version,
+	log.Info("fleet started", "engine", cfg.Engine, "servers", cfg.Servers, "dp", cfg.DP, "vllm_version", cfg.Version,
 		"workload", cfg.Workload.Kind, "seed", cfg.Seed, "speed", cfg.Speed)
 	return f, nil
 }
@@ -118,7 +118,10 @@ func (f *Fleet) Edges() <-chan LoopEdge { return f.edges }
 // "generation_tokens", "prompt_tokens_by_source/<source>", "request_success/<reason>", and
 // "<histogram>_count" and "<histogram>_sum" for each histogram family (e.g.
 // "time_to_first_token_seconds_sum"); plus "requests_lost" (requests dropped by restarts) and
-// "restarts".
+// "restarts". An SGLang fleet's are its pages' family names without "sglang:" and "_total", as
+// SGLang counts: "prompt_tokens", "generation_tokens", "cached_tokens", "num_requests" (at each
+// request's finish), "num_retracted_requests", "realtime_tokens/<mode>", and "<histogram>_count"
+// and "<histogram>_sum" of its four histograms; plus "requests_lost" and "restarts".
 func (f *Fleet) Totals() map[string]float64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -15,6 +15,8 @@ type pageState struct {
 	// uptime is wall seconds since then; the process and Python families grow with it.
 	uptime float64
 	http   httpStats
+	// restarts counts the server's restarts, which give an SGLang page's processes new pids.
+	restarts int
 }
 
 // httpStats are the counts the API server's HTTP instrumentation keeps, apart from
@@ -61,6 +63,11 @@ var httpDurationBounds = func() []float64 {
 	}
 	return append(b, 1, 2, 5, 10, 30, 60)
 }()
+
+// pageRenderer writes one server's page.
+type pageRenderer interface {
+	render(dst []byte, st *pageState) []byte
+}
 
 // renderer writes one server's page in one vLLM version's layout. Everything that does not
 // change between scrapes is prepared once.

@@ -21,7 +21,7 @@ import (
 type server struct {
 	idx      int
 	addr     string // host:port, fixed at the first listen so that a reopened port is the same
-	renderer *renderer
+	renderer pageRenderer
 	clock    clock.Clock
 	start    time.Time
 	log      *slog.Logger
@@ -40,7 +40,7 @@ type server struct {
 	closed  bool         // the fleet is closing: serve no more
 }
 
-func newServer(ctx context.Context, idx int, ln net.Listener, r *renderer, cfg Config, start time.Time, log *slog.Logger) *server {
+func newServer(ctx context.Context, idx int, ln net.Listener, r pageRenderer, cfg Config, start time.Time, log *slog.Logger) *server {
 	s := &server{idx: idx, addr: ln.Addr().String(), renderer: r, clock: cfg.Clock, start: start, done: ctx.Done(),
 		log: log.With("server", idx, "addr", ln.Addr().String()), slow: cfg.SlowDelay}
 	for _, f := range cfg.Faults {
@@ -208,7 +208,7 @@ func (s *server) handleMetrics(w http.ResponseWriter, r *http.Request) {
 	var st pageState
 	s.mu.Lock()
 	st.engines = append(st.engines, s.state.engines...)
-	st.createdAt, st.uptime = s.state.createdAt, s.state.uptime
+	st.createdAt, st.uptime, st.restarts = s.state.createdAt, s.state.uptime, s.state.restarts
 	st.http.metrics, st.http.health = s.http.metrics, s.http.health
 	st.http.duration.copyFrom(&s.http.duration)
 	s.mu.Unlock()

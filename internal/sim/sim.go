@@ -55,7 +55,10 @@ func NewSim(cfg Config) (*Sim, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	v, _ := parseVersion(cfg.Version)
+	v, err := parseVersion(cfg.Version)
+	if err != nil { // an SGLang fleet's version is no layout of its pages
+		v = &v020
+	}
 	s := &Sim{cfg: cfg, version: v.withOptions(cfg), buckets: newBucketSet(cfg.MaxModelLen)}
 	ec := cfg.engineConfig()
 	for i := range cfg.Servers {
@@ -205,6 +208,11 @@ func (s *Sim) Totals() map[string]float64 {
 	m := map[string]float64{}
 	for _, srv := range s.servers {
 		for i, e := range srv.engines {
+			if s.cfg.Engine == EngineSGLang {
+				srv.carry[i].addSGLangTotals(m)
+				e.stats.addSGLangTotals(m)
+				continue
+			}
 			srv.carry[i].addTotals(m)
 			e.stats.addTotals(m)
 		}
@@ -219,8 +227,15 @@ func (s *Sim) Totals() map[string]float64 {
 func (s *Sim) Page(i int, start time.Time) []byte {
 	var st pageState
 	s.fillPage(i, start, &st)
-	r := newRenderer(s.version, s.cfg.Model, s.buckets, s.cfg.BlocksPerEngine, s.cfg.DP)
-	return r.render(nil, &st)
+	return s.renderer().render(nil, &st)
+}
+
+// renderer returns a writer of the fleet's pages: SGLang's layout, or the vLLM version's.
+func (s *Sim) renderer() pageRenderer {
+	if s.cfg.Engine == EngineSGLang {
+		return newSGLangRenderer(s.cfg.Model, s.cfg.DP)
+	}
+	return newRenderer(s.version, s.cfg.Model, s.buckets, s.cfg.BlocksPerEngine, s.cfg.DP)
 }
 
 // fillPage copies server i's engine stats into st, reusing st's slices.
@@ -233,4 +248,5 @@ func (s *Sim) fillPage(i int, start time.Time, st *pageState) {
 	startedWall := start.Add(s.cfg.wallTime(srv.startedAt))
 	st.createdAt = float64(startedWall.UnixMicro()) / 1e6
 	st.uptime = s.cfg.wallTime(s.now - srv.startedAt).Seconds()
+	st.restarts = srv.restarts
 }

@@ -2,10 +2,11 @@ package sim
 
 import "sort"
 
-// maxBounds is the largest number of finite bucket bounds an engine histogram may have. Engine
-// histograms are fixed-size arrays so that engineStats is a plain value: publishing a snapshot
-// to the HTTP side is a struct copy, with no allocation and nothing shared.
-const maxBounds = 23
+// maxBounds is the largest number of finite bucket bounds an engine histogram may have (SGLang's
+// queue_time_seconds has 36). Engine histograms are fixed-size arrays so that engineStats is a
+// plain value: publishing a snapshot to the HTTP side is a struct copy, with no allocation and
+// nothing shared.
+const maxBounds = 36
 
 // histogram is one Prometheus histogram child. counts are per bucket (not cumulative); the last
 // used slot, counts[len(bounds)], is the +Inf bucket. The bounds live in the engine's bucketSet.
@@ -71,6 +72,9 @@ type engineStats struct {
 	ttft, itl, e2e, queue, inference, prefill, decode, reqTPOT  histogram
 	reqPrompt, reqGeneration, reqMaxGeneration, paramsMaxTokens histogram
 	paramsN, iterationTokens                                    histogram
+
+	// sg is what an SGLang page shows (Config.Engine "sglang"); zero on a vLLM fleet.
+	sg sglangStats
 }
 
 // addCounters adds o's counters and histograms to s, leaving the gauges alone. It is how a
@@ -98,6 +102,7 @@ func (s *engineStats) addCounters(o *engineStats) {
 	for _, f := range histogramFields {
 		f.get(s).add(f.get(o))
 	}
+	s.sg.addCounters(&o.sg)
 }
 
 // histogramField names one engineStats histogram by its vLLM family name (without "vllm:") and

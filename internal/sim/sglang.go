@@ -1,0 +1,354 @@
+package sim
+
+import (
+	"sort"
+	"strconv"
+	"time"
+)
+
+// An SGLang fleet (Config.Engine "sglang") runs the same engines and workload as a vLLM fleet
+// and shows them on pages laid out as SGLang's: the families of its SchedulerMetricsCollector
+// and TokenizerMetricsCollector (python/sglang/srt/observability/metrics_collector.py), with
+// their names, types, labels, HELP texts and buckets, rendered as Python's prometheus_client
+// renders a multiprocess registry: labels sorted, no _created series, no process or Python
+// families. What the engine model does is counted as SGLang counts it:
+//   - the scheduler's gauges are set at its log points only (scheduler_metrics_mixin.py): at
+//     every prefill batch, every DecodeLogInterval decode batches, and every 30 s while idle, so
+//     a page repeats the last log point's values in between;
+//   - a retraction is SGLang's preemption (num_retracted_requests_total);
+//   - the tokenizer counts a request's prompt, generated and cached tokens, and the request, when
+//     it finishes, once per server, without a rank;
+//   - realtime_tokens_total counts the prefill batch's computed and cached tokens at the batch
+//     and the decode tokens at every decode batch.
+//
+// A server of DP engines labels each engine's scheduler series dp_rank, as SGLang does with
+// data parallelism.
+
+// sglangIdleLog is how often an idle SGLang scheduler sets its gauges
+// (self_check_during_idle: every 30 s without a log point).
+const sglangIdleLog = 30 * time.Second
+
+// defaultDecodeLogInterval is SGLang's --decode-log-interval default.
+const defaultDecodeLogInterval = 40
+
+// sglangGauges are the gauges an SGLang scheduler sets at a log point.
+type sglangGauges struct {
+	running, queue, usedTokens int
+	usage                      float64
+	genThroughput              float64
+	specLen, specRate          float64
+	cacheHitRate               float64
+}
+
+// sglangStats are an SGLang engine's figures of its page: the last log point's gauges, the
+// scheduler's counters and queue-time histogram, and the tokenizer's counts of the engine's
+// requests, which a server's page shows summed over its engines.
+type sglangStats struct {
+	logged sglangGauges
+
+	// The tokenizer's, counted at a request's finish.
+	prompt, generation, requests int64
+	cachedDevice, cachedHost     int64 // prefix-cache hits, local and from the external cache
+	ttft, itl, e2e               histogram
+
+	// The scheduler's.
+	prefillCompute, prefillCache, decode int64 // realtime_tokens_total by mode
+	queue                                histogram
+}
+
+func (s *sglangStats) addCounters(o *sglangStats) {
+	s.prompt += o.prompt
+	s.generation += o.generation
+	s.requests += o.requests
+	s.cachedDevice += o.cachedDevice
+	s.cachedHost += o.cachedHost
+	s.prefillCompute += o.prefillCompute
+	s.prefillCache += o.prefillCache
+	s.decode += o.decode
+	for _, h := range []struct{ a, b *histogram }{{&s.ttft, &o.ttft}, {&s.itl, &o.itl}, {&s.e2e, &o.e2e}, {&s.queue, &o.queue}} {
+		h.a.add(h.b)
+	}
+}
+
+// sglangEngine is an SGLang scheduler's logging state, which no page shows.
+type sglangEngine struct {
+	lastLog       time.Duration // the last log point
+	lastDecodeLog time.Duration
+	decodeBatches int   // decode batches since the last decode log point
+	genSinceLog   int64 // tokens generated since the last decode log point
+	specAccepted  int64 // accepted draft tokens since the last decode log point, plus one per draft
+	specDrafts    int64
+	// This iteration's prefill batch: new requests' tokens to compute and found cached.
+	prefillInput, prefillHit int
+	prefill                  bool
+}
+
+// sglangBuckets are SGLang's default bucket bounds (metrics_collector.py).
+var sglangBuckets = struct{ ttft, itl, e2e, queue []float64 }{
+	ttft: []float64{0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400},
+	itl: []float64{0.002, 0.004, 0.006, 0.008, 0.010, 0.015, 0.020, 0.025, 0.030, 0.035, 0.040, 0.060, 0.080, 0.100,
+		0.200, 0.400, 0.600, 0.800, 1.000, 2.000, 4.000, 6.000, 8.000},
+	e2e: []float64{0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400, 600, 1200, 1800, 2400},
+	queue: []float64{0.0, 0.1, 0.2, 0.5, 1, 2, 3, 4, 5, 10, 15, 20, 30, 40, 50, 60, 70, 80, 90, 100, 200, 300, 400, 500,
+		600, 700, 800, 900, 1000, 1200, 1400, 1600, 1800, 2000, 2500, 3000},
+}
+
+// sgLog sets the scheduler's gauges at a log point at time at.
+func (e *Engine) sgLog(at time.Duration, decode bool) {
+	g := &e.stats.sg.logged
+	g.running = len(e.running)
+	g.queue = e.waiting.len()
+	g.usage = e.pool.usage()
+	g.usedTokens = e.pool.numUsed() * BlockSize
+	g.cacheHitRate = 0 // a decode log point sets it to 0
+	if decode {
+		if d := at - e.sg.lastDecodeLog; d > 0 {
+			g.genThroughput = float64(e.sg.genSinceLog) / d.Seconds()
+		}
+		g.specLen, g.specRate = 0, 0
+		if e.cfg.SpecTokens > 0 && e.sg.specDrafts > 0 {
+			g.specLen = float64(e.sg.specAccepted) / float64(e.sg.specDrafts)
+			g.specRate = float64(e.sg.specAccepted) / float64(e.sg.specDrafts*int64(e.cfg.SpecTokens+1))
+		}
+		e.sg.genSinceLog, e.sg.specAccepted, e.sg.specDrafts, e.sg.decodeBatches = 0, 0, 0, 0
+		e.sg.lastDecodeLog = at
+	} else if total := e.sg.prefillInput + e.sg.prefillHit; total > 0 {
+		g.cacheHitRate = float64(e.sg.prefillHit) / float64(total)
+	}
+	e.sg.lastLog = at
+}
+
+// sgPrefill notes a request of this iteration's prefill batch: its tokens to compute and the
+// tokens found cached, and its time in the queue.
+func (e *Engine) sgPrefill(r *request, compute, hit int) {
+	e.sg.prefill = true
+	e.sg.prefillInput += compute
+	e.sg.prefillHit += hit
+	e.stats.sg.queue.observe(sglangBuckets.queue, (e.now - r.Arrival).Seconds())
+}
+
+// sgPrefillLog ends the scheduling of an iteration with a prefill batch: the batch's log point.
+func (e *Engine) sgPrefillLog() {
+	if !e.sg.prefill {
+		return
+	}
+	e.stats.sg.prefillCompute += int64(e.sg.prefillInput)
+	e.stats.sg.prefillCache += int64(e.sg.prefillHit)
+	e.sgLog(e.now, false)
+	e.sg.prefill, e.sg.prefillInput, e.sg.prefillHit = false, 0, 0
+}
+
+// sgDecodeBatch counts an iteration that decoded, tokens generated by its decoding requests,
+// and logs every DecodeLogInterval-th.
+func (e *Engine) sgDecodeBatch(tokens int) {
+	e.stats.sg.decode += int64(tokens)
+	e.sg.decodeBatches++
+	if e.sg.decodeBatches >= e.cfg.DecodeLogInterval {
+		e.sgLog(e.now, true)
+	}
+}
+
+// sgIdle sets the gauges of a scheduler idle since e.now at the first moment sglangIdleLog
+// after its last log point, and every sglangIdleLog after, up to t: through t itself when no
+// request arrives at t.
+func (e *Engine) sgIdle(t time.Duration, through bool) {
+	for {
+		at := max(e.sg.lastLog+sglangIdleLog, e.now)
+		if at > t || at == t && !through {
+			return
+		}
+		e.sgLog(at, false)
+	}
+}
+
+// sgFinish counts a finished request as SGLang's tokenizer does.
+func (e *Engine) sgFinish(r *request) {
+	s := &e.stats.sg
+	s.prompt += int64(r.PromptLen)
+	s.generation += int64(r.numOutput)
+	s.requests++
+	s.cachedDevice += int64(r.cachedTokens)
+	s.cachedHost += int64(r.externalTokens)
+	s.e2e.observe(sglangBuckets.e2e, (r.lastTokenAt - r.Arrival).Seconds())
+}
+
+// observeTokens is SGLang's inter-token latency: the interval since a request's previous output
+// is added to the sum once, and its tokens to the bucket of the interval per token
+// (TokenizerMetricsCollector.observe_inter_token_latency), so the count is of tokens.
+func (h *histogram) observeTokens(bounds []float64, interval float64, tokens int) {
+	h.counts[sort.SearchFloat64s(bounds, interval/float64(tokens))] += uint64(tokens)
+	h.sum += interval
+	h.count += uint64(tokens)
+}
+
+// addSGLangTotals adds s's counts to a Totals map of an SGLang fleet under the keys of SGLang's
+// families (see Fleet.Totals).
+func (s *engineStats) addSGLangTotals(m map[string]float64) {
+	g := &s.sg
+	m["prompt_tokens"] += float64(g.prompt)
+	m["generation_tokens"] += float64(g.generation)
+	m["cached_tokens"] += float64(g.cachedDevice + g.cachedHost)
+	m["num_requests"] += float64(g.requests)
+	m["num_retracted_requests"] += float64(s.preemptions)
+	m["realtime_tokens/prefill_compute"] += float64(g.prefillCompute)
+	m["realtime_tokens/prefill_cache"] += float64(g.prefillCache)
+	m["realtime_tokens/decode"] += float64(g.decode)
+	for _, h := range []struct {
+		name string
+		h    *histogram
+	}{{"time_to_first_token_seconds", &g.ttft}, {"inter_token_latency_seconds", &g.itl}, {"e2e_request_latency_seconds", &g.e2e}, {"queue_time_seconds", &g.queue}} {
+		m[h.name+"_count"] += float64(h.h.count)
+		m[h.name+"_sum"] += h.h.sum
+	}
+}
+
+// sglangRenderer writes one server's page in SGLang's layout.
+type sglangRenderer struct {
+	model string
+	dp    int
+	les   struct{ ttft, itl, e2e, queue []string }
+}
+
+func newSGLangRenderer(model string, dp int) *sglangRenderer {
+	r := &sglangRenderer{model: model, dp: dp}
+	r.les.ttft = leStrings(sglangBuckets.ttft)
+	r.les.itl = leStrings(sglangBuckets.itl)
+	r.les.e2e = leStrings(sglangBuckets.e2e)
+	r.les.queue = leStrings(sglangBuckets.queue)
+	return r
+}
+
+// schedulerLabels are the labels of engine i's scheduler series (SchedulerMetricsMixin's
+// init_metrics): dp_rank only with data parallelism; one scheduler per DP rank exports.
+func (r *sglangRenderer) schedulerLabels(i int) labelSet {
+	var ls labelSet
+	if r.dp > 1 {
+		ls.add("dp_rank", strconv.Itoa(i))
+	}
+	ls.add("engine_type", "unified")
+	ls.add("model_name", r.model)
+	ls.add("moe_ep_rank", "0")
+	ls.add("pp_rank", "0")
+	ls.add("tp_rank", "0")
+	return ls
+}
+
+func (r *sglangRenderer) tokenizerLabels() labelSet {
+	var ls labelSet
+	ls.add("engine_type", "unified")
+	ls.add("model_name", r.model)
+	return ls
+}
+
+// sglangGaugeFamilies are the scheduler gauges a page shows, in SchedulerMetricsCollector's
+// order, with its HELP texts; pid marks the ones without multiprocess_mode, which
+// prometheus_client renders per process.
+var sglangGaugeFamilies = []struct {
+	name, help string
+	pid        bool
+	value      func(g *sglangGauges) float64
+}{
+	{"num_running_reqs", "The number of running requests.", false, func(g *sglangGauges) float64 { return float64(g.running) }},
+	{"num_used_tokens", "The number of used tokens.", false, func(g *sglangGauges) float64 { return float64(g.usedTokens) }},
+	{"token_usage", "The token usage.", false, func(g *sglangGauges) float64 { return g.usage }},
+	{"gen_throughput", "The generation throughput (token/s).", false, func(g *sglangGauges) float64 { return g.genThroughput }},
+	{"num_queue_reqs", "The number of requests in the waiting queue.", false, func(g *sglangGauges) float64 { return float64(g.queue) }},
+	{"cache_hit_rate", "The prefix cache hit rate.", false, func(g *sglangGauges) float64 { return g.cacheHitRate }},
+	{"spec_accept_length", "The average acceptance length of speculative decoding.", false, func(g *sglangGauges) float64 { return g.specLen }},
+	{"spec_accept_rate", "The average acceptance rate of speculative decoding (`accepted tokens / total draft tokens` in batch).", false,
+		func(g *sglangGauges) float64 { return g.specRate }},
+	{"num_retracted_reqs", "The number of retracted requests.", true, func(*sglangGauges) float64 { return 0 }},
+	{"num_paused_reqs", "The number of paused requests by async weight sync.", true, func(*sglangGauges) float64 { return 0 }},
+}
+
+func (r *sglangRenderer) render(dst []byte, st *pageState) []byte {
+	// The tokenizer's families: the server's requests, summed over its engines.
+	var tok sglangStats
+	for i := range st.engines {
+		tok.addCounters(&st.engines[i].sg)
+	}
+	tl := r.tokenizerLabels()
+	counter := func(name string, ls *labelSet, extra, value string, v float64) {
+		all := *ls
+		if extra != "" {
+			all.add(extra, value)
+		}
+		dst = appendSample(dst, "sglang:"+name, "_total", &all, "", v)
+	}
+	dst = appendHelp(dst, "sglang:prompt_tokens_total", "Number of prefill tokens processed.", "counter")
+	counter("prompt_tokens", &tl, "", "", float64(tok.prompt))
+	dst = appendHelp(dst, "sglang:generation_tokens_total", "Number of generation tokens processed.", "counter")
+	counter("generation_tokens", &tl, "", "", float64(tok.generation))
+	if tok.cachedDevice+tok.cachedHost > 0 { // SGLang creates the series at its first cached token
+		dst = appendHelp(dst, "sglang:cached_tokens_total", "Number of cached prompt tokens by source (device/host/storage).", "counter")
+		if tok.cachedDevice > 0 {
+			counter("cached_tokens", &tl, "cache_source", "device", float64(tok.cachedDevice))
+		}
+		if tok.cachedHost > 0 {
+			counter("cached_tokens", &tl, "cache_source", "host", float64(tok.cachedHost))
+		}
+	}
+	dst = appendHelp(dst, "sglang:num_requests_total", "Number of requests processed.", "counter")
+	counter("num_requests", &tl, "", "", float64(tok.requests))
+	dst = appendHelp(dst, "sglang:num_aborted_requests_total", "Number of requests aborted.", "counter")
+	counter("num_aborted_requests", &tl, "", "", 0)
+
+	// The schedulers' families, one series per engine (DP rank).
+	pid := func(i int) string { return strconv.Itoa(2000 + 100*st.restarts + i) }
+	for _, f := range sglangGaugeFamilies {
+		dst = appendHelp(dst, "sglang:"+f.name, f.help, "gauge")
+		for i := range st.engines {
+			ls := r.schedulerLabels(i)
+			if f.pid {
+				ls.add("pid", pid(i))
+			}
+			dst = appendSample(dst, "sglang:"+f.name, "", &ls, "", f.value(&st.engines[i].sg.logged))
+		}
+	}
+	dst = appendHelp(dst, "sglang:num_retracted_requests_total", "Total number of retracted requests.", "counter")
+	for i := range st.engines {
+		ls := r.schedulerLabels(i)
+		counter("num_retracted_requests", &ls, "", "", float64(st.engines[i].preemptions))
+	}
+	dst = appendHelp(dst, "sglang:realtime_tokens_total",
+		"Total number of tokens processed (updated on each log interval). mode: prefill_compute, prefill_cache, decode.", "counter")
+	for i := range st.engines {
+		ls := r.schedulerLabels(i)
+		s := &st.engines[i].sg
+		counter("realtime_tokens", &ls, "mode", "prefill_compute", float64(s.prefillCompute))
+		counter("realtime_tokens", &ls, "mode", "prefill_cache", float64(s.prefillCache))
+		counter("realtime_tokens", &ls, "mode", "decode", float64(s.decode))
+	}
+	dst = appendHelp(dst, "sglang:queue_time_seconds", "Histogram of queueing time in seconds.", "histogram")
+	for i := range st.engines {
+		ls := r.schedulerLabels(i)
+		dst = appendMultiprocessHistogram(dst, "sglang:queue_time_seconds", &ls, r.les.queue, &st.engines[i].sg.queue)
+	}
+
+	// The tokenizer's histograms.
+	for _, h := range []struct {
+		name, help string
+		les        []string
+		h          *histogram
+	}{
+		{"time_to_first_token_seconds", "Histogram of time to first token in seconds.", r.les.ttft, &tok.ttft},
+		{"inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", r.les.itl, &tok.itl},
+		{"e2e_request_latency_seconds", "Histogram of End-to-end request latency in seconds", r.les.e2e, &tok.e2e},
+	} {
+		dst = appendHelp(dst, "sglang:"+h.name, h.help, "histogram")
+		dst = appendMultiprocessHistogram(dst, "sglang:"+h.name, &tl, h.les, h.h)
+	}
+	return dst
+}
+
+// appendMultiprocessHistogram writes one histogram child as prometheus_client's multiprocess
+// collector lists it: _sum, then the buckets (cumulative), then _count.
+func appendMultiprocessHistogram(dst []byte, name string, ls *labelSet, les []string, h *histogram) []byte {
+	dst = appendSample(dst, name, "_sum", ls, "", h.sum)
+	var cum uint64
+	for i, le := range les {
+		cum += h.counts[i]
+		dst = appendSample(dst, name, "_bucket", ls, le, float64(cum))
+	}
+	return appendSample(dst, name, "_count", ls, "", float64(cum))
+}

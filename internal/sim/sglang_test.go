@@ -1,0 +1,209 @@
+package sim
+
+import (
+	"maps"
+	"math"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vllmstat/vllmstat/internal/vllm"
+	"github.com/vllmstat/vllmstat/internal/window"
+)
+
+func sglangConfig(servers, dp int) Config {
+	cfg := DefaultConfig()
+	cfg.Engine = EngineSGLang
+	cfg.Servers, cfg.DP = servers, dp
+	cfg.Model = "Qwen/Qwen3-1.7B"
+	cfg.BlocksPerEngine = 640 // small enough to retract
+	return cfg
+}
+
+// sglangShape is a sample line's name and label names, the label values left out but le's.
+func sglangShape(line string) string {
+	name, rest, _ := strings.Cut(line[:strings.LastIndexByte(line, ' ')], "{")
+	var names []string
+	for _, kv := range strings.Split(strings.TrimSuffix(rest, "}"), `",`) {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			if k == "le" {
+				k += v
+			}
+			names = append(names, k)
+		}
+	}
+	return name + "{" + strings.Join(names, ",") + "}"
+}
+
+// The simulator's SGLang page has the families, types, HELP texts, label names and bucket
+// bounds of a page that Python's prometheus_client renders from SGLang's metric definitions (a
+// multiprocess registry of a server with two DP ranks: testdata/prometheus-client-render-
+// sglang-dp2.prom); it leaves out families vllmstat does not read and SGLang sets only in cases
+// the simulator has none of (grammars, disaggregation, LoRA).
+func TestSGLangPageLayout(t *testing.T) {
+	ref := parseStructure(t, string(mustReadFile(t, "testdata/prometheus-client-render-sglang-dp2.prom")))
+	want := map[string]pageFamily{}
+	shapes := map[string]bool{}
+	for _, f := range ref {
+		want[f.name] = f
+		for _, s := range f.samples {
+			shapes[sglangShape(s+" 0")] = true
+		}
+	}
+	s, err := NewSim(sglangConfig(1, 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.AdvanceTo(20 * time.Second)
+	got := parseStructure(t, string(s.Page(0, testStart)))
+	seen := map[string]bool{}
+	for _, f := range got {
+		w, ok := want[f.name]
+		if !ok {
+			t.Errorf("family %s is not on SGLang's page", f.name)
+			continue
+		}
+		seen[f.name] = true
+		if f.typ != w.typ || f.help != w.help {
+			t.Errorf("%s: TYPE %q HELP %q, SGLang's are %q %q", f.name, f.typ, f.help, w.typ, w.help)
+		}
+		for _, smp := range f.samples {
+			if sh := sglangShape(smp + " 0"); !shapes[sh] {
+				t.Errorf("%s: sample %s has labels SGLang's page has not", f.name, sh)
+			}
+		}
+	}
+	for _, name := range []string{"sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:token_usage", "sglang:prompt_tokens_total",
+		"sglang:generation_tokens_total", "sglang:cached_tokens_total", "sglang:num_retracted_requests_total", "sglang:realtime_tokens_total",
+		"sglang:time_to_first_token_seconds", "sglang:inter_token_latency_seconds", "sglang:e2e_request_latency_seconds", "sglang:queue_time_seconds"} {
+		if !seen[name] {
+			t.Errorf("the simulator's page lacks %s", name)
+		}
+	}
+}
+
+func mustReadFile(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// pageCounters adds up a parsed SGLang page's counters and histogram counts over its workers,
+// keyed like Totals.
+func pageCounters(t *testing.T, body []byte, m map[string]float64) {
+	t.Helper()
+	p, err := window.ParsePage(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[window.Counter]string{window.PromptTokens: "prompt_tokens", window.GenerationTokens: "generation_tokens",
+		window.CachedTokens: "cached_tokens", window.NumRequests: "num_requests", window.Preemptions: "num_retracted_requests"}
+	for _, ep := range p.Engines {
+		if ep.Kind != vllm.SGLang {
+			t.Fatalf("worker %+v is not SGLang's", ep)
+		}
+		for _, cs := range ep.Counters {
+			if n, ok := names[cs.Family]; ok {
+				m[n] += cs.Value
+			}
+			if cs.Family == window.RealtimeTokens {
+				m["realtime_tokens/"+cs.Reason] += cs.Value
+			}
+		}
+		for _, hs := range ep.Hists {
+			name := vllm.Hists[hs.Family].SGLang[0]
+			m[name+"_count"] += hs.Count
+			m[name+"_sum"] += hs.Sum
+		}
+	}
+}
+
+// An SGLang fleet's pages count what the simulator counted, as SGLang counts it, at any time;
+// a DP server's page has a worker per DP rank and its tokenizer's.
+func TestSGLangPagesAgreeWithTotals(t *testing.T) {
+	cfg := sglangConfig(2, 2)
+	cfg.Workload.Batches = 2
+	s, err := NewSim(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, at := range []time.Duration{500 * time.Millisecond, 4 * time.Second, 9 * time.Second, 40 * time.Second} {
+		s.AdvanceTo(at)
+		got := map[string]float64{}
+		for i := range cfg.Servers {
+			page := s.Page(i, testStart)
+			pageCounters(t, page, got)
+			p, _ := window.ParsePage(page)
+			var labels []string
+			for _, ep := range p.Engines {
+				labels = append(labels, ep.Labels)
+			}
+			if want := []string{"", `dp_rank="0"`, `dp_rank="1"`}; !slices.Equal(labels, want) {
+				t.Fatalf("workers %q, want %q", labels, want)
+			}
+		}
+		tot := s.Totals()
+		for k, v := range tot {
+			if k == "requests_lost" || k == "restarts" {
+				continue
+			}
+			// Sums of seconds are added in another order on a page of two engines' requests.
+			if got[k] != v && !(strings.HasSuffix(k, "_sum") && math.Abs(got[k]-v) <= 1e-12*v) {
+				t.Errorf("at %s: %s = %v on the pages, %v in Totals", at, k, got[k], v)
+			}
+		}
+		if at == 40*time.Second && (tot["prompt_tokens"] == 0 || tot["cached_tokens"] == 0 || tot["num_retracted_requests"] == 0) {
+			t.Errorf("the fleet counted no prompt, cached tokens or retractions: %v", tot)
+		}
+	}
+	if keys := slices.Sorted(maps.Keys(s.Totals())); !slices.Contains(keys, "realtime_tokens/decode") {
+		t.Errorf("Totals keys %v", keys)
+	}
+}
+
+// SGLang sets its gauges at log points only: after a batch ends, the page shows the last log
+// point's load until the idle scheduler logs again 30 s after it.
+func TestSGLangGaugesAtLogPoints(t *testing.T) {
+	cfg := sglangConfig(1, 1)
+	cfg.Workload.Batches = 1
+	s, err := NewSim(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	running := func() float64 {
+		p, err := window.ParsePage(s.Page(0, testStart))
+		if err != nil || len(p.Engines) != 1 {
+			t.Fatalf("page: %v %+v", err, p)
+		}
+		return p.Engines[0].Gauges[window.Running]
+	}
+	var end time.Duration
+	for at := time.Second; end == 0 && at < time.Minute; at += 100 * time.Millisecond {
+		s.AdvanceTo(at)
+		for _, b := range s.takeBatches() {
+			end = b.At
+		}
+	}
+	if end == 0 {
+		t.Fatal("the batch did not finish")
+	}
+	e := s.engines[0]
+	if e.Busy() {
+		t.Fatal("the engine is busy after its batch")
+	}
+	s.AdvanceTo(end + time.Second)
+	if r := running(); r == 0 {
+		t.Errorf("a second after the batch the page shows %v running: the last log point's figure was during the batch", r)
+	}
+	s.AdvanceTo(e.sg.lastLog + sglangIdleLog - time.Millisecond)
+	stale := running()
+	s.AdvanceTo(end + sglangIdleLog + time.Second)
+	if r := running(); r != 0 || stale == 0 {
+		t.Errorf("running %v just before the idle log point, %v after it; want the stale figure, then 0", stale, r)
+	}
+}
