@@ -44,8 +44,8 @@ type fastTransport struct {
 // fastWriteBuffer, so that it goes out in one write: a request for named samples carries about
 // 3 KB of query. HostClient takes both buffers from pools while a scrape is in flight only.
 const (
-	fastReadBuffer  = 16 << 10
-	fastWriteBuffer = 8 << 10
+	fastReadBuffer  = 8 << 10
+	fastWriteBuffer = 4 << 10
 )
 
 // fastIdle is how long a kept connection may sit idle before it is closed. HostClient closes
