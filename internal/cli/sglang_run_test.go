@@ -1,0 +1,163 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vllmstat/vllmstat/internal/record"
+	"github.com/vllmstat/vllmstat/internal/sim"
+	"github.com/vllmstat/vllmstat/internal/step"
+)
+
+// sglangFleet starts a simulated SGLang fleet of servers × dp ranks running batches GRPO
+// batches.
+func sglangFleet(t *testing.T, servers, dp, batches int, straggler float64, seed int64) *sim.Fleet {
+	t.Helper()
+	sc := sim.DefaultConfig()
+	sc.Engine = sim.EngineSGLang
+	sc.Servers, sc.DP, sc.Port, sc.Speed, sc.Seed = servers, dp, 0, 10, seed
+	sc.BlocksPerEngine = demoBlocks // the batches retract
+	sc.Workload.Batches = batches
+	sc.Workload.Straggler = straggler
+	fleet, err := sim.Start(context.Background(), sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fleet.Close() })
+	return fleet
+}
+
+// recordSGLangRun runs "vllmstat run" against fleet with --per-worker, recording to rec, ending
+// a step at the end of each of batches batches and one after them, and returns steps.jsonl.
+func recordSGLangRun(t *testing.T, fleet *sim.Fleet, batches int, rec string) []byte {
+	t.Helper()
+	out := t.TempDir()
+	args := []string{"--per-worker", "--record", rec, "--interval", "0.2"}
+	for _, u := range fleet.URLs() {
+		args = append(args, "--target", u)
+	}
+	l := startLive(t, out, args...)
+	for range batches {
+		select {
+		case n := <-fleet.Batches():
+			l.endStep(n)
+		case <-time.After(2 * time.Minute):
+			l.stop()
+			t.Fatalf("no batch finished\n%s", l.stderr.String())
+		}
+	}
+	// The counters are final once the last batch is done: a step of a few idle scrapes more
+	// holds none of them.
+	before := l.liveScrapes()
+	if !waitUntil(10*time.Second, func() bool { return l.liveScrapes() >= before+4 }) {
+		t.Fatal("the fleet is not scraped")
+	}
+	l.endStep(batches + 1)
+	if code := l.stop(); code != 0 {
+		t.Fatalf("run exited %d\n%s", code, l.stderr.String())
+	}
+	return mustRead(t, filepath.Join(out, "steps.jsonl"))
+}
+
+// TestRunSGLangFleet runs "vllmstat run" against a simulated SGLang fleet of 2 servers with 2
+// DP ranks each, one of them a straggler: the steps' totals add up to the simulator's own count
+// of every counter SGLang exports (as SGLang counts them), so does the hit rate; each step's hit
+// rate is its cached over its prompt tokens; the straggler is named in each batch's step; and
+// replaying the run's recording writes its steps.jsonl byte for byte.
+func TestRunSGLangFleet(t *testing.T) {
+	const batches = 2
+	fleet := sglangFleet(t, 2, 2, batches, 4, 3)
+	rec := filepath.Join(t.TempDir(), "run.jsonl.gz")
+	live := recordSGLangRun(t, fleet, batches, rec)
+	totals := fleet.Totals()
+
+	var recs []step.Record
+	for _, l := range bytes.Split(bytes.TrimSpace(live), []byte("\n")) {
+		var r step.Record
+		if err := json.Unmarshal(l, &r); err != nil {
+			t.Fatalf("steps.jsonl line %q: %v", l, err)
+		}
+		recs = append(recs, r)
+	}
+	if len(recs) != batches+1 {
+		t.Fatalf("%d steps, want %d", len(recs), batches+1)
+	}
+	sum := map[string]float64{}
+	for i, r := range recs {
+		for k, v := range r.Metrics {
+			if !strings.HasPrefix(k, "sglang/") {
+				t.Fatalf("step %d: key %s of an SGLang fleet", r.Step, k)
+			}
+			sum[strings.TrimPrefix(k, "sglang/")] += v
+		}
+		if p := r.Metrics["sglang/prompt_tokens"]; p > 0 {
+			if h, want := r.Metrics["sglang/prefix_cache_hit_rate"], r.Metrics["sglang/cached_tokens"]/p; h != want {
+				t.Errorf("step %d: hit rate %v, its cached / prompt tokens %v", r.Step, h, want)
+			}
+		}
+		if i < batches {
+			last := fleet.URLs()[len(fleet.URLs())-1]
+			if len(r.Stragglers) == 0 || r.Stragglers[0].Target != last || r.Stragglers[0].Labels["dp_rank"] != "1" {
+				t.Errorf("step %d names stragglers %+v, want DP rank 1 of %s", r.Step, r.Stragglers, last)
+			}
+		}
+	}
+	keys := map[string]string{"prompt_tokens": "prompt_tokens", "generation_tokens": "generation_tokens", "cached_tokens": "cached_tokens",
+		"num_requests": "num_requests", "num_retracted_requests": "num_preemptions", "realtime_tokens/prefill_compute": "realtime_tokens/prefill_compute",
+		"realtime_tokens/prefill_cache": "realtime_tokens/prefill_cache", "realtime_tokens/decode": "realtime_tokens/decode"}
+	for simKey, key := range keys {
+		if totals[simKey] == 0 || sum[key] != totals[simKey] {
+			t.Errorf("%s: the steps add up to %v, the simulator counted %v", key, sum[key], totals[simKey])
+		}
+	}
+	if got, want := sum["cached_tokens"]/sum["prompt_tokens"], totals["cached_tokens"]/totals["prompt_tokens"]; got != want {
+		t.Errorf("the run's hit rate %v, the simulator's %v", got, want)
+	}
+
+	var out, errb bytes.Buffer
+	if code := Run([]string{"replay", "--per-worker", rec}, &out, &errb); code != 0 || errb.Len() > 0 {
+		t.Fatalf("replay exited %d: %s", code, errb.String())
+	}
+	if !bytes.Equal(out.Bytes(), live) {
+		t.Fatalf("replay differs from the live steps.jsonl\nreplay:\n%s\nlive:\n%s", out.String(), live)
+	}
+}
+
+// TestReplaySGLangRecording replays a kept recording of a run against a simulated SGLang fleet
+// (testdata/recordings/sglang): its output must equal the steps.jsonl the live run wrote, byte
+// for byte. -update records it again.
+func TestReplaySGLangRecording(t *testing.T) {
+	dir := filepath.Join("testdata", "recordings", "sglang")
+	rec := filepath.Join(dir, "run.jsonl.gz")
+	if *update {
+		os.RemoveAll(dir)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		fleet := sglangFleet(t, 1, 2, 2, 1, 7)
+		steps := recordSGLangRun(t, fleet, 2, rec)
+		if err := os.WriteFile(filepath.Join(dir, "steps.jsonl"), steps, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if segs, err := record.Segments(rec); err != nil || len(segs) != 1 {
+		t.Fatalf("segments %v, %v", segs, err)
+	}
+	want := mustRead(t, filepath.Join(dir, "steps.jsonl"))
+	var out, errb bytes.Buffer
+	if code := Run([]string{"replay", "--per-worker", rec}, &out, &errb); code != 0 || errb.Len() > 0 {
+		t.Fatalf("replay exited %d: %s", code, errb.String())
+	}
+	if !bytes.Equal(out.Bytes(), want) {
+		t.Fatalf("replay differs from the live steps.jsonl\nreplay:\n%s\nlive:\n%s", out.String(), want)
+	}
+	if !bytes.Contains(want, []byte(`"sglang/prefix_cache_hit_rate"`)) || bytes.Contains(want, []byte(`"vllm/`)) {
+		t.Error("the recording's steps do not have the sglang keys alone")
+	}
+}
