@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +15,7 @@ import (
 	"github.com/vllmstat/vllmstat/internal/record"
 	"github.com/vllmstat/vllmstat/internal/sim"
 	"github.com/vllmstat/vllmstat/internal/step"
+	"github.com/vllmstat/vllmstat/internal/window"
 )
 
 // sglangFleet starts a simulated SGLang fleet of servers × dp ranks running batches GRPO
@@ -159,5 +162,45 @@ func TestReplaySGLangRecording(t *testing.T) {
 	}
 	if !bytes.Contains(want, []byte(`"sglang/prefix_cache_hit_rate"`)) || bytes.Contains(want, []byte(`"vllm/`)) {
 		t.Error("the recording's steps do not have the sglang keys alone")
+	}
+}
+
+// TestRunSGLangSetupHints: a target that answers 404, one whose page has no family vllmstat
+// reads, and one that shows SGLang's DP rank 0 only each get one message naming the server flag
+// that fixes it, however many times they are scraped.
+func TestRunSGLangSetupHints(t *testing.T) {
+	dpAttention := mustRead(t, filepath.Join("..", "window", "testdata", "prometheus-client-render-sglang-dp-attention.prom"))
+	serve := func(code int, body []byte) string {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if code != http.StatusOK {
+				http.Error(w, `{"detail":"Not Found"}`, code)
+				return
+			}
+			w.Write(body)
+		}))
+		t.Cleanup(srv.Close)
+		return srv.URL + "/metrics"
+	}
+	targets := []string{serve(http.StatusNotFound, nil), serve(http.StatusOK, nil), serve(http.StatusOK, dpAttention)}
+	out := t.TempDir()
+	args := []string{}
+	for _, u := range targets {
+		args = append(args, "--target", u)
+	}
+	l := startLive(t, out, args...)
+	if !waitUntil(10*time.Second, func() bool { return l.liveScrapes() >= 15 }) {
+		t.Fatal("the targets are not scraped")
+	}
+	l.stop()
+	logs := l.stderr.String()
+	for i, hint := range []string{window.HintNotFound, window.HintNoFamily, window.HintDPRankZero} {
+		if n := strings.Count(logs, hint); n != 1 {
+			t.Errorf("target %s: hint %q logged %d times, want once\n%s", targets[i], hint, n, logs)
+		}
+	}
+	for _, flag := range []string{"--enable-metrics\"", "--enable-metrics,", "--enable-metrics-for-all-schedulers"} {
+		if !strings.Contains(logs, flag) {
+			t.Errorf("no message names %s", flag)
+		}
 	}
 }

@@ -84,6 +84,7 @@ type TargetState struct {
 	seen   bool
 	reason string // of the last failure, "" when up
 	late   bool   // added while the run ran, not at its start
+	hint   string // the setup hint last logged (see window.Hint)
 
 	// Labels are the labels discovery gave the target (file_sd); read only.
 	Labels map[string]string `json:"labels,omitempty"`
@@ -180,6 +181,7 @@ func (s *state) observe(res scrape.Result) {
 	s.c.opt.Observer.Scraped(&res)
 	if t := s.targets[res.Target]; t != nil {
 		s.updateTarget(t, ts, &res)
+		s.hint(t, &res)
 		if undated && t.late {
 			// Counts made before a target's first scrape are a baseline unless _created dates
 			// them after the run's start. For a target there from the start they predate the

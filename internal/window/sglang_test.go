@@ -242,3 +242,42 @@ func TestSampleNamesVLLMOnly(t *testing.T) {
 		}
 	}
 }
+
+func TestHint(t *testing.T) {
+	parse := func(body string) *Page {
+		t.Helper()
+		p, err := ParsePage([]byte(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	file := func(name string) *Page {
+		t.Helper()
+		b, err := os.ReadFile("testdata/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return parse(string(b))
+	}
+	for _, tt := range []struct {
+		name     string
+		page     *Page
+		notFound bool
+		want     string
+	}{
+		{"404", nil, true, HintNotFound},
+		{"failed scrape", nil, false, ""},
+		{"no family", parse("# HELP python_info x\n# TYPE python_info gauge\npython_info 1\n"), false, HintNoFamily},
+		{"empty page", parse(""), false, HintNoFamily},
+		{"vLLM", file("prometheus-client-render-vllm-0.20.prom"), false, ""},
+		{"DP attention, rank 0 only", file("prometheus-client-render-sglang-dp-attention.prom"), false, HintDPRankZero},
+		{"every DP rank", file("prometheus-client-render-sglang-tp2-pp2-dp2.prom"), false, ""},
+		{"no DP", file("prometheus-client-render-sglang-openmetrics.prom"), false, ""},
+		{"router", file("sgl-router-engine-metrics.prom"), false, ""},
+	} {
+		if got := Hint(tt.page, tt.notFound); got != tt.want {
+			t.Errorf("%s: Hint = %q, want %q", tt.name, got, tt.want)
+		}
+	}
+}
