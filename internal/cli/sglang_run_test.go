@@ -204,3 +204,52 @@ func TestRunSGLangSetupHints(t *testing.T) {
 		}
 	}
 }
+
+// TestRunSGLangRouter runs "vllmstat run" against the router of a simulated SGLang fleet alone:
+// its /engine_metrics gives a worker per server (worker_addr), and the steps' totals add up to
+// the simulator's own counts.
+func TestRunSGLangRouter(t *testing.T) {
+	sc := sim.DefaultConfig()
+	sc.Engine, sc.Router = sim.EngineSGLang, true
+	sc.Servers, sc.DP, sc.Port, sc.Speed, sc.Seed = 2, 1, 0, 10, 5
+	sc.BlocksPerEngine = demoBlocks
+	sc.Workload.Batches = 1
+	fleet, err := sim.Start(context.Background(), sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fleet.Close()
+	out := t.TempDir()
+	l := startLive(t, out, "--per-worker", "--interval", "0.2", "--target", fleet.RouterURL())
+	select {
+	case <-fleet.Batches():
+	case <-time.After(2 * time.Minute):
+		l.stop()
+		t.Fatal("no batch finished")
+	}
+	l.endStep(1)
+	if code := l.stop(); code != 0 {
+		t.Fatalf("run exited %d\n%s", code, l.stderr.String())
+	}
+	totals := fleet.Totals()
+	recs, _ := readSteps(t, filepath.Join(out, "steps.jsonl"))
+	if len(recs) != 1 {
+		t.Fatalf("%d steps", len(recs))
+	}
+	r := recs[0]
+	addrs := map[string]bool{}
+	for _, w := range r.PerWorker {
+		addrs[w.Labels["worker_addr"]] = true
+	}
+	for _, u := range fleet.URLs() {
+		if !addrs[strings.TrimSuffix(u, "/metrics")] {
+			t.Errorf("no worker of %s: %v", u, addrs)
+		}
+	}
+	for simKey, key := range map[string]string{"prompt_tokens": "prompt_tokens", "generation_tokens": "generation_tokens",
+		"cached_tokens": "cached_tokens", "num_retracted_requests": "num_preemptions", "realtime_tokens/decode": "realtime_tokens/decode"} {
+		if got := r.Metrics["sglang/"+key]; totals[simKey] == 0 || got != totals[simKey] {
+			t.Errorf("%s: the step counts %v, the simulator %v", key, got, totals[simKey])
+		}
+	}
+}

@@ -43,7 +43,9 @@ With --engine sglang the servers are SGLang servers started with --enable-metric
 model behind pages laid out as SGLang's (sglang: families, a scheduler's series per DP rank
 labelled dp_rank, the tokenizer's without it). Their gauges change only at SGLang's log points
 (every prefill batch, every --decode-log-interval decode batches, every 30s while idle), a
-preemption is a retraction, and tokens are counted as requests finish.
+preemption is a retraction, and tokens are counted as requests finish. With --router an SGLang
+router listens on port --port + --servers: its /engine_metrics merges every server's page, each
+sample labelled worker_addr; its URL is printed after the servers'.
 
 Server i listens on port --port + i. Simulated time runs --speed times faster than the wall
 clock; fault times are wall-clock offsets from the start.
@@ -98,6 +100,7 @@ func runSimContext(parent context.Context, args []string, stdout, stderr io.Writ
 	fs.StringVar(&cfg.Host, "host", cfg.Host, "address to listen on")
 	fs.StringVar(&cfg.Engine, "engine", cfg.Engine, engineHelp)
 	fs.StringVar(&cfg.Version, "vllm-version", cfg.Version, "vLLM page layout: 0.20, 0.10 or 0.8")
+	fs.BoolVar(&cfg.Router, "router", cfg.Router, "sglang: serve SGLang's router's /engine_metrics, every server's page merged, on port --port + --servers")
 	fs.IntVar(&cfg.DecodeLogInterval, "decode-log-interval", cfg.DecodeLogInterval, "sglang: decode batches between two of the scheduler's log points (SGLang's --decode-log-interval)")
 	fs.Int64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the workload; the same seed gives the same events")
 	fs.Float64Var(&cfg.Speed, "speed", cfg.Speed, "simulated seconds per wall second")
@@ -159,6 +162,9 @@ func runSimContext(parent context.Context, args []string, stdout, stderr io.Writ
 		return exitError
 	}
 	for _, u := range fleet.URLs() {
+		fmt.Fprintln(stdout, u)
+	}
+	if u := fleet.RouterURL(); u != "" {
 		fmt.Fprintln(stdout, u)
 	}
 	<-ctx.Done()

@@ -38,6 +38,9 @@ type Config struct {
 	// DecodeLogInterval is SGLang's --decode-log-interval: its scheduler sets its gauges every
 	// that many decode batches (and at every prefill batch).
 	DecodeLogInterval int
+	// Router puts SGLang's router in front of an SGLang fleet, on port Port+Servers: its
+	// /engine_metrics merges every server's page (see router.go).
+	Router bool
 	// Seed makes the workload, and with it every simulated event, repeatable.
 	Seed int64
 	// Speed is simulated seconds per wall second.
@@ -127,6 +130,12 @@ func (c Config) Validate() error {
 	case EngineSGLang:
 	default:
 		bad("engine %q is not simulated: use vllm or sglang", c.Engine)
+	}
+	if c.Router && c.Engine != EngineSGLang {
+		bad("a router is SGLang's: use it with engine sglang")
+	}
+	if c.Port > 0 && c.Router && c.Port+c.Servers > 65535 {
+		bad("port %d does not leave room for %d servers and the router below 65536", c.Port, c.Servers)
 	}
 	if !(c.Speed > 0) || math.IsInf(c.Speed, 0) {
 		bad("speed must be a positive number, got %v", c.Speed)

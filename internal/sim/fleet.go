@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,6 +24,7 @@ type Fleet struct {
 	start    time.Time
 	sim      *Sim // owned by the run goroutine
 	servers  []*server
+	router   *router // SGLang's router in front of the servers, nil without one
 	batches  chan int
 	edges    chan LoopEdge
 	restarts []int // per server, as last logged; owned by the run goroutine
@@ -67,6 +69,20 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 		}
 		lns = append(lns, ln)
 	}
+	var routerLn net.Listener
+	if cfg.Router {
+		port := 0
+		if cfg.Port != 0 {
+			port = cfg.Port + cfg.Servers
+		}
+		var err error
+		if routerLn, err = net.Listen("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(port))); err != nil {
+			for _, l := range lns {
+				l.Close()
+			}
+			return nil, fmt.Errorf("start fleet: router: %w", err)
+		}
+	}
 	f := &Fleet{cfg: cfg, log: log, clock: cfg.Clock, start: cfg.Clock.Now(), sim: s, restarts: make([]int, cfg.Servers)}
 	if cfg.Workload.Kind == WorkloadGRPO {
 		f.batches = make(chan int, 1024)
@@ -84,6 +100,14 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 		srv.serve(lns[i], &f.wg)
 		f.wg.Go(func() { srv.runDownFaults(ctx, &f.wg) })
 	}
+	if routerLn != nil {
+		var workers []string
+		for _, u := range f.URLs() {
+			workers = append(workers, strings.TrimSuffix(u, "/metrics"))
+		}
+		f.router = newRouter(routerLn, workers, cfg.SlowDelay+5*time.Second, log)
+		f.router.serve(routerLn, &f.wg)
+	}
 	f.wg.Go(func() { f.run(ctx) })
 	log.Info("fleet started", "engine", cfg.Engine, "servers", cfg.Servers, "dp", cfg.DP, "vllm_version", cfg.Version,
 		"workload", cfg.Workload.Kind, "seed", cfg.Seed, "speed", cfg.Speed)
@@ -97,6 +121,14 @@ func (f *Fleet) URLs() []string {
 		urls[i] = s.URL()
 	}
 	return urls
+}
+
+// RouterURL returns the router's /engine_metrics URL, "" for a fleet without a router.
+func (f *Fleet) RouterURL() string {
+	if f.router == nil {
+		return ""
+	}
+	return f.router.URL()
 }
 
 // Batches delivers the number of each GRPO batch once every engine has finished it, after the
@@ -132,6 +164,9 @@ func (f *Fleet) Totals() map[string]float64 {
 func (f *Fleet) Close() error {
 	f.closeOnce.Do(func() {
 		f.cancel()
+		if f.router != nil {
+			f.router.stop(time.Second)
+		}
 		for _, s := range f.servers {
 			s.stop(time.Second, true)
 		}
