@@ -115,11 +115,12 @@ func walkValues(prefix, family string, vs []vllm.Value, m map[string]float64, ba
 }
 
 // WalkInterval calls fn for every value of one worker's interval, as
-// vllmstat_interval_<prefix>_<key> with target and engine labels, plus the interval's length
+// vllmstat_interval_<prefix>_<key> (the prefix of the worker's engine kind, see
+// vllm.EnginePrefix) with target and engine labels, plus the interval's length
 // (when it has one) as vllmstat_interval_seconds. labels is reused between calls.
 func WalkInterval(prefix string, iv *step.Interval, fn func(name string, labels []Label, v float64)) {
 	ls := []Label{{"target", iv.Target}, {"engine", iv.Engine}, {"worker_labels", iv.Labels}}
-	p := intervalFamily + sanitize(prefix) + "_"
+	p := intervalFamily + sanitize(vllm.EnginePrefix(prefix, iv.Kind)) + "_"
 	for _, k := range slices.Sorted(maps.Keys(iv.Values)) {
 		fn(p+sanitize(k), ls, iv.Values[k])
 	}
