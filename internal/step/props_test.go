@@ -102,6 +102,8 @@ type simTarget struct {
 	engines  []*simEngine
 	answered bool // it answered in the open step
 	pages    int  // its successful pages
+	lastOK   float64
+	hasOK    bool // it answered once: lastOK is its last answer's time
 }
 
 // show is what a page shows of a series: its values, or a NaN or ±Inf in one of them.
@@ -205,7 +207,16 @@ func propRun(seed uint64, seen map[string]int) string {
 				seen["forget"]++
 				tg.present = false
 				for _, e := range tg.engines {
+					// An engine that restarted after the target last answered is new since then:
+					// its _created says so when the target comes back, and all it counted since
+					// its restart is counted then.
+					restarted := e.hasCreated && tg.hasOK && e.created > unix(tg.lastOK)
 					for _, s := range e.series {
+						if restarted && s.tracked && !s.inf {
+							seen["restart before a forget"]++
+							s.base, s.limit, s.infSeen = false, 0, false
+							continue
+						}
 						s.tracked, s.base, s.pend, s.limit, s.infSeen = false, false, simVals{}, 0, false
 					}
 				}
@@ -335,6 +346,7 @@ func propRun(seed uint64, seen map[string]int) string {
 				return fmt.Sprintf("generated page does not parse: %v\n%s", err, b.String())
 			}
 			tr.Observe(at(ts), tg.url, pg, nil)
+			tg.lastOK, tg.hasOK = ts, true
 			tg.answered = true
 			tg.pages++
 			for _, sh := range page {
