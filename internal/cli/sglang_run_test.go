@@ -19,7 +19,7 @@ import (
 )
 
 // sglangFleet starts a simulated SGLang fleet of servers × dp ranks running batches GRPO
-// batches.
+// batches, 2 s apart on the wall clock: time for a step to end between two batches.
 func sglangFleet(t *testing.T, servers, dp, batches int, straggler float64, seed int64) *sim.Fleet {
 	t.Helper()
 	sc := sim.DefaultConfig()
@@ -28,6 +28,7 @@ func sglangFleet(t *testing.T, servers, dp, batches int, straggler float64, seed
 	sc.BlocksPerEngine = demoBlocks // the batches retract
 	sc.Workload.Batches = batches
 	sc.Workload.Straggler = straggler
+	sc.Workload.Pause = 20 * time.Second
 	fleet, err := sim.Start(context.Background(), sc)
 	if err != nil {
 		t.Fatal(err)
@@ -37,8 +38,9 @@ func sglangFleet(t *testing.T, servers, dp, batches int, straggler float64, seed
 }
 
 // recordSGLangRun runs "vllmstat run" against fleet with --per-worker, recording to rec, ending
-// a step at the end of each of batches batches and one after them, and returns steps.jsonl.
-func recordSGLangRun(t *testing.T, fleet *sim.Fleet, batches int, rec string) []byte {
+// a step at the end of each of batches batches and one after them, and returns steps.jsonl and
+// the simulator's totals at the end of each batch.
+func recordSGLangRun(t *testing.T, fleet *sim.Fleet, batches int, rec string) ([]byte, []map[string]float64) {
 	t.Helper()
 	out := t.TempDir()
 	args := []string{"--per-worker", "--record", rec, "--interval", "0.2"}
@@ -46,9 +48,11 @@ func recordSGLangRun(t *testing.T, fleet *sim.Fleet, batches int, rec string) []
 		args = append(args, "--target", u)
 	}
 	l := startLive(t, out, args...)
+	var totals []map[string]float64
 	for range batches {
 		select {
 		case n := <-fleet.Batches():
+			totals = append(totals, fleet.Totals()) // as the pages show the batch's end
 			l.endStep(n)
 		case <-time.After(2 * time.Minute):
 			l.stop()
@@ -65,20 +69,21 @@ func recordSGLangRun(t *testing.T, fleet *sim.Fleet, batches int, rec string) []
 	if code := l.stop(); code != 0 {
 		t.Fatalf("run exited %d\n%s", code, l.stderr.String())
 	}
-	return mustRead(t, filepath.Join(out, "steps.jsonl"))
+	return mustRead(t, filepath.Join(out, "steps.jsonl")), totals
 }
 
 // TestRunSGLangFleet runs "vllmstat run" against a simulated SGLang fleet of 2 servers with 2
-// DP ranks each, one of them a straggler: the steps' totals add up to the simulator's own count
-// of every counter SGLang exports (as SGLang counts them), so does the hit rate; each step's hit
-// rate is its cached over its prompt tokens; the straggler is named in each batch's step; and
+// DP ranks each, one of them a straggler, ending a step at the end of each batch: each step's
+// totals are the simulator's own counts of the batch for every counter SGLang exports (as SGLang
+// counts them), and so is its hit rate; the straggler is named in each batch's step; and
 // replaying the run's recording writes its steps.jsonl byte for byte.
 func TestRunSGLangFleet(t *testing.T) {
 	const batches = 2
 	fleet := sglangFleet(t, 2, 2, batches, 4, 3)
 	rec := filepath.Join(t.TempDir(), "run.jsonl.gz")
-	live := recordSGLangRun(t, fleet, batches, rec)
+	live, atBatch := recordSGLangRun(t, fleet, batches, rec)
 	totals := fleet.Totals()
+	atBatch = append(atBatch, totals) // the last step, after the batches, counts nothing
 
 	var recs []step.Record
 	for _, l := range bytes.Split(bytes.TrimSpace(live), []byte("\n")) {
@@ -91,8 +96,21 @@ func TestRunSGLangFleet(t *testing.T) {
 	if len(recs) != batches+1 {
 		t.Fatalf("%d steps, want %d", len(recs), batches+1)
 	}
+	keys := map[string]string{"prompt_tokens": "prompt_tokens", "generation_tokens": "generation_tokens", "cached_tokens": "cached_tokens",
+		"num_requests": "num_requests", "num_retracted_requests": "num_preemptions", "realtime_tokens/prefill_compute": "realtime_tokens/prefill_compute",
+		"realtime_tokens/prefill_cache": "realtime_tokens/prefill_cache", "realtime_tokens/decode": "realtime_tokens/decode"}
 	sum := map[string]float64{}
 	for i, r := range recs {
+		// The simulator's counts of the step: from the previous batch's end to this one's.
+		for simKey, key := range keys {
+			want := atBatch[i][simKey]
+			if i > 0 {
+				want -= atBatch[i-1][simKey]
+			}
+			if got := r.Metrics["sglang/"+key]; got != want {
+				t.Errorf("step %d: %s = %v, the simulator counted %v", r.Step, key, got, want)
+			}
+		}
 		for k, v := range r.Metrics {
 			if !strings.HasPrefix(k, "sglang/") {
 				t.Fatalf("step %d: key %s of an SGLang fleet", r.Step, k)
@@ -111,9 +129,6 @@ func TestRunSGLangFleet(t *testing.T) {
 			}
 		}
 	}
-	keys := map[string]string{"prompt_tokens": "prompt_tokens", "generation_tokens": "generation_tokens", "cached_tokens": "cached_tokens",
-		"num_requests": "num_requests", "num_retracted_requests": "num_preemptions", "realtime_tokens/prefill_compute": "realtime_tokens/prefill_compute",
-		"realtime_tokens/prefill_cache": "realtime_tokens/prefill_cache", "realtime_tokens/decode": "realtime_tokens/decode"}
 	for simKey, key := range keys {
 		if totals[simKey] == 0 || sum[key] != totals[simKey] {
 			t.Errorf("%s: the steps add up to %v, the simulator counted %v", key, sum[key], totals[simKey])
@@ -144,7 +159,7 @@ func TestReplaySGLangRecording(t *testing.T) {
 			t.Fatal(err)
 		}
 		fleet := sglangFleet(t, 1, 2, 2, 1, 7)
-		steps := recordSGLangRun(t, fleet, 2, rec)
+		steps, _ := recordSGLangRun(t, fleet, 2, rec)
 		if err := os.WriteFile(filepath.Join(dir, "steps.jsonl"), steps, 0o644); err != nil {
 			t.Fatal(err)
 		}
