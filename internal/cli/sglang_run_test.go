@@ -268,3 +268,56 @@ func TestRunSGLangRouter(t *testing.T) {
 		}
 	}
 }
+
+// TestRunMixedFleet runs "vllmstat run" against a vLLM server and an SGLang server at once: each
+// kind's keys hold its own fleet's counts, under its own prefix.
+func TestRunMixedFleet(t *testing.T) {
+	vc := sim.DefaultConfig()
+	vc.Servers, vc.DP, vc.Port, vc.Speed, vc.Seed = 1, 2, 0, 10, 11
+	vc.Workload.Batches = 1
+	vfleet, err := sim.Start(context.Background(), vc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer vfleet.Close()
+	sfleet := sglangFleet(t, 1, 2, 1, 1, 12)
+	out := t.TempDir()
+	l := startLive(t, out, "--interval", "0.2", "--target", vfleet.URLs()[0], "--target", sfleet.URLs()[0])
+	for _, f := range []*sim.Fleet{vfleet, sfleet} {
+		select {
+		case <-f.Batches():
+		case <-time.After(2 * time.Minute):
+			l.stop()
+			t.Fatal("no batch finished")
+		}
+	}
+	l.endStep(1)
+	if code := l.stop(); code != 0 {
+		t.Fatalf("run exited %d\n%s", code, l.stderr.String())
+	}
+	recs, _ := readSteps(t, filepath.Join(out, "steps.jsonl"))
+	if len(recs) != 1 {
+		t.Fatalf("%d steps", len(recs))
+	}
+	m := recs[0].Metrics
+	vt, st := vfleet.Totals(), sfleet.Totals()
+	for key, want := range map[string]float64{
+		"vllm/prompt_tokens":       vt["prompt_tokens"],
+		"vllm/generation_tokens":   vt["generation_tokens"],
+		"vllm/prefix_cache_hits":   vt["prefix_cache_hits"],
+		"sglang/prompt_tokens":     st["prompt_tokens"],
+		"sglang/generation_tokens": st["generation_tokens"],
+		"sglang/cached_tokens":     st["cached_tokens"],
+	} {
+		if m[key] != want || want == 0 {
+			t.Errorf("%s = %v, its fleet counted %v", key, m[key], want)
+		}
+	}
+	if m["vllm/prefix_cache_hit_rate"] != vt["prefix_cache_hits"]/vt["prefix_cache_queries"] ||
+		m["sglang/prefix_cache_hit_rate"] != st["cached_tokens"]/st["prompt_tokens"] {
+		t.Errorf("hit rates %v and %v", m["vllm/prefix_cache_hit_rate"], m["sglang/prefix_cache_hit_rate"])
+	}
+	if recs[0].Workers != 5 {
+		t.Errorf("%d workers, want 2 vLLM engines, 2 SGLang DP ranks and SGLang's tokenizer", recs[0].Workers)
+	}
+}
