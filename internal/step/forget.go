@@ -29,7 +29,11 @@ func (t *Tracker) Forget(targets ...string) {
 	for _, target := range targets {
 		// The collector forgets a target some time after it left (it may come back meanwhile):
 		// an engine that restarted in between is new since the target's last answer.
+		// A target forgotten again before it answered keeps the time of its last answer.
 		since := t.now
+		if f, ok := t.forgot[target]; ok {
+			since = f
+		}
 		if tgt := t.targets[target]; tgt != nil && tgt.hasLastOK {
 			since = tgt.lastOK
 		}

@@ -206,3 +206,18 @@ func TestValidPhase(t *testing.T) {
 		t.Errorf("Scalars = %v", s)
 	}
 }
+
+// TestForgetTwiceKeepsTheLastAnswer: a target forgotten, added back, failing, and forgotten again
+// before it answered still dates its engines from its last answer: an engine that restarted
+// after that answer is counted from its restart when the target comes back.
+func TestForgetTwiceKeepsTheLastAnswer(t *testing.T) {
+	tr := NewTracker(Options{})
+	tr.Begin(at(0))
+	tr.Observe(at(1), target, mustPage(t, eng{engine: "0", gen: 10, created: unix(-5)}), nil)
+	tr.Forget(target)
+	tr.Observe(at(4), target, nil, errTest) // back, but not answering
+	tr.Forget(target)
+	tr.Observe(at(6), target, mustPage(t, eng{engine: "0", gen: 700, created: unix(2)}), nil) // restarted at 2
+	rec := tr.EndStep(1, at(7))
+	want(t, rec.Metrics, "vllm/generation_tokens", 700)
+}
