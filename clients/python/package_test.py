@@ -534,9 +534,9 @@ class Installed(unittest.TestCase):
                 with vllmstat.start(targets=[fleet], out_dir="run", listen="127.0.0.1:0", step_every=0,
                                     interval=0.2, echo=False, strict=True) as vs:
                     deadline = time.monotonic() + 30
-                    while time.monotonic() < deadline:
-                        ts = vs.live()["targets"]
-                        if ts and ts[0]["scrapes"] - ts[0]["failures"] >= 2:
+                    while time.monotonic() < deadline:  # until the open step has seen tokens
+                        live = vs.live()
+                        if live["step"].get("metrics", {}).get("vllm/generation_tokens", 0) > 0:
                             break
                         time.sleep(0.05)
                     record = vs.end_step(1)
