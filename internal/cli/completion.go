@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -58,7 +59,7 @@ var flagLine = regexp.MustCompile(`(?m)^  -([A-Za-z0-9][A-Za-z0-9-]*)`)
 // scripts follow the commands as they are, with nothing listed twice by hand.
 func completionCommands(ctx context.Context) []completionCommand {
 	var out []completionCommand
-	for _, name := range slices.Sorted(mapsKeys(commands)) {
+	for _, name := range slices.Sorted(maps.Keys(commands)) {
 		c := completionCommand{name: name, summary: commands[name].summary}
 		if name != "completion" {
 			var help bytes.Buffer
@@ -76,16 +77,6 @@ func completionCommands(ctx context.Context) []completionCommand {
 		out = append(out, c)
 	}
 	return out
-}
-
-func mapsKeys(m map[string]command) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 func writeBash(w io.Writer, cmds []completionCommand) {
