@@ -217,7 +217,7 @@ func BenchmarkGet(b *testing.B) {
 					opt := Options{Client: NewClient(), Timeout: 5 * time.Second, Compression: c}
 					opt = opt.withDefaults()
 					opt.fast = fast
-					s := newScraper(Target{URL: u}, &opt)
+					s := newScraper(context.Background(), Target{URL: u}, &opt)
 					defer s.close()
 					if restrict {
 						s.names.restrict(window.SampleNames()[:1]) // the namespace of vllm: names
@@ -225,7 +225,7 @@ func BenchmarkGet(b *testing.B) {
 					var buf bytes.Buffer
 					benchLoop(b, func() {
 						buf.Reset()
-						if _, err := s.get(context.Background(), &opt, restrict, &buf, time.Now().Add(opt.Timeout)); err != nil {
+						if _, err := s.get(restrict, &buf, time.Now().Add(opt.Timeout)); err != nil {
 							b.Fatal(err)
 						}
 					})
@@ -263,9 +263,9 @@ func BenchmarkFetch(b *testing.B) {
 			b.Run(name, func(b *testing.B) {
 				opt := Options{Client: NewClient(), Timeout: 5 * time.Second, Compression: c, RequestNames: names}
 				opt = opt.withDefaults()
-				s := newScraper(Target{URL: u}, &opt)
+				s := newScraper(context.Background(), Target{URL: u}, &opt)
 				benchLoop(b, func() {
-					r := s.scrape(context.Background(), &opt)
+					r := s.scrape()
 					if r.Err() != nil {
 						b.Fatal(r.Err())
 					}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 
 	"github.com/klauspost/compress/gzip"
@@ -81,4 +82,31 @@ func inflateErr(f *pageReader, maxBody int64, err error) error {
 		return fmt.Errorf("%w of %d bytes", ErrBodyTooLarge, maxBody)
 	}
 	return fmt.Errorf("inflate gzip page: %w", err)
+}
+
+// decodePage returns the page of an answer's body read whole, with its Content-Encoding: body
+// itself, or inflated into buf.
+func decodePage(encoding string, body []byte, maxBody int64, buf *bytes.Buffer) ([]byte, error) {
+	switch gz, err := pageEncoding(encoding); {
+	case err != nil:
+		return nil, err
+	case !gz:
+		return body, nil
+	}
+	if err := inflate(bytes.NewReader(body), maxBody, buf); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// pageEncoding reads a Content-Encoding: gzip or none; anything else is an error.
+func pageEncoding(enc string) (gzip bool, err error) {
+	enc = strings.TrimSpace(enc)
+	switch {
+	case enc == "" || strings.EqualFold(enc, "identity"):
+		return false, nil
+	case strings.EqualFold(enc, "gzip") || strings.EqualFold(enc, "x-gzip"):
+		return true, nil
+	}
+	return false, fmt.Errorf("unsupported Content-Encoding %q: vllmstat reads gzip or identity", enc)
 }

@@ -2,36 +2,35 @@ package scrape
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
-	"net/url"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/valyala/fasthttp"
 )
 
-// fastTransport sends one plain-HTTP target's scrapes, when no proxy stands in front of it:
-// nearly every fleet. net/http runs two goroutines per connection and hands every request and
-// answer between them and the caller; at a thousand targets scraped twice a second those
-// hand-offs, their buffers and stacks were a third of the scraper's CPU and a fifth of its
-// memory. fasthttp's HostClient, one per target, writes the request and reads the answer on the
-// caller's goroutine, with pooled buffers. It frames the answers, keeps the connection alive and
-// retries a request whose kept connection the server closed; vllmstat adds two things only:
+// fastTransport sends one plain-HTTP target's scrapes with fasthttp's HostClient, one per
+// target. net/http runs two goroutines per connection and hands every request and answer
+// between them and the caller; at a thousand targets scraped twice a second those hand-offs,
+// their buffers and stacks were a third of the scraper's CPU and a fifth of its memory.
+// HostClient writes the request and reads the answer on the caller's goroutine, with pooled
+// buffers. It frames the answers, keeps the connection alive and retries a request whose kept
+// connection the server closed. vllmstat adds two things only:
 //   - a kept connection with bytes to read before a request is sent had an answer out of turn,
 //     which would be read as the request's answer: turnConn fails the request instead (see
 //     errOutOfTurn), and HostClient drops the connection;
-//   - closing the transport (the target removed, the pool closed) aborts a scrape in flight
-//     rather than waiting out its timeout.
+//   - abort (the target removed, the pool closed) fails a scrape in flight at once rather than
+//     when its timeout runs out.
 //
-// What net/http does that HostClient does not is left to net/http: a target that answers with a
-// redirect, or sits behind a proxy, or speaks TLS, is scraped with the pool's net/http client
-// (see scraper.get).
+// A redirect is errRedirect: HostClient only talks to its own host, and the scraper gives the
+// target to net/http, which follows redirects by its rules.
 type fastTransport struct {
 	hc   fasthttp.HostClient
+	stop func() bool        // stops aborting when the target's context ends
 	resp *fasthttp.Response // the answer of the scrape in progress, whose bytes are its page
 
 	mu     sync.Mutex
@@ -55,8 +54,9 @@ const (
 // this connects anew for each scrape.
 const fastIdle = 15 * time.Second
 
-func newFastTransport(addr string, maxBody int64) *fastTransport {
+func newFastTransport(ctx context.Context, addr string, maxBody int64) *fastTransport {
 	f := &fastTransport{conns: map[*turnConn]struct{}{}}
+	f.stop = context.AfterFunc(ctx, f.abort)
 	f.hc = fasthttp.HostClient{
 		Addr:                addr,
 		DialTimeout:         f.dial,
@@ -97,6 +97,13 @@ func (f *fastTransport) dial(addr string, timeout time.Duration) (net.Conn, erro
 	}
 	f.conns[tc] = struct{}{}
 	return tc, nil
+}
+
+// close closes the transport: the target's goroutine is done.
+func (f *fastTransport) close() {
+	f.stop()
+	f.release()
+	f.abort()
 }
 
 // abort closes every connection, failing a scrape in flight at once, and refuses new ones.
@@ -151,75 +158,45 @@ var errOutOfTurn = errors.New("the target sent bytes out of turn on a kept-alive
 // errPeerClosed is peek's report of a connection the peer closed.
 var errPeerClosed = errors.New("connection closed by the peer")
 
-// errRedirect is a fast scrape's answer that net/http reads instead: a redirect, which net/http
-// follows by its rules (credentials stay on the target's host).
+// errRedirect is an answer the fast transport does not follow: a redirect.
 var errRedirect = errors.New("redirect")
 
-// fastEligible reports that the scrapes of req can go through a fast transport: plain HTTP, and
-// no proxy from the environment.
-func fastEligible(req *http.Request) bool {
-	if req.URL.Scheme != "http" || req.URL.User != nil {
-		return false
-	}
-	p, err := http.ProxyFromEnvironment(req)
-	return err == nil && p == nil
-}
-
-// fastGet fetches the page, restricted or full, before deadline. It returns the page: the
-// answer's own bytes, held in the transport until the scrape is done (see releaseResp), or,
-// when compressed, inflated into buf. Its request is made anew from pooled parts: a request kept
-// per target would hold a copy of its kilobytes of query, and setting one up costs less than a
-// microsecond.
-func (s *scraper) fastGet(opt *Options, restrict bool, buf *bytes.Buffer, deadline time.Time) ([]byte, error) {
+// get returns the page: the answer's own bytes, held until release, or, when compressed,
+// inflated into buf. Its request is made anew from pooled parts: a request kept per target would
+// hold a copy of its kilobytes of query, and setting one up costs less than a microsecond.
+func (f *fastTransport) get(r *request, restrict bool, buf *bytes.Buffer, deadline time.Time) ([]byte, error) {
+	f.release()
 	req := fasthttp.AcquireRequest()
 	defer fasthttp.ReleaseRequest(req)
-	req.Header.SetHost(s.full.URL.Host)
-	req.SetRequestURI(s.requestURI(restrict))
-	req.Header.Set("Accept", acceptPage)
-	req.Header.Set("Accept-Encoding", opt.Compression.acceptEncoding())
-	req.Header.SetUserAgent(userAgent)
-	auth := s.full.Header.Get("Authorization")
-	if s.auth.fromFile() { // read on every scrape, so that a rotated credential is picked up
-		h := http.Request{Header: http.Header{}}
-		if err := s.auth.apply(&h); err != nil {
-			return nil, err
-		}
-		auth = h.Header.Get("Authorization")
+	req.Header.SetHost(r.parsed.Host)
+	req.SetRequestURI(r.requestURI(restrict))
+	if err := r.setHeaders(req.Header.Set); err != nil {
+		return nil, err
 	}
-	if auth != "" {
-		req.Header.Set("Authorization", auth)
+	f.resp = fasthttp.AcquireResponse()
+	if err := f.hc.DoDeadline(req, f.resp, deadline); err != nil {
+		return nil, r.fetchError(fastError(err, f.hc.MaxResponseBodySize))
 	}
-	s.releaseResp()
-	resp := fasthttp.AcquireResponse()
-	s.fast.resp = resp
-	if err := s.fast.hc.DoDeadline(req, resp, deadline); err != nil {
-		switch {
-		case errors.Is(err, fasthttp.ErrBodyTooLarge):
-			return nil, fmt.Errorf("%w of %d bytes", ErrBodyTooLarge, opt.MaxBody)
-		case errors.Is(err, fasthttp.ErrTimeout):
-			err = timeoutError{err}
-		case isSmallBuffer(err):
-			err = fmt.Errorf("answer's status line and headers are larger than %d bytes: %w", fastReadBuffer, err)
-		}
-		return nil, &url.Error{Op: "Get", URL: s.url, Err: err}
-	}
-	switch code := resp.StatusCode(); {
-	case code >= 300 && code < 400 && len(resp.Header.Peek("Location")) > 0:
+	switch code := f.resp.StatusCode(); {
+	case code >= 300 && code < 400 && len(f.resp.Header.Peek("Location")) > 0:
 		return nil, errRedirect
 	case code != http.StatusOK:
 		return nil, &StatusError{Code: code}
 	}
-	gz, err := pageEncoding(string(resp.Header.ContentEncoding()))
-	if err != nil {
-		return nil, err
+	return decodePage(string(f.resp.Header.ContentEncoding()), f.resp.Body(), int64(f.hc.MaxResponseBodySize), buf)
+}
+
+// fastError says what a HostClient's failure means, in the scraper's terms.
+func fastError(err error, maxBody int) error {
+	switch {
+	case errors.Is(err, fasthttp.ErrBodyTooLarge):
+		return fmt.Errorf("%w of %d bytes", ErrBodyTooLarge, maxBody)
+	case errors.Is(err, fasthttp.ErrTimeout):
+		return timeoutError{err}
+	case isSmallBuffer(err):
+		return fmt.Errorf("answer's status line and headers are larger than %d bytes: %w", fastReadBuffer, err)
 	}
-	if gz {
-		if err := inflate(bytes.NewReader(resp.Body()), opt.MaxBody, buf); err != nil {
-			return nil, err
-		}
-		return buf.Bytes(), nil
-	}
-	return resp.Body(), nil
+	return err
 }
 
 func isSmallBuffer(err error) bool {
@@ -234,30 +211,10 @@ func (timeoutError) Timeout() bool   { return true }
 func (timeoutError) Temporary() bool { return true }
 func (e timeoutError) Unwrap() error { return e.error }
 
-// releaseResp gives the last fast answer back to its pool: its page has been read.
-func (s *scraper) releaseResp() {
-	if s.fast != nil && s.fast.resp != nil {
-		fasthttp.ReleaseResponse(s.fast.resp)
-		s.fast.resp = nil
+// release gives the last answer back to its pool: its page has been read.
+func (f *fastTransport) release() {
+	if f.resp != nil {
+		fasthttp.ReleaseResponse(f.resp)
+		f.resp = nil
 	}
-}
-
-// close closes the target's connections: its goroutine is done.
-func (s *scraper) close() {
-	if s.fast != nil {
-		s.releaseResp()
-		s.fast.abort()
-	}
-}
-
-// pageEncoding reads a Content-Encoding: gzip or none; anything else is an error.
-func pageEncoding(enc string) (gzip bool, err error) {
-	enc = strings.TrimSpace(enc)
-	switch {
-	case enc == "" || strings.EqualFold(enc, "identity"):
-		return false, nil
-	case strings.EqualFold(enc, "gzip") || strings.EqualFold(enc, "x-gzip"):
-		return true, nil
-	}
-	return false, fmt.Errorf("unsupported Content-Encoding %q: vllmstat reads gzip or identity", enc)
 }

@@ -31,12 +31,12 @@ func viaBoth(t *testing.T, f func(t *testing.T, fetch fetcher)) {
 				t.Helper()
 				opt = opt.withDefaults()
 				opt.fast = fast
-				s := newScraper(tg, &opt)
+				s := newScraper(ctx, tg, &opt)
 				t.Cleanup(s.close)
-				if fast && s.fast == nil && s.buildErr == nil {
+				if _, ok := s.tr.(*fastTransport); fast && !ok && s.buildErr == nil {
 					t.Fatalf("%s is not scraped by the fast transport", tg.URL)
 				}
-				return s.scrape(ctx, &opt)
+				return s.scrape()
 			})
 		})
 	}
@@ -52,7 +52,10 @@ func TestFastEligible(t *testing.T) {
 		"http://[::1]:8000/metrics?a=b": true,
 		"https://10.1.2.3:8000/metrics": false,
 	} {
-		req, _ := http.NewRequest("GET", u, nil)
+		req, err := newRequest(u, &Auth{}, CompressionNone, newRestriction())
+		if err != nil {
+			t.Fatal(err)
+		}
 		if got := fastEligible(req); got != want {
 			t.Errorf("%s: fast %v, want %v", u, got, want)
 		}
@@ -165,13 +168,13 @@ func TestFastConnections(t *testing.T) {
 		t.Helper()
 		opt := Options{Timeout: 5 * time.Second}.withDefaults()
 		opt.fast = true
-		s := newScraper(Target{URL: rs.url()}, &opt)
+		s := newScraper(context.Background(), Target{URL: rs.url()}, &opt)
 		defer s.close()
 		for i := range n {
 			if i > 0 && between != nil {
 				between()
 			}
-			r := s.scrape(context.Background(), &opt)
+			r := s.scrape()
 			if r.Err() != nil || r.Page == nil || len(r.Page.Engines) != 1 || r.Page.Engines[0].Gauges[0] != 3 {
 				t.Fatalf("scrape %d: err %v page %+v", i, r.Err(), r.Page)
 			}
@@ -267,8 +270,8 @@ func TestFastLargeHeaders(t *testing.T) {
 		}))
 		opt := Options{Timeout: 5 * time.Second}.withDefaults()
 		opt.fast = true
-		s := newScraper(Target{URL: srv.URL + "/metrics"}, &opt)
-		r := s.scrape(context.Background(), &opt)
+		s := newScraper(context.Background(), Target{URL: srv.URL + "/metrics"}, &opt)
+		r := s.scrape()
 		s.close()
 		srv.Close()
 		switch {

@@ -87,9 +87,9 @@ func TestAnswerOutOfTurn(t *testing.T) {
 			srv := newOutOfTurnServer(t)
 			opt := Options{Timeout: 5 * time.Second, Client: NewClient()}.withDefaults()
 			opt.fast = fast
-			s := newScraper(Target{URL: srv.url()}, &opt)
+			s := newScraper(context.Background(), Target{URL: srv.url()}, &opt)
 			defer s.close()
-			if r := s.scrape(context.Background(), &opt); r.Err() != nil || counterOf(&r) != 100 {
+			if r := s.scrape(); r.Err() != nil || counterOf(&r) != 100 {
 				t.Fatalf("first scrape: %v, counter %v", r.Err(), counterOf(&r))
 			}
 			close(srv.send)
@@ -98,13 +98,13 @@ func TestAnswerOutOfTurn(t *testing.T) {
 				// Wait until the unasked answer has reached the connection (a loopback write
 				// lands at once, but not by contract).
 				deadline := time.Now().Add(5 * time.Second)
-				for !peerSpoke(t, s.fast) {
+				for !peerSpoke(t, s.tr.(*fastTransport)) {
 					if time.Now().After(deadline) {
 						t.Fatal("the unasked answer never reached the connection")
 					}
 					time.Sleep(time.Millisecond)
 				}
-				r := s.scrape(context.Background(), &opt)
+				r := s.scrape()
 				if r.Err() == nil || !strings.Contains(r.Err().Error(), "out of turn") || r.Reason() != "protocol" {
 					t.Fatalf("scrape after an unasked answer: err %v (reason %q), counter %v; want a failure out of turn", r.Err(), r.Reason(), counterOf(&r))
 				}
@@ -112,7 +112,7 @@ func TestAnswerOutOfTurn(t *testing.T) {
 				<-srv.closed // net/http dropped the connection that spoke out of turn
 			}
 			for i := range 2 {
-				r := s.scrape(context.Background(), &opt)
+				r := s.scrape()
 				if r.Err() != nil || counterOf(&r) != 100+float64(i) {
 					t.Fatalf("scrape %d on a new connection: %v, counter %v", i, r.Err(), counterOf(&r))
 				}

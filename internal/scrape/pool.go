@@ -360,14 +360,11 @@ func (p *Pool) Close() {
 func (p *Pool) loop(ctx context.Context, t *target) {
 	// The target's scrape state lives here, on the one goroutine that scrapes it.
 	auth := t.auth.Load()
-	s := newScraper(Target{URL: t.url, Auth: *auth}, &p.opt)
+	// The target removed or the pool closed (ctx done): a scrape in flight ends at once, not
+	// when its timeout runs out.
+	s := newScraper(ctx, Target{URL: t.url, Auth: *auth}, &p.opt)
 	defer s.close()
 	t.start.started()
-	if s.fast != nil {
-		// The target removed or the pool closed: a scrape in flight ends at once, not when its
-		// timeout runs out.
-		defer context.AfterFunc(ctx, s.fast.abort)()
-	}
 	for {
 		var id uint64
 		select {
@@ -391,9 +388,9 @@ func (p *Pool) loop(ctx context.Context, t *target) {
 		t.busy.Store(true)
 		if a := t.auth.Load(); a != auth { // Set gave the target other credentials
 			auth = a
-			s.setAuth(a, &p.opt)
+			s.setAuth(a)
 		}
-		res := s.scrape(ctx, &p.opt)
+		res := s.scrape()
 		res.Gen, res.Boundary = t.gen, id
 		t.busy.Store(false)
 		select {

@@ -74,7 +74,7 @@ func sampleNamesOf(page []byte) []string {
 
 func scrapeOK(t *testing.T, s *scraper, opt *Options) Result {
 	t.Helper()
-	r := s.scrape(context.Background(), opt)
+	r := s.scrape()
 	if r.Err() != nil {
 		t.Fatal(r.Err())
 	}
@@ -89,7 +89,7 @@ func TestRequestNamesPrometheusClient(t *testing.T) {
 	for _, comp := range []Compression{CompressionGzip, CompressionNone} {
 		t.Run(string(comp), func(t *testing.T) {
 			opt := (&Options{Timeout: 5 * time.Second, RequestNames: true, Compression: comp, KeepBody: true}).withDefaults()
-			s := newScraper(Target{URL: base + "/metrics"}, &opt)
+			s := newScraper(context.Background(), Target{URL: base + "/metrics"}, &opt)
 			full := scrapeOK(t, s, &opt)
 			restricted := scrapeOK(t, s, &opt)
 			if !s.names.active() || s.names.off {
@@ -133,7 +133,7 @@ func TestRequestNamesMultiProcess(t *testing.T) {
 	base := pythonServer(t, true)
 	logs := &syncbuf.Buffer{}
 	opt := (&Options{Timeout: 5 * time.Second, RequestNames: true, Logger: slog.New(slog.NewTextHandler(logs, nil))}).withDefaults()
-	s := newScraper(Target{URL: base + "/metrics"}, &opt)
+	s := newScraper(context.Background(), Target{URL: base + "/metrics"}, &opt)
 	full := scrapeOK(t, s, &opt)
 	if len(full.Page.Engines) != 2 {
 		t.Fatalf("full page %+v: want two engines", full.Page)
@@ -167,7 +167,7 @@ func TestRequestNamesGoServer(t *testing.T) {
 	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	defer srv.Close()
 	opt := (&Options{Timeout: 5 * time.Second, RequestNames: true}).withDefaults()
-	s := newScraper(Target{URL: srv.URL + "/metrics"}, &opt)
+	s := newScraper(context.Background(), Target{URL: srv.URL + "/metrics"}, &opt)
 	full := scrapeOK(t, s, &opt)
 	for range 3 {
 		r := scrapeOK(t, s, &opt)

@@ -1,6 +1,7 @@
 package scrape
 
 import (
+	"bytes"
 	"context"
 	"log/slog"
 	"net/http"
@@ -122,7 +123,7 @@ func newRestrictCase(t *testing.T, mode string) *restrictCase {
 	t.Cleanup(hs.Close)
 	c.opt = Options{Timeout: 5 * time.Second, RequestNames: true, Logger: slog.New(slog.NewTextHandler(c.logs, nil))}
 	c.opt = c.opt.withDefaults()
-	c.s = newScraper(Target{URL: hs.URL + "/metrics?job=x"}, &c.opt)
+	c.s = newScraper(context.Background(), Target{URL: hs.URL + "/metrics?job=x"}, &c.opt)
 	want, err := window.ParsePage([]byte(vllmPage))
 	if err != nil {
 		t.Fatal(err)
@@ -135,7 +136,7 @@ func newRestrictCase(t *testing.T, mode string) *restrictCase {
 // one entry per request, "full" or "names".
 func (c *restrictCase) scrape(want *window.Page, asks ...string) Result {
 	c.t.Helper()
-	r := c.s.scrape(context.Background(), &c.opt)
+	r := c.s.scrape()
 	if r.Err() != nil {
 		c.t.Fatal(r.Err())
 	}
@@ -196,7 +197,7 @@ func TestRequestNamesIgnored(t *testing.T) {
 	c.scrape(c.want, "full")
 	c.scrape(c.want, "full")
 	c.srv.set("not a page\n")
-	if r := c.s.scrape(context.Background(), &c.opt); r.Reason() != "parse" {
+	if r := c.s.scrape(); r.Reason() != "parse" {
 		t.Fatalf("reason %q, want parse", r.Reason())
 	}
 	c.srv.asked(t)
@@ -251,7 +252,7 @@ func TestRequestNamesAfterFailure(t *testing.T) {
 	c.srv.mu.Lock()
 	c.srv.mode, c.srv.page = "ignore", "not a page\n"
 	c.srv.mu.Unlock()
-	if r := c.s.scrape(context.Background(), &c.opt); r.Reason() != "parse" || len(c.srv.asked(t)) != 1 {
+	if r := c.s.scrape(); r.Reason() != "parse" || len(c.srv.asked(t)) != 1 {
 		t.Fatalf("reason %q, want parse after one request", r.Reason())
 	}
 	c.srv.mu.Lock()
@@ -263,7 +264,7 @@ func TestRequestNamesAfterFailure(t *testing.T) {
 	c.srv.mu.Lock()
 	c.srv.mode = "fail"
 	c.srv.mu.Unlock()
-	if r := c.s.scrape(context.Background(), &c.opt); r.Reason() != "http_status" || len(c.srv.asked(t)) != 1 {
+	if r := c.s.scrape(); r.Reason() != "http_status" || len(c.srv.asked(t)) != 1 {
 		t.Fatalf("reason %q, want http_status after one request", r.Reason())
 	}
 	c.srv.mu.Lock()
@@ -374,7 +375,7 @@ func TestRequestNamesErrors(t *testing.T) {
 	c.scrape(c.want, "full")
 	c.opt.Timeout = 50 * time.Millisecond
 	c.srv.mu.Lock() // the server hangs until the scrape has timed out
-	r := c.s.scrape(context.Background(), &c.opt)
+	r := c.s.scrape()
 	c.srv.mu.Unlock()
 	if r.Reason() != "timeout" || strings.Contains(r.Err().Error(), "name") || !strings.Contains(r.Err().Error(), c.s.url) {
 		t.Errorf("reason %q, error %q: want a timeout naming %s", r.Reason(), r.Err(), c.s.url)
@@ -416,45 +417,75 @@ func TestPoolRequestNames(t *testing.T) {
 	}
 }
 
-// TestLiteralRequestURI checks that a restricted request sends the request line a plain URL
-// would (path, the target's query, the names), without building it per request, and that a
-// request through a proxy keeps its URL as it is (a proxy needs the absolute URL).
-func TestLiteralRequestURI(t *testing.T) {
+// TestRestrictedRequestLine checks that a restricted scrape sends the request line a plain URL
+// would (the path, the target's query, the names), on both transports, and that through a proxy
+// it sends the absolute URL (a proxy needs it): the proxy here is a server that records what it
+// was asked and answers the page.
+func TestRestrictedRequestLine(t *testing.T) {
+	page := []byte("vllm:num_requests_running{engine=\"0\",model_name=\"m\"} 1\n")
+	var mu sync.Mutex
 	var got []string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
 		got = append(got, r.RequestURI)
+		mu.Unlock()
+		w.Write(page)
 	}))
 	defer srv.Close()
-	plain, err := http.NewRequest(http.MethodGet, srv.URL+"/m%20x/metrics?job=a%26b&name%5B%5D=vllm%3Ax", nil)
+	u := srv.URL + "/m%20x/metrics?job=a%26b"
+	base, err := url.Parse(u)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := plain.URL.RequestURI()
-	req := plain.Clone(context.Background())
-	req.URL = new(url.URL)
-	*req.URL = *plain.URL
-	client := NewClient()
-	literalRequestURI(req, client)
-	if req.URL.Opaque == "" || req.URL.RequestURI() != want {
-		t.Fatalf("opaque %q, request URI %q, want %q", req.URL.Opaque, req.URL.RequestURI(), want)
+	names := newRestriction()
+	names.restrict(window.SampleNames()[:1])
+	r, err := newRequest(u, &Auth{}, CompressionNone, names)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for range 2 {
-		resp, err := client.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
+	plain := *base
+	plain.RawQuery = base.RawQuery + "&" + names.sn.query(names.mask)
+	want := plain.RequestURI()
+	if r.requestURI(true) != want || r.restrictedURL().RequestURI() != want {
+		t.Fatalf("request URI %q, URL %q; want %q", r.requestURI(true), r.restrictedURL().RequestURI(), want)
 	}
-	if len(got) != 2 || got[0] != want || got[1] != want {
-		t.Fatalf("server saw %q, want %q twice", got, want)
+	proxy, err := url.Parse(srv.URL)
+	if err != nil {
+		t.Fatal(err)
 	}
-
-	proxied := plain.Clone(context.Background())
-	proxied.URL = new(url.URL)
-	*proxied.URL = *plain.URL
-	tr := &http.Transport{Proxy: func(*http.Request) (*url.URL, error) { return url.Parse("http://proxy:3128") }}
-	literalRequestURI(proxied, &http.Client{Transport: tr})
-	if proxied.URL.Opaque != "" || proxied.URL.RawQuery == "" {
-		t.Fatalf("through a proxy the URL became opaque %q", proxied.URL.Opaque)
+	proxied := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(proxy)}}
+	for name, c := range map[string]struct {
+		opt  Options
+		want string
+	}{
+		"fast":     {Options{fast: true}, want},
+		"net-http": {Options{Client: NewClient()}, want},
+		"proxy":    {Options{Client: proxied}, plain.String()},
+	} {
+		t.Run(name, func(t *testing.T) {
+			mu.Lock()
+			got = nil
+			mu.Unlock()
+			opt := c.opt.withDefaults()
+			opt.Timeout = 5 * time.Second
+			tr := newTransport(context.Background(), r, &opt)
+			defer tr.close()
+			if _, fast := tr.(*fastTransport); fast != opt.fast {
+				t.Fatalf("transport %T", tr)
+			}
+			for range 2 {
+				var buf bytes.Buffer
+				body, err := tr.get(r, true, &buf, time.Now().Add(opt.Timeout))
+				if err != nil || !bytes.Equal(body, page) {
+					t.Fatalf("page %q, %v", body, err)
+				}
+				tr.release()
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(got) != 2 || got[0] != c.want || got[1] != c.want {
+				t.Fatalf("server saw %q, want %q twice", got, c.want)
+			}
+		})
 	}
 }

@@ -93,5 +93,7 @@ func (e *StatusError) Error() string { return fmt.Sprintf("HTTP status %d", e.Co
 // wall clock.
 func Fetch(ctx context.Context, t Target, opt Options) Result {
 	opt = opt.withDefaults()
-	return newScraper(t, &opt).scrape(ctx, &opt)
+	s := newScraper(ctx, t, &opt)
+	defer s.close()
+	return s.scrape()
 }

@@ -1,0 +1,94 @@
+package scrape
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// transport sends one target's scrapes. A library client does the HTTP: framing, keeping
+// connections alive, retrying a request whose kept connection the server had closed. The target's
+// goroutine owns it; the target's context, given when it is made, ending fails a scrape in
+// flight at once.
+type transport interface {
+	// get sends r, restricted or for the full page, before deadline and returns the page,
+	// inflated: in buf, or in bytes the transport holds until release. A redirect the
+	// transport does not follow is errRedirect.
+	get(r *request, restrict bool, buf *bytes.Buffer, deadline time.Time) ([]byte, error)
+	// release says the page of the last get has been read.
+	release()
+	// close closes the transport's connections: the target's goroutine is done.
+	close()
+}
+
+// newTransport returns the transport of r's scrapes: fasthttp's client of the target's own when
+// the pool made its own client (opt.fast) and r is plain HTTP that no proxy stands in front of (nearly
+// every fleet; see fastTransport), else client, net/http's.
+func newTransport(ctx context.Context, r *request, opt *Options) transport {
+	if opt.fast && fastEligible(r) {
+		return newFastTransport(ctx, fasthttp.AddMissingPort(r.parsed.Host, false), opt.MaxBody)
+	}
+	return newStdTransport(ctx, opt)
+}
+
+// fastEligible reports that r can go through a fast transport: plain HTTP, no user info in
+// the URL, and no proxy from the environment.
+func fastEligible(r *request) bool {
+	if r.parsed.Scheme != "http" || r.parsed.User != nil {
+		return false
+	}
+	p, err := http.ProxyFromEnvironment(&http.Request{URL: r.parsed})
+	return err == nil && p == nil
+}
+
+// stdTransport sends a target's scrapes with net/http: targets over TLS, behind a proxy, or
+// answering with redirects, which it follows by its rules (credentials stay on the target's
+// host).
+type stdTransport struct {
+	client  *http.Client
+	maxBody int64
+	ctx     context.Context // the target's: a scrape in flight ends with it
+}
+
+func newStdTransport(ctx context.Context, opt *Options) *stdTransport {
+	return &stdTransport{client: opt.Client, maxBody: opt.MaxBody, ctx: ctx}
+}
+
+func (t *stdTransport) get(r *request, restrict bool, buf *bytes.Buffer, deadline time.Time) ([]byte, error) {
+	ctx, cancel := context.WithDeadline(t.ctx, deadline)
+	defer cancel()
+	u := r.parsed
+	if restrict {
+		u = r.restrictedURL()
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "", nil)
+	if err != nil {
+		return nil, err
+	}
+	req.URL, req.Host = u, u.Host
+	if err := r.setHeaders(req.Header.Set); err != nil {
+		return nil, err
+	}
+	resp, err := t.client.Do(req)
+	if err != nil {
+		return nil, r.fetchError(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		io.Copy(io.Discard, io.LimitReader(resp.Body, 4096)) // so that net/http may keep the connection
+		return nil, &StatusError{Code: resp.StatusCode}
+	}
+	if err := readBody(resp, t.maxBody, buf); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+func (t *stdTransport) release() {}
+
+// close leaves the connection to net/http's pool of idle ones, which closes it in time.
+func (t *stdTransport) close() {}
