@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime/pprof"
+	"time"
 
 	"github.com/vllmstat/vllmstat/internal/cli"
 )
@@ -13,9 +14,13 @@ func main() {
 	os.Exit(run())
 }
 
-// run runs the command. VLLMSTAT_CPUPROFILE=FILE writes a CPU profile of the whole run to FILE,
-// for measuring the scraper under a real fleet (see docs/performance.md).
+// run runs the command. For measuring the scraper under a real fleet (see docs/performance.md),
+// VLLMSTAT_CPUPROFILE=FILE writes a CPU profile of the whole run to FILE, and
+// VLLMSTAT_MEMPROFILE=FILE a heap profile every 10 seconds (the steady state, not the exit's).
 func run() int {
+	if path := os.Getenv("VLLMSTAT_MEMPROFILE"); path != "" {
+		go writeHeapProfiles(path)
+	}
 	if path := os.Getenv("VLLMSTAT_CPUPROFILE"); path != "" {
 		f, err := os.Create(path)
 		if err != nil {
@@ -30,4 +35,27 @@ func run() int {
 		defer pprof.StopCPUProfile()
 	}
 	return cli.Run(os.Args[1:], os.Stdout, os.Stderr)
+}
+
+// writeHeapProfiles replaces path with a heap profile every 10 seconds.
+func writeHeapProfiles(path string) {
+	for range time.Tick(10 * time.Second) {
+		tmp := path + ".tmp"
+		f, err := os.Create(tmp)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "vllmstat: VLLMSTAT_MEMPROFILE: %v\n", err)
+			return
+		}
+		err = pprof.Lookup("heap").WriteTo(f, 0)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil {
+			err = os.Rename(tmp, path)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "vllmstat: VLLMSTAT_MEMPROFILE: %v\n", err)
+			return
+		}
+	}
 }
