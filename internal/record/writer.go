@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vllmstat/vllmstat/internal/appendlog"
 	"github.com/vllmstat/vllmstat/internal/sink"
 )
 
@@ -40,38 +41,34 @@ func (o WriterOptions) withDefaults() WriterOptions {
 // Writer appends events to a recording so that the file always holds whole events: events
 // are buffered and written in chunks, each a complete gzip member in a .gz file (concatenated
 // members are one valid gzip stream), and a failed or short write is cut back to the last whole
-// chunk (see sink.RecordFile). Chunks the file refused wait in memory, in order, and are
-// written before the next one; a write error never stops the recording. Errors are logged when
+// chunk. Chunks the file refused wait in memory, in order, and are written before the next one
+// (see appendlog.Backlog); a write error never stops the recording. Errors are logged when
 // writing starts and stops failing, counted in Stats, and reported by Close.
 //
 // Not safe for concurrent use: one collector owns it; Stats may be read from anywhere.
 type Writer struct {
 	opt  WriterOptions
-	rf   *sink.RecordFile
+	file *appendlog.Backlog[chunk] // the recording, with the chunks it has not taken yet
 	path string
 	gz   bool
 
-	cur          bytes.Buffer // encoded events of the chunk being filled
-	curN         int64
-	curFrom      time.Time
-	curTo        time.Time
-	pending      []chunk // sealed chunks the file has not taken yet
-	pendingBytes int
+	cur     bytes.Buffer // encoded events of the chunk being filled
+	curN    int64
+	curFrom time.Time
+	curTo   time.Time
 
 	gapN           int64 // events dropped since the last chunk kept
 	gapFrom, gapTo time.Time
 	lost           int64 // events dropped in all
 	gaps           int
 
-	failing bool
-	lastErr error
-	stats   sink.Stats
-	zbuf    bytes.Buffer
-	zw      *gzip.Writer
+	stats sink.Stats
+	zbuf  bytes.Buffer
+	zw    *gzip.Writer
 }
 
+// chunk is what the writer keeps with a sealed chunk to account for it.
 type chunk struct {
-	b        []byte
 	events   int64
 	from, to time.Time
 }
@@ -93,12 +90,14 @@ func Create(path string, opt WriterOptions) (*Writer, error) {
 
 // NewWriter appends events to f, which must be empty or end with a whole chunk; name is f's
 // path: a name ending in .gz makes a gzip recording.
-func NewWriter(f sink.File, name string, opt WriterOptions) (*Writer, error) {
-	rf, err := sink.NewRecordFile(f, name)
+func NewWriter(f appendlog.File, name string, opt WriterOptions) (*Writer, error) {
+	l, err := appendlog.New(f, name)
 	if err != nil {
 		return nil, err
 	}
-	return &Writer{opt: opt.withDefaults(), rf: rf, path: name, gz: strings.HasSuffix(name, ".gz")}, nil
+	rw := &Writer{opt: opt.withDefaults(), path: name, gz: strings.HasSuffix(name, ".gz")}
+	rw.file = appendlog.NewBacklog(l, rw.opt.MaxPending, appendlog.Hooks[chunk]{Wrote: rw.wrote, Failed: rw.failed})
+	return rw, nil
 }
 
 // Path is the file the writer writes: the path given to Create or a later segment of it.
@@ -166,16 +165,13 @@ func (rw *Writer) add(e *Event) error {
 	return nil
 }
 
-// write seals cur into a chunk and writes it after the chunks waiting, which go first and may
-// make room for it; when those fail, the new chunk waits without another attempt.
+// write seals cur into a chunk and writes it after the chunks waiting (see
+// appendlog.Backlog.Push); with nothing to seal, it writes the chunks waiting.
 func (rw *Writer) write() {
-	rw.drain()
-	accepting := len(rw.pending) == 0
 	if rw.curN > 0 || rw.gapN > 0 {
 		rw.seal()
-	}
-	if accepting {
-		rw.drain()
+	} else {
+		rw.file.Flush()
 	}
 }
 
@@ -185,13 +181,13 @@ func (rw *Writer) Flush() error {
 	if rw.curN > 0 {
 		rw.write()
 	} else {
-		rw.drain()
+		rw.file.Flush()
 	}
 	return nil
 }
 
-// seal turns cur into a chunk waiting to be written, preceded by a gap event if events were
-// dropped just before it, or drops it when waiting chunks already fill the memory bound.
+// seal turns cur into a chunk for the file, preceded by a gap event if events were dropped just
+// before it, or drops it when waiting chunks already fill the memory bound.
 func (rw *Writer) seal() {
 	to := rw.curTo
 	if rw.curN == 0 { // only a gap event to write
@@ -202,23 +198,21 @@ func (rw *Writer) seal() {
 		g, _ := json.Marshal(Event{Kind: KindGap, TS: rw.gapTo, Since: rw.gapFrom, Events: rw.gapN})
 		data = append(append(g, '\n'), data...)
 	}
-	c := chunk{b: rw.encode(data), events: rw.curN, from: rw.curFrom, to: to}
-	if len(rw.pending) > 0 && rw.pendingBytes+len(c.b) > rw.opt.MaxPending {
+	c := chunk{events: rw.curN, from: rw.curFrom, to: to}
+	if rw.file.Push(rw.encode(data), c) {
+		rw.gapN = 0
+	} else {
 		if rw.gapN == 0 {
 			rw.gaps++
 			rw.gapFrom = rw.curFrom
 			rw.opt.Logger.Error("recording's waiting events exceed the memory bound; dropping events until its file accepts writes (a gap event will mark them)",
-				"path", rw.path, "waiting_bytes", rw.pendingBytes)
+				"path", rw.path, "waiting_bytes", rw.file.Bytes())
 		}
 		rw.gapN += rw.curN
 		rw.gapTo = to
 		rw.lost += rw.curN
 		rw.stats.Dropped.Add(rw.curN)
 		rw.stats.Queued.Add(-rw.curN)
-	} else {
-		rw.pending = append(rw.pending, c)
-		rw.pendingBytes += len(c.b)
-		rw.gapN = 0
 	}
 	rw.cur.Reset()
 	rw.curN = 0
@@ -240,38 +234,21 @@ func (rw *Writer) encode(data []byte) []byte {
 	return bytes.Clone(rw.zbuf.Bytes())
 }
 
-// drain writes the waiting chunks in order until one fails.
-func (rw *Writer) drain() {
-	for len(rw.pending) > 0 {
-		c := rw.pending[0]
-		if err := rw.rf.Append(c.b); err != nil {
-			rw.stats.Errors.Add(1)
-			rw.lastErr = err
-			if !rw.failing {
-				rw.failing = true
-				rw.opt.Logger.Error("recording write failed; keeping its events in memory and retrying at each step end", "path", rw.path, "err", err)
-			}
-			return
-		}
-		rw.pending[0] = chunk{}
-		rw.pending = rw.pending[1:]
-		rw.pendingBytes -= len(c.b)
-		rw.stats.Written.Add(c.events)
-		rw.stats.Queued.Add(-c.events)
-		if rw.failing {
-			rw.failing = false
-			rw.opt.Logger.Info("recording recovered; writing the events kept in memory", "path", rw.path, "waiting_chunks", len(rw.pending))
-		}
+// wrote counts a chunk the file took.
+func (rw *Writer) wrote(c chunk, recovered bool) {
+	rw.stats.Written.Add(c.events)
+	rw.stats.Queued.Add(-c.events)
+	if recovered {
+		rw.opt.Logger.Info("recording recovered; writing the events kept in memory", "path", rw.path, "waiting_chunks", rw.file.Len())
 	}
 }
 
-// waiting is the number of events buffered or in chunks not yet written.
-func (rw *Writer) waiting() int64 {
-	n := rw.curN
-	for _, c := range rw.pending {
-		n += c.events
+// failed counts a write the file refused, and logs the first of a run of them.
+func (rw *Writer) failed(_ chunk, err error, first bool) {
+	rw.stats.Errors.Add(1)
+	if first {
+		rw.opt.Logger.Error("recording write failed; keeping its events in memory and retrying at each step end", "path", rw.path, "err", err)
 	}
-	return n
 }
 
 // Close writes everything still buffered or waiting (and a gap event for events dropped at the
@@ -279,20 +256,24 @@ func (rw *Writer) waiting() int64 {
 // dropped during the run, saying how many and when.
 func (rw *Writer) Close() error {
 	rw.write()
+	left, cerr := rw.file.Close()
+	var n int64
+	for _, c := range left {
+		n += c.events
+	}
 	var errs []error
-	if n := rw.waiting(); n > 0 {
-		first, last := rw.pending[0].from, rw.pending[len(rw.pending)-1].to
+	if n > 0 {
+		first, last := left[0].from, left[len(left)-1].to
 		errs = append(errs, fmt.Errorf("recording %q: %d events from %s to %s not written: %w", rw.path, n,
-			first.Format(TimeFormat), last.Format(TimeFormat), rw.lastErr))
+			first.Format(TimeFormat), last.Format(TimeFormat), rw.file.Err()))
 		rw.stats.Dropped.Add(n)
-		rw.pending = nil
 	}
 	if rw.lost > 0 {
 		errs = append(errs, fmt.Errorf("recording %q lost %d events in %d gaps while its file refused writes", rw.path, rw.lost, rw.gaps))
 	}
 	rw.stats.Queued.Store(0)
-	if err := rw.rf.Close(); err != nil {
-		errs = append(errs, err)
+	if cerr != nil {
+		errs = append(errs, cerr)
 	}
 	return errors.Join(errs...)
 }

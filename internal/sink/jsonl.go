@@ -1,7 +1,6 @@
 package sink
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/vllmstat/vllmstat/internal/appendlog"
 	"github.com/vllmstat/vllmstat/internal/step"
 )
 
@@ -26,26 +26,17 @@ type JSONLOptions struct {
 
 // JSONL appends each step record as one line to a file (OUT_DIR/steps.jsonl) so that a reader
 // always sees whole lines in step order. A failed or short write is cut back to the last whole
-// line (see RecordFile); the record and those after it wait in memory, in order, and are written
-// before the next one at each step close and at Close. Losing a record is never silent: Close
-// returns an error naming every step not written. It is not safe for concurrent use: the
+// line; the record and those after it wait in memory, in order, and are written before the next
+// one at each step close and at Close (see appendlog.Backlog). Losing a record is never silent:
+// Close returns an error naming every step not written. It is not safe for concurrent use: the
 // collector goroutine owns it; Stats may be read from anywhere.
 type JSONL struct {
-	rf      *RecordFile
+	file    *appendlog.Backlog[int64] // steps.jsonl, with the lines it has not taken yet and their steps
 	path    string
 	opt     JSONLOptions
-	pending []pendingLine
-	bytes   int     // of pending
 	lost    []int64 // steps given up
-	failing bool    // the last write failed
 	dropped bool    // the memory bound was hit during this failing episode
-	lastErr error
 	stats   Stats
-}
-
-type pendingLine struct {
-	step int64
-	b    []byte
 }
 
 // OpenJSONL opens path for appending, creating its directory. A last line left partial by a
@@ -69,12 +60,14 @@ func OpenJSONL(path string, opt JSONLOptions) (*JSONL, error) {
 }
 
 // NewJSONL appends to f, which must end with a whole line (or be empty); name is its path.
-func NewJSONL(f File, name string, opt JSONLOptions) (*JSONL, error) {
-	rf, err := NewRecordFile(f, name)
+func NewJSONL(f appendlog.File, name string, opt JSONLOptions) (*JSONL, error) {
+	l, err := appendlog.New(f, name)
 	if err != nil {
 		return nil, err
 	}
-	return &JSONL{rf: rf, path: name, opt: opt.withDefaults()}, nil
+	j := &JSONL{path: name, opt: opt.withDefaults()}
+	j.file = appendlog.NewBacklog(l, j.opt.MaxPending, appendlog.Hooks[int64]{Wrote: j.wrote, Failed: j.failed})
+	return j, nil
 }
 
 func (o JSONLOptions) withDefaults() JSONLOptions {
@@ -89,7 +82,7 @@ func (o JSONLOptions) withDefaults() JSONLOptions {
 
 // repairTail makes f end with a newline (or be empty), cutting off a partial last line.
 func repairTail(f *os.File, path string, log *slog.Logger) error {
-	tail, err := lastLine(f)
+	tail, err := appendlog.LastLine(f)
 	if err != nil {
 		return fmt.Errorf("read the end of %q: %w", path, err)
 	}
@@ -114,29 +107,6 @@ func repairTail(f *os.File, path string, log *slog.Logger) error {
 	return nil
 }
 
-// lastLine returns the bytes after f's last newline.
-func lastLine(f *os.File) ([]byte, error) {
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	end := st.Size()
-	var tail []byte
-	for end > 0 {
-		n := min(end, 64<<10)
-		buf := make([]byte, n)
-		if _, err := f.ReadAt(buf, end-n); err != nil {
-			return nil, err
-		}
-		if i := bytes.LastIndexByte(buf, '\n'); i >= 0 {
-			return append(buf[i+1:], tail...), nil
-		}
-		tail = append(buf, tail...)
-		end -= n
-	}
-	return tail, nil
-}
-
 // Stats returns the counters: Queued is the records waiting in memory, Dropped those given up.
 func (j *JSONL) Stats() *Stats { return &j.stats }
 
@@ -148,65 +118,49 @@ func (j *JSONL) Write(_ context.Context, r *step.Record) error {
 	if err != nil {
 		return fmt.Errorf("encode step %d: %w", r.Step, err)
 	}
-	j.flush() // the records waiting go first, and may make room
-	if len(j.pending) > 0 && j.bytes+len(b) > j.opt.MaxPending {
+	j.stats.Queued.Add(1) // while it is written or waits
+	if !j.file.Push(b, r.Step) {
+		j.stats.Queued.Add(-1)
 		j.lost = append(j.lost, r.Step)
 		j.stats.Dropped.Add(1)
 		if !j.dropped {
 			j.dropped = true
-			j.opt.Logger.Error("steps waiting for the steps file exceed the memory bound; dropping steps until it accepts writes", "path", j.path, "step", r.Step, "waiting", len(j.pending))
+			j.opt.Logger.Error("steps waiting for the steps file exceed the memory bound; dropping steps until it accepts writes", "path", j.path, "step", r.Step, "waiting", j.file.Len())
 		}
-		return nil
-	}
-	j.pending = append(j.pending, pendingLine{r.Step, b})
-	j.bytes += len(b)
-	j.stats.Queued.Add(1)
-	if len(j.pending) == 1 { // the file took every earlier record: try this one too
-		j.flush()
 	}
 	return nil
 }
 
-// flush writes the waiting records in order until one fails.
-func (j *JSONL) flush() {
-	for len(j.pending) > 0 {
-		p := j.pending[0]
-		if err := j.rf.Append(p.b); err != nil {
-			j.stats.Errors.Add(1)
-			j.lastErr = err
-			if !j.failing {
-				j.failing = true
-				j.opt.Logger.Error("steps file write failed; keeping steps in memory and retrying at each step close", "path", j.path, "step", p.step, "err", err)
-			}
-			return
-		}
-		j.pending[0] = pendingLine{}
-		j.pending = j.pending[1:]
-		j.bytes -= len(p.b)
-		j.stats.Queued.Add(-1)
-		j.stats.Written.Add(1)
-		if j.failing {
-			j.failing, j.dropped = false, false
-			j.opt.Logger.Info("steps file recovered; writing the steps kept in memory", "path", j.path, "step", p.step, "waiting", len(j.pending))
-		}
+// wrote counts a record the file took.
+func (j *JSONL) wrote(step int64, recovered bool) {
+	j.stats.Queued.Add(-1)
+	j.stats.Written.Add(1)
+	if recovered {
+		j.dropped = false
+		j.opt.Logger.Info("steps file recovered; writing the steps kept in memory", "path", j.path, "step", step, "waiting", j.file.Len())
+	}
+}
+
+// failed counts a write the file refused, and logs the first of a run of them.
+func (j *JSONL) failed(step int64, err error, first bool) {
+	j.stats.Errors.Add(1)
+	if first {
+		j.opt.Logger.Error("steps file write failed; keeping steps in memory and retrying at each step close", "path", j.path, "step", step, "err", err)
 	}
 }
 
 // Close writes the records still waiting and closes the file. It returns an error naming every
 // step that did not reach the file.
 func (j *JSONL) Close(context.Context) error {
-	j.flush()
-	for _, p := range j.pending {
-		j.lost = append(j.lost, p.step)
-	}
-	j.stats.Dropped.Add(int64(len(j.pending)))
-	j.stats.Queued.Add(-int64(len(j.pending)))
-	j.pending = nil
-	err := j.rf.Close()
+	j.file.Flush()
+	left, err := j.file.Close()
+	j.lost = append(j.lost, left...)
+	j.stats.Dropped.Add(int64(len(left)))
+	j.stats.Queued.Add(-int64(len(left)))
 	if len(j.lost) > 0 {
 		lost := fmt.Errorf("%d steps not written to %q: %s", len(j.lost), j.path, Ranges(j.lost))
-		if j.lastErr != nil {
-			lost = fmt.Errorf("%w (last error: %w)", lost, j.lastErr)
+		if last := j.file.Err(); last != nil {
+			lost = fmt.Errorf("%w (last error: %w)", lost, last)
 		}
 		err = errors.Join(lost, err)
 	}

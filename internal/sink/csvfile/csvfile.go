@@ -20,6 +20,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vllmstat/vllmstat/internal/appendlog"
 	"github.com/vllmstat/vllmstat/internal/config"
 	"github.com/vllmstat/vllmstat/internal/sink"
 	"github.com/vllmstat/vllmstat/internal/step"
@@ -78,7 +79,7 @@ func parse(e sink.Env, spec config.SinkSpec) (Settings, error) {
 // Writer appends one row per step, each row whole or not at all (a failed write is cut back
 // before the retry).
 type Writer struct {
-	f      *sink.RecordFile
+	f      *appendlog.Log
 	keys   []string
 	prefix string // the run's metric prefix, to find phase keys
 }
@@ -103,7 +104,7 @@ func open(e sink.Env, set Settings) (sink.Sink, error) {
 	if err != nil {
 		return nil, err
 	}
-	rf, err := sink.NewRecordFile(f, set.Path)
+	rf, err := appendlog.New(f, set.Path)
 	if err == nil && rf.Size() == 0 {
 		err = rf.Append(row(header))
 	}
@@ -120,7 +121,7 @@ func openFile(path string, header []string, log *slog.Logger) (*os.File, error) 
 	if err != nil {
 		return nil, fmt.Errorf("open csv file: %w", err)
 	}
-	n, err := sink.CutPartialLine(f, path)
+	n, err := appendlog.CutPartialLine(f, path)
 	if err != nil {
 		f.Close()
 		return nil, err

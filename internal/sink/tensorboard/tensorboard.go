@@ -19,6 +19,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/vllmstat/vllmstat/internal/appendlog"
 	"github.com/vllmstat/vllmstat/internal/config"
 	"github.com/vllmstat/vllmstat/internal/sink"
 	"github.com/vllmstat/vllmstat/internal/step"
@@ -44,7 +45,7 @@ type Writer struct {
 	path   string
 
 	mu     sync.Mutex
-	f      *sink.RecordFile
+	f      *appendlog.Log
 	closed bool
 }
 
@@ -80,7 +81,7 @@ func openSettings(env sink.Env, set Settings, now time.Time) (*Writer, error) {
 	if err != nil {
 		return nil, err
 	}
-	rf, err := sink.NewRecordFile(f, path)
+	rf, err := appendlog.New(f, path)
 	if err == nil {
 		err = rf.Append(appendRecord(nil, versionEvent(wallTime(now))))
 	}

@@ -23,6 +23,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/vllmstat/vllmstat/internal/appendlog"
 	"github.com/vllmstat/vllmstat/internal/config"
 	"github.com/vllmstat/vllmstat/internal/sink"
 	"github.com/vllmstat/vllmstat/internal/step"
@@ -50,7 +51,7 @@ type Writer struct {
 	offset  time.Duration // the run's runtime before this instance, which _runtime goes on from
 
 	mu      sync.Mutex
-	f       *sink.RecordFile // its Size is the log offset of the next chunk
+	f       *appendlog.Log // its Size is the log offset of the next chunk
 	closed  bool
 	num     int64 // number of the last record written
 	started bool  // the Run record is written
@@ -120,7 +121,7 @@ func openSettings(env sink.Env, set Settings, now time.Time) (*Writer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create wandb run file (is run_id %q used twice?): %w", set.RunID, err)
 	}
-	rf, err := sink.NewRecordFile(f, path)
+	rf, err := appendlog.New(f, path)
 	if err == nil {
 		err = rf.Append(logHeader)
 	}

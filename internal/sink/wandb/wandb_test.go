@@ -19,8 +19,8 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/vllmstat/vllmstat/internal/appendlog"
 	"github.com/vllmstat/vllmstat/internal/config"
-	"github.com/vllmstat/vllmstat/internal/sink"
 	"github.com/vllmstat/vllmstat/internal/step"
 )
 
@@ -240,7 +240,7 @@ func failAt(t *testing.T, w *Writer, n int) {
 		t.Fatal(err)
 	}
 	w.f.Close()
-	if w.f, err = sink.NewRecordFile(&failingFile{File: f, n: n}, w.Path()); err != nil {
+	if w.f, err = appendlog.New(&failingFile{File: f, n: n}, w.Path()); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -1,4 +1,4 @@
-package sink
+package appendlog
 
 import (
 	"bytes"
@@ -53,7 +53,7 @@ func (f *memFile) Truncate(size int64) error {
 
 func (f *memFile) Close() error { f.closed = true; return nil }
 
-func TestRecordFile(t *testing.T) {
+func TestLog(t *testing.T) {
 	for _, tt := range []struct {
 		name string
 		// fail sets up the failures of the second Append.
@@ -71,7 +71,7 @@ func TestRecordFile(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			f := &memFile{b: []byte("head|")}
-			r, err := NewRecordFile(f, "t")
+			r, err := New(f, "t")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -109,10 +109,10 @@ func TestRecordFile(t *testing.T) {
 	}
 }
 
-// TestRecordFileCutFailsTwice checks that an Append after a cut that failed again writes nothing.
-func TestRecordFileCutFailsTwice(t *testing.T) {
+// TestLogCutFailsTwice checks that an Append after a cut that failed again writes nothing.
+func TestLogCutFailsTwice(t *testing.T) {
 	f := &memFile{}
-	r, err := NewRecordFile(f, "t")
+	r, err := New(f, "t")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +132,7 @@ func TestRecordFileCutFailsTwice(t *testing.T) {
 	}
 }
 
-func TestRecordFileOnDisk(t *testing.T) {
+func TestLogOnDisk(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "records")
 	if err := os.WriteFile(path, []byte("head|"), 0o644); err != nil {
 		t.Fatal(err)
@@ -141,7 +141,7 @@ func TestRecordFileOnDisk(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := NewRecordFile(f, path)
+	r, err := New(f, path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,8 +159,8 @@ func TestRecordFileOnDisk(t *testing.T) {
 	}
 }
 
-func TestNewRecordFileSeekFails(t *testing.T) {
-	if _, err := NewRecordFile(&memFile{failSeek: true}, "t"); err == nil || !strings.Contains(err.Error(), `seek to the end of "t"`) {
+func TestNewSeekFails(t *testing.T) {
+	if _, err := New(&memFile{failSeek: true}, "t"); err == nil || !strings.Contains(err.Error(), `seek to the end of "t"`) {
 		t.Errorf("error %v, want the seek's", err)
 	}
 }
