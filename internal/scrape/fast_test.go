@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -280,5 +281,36 @@ func TestFastLargeHeaders(t *testing.T) {
 		case !tt.ok && (r.Err() == nil || !strings.Contains(r.Err().Error(), "headers are larger than")):
 			t.Errorf("headers of %d bytes: err %v, want one that says they are too large", tt.size, r.Err())
 		}
+	}
+}
+
+// TestTLSTarget checks that an HTTPS target is scraped with net/http: with a client that
+// trusts the server's certificate the page is read, credentials included; with the pool's own
+// client (the system's roots) the scrape fails and says the certificate is not trusted.
+func TestTLSTarget(t *testing.T) {
+	var auth atomic.Value
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		auth.Store(r.Header.Get("Authorization"))
+		w.Write([]byte(page))
+	}))
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the untrusted handshake below fails on purpose
+	srv.StartTLS()
+	defer srv.Close()
+	tg := Target{URL: srv.URL + "/metrics", Auth: Auth{Authorization: &Authorization{Credentials: NewSecret("tok")}}}
+
+	opt := Options{Timeout: 5 * time.Second, Client: srv.Client()}.withDefaults()
+	opt.fast = true // a TLS target goes to net/http even where plain HTTP would not
+	s := newScraper(context.Background(), tg, &opt)
+	defer s.close()
+	if _, ok := s.tr.(*stdTransport); !ok {
+		t.Fatalf("an HTTPS target is sent by %T", s.tr)
+	}
+	if r := s.scrape(); r.Err() != nil || r.Page == nil || len(r.Page.Engines) != 1 || auth.Load() != "Bearer tok" {
+		t.Fatalf("trusted: err %v, Authorization %q", r.Err(), auth.Load())
+	}
+
+	r := Fetch(context.Background(), Target{URL: tg.URL}, Options{Timeout: 5 * time.Second, Client: NewClient()})
+	if r.Err() == nil || !strings.Contains(r.Err().Error(), "certificate") || !strings.Contains(r.Err().Error(), srv.URL) {
+		t.Fatalf("untrusted certificate: err %v, want one that names the target and the certificate", r.Err())
 	}
 }
