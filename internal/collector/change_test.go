@@ -9,6 +9,7 @@ import (
 
 	"github.com/vllmstat/vllmstat/internal/clock"
 	"github.com/vllmstat/vllmstat/internal/scrape"
+	"github.com/vllmstat/vllmstat/internal/target"
 )
 
 // quietState is a collector's state, without its goroutine, whose targets never answer.
@@ -21,10 +22,10 @@ func quietState(t *testing.T) (*state, *clock.Fake) {
 	return st, fc
 }
 
-func manyTargets(from, to int) []scrape.Target {
-	ts := make([]scrape.Target, 0, to-from)
+func manyTargets(from, to int) []target.Target {
+	ts := make([]target.Target, 0, to-from)
 	for i := from; i < to; i++ {
-		ts = append(ts, scrape.Target{URL: fmt.Sprintf("http://10.0.%d.%d:8000/metrics", i>>8, i&255)})
+		ts = append(ts, target.Target{URL: fmt.Sprintf("http://10.0.%d.%d:8000/metrics", i>>8, i&255)})
 	}
 	return ts
 }

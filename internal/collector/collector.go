@@ -17,22 +17,23 @@ import (
 	"github.com/vllmstat/vllmstat/internal/scrape"
 	"github.com/vllmstat/vllmstat/internal/sink"
 	"github.com/vllmstat/vllmstat/internal/step"
+	"github.com/vllmstat/vllmstat/internal/target"
 	"github.com/vllmstat/vllmstat/internal/window"
 )
 
 // Options configure a Collector.
 type Options struct {
 	// Targets are scraped from the start; their URLs must be distinct and without user info
-	// (scrape.ParseTarget moves it to the credentials).
-	Targets []scrape.Target
+	// (target.Parse moves it to the credentials).
+	Targets []target.Target
 	// APIAuth gives the credentials of a target that SetTargets or AddTargets adds without
 	// credentials of its own and that is not a target already (one keeps its own); nil gives
 	// none. Those are the API's targets: whoever may call it can name any server, so it is the
 	// caller's to decide what such a target may be sent. Called on the collector's goroutine.
-	APIAuth func(url string) scrape.Auth
+	APIAuth func(url string) target.Auth
 	// DefaultAuth is given to targets that discovery finds (SetSourceTargets) without
 	// credentials of their own.
-	DefaultAuth scrape.Auth
+	DefaultAuth target.Auth
 	Interval    time.Duration
 	Timeout     time.Duration
 	StepEvery   time.Duration // 0: steps end only on request and at shutdown

@@ -19,6 +19,7 @@ import (
 	"github.com/vllmstat/vllmstat/internal/scrape"
 	"github.com/vllmstat/vllmstat/internal/step"
 	"github.com/vllmstat/vllmstat/internal/syncbuf"
+	"github.com/vllmstat/vllmstat/internal/target"
 	"github.com/vllmstat/vllmstat/internal/window"
 )
 
@@ -240,12 +241,12 @@ func TestTargetCredentials(t *testing.T) {
 		fmt.Fprintln(w, "vllm:generation_tokens_total{engine=\"0\",model_name=\"m\"} 1")
 	}))
 	defer srv.Close()
-	a, err := scrape.ParseTarget(strings.Replace(srv.URL, "http://", "http://usr:pw@", 1) + "/a")
+	a, err := target.Parse(strings.Replace(srv.URL, "http://", "http://usr:pw@", 1) + "/a")
 	if err != nil {
 		t.Fatal(err)
 	}
-	dflt := scrape.Auth{Authorization: &scrape.Authorization{Type: "Bearer", Credentials: scrape.NewSecret("dflt")}}
-	c, _, stop := start(t, Options{Targets: []scrape.Target{a}, APIAuth: func(string) scrape.Auth { return dflt }, NoFinalStep: true})
+	dflt := target.Auth{Authorization: &target.Authorization{Type: "Bearer", Credentials: target.NewSecret("dflt")}}
+	c, _, stop := start(t, Options{Targets: []target.Target{a}, APIAuth: func(string) target.Auth { return dflt }, NoFinalStep: true})
 	defer stop()
 	ctx := context.Background()
 	if err := c.SetTargets(ctx, targets(srv.URL+"/a", srv.URL+"/b")); err != nil {

@@ -179,9 +179,9 @@ func (s *scraper) fastGet(opt *Options, restrict bool, buf *bytes.Buffer, deadli
 	req.Header.Set("Accept-Encoding", opt.Compression.acceptEncoding())
 	req.Header.SetUserAgent(userAgent)
 	auth := s.full.Header.Get("Authorization")
-	if s.auth.fromFile() { // read on every scrape, so that a rotated credential is picked up
+	if s.auth.FromFile() { // read on every scrape, so that a rotated credential is picked up
 		h := http.Request{Header: http.Header{}}
-		if err := s.auth.apply(&h); err != nil {
+		if err := s.auth.Apply(&h); err != nil {
 			return nil, err
 		}
 		auth = h.Header.Get("Authorization")

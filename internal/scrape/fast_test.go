@@ -13,10 +13,12 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/vllmstat/vllmstat/internal/target"
 )
 
 // fetcher scrapes a target once, as Fetch does.
-type fetcher func(ctx context.Context, tg Target, opt Options) Result
+type fetcher func(ctx context.Context, tg target.Target, opt Options) Result
 
 // viaBoth runs f with each way a scrape goes out: net/http's client, and the fast transport a
 // pool gives plain-HTTP targets, so that both behave the same on every case f checks.
@@ -27,7 +29,7 @@ func viaBoth(t *testing.T, f func(t *testing.T, fetch fetcher)) {
 			name = "fast"
 		}
 		t.Run(name, func(t *testing.T) {
-			f(t, func(ctx context.Context, tg Target, opt Options) Result {
+			f(t, func(ctx context.Context, tg target.Target, opt Options) Result {
 				t.Helper()
 				opt = opt.withDefaults()
 				opt.fast = fast
@@ -78,7 +80,7 @@ func TestPoolCloseAbortsScrape(t *testing.T) {
 	defer srv.Close()
 	out := make(chan Result, 1)
 	p := NewPool(Options{Timeout: time.Minute}, out)
-	p.Set([]Target{{URL: srv.URL + "/metrics"}})
+	p.Set([]target.Target{{URL: srv.URL + "/metrics"}})
 	p.Tick()
 	<-entered
 	p.Close()
@@ -99,7 +101,7 @@ func TestFastErrorsNameTarget(t *testing.T) {
 	defer srv.Close()
 	u := srv.URL + "/metrics"
 	viaBoth(t, func(t *testing.T, fetch fetcher) {
-		r := fetch(context.Background(), Target{URL: u + "?x=1"}, Options{Timeout: 5 * time.Second})
+		r := fetch(context.Background(), target.Target{URL: u + "?x=1"}, Options{Timeout: 5 * time.Second})
 		if r.FetchErr == nil || !strings.Contains(r.FetchErr.Error(), `"`+u+`?x=1"`) {
 			t.Fatalf("err %v, want it to name %s", r.FetchErr, u+"?x=1")
 		}
@@ -165,7 +167,7 @@ func TestFastConnections(t *testing.T) {
 		t.Helper()
 		opt := Options{Timeout: 5 * time.Second}.withDefaults()
 		opt.fast = true
-		s := newScraper(Target{URL: rs.url()}, &opt)
+		s := newScraper(target.Target{URL: rs.url()}, &opt)
 		defer s.close()
 		for i := range n {
 			if i > 0 && between != nil {
@@ -240,7 +242,7 @@ func TestPoolClosesRemovedTargetConnection(t *testing.T) {
 	out := make(chan Result, 1)
 	p := NewPool(Options{Timeout: 5 * time.Second}, out)
 	defer p.Close()
-	p.Set([]Target{{URL: srv.URL + "/metrics"}})
+	p.Set([]target.Target{{URL: srv.URL + "/metrics"}})
 	p.Tick()
 	if r := <-out; r.Err() != nil {
 		t.Fatal(r.Err())
@@ -267,7 +269,7 @@ func TestFastLargeHeaders(t *testing.T) {
 		}))
 		opt := Options{Timeout: 5 * time.Second}.withDefaults()
 		opt.fast = true
-		s := newScraper(Target{URL: srv.URL + "/metrics"}, &opt)
+		s := newScraper(target.Target{URL: srv.URL + "/metrics"}, &opt)
 		r := s.scrape(context.Background(), &opt)
 		s.close()
 		srv.Close()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/vllmstat/vllmstat/internal/target"
 	"github.com/vllmstat/vllmstat/internal/window"
 )
 
@@ -22,7 +23,7 @@ import (
 // and the parser of its pages.
 type scraper struct {
 	url  string
-	auth *Auth // the credentials the requests were built for
+	auth *target.Auth // the credentials the requests were built for
 	// full asks for the whole page; restricted, when not nil, for the names of mask only. Both
 	// are templates of net/http requests: a scrape sends a copy with its context. Their
 	// headers are never changed once built, so the copies may share them.
@@ -51,7 +52,7 @@ type scraper struct {
 	fast *fastTransport
 }
 
-func newScraper(t Target, opt *Options) *scraper {
+func newScraper(t target.Target, opt *Options) *scraper {
 	wopt := window.Options{Limits: opt.Limits, WorkerLabels: opt.WorkerLabels}
 	// One parser per target: it reads a page like the target's previous one by comparing
 	// bytes instead of parsing them again (see window.Parser).
@@ -65,7 +66,7 @@ func newScraper(t Target, opt *Options) *scraper {
 }
 
 // setAuth builds the requests for credentials a.
-func (s *scraper) setAuth(a *Auth, opt *Options) {
+func (s *scraper) setAuth(a *target.Auth, opt *Options) {
 	s.auth, s.restricted, s.mask = a, nil, 0
 	s.full, s.buildErr = s.newRequest(s.url, opt)
 	if s.buildErr == nil {
@@ -81,8 +82,8 @@ func (s *scraper) newRequest(u string, opt *Options) (*http.Request, error) {
 	req.Header.Set("Accept", acceptPage)
 	req.Header.Set("Accept-Encoding", opt.Compression.acceptEncoding())
 	req.Header.Set("User-Agent", userAgent)
-	if !s.auth.fromFile() {
-		if err := s.auth.apply(req); err != nil {
+	if !s.auth.FromFile() {
+		if err := s.auth.Apply(req); err != nil {
 			return nil, err
 		}
 	}
@@ -135,9 +136,9 @@ func (s *scraper) restrictedQuery() string {
 // request returns tmpl as the request of one scrape, with ctx.
 func (s *scraper) request(ctx context.Context, tmpl *http.Request) (*http.Request, error) {
 	req := tmpl.WithContext(ctx)
-	if s.auth.fromFile() { // read on every scrape, so that a rotated credential is picked up
+	if s.auth.FromFile() { // read on every scrape, so that a rotated credential is picked up
 		req.Header = tmpl.Header.Clone()
-		if err := s.auth.apply(req); err != nil {
+		if err := s.auth.Apply(req); err != nil {
 			return nil, err
 		}
 	}
