@@ -15,6 +15,7 @@ import (
 	"github.com/vllmstat/vllmstat/internal/clock"
 	"github.com/vllmstat/vllmstat/internal/collector"
 	"github.com/vllmstat/vllmstat/internal/config"
+	"github.com/vllmstat/vllmstat/internal/promname"
 	"github.com/vllmstat/vllmstat/internal/promtest"
 	"github.com/vllmstat/vllmstat/internal/scrape"
 	"github.com/vllmstat/vllmstat/internal/selfmetrics"
@@ -86,7 +87,7 @@ func TestPeerCheck(t *testing.T) {
 	set := remotewrite.DefaultSettings()
 	set.URL = prom.RemoteWriteURL()
 	set.Intervals = true
-	set.ExtraLabels = []selfmetrics.Label{{Name: "run", Value: "peer"}}
+	set.ExtraLabels = []promname.Label{{Name: "run", Value: "peer"}}
 	rw := remotewrite.NewWithSettings(set, "vllm", nil)
 	sinks := sink.NewRuntime(nil)
 	steps := sinks.Add(rw, sink.LaneOptions{Name: "remote_write"})
