@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/vllmstat/vllmstat/internal/collector"
+	"github.com/vllmstat/vllmstat/internal/scrape"
 	"github.com/vllmstat/vllmstat/internal/target"
 )
 
@@ -22,7 +23,7 @@ func runCollector(t *testing.T, static ...string) *collector.Collector {
 	for _, u := range static {
 		ts = append(ts, target.Target{URL: u})
 	}
-	c := collector.New(collector.Options{Targets: ts, Interval: time.Hour, Timeout: 5 * time.Second, NoFinalStep: true})
+	c := collector.New(collector.Options{Options: scrape.Options{Timeout: 5 * time.Second}, Targets: ts, Interval: time.Hour, NoFinalStep: true})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()

@@ -15,7 +15,7 @@ import (
 // quietState is a collector's state, without its goroutine, whose targets never answer.
 func quietState(t *testing.T) (*state, *clock.Fake) {
 	fc := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	c := New(Options{Interval: time.Second, Timeout: 5 * time.Second, Clock: fc})
+	c := New(Options{Options: scrape.Options{Timeout: 5 * time.Second, Clock: fc}, Interval: time.Second})
 	st := newState(c)
 	st.pool = scrape.NewPool(scrape.Options{Timeout: 5 * time.Second, Client: &http.Client{Transport: blockingTransport{}}}, make(chan scrape.Result, 1))
 	t.Cleanup(st.pool.Close)

@@ -236,7 +236,7 @@ func TestShutdownDeadline(t *testing.T) {
 	live := newCounterServer(t)
 	steps := make(chan *step.Record, 1)
 	obs := &recObserver{}
-	c, fc, stop := start(t, Options{Targets: targets(dead.srv.URL, live.srv.URL), Timeout: 5 * time.Second, StepEvery: time.Hour,
+	c, fc, stop := start(t, Options{Options: scrape.Options{Timeout: 5 * time.Second}, Targets: targets(dead.srv.URL, live.srv.URL), StepEvery: time.Hour,
 		OnStep: func(r *step.Record) { steps <- r }, Observer: obs})
 	waitFor(t, func() bool { return live.n.Load() == 1 })
 	errc := make(chan error, 1)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vllmstat/vllmstat/internal/scrape"
 	"github.com/vllmstat/vllmstat/internal/selfmetrics"
 	"github.com/vllmstat/vllmstat/internal/target"
 )
@@ -40,7 +41,7 @@ func BenchmarkTargetChanges(b *testing.B) {
 				urls[i] = fmt.Sprintf("http://10.%d.%d.%d:8000/metrics", i>>16, i>>8&255, i&255)
 				ts[i] = target.Target{URL: urls[i]}
 			}
-			c := New(Options{Interval: time.Hour, Timeout: time.Minute, NoFinalStep: true,
+			c := New(Options{Options: scrape.Options{Timeout: time.Minute}, Interval: time.Hour, NoFinalStep: true,
 				Observer: selfmetrics.New(selfmetrics.Options{})})
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)

@@ -106,7 +106,7 @@ func TestReaddedTarget(t *testing.T) {
 // instance that replaced it, as a slow goroutine could: the collector drops it.
 func TestStaleGenerationDropped(t *testing.T) {
 	s := newValueServer(t, 100)
-	c := New(Options{Timeout: 5 * time.Second, Clock: clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))})
+	c := New(Options{Options: scrape.Options{Timeout: 5 * time.Second, Clock: clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))}})
 	st := newState(c)
 	results := make(chan scrape.Result, 8)
 	st.pool = scrape.NewPool(scrape.Options{Timeout: 5 * time.Second}, results)
@@ -189,8 +189,8 @@ func TestScrapeDurationAndLimits(t *testing.T) {
 	}))
 	defer srv.Close()
 	var logBuf syncbuf.Buffer
-	opt := Options{Targets: targets(srv.URL), NoFinalStep: true, Limits: window.Limits{MaxWorkers: 2},
-		Logger: slog.New(slog.NewTextHandler(&logBuf, nil))}
+	opt := Options{Targets: targets(srv.URL), NoFinalStep: true, Options: scrape.Options{Limits: window.Limits{MaxWorkers: 2},
+		Logger: slog.New(slog.NewTextHandler(&logBuf, nil))}}
 	fake := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	fc.Store(fake)
 	opt.Clock = fake
@@ -279,7 +279,7 @@ func TestLimitRecordedAsFailure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, _, stop := start(t, Options{Targets: targets(srv.URL), Recorder: rw, Limits: window.Limits{MaxWorkers: 1}})
+	c, _, stop := start(t, Options{Options: scrape.Options{Limits: window.Limits{MaxWorkers: 1}}, Targets: targets(srv.URL), Recorder: rw})
 	if _, err := c.EndStep(context.Background(), 1); err != nil {
 		t.Fatal(err)
 	}

@@ -151,8 +151,12 @@ func Default() Config {
 // itself.
 const MinInterval = 0.01
 
-// intervalRule says what an interval may be.
+// intervalRule says what an interval may be; validInterval checks it. A file's interval is
+// checked as the file is read, to report it with the file's other problems; Validate checks
+// the interval again, wherever it came from (a flag).
 var intervalRule = fmt.Sprintf("must be a number of seconds > 0, at least %g (10 ms) and at most 3600, e.g. 0.5", MinInterval)
+
+func validInterval(s float64) bool { return s >= MinInterval && s <= 3600 } // false for NaN
 
 // TargetsOf returns targets as written (URLs or host:port, maybe with user info), for Validate
 // to normalise.
@@ -229,7 +233,7 @@ func (c *Config) Validate() error {
 		path, line := c.at(key)
 		ps = append(ps, fmt.Sprintf("%s: %v is not allowed: %s%s", path, v, allowed, line))
 	}
-	if !(c.Interval >= MinInterval) || c.Interval > 3600 {
+	if !validInterval(c.Interval) {
 		bad(KeyInterval, c.Interval, intervalRule)
 	}
 	if c.StepEvery < 0 {

@@ -189,7 +189,7 @@ func (p *parser) own(n *yaml.Node, path string) yamlx.Where {
 func (p *parser) checks(w yamlx.Where) yamlx.Errors {
 	c, def := p.c, Default()
 	var es yamlx.Errors
-	if w.Has(KeyInterval) && (!(c.Interval >= MinInterval) || c.Interval > 3600) {
+	if w.Has(KeyInterval) && !validInterval(c.Interval) {
 		es = append(es, w.NotAllowed(KeyInterval, c.Interval, intervalRule))
 		c.Interval = def.Interval
 	}

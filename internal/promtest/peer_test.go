@@ -96,8 +96,8 @@ func TestPeerCheck(t *testing.T) {
 
 	var recs []step.Record
 	c := collector.New(collector.Options{
-		Targets: config.TargetsOf(fleet.URLs()), Interval: 500 * time.Millisecond, Timeout: 400 * time.Millisecond, StepEvery: 5 * time.Second,
-		MaxBody: scrape.DefaultMaxBody,
+		Options: scrape.Options{Timeout: 400 * time.Millisecond, MaxBody: scrape.DefaultMaxBody, Client: scrape.NewClient()},
+		Targets: config.TargetsOf(fleet.URLs()), Interval: 500 * time.Millisecond, StepEvery: 5 * time.Second,
 		Tracker: step.Options{Prefix: "vllm", PerWorker: true, Scalars: true, OnInterval: func(iv step.Interval) {
 			metrics.Interval(iv)
 			sinks.Interval(iv)
@@ -105,7 +105,6 @@ func TestPeerCheck(t *testing.T) {
 		Sinks:    []sink.Sink{sinks},
 		OnStep:   func(r *step.Record) { recs = append(recs, *r) },
 		Observer: metrics,
-		Client:   scrape.NewClient(),
 	})
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
