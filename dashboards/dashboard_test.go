@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vllmstat/vllmstat/internal/promname"
 	"github.com/vllmstat/vllmstat/internal/promtest"
 	"github.com/vllmstat/vllmstat/internal/selfmetrics"
 	"github.com/vllmstat/vllmstat/internal/sim"
@@ -508,7 +509,7 @@ func remoteWrite(t *testing.T, url string, recs []step.Record) {
 	t.Helper()
 	set := remotewrite.DefaultSettings()
 	set.URL = url
-	set.ExtraLabels = []selfmetrics.Label{{Name: "job", Value: "vllmstat"}, {Name: "run", Value: runID}}
+	set.ExtraLabels = []promname.Label{{Name: "job", Value: "vllmstat"}, {Name: "run", Value: runID}}
 	rw := remotewrite.NewWithSettings(set, "vllm", nil)
 	for i := range recs {
 		if err := rw.Write(t.Context(), &recs[i]); err != nil {

@@ -18,8 +18,8 @@ import (
 	"strings"
 
 	"github.com/vllmstat/vllmstat/internal/collector"
-	"github.com/vllmstat/vllmstat/internal/scrape"
 	"github.com/vllmstat/vllmstat/internal/step"
+	"github.com/vllmstat/vllmstat/internal/target"
 	"github.com/vllmstat/vllmstat/internal/version"
 )
 
@@ -32,8 +32,8 @@ type Collector interface {
 	Live(ctx context.Context) (step.Record, []collector.TargetState, error)
 	Steps(ctx context.Context, since int64) ([]step.Record, error)
 	Targets(ctx context.Context) ([]string, error)
-	SetTargets(ctx context.Context, ts []scrape.Target) error
-	AddTargets(ctx context.Context, ts []scrape.Target) error
+	SetTargets(ctx context.Context, ts []target.Target) error
+	AddTargets(ctx context.Context, ts []target.Target) error
 	RemoveTargets(ctx context.Context, urls []string) error
 	StartPhase(ctx context.Context, name string) (collector.PhaseEdge, error)
 	EndPhase(ctx context.Context, name string) (collector.PhaseEdge, error)
@@ -357,7 +357,7 @@ func (h *handler) removeTargets(r *http.Request) (any, *apiError) {
 
 // readTargets reads {"targets": [URL, ...]}: http and https URLs only (no host:port
 // shorthand), schemes in any case, user info moved into the target's credentials.
-func readTargets(r *http.Request) ([]scrape.Target, []string, *apiError) {
+func readTargets(r *http.Request) ([]target.Target, []string, *apiError) {
 	var body struct {
 		Targets []string `json:"targets"`
 	}
@@ -369,17 +369,17 @@ func readTargets(r *http.Request) ([]scrape.Target, []string, *apiError) {
 	}
 	var problems []string
 	first := map[string][2]int{} // URL -> its first entry's index in ts and in the body
-	ts := make([]scrape.Target, 0, len(body.Targets))
+	ts := make([]target.Target, 0, len(body.Targets))
 	urls := make([]string, 0, len(body.Targets))
 	for i, raw := range body.Targets {
 		scheme, _, ok := strings.Cut(strings.TrimSpace(raw), "://")
 		if !ok || !strings.EqualFold(scheme, "http") && !strings.EqualFold(scheme, "https") {
-			problems = append(problems, fmt.Sprintf("targets[%d]: %q: only http and https URLs", i, scrape.Redact(raw)))
+			problems = append(problems, fmt.Sprintf("targets[%d]: %q: only http and https URLs", i, target.Redact(raw)))
 			continue
 		}
-		t, err := scrape.ParseTarget(raw)
+		t, err := target.Parse(raw)
 		if err != nil {
-			problems = append(problems, fmt.Sprintf("targets[%d]: %q: %v", i, scrape.Redact(raw), err))
+			problems = append(problems, fmt.Sprintf("targets[%d]: %q: %v", i, target.Redact(raw), err))
 			continue
 		}
 		if j, dup := first[t.URL]; dup {

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/vllmstat/vllmstat/internal/collector"
-	"github.com/vllmstat/vllmstat/internal/scrape"
 	"github.com/vllmstat/vllmstat/internal/step"
+	"github.com/vllmstat/vllmstat/internal/target"
 )
 
 // fakeCollector keeps closed steps like the collector does.
@@ -22,7 +22,7 @@ type fakeCollector struct {
 	last    int64
 	ended   bool // a step was ended: last is its number
 	targets []string
-	auth    map[string]scrape.Auth
+	auth    map[string]target.Auth
 	phase   string // the open phase
 }
 
@@ -76,9 +76,9 @@ func (f *fakeCollector) Steps(_ context.Context, since int64) ([]step.Record, er
 
 func (f *fakeCollector) Targets(context.Context) ([]string, error) { return f.targets, nil }
 
-func (f *fakeCollector) SetTargets(_ context.Context, ts []scrape.Target) error {
+func (f *fakeCollector) SetTargets(_ context.Context, ts []target.Target) error {
 	f.targets = f.targets[:0]
-	f.auth = map[string]scrape.Auth{}
+	f.auth = map[string]target.Auth{}
 	for _, t := range ts {
 		f.targets = append(f.targets, t.URL)
 		f.auth[t.URL] = t.Auth
@@ -86,7 +86,7 @@ func (f *fakeCollector) SetTargets(_ context.Context, ts []scrape.Target) error 
 	return nil
 }
 
-func (f *fakeCollector) AddTargets(context.Context, []scrape.Target) error { return nil }
+func (f *fakeCollector) AddTargets(context.Context, []target.Target) error { return nil }
 func (f *fakeCollector) RemoveTargets(context.Context, []string) error     { return nil }
 
 func do(t *testing.T, h http.Handler, method, path, body, token string) (int, map[string]any) {

@@ -13,16 +13,17 @@ import (
 
 	"github.com/vllmstat/vllmstat/internal/collector"
 	"github.com/vllmstat/vllmstat/internal/scrape"
+	"github.com/vllmstat/vllmstat/internal/target"
 )
 
 // runCollector runs a real collector with static targets until the test ends.
 func runCollector(t *testing.T, static ...string) *collector.Collector {
 	t.Helper()
-	var ts []scrape.Target
+	var ts []target.Target
 	for _, u := range static {
-		ts = append(ts, scrape.Target{URL: u})
+		ts = append(ts, target.Target{URL: u})
 	}
-	c := collector.New(collector.Options{Targets: ts, Interval: time.Hour, Timeout: 5 * time.Second, NoFinalStep: true})
+	c := collector.New(collector.Options{Options: scrape.Options{Timeout: 5 * time.Second}, Targets: ts, Interval: time.Hour, NoFinalStep: true})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()

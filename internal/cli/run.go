@@ -21,6 +21,7 @@ import (
 	"github.com/vllmstat/vllmstat/internal/outdir"
 	"github.com/vllmstat/vllmstat/internal/record"
 	"github.com/vllmstat/vllmstat/internal/report"
+	"github.com/vllmstat/vllmstat/internal/scrape"
 	"github.com/vllmstat/vllmstat/internal/selfmetrics"
 	"github.com/vllmstat/vllmstat/internal/sink"
 	"github.com/vllmstat/vllmstat/internal/step"
@@ -175,18 +176,27 @@ func startRun(cfg config.Config, log *slog.Logger, summary io.Writer, fresh bool
 		r.sinks.Interval(iv)
 	}
 	r.c = collector.New(collector.Options{
-		Targets:  cfg.Targets,
-		Interval: cfg.IntervalDuration(),
-		Timeout:  cfg.Timeout(),
-		// A fleet of hundreds of targets is scraped over half the interval in bursts of at most
-		// about burst targets rather than all at once; a small one gains nothing from it and
-		// keeps its samples aligned. The pool decides as targets come and go (discovery, the
-		// API), not from the start's count.
-		Spread:    cfg.IntervalDuration() / 2,
-		Burst:     burst,
+		Options: scrape.Options{
+			Timeout: cfg.Timeout(),
+			MaxBody: cfg.MaxBodyBytes,
+			Limits:  cfg.Limits(),
+			Logger:  log,
+			// A fleet of hundreds of targets is scraped over half the interval in bursts of at
+			// most about burst targets rather than all at once; a small one gains nothing from it
+			// and keeps its samples aligned. The pool decides as targets come and go (discovery,
+			// the API), not from the start's count.
+			Spread: cfg.IntervalDuration() / 2,
+			Burst:  burst,
+
+			WorkerLabels: cfg.WorkerLabels, // as replay's --worker-labels, with the same default
+
+			// How pages are asked for: compressed or not, and only the samples vllmstat reads.
+			Compression:  cfg.Compression,
+			RequestNames: cfg.RequestNames,
+		},
+		Targets:   cfg.Targets,
+		Interval:  cfg.IntervalDuration(),
 		StepEvery: cfg.StepEvery,
-		MaxBody:   cfg.MaxBodyBytes,
-		Limits:    cfg.Limits(),
 		Tracker:   topt,
 		Recorder:  rw,
 		Observer:  self,
@@ -200,18 +210,11 @@ func startRun(cfg config.Config, log *slog.Logger, summary io.Writer, fresh bool
 		OnOpenStep:  func(rec *step.Record) { writeOpenStep(cfg, rec, log) },
 		Resume:      resume,
 		ResumeAfter: after,
-		Logger:      log,
 
 		// Targets without credentials: those discovery finds get the top-level ones, those added
 		// through the API only where the config allows it.
 		DefaultAuth: cfg.Auth,
 		APIAuth:     apiAuth(cfg, log),
-
-		WorkerLabels: cfg.WorkerLabels, // as replay's --worker-labels, with the same default
-
-		// How pages are asked for: compressed or not, and only the samples vllmstat reads.
-		Compression:  cfg.Compression,
-		RequestNames: cfg.RequestNames,
 	})
 	if r.ln != nil {
 		r.srv = &http.Server{

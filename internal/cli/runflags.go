@@ -10,7 +10,7 @@ import (
 
 	"github.com/vllmstat/vllmstat/internal/config"
 	"github.com/vllmstat/vllmstat/internal/discovery"
-	"github.com/vllmstat/vllmstat/internal/scrape"
+	"github.com/vllmstat/vllmstat/internal/target"
 )
 
 // listFlag collects a repeatable flag.
@@ -144,7 +144,7 @@ func (f *runFlags) load(fs *flag.FlagSet) (config.Config, error) {
 		}
 	})
 	if t := os.Getenv("VLLMSTAT_API_TOKEN"); t != "" && c.APIToken.Reveal() == "" {
-		c.APIToken = scrape.NewSecret(t)
+		c.APIToken = target.NewSecret(t)
 	}
 	if len(f.args) > 0 {
 		c.Targets = append(c.Targets, config.TargetsOf(f.args)...)
@@ -175,8 +175,8 @@ func readTargetsFile(path string) ([]string, config.Problems) {
 			continue
 		}
 		if !discovery.IsDNS(line) {
-			if _, err := scrape.ParseTarget(line); err != nil {
-				ps = append(ps, fmt.Sprintf("--targets-file %s:%d: %q is not a target: %v", path, i+1, scrape.Redact(line), err))
+			if _, err := target.Parse(line); err != nil {
+				ps = append(ps, fmt.Sprintf("--targets-file %s:%d: %q is not a target: %v", path, i+1, target.Redact(line), err))
 				continue
 			}
 		}

@@ -4,15 +4,15 @@ import (
 	"log/slog"
 
 	"github.com/vllmstat/vllmstat/internal/config"
-	"github.com/vllmstat/vllmstat/internal/scrape"
+	"github.com/vllmstat/vllmstat/internal/target"
 )
 
 // apiAuth is the collector's APIAuth: cfg's rule (config.Config.APIAuth), and a warning the first
 // time it keeps the top-level credentials from a target added through the API, so that the
 // target's refused scrapes have a reason in the log. Only the collector's goroutine calls it.
-func apiAuth(cfg config.Config, log *slog.Logger) func(url string) scrape.Auth {
+func apiAuth(cfg config.Config, log *slog.Logger) func(url string) target.Auth {
 	rule, told := cfg.APIAuth(), false
-	return func(url string) scrape.Auth {
+	return func(url string) target.Auth {
 		a, withheld := rule(url)
 		if withheld && !told {
 			told = true

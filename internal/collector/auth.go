@@ -1,17 +1,17 @@
 package collector
 
 import (
-	"github.com/vllmstat/vllmstat/internal/scrape"
+	"github.com/vllmstat/vllmstat/internal/target"
 )
 
 // withAuth returns ts with auth(url) given to each target that comes without credentials of its
 // own and is not a target already (setTargets keeps the credentials such a target has). ts is
 // copied before it is changed: it is the caller's. A nil auth gives none.
-func (s *state) withAuth(ts []scrape.Target, auth func(url string) scrape.Auth) []scrape.Target {
+func (s *state) withAuth(ts []target.Target, auth func(url string) target.Auth) []target.Target {
 	if auth == nil {
 		return ts
 	}
-	var out []scrape.Target
+	var out []target.Target
 	for i := range ts {
 		if !ts[i].Auth.IsZero() {
 			continue
@@ -24,7 +24,7 @@ func (s *state) withAuth(ts []scrape.Target, auth func(url string) scrape.Auth) 
 			continue
 		}
 		if out == nil {
-			out = append([]scrape.Target(nil), ts...)
+			out = append([]target.Target(nil), ts...)
 		}
 		out[i].Auth = a
 	}
@@ -35,4 +35,4 @@ func (s *state) withAuth(ts []scrape.Target, auth func(url string) scrape.Auth) 
 }
 
 // discoveredAuth is what a target that discovery finds without credentials of its own gets.
-func (s *state) discoveredAuth(string) scrape.Auth { return s.c.opt.DefaultAuth }
+func (s *state) discoveredAuth(string) target.Auth { return s.c.opt.DefaultAuth }

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/vllmstat/vllmstat/internal/scrape"
+	"github.com/vllmstat/vllmstat/internal/target"
 )
 
 // TestWhoGetsTopLevelCredentials scrapes a server that records the Authorization header of each
@@ -27,16 +27,16 @@ func TestWhoGetsTopLevelCredentials(t *testing.T) {
 	}))
 	defer srv.Close()
 	const fleet = "Bearer fleet-x7"
-	dflt := scrape.Auth{Authorization: &scrape.Authorization{Type: "Bearer", Credentials: scrape.NewSecret("fleet-x7")}}
-	allowed := func(url string) scrape.Auth {
+	dflt := target.Auth{Authorization: &target.Authorization{Type: "Bearer", Credentials: target.NewSecret("fleet-x7")}}
+	allowed := func(url string) target.Auth {
 		if strings.HasSuffix(url, "/allowed") {
 			return dflt
 		}
-		return scrape.Auth{}
+		return target.Auth{}
 	}
 	for _, tt := range []struct {
 		name    string
-		apiAuth func(string) scrape.Auth
+		apiAuth func(string) target.Auth
 		want    map[string]string // path -> the header of each of its requests
 	}{
 		{name: "no APIAuth", want: map[string]string{"/found": fleet, "/added": "", "/set": "", "/allowed": ""}},

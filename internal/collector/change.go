@@ -3,7 +3,7 @@ package collector
 import (
 	"time"
 
-	"github.com/vllmstat/vllmstat/internal/scrape"
+	"github.com/vllmstat/vllmstat/internal/target"
 )
 
 // applyBatch is how many targets a change of targets starts or stops at a time. A change of
@@ -16,7 +16,7 @@ const applyBatch = 500
 // change is the part of a change of targets not applied yet. A newer change replaces it: it is
 // worked out again from the pool, and whoever waits for the older one waits for the newer.
 type change struct {
-	add    []scrape.Target // to start, in order
+	add    []target.Target // to start, in order
 	remove []string        // to stop
 	done   []chan struct{} // closed once the change is applied
 }
@@ -60,8 +60,8 @@ func (s *state) moreC() <-chan struct{} {
 // the targets there are, wanted or not), applies the first batch, and leaves the rest to
 // applyMore. Kept targets take the credentials given now (keeping theirs when given none) at
 // once. It returns a channel closed once the whole change is applied.
-func (s *state) setTargets(ts []scrape.Target) <-chan struct{} {
-	ts = append([]scrape.Target(nil), ts...)
+func (s *state) setTargets(ts []target.Target) <-chan struct{} {
+	ts = append([]target.Target(nil), ts...)
 	for i := range ts {
 		if ts[i].Auth.IsZero() {
 			if _, ok := s.pool.Generation(ts[i].URL); ok {
@@ -77,7 +77,7 @@ func (s *state) setTargets(ts []scrape.Target) <-chan struct{} {
 			have++
 		}
 	}
-	add, kept := make([]scrape.Target, 0, len(ts)-have), make([]scrape.Target, 0, have)
+	add, kept := make([]target.Target, 0, len(ts)-have), make([]target.Target, 0, have)
 	for _, t := range ts {
 		if _, ok := s.pool.Generation(t.URL); ok {
 			kept = append(kept, t)
@@ -110,7 +110,7 @@ func (s *state) setTargets(ts []scrape.Target) <-chan struct{} {
 }
 
 // urlsOf returns the targets' URLs.
-func urlsOf(ts []scrape.Target) []string {
+func urlsOf(ts []target.Target) []string {
 	urls := make([]string, len(ts))
 	for i, t := range ts {
 		urls[i] = t.URL
@@ -153,7 +153,7 @@ func (s *state) settle() {
 }
 
 // apply starts the targets add and stops the targets remove.
-func (s *state) apply(add []scrape.Target, remove []string) {
+func (s *state) apply(add []target.Target, remove []string) {
 	removed := s.pool.Remove(remove)
 	now := s.c.opt.Clock.Now()
 	for _, u := range removed {

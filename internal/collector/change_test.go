@@ -9,22 +9,23 @@ import (
 
 	"github.com/vllmstat/vllmstat/internal/clock"
 	"github.com/vllmstat/vllmstat/internal/scrape"
+	"github.com/vllmstat/vllmstat/internal/target"
 )
 
 // quietState is a collector's state, without its goroutine, whose targets never answer.
 func quietState(t *testing.T) (*state, *clock.Fake) {
 	fc := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	c := New(Options{Interval: time.Second, Timeout: 5 * time.Second, Clock: fc})
+	c := New(Options{Options: scrape.Options{Timeout: 5 * time.Second, Clock: fc}, Interval: time.Second})
 	st := newState(c)
 	st.pool = scrape.NewPool(scrape.Options{Timeout: 5 * time.Second, Client: &http.Client{Transport: blockingTransport{}}}, make(chan scrape.Result, 1))
 	t.Cleanup(st.pool.Close)
 	return st, fc
 }
 
-func manyTargets(from, to int) []scrape.Target {
-	ts := make([]scrape.Target, 0, to-from)
+func manyTargets(from, to int) []target.Target {
+	ts := make([]target.Target, 0, to-from)
 	for i := from; i < to; i++ {
-		ts = append(ts, scrape.Target{URL: fmt.Sprintf("http://10.0.%d.%d:8000/metrics", i>>8, i&255)})
+		ts = append(ts, target.Target{URL: fmt.Sprintf("http://10.0.%d.%d:8000/metrics", i>>8, i&255)})
 	}
 	return ts
 }

@@ -57,7 +57,7 @@ func startChurn(t *testing.T, lim window.Limits, rw *record.Writer) *churn {
 	t.Cleanup(srv.Close)
 	self := selfmetrics.New(selfmetrics.Options{})
 	ch.obs = &countingObserver{Metrics: self}
-	c, fc, stop := start(t, Options{Targets: targets(srv.URL), NoFinalStep: true, Observer: ch.obs, Limits: lim, Recorder: rw,
+	c, fc, stop := start(t, Options{Options: scrape.Options{Limits: lim}, Targets: targets(srv.URL), NoFinalStep: true, Observer: ch.obs, Recorder: rw,
 		Tracker: step.Options{OnInterval: self.Interval}})
 	stopped := false
 	ch.stop = func() {

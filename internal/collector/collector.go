@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"time"
 
 	"github.com/vllmstat/vllmstat/internal/clock"
@@ -17,30 +16,30 @@ import (
 	"github.com/vllmstat/vllmstat/internal/scrape"
 	"github.com/vllmstat/vllmstat/internal/sink"
 	"github.com/vllmstat/vllmstat/internal/step"
-	"github.com/vllmstat/vllmstat/internal/window"
+	"github.com/vllmstat/vllmstat/internal/target"
 )
 
 // Options configure a Collector.
 type Options struct {
+	// Options are how the targets are scraped, given to the scrape pool as they are but for
+	// KeepBody, which is set when Recorder is. Clock also runs the collector's ticks and step
+	// timer, and Logger is the collector's too.
+	scrape.Options
 	// Targets are scraped from the start; their URLs must be distinct and without user info
-	// (scrape.ParseTarget moves it to the credentials).
-	Targets []scrape.Target
+	// (target.Parse moves it to the credentials).
+	Targets []target.Target
 	// APIAuth gives the credentials of a target that SetTargets or AddTargets adds without
 	// credentials of its own and that is not a target already (one keeps its own); nil gives
 	// none. Those are the API's targets: whoever may call it can name any server, so it is the
 	// caller's to decide what such a target may be sent. Called on the collector's goroutine.
-	APIAuth func(url string) scrape.Auth
+	APIAuth func(url string) target.Auth
 	// DefaultAuth is given to targets that discovery finds (SetSourceTargets) without
 	// credentials of their own.
-	DefaultAuth scrape.Auth
+	DefaultAuth target.Auth
 	Interval    time.Duration
-	Timeout     time.Duration
 	StepEvery   time.Duration // 0: steps end only on request and at shutdown
-	MaxBody     int64
-	// Limits bound one target's page (series, workers); zero values mean no limit.
-	Limits   window.Limits
-	Tracker  step.Options
-	Recorder *record.Writer // nil: no recording
+	Tracker     step.Options
+	Recorder    *record.Writer // nil: no recording
 	// Sinks get every closed step, in order, on the collector goroutine; their Write must not
 	// block (a sink.Runtime queues them). The collector never closes them: their owner does,
 	// after Run returns.
@@ -48,19 +47,6 @@ type Options struct {
 	OnStep   func(*step.Record) // called after the sinks, e.g. to print a summary
 	Keep     int                // closed steps kept in memory for Steps; default 1000
 	Observer Observer           // nil: none
-	// WorkerLabels tell a page's workers apart besides engine (see window.Options); nil means
-	// window.DefaultWorkerLabels, an empty list none.
-	WorkerLabels []string
-
-	// Spread staggers the targets' scrapes over this much of each interval (see scrape.Options).
-	Spread time.Duration
-	// SpreadFrom is the number of targets from which Spread applies (see scrape.Options).
-	SpreadFrom int
-	// Burst is how many targets share an offset of the spread (see scrape.Options).
-	Burst int
-	// Compression and RequestNames are how pages are asked for (see scrape.Options).
-	Compression  scrape.Compression
-	RequestNames bool
 	// NoFinalStep leaves the open step unclosed at shutdown (a caller that ends every step
 	// itself, like the demo, does not want a last partial one).
 	NoFinalStep bool
@@ -75,9 +61,6 @@ type Options struct {
 	// FirstScrapeWait bounds how long AddTargets waits for the first scrape of the targets it
 	// adds; default 2 s.
 	FirstScrapeWait time.Duration
-	Clock           clock.Clock
-	Client          *http.Client
-	Logger          *slog.Logger
 }
 
 // Observer is told what the collector does, for self-metrics. Its methods run on the collector
@@ -242,21 +225,9 @@ func (c *Collector) Run(ctx context.Context) error {
 	// then still be busy at the next tick and skip it. At 1,000 targets at 2 Hz, a buffer of
 	// 256 skipped 100 to 200 ticks at each step close; 4,096 holds two seconds of them.
 	results := make(chan scrape.Result, 4096)
-	s.pool = scrape.NewPool(scrape.Options{
-		Client:       c.opt.Client,
-		Timeout:      c.opt.Timeout,
-		MaxBody:      c.opt.MaxBody,
-		Limits:       c.opt.Limits,
-		WorkerLabels: c.opt.WorkerLabels,
-		KeepBody:     c.opt.Recorder != nil,
-		Spread:       c.opt.Spread,
-		SpreadFrom:   c.opt.SpreadFrom,
-		Burst:        c.opt.Burst,
-		Clock:        c.opt.Clock,
-		Compression:  c.opt.Compression,
-		RequestNames: c.opt.RequestNames,
-		Logger:       c.log,
-	}, results)
+	sopt := c.opt.Options
+	sopt.KeepBody = c.opt.Recorder != nil
+	s.pool = scrape.NewPool(sopt, results)
 	// The run starts before its first scrape: the first step starts here, and an engine that
 	// counted between now and its first scrape is counted (its _created is after this).
 	start := s.stamp()

@@ -14,6 +14,7 @@ import (
 	"github.com/vllmstat/vllmstat/internal/clock"
 	"github.com/vllmstat/vllmstat/internal/scrape"
 	"github.com/vllmstat/vllmstat/internal/step"
+	"github.com/vllmstat/vllmstat/internal/target"
 )
 
 // counterServer answers a page whose generation counter grows by 10 per answer.
@@ -207,10 +208,10 @@ func TestShutdownKeepsTheOpenStepOpen(t *testing.T) {
 }
 
 // targets makes targets of URLs without credentials.
-func targets(urls ...string) []scrape.Target {
-	ts := make([]scrape.Target, len(urls))
+func targets(urls ...string) []target.Target {
+	ts := make([]target.Target, len(urls))
 	for i, u := range urls {
-		ts[i] = scrape.Target{URL: u}
+		ts[i] = target.Target{URL: u}
 	}
 	return ts
 }
@@ -235,7 +236,7 @@ func TestShutdownDeadline(t *testing.T) {
 	live := newCounterServer(t)
 	steps := make(chan *step.Record, 1)
 	obs := &recObserver{}
-	c, fc, stop := start(t, Options{Targets: targets(dead.srv.URL, live.srv.URL), Timeout: 5 * time.Second, StepEvery: time.Hour,
+	c, fc, stop := start(t, Options{Options: scrape.Options{Timeout: 5 * time.Second}, Targets: targets(dead.srv.URL, live.srv.URL), StepEvery: time.Hour,
 		OnStep: func(r *step.Record) { steps <- r }, Observer: obs})
 	waitFor(t, func() bool { return live.n.Load() == 1 })
 	errc := make(chan error, 1)

@@ -3,7 +3,7 @@ package collector
 import (
 	"maps"
 
-	"github.com/vllmstat/vllmstat/internal/scrape"
+	"github.com/vllmstat/vllmstat/internal/target"
 )
 
 // syncLabels tells the tracker, and the recording, the labels of every target whose labels
@@ -11,7 +11,7 @@ import (
 // targets are no longer known (the tracker keeps their labels for the open step itself), so a
 // target that comes back with labels gets them again. Targets without labels, as all are in a
 // run without discovery, write nothing.
-func (s *state) syncLabels(ts []scrape.Target, removed []string) {
+func (s *state) syncLabels(ts []target.Target, removed []string) {
 	if s.labels == nil {
 		s.labels = map[string]map[string]string{}
 	}

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/vllmstat/vllmstat/internal/record"
-	"github.com/vllmstat/vllmstat/internal/scrape"
 	"github.com/vllmstat/vllmstat/internal/step"
+	"github.com/vllmstat/vllmstat/internal/target"
 )
 
 // TestSourceLabels follows target labels from discovery sources into per_worker records: the
@@ -27,14 +27,14 @@ func TestSourceLabels(t *testing.T) {
 	topt := step.Options{PerWorker: true}
 	c, fc, stop := start(t, Options{Targets: targets(a.srv.URL), Recorder: rw, NoFinalStep: true, Tracker: topt})
 	ctx := context.Background()
-	lt := func(url string, kv ...string) scrape.Target {
+	lt := func(url string, kv ...string) target.Target {
 		ls := map[string]string{}
 		for i := 0; i+1 < len(kv); i += 2 {
 			ls[kv[i]] = kv[i+1]
 		}
-		return scrape.Target{URL: url, Labels: ls}
+		return target.Target{URL: url, Labels: ls}
 	}
-	set := func(source string, ts ...scrape.Target) {
+	set := func(source string, ts ...target.Target) {
 		t.Helper()
 		if err := c.SetSourceTargets(ctx, source, ts); err != nil {
 			t.Fatal(err)

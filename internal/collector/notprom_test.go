@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vllmstat/vllmstat/internal/scrape"
 	"github.com/vllmstat/vllmstat/internal/syncbuf"
 )
 
@@ -19,7 +20,7 @@ func TestNotPrometheusTextLoggedOnce(t *testing.T) {
 	obs := &recObserver{}
 	var logBuf syncbuf.Buffer
 	c, fc, stop := start(t, Options{Targets: targets(s.srv.URL), NoFinalStep: true, Observer: obs,
-		Logger: slog.New(slog.NewTextHandler(&logBuf, nil))})
+		Options: scrape.Options{Logger: slog.New(slog.NewTextHandler(&logBuf, nil))}})
 	defer stop()
 	n := 0
 	scrapeOnce := func() {

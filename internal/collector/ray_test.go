@@ -7,6 +7,8 @@ import (
 	"os"
 	"sync/atomic"
 	"testing"
+
+	"github.com/vllmstat/vllmstat/internal/scrape"
 )
 
 // rayServer answers the Ray fixture's first page (two Ray Serve LLM replicas, both engine="0")
@@ -39,7 +41,7 @@ func TestWorkerLabelsReachTheScrapes(t *testing.T) {
 	}{{"default", nil, 2}, {"none", []string{}, 1}, {"ReplicaId", []string{"ReplicaId"}, 2}} {
 		t.Run(tt.name, func(t *testing.T) {
 			srv, n := rayServer(t)
-			c, _, stop := start(t, Options{Targets: targets(srv.URL), WorkerLabels: tt.labels, NoFinalStep: true})
+			c, _, stop := start(t, Options{Options: scrape.Options{WorkerLabels: tt.labels}, Targets: targets(srv.URL), NoFinalStep: true})
 			waitFor(t, func() bool { return n.Load() == 1 }) // the scrape at start
 			r, err := c.EndStep(context.Background(), 1)
 			if err != nil {

@@ -4,7 +4,7 @@ import (
 	"context"
 	"slices"
 
-	"github.com/vllmstat/vllmstat/internal/scrape"
+	"github.com/vllmstat/vllmstat/internal/target"
 )
 
 // StaticSource is the source of the targets given in the configuration and through the API;
@@ -16,12 +16,12 @@ const StaticSource = "static"
 // it (sources in the order they first gave targets, the static one first).
 type sources struct {
 	order []string
-	sets  map[string][]scrape.Target
+	sets  map[string][]target.Target
 }
 
-func (so *sources) set(name string, ts []scrape.Target) {
+func (so *sources) set(name string, ts []target.Target) {
 	if so.sets == nil {
-		so.sets = map[string][]scrape.Target{}
+		so.sets = map[string][]target.Target{}
 	}
 	if _, ok := so.sets[name]; !ok {
 		so.order = append(so.order, name)
@@ -29,15 +29,15 @@ func (so *sources) set(name string, ts []scrape.Target) {
 	so.sets[name] = slices.Clone(ts)
 }
 
-func (so *sources) get(name string) []scrape.Target { return so.sets[name] }
+func (so *sources) get(name string) []target.Target { return so.sets[name] }
 
 // union is every source's targets, each URL once.
-func (so *sources) union() []scrape.Target {
+func (so *sources) union() []target.Target {
 	n := 0
 	for _, ts := range so.sets {
 		n += len(ts)
 	}
-	out := make([]scrape.Target, 0, n)
+	out := make([]target.Target, 0, n)
 	seen := make(map[string]bool, n)
 	for _, name := range so.order {
 		for _, t := range so.sets[name] {
@@ -52,7 +52,7 @@ func (so *sources) union() []scrape.Target {
 
 // setSource replaces the targets of one source and applies the union (see setTargets); the
 // channel is closed once the change is applied.
-func (s *state) setSource(name string, ts []scrape.Target) <-chan struct{} {
+func (s *state) setSource(name string, ts []target.Target) <-chan struct{} {
 	s.sources.set(name, ts)
 	return s.setTargets(s.sources.union())
 }
@@ -80,7 +80,7 @@ func (c *Collector) changeTargets(ctx context.Context, f func(*state) <-chan str
 // workers, a target removed earlier too, unless it was removed within the grace period (two
 // intervals). A target without credentials keeps the ones it has, or gets APIAuth's when it is
 // new.
-func (c *Collector) SetTargets(ctx context.Context, ts []scrape.Target) error {
+func (c *Collector) SetTargets(ctx context.Context, ts []target.Target) error {
 	return c.changeTargets(ctx, func(s *state) <-chan struct{} { return s.setSource(StaticSource, s.withAuth(ts, c.opt.APIAuth)) })
 }
 
@@ -94,7 +94,7 @@ const firstScrapeMax = 64
 // firstScrapeMax targets, it returns once the first scrape of each that had none yet was taken
 // (its baseline, so that what the engine counts from then on is counted), or after
 // FirstScrapeWait: a target that does not answer by then is scraped as usual later.
-func (c *Collector) AddTargets(ctx context.Context, ts []scrape.Target) error {
+func (c *Collector) AddTargets(ctx context.Context, ts []target.Target) error {
 	var fresh []string // the targets this call adds
 	err := c.changeTargets(ctx, func(s *state) <-chan struct{} {
 		ts := s.withAuth(ts, c.opt.APIAuth)
@@ -161,13 +161,13 @@ func (c *Collector) RemoveTargets(ctx context.Context, urls []string) error {
 		for _, u := range urls {
 			gone[u] = true
 		}
-		cur := slices.DeleteFunc(slices.Clone(s.sources.get(StaticSource)), func(t scrape.Target) bool { return gone[t.URL] })
+		cur := slices.DeleteFunc(slices.Clone(s.sources.get(StaticSource)), func(t target.Target) bool { return gone[t.URL] })
 		return s.setSource(StaticSource, cur)
 	})
 }
 
 // SetSourceTargets replaces the targets that one discovery source found; a new one without
 // credentials gets DefaultAuth.
-func (c *Collector) SetSourceTargets(ctx context.Context, source string, ts []scrape.Target) error {
+func (c *Collector) SetSourceTargets(ctx context.Context, source string, ts []target.Target) error {
 	return c.changeTargets(ctx, func(s *state) <-chan struct{} { return s.setSource(source, s.withAuth(ts, s.discoveredAuth)) })
 }

@@ -1,6 +1,7 @@
 package collector
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -332,8 +333,9 @@ func (s *state) endStep(q endQuery, ts time.Time) {
 		}
 		s.recordFailed(err)
 	}
+	// A sink's Write is never cancelled: one that may block has its own queue (see package sink).
 	for _, sk := range s.c.opt.Sinks {
-		if err := sk.Write(contextFor(s), &rec); err != nil {
+		if err := sk.Write(context.Background(), &rec); err != nil {
 			s.c.log.Error("sink failed", "step", rec.Step, "err", err)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/vllmstat/vllmstat/internal/scrape"
 	"github.com/vllmstat/vllmstat/internal/selfmetrics"
+	"github.com/vllmstat/vllmstat/internal/target"
 )
 
 // blockingTransport holds every request until its context ends: targets that never answer, so
@@ -34,13 +35,13 @@ func BenchmarkTargetChanges(b *testing.B) {
 	for _, n := range []int{1_000, 10_000, 50_000} {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
 			b.ReportAllocs()
-			ts := make([]scrape.Target, n)
+			ts := make([]target.Target, n)
 			urls := make([]string, n)
 			for i := range ts {
 				urls[i] = fmt.Sprintf("http://10.%d.%d.%d:8000/metrics", i>>16, i>>8&255, i&255)
-				ts[i] = scrape.Target{URL: urls[i]}
+				ts[i] = target.Target{URL: urls[i]}
 			}
-			c := New(Options{Interval: time.Hour, Timeout: time.Minute, NoFinalStep: true,
+			c := New(Options{Options: scrape.Options{Timeout: time.Minute}, Interval: time.Hour, NoFinalStep: true,
 				Observer: selfmetrics.New(selfmetrics.Options{})})
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)

@@ -19,6 +19,7 @@ import (
 	"github.com/vllmstat/vllmstat/internal/scrape"
 	"github.com/vllmstat/vllmstat/internal/step"
 	"github.com/vllmstat/vllmstat/internal/syncbuf"
+	"github.com/vllmstat/vllmstat/internal/target"
 	"github.com/vllmstat/vllmstat/internal/window"
 )
 
@@ -105,7 +106,7 @@ func TestReaddedTarget(t *testing.T) {
 // instance that replaced it, as a slow goroutine could: the collector drops it.
 func TestStaleGenerationDropped(t *testing.T) {
 	s := newValueServer(t, 100)
-	c := New(Options{Timeout: 5 * time.Second, Clock: clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))})
+	c := New(Options{Options: scrape.Options{Timeout: 5 * time.Second, Clock: clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))}})
 	st := newState(c)
 	results := make(chan scrape.Result, 8)
 	st.pool = scrape.NewPool(scrape.Options{Timeout: 5 * time.Second}, results)
@@ -188,8 +189,8 @@ func TestScrapeDurationAndLimits(t *testing.T) {
 	}))
 	defer srv.Close()
 	var logBuf syncbuf.Buffer
-	opt := Options{Targets: targets(srv.URL), NoFinalStep: true, Limits: window.Limits{MaxWorkers: 2},
-		Logger: slog.New(slog.NewTextHandler(&logBuf, nil))}
+	opt := Options{Targets: targets(srv.URL), NoFinalStep: true, Options: scrape.Options{Limits: window.Limits{MaxWorkers: 2},
+		Logger: slog.New(slog.NewTextHandler(&logBuf, nil))}}
 	fake := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	fc.Store(fake)
 	opt.Clock = fake
@@ -240,12 +241,12 @@ func TestTargetCredentials(t *testing.T) {
 		fmt.Fprintln(w, "vllm:generation_tokens_total{engine=\"0\",model_name=\"m\"} 1")
 	}))
 	defer srv.Close()
-	a, err := scrape.ParseTarget(strings.Replace(srv.URL, "http://", "http://usr:pw@", 1) + "/a")
+	a, err := target.Parse(strings.Replace(srv.URL, "http://", "http://usr:pw@", 1) + "/a")
 	if err != nil {
 		t.Fatal(err)
 	}
-	dflt := scrape.Auth{Authorization: &scrape.Authorization{Type: "Bearer", Credentials: scrape.NewSecret("dflt")}}
-	c, _, stop := start(t, Options{Targets: []scrape.Target{a}, APIAuth: func(string) scrape.Auth { return dflt }, NoFinalStep: true})
+	dflt := target.Auth{Authorization: &target.Authorization{Type: "Bearer", Credentials: target.NewSecret("dflt")}}
+	c, _, stop := start(t, Options{Targets: []target.Target{a}, APIAuth: func(string) target.Auth { return dflt }, NoFinalStep: true})
 	defer stop()
 	ctx := context.Background()
 	if err := c.SetTargets(ctx, targets(srv.URL+"/a", srv.URL+"/b")); err != nil {
@@ -278,7 +279,7 @@ func TestLimitRecordedAsFailure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, _, stop := start(t, Options{Targets: targets(srv.URL), Recorder: rw, Limits: window.Limits{MaxWorkers: 1}})
+	c, _, stop := start(t, Options{Options: scrape.Options{Limits: window.Limits{MaxWorkers: 1}}, Targets: targets(srv.URL), Recorder: rw})
 	if _, err := c.EndStep(context.Background(), 1); err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/vllmstat/vllmstat/internal/config/yamlx"
-	"github.com/vllmstat/vllmstat/internal/scrape"
+	"github.com/vllmstat/vllmstat/internal/target"
 )
 
 // credentials are the keys basic_auth and authorization, as in Prometheus' scrape configs,
@@ -25,9 +25,9 @@ type credentials struct {
 // basicAuth is a basic_auth mapping.
 type basicAuth struct {
 	// Username is the user name, a secret like the password (it is user info in a URL).
-	Username scrape.Secret `yaml:"username"`
+	Username target.Secret `yaml:"username"`
 	// Password is the password; it is never shown.
-	Password scrape.Secret `yaml:"password"`
+	Password target.Secret `yaml:"password"`
 	// PasswordFile holds the password instead, read at every scrape (it may be rotated).
 	PasswordFile string `yaml:"password_file"`
 }
@@ -39,7 +39,7 @@ type authorization struct {
 	// Type is the scheme, one word; default Bearer.
 	Type string `yaml:"type"`
 	// Credentials follow the type in the header; they are never shown.
-	Credentials scrape.Secret `yaml:"credentials"`
+	Credentials target.Secret `yaml:"credentials"`
 	// CredentialsFile holds the credentials instead, read at every scrape.
 	CredentialsFile string `yaml:"credentials_file"`
 }
@@ -99,13 +99,13 @@ type targetEntry struct {
 // target reads an entry of targets: a URL (or host:port), or a mapping {url: ..., basic_auth:
 // ...}. A URL may carry user info; problems never quote it (Validate normalises the URLs and
 // quotes them without it).
-func (p *parser) target(n *yaml.Node) (scrape.Target, error) {
+func (p *parser) target(n *yaml.Node) (target.Target, error) {
 	switch n.Kind {
 	case yaml.ScalarNode:
 		if n.Tag == "!!null" || n.Value == "" {
-			return scrape.Target{}, yamlx.Problem(n, "must be a URL or host:port")
+			return target.Target{}, yamlx.Problem(n, "must be a URL or host:port")
 		}
-		return scrape.Target{URL: n.Value}, nil
+		return target.Target{URL: n.Value}, nil
 	case yaml.MappingNode:
 		var e targetEntry
 		w, es := yamlx.Decode(n, &e, yamlx.Options{Hooks: p.hooks()})
@@ -114,19 +114,19 @@ func (p *parser) target(n *yaml.Node) (scrape.Target, error) {
 		}
 		a, aes := resolveAuth(e.credentials, w, n, "", p.dir)
 		if es = append(es, aes...); len(es) > 0 {
-			return scrape.Target{}, es
+			return target.Target{}, es
 		}
-		return scrape.Target{URL: e.URL, Auth: a}, nil
+		return target.Target{URL: e.URL, Auth: a}, nil
 	}
-	return scrape.Target{}, yamlx.Problem(n, "must be a URL or host:port, or a {url: ..., basic_auth: ...} mapping")
+	return target.Target{}, yamlx.Problem(n, "must be a URL or host:port, or a {url: ..., basic_auth: ...} mapping")
 }
 
 // resolveAuth checks the credentials decoded from mapping n (w says where its keys were) and
 // reads their files once, so that a missing or empty one is reported at start; scrapes read
 // them again. both is the path that names the problem of both keys given. Problems name keys,
 // never values.
-func resolveAuth(cr credentials, w yamlx.Where, n *yaml.Node, both, dir string) (scrape.Auth, yamlx.Errors) {
-	var a scrape.Auth
+func resolveAuth(cr credentials, w yamlx.Where, n *yaml.Node, both, dir string) (target.Auth, yamlx.Errors) {
+	var a target.Auth
 	var es yamlx.Errors
 	hasBasic, hasAuthz := w.Has("basic_auth"), w.Has("authorization")
 	switch {
@@ -138,7 +138,7 @@ func resolveAuth(cr credentials, w yamlx.Where, n *yaml.Node, both, dir string) 
 		if !pw && !pwf && len(es) == 0 && b.Username.Reveal() == "" {
 			es = append(es, w.Problem("basic_auth", "needs a username, a password or a password_file"))
 		}
-		a.Basic = &scrape.BasicAuth{Username: b.Username, Password: b.Password, PasswordFile: b.PasswordFile}
+		a.Basic = &target.BasicAuth{Username: b.Username, Password: b.Password, PasswordFile: b.PasswordFile}
 	case hasAuthz && cr.Authorization != nil:
 		z := *cr.Authorization
 		switch {
@@ -154,14 +154,14 @@ func resolveAuth(cr credentials, w yamlx.Where, n *yaml.Node, both, dir string) 
 		if !c && !cf && len(es) == before {
 			es = append(es, w.Problem("authorization", "needs credentials or a credentials_file"))
 		}
-		a.Authorization = &scrape.Authorization{Type: z.Type, Credentials: z.Credentials, CredentialsFile: z.CredentialsFile}
+		a.Authorization = &target.Authorization{Type: z.Type, Credentials: z.Credentials, CredentialsFile: z.CredentialsFile}
 	}
 	return a, es
 }
 
 // secretOrFile checks key and key_file of the mapping at path: at most one, a secret not empty,
 // a file that can be read (made relative to dir). It reports which were given.
-func secretOrFile(w yamlx.Where, path, key string, secret scrape.Secret, file *string, dir string, es *yamlx.Errors) (hasSecret, hasFile bool) {
+func secretOrFile(w yamlx.Where, path, key string, secret target.Secret, file *string, dir string, es *yamlx.Errors) (hasSecret, hasFile bool) {
 	kp, fp := path+"."+key, path+"."+key+"_file"
 	hasSecret, hasFile = w.Has(kp), w.Has(fp)
 	switch {
@@ -173,7 +173,7 @@ func secretOrFile(w yamlx.Where, path, key string, secret scrape.Secret, file *s
 		if !filepath.IsAbs(*file) && dir != "" {
 			*file = filepath.Join(dir, *file)
 		}
-		if _, err := scrape.ReadSecretFile(*file); err != nil {
+		if _, err := target.ReadSecretFile(*file); err != nil {
 			*es = append(*es, w.Problem(fp, err.Error()))
 		}
 	}

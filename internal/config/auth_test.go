@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vllmstat/vllmstat/internal/scrape"
+	"github.com/vllmstat/vllmstat/internal/target"
 	"github.com/vllmstat/vllmstat/internal/window"
 )
 
@@ -96,7 +96,7 @@ func TestBadCredentials(t *testing.T) {
 	c2 := Default()
 	c2.Targets = TargetsOf([]string{"http://u:pw-x7@h:1/metrics", "http://u:other-x7@h:1/metrics", "http://u:pw-x7@h:1",
 		"http://u:pw-x7@h:port/metrics", "ftp://u:pw-x7@h/metrics"})
-	c2.Targets = append(c2.Targets, scrape.Target{URL: "http://u:pw-x7@g:1/metrics", Auth: scrape.Auth{Authorization: &scrape.Authorization{Credentials: scrape.NewSecret("tok-x7")}}})
+	c2.Targets = append(c2.Targets, target.Target{URL: "http://u:pw-x7@g:1/metrics", Auth: target.Auth{Authorization: &target.Authorization{Credentials: target.NewSecret("tok-x7")}}})
 	err = c2.Validate()
 	if err == nil {
 		t.Fatal("accepted")

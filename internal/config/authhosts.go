@@ -12,7 +12,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/vllmstat/vllmstat/internal/config/yamlx"
-	"github.com/vllmstat/vllmstat/internal/scrape"
+	"github.com/vllmstat/vllmstat/internal/target"
 )
 
 // Hosts are where the top-level credentials may be sent for a target added through the API:
@@ -175,13 +175,13 @@ func isHostName(s string) bool {
 // when the API requires a token (its callers are trusted); else none, for anyone who may call
 // the API could otherwise list a server of their own and be sent them. withheld reports
 // top-level credentials kept from the target. Call it after Validate.
-func (c *Config) APIAuth() func(url string) (a scrape.Auth, withheld bool) {
-	own := make(map[string]scrape.Auth, len(c.Targets))
+func (c *Config) APIAuth() func(url string) (a target.Auth, withheld bool) {
+	own := make(map[string]target.Auth, len(c.Targets))
 	for _, t := range c.Targets {
 		own[t.URL] = t.Auth
 	}
 	top, hosts, trusted := c.Auth, c.AuthHosts, c.APIToken.Reveal() != ""
-	return func(url string) (scrape.Auth, bool) {
+	return func(url string) (target.Auth, bool) {
 		if a, ok := own[url]; ok {
 			return a, false
 		}
@@ -191,6 +191,6 @@ func (c *Config) APIAuth() func(url string) (a scrape.Auth, withheld bool) {
 		if hosts.IsZero() && trusted || hosts.Match(url) {
 			return top, false
 		}
-		return scrape.Auth{}, true
+		return target.Auth{}, true
 	}
 }

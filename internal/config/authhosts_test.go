@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vllmstat/vllmstat/internal/scrape"
+	"github.com/vllmstat/vllmstat/internal/target"
 )
 
 func TestAuthHosts(t *testing.T) {
@@ -107,7 +107,7 @@ func TestAPIAuth(t *testing.T) {
 	for _, tt := range []struct {
 		name         string
 		token, hosts bool
-		want         map[string]string // URL -> scrape.Auth.String() of what it gets, "" for none
+		want         map[string]string // URL -> target.Auth.String() of what it gets, "" for none
 		withheld     []string          // the URLs whose top-level credentials are withheld
 	}{
 		{name: "no token, no hosts", want: map[string]string{own: "basic_auth", stranger: "", listed: ""}, withheld: []string{stranger, listed}},
@@ -124,7 +124,7 @@ func TestAPIAuth(t *testing.T) {
 				t.Fatal(err)
 			}
 			if tt.token {
-				c.APIToken = scrape.NewSecret("api-x7")
+				c.APIToken = target.NewSecret("api-x7")
 			}
 			if !tt.hosts {
 				c.AuthHosts = Hosts{}

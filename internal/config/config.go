@@ -5,6 +5,7 @@
 package config
 
 import (
+	"github.com/vllmstat/vllmstat/internal/target"
 	"github.com/vllmstat/vllmstat/internal/vllm"
 
 	"fmt"
@@ -38,14 +39,14 @@ type Config struct {
 	// basic_auth: ...} mappings. Before Validate a target's URL is as written (maybe with user
 	// info); Validate normalises it, moves user info to the target's credentials, and gives Auth
 	// to targets without credentials of their own.
-	Targets []scrape.Target `yaml:"targets" want:"a list of URLs such as http://host:8000/metrics or host:port, or of {url: ..., basic_auth: ...} mappings"`
+	Targets []target.Target `yaml:"targets" want:"a list of URLs such as http://host:8000/metrics or host:port, or of {url: ..., basic_auth: ...} mappings"`
 	// topCredentials are the top-level basic_auth and authorization keys as written; parse
 	// turns them into Auth and AuthHosts.
 	topCredentials `yaml:",inline"`
 	// Auth are the credentials of targets that have none of their own (top-level basic_auth or
 	// authorization): those of the config and those discovery finds. A target added through the
 	// API gets them only as APIAuth says.
-	Auth scrape.Auth
+	Auth target.Auth
 	// AuthHosts are where Auth may be sent for a target added through the API (their hosts key).
 	AuthHosts Hosts
 	// StepEvery closes a step this often; 0 closes steps only on request (and at exit).
@@ -86,7 +87,7 @@ type Config struct {
 	Listen string `yaml:"listen"`
 	// APIToken, when set, is required as a bearer token on every endpoint that serves run data:
 	// /v1/, the report at / and /metrics (unless MetricsPublic).
-	APIToken scrape.Secret `yaml:"api_token"`
+	APIToken target.Secret `yaml:"api_token"`
 	// MetricsPublic serves /metrics without the token.
 	MetricsPublic bool `yaml:"metrics_public"`
 	// AllowInsecureListen permits a non-loopback Listen without an APIToken.
@@ -150,15 +151,19 @@ func Default() Config {
 // itself.
 const MinInterval = 0.01
 
-// intervalRule says what an interval may be.
+// intervalRule says what an interval may be; validInterval checks it. A file's interval is
+// checked as the file is read, to report it with the file's other problems; Validate checks
+// the interval again, wherever it came from (a flag).
 var intervalRule = fmt.Sprintf("must be a number of seconds > 0, at least %g (10 ms) and at most 3600, e.g. 0.5", MinInterval)
+
+func validInterval(s float64) bool { return s >= MinInterval && s <= 3600 } // false for NaN
 
 // TargetsOf returns targets as written (URLs or host:port, maybe with user info), for Validate
 // to normalise.
-func TargetsOf(raw []string) []scrape.Target {
-	ts := make([]scrape.Target, len(raw))
+func TargetsOf(raw []string) []target.Target {
+	ts := make([]target.Target, len(raw))
 	for i, r := range raw {
-		ts[i] = scrape.Target{URL: r}
+		ts[i] = target.Target{URL: r}
 	}
 	return ts
 }
@@ -228,7 +233,7 @@ func (c *Config) Validate() error {
 		path, line := c.at(key)
 		ps = append(ps, fmt.Sprintf("%s: %v is not allowed: %s%s", path, v, allowed, line))
 	}
-	if !(c.Interval >= MinInterval) || c.Interval > 3600 {
+	if !validInterval(c.Interval) {
 		bad(KeyInterval, c.Interval, intervalRule)
 	}
 	if c.StepEvery < 0 {
@@ -289,7 +294,7 @@ func (c *Config) Validate() error {
 func (c *Config) validateTargets() Problems {
 	var ps Problems
 	first := map[string]int{} // index in the list as written
-	auth := map[string]scrape.Auth{}
+	auth := map[string]target.Auth{}
 	dns := map[string]int{}
 	static := c.Targets[:0:0]
 	defer func() { c.Targets = static }()
@@ -302,14 +307,14 @@ func (c *Config) validateTargets() Problems {
 			}
 			continue
 		}
-		p, err := scrape.ParseTarget(t.URL)
+		p, err := target.Parse(t.URL)
 		if err != nil {
-			ps = append(ps, fmt.Sprintf("%s: %q is not allowed: %v", at, scrape.Redact(t.URL), err)+line)
+			ps = append(ps, fmt.Sprintf("%s: %q is not allowed: %v", at, target.Redact(t.URL), err)+line)
 			continue
 		}
 		switch {
 		case !p.Auth.IsZero() && !t.Auth.IsZero() && !p.Auth.Equal(t.Auth):
-			ps = append(ps, fmt.Sprintf("%s: %q has credentials both in its URL and in basic_auth or authorization; give them once", at, scrape.Redact(t.URL))+line)
+			ps = append(ps, fmt.Sprintf("%s: %q has credentials both in its URL and in basic_auth or authorization; give them once", at, target.Redact(t.URL))+line)
 			continue
 		case p.Auth.IsZero() && t.Auth.IsZero():
 			p.Auth = c.Auth
@@ -318,9 +323,9 @@ func (c *Config) validateTargets() Problems {
 		}
 		if j, dup := first[p.URL]; dup {
 			if auth[p.URL].Equal(p.Auth) {
-				ps = append(ps, fmt.Sprintf("%s: %q is listed twice", at, scrape.Redact(t.URL))+line)
+				ps = append(ps, fmt.Sprintf("%s: %q is listed twice", at, target.Redact(t.URL))+line)
 			} else {
-				ps = append(ps, fmt.Sprintf("%s: %q is %s[%d] with other credentials; a URL is one target with one set of credentials", at, scrape.Redact(t.URL), c.Path("targets"), j)+line)
+				ps = append(ps, fmt.Sprintf("%s: %q is %s[%d] with other credentials; a URL is one target with one set of credentials", at, target.Redact(t.URL), c.Path("targets"), j)+line)
 			}
 			continue
 		}

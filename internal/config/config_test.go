@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/vllmstat/vllmstat/internal/scrape"
+	"github.com/vllmstat/vllmstat/internal/target"
 )
 
 func TestNemoRLFile(t *testing.T) {
@@ -113,7 +114,7 @@ func TestNotYAML(t *testing.T) {
 	}
 }
 
-func urls(ts []scrape.Target) []string {
+func urls(ts []target.Target) []string {
 	var out []string
 	for _, t := range ts {
 		out = append(out, t.URL)
@@ -150,7 +151,7 @@ func TestListenNeedsTokenOffLoopback(t *testing.T) {
 	for _, tt := range tests {
 		c := Default()
 		c.Targets = TargetsOf([]string{"h:1"})
-		c.Listen, c.APIToken, c.AllowInsecureListen = tt.listen, scrape.NewSecret(tt.token), tt.insecure
+		c.Listen, c.APIToken, c.AllowInsecureListen = tt.listen, target.NewSecret(tt.token), tt.insecure
 		err := c.Validate()
 		if (err == nil) != tt.ok {
 			t.Errorf("listen %q token %q insecure %v: %v", tt.listen, tt.token, tt.insecure, err)

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/vllmstat/vllmstat/internal/discovery"
-	"github.com/vllmstat/vllmstat/internal/scrape"
+	"github.com/vllmstat/vllmstat/internal/target"
 )
 
 // Bounds of refresh_interval: below the lower one a run would mostly ask DNS servers.
@@ -43,21 +43,21 @@ func (c *Config) validateDiscovery() Problems {
 
 // dnsTarget settles one dns+ or dnssrv+ entry of targets: its credentials (user info, its
 // own, or the top-level ones), and that it is listed once.
-func (c *Config) dnsTarget(at string, t scrape.Target, seen map[string]int, i int) string {
+func (c *Config) dnsTarget(at string, t target.Target, seen map[string]int, i int) string {
 	d, err := discovery.ParseDNS(t.URL)
 	if err != nil {
-		return fmt.Sprintf("%s: %q is not allowed: %v", at, scrape.Redact(t.URL), err)
+		return fmt.Sprintf("%s: %q is not allowed: %v", at, target.Redact(t.URL), err)
 	}
 	switch {
 	case !d.Auth.IsZero() && !t.Auth.IsZero() && !d.Auth.Equal(t.Auth):
-		return fmt.Sprintf("%s: %q has credentials both in its URL and in basic_auth or authorization; give them once", at, scrape.Redact(t.URL))
+		return fmt.Sprintf("%s: %q has credentials both in its URL and in basic_auth or authorization; give them once", at, target.Redact(t.URL))
 	case d.Auth.IsZero() && t.Auth.IsZero():
 		d.Auth = c.Auth
 	case d.Auth.IsZero():
 		d.Auth = t.Auth
 	}
 	if j, dup := seen[d.URL]; dup {
-		return fmt.Sprintf("%s: %q is %s[%d] again; a name is resolved once", at, scrape.Redact(t.URL), c.Path("targets"), j)
+		return fmt.Sprintf("%s: %q is %s[%d] again; a name is resolved once", at, target.Redact(t.URL), c.Path("targets"), j)
 	}
 	seen[d.URL] = i
 	c.DNS = append(c.DNS, d)

@@ -10,7 +10,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/vllmstat/vllmstat/internal/config/yamlx"
-	"github.com/vllmstat/vllmstat/internal/scrape"
+	"github.com/vllmstat/vllmstat/internal/target"
 )
 
 // loggerKeys are the NeMo-RL logger's keys, read from vllm_cfg and, in vllmstat's own
@@ -189,7 +189,7 @@ func (p *parser) own(n *yaml.Node, path string) yamlx.Where {
 func (p *parser) checks(w yamlx.Where) yamlx.Errors {
 	c, def := p.c, Default()
 	var es yamlx.Errors
-	if w.Has(KeyInterval) && (!(c.Interval >= MinInterval) || c.Interval > 3600) {
+	if w.Has(KeyInterval) && !validInterval(c.Interval) {
 		es = append(es, w.NotAllowed(KeyInterval, c.Interval, intervalRule))
 		c.Interval = def.Interval
 	}
@@ -264,9 +264,9 @@ func (p *parser) nearMisses(n *yaml.Node, path string, keys []string, why string
 }
 
 // decodeSecret reads a secret: any non-null scalar. Its problems never show it.
-func decodeSecret(n *yaml.Node) (scrape.Secret, error) {
+func decodeSecret(n *yaml.Node) (target.Secret, error) {
 	if n.Kind != yaml.ScalarNode || n.Tag == "!!null" {
-		return scrape.Secret{}, yamlx.Problem(n, "must be a non-empty string (its value is not shown)")
+		return target.Secret{}, yamlx.Problem(n, "must be a non-empty string (its value is not shown)")
 	}
-	return scrape.NewSecret(n.Value), nil
+	return target.NewSecret(n.Value), nil
 }

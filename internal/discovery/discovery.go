@@ -15,13 +15,13 @@ import (
 	"time"
 
 	"github.com/vllmstat/vllmstat/internal/clock"
-	"github.com/vllmstat/vllmstat/internal/scrape"
+	"github.com/vllmstat/vllmstat/internal/target"
 )
 
 // Setter receives the targets a source found; the collector is one. SetSourceTargets may block
 // while the collector is busy, never on DNS or files: lookups happen before it is called.
 type Setter interface {
-	SetSourceTargets(ctx context.Context, source string, ts []scrape.Target) error
+	SetSourceTargets(ctx context.Context, source string, ts []target.Target) error
 }
 
 // DefaultRefresh is how often sources are re-checked by default (refresh_interval).
@@ -99,7 +99,7 @@ func (m *Manager) Run(ctx context.Context) error {
 // update is a source's new targets, to hand to the Setter.
 type update struct {
 	source  string
-	targets []scrape.Target
+	targets []target.Target
 }
 
 // loop calls refresh at once and then every d, handing its updates to the Setter in order. It
@@ -137,8 +137,8 @@ func (m *Manager) loop(ctx context.Context, d time.Duration, refresh func(contex
 // written, it may parse as a shorter list), a DNS answer that lacks a name for a moment,
 // remove nothing. The collector keeps a removed target's workers for a grace period too, so
 // that one that comes back soon after goes on counting.
-func stable(cur, prev, applied []scrape.Target) []scrape.Target {
-	in := func(ts []scrape.Target) map[string]bool {
+func stable(cur, prev, applied []target.Target) []target.Target {
+	in := func(ts []target.Target) map[string]bool {
 		m := make(map[string]bool, len(ts))
 		for _, t := range ts {
 			m[t.URL] = true
@@ -160,6 +160,6 @@ func stable(cur, prev, applied []scrape.Target) []scrape.Target {
 
 // sameTargets reports that a and b list the same targets, with the same labels, in order.
 // Credentials come from the configuration and never change while a source runs.
-func sameTargets(a, b []scrape.Target) bool {
-	return slices.EqualFunc(a, b, func(x, y scrape.Target) bool { return x.URL == y.URL && maps.Equal(x.Labels, y.Labels) })
+func sameTargets(a, b []target.Target) bool {
+	return slices.EqualFunc(a, b, func(x, y target.Target) bool { return x.URL == y.URL && maps.Equal(x.Labels, y.Labels) })
 }

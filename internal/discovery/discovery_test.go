@@ -8,13 +8,13 @@ import (
 
 	"github.com/vllmstat/vllmstat/internal/clock"
 	"github.com/vllmstat/vllmstat/internal/discovery/dnstest"
-	"github.com/vllmstat/vllmstat/internal/scrape"
+	"github.com/vllmstat/vllmstat/internal/target"
 )
 
 // chanSetter passes every SetSourceTargets call to the test.
 type chanSetter chan update
 
-func (c chanSetter) SetSourceTargets(ctx context.Context, source string, ts []scrape.Target) error {
+func (c chanSetter) SetSourceTargets(ctx context.Context, source string, ts []target.Target) error {
 	select {
 	case c <- update{source, ts}:
 		return nil

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/vllmstat/vllmstat/internal/scrape"
+	"github.com/vllmstat/vllmstat/internal/target"
 )
 
 // Prefixes of target URLs resolved through DNS, as Thanos spells them.
@@ -39,7 +39,7 @@ type DNSName struct {
 	Host   string // the name to look up
 	Port   string // A/AAAA only
 	Path   string // path and query of every target
-	Auth   scrape.Auth
+	Auth   target.Auth
 }
 
 // Source is the name of the collector source that holds the targets of d.
@@ -87,7 +87,7 @@ func ParseDNS(raw string) (DNSName, error) {
 	}
 	if u.User != nil {
 		pw, _ := u.User.Password()
-		d.Auth.Basic = &scrape.BasicAuth{Username: scrape.NewSecret(u.User.Username()), Password: scrape.NewSecret(pw)}
+		d.Auth.Basic = &target.BasicAuth{Username: target.NewSecret(u.User.Username()), Password: target.NewSecret(pw)}
 		u.User = nil
 	}
 	u.Scheme = d.Scheme
@@ -151,8 +151,8 @@ type dnsSource struct {
 	res     Resolver
 	timeout time.Duration
 	log     *slog.Logger
-	last    []scrape.Target // the targets handed over (see stable)
-	prev    []scrape.Target // the last answer
+	last    []target.Target // the targets handed over (see stable)
+	prev    []target.Target // the last answer
 	known   bool            // last holds an answer (the first lookup succeeded)
 	failing bool            // the last lookup failed (logged once per episode)
 }
@@ -179,7 +179,7 @@ func (s *dnsSource) refresh(ctx context.Context) []update {
 		s.log.Info("dns discovery recovered", "source", s.name.URL, "targets", len(ts))
 	}
 	ts, s.prev = stable(ts, s.prev, s.last), ts
-	slices.SortFunc(ts, func(a, b scrape.Target) int { return strings.Compare(a.URL, b.URL) })
+	slices.SortFunc(ts, func(a, b target.Target) int { return strings.Compare(a.URL, b.URL) })
 	if s.known && sameTargets(ts, s.last) {
 		return nil
 	}
@@ -188,7 +188,7 @@ func (s *dnsSource) refresh(ctx context.Context) []update {
 }
 
 // lookup resolves the name into targets, sorted by URL, each once.
-func (s *dnsSource) lookup(ctx context.Context) ([]scrape.Target, error) {
+func (s *dnsSource) lookup(ctx context.Context) ([]target.Target, error) {
 	var hostports []string
 	if s.name.SRV {
 		_, srvs, err := s.res.LookupSRV(ctx, "", "", s.name.Host)
@@ -215,17 +215,17 @@ func (s *dnsSource) lookup(ctx context.Context) ([]scrape.Target, error) {
 			hostports = append(hostports, net.JoinHostPort(host, s.name.Port))
 		}
 	}
-	var ts []scrape.Target
+	var ts []target.Target
 	for _, hp := range hostports {
-		t, err := scrape.ParseTarget(s.name.Scheme + "://" + hp + s.name.Path)
+		t, err := target.Parse(s.name.Scheme + "://" + hp + s.name.Path)
 		if err != nil {
 			return nil, fmt.Errorf("record %q of %q gives no target URL: %w", hp, s.name.Host, err)
 		}
 		t.Auth = s.name.Auth
 		ts = append(ts, t)
 	}
-	slices.SortFunc(ts, func(a, b scrape.Target) int { return strings.Compare(a.URL, b.URL) })
-	ts = slices.CompactFunc(ts, func(a, b scrape.Target) bool { return a.URL == b.URL })
+	slices.SortFunc(ts, func(a, b target.Target) int { return strings.Compare(a.URL, b.URL) })
+	ts = slices.CompactFunc(ts, func(a, b target.Target) bool { return a.URL == b.URL })
 	return ts, nil
 }
 

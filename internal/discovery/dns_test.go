@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/vllmstat/vllmstat/internal/discovery/dnstest"
-	"github.com/vllmstat/vllmstat/internal/scrape"
 	"github.com/vllmstat/vllmstat/internal/syncbuf"
+	"github.com/vllmstat/vllmstat/internal/target"
 )
 
 func TestParseDNS(t *testing.T) {
@@ -56,7 +56,7 @@ func newLog() (*slog.Logger, *syncbuf.Buffer) {
 	return slog.New(slog.NewTextHandler(lb, nil)), lb
 }
 
-func urls(ts []scrape.Target) string {
+func urls(ts []target.Target) string {
 	var out []string
 	for _, t := range ts {
 		out = append(out, t.URL)
@@ -74,7 +74,7 @@ func newDNSSource(t *testing.T, raw, server string, log *slog.Logger) *dnsSource
 }
 
 // refreshOnce refreshes s and returns its update: changed is false when there was none.
-func refreshOnce(t *testing.T, s *dnsSource) (ts []scrape.Target, changed bool) {
+func refreshOnce(t *testing.T, s *dnsSource) (ts []target.Target, changed bool) {
 	t.Helper()
 	ups := s.refresh(context.Background())
 	switch len(ups) {

@@ -21,7 +21,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/vllmstat/vllmstat/internal/clock"
-	"github.com/vllmstat/vllmstat/internal/scrape"
+	"github.com/vllmstat/vllmstat/internal/target"
 )
 
 // maxFileBytes bounds a file_sd file: a path to something else (a log) must not be read whole.
@@ -47,7 +47,7 @@ const (
 // starting with "__" and those with an empty value. A URL listed twice keeps its first group's
 // labels. An empty file is an error (a file being rewritten in place is empty for a moment;
 // a file meaning "no targets" says []). Errors never quote a target's user info.
-func ParseFile(name string, b []byte) ([]scrape.Target, error) {
+func ParseFile(name string, b []byte) ([]target.Target, error) {
 	if len(bytes.TrimSpace(b)) == 0 {
 		return nil, errors.New("file is empty; write [] for no targets")
 	}
@@ -71,7 +71,7 @@ func ParseFile(name string, b []byte) ([]scrape.Target, error) {
 	default:
 		return nil, fmt.Errorf("extension %q: a file_sd file ends in .json, .yml or .yaml", ext)
 	}
-	var out []scrape.Target
+	var out []target.Target
 	seen := map[string]bool{}
 	for i, g := range groups {
 		labels, scheme, path, err := groupLabels(g.Labels)
@@ -81,7 +81,7 @@ func ParseFile(name string, b []byte) ([]scrape.Target, error) {
 		for j, raw := range g.Targets {
 			t, err := fileTarget(raw, scheme, path)
 			if err != nil {
-				return nil, fmt.Errorf("group %d: targets[%d]: %q: %w", i, j, scrape.Redact(raw), err)
+				return nil, fmt.Errorf("group %d: targets[%d]: %q: %w", i, j, target.Redact(raw), err)
 			}
 			if seen[t.URL] {
 				continue
@@ -124,15 +124,15 @@ func groupLabels(in map[string]string) (labels map[string]string, scheme, path s
 }
 
 // fileTarget reads one target of a group: a URL, or host:port with the group's scheme and path.
-func fileTarget(raw, scheme, path string) (scrape.Target, error) {
+func fileTarget(raw, scheme, path string) (target.Target, error) {
 	raw = strings.TrimSpace(raw)
 	if !strings.Contains(raw, "://") {
 		if raw == "" || strings.ContainsAny(raw, "/?#@") {
-			return scrape.Target{}, errors.New("want host:port or a URL such as http://host:8000/metrics")
+			return target.Target{}, errors.New("want host:port or a URL such as http://host:8000/metrics")
 		}
 		raw = scheme + "://" + raw + path
 	}
-	return scrape.ParseTarget(raw)
+	return target.Parse(raw)
 }
 
 func validLabelName(s string) bool {
@@ -162,10 +162,10 @@ type fileSet struct {
 type fileState struct {
 	sum      [sha256.Size]byte
 	read     bool            // sum holds the content of a read (good or broken)
-	parsed   []scrape.Target // the targets of that content, when parsedOK
+	parsed   []target.Target // the targets of that content, when parsedOK
 	parsedOK bool
-	cur      []scrape.Target // the file's last answer: a good read's targets, none once gone
-	applied  []scrape.Target // the targets handed over (see stable)
+	cur      []target.Target // the file's last answer: a good read's targets, none once gone
+	applied  []target.Target // the targets handed over (see stable)
 	known    bool            // applied were handed over
 	failing  bool            // the file cannot be read or parsed (logged once per episode)
 	gone     bool            // the patterns no longer match it (logged once)
@@ -265,7 +265,7 @@ func (set *fileSet) refreshFile(ctx context.Context, path string) (u update, ok 
 }
 
 // answer takes ts as the file's answer and returns an update when what it hands over changes.
-func (set *fileSet) answer(st *fileState, path string, ts []scrape.Target) (update, bool) {
+func (set *fileSet) answer(st *fileState, path string, ts []target.Target) (update, bool) {
 	apply := stable(ts, st.cur, st.applied)
 	st.cur = ts
 	if st.known && sameTargets(apply, st.applied) {

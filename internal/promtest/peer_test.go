@@ -15,6 +15,7 @@ import (
 	"github.com/vllmstat/vllmstat/internal/clock"
 	"github.com/vllmstat/vllmstat/internal/collector"
 	"github.com/vllmstat/vllmstat/internal/config"
+	"github.com/vllmstat/vllmstat/internal/promname"
 	"github.com/vllmstat/vllmstat/internal/promtest"
 	"github.com/vllmstat/vllmstat/internal/scrape"
 	"github.com/vllmstat/vllmstat/internal/selfmetrics"
@@ -86,7 +87,7 @@ func TestPeerCheck(t *testing.T) {
 	set := remotewrite.DefaultSettings()
 	set.URL = prom.RemoteWriteURL()
 	set.Intervals = true
-	set.ExtraLabels = []selfmetrics.Label{{Name: "run", Value: "peer"}}
+	set.ExtraLabels = []promname.Label{{Name: "run", Value: "peer"}}
 	rw := remotewrite.NewWithSettings(set, "vllm", nil)
 	sinks := sink.NewRuntime(nil)
 	steps := sinks.Add(rw, sink.LaneOptions{Name: "remote_write"})
@@ -95,8 +96,8 @@ func TestPeerCheck(t *testing.T) {
 
 	var recs []step.Record
 	c := collector.New(collector.Options{
-		Targets: config.TargetsOf(fleet.URLs()), Interval: 500 * time.Millisecond, Timeout: 400 * time.Millisecond, StepEvery: 5 * time.Second,
-		MaxBody: scrape.DefaultMaxBody,
+		Options: scrape.Options{Timeout: 400 * time.Millisecond, MaxBody: scrape.DefaultMaxBody, Client: scrape.NewClient()},
+		Targets: config.TargetsOf(fleet.URLs()), Interval: 500 * time.Millisecond, StepEvery: 5 * time.Second,
 		Tracker: step.Options{Prefix: "vllm", PerWorker: true, Scalars: true, OnInterval: func(iv step.Interval) {
 			metrics.Interval(iv)
 			sinks.Interval(iv)
@@ -104,7 +105,6 @@ func TestPeerCheck(t *testing.T) {
 		Sinks:    []sink.Sink{sinks},
 		OnStep:   func(r *step.Record) { recs = append(recs, *r) },
 		Observer: metrics,
-		Client:   scrape.NewClient(),
 	})
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()

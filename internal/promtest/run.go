@@ -2,6 +2,7 @@ package promtest
 
 import (
 	"fmt"
+	"testing"
 	"time"
 
 	"github.com/vllmstat/vllmstat/internal/sim"
@@ -74,4 +75,20 @@ func SimulateRun(opt RunOptions) (*Run, error) {
 		run.Records = append(run.Records, tr.EndStep(int64(n), end))
 	}
 	return run, nil
+}
+
+// WithPhases returns a copy of run's step 2 with phases rollout and eval, whose figures are
+// those of steps 0 and 1 (typed values and keys both), and the records they came from.
+func WithPhases(t testing.TB, run *Run) (r *step.Record, rollout, eval *step.Record) {
+	t.Helper()
+	if len(run.Records) < 3 {
+		t.Fatalf("%d steps, want 3", len(run.Records))
+	}
+	rollout, eval = &run.Records[0], &run.Records[1]
+	c := run.Records[2]
+	c.Phases = map[string]*step.Phase{
+		"rollout": {DurationS: 12.5, Intervals: 1, Metrics: rollout.Metrics, Values: rollout.Values},
+		"eval":    {DurationS: 3, Intervals: 2, Metrics: eval.Metrics, Values: eval.Values},
+	}
+	return &c, rollout, eval
 }

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vllmstat/vllmstat/internal/target"
 	"github.com/vllmstat/vllmstat/internal/window"
 )
 
@@ -217,7 +218,7 @@ func BenchmarkGet(b *testing.B) {
 					opt := Options{Client: NewClient(), Timeout: 5 * time.Second, Compression: c}
 					opt = opt.withDefaults()
 					opt.fast = fast
-					s := newScraper(context.Background(), Target{URL: u}, &opt)
+					s := newScraper(context.Background(), target.Target{URL: u}, &opt)
 					defer s.close()
 					if restrict {
 						s.names.restrict(window.SampleNames()[:1]) // the namespace of vllm: names
@@ -263,7 +264,7 @@ func BenchmarkFetch(b *testing.B) {
 			b.Run(name, func(b *testing.B) {
 				opt := Options{Client: NewClient(), Timeout: 5 * time.Second, Compression: c, RequestNames: names}
 				opt = opt.withDefaults()
-				s := newScraper(context.Background(), Target{URL: u}, &opt)
+				s := newScraper(context.Background(), target.Target{URL: u}, &opt)
 				benchLoop(b, func() {
 					r := s.scrape()
 					if r.Err() != nil {

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/gzip"
+
+	"github.com/vllmstat/vllmstat/internal/target"
 )
 
 // TestFetchEncodings checks how pages arrive: compressed or not as asked, a compressed page
@@ -82,7 +84,7 @@ func TestFetchEncodings(t *testing.T) {
 	viaBoth(t, func(t *testing.T, fetch fetcher) {
 		for _, tt := range tests {
 			t.Run(strings.TrimPrefix(tt.path, "/")+"-"+string(tt.comp), func(t *testing.T) {
-				r := fetch(context.Background(), Target{URL: srv.URL + tt.path}, Options{Client: client, Timeout: 5 * time.Second, MaxBody: maxBody, KeepBody: true, Compression: tt.comp})
+				r := fetch(context.Background(), target.Target{URL: srv.URL + tt.path}, Options{Client: client, Timeout: 5 * time.Second, MaxBody: maxBody, KeepBody: true, Compression: tt.comp})
 				if r.Reason() != tt.reason {
 					t.Fatalf("reason %q (err %v), want %q", r.Reason(), r.Err(), tt.reason)
 				}

@@ -14,10 +14,12 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/vllmstat/vllmstat/internal/target"
 )
 
 // fetcher scrapes a target once, as Fetch does.
-type fetcher func(ctx context.Context, tg Target, opt Options) Result
+type fetcher func(ctx context.Context, tg target.Target, opt Options) Result
 
 // viaBoth runs f with each way a scrape goes out: net/http's client, and the fast transport a
 // pool gives plain-HTTP targets, so that both behave the same on every case f checks.
@@ -28,7 +30,7 @@ func viaBoth(t *testing.T, f func(t *testing.T, fetch fetcher)) {
 			name = "fast"
 		}
 		t.Run(name, func(t *testing.T) {
-			f(t, func(ctx context.Context, tg Target, opt Options) Result {
+			f(t, func(ctx context.Context, tg target.Target, opt Options) Result {
 				t.Helper()
 				opt = opt.withDefaults()
 				opt.fast = fast
@@ -53,7 +55,7 @@ func TestFastEligible(t *testing.T) {
 		"http://[::1]:8000/metrics?a=b": true,
 		"https://10.1.2.3:8000/metrics": false,
 	} {
-		req, err := newRequest(u, &Auth{}, CompressionNone, newRestriction())
+		req, err := newRequest(u, &target.Auth{}, CompressionNone, newRestriction())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -82,7 +84,7 @@ func TestPoolCloseAbortsScrape(t *testing.T) {
 	defer srv.Close()
 	out := make(chan Result, 1)
 	p := NewPool(Options{Timeout: time.Minute}, out)
-	p.Set([]Target{{URL: srv.URL + "/metrics"}})
+	p.Set([]target.Target{{URL: srv.URL + "/metrics"}})
 	p.Tick()
 	<-entered
 	p.Close()
@@ -103,7 +105,7 @@ func TestFastErrorsNameTarget(t *testing.T) {
 	defer srv.Close()
 	u := srv.URL + "/metrics"
 	viaBoth(t, func(t *testing.T, fetch fetcher) {
-		r := fetch(context.Background(), Target{URL: u + "?x=1"}, Options{Timeout: 5 * time.Second})
+		r := fetch(context.Background(), target.Target{URL: u + "?x=1"}, Options{Timeout: 5 * time.Second})
 		if r.FetchErr == nil || !strings.Contains(r.FetchErr.Error(), `"`+u+`?x=1"`) {
 			t.Fatalf("err %v, want it to name %s", r.FetchErr, u+"?x=1")
 		}
@@ -169,7 +171,7 @@ func TestFastConnections(t *testing.T) {
 		t.Helper()
 		opt := Options{Timeout: 5 * time.Second}.withDefaults()
 		opt.fast = true
-		s := newScraper(context.Background(), Target{URL: rs.url()}, &opt)
+		s := newScraper(context.Background(), target.Target{URL: rs.url()}, &opt)
 		defer s.close()
 		for i := range n {
 			if i > 0 && between != nil {
@@ -244,7 +246,7 @@ func TestPoolClosesRemovedTargetConnection(t *testing.T) {
 	out := make(chan Result, 1)
 	p := NewPool(Options{Timeout: 5 * time.Second}, out)
 	defer p.Close()
-	p.Set([]Target{{URL: srv.URL + "/metrics"}})
+	p.Set([]target.Target{{URL: srv.URL + "/metrics"}})
 	p.Tick()
 	if r := <-out; r.Err() != nil {
 		t.Fatal(r.Err())
@@ -271,7 +273,7 @@ func TestFastLargeHeaders(t *testing.T) {
 		}))
 		opt := Options{Timeout: 5 * time.Second}.withDefaults()
 		opt.fast = true
-		s := newScraper(context.Background(), Target{URL: srv.URL + "/metrics"}, &opt)
+		s := newScraper(context.Background(), target.Target{URL: srv.URL + "/metrics"}, &opt)
 		r := s.scrape()
 		s.close()
 		srv.Close()
@@ -296,7 +298,7 @@ func TestTLSTarget(t *testing.T) {
 	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the untrusted handshake below fails on purpose
 	srv.StartTLS()
 	defer srv.Close()
-	tg := Target{URL: srv.URL + "/metrics", Auth: Auth{Authorization: &Authorization{Credentials: NewSecret("tok")}}}
+	tg := target.Target{URL: srv.URL + "/metrics", Auth: target.Auth{Authorization: &target.Authorization{Credentials: target.NewSecret("tok")}}}
 
 	opt := Options{Timeout: 5 * time.Second, Client: srv.Client()}.withDefaults()
 	opt.fast = true // a TLS target goes to net/http even where plain HTTP would not
@@ -309,7 +311,7 @@ func TestTLSTarget(t *testing.T) {
 		t.Fatalf("trusted: err %v, Authorization %q", r.Err(), auth.Load())
 	}
 
-	r := Fetch(context.Background(), Target{URL: tg.URL}, Options{Timeout: 5 * time.Second, Client: NewClient()})
+	r := Fetch(context.Background(), target.Target{URL: tg.URL}, Options{Timeout: 5 * time.Second, Client: NewClient()})
 	if r.Err() == nil || !strings.Contains(r.Err().Error(), "certificate") || !strings.Contains(r.Err().Error(), srv.URL) {
 		t.Fatalf("untrusted certificate: err %v, want one that names the target and the certificate", r.Err())
 	}

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vllmstat/vllmstat/internal/target"
 )
 
 // counterAnswer is a whole answer whose page holds a generation counter of v.
@@ -87,7 +89,7 @@ func TestAnswerOutOfTurn(t *testing.T) {
 			srv := newOutOfTurnServer(t)
 			opt := Options{Timeout: 5 * time.Second, Client: NewClient()}.withDefaults()
 			opt.fast = fast
-			s := newScraper(context.Background(), Target{URL: srv.url()}, &opt)
+			s := newScraper(context.Background(), target.Target{URL: srv.url()}, &opt)
 			defer s.close()
 			if r := s.scrape(); r.Err() != nil || counterOf(&r) != 100 {
 				t.Fatalf("first scrape: %v, counter %v", r.Err(), counterOf(&r))

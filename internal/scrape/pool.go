@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/vllmstat/vllmstat/internal/clock"
+	"github.com/vllmstat/vllmstat/internal/target"
 	"github.com/vllmstat/vllmstat/internal/window"
 )
 
@@ -93,7 +94,7 @@ type Pool struct {
 	ctx     context.Context
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
-	targets map[string]*target
+	targets map[string]*instance
 	// spread is Options.Spread while the pool has at least Options.SpreadFrom targets, else 0;
 	// slots the number of offsets (see Options.Burst), 0 for one per target. Both are read by
 	// the targets' goroutines at each tick.
@@ -105,12 +106,12 @@ type Pool struct {
 	starting *startBatch
 }
 
-// target is one instance of a target: removing a URL and adding it again makes a new one, with
-// a new generation.
-type target struct {
+// instance is a target while it is in the pool: removing its URL and adding it again makes a new
+// instance, with a new generation.
+type instance struct {
 	url      string
 	gen      uint64
-	auth     atomic.Pointer[Auth] // replaced when the same URL comes with other credentials
+	auth     atomic.Pointer[target.Auth] // replaced when the same URL comes with other credentials
 	tick     chan struct{}
 	boundary chan uint64
 	busy     atomic.Bool
@@ -159,7 +160,7 @@ func NewPool(opt Options, out chan<- Result) *Pool {
 	opt = opt.withDefaults()
 	opt.fast = own
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Pool{opt: opt, out: out, ctx: ctx, cancel: cancel, targets: map[string]*target{}}
+	return &Pool{opt: opt, out: out, ctx: ctx, cancel: cancel, targets: map[string]*instance{}}
 }
 
 // Targets returns the current targets in the order they were added.
@@ -176,18 +177,18 @@ func (p *Pool) Generation(url string) (uint64, bool) {
 }
 
 // Auth returns the credentials url's scrapes send (the zero Auth when url is not a target).
-func (p *Pool) Auth(url string) Auth {
+func (p *Pool) Auth(url string) target.Auth {
 	if t, ok := p.targets[url]; ok {
 		return *t.auth.Load()
 	}
-	return Auth{}
+	return target.Auth{}
 }
 
 // Set makes ts the targets (their URLs must be distinct): new ones start with a new
 // generation, missing ones stop (a scrape of theirs in flight may still deliver its result,
 // with the old generation), and kept ones take the credentials given now. It returns the added
 // and removed URLs.
-func (p *Pool) Set(ts []Target) (added, removed []string) {
+func (p *Pool) Set(ts []target.Target) (added, removed []string) {
 	keep := make(map[string]bool, len(ts))
 	for _, t := range ts {
 		keep[t.URL] = true
@@ -205,8 +206,8 @@ func (p *Pool) Set(ts []Target) (added, removed []string) {
 // Add starts the targets of ts that are not targets yet (their URLs must be distinct), each
 // with a new generation, after the others; those already there take the credentials given now.
 // It returns the added URLs. Its cost is in proportion to len(ts).
-func (p *Pool) Add(ts []Target) (added []string) {
-	var fresh []*target
+func (p *Pool) Add(ts []target.Target) (added []string) {
+	var fresh []*instance
 	for _, tg := range ts {
 		auth := tg.Auth
 		if t, ok := p.targets[tg.URL]; ok {
@@ -216,7 +217,7 @@ func (p *Pool) Add(ts []Target) (added []string) {
 			continue
 		}
 		p.lastGen++
-		t := &target{url: tg.URL, gen: p.lastGen, tick: make(chan struct{}, 1), boundary: make(chan uint64, 1)}
+		t := &instance{url: tg.URL, gen: p.lastGen, tick: make(chan struct{}, 1), boundary: make(chan uint64, 1)}
 		t.auth.Store(&auth)
 		p.targets[tg.URL] = t
 		p.order = append(p.order, tg.URL)
@@ -357,12 +358,12 @@ func (p *Pool) Close() {
 	p.wg.Wait()
 }
 
-func (p *Pool) loop(ctx context.Context, t *target) {
+func (p *Pool) loop(ctx context.Context, t *instance) {
 	// The target's scrape state lives here, on the one goroutine that scrapes it.
 	auth := t.auth.Load()
 	// The target removed or the pool closed (ctx done): a scrape in flight ends at once, not
 	// when its timeout runs out.
-	s := newScraper(ctx, Target{URL: t.url, Auth: *auth}, &p.opt)
+	s := newScraper(ctx, target.Target{URL: t.url, Auth: *auth}, &p.opt)
 	defer s.close()
 	t.start.started()
 	for {

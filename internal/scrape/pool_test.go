@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/vllmstat/vllmstat/internal/clock"
+	"github.com/vllmstat/vllmstat/internal/target"
 	"github.com/vllmstat/vllmstat/internal/window"
 )
 
@@ -24,7 +25,7 @@ func TestFetchDuration(t *testing.T) {
 		w.Write([]byte(page))
 	}))
 	defer srv.Close()
-	r := Fetch(context.Background(), Target{URL: srv.URL}, Options{Timeout: 5 * time.Second, Clock: fc})
+	r := Fetch(context.Background(), target.Target{URL: srv.URL}, Options{Timeout: 5 * time.Second, Clock: fc})
 	if r.Err() != nil {
 		t.Fatal(r.Err())
 	}
@@ -42,7 +43,7 @@ func TestFetchDurationWallClock(t *testing.T) {
 		w.Write([]byte(page))
 	}))
 	defer srv.Close()
-	r := Fetch(context.Background(), Target{URL: srv.URL}, Options{Timeout: 5 * time.Second})
+	r := Fetch(context.Background(), target.Target{URL: srv.URL}, Options{Timeout: 5 * time.Second})
 	if r.Err() != nil {
 		t.Fatal(r.Err())
 	}
@@ -81,7 +82,7 @@ func TestFetchLimits(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprintf("%d engines %+v", tt.engines, tt.lim), func(t *testing.T) {
-			r := Fetch(context.Background(), Target{URL: fmt.Sprintf("%s/metrics?engines=%d", srv.URL, tt.engines)}, Options{Timeout: 5 * time.Second, Limits: tt.lim})
+			r := Fetch(context.Background(), target.Target{URL: fmt.Sprintf("%s/metrics?engines=%d", srv.URL, tt.engines)}, Options{Timeout: 5 * time.Second, Limits: tt.lim})
 			if r.Reason() != tt.reason {
 				t.Fatalf("reason %q (err %v), want %q", r.Reason(), r.Err(), tt.reason)
 			}
@@ -106,8 +107,8 @@ func TestPoolGenerations(t *testing.T) {
 	out := make(chan Result, 8)
 	p := NewPool(Options{Timeout: 5 * time.Second}, out)
 	defer p.Close()
-	a, b := Target{URL: srv.URL + "/a"}, Target{URL: srv.URL + "/b"}
-	if added, _ := p.Set([]Target{a, b}); len(added) != 2 {
+	a, b := target.Target{URL: srv.URL + "/a"}, target.Target{URL: srv.URL + "/b"}
+	if added, _ := p.Set([]target.Target{a, b}); len(added) != 2 {
 		t.Fatalf("added %v", added)
 	}
 	g1, _ := p.Generation(a.URL)
@@ -120,13 +121,13 @@ func TestPoolGenerations(t *testing.T) {
 	if first[a.URL] != g1 || first[b.URL] == g1 {
 		t.Fatalf("generations %v, want a's to be %d and b's another", first, g1)
 	}
-	if _, removed := p.Set([]Target{b}); len(removed) != 1 || removed[0] != a.URL {
+	if _, removed := p.Set([]target.Target{b}); len(removed) != 1 || removed[0] != a.URL {
 		t.Fatalf("removed %v", removed)
 	}
 	if _, ok := p.Generation(a.URL); ok {
 		t.Fatal("a removed target still has a generation")
 	}
-	p.Set([]Target{b, a})
+	p.Set([]target.Target{b, a})
 	g2, _ := p.Generation(a.URL)
 	if g2 == g1 {
 		t.Fatal("a target added again kept its old generation")
@@ -142,7 +143,7 @@ func TestPoolGenerations(t *testing.T) {
 		}
 	}
 	// The same URL with other credentials is the same instance, which scrapes with them.
-	p.Set([]Target{b, {URL: a.URL, Auth: Auth{Authorization: &Authorization{Type: "Bearer", Credentials: NewSecret("t")}}}})
+	p.Set([]target.Target{b, {URL: a.URL, Auth: target.Auth{Authorization: &target.Authorization{Type: "Bearer", Credentials: target.NewSecret("t")}}}})
 	if g, _ := p.Generation(a.URL); g != g2 || p.Auth(a.URL).Authorization == nil {
 		t.Fatalf("generation %d (want %d), auth %v", g, g2, p.Auth(a.URL))
 	}
@@ -167,7 +168,7 @@ func TestPoolSpreadOffset(t *testing.T) {
 	out := make(chan Result, 1)
 	p := NewPool(Options{Timeout: 5 * time.Second, Spread: spread, Clock: fc}, out)
 	defer p.Close()
-	p.Set([]Target{{URL: u}})
+	p.Set([]target.Target{{URL: u}})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 
@@ -210,7 +211,7 @@ func TestPoolSpreadFrom(t *testing.T) {
 	for i := 0; offset(u, spread, 0) < spread/10; i++ {
 		u = fmt.Sprintf("%s/metrics?i=%d", srv.URL, i)
 	}
-	other := []Target{{URL: srv.URL + "/a"}, {URL: srv.URL + "/b"}}
+	other := []target.Target{{URL: srv.URL + "/a"}, {URL: srv.URL + "/b"}}
 	fc := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	out := make(chan Result, 3)
 	p := NewPool(Options{Timeout: 5 * time.Second, Spread: spread, SpreadFrom: 3, Clock: fc}, out)
@@ -240,15 +241,15 @@ func TestPoolSpreadFrom(t *testing.T) {
 		}
 		return waited
 	}
-	p.Set([]Target{{URL: u}})
+	p.Set([]target.Target{{URL: u}})
 	if drain(1) {
 		t.Fatal("one target of SpreadFrom 3 waited for its offset")
 	}
-	p.Set(append([]Target{{URL: u}}, other...))
+	p.Set(append([]target.Target{{URL: u}}, other...))
 	if !drain(3) {
 		t.Fatal("three targets of SpreadFrom 3: none waited for its offset")
 	}
-	p.Set([]Target{{URL: u}})
+	p.Set([]target.Target{{URL: u}})
 	if drain(1) {
 		t.Fatal("back to one target: it still waited for its offset")
 	}

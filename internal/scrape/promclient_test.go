@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/vllmstat/vllmstat/internal/syncbuf"
+	"github.com/vllmstat/vllmstat/internal/target"
 )
 
 const python = "/usr/bin/python3"
@@ -89,7 +90,7 @@ func TestRequestNamesPrometheusClient(t *testing.T) {
 	for _, comp := range []Compression{CompressionGzip, CompressionNone} {
 		t.Run(string(comp), func(t *testing.T) {
 			opt := (&Options{Timeout: 5 * time.Second, RequestNames: true, Compression: comp, KeepBody: true}).withDefaults()
-			s := newScraper(context.Background(), Target{URL: base + "/metrics"}, &opt)
+			s := newScraper(context.Background(), target.Target{URL: base + "/metrics"}, &opt)
 			full := scrapeOK(t, s, &opt)
 			restricted := scrapeOK(t, s, &opt)
 			if !s.names.active() || s.names.off {
@@ -118,7 +119,7 @@ func TestRequestNamesPrometheusClient(t *testing.T) {
 				resp.Body.Close()
 			}
 			later := scrapeOK(t, s, &opt)
-			now := Fetch(context.Background(), Target{URL: base + "/metrics"}, opt)
+			now := Fetch(context.Background(), target.Target{URL: base + "/metrics"}, opt)
 			if !strings.Contains(string(later.Body), "vllm:num_preemptions_total") || !samePage(later.Page, now.Page) || later.BodyBytes >= now.BodyBytes {
 				t.Errorf("restricted page after a family was added:\n%s\nwant the data of\n%s", later.Body, now.Body)
 			}
@@ -133,7 +134,7 @@ func TestRequestNamesMultiProcess(t *testing.T) {
 	base := pythonServer(t, true)
 	logs := &syncbuf.Buffer{}
 	opt := (&Options{Timeout: 5 * time.Second, RequestNames: true, Logger: slog.New(slog.NewTextHandler(logs, nil))}).withDefaults()
-	s := newScraper(context.Background(), Target{URL: base + "/metrics"}, &opt)
+	s := newScraper(context.Background(), target.Target{URL: base + "/metrics"}, &opt)
 	full := scrapeOK(t, s, &opt)
 	if len(full.Page.Engines) != 2 {
 		t.Fatalf("full page %+v: want two engines", full.Page)
@@ -167,7 +168,7 @@ func TestRequestNamesGoServer(t *testing.T) {
 	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	defer srv.Close()
 	opt := (&Options{Timeout: 5 * time.Second, RequestNames: true}).withDefaults()
-	s := newScraper(context.Background(), Target{URL: srv.URL + "/metrics"}, &opt)
+	s := newScraper(context.Background(), target.Target{URL: srv.URL + "/metrics"}, &opt)
 	full := scrapeOK(t, s, &opt)
 	for range 3 {
 		r := scrapeOK(t, s, &opt)

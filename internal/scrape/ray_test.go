@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vllmstat/vllmstat/internal/target"
 	"github.com/vllmstat/vllmstat/internal/window"
 )
 
@@ -33,7 +34,7 @@ func TestFetchWorkerLabels(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.opt.Timeout = 5 * time.Second
-			r := Fetch(context.Background(), Target{URL: srv.URL + "/metrics"}, tt.opt)
+			r := Fetch(context.Background(), target.Target{URL: srv.URL + "/metrics"}, tt.opt)
 			if tt.workers == 0 {
 				if !errors.Is(r.Err(), window.ErrLimit) {
 					t.Fatalf("err %v, want a workers limit error", r.Err())

@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"net/url"
 	"unique"
+
+	"github.com/vllmstat/vllmstat/internal/target"
 )
 
 // request is what every scrape of one target sends, built once per target (and again when its
@@ -22,19 +24,19 @@ type request struct {
 	query, uri string
 	mask       nsMask
 	encoding   string // Accept-Encoding
-	auth       *Auth
+	auth       *target.Auth
 	// authorization is the Authorization header when the credentials are not read from files
 	// ("" for none); see header.
 	authorization string
 }
 
-func newRequest(rawURL string, auth *Auth, c Compression, names *restriction) (*request, error) {
+func newRequest(rawURL string, auth *target.Auth, c Compression, names *restriction) (*request, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		return nil, err
 	}
 	r := &request{url: rawURL, parsed: u, fullURI: u.RequestURI(), encoding: c.acceptEncoding(), auth: auth, names: names}
-	if !auth.fromFile() {
+	if !auth.FromFile() {
 		if r.authorization, err = authHeader(auth); err != nil {
 			return nil, err
 		}
@@ -77,7 +79,7 @@ func (r *request) build() {
 // header returns the Authorization header of a scrape, "" for none. Credentials in files are
 // read on every scrape, so that a rotated credential is picked up.
 func (r *request) header() (string, error) {
-	if !r.auth.fromFile() {
+	if !r.auth.FromFile() {
 		return r.authorization, nil
 	}
 	return authHeader(r.auth)
@@ -85,9 +87,9 @@ func (r *request) header() (string, error) {
 
 // authHeader returns the Authorization header that sends a, "" for no credentials. They go in
 // that header (never in the URL), which net/http drops when a redirect leads to another host.
-func authHeader(a *Auth) (string, error) {
+func authHeader(a *target.Auth) (string, error) {
 	h := http.Request{Header: http.Header{}}
-	if err := a.apply(&h); err != nil {
+	if err := a.Apply(&h); err != nil {
 		return "", err
 	}
 	return h.Header.Get("Authorization"), nil

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/vllmstat/vllmstat/internal/syncbuf"
+	"github.com/vllmstat/vllmstat/internal/target"
 	"github.com/vllmstat/vllmstat/internal/window"
 )
 
@@ -123,7 +124,7 @@ func newRestrictCase(t *testing.T, mode string) *restrictCase {
 	t.Cleanup(hs.Close)
 	c.opt = Options{Timeout: 5 * time.Second, RequestNames: true, Logger: slog.New(slog.NewTextHandler(c.logs, nil))}
 	c.opt = c.opt.withDefaults()
-	c.s = newScraper(context.Background(), Target{URL: hs.URL + "/metrics?job=x"}, &c.opt)
+	c.s = newScraper(context.Background(), target.Target{URL: hs.URL + "/metrics?job=x"}, &c.opt)
 	want, err := window.ParsePage([]byte(vllmPage))
 	if err != nil {
 		t.Fatal(err)
@@ -392,11 +393,11 @@ func TestPoolRequestNames(t *testing.T) {
 	p := NewPool(Options{Timeout: 5 * time.Second, RequestNames: true}, out)
 	defer p.Close()
 	u := hs.URL + "/metrics?job=x"
-	p.Set([]Target{{URL: u}})
+	p.Set([]target.Target{{URL: u}})
 	var asked []int
 	for i := range 3 {
 		if i == 2 {
-			p.Set([]Target{{URL: u, Auth: Auth{Authorization: &Authorization{Credentials: NewSecret("tok")}}}})
+			p.Set([]target.Target{{URL: u, Auth: target.Auth{Authorization: &target.Authorization{Credentials: target.NewSecret("tok")}}}})
 		}
 		p.Tick()
 		if r := <-out; r.Err() != nil {
@@ -439,7 +440,7 @@ func TestRestrictedRequestLine(t *testing.T) {
 	}
 	names := newRestriction()
 	names.restrict(window.SampleNames()[:1])
-	r, err := newRequest(u, &Auth{}, CompressionNone, names)
+	r, err := newRequest(u, &target.Auth{}, CompressionNone, names)
 	if err != nil {
 		t.Fatal(err)
 	}

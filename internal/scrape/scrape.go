@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/vllmstat/vllmstat/internal/target"
 	"github.com/vllmstat/vllmstat/internal/window"
 )
 
@@ -67,7 +68,7 @@ func (r *Result) Reason() string {
 		return "refused"
 	case errors.Is(err, ErrBodyTooLarge):
 		return "body_too_large"
-	case errors.Is(err, ErrCredentials):
+	case errors.Is(err, target.ErrCredentials):
 		return "credentials"
 	case errors.Is(err, errOutOfTurn):
 		return "protocol"
@@ -91,7 +92,7 @@ func (e *StatusError) Error() string { return fmt.Sprintf("HTTP status %d", e.Co
 // parses the page within opt.Limits. It asks for the full page (opt.RequestNames needs a
 // target's earlier pages; see Pool). A nil Client or Clock means the shared client and the
 // wall clock.
-func Fetch(ctx context.Context, t Target, opt Options) Result {
+func Fetch(ctx context.Context, t target.Target, opt Options) Result {
 	opt = opt.withDefaults()
 	s := newScraper(ctx, t, &opt)
 	defer s.close()

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vllmstat/vllmstat/internal/target"
 )
 
 const page = "vllm:num_requests_running{engine=\"0\"} 3\n"
@@ -65,7 +67,7 @@ func TestFetch(t *testing.T) {
 			}
 			t.Run(u, func(t *testing.T) {
 				start := time.Now()
-				r := fetch(context.Background(), Target{URL: u}, Options{Client: client, Timeout: 200 * time.Millisecond, MaxBody: 2000, KeepBody: true, Compression: tt.comp})
+				r := fetch(context.Background(), target.Target{URL: u}, Options{Client: client, Timeout: 200 * time.Millisecond, MaxBody: 2000, KeepBody: true, Compression: tt.comp})
 				if time.Since(start) > 3*time.Second {
 					t.Fatal("the timeout did not bound the scrape")
 				}

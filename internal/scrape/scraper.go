@@ -6,6 +6,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/vllmstat/vllmstat/internal/target"
 	"github.com/vllmstat/vllmstat/internal/window"
 )
 
@@ -14,8 +15,8 @@ import (
 // sends them, whether it asks for the sample names only, and the parser of its pages.
 type scraper struct {
 	url   string
-	auth  *Auth    // the credentials req was built for
-	req   *request // nil when it could not be built: see buildErr
+	auth  *target.Auth // the credentials req was built for
+	req   *request     // nil when it could not be built: see buildErr
 	tr    transport
 	names *restriction
 	// parse turns a page into what vllmstat reads. A stateful per-target parser (one that keeps
@@ -38,7 +39,7 @@ type scraper struct {
 }
 
 // newScraper returns the scrape state of target t, which ends with ctx.
-func newScraper(ctx context.Context, t Target, opt *Options) *scraper {
+func newScraper(ctx context.Context, t target.Target, opt *Options) *scraper {
 	wopt := window.Options{Limits: opt.Limits, WorkerLabels: opt.WorkerLabels}
 	// One parser per target: it reads a page like the target's previous one by comparing
 	// bytes instead of parsing them again (see window.Parser).
@@ -52,7 +53,7 @@ func newScraper(ctx context.Context, t Target, opt *Options) *scraper {
 }
 
 // setAuth builds the request for credentials a.
-func (s *scraper) setAuth(a *Auth) {
+func (s *scraper) setAuth(a *target.Auth) {
 	s.auth = a
 	s.req, s.buildErr = newRequest(s.url, a, s.opt.Compression, s.names)
 }

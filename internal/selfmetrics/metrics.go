@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/vllmstat/vllmstat/internal/promname"
 	"github.com/vllmstat/vllmstat/internal/scrape"
 	"github.com/vllmstat/vllmstat/internal/sink"
 	"github.com/vllmstat/vllmstat/internal/step"
@@ -301,7 +302,7 @@ func (d dynamic) Collect(ch chan<- prometheus.Metric) {
 	m := d.m
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	emit := func(name string, vt prometheus.ValueType, ls []Label, v float64) {
+	emit := func(name string, vt prometheus.ValueType, ls []promname.Label, v float64) {
 		names := make([]string, len(ls))
 		values := make([]string, len(ls))
 		for i, l := range ls {
@@ -309,29 +310,29 @@ func (d dynamic) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(m.desc(name, names), vt, v, values...)
 	}
-	gauge := func(name string, ls []Label, v float64) { emit(name, prometheus.GaugeValue, ls, v) }
+	gauge := func(name string, ls []promname.Label, v float64) { emit(name, prometheus.GaugeValue, ls, v) }
 	for _, s := range m.sinks {
-		ls := []Label{{"sink", s.name}}
+		ls := []promname.Label{{Name: "sink", Value: s.name}}
 		emit("vllmstat_sink_queue_length", prometheus.GaugeValue, ls, float64(s.st.Queued.Load()))
 		emit("vllmstat_sink_written_total", prometheus.CounterValue, ls, float64(s.st.Written.Load()))
 		emit("vllmstat_sink_errors_total", prometheus.CounterValue, ls, float64(s.st.Errors.Load()))
 		emit("vllmstat_sink_dropped_total", prometheus.CounterValue, ls, float64(s.st.Dropped.Load()))
 	}
 	for _, s := range m.samples {
-		ls := []Label{{"sink", s.name}}
+		ls := []promname.Label{{Name: "sink", Value: s.name}}
 		emit("vllmstat_sink_samples_queued", prometheus.GaugeValue, ls, float64(s.st.Queued.Load()))
 		emit("vllmstat_sink_samples_written_total", prometheus.CounterValue, ls, float64(s.st.Written.Load()))
 		emit("vllmstat_sink_request_errors_total", prometheus.CounterValue, ls, float64(s.st.Errors.Load()))
 		emit("vllmstat_sink_samples_dropped_total", prometheus.CounterValue, ls, float64(s.st.Dropped.Load()))
 	}
 	if r := m.last; r != nil {
-		WalkStep(m.opt.Prefix, r, gauge)
+		promname.WalkStep(m.opt.Prefix, r, gauge)
 		gauge("vllmstat_step_end_timestamp_seconds", nil, float64(r.End.UnixMilli())/1e3)
 	}
 	for _, k := range m.intervals {
 		iv := k.interval()
-		WalkInterval(m.opt.Prefix, &iv, gauge)
-		gauge("vllmstat_interval_timestamp_seconds", []Label{{"target", iv.Target}, {"engine", iv.Engine}, {"worker_labels", iv.Labels}}, float64(iv.TS.UnixMilli())/1e3)
+		promname.WalkInterval(m.opt.Prefix, &iv, gauge)
+		gauge("vllmstat_interval_timestamp_seconds", []promname.Label{{Name: "target", Value: iv.Target}, {Name: "engine", Value: iv.Engine}, {Name: "worker_labels", Value: iv.Labels}}, float64(iv.TS.UnixMilli())/1e3)
 	}
 }
 
@@ -350,19 +351,19 @@ func (m *Metrics) desc(name string, labels []string) *prometheus.Desc {
 // help describes a dynamic family; it depends on the name only, as the registry requires.
 func help(prefix, name string) string {
 	switch name {
-	case StepNumber:
+	case promname.StepNumber:
 		return "Number of the last closed step."
-	case StepDuration:
+	case promname.StepDuration:
 		return "Duration of the last closed step."
-	case StepWorkers:
+	case promname.StepWorkers:
 		return "Workers (engines) that answered during the last closed step."
-	case StepScrapes:
+	case promname.StepScrapes:
 		return "Scrapes of the last closed step by result (ok, failed)."
-	case StepPhaseIntervals:
+	case promname.StepPhaseIntervals:
 		return "Times each phase of the last closed step was open in it (a phase open at a step end counts in both steps)."
 	case "vllmstat_step_end_timestamp_seconds":
 		return "End time of the last closed step, Unix seconds."
-	case IntervalDT:
+	case promname.IntervalDT:
 		return "Length of the worker's last interval: the time between its last two successful scrapes."
 	case "vllmstat_interval_timestamp_seconds":
 		return "Time of the worker's last successful scrape, Unix seconds."
@@ -383,13 +384,13 @@ func help(prefix, name string) string {
 	case "vllmstat_sink_samples_dropped_total":
 		return "Samples the sink gave up: buffer full, rejected by the receiver, or not sent at exit."
 	}
-	if k, ok := strings.CutPrefix(name, workerFamily); ok {
+	if k, ok := strings.CutPrefix(name, promname.WorkerFamilyPrefix); ok {
 		return fmt.Sprintf("Last closed step's %s of one worker (stat: aggregate of its per-interval samples or histogram quantile; none: the step's own value).", k)
 	}
-	if k, ok := strings.CutPrefix(name, stepFamily); ok {
+	if k, ok := strings.CutPrefix(name, promname.StepFamilyPrefix); ok {
 		return fmt.Sprintf("Last closed step's %s over all workers (stat: aggregate of the per-interval samples or histogram quantile; none: the step's own value).", k)
 	}
-	if k, ok := strings.CutPrefix(name, intervalFamily+sanitize(prefix)+"_"); ok {
+	if k, ok := strings.CutPrefix(name, promname.IntervalFamilyPrefix+vllm.Sanitize(prefix)+"_"); ok {
 		return fmt.Sprintf("Worker's %s over its last interval (counters: the increase; gauges: the value at its scrape).", k)
 	}
 	return name

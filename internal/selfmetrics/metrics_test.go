@@ -15,40 +15,13 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/vllmstat/vllmstat/internal/promname"
 	"github.com/vllmstat/vllmstat/internal/promtest"
 	"github.com/vllmstat/vllmstat/internal/scrape"
 	"github.com/vllmstat/vllmstat/internal/sink"
 	"github.com/vllmstat/vllmstat/internal/step"
 	"github.com/vllmstat/vllmstat/internal/window"
 )
-
-func TestStepFamily(t *testing.T) {
-	tests := []struct {
-		prefix, key, family string
-		label               Label
-	}{
-		{"vllm", "vllm/prefix_cache_hit_rate", "vllm_prefix_cache_hit_rate", Label{}},
-		{"vllm", "vllm/kv_cache_usage_perc/p95", "vllm_kv_cache_usage_perc", Label{"stat", "p95"}},
-		{"vllm", "vllm/time_to_first_token_seconds/p99", "vllm_time_to_first_token_seconds", Label{"stat", "p99"}},
-		{"vllm", "vllm/num_preemptions/max", "vllm_num_preemptions", Label{"stat", "max"}},
-		{"vllm", "vllm/request_success/stop", "vllm_request_success", Label{"reason", "stop"}},
-		{"vllm", "vllm/generation_tokens_per_s", "vllm_generation_tokens_per_second", Label{}},
-		{"rollout", "rollout/num_preemptions", "rollout_num_preemptions", Label{}},
-		{"rl/gen-1", "rl/gen-1/kv_cache_usage_perc/mean", "rl_gen_1_kv_cache_usage_perc", Label{"stat", "mean"}},
-		{"vllm", "other/thing", "other_thing", Label{}},
-		{"vllm", "vllm/prefix_cache_hit_rate/worst_worker", "vllm_prefix_cache_hit_rate", Label{"stat", "worst_worker"}},
-		{"vllm", "vllm/worker_idle_fraction/max", "vllm_worker_idle_fraction", Label{"stat", "max"}},
-		{"vllm", "vllm/straggler_tail_s", "vllm_straggler_tail_seconds", Label{}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.key, func(t *testing.T) {
-			f, l := StepFamily(tt.prefix, tt.key)
-			if f != tt.family || l != tt.label {
-				t.Errorf("StepFamily(%q, %q) = %q, %v; want %q, %v", tt.prefix, tt.key, f, l, tt.family, tt.label)
-			}
-		})
-	}
-}
 
 // testRun is a short simulated run with per-worker records.
 func testRun(t *testing.T) *promtest.Run {
@@ -161,7 +134,7 @@ func seriesKey(name string, ls map[string]string) string {
 // want returns every series WalkStep makes of r, keyed like parse's.
 func want(r *step.Record) map[string]float64 {
 	out := map[string]float64{}
-	WalkStep("vllm", r, func(name string, labels []Label, v float64) {
+	promname.WalkStep("vllm", r, func(name string, labels []promname.Label, v float64) {
 		ls := map[string]string{}
 		for _, l := range labels {
 			ls[l.Name] = l.Value
@@ -224,7 +197,7 @@ func TestGaugesShowLastStep(t *testing.T) {
 	}
 	for _, iv := range lastIv {
 		n := 0
-		WalkInterval("vllm", &iv, func(name string, labels []Label, v float64) {
+		promname.WalkInterval("vllm", &iv, func(name string, labels []promname.Label, v float64) {
 			n++
 			k := seriesKey(name, map[string]string{"target": iv.Target, "engine": iv.Engine})
 			if g, ok := got[k]; !ok || g != v {

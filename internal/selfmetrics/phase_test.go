@@ -2,116 +2,19 @@ package selfmetrics
 
 import (
 	"bytes"
-	"maps"
 	"os/exec"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/vllmstat/vllmstat/internal/promtest"
-	"github.com/vllmstat/vllmstat/internal/step"
 )
-
-// withPhases returns a copy of run's step 2 with phases rollout and eval, whose figures are
-// those of steps 0 and 1 (typed values and keys both), and the records they came from.
-func withPhases(t *testing.T, run *promtest.Run) (r *step.Record, rollout, eval *step.Record) {
-	t.Helper()
-	if len(run.Records) < 3 {
-		t.Fatalf("%d steps, want 3", len(run.Records))
-	}
-	rollout, eval = &run.Records[0], &run.Records[1]
-	c := run.Records[2]
-	c.Phases = map[string]*step.Phase{
-		"rollout": {DurationS: 12.5, Intervals: 1, Metrics: rollout.Metrics, Values: rollout.Values},
-		"eval":    {DurationS: 3, Intervals: 2, Metrics: eval.Metrics, Values: eval.Values},
-	}
-	return &c, rollout, eval
-}
-
-type series struct {
-	name, labels string
-	v            float64
-}
-
-// walk lists WalkStep's series of r, each with its labels spelled name=value, and apart the
-// phase label's value, "" for none.
-func walk(r *step.Record) (out []series, phases []string) {
-	WalkStep("vllm", r, func(name string, labels []Label, v float64) {
-		var ls []string
-		phase := ""
-		for _, l := range labels {
-			if l.Name == "phase" {
-				phase = l.Value
-				continue
-			}
-			ls = append(ls, l.Name+"="+l.Value)
-		}
-		out = append(out, series{name, strings.Join(ls, ","), v})
-		phases = append(phases, phase)
-	})
-	return out, phases
-}
-
-// TestWalkStepPhases: a phase's series are the whole step's families with a phase label, one
-// for each of the step's own series of the phase's figures, with their values; the step's own
-// series are unchanged, in their order; keys read back from JSON give the same series as typed
-// values.
-func TestWalkStepPhases(t *testing.T) {
-	run := testRun(t)
-	r, rollout, eval := withPhases(t, run)
-	got, phases := walk(r)
-	plain := *r
-	plain.Phases = nil
-	var own []series
-	byPhase := map[string][]series{}
-	for i, s := range got {
-		if phases[i] != "" {
-			byPhase[phases[i]] = append(byPhase[phases[i]], s)
-			continue
-		}
-		own = append(own, s)
-	}
-	if want, _ := walk(&plain); !slices.Equal(own, want) {
-		t.Errorf("the step's own series changed with phases:\n%v\nwant\n%v", own, want)
-	}
-	for name, from := range map[string]*step.Record{"rollout": rollout, "eval": eval} {
-		ph := r.Phases[name]
-		want := []series{{StepDuration, "", ph.DurationS}, {StepPhaseIntervals, "", float64(ph.Intervals)}}
-		fromOwn, _ := walk(&step.Record{Values: from.Values, Metrics: from.Metrics})
-		want = append(want, fromOwn[5:]...) // after number, duration, workers and two scrapes series
-		if !slices.Equal(byPhase[name], want) {
-			t.Errorf("phase %s: series\n%v\nwant the step's families of its figures\n%v", name, byPhase[name], want)
-		}
-		if len(want) < 50 {
-			t.Errorf("phase %s: only %d series", name, len(want))
-		}
-	}
-	if len(byPhase) != 2 {
-		t.Errorf("series of phases %v, want rollout and eval", slices.Sorted(maps.Keys(byPhase)))
-	}
-	keyed := *r
-	keyed.Values, keyed.PerWorker = nil, nil
-	keyed.Phases = map[string]*step.Phase{}
-	for name, ph := range r.Phases {
-		c := *ph
-		c.Values = nil
-		keyed.Phases[name] = &c
-	}
-	typed := *r
-	typed.PerWorker = nil
-	a, pa := walk(&typed)
-	b, pb := walk(&keyed)
-	if !slices.Equal(a, b) || !slices.Equal(pa, pb) {
-		t.Errorf("series from typed values\n%v\ndiffer from those of keys\n%v", a, b)
-	}
-}
 
 // TestGaugesShowPhases reads /metrics as a scraper does: the last step's phases are series with
 // a phase label beside the whole step's, and go away with a step without phases.
 func TestGaugesShowPhases(t *testing.T) {
 	run := testRun(t)
-	r, rollout, eval := withPhases(t, run)
+	r, rollout, eval := promtest.WithPhases(t, run)
 	m := New(Options{})
 	m.StepClosed(r)
 	body := get(t, m.Handler())

@@ -9,7 +9,7 @@ import (
 
 	"github.com/klauspost/compress/snappy"
 
-	"github.com/vllmstat/vllmstat/internal/selfmetrics"
+	"github.com/vllmstat/vllmstat/internal/promname"
 )
 
 // go test -run '^$' -bench . -count 6 ./internal/sink/remotewrite | tee new.txt; benchstat old.txt new.txt
@@ -63,7 +63,7 @@ func BenchmarkEncode(b *testing.B) {
 	cache := map[string]*series{}
 	for i := 0; len(batch) < 2000; i++ {
 		iv := run.Intervals[i%len(run.Intervals)]
-		selfmetrics.WalkInterval("vllm", &iv, func(name string, ls []selfmetrics.Label, v float64) {
+		promname.WalkInterval("vllm", &iv, func(name string, ls []promname.Label, v float64) {
 			k := name + iv.Target + iv.Engine
 			if cache[k] == nil {
 				cache[k] = newSeries(name, ls, testExtra)

@@ -6,7 +6,7 @@ import (
 
 	"google.golang.org/protobuf/encoding/protowire"
 
-	"github.com/vllmstat/vllmstat/internal/selfmetrics"
+	"github.com/vllmstat/vllmstat/internal/promname"
 )
 
 // Field numbers of Prometheus' remote-write 1.0 messages (prompb/remote.proto and types.proto):
@@ -39,8 +39,8 @@ type sample struct {
 
 // newSeries encodes name, labels and extra (sorted) as a series' labels: __name__ first, the
 // rest sorted by name; labels with an empty value are left out, as Prometheus does.
-func newSeries(name string, labels, extra []selfmetrics.Label) *series {
-	ls := make([]selfmetrics.Label, 0, len(labels)+len(extra))
+func newSeries(name string, labels, extra []promname.Label) *series {
+	ls := make([]promname.Label, 0, len(labels)+len(extra))
 	for _, l := range labels {
 		if l.Value != "" {
 			ls = append(ls, l)

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/vllmstat/vllmstat/internal/selfmetrics"
+	"github.com/vllmstat/vllmstat/internal/promname"
 	"github.com/vllmstat/vllmstat/internal/step"
 )
 
@@ -15,17 +15,17 @@ import (
 const exportedPrefix = "exported_"
 
 // targetLabels returns a target's labels (file_sd's "labels") as series labels, sorted by
-// name. A name that a per-worker series uses itself (selfmetrics.ReservedLabels, __name__, an
+// name. A name that a per-worker series uses itself (promname.ReservedLabels, __name__, an
 // extra label) gets exportedPrefix; one that is taken even so is left out.
-func (w *Writer) targetLabels(tl map[string]string) []selfmetrics.Label {
+func (w *Writer) targetLabels(tl map[string]string) []promname.Label {
 	if len(tl) == 0 {
 		return nil
 	}
 	taken := func(name string) bool {
-		return strings.HasPrefix(name, "__") || slices.Contains(selfmetrics.ReservedLabels, name) ||
-			slices.ContainsFunc(w.set.ExtraLabels, func(l selfmetrics.Label) bool { return l.Name == name })
+		return strings.HasPrefix(name, "__") || slices.Contains(promname.ReservedLabels, name) ||
+			slices.ContainsFunc(w.set.ExtraLabels, func(l promname.Label) bool { return l.Name == name })
 	}
-	out := make([]selfmetrics.Label, 0, len(tl))
+	out := make([]promname.Label, 0, len(tl))
 	for _, name := range slices.Sorted(maps.Keys(tl)) {
 		n := name
 		if taken(n) {
@@ -34,14 +34,14 @@ func (w *Writer) targetLabels(tl map[string]string) []selfmetrics.Label {
 				continue
 			}
 		}
-		out = append(out, selfmetrics.Label{Name: n, Value: tl[name]})
+		out = append(out, promname.Label{Name: n, Value: tl[name]})
 	}
 	return out
 }
 
 // labelsKey spells labels for the interval series cache, so that a target whose labels change
 // gets new series.
-func labelsKey(ls []selfmetrics.Label) string {
+func labelsKey(ls []promname.Label) string {
 	var b strings.Builder
 	for _, l := range ls {
 		b.WriteString(l.Name)
@@ -53,7 +53,7 @@ func labelsKey(ls []selfmetrics.Label) string {
 }
 
 // withLabels returns labels followed by more, leaving labels' array alone (its owner reuses it).
-func withLabels(labels, more []selfmetrics.Label) []selfmetrics.Label {
+func withLabels(labels, more []promname.Label) []promname.Label {
 	if len(more) == 0 {
 		return labels
 	}
@@ -62,15 +62,15 @@ func withLabels(labels, more []selfmetrics.Label) []selfmetrics.Label {
 
 // stepTargetLabels maps each labelled target of r's per_worker records to its series labels;
 // nil when none has labels.
-func (w *Writer) stepTargetLabels(r *step.Record) map[string][]selfmetrics.Label {
-	var out map[string][]selfmetrics.Label
+func (w *Writer) stepTargetLabels(r *step.Record) map[string][]promname.Label {
+	var out map[string][]promname.Label
 	for i := range r.PerWorker {
 		pw := &r.PerWorker[i]
 		if len(pw.TargetLabels) == 0 {
 			continue
 		}
 		if out == nil {
-			out = map[string][]selfmetrics.Label{}
+			out = map[string][]promname.Label{}
 		}
 		if _, ok := out[pw.Target]; !ok {
 			out[pw.Target] = w.targetLabels(pw.TargetLabels)
@@ -80,7 +80,7 @@ func (w *Writer) stepTargetLabels(r *step.Record) map[string][]selfmetrics.Label
 }
 
 // targetOf returns the value of the target label, "" without one.
-func targetOf(labels []selfmetrics.Label) string {
+func targetOf(labels []promname.Label) string {
 	for _, l := range labels {
 		if l.Name == "target" {
 			return l.Value

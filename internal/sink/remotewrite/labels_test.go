@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vllmstat/vllmstat/internal/selfmetrics"
+	"github.com/vllmstat/vllmstat/internal/promname"
 	"github.com/vllmstat/vllmstat/internal/step"
 )
 
@@ -36,13 +36,13 @@ func TestTargetLabelsOnWorkerSeries(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, _, _ := r.stored()
-	own := []selfmetrics.Label{{Name: "team", Value: "t1"}, {Name: "exported_target", Value: "fake"}, {Name: "exported_job", Value: "other"}, {Name: "exported_engine", Value: "x"}, {Name: "exported_worker_labels", Value: "w"}}
+	own := []promname.Label{{Name: "team", Value: "t1"}, {Name: "exported_target", Value: "fake"}, {Name: "exported_job", Value: "other"}, {Name: "exported_engine", Value: "x"}, {Name: "exported_worker_labels", Value: "w"}}
 	want := map[string]float64{
-		seriesKey("vllmstat_step_worker_vllm_num_preemptions", append([]selfmetrics.Label{{Name: "target", Value: a}, {Name: "engine", Value: "0"}}, own...), testExtra): 1,
-		seriesKey("vllmstat_step_worker_vllm_num_preemptions", []selfmetrics.Label{{Name: "target", Value: b}, {Name: "engine", Value: "0"}}, testExtra):                 2,
-		seriesKey("vllmstat_step_vllm_num_preemptions", nil, testExtra):                                                                                                  3,
-		seriesKey("vllmstat_interval_vllm_num_requests_running", append([]selfmetrics.Label{{Name: "target", Value: a}}, own...), testExtra):                             4,
-		seriesKey("vllmstat_interval_vllm_num_requests_running", []selfmetrics.Label{{Name: "target", Value: a}, {Name: "team", Value: "t2"}}, testExtra):                5,
+		seriesKey("vllmstat_step_worker_vllm_num_preemptions", append([]promname.Label{{Name: "target", Value: a}, {Name: "engine", Value: "0"}}, own...), testExtra): 1,
+		seriesKey("vllmstat_step_worker_vllm_num_preemptions", []promname.Label{{Name: "target", Value: b}, {Name: "engine", Value: "0"}}, testExtra):                 2,
+		seriesKey("vllmstat_step_vllm_num_preemptions", nil, testExtra):                                                                                               3,
+		seriesKey("vllmstat_interval_vllm_num_requests_running", append([]promname.Label{{Name: "target", Value: a}}, own...), testExtra):                             4,
+		seriesKey("vllmstat_interval_vllm_num_requests_running", []promname.Label{{Name: "target", Value: a}, {Name: "team", Value: "t2"}}, testExtra):                5,
 	}
 	for k, v := range want {
 		if ss := got[k]; len(ss) != 1 || ss[0][0] != v {

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vllmstat/vllmstat/internal/promname"
 	"github.com/vllmstat/vllmstat/internal/promtest"
-	"github.com/vllmstat/vllmstat/internal/selfmetrics"
 	"github.com/vllmstat/vllmstat/internal/step"
 )
 
@@ -47,8 +47,8 @@ func TestWritePhases(t *testing.T) {
 		t.Errorf("stored %d samples, want %d", samples, n)
 	}
 	run := testRun(t)
-	phase := func(name, ph string, ls ...selfmetrics.Label) string {
-		return seriesKey(name, append(ls, selfmetrics.Label{Name: "phase", Value: ph}), testExtra)
+	phase := func(name, ph string, ls ...promname.Label) string {
+		return seriesKey(name, append(ls, promname.Label{Name: "phase", Value: ph}), testExtra)
 	}
 	checked := 0
 	for i, rec := range recs {
@@ -68,7 +68,7 @@ func TestWritePhases(t *testing.T) {
 		add(seriesKey("vllmstat_step_vllm_prefix_cache_hit_rate", nil, testExtra), rec.Metrics, "vllm/prefix_cache_hit_rate")
 		add(phase("vllmstat_step_vllm_prefix_cache_hit_rate", "rollout"), a.Metrics, "vllm/prefix_cache_hit_rate")
 		add(phase("vllmstat_step_vllm_generation_tokens_per_second", "rollout"), a.Metrics, "vllm/generation_tokens_per_s")
-		add(phase("vllmstat_step_vllm_kv_cache_usage_perc", "rollout", selfmetrics.Label{Name: "stat", Value: "p95"}), a.Metrics, "vllm/kv_cache_usage_perc/p95")
+		add(phase("vllmstat_step_vllm_kv_cache_usage_perc", "rollout", promname.Label{Name: "stat", Value: "p95"}), a.Metrics, "vllm/kv_cache_usage_perc/p95")
 		if rec.Phases["eval"] != nil {
 			add(phase("vllmstat_step_vllm_prompt_tokens", "eval"), run.Records[i+1].Metrics, "vllm/prompt_tokens")
 			checks[phase("vllmstat_step_phase_intervals", "eval")] = 3
@@ -102,7 +102,7 @@ func TestPrometheusStoresPhases(t *testing.T) {
 	recs := phaseRecords(t)
 	runID := fmt.Sprintf("phases-%d", time.Now().UnixNano())
 	s := testSettings(p.RemoteWriteURL())
-	s.ExtraLabels = []selfmetrics.Label{{Name: "run", Value: runID}}
+	s.ExtraLabels = []promname.Label{{Name: "run", Value: runID}}
 	w := newWriter(s, "vllm", nil)
 	writeAll(t, w, recs)
 	if err := w.Close(t.Context()); err != nil {

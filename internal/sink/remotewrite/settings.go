@@ -15,7 +15,7 @@ import (
 
 	"github.com/vllmstat/vllmstat/internal/config"
 	"github.com/vllmstat/vllmstat/internal/config/yamlx"
-	"github.com/vllmstat/vllmstat/internal/selfmetrics"
+	"github.com/vllmstat/vllmstat/internal/promname"
 )
 
 // Settings are a remote_write sink's settings, the keys of its entry under sinks.
@@ -188,7 +188,7 @@ func (s *Settings) readFiles(at yamlx.Where) yamlx.Errors {
 }
 
 // ExtraLabels are labels added to every series, sorted by name.
-type ExtraLabels []selfmetrics.Label
+type ExtraLabels []promname.Label
 
 var labelName = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
 
@@ -206,18 +206,18 @@ func (l *ExtraLabels) UnmarshalYAML(v *yaml.Node) error {
 		switch {
 		case !labelName.MatchString(k) || strings.HasPrefix(k, "__"):
 			bad(fmt.Sprintf("%q is not a label name: letters, digits and _, not starting with a digit or __", k))
-		case slices.Contains(selfmetrics.ReservedLabels, k):
-			bad(fmt.Sprintf("%q is not allowed: vllmstat's series use it (%s)", k, strings.Join(selfmetrics.ReservedLabels, ", ")))
+		case slices.Contains(promname.ReservedLabels, k):
+			bad(fmt.Sprintf("%q is not allowed: vllmstat's series use it (%s)", k, strings.Join(promname.ReservedLabels, ", ")))
 		case x.Kind != yaml.ScalarNode || x.Tag == "!!null" || x.Value == "":
 			bad(yamlx.Show(x) + " is not allowed: must be a non-empty string")
 		default:
-			ls = append(ls, selfmetrics.Label{Name: k, Value: x.Value})
+			ls = append(ls, promname.Label{Name: k, Value: x.Value})
 		}
 	}
 	if len(es) > 0 {
 		return es
 	}
-	slices.SortFunc(ls, func(a, b selfmetrics.Label) int { return cmp.Compare(a.Name, b.Name) })
+	slices.SortFunc(ls, func(a, b promname.Label) int { return cmp.Compare(a.Name, b.Name) })
 	*l = ls
 	return nil
 }

@@ -11,7 +11,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/vllmstat/vllmstat/internal/config"
-	"github.com/vllmstat/vllmstat/internal/selfmetrics"
+	"github.com/vllmstat/vllmstat/internal/promname"
 )
 
 func spec(t *testing.T, doc string) config.SinkSpec {
@@ -46,7 +46,7 @@ max_backoff: 10s
 		t.Fatal(err)
 	}
 	want := Settings{URL: "https://mimir.example/api/v1/push", BearerToken: "abc",
-		ExtraLabels: []selfmetrics.Label{{Name: "instance", Value: "shard-0"}, {Name: "job", Value: "rl"}, {Name: "run", Value: "grpo-7"}},
+		ExtraLabels: []promname.Label{{Name: "instance", Value: "shard-0"}, {Name: "job", Value: "rl"}, {Name: "run", Value: "grpo-7"}},
 		Headers:     map[string]string{"X-Scope-Orgid": "team-a"},
 		BatchSize:   500, Timeout: 5 * time.Second, Intervals: true, MaxRetries: 0, QueueSize: 1000,
 		MinBackoff: 100 * time.Millisecond, MaxBackoff: 10 * time.Second}

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vllmstat/vllmstat/internal/promname"
 	"github.com/vllmstat/vllmstat/internal/promtest"
-	"github.com/vllmstat/vllmstat/internal/selfmetrics"
 )
 
 // One Prometheus and one VictoriaMetrics for the package's tests, each started by the first
@@ -49,7 +49,7 @@ func push(t *testing.T, url, runID string) (map[string][][2]float64, int) {
 	s.URL = url
 	s.BatchSize = 500
 	s.Intervals = true
-	s.ExtraLabels = []selfmetrics.Label{{Name: "job", Value: "rl"}, {Name: "run", Value: runID}}
+	s.ExtraLabels = []promname.Label{{Name: "job", Value: "rl"}, {Name: "run", Value: runID}}
 	log, lb := newLog()
 	w := newWriter(s, "vllm", log)
 	// As in a run: intervals as the tracker makes them, each step when it closes.

@@ -4,6 +4,7 @@
 package remotewrite
 
 import (
+	"github.com/vllmstat/vllmstat/internal/promname"
 	"github.com/vllmstat/vllmstat/internal/vllm"
 
 	"bytes"
@@ -21,7 +22,6 @@ import (
 	"github.com/klauspost/compress/snappy"
 
 	"github.com/vllmstat/vllmstat/internal/config"
-	"github.com/vllmstat/vllmstat/internal/selfmetrics"
 	"github.com/vllmstat/vllmstat/internal/sink"
 	"github.com/vllmstat/vllmstat/internal/step"
 )
@@ -126,7 +126,7 @@ func (w *Writer) Write(ctx context.Context, r *step.Record) error {
 	var samples []sample
 	t := r.End.UnixMilli()
 	byTarget := w.stepTargetLabels(r)
-	selfmetrics.WalkStep(w.prefix, r, func(name string, labels []selfmetrics.Label, v float64) {
+	promname.WalkStep(w.prefix, r, func(name string, labels []promname.Label, v float64) {
 		if byTarget != nil {
 			labels = withLabels(labels, byTarget[targetOf(labels)]) // per-worker series only
 		}
@@ -162,7 +162,7 @@ func (w *Writer) Interval(iv step.Interval) {
 	tlKey := labelsKey(tl)
 	w.mu.Lock()
 	n, dropped := 0, int64(0)
-	selfmetrics.WalkInterval(w.prefix, &iv, func(name string, labels []selfmetrics.Label, v float64) {
+	promname.WalkInterval(w.prefix, &iv, func(name string, labels []promname.Label, v float64) {
 		if w.closed || w.pending >= w.set.QueueSize {
 			dropped++
 			return

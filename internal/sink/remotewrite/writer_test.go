@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vllmstat/vllmstat/internal/promname"
 	"github.com/vllmstat/vllmstat/internal/promtest"
-	"github.com/vllmstat/vllmstat/internal/selfmetrics"
 	"github.com/vllmstat/vllmstat/internal/sink"
 	"github.com/vllmstat/vllmstat/internal/step"
 	"github.com/vllmstat/vllmstat/internal/syncbuf"
@@ -40,9 +40,9 @@ func testRun(t *testing.T) *promtest.Run {
 
 // seriesKey spells a series as the receiver stores it: __name__ first, the other labels sorted,
 // empty ones left out.
-func seriesKey(name string, labels, extra []selfmetrics.Label) string {
+func seriesKey(name string, labels, extra []promname.Label) string {
 	var ls []string
-	for _, l := range append(append([]selfmetrics.Label(nil), labels...), extra...) {
+	for _, l := range append(append([]promname.Label(nil), labels...), extra...) {
 		if l.Value != "" {
 			ls = append(ls, l.Name+"="+l.Value)
 		}
@@ -53,12 +53,12 @@ func seriesKey(name string, labels, extra []selfmetrics.Label) string {
 
 // expected returns the samples the records and intervals should become, by series, in time
 // order.
-func expected(recs []step.Record, ivs []step.Interval, extra []selfmetrics.Label) (map[string][][2]float64, int) {
+func expected(recs []step.Record, ivs []step.Interval, extra []promname.Label) (map[string][][2]float64, int) {
 	out := map[string][][2]float64{}
 	n := 0
 	for i := range recs {
 		t := float64(recs[i].End.UnixMilli())
-		selfmetrics.WalkStep("vllm", &recs[i], func(name string, labels []selfmetrics.Label, v float64) {
+		promname.WalkStep("vllm", &recs[i], func(name string, labels []promname.Label, v float64) {
 			k := seriesKey(name, labels, extra)
 			out[k] = append(out[k], [2]float64{v, t})
 			n++
@@ -66,7 +66,7 @@ func expected(recs []step.Record, ivs []step.Interval, extra []selfmetrics.Label
 	}
 	for i := range ivs {
 		t := float64(ivs[i].TS.UnixMilli())
-		selfmetrics.WalkInterval("vllm", &ivs[i], func(name string, labels []selfmetrics.Label, v float64) {
+		promname.WalkInterval("vllm", &ivs[i], func(name string, labels []promname.Label, v float64) {
 			k := seriesKey(name, labels, extra)
 			out[k] = append(out[k], [2]float64{v, t})
 			n++
@@ -98,7 +98,7 @@ func compare(t *testing.T, got, want map[string][][2]float64) {
 	}
 }
 
-var testExtra = []selfmetrics.Label{{Name: "job", Value: "rl"}, {Name: "run", Value: "test"}}
+var testExtra = []promname.Label{{Name: "job", Value: "rl"}, {Name: "run", Value: "test"}}
 
 func testSettings(url string) Settings {
 	s := DefaultSettings()
@@ -179,7 +179,7 @@ func TestWriteSendsEveryStepSample(t *testing.T) {
 	wantReq := 0
 	for i := range run.Records {
 		k := 0
-		selfmetrics.WalkStep("vllm", &run.Records[i], func(string, []selfmetrics.Label, float64) { k++ })
+		promname.WalkStep("vllm", &run.Records[i], func(string, []promname.Label, float64) { k++ })
 		wantReq += (k + 99) / 100
 	}
 	if requests != wantReq {
@@ -352,7 +352,7 @@ func TestIntervalBufferIsBounded(t *testing.T) {
 	fitted := 0
 	for _, iv := range run.Intervals {
 		k := 0
-		selfmetrics.WalkInterval("vllm", &iv, func(string, []selfmetrics.Label, float64) { k++ })
+		promname.WalkInterval("vllm", &iv, func(string, []promname.Label, float64) { k++ })
 		w.Interval(iv)
 		if fitted+k <= 500 {
 			kept = append(kept, iv)

@@ -1,4 +1,4 @@
-package selfmetrics
+package promname
 
 import (
 	"fmt"
@@ -48,5 +48,33 @@ func TestWalkStepValuesMatchKeys(t *testing.T) {
 				t.Errorf("prefix %q step %d: %d series, want at least %d", prefix, r.Step, len(got), n)
 			}
 		}
+	}
+}
+
+func TestStepFamily(t *testing.T) {
+	tests := []struct {
+		prefix, key, family string
+		label               Label
+	}{
+		{"vllm", "vllm/prefix_cache_hit_rate", "vllm_prefix_cache_hit_rate", Label{}},
+		{"vllm", "vllm/kv_cache_usage_perc/p95", "vllm_kv_cache_usage_perc", Label{"stat", "p95"}},
+		{"vllm", "vllm/time_to_first_token_seconds/p99", "vllm_time_to_first_token_seconds", Label{"stat", "p99"}},
+		{"vllm", "vllm/num_preemptions/max", "vllm_num_preemptions", Label{"stat", "max"}},
+		{"vllm", "vllm/request_success/stop", "vllm_request_success", Label{"reason", "stop"}},
+		{"vllm", "vllm/generation_tokens_per_s", "vllm_generation_tokens_per_second", Label{}},
+		{"rollout", "rollout/num_preemptions", "rollout_num_preemptions", Label{}},
+		{"rl/gen-1", "rl/gen-1/kv_cache_usage_perc/mean", "rl_gen_1_kv_cache_usage_perc", Label{"stat", "mean"}},
+		{"vllm", "other/thing", "other_thing", Label{}},
+		{"vllm", "vllm/prefix_cache_hit_rate/worst_worker", "vllm_prefix_cache_hit_rate", Label{"stat", "worst_worker"}},
+		{"vllm", "vllm/worker_idle_fraction/max", "vllm_worker_idle_fraction", Label{"stat", "max"}},
+		{"vllm", "vllm/straggler_tail_s", "vllm_straggler_tail_seconds", Label{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.key, func(t *testing.T) {
+			f, l := StepFamily(tt.prefix, tt.key)
+			if f != tt.family || l != tt.label {
+				t.Errorf("StepFamily(%q, %q) = %q, %v; want %q, %v", tt.prefix, tt.key, f, l, tt.family, tt.label)
+			}
+		})
 	}
 }

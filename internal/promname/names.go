@@ -1,4 +1,8 @@
-package selfmetrics
+// Package promname names closed steps and workers' intervals as Prometheus series: one
+// family per metric key, the key's parts (statistic, reason) and the phase as labels. Remote
+// write sends these series and vllmstat's own /metrics shows them, so that both name a step
+// alike; the naming of one key is vllm.PromName's.
+package promname
 
 import (
 	"maps"
@@ -26,9 +30,14 @@ const (
 	// StepPhaseIntervals counts, with a phase label, the times a phase was open in the step.
 	StepPhaseIntervals = "vllmstat_step_phase_intervals"
 	IntervalDT         = "vllmstat_interval_seconds"
-	stepFamily         = "vllmstat_step_"
-	workerFamily       = "vllmstat_step_worker_"
-	intervalFamily     = "vllmstat_interval_"
+)
+
+// The families of a step's keys, of one worker's share of them, and of a worker's interval
+// begin with these.
+const (
+	StepFamilyPrefix     = "vllmstat_step_"
+	WorkerFamilyPrefix   = "vllmstat_step_worker_"
+	IntervalFamilyPrefix = "vllmstat_interval_"
 )
 
 // Label names that the series of steps and intervals use, so that extra labels cannot clash
@@ -63,7 +72,7 @@ func WalkStep(prefix string, r *step.Record, fn func(name string, labels []Label
 	fn(StepWorkers, nil, float64(r.Workers))
 	fn(StepScrapes, append(ls[:0], Label{"result", "ok"}), float64(r.Scrapes.OK))
 	fn(StepScrapes, append(ls[:0], Label{"result", "failed"}), float64(r.Scrapes.Failed))
-	walkValues(prefix, stepFamily, r.Values, r.Metrics, nil, fn)
+	walkValues(prefix, StepFamilyPrefix, r.Values, r.Metrics, nil, fn)
 	for _, name := range slices.Sorted(maps.Keys(r.Phases)) {
 		ph := r.Phases[name]
 		if ph == nil {
@@ -72,11 +81,11 @@ func WalkStep(prefix string, r *step.Record, fn func(name string, labels []Label
 		pl := []Label{{"phase", name}}
 		fn(StepDuration, pl, ph.DurationS)
 		fn(StepPhaseIntervals, pl, float64(ph.Intervals))
-		walkValues(prefix, stepFamily, ph.Values, ph.Metrics, pl, fn)
+		walkValues(prefix, StepFamilyPrefix, ph.Values, ph.Metrics, pl, fn)
 	}
 	for i := range r.PerWorker {
 		w := &r.PerWorker[i]
-		walkValues(prefix, workerFamily, w.Values, w.Metrics, []Label{{"target", w.Target}, {"engine", w.Engine}, {"worker_labels", window.LabelKey(w.Labels)}}, fn)
+		walkValues(prefix, WorkerFamilyPrefix, w.Values, w.Metrics, []Label{{"target", w.Target}, {"engine", w.Engine}, {"worker_labels", window.LabelKey(w.Labels)}}, fn)
 	}
 }
 
@@ -120,13 +129,11 @@ func walkValues(prefix, family string, vs []vllm.Value, m map[string]float64, ba
 // (when it has one) as vllmstat_interval_seconds. labels is reused between calls.
 func WalkInterval(prefix string, iv *step.Interval, fn func(name string, labels []Label, v float64)) {
 	ls := []Label{{"target", iv.Target}, {"engine", iv.Engine}, {"worker_labels", iv.Labels}}
-	p := intervalFamily + sanitize(vllm.EnginePrefix(prefix, iv.Kind)) + "_"
+	p := IntervalFamilyPrefix + vllm.Sanitize(vllm.EnginePrefix(prefix, iv.Kind)) + "_"
 	for _, k := range slices.Sorted(maps.Keys(iv.Values)) {
-		fn(p+sanitize(k), ls, iv.Values[k])
+		fn(p+vllm.Sanitize(k), ls, iv.Values[k])
 	}
 	if iv.DT > 0 {
 		fn(IntervalDT, ls, iv.DT)
 	}
 }
-
-func sanitize(s string) string { return vllm.Sanitize(s) }
