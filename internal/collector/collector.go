@@ -139,9 +139,6 @@ func New(opt Options) *Collector {
 	return &Collector{opt: opt, log: opt.Logger, reqs: make(chan func(*state)), done: make(chan struct{})}
 }
 
-// SetNoFinalStep makes Run leave the open step unclosed at shutdown. Call it before Run.
-func (c *Collector) SetNoFinalStep() { c.opt.NoFinalStep = true }
-
 // call runs f on the collector's goroutine and waits for it.
 func (c *Collector) call(ctx context.Context, f func(*state)) error {
 	ran := make(chan struct{})
