@@ -18,6 +18,7 @@ import (
 	"github.com/vllmstat/vllmstat/internal/config"
 	"github.com/vllmstat/vllmstat/internal/plot"
 	"github.com/vllmstat/vllmstat/internal/report"
+	"github.com/vllmstat/vllmstat/internal/run"
 	"github.com/vllmstat/vllmstat/internal/sim"
 	"github.com/vllmstat/vllmstat/internal/step"
 	"github.com/vllmstat/vllmstat/internal/termline"
@@ -115,7 +116,7 @@ func demoWith(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			cfg.Sinks = append(cfg.Sinks, config.SinkSpec{Type: name, Path: "--sinks"})
 		}
 	}
-	if _, err := parseSinks(cfg, log); err != nil { // before the fleet starts; run builds them
+	if err := run.CheckSinks(cfg, log); err != nil { // before the fleet starts; the run builds them
 		fmt.Fprintf(stderr, "vllmstat demo: %v\n", err)
 		return exitUsage
 	}
@@ -213,8 +214,9 @@ func demoWith(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if sc.KVConnector && kind == vllm.VLLM { // SGLang counts the external cache's hits as cached tokens
 		table.cols = append(table.cols, kvConnectorCol)
 	}
-	r, err := startRun(cfg, log, io.Discard, true) // a demo starts steps.jsonl anew
-	if err != nil {
+	// A demo starts steps.jsonl anew, and ends every step itself.
+	p := run.New(cfg, run.Options{Logger: log, Fresh: true, NoFinalStep: true})
+	if err := p.Start(context.Background()); err != nil {
 		fmt.Fprintf(stderr, "vllmstat demo: %v\n", err)
 		var ps config.Problems
 		if errors.As(err, &ps) {
@@ -222,10 +224,7 @@ func demoWith(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 		return exitError
 	}
-	r.c.SetNoFinalStep()
-	runCtx, stopRun := context.WithCancel(context.Background())
-	runErr := make(chan error, 1)
-	go func() { runErr <- r.run(runCtx) }()
+	c := p.Collector()
 
 	// A straggler's longer outputs make its batches that much longer. Past a factor of 64 every
 	// straggler request is cut at the model length anyway. The colocated loop's longest wait is
@@ -239,7 +238,7 @@ func demoWith(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	// endStep ends step n and prints its row; false if it failed.
 	endStep := func(n int) bool {
-		rec, err := r.c.EndStep(ctx, int64(n))
+		rec, err := c.EndStep(ctx, int64(n))
 		if err != nil {
 			fail("end step %d: %v", n, err)
 			return false
@@ -276,7 +275,7 @@ func demoWith(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 				done++
 				break
 			}
-			if err := markPhase(ctx, r.c, e.Kind); err != nil {
+			if err := markPhase(ctx, c, e.Kind); err != nil {
 				fail("step %d: %v", e.Step, err)
 				done = *steps
 			}
@@ -291,8 +290,7 @@ func demoWith(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			done = *steps
 		}
 	}
-	stopRun()
-	if err := <-runErr; err != nil {
+	if err := p.Stop(context.Background()); err != nil {
 		fmt.Fprintf(stderr, "vllmstat demo: %v\n", err)
 		code = exitError
 	}

@@ -111,76 +111,48 @@ func replayEvents(ctx context.Context, r *record.Reader, path string, opt step.O
 		kind, _, _ := strings.Cut(msg, ` "`) // unknown kinds are one kind of warning
 		warn.warn(kind, msg, "file", path, "line", line)
 	}
-	tr := step.NewTracker(opt)
-	// Removals come in runs (a fleet leaving at once): the tracker forgets each run of them in
-	// one pass, as the run did, before the next event of another kind.
-	var gone []string
-	for {
-		e, err := r.Next()
-		if len(gone) > 0 && (err != nil || e.Kind != record.KindRemove) {
-			tr.Forget(gone...)
-			gone = gone[:0]
-		}
-		if err == io.EOF {
-			return r.Offset(), exitOK
-		}
-		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-			prog.done()
-			fmt.Fprintf(stderr, "vllmstat replay: interrupted at %s line %d (%s)\n", path, r.Line(), prog.status(base+r.Offset(), prog.now()))
-			return r.Offset(), exitError
-		}
-		if err != nil {
-			fmt.Fprintf(stderr, "vllmstat replay: %s: %v\n", path, err)
-			if errors.Is(err, record.ErrLineTooLong) {
-				fmt.Fprintln(stderr, "vllmstat replay: raise --max-line-bytes if the recording is trusted")
+	var outErr error // a step line not written: the output's failure, not the recording's
+	err := record.Replay(r, step.NewTracker(opt), record.ReplayOptions{
+		WorkerLabels: workerLabels,
+		OnEvent: func(e *record.Event) {
+			prog.update(base + r.Offset())
+			if e.Kind == record.KindGap {
+				warn.warn("gap", "the recording lost events here (its disk refused writes); steps around it differ from the run's",
+					"file", path, "line", r.Line(), "events", e.Events, "since", e.Since, "until", e.TS)
 			}
-			return r.Offset(), exitUsage
-		}
-		prog.update(base + r.Offset())
-		switch e.Kind {
-		case record.KindScrape:
-			var page *window.Page
-			var serr error
-			if e.Body != nil {
-				page, serr = window.ParsePageOptions([]byte(*e.Body), window.Options{WorkerLabels: workerLabels})
-				if serr != nil {
-					warn.warn("not Prometheus text", "page is not Prometheus text; counted as a failed scrape", "target", e.Target, "ts", e.TS, "err", serr)
-				}
-			} else {
-				serr = fmt.Errorf("%s", e.Error)
-			}
-			tr.Observe(e.TS, e.Target, page, serr)
-		case record.KindRemove:
-			gone = append(gone, e.Target)
-		case record.KindTarget:
-			tr.SetTargetLabels(e.Target, e.Labels)
-		case record.KindStart:
-			tr.Begin(e.TS)
-		case record.KindPhase:
-			if err := step.ValidPhase(e.Phase); err != nil {
-				fmt.Fprintf(stderr, "vllmstat replay: %s: line %d: %v\n", path, r.Line(), err)
-				return r.Offset(), exitUsage
-			}
-			if e.Edge == record.EdgeStart {
-				tr.StartPhase(e.Phase, e.TS)
-			} else {
-				tr.EndPhase(e.Phase, e.TS)
-			}
-		case record.KindGap:
-			warn.warn("gap", "the recording lost events here (its disk refused writes); steps around it differ from the run's",
-				"file", path, "line", r.Line(), "events", e.Events, "since", e.Since, "until", e.TS)
-		case record.KindStep:
-			rec := tr.EndStep(e.Step, e.TS)
-			b, err := step.MarshalLine(&rec)
+		},
+		OnBadPage: func(e *record.Event, err error) {
+			warn.warn("not Prometheus text", "page is not Prometheus text; counted as a failed scrape", "target", e.Target, "ts", e.TS, "err", err)
+		},
+		OnStep: func(rec *step.Record) error {
+			b, err := step.MarshalLine(rec)
 			if err != nil {
-				fmt.Fprintf(stderr, "vllmstat replay: %v\n", err)
-				return r.Offset(), exitError
+				outErr = err
+				return err
 			}
 			if _, err := stdout.Write(b); err != nil {
-				fmt.Fprintf(stderr, "vllmstat replay: write: %v\n", err)
-				return r.Offset(), exitError
+				outErr = fmt.Errorf("write: %w", err)
+				return outErr
 			}
+			return nil
+		},
+	})
+	switch {
+	case err == nil:
+		return r.Offset(), exitOK
+	case outErr != nil:
+		fmt.Fprintf(stderr, "vllmstat replay: %v\n", outErr)
+		return r.Offset(), exitError
+	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+		prog.done()
+		fmt.Fprintf(stderr, "vllmstat replay: interrupted at %s line %d (%s)\n", path, r.Line(), prog.status(base+r.Offset(), prog.now()))
+		return r.Offset(), exitError
+	default:
+		fmt.Fprintf(stderr, "vllmstat replay: %s: %v\n", path, err)
+		if errors.Is(err, record.ErrLineTooLong) {
+			fmt.Fprintln(stderr, "vllmstat replay: raise --max-line-bytes if the recording is trusted")
 		}
+		return r.Offset(), exitUsage
 	}
 }
 

@@ -98,17 +98,18 @@ func TestStepTableTail(t *testing.T) {
 	}
 }
 
-// TestWatchSummaryNamesWorkers: watch's session summary, from its own tracker, lists the new
-// keys and names the straggler and the worst workers.
+// TestWatchSummaryNamesWorkers: watch's session summary, the step open at exit as its tracker
+// has it, lists the new keys and names the straggler and the worst workers.
 func TestWatchSummaryNamesWorkers(t *testing.T) {
 	cfg := config.Default()
 	cfg.MetricPrefix = "vllm"
 	var b bytes.Buffer
 	w := newWatcher(cfg, false, &b, clock.Real{}, slog.New(slog.DiscardHandler))
 	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	feedBalance(t, w.tr, t0)
-	w.last = t0.Add(4 * time.Second)
-	w.summary()
+	tr := step.NewTracker(step.Options{Prefix: "vllm", Scalars: true})
+	feedBalance(t, tr, t0)
+	rec := tr.Peek(t0.Add(4*time.Second + time.Nanosecond))
+	w.summary(&rec)
 	text := b.String()
 	for _, s := range []string{
 		"vllm/straggler_tail_s ", "vllm/fleet_busy_s ",

@@ -8,18 +8,17 @@ import (
 	"log/slog"
 	"maps"
 	"math"
-	"net/http"
 	"os"
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"golang.org/x/term"
 
 	"github.com/vllmstat/vllmstat/internal/clock"
 	"github.com/vllmstat/vllmstat/internal/config"
+	"github.com/vllmstat/vllmstat/internal/run"
 	"github.com/vllmstat/vllmstat/internal/scrape"
 	"github.com/vllmstat/vllmstat/internal/step"
 	"github.com/vllmstat/vllmstat/internal/vllm"
@@ -76,106 +75,144 @@ func watchWith(ctx context.Context, args []string, stdout, stderr io.Writer, clk
 		return exitUsage
 	}
 	w := newWatcher(cfg, *perWorker, stdout, clk, slog.New(slog.NewTextHandler(stderr, nil)))
-	t := clk.NewTicker(cfg.IntervalDuration())
-	defer t.Stop()
-	w.round(ctx)
-	for {
-		select {
-		case <-ctx.Done():
-			w.summary()
-			return exitOK
-		case <-t.C():
-			w.round(ctx)
-		}
+	p := run.NewWatch(cfg, run.WatchOptions{Clock: clk, Observer: w, OnInterval: w.interval, OnSession: w.summary})
+	if err := p.Start(ctx); err != nil {
+		fmt.Fprintf(stderr, "vllmstat watch: %v\n", err)
+		return exitError
 	}
+	<-ctx.Done()
+	if err := p.Stop(context.WithoutCancel(ctx)); err != nil {
+		fmt.Fprintf(stderr, "vllmstat watch: %v\n", err)
+		return exitError
+	}
+	return exitOK
 }
 
-// watcher owns a watch session: one tracker fed with every round of scrapes.
+// watcher prints a watch session from what the collector observes, on the collector's
+// goroutine: a row (or a row per worker) for each round of scrapes, a tick's, once every
+// target has answered it or was skipped, and the session's summary at exit.
 type watcher struct {
-	cfg       config.Config
+	prefix    string
 	perWorker bool
 	out       io.Writer
 	tty       bool
 	height    int
-	client    *http.Client
-	tr        *step.Tracker
-	ivs       []step.Interval // this round's intervals
-	known     map[step.WorkerID]bool
-	lines     int // rows since the last header
-	drawn     int // rows drawn in place last round
-	last      time.Time
 	clock     clock.Clock
 	log       *slog.Logger
-	down      map[string]string // target -> reason of its last failed scrape; absent when up
-	failed    map[string]int    // failed scrapes of the session by reason
+
+	targets []string               // in the order given, the order of a round's log lines
+	round   map[string]roundResult // the targets heard from in this round
+	fresh   []step.Interval        // the intervals of the scrape being observed
+	ivs     []step.Interval        // this round's intervals
+	known   map[step.WorkerID]bool
+	lines   int // rows since the last header
+	drawn   int // rows drawn in place last round
+
+	down   map[string]string // target -> reason of its last failed scrape; absent when up
+	failed map[string]int    // failed scrapes of the session by reason
+}
+
+// roundResult is how a target's scrape of a round went: skipped, or failed for reason (""
+// when it succeeded).
+type roundResult struct {
+	skipped bool
+	reason  string
+	err     error
 }
 
 func newWatcher(cfg config.Config, perWorker bool, out io.Writer, clk clock.Clock, log *slog.Logger) *watcher {
-	w := &watcher{cfg: cfg, perWorker: perWorker, out: out, client: scrape.NewClient(), known: map[step.WorkerID]bool{}, height: 24,
-		clock: clk, log: log, down: map[string]string{}, failed: map[string]int{}}
+	w := &watcher{prefix: cfg.MetricPrefix, perWorker: perWorker, out: out, height: 24, clock: clk, log: log,
+		round: map[string]roundResult{}, known: map[step.WorkerID]bool{}, down: map[string]string{}, failed: map[string]int{}}
 	if f, ok := out.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 		w.tty = true
 		if _, h, err := term.GetSize(int(f.Fd())); err == nil && h > 4 {
 			w.height = h
 		}
 	}
-	w.tr = step.NewTracker(step.Options{Prefix: cfg.MetricPrefix, Scalars: true, OnInterval: func(iv step.Interval) { w.ivs = append(w.ivs, iv.Clone()) }})
 	return w
 }
 
-// round scrapes every target at once and prints the interval's row(s).
-func (w *watcher) round(ctx context.Context) {
-	results := make([]scrape.Result, len(w.cfg.Targets))
-	var wg sync.WaitGroup
-	for i, u := range w.cfg.Targets {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			results[i] = scrape.Fetch(ctx, u, scrape.Options{Client: w.client, Timeout: w.cfg.Timeout(), MaxBody: w.cfg.MaxBodyBytes, Limits: w.cfg.Limits(), WorkerLabels: w.cfg.WorkerLabels, Clock: w.clock, Compression: w.cfg.Compression})
-		}()
+// interval keeps a worker's values of the scrape being observed, which Scraped then puts in
+// its round.
+func (w *watcher) interval(iv step.Interval) { w.fresh = append(w.fresh, iv.Clone()) }
+
+// Scraped puts a scrape in the round, and prints the round once every target is in it. A target
+// heard from again before the others ends the round without them: they are late, and their
+// answers count in the next one.
+func (w *watcher) Scraped(res *scrape.Result) {
+	if _, ok := w.round[res.Target]; ok {
+		w.endRound()
 	}
-	wg.Wait()
-	if ctx.Err() != nil {
-		return // interrupted mid-round: the summary covers the rounds that completed
+	w.ivs = append(w.ivs, w.fresh...)
+	w.fresh = w.fresh[:0]
+	w.round[res.Target] = roundResult{reason: res.Reason(), err: res.Err()}
+	if res.Err() != nil {
+		w.failed[res.Reason()]++
 	}
-	now := w.clock.Now().UTC().Round(0)
-	if !now.After(w.last) {
-		now = w.last.Add(time.Nanosecond)
+	w.maybeEndRound()
+}
+
+// Skipped puts a target whose previous scrape still runs in the round, with nothing to show.
+func (w *watcher) Skipped(target string) {
+	if _, ok := w.round[target]; !ok {
+		w.round[target] = roundResult{skipped: true}
+		w.maybeEndRound()
 	}
-	w.ivs = w.ivs[:0]
+}
+
+// TargetsChanged keeps the targets: the collector tells the first ones before any scrape.
+func (w *watcher) TargetsChanged(added, removed []string) {
+	w.targets = slices.DeleteFunc(w.targets, func(u string) bool { return slices.Contains(removed, u) })
+	w.targets = append(w.targets, added...)
+}
+
+// StepClosed is never called: no step of a watch session ends.
+func (w *watcher) StepClosed(*step.Record) {}
+
+func (w *watcher) maybeEndRound() {
+	if len(w.round) >= len(w.targets) {
+		w.endRound()
+	}
+}
+
+// endRound logs the round's transitions, in the targets' order, and prints its row(s).
+func (w *watcher) endRound() {
+	now := w.clock.Now()
 	down := 0
-	for i := range results {
-		ts := now.Add(time.Duration(i)) // one order for the tracker
-		w.last = ts
-		w.tr.Observe(ts, results[i].Target, results[i].Page, results[i].Err())
-		if results[i].Err() != nil {
-			down++
-			w.failed[results[i].Reason()]++
+	for _, u := range w.targets {
+		r, ok := w.round[u]
+		if !ok || r.skipped {
+			continue
 		}
-		w.logTransition(&results[i])
+		if r.err != nil {
+			down++
+		}
+		w.logTransition(u, r)
 	}
+	clear(w.round)
 	for _, iv := range w.ivs {
 		w.known[iv.WorkerID] = true
 	}
 	if w.perWorker {
 		w.printWorkers(now, down)
-		return
+	} else {
+		w.printRow(now, w.ivs, fmt.Sprintf("%d/%d", len(w.ivs), max(len(w.known), len(w.ivs))), down)
 	}
-	w.printRow(now, w.ivs, fmt.Sprintf("%d/%d", len(w.ivs), max(len(w.known), len(w.ivs))), down)
+	w.ivs = w.ivs[:0]
 }
 
 // logTransition logs a target going down (with the reason) or coming back, once per change.
-func (w *watcher) logTransition(r *scrape.Result) {
-	reason, was := r.Reason(), w.down[r.Target]
+func (w *watcher) logTransition(target string, r roundResult) {
+	reason, was := r.reason, w.down[target]
 	switch {
 	case reason == was:
 		return
 	case reason != "":
-		w.down[r.Target] = reason
-		w.log.Warn("target down", "target", r.Target, "reason", reason, "err", r.Err())
+		w.down[target] = reason
+		w.log.Warn("target down", "target", target, "reason", reason, "err", r.err)
 	default:
-		delete(w.down, r.Target)
-		w.log.Info("target up", "target", r.Target)
+		delete(w.down, target)
+		w.log.Info("target up", "target", target)
 	}
 	if w.tty {
 		w.drawn = 0 // the message went between drawings: draw the next one below it
@@ -300,10 +337,9 @@ func (w *watcher) printWorkers(t time.Time, down int) {
 	}
 }
 
-// summary prints the whole session as one step record would have it.
-func (w *watcher) summary() {
-	rec := w.tr.EndStep(1, w.last.Add(time.Nanosecond))
-	printSession(w.out, &rec, w.cfg.MetricPrefix, w.failedByReason())
+// summary prints the whole session, rec, as one step record has it.
+func (w *watcher) summary(rec *step.Record) {
+	printSession(w.out, rec, w.prefix, w.failedByReason())
 }
 
 // printSession prints a session's record: its duration, workers and scrapes (failed, the

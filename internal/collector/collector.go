@@ -47,12 +47,14 @@ type Options struct {
 	OnStep   func(*step.Record) // called after the sinks, e.g. to print a summary
 	Keep     int                // closed steps kept in memory for Steps; default 1000
 	Observer Observer           // nil: none
-	// NoFinalStep leaves the open step unclosed at shutdown (a caller that ends every step
-	// itself, like the demo, does not want a last partial one).
+	// NoFinalStep leaves the open step unclosed at shutdown, with no last boundary scrape (a
+	// caller that ends every step itself, like the demo, does not want a last partial one).
 	NoFinalStep bool
-	// OnOpenStep, when StepEvery is 0, gets the open step at shutdown, after a last boundary
-	// scrape of every target: steps then end only on request, so the open one is no step and
-	// goes to no sink, but its caller may keep it (open-step.json). Not called with NoFinalStep.
+	// OnOpenStep gets the step open at shutdown when it is not closed: when StepEvery is 0,
+	// after a last boundary scrape of every target (steps then end only on request, so the open
+	// one is no step and goes to no sink, but its caller may keep it: open-step.json); with
+	// NoFinalStep, as it was at the last event (a live view's whole session, which no step
+	// ever ends, up to its last scrape).
 	OnOpenStep func(*step.Record)
 	// Resume continues the step numbers of an earlier run after ResumeAfter: a step end
 	// must name a greater number, and timer steps count on from it.
@@ -121,9 +123,6 @@ func New(opt Options) *Collector {
 	}
 	return &Collector{opt: opt, log: opt.Logger, reqs: make(chan func(*state)), done: make(chan struct{})}
 }
-
-// SetNoFinalStep makes Run leave the open step unclosed at shutdown. Call it before Run.
-func (c *Collector) SetNoFinalStep() { c.opt.NoFinalStep = true }
 
 // call runs f on the collector's goroutine and waits for it.
 func (c *Collector) call(ctx context.Context, f func(*state)) error {
@@ -270,8 +269,9 @@ func (c *Collector) Run(ctx context.Context) error {
 }
 
 // shutdown closes the open step with a final boundary scrape (with StepEvery 0, only takes the
-// scrape and hands the open step to OnOpenStep), bounded in time so that a dead target cannot
-// hold the exit, then closes the scrape pool and the recording.
+// scrape and hands the open step to OnOpenStep; with NoFinalStep, neither: OnOpenStep gets it as
+// it is, after a step end in progress), bounded in time so that a dead target cannot hold the
+// exit, then closes the scrape pool and the recording.
 func (s *state) shutdown(results chan scrape.Result) error {
 	s.settle()
 	switch {
@@ -294,6 +294,12 @@ func (s *state) shutdown(results chan scrape.Result) error {
 		}
 	}
 	deadline.Stop()
+	if s.c.opt.NoFinalStep && s.c.opt.OnOpenStep != nil {
+		// It ends at the last event stamped (a live view's last scrape), not now: no scrape
+		// measured the time since, which would only water its rates down.
+		rec := s.tracker.Peek(s.last)
+		s.c.opt.OnOpenStep(&rec)
+	}
 	s.pool.Close()
 	if s.c.opt.Recorder != nil {
 		if err := s.c.opt.Recorder.Close(); err != nil {

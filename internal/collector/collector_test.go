@@ -207,6 +207,33 @@ func TestShutdownKeepsTheOpenStepOpen(t *testing.T) {
 	}
 }
 
+// TestNoFinalStepHandsOverTheOpenStep: with NoFinalStep the step open at shutdown is no step
+// and gets no last boundary scrape: OnOpenStep gets it as it is, with the scrapes taken so far.
+func TestNoFinalStepHandsOverTheOpenStep(t *testing.T) {
+	s := newCounterServer(t)
+	var steps int
+	var open []*step.Record
+	var mu sync.Mutex
+	c, fc, stop := start(t, Options{Targets: targets(s.srv.URL), NoFinalStep: true,
+		OnStep:     func(*step.Record) { mu.Lock(); steps++; mu.Unlock() },
+		OnOpenStep: func(r *step.Record) { mu.Lock(); open = append(open, r); mu.Unlock() }})
+	scraped := func(n int) func() bool {
+		return func() bool {
+			rec, _, err := c.Live(context.Background())
+			return err == nil && rec.Scrapes.OK == n
+		}
+	}
+	waitFor(t, scraped(1))
+	fc.Advance(time.Second) // a tick: the second scrape
+	waitFor(t, scraped(2))
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if steps != 0 || len(open) != 1 || open[0].Scrapes.OK != 2 || open[0].Metrics["vllm/generation_tokens"] != 10 || s.n.Load() != 2 {
+		t.Fatalf("%d steps, open steps %+v after %d answers; want no step and one open step of the two scrapes", steps, open, s.n.Load())
+	}
+}
+
 // targets makes targets of URLs without credentials.
 func targets(urls ...string) []target.Target {
 	ts := make([]target.Target, len(urls))

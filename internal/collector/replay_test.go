@@ -2,15 +2,12 @@ package collector
 
 import (
 	"context"
-	"errors"
-	"io"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/vllmstat/vllmstat/internal/record"
 	"github.com/vllmstat/vllmstat/internal/step"
-	"github.com/vllmstat/vllmstat/internal/window"
 )
 
 // TestRemovedTargetReplaysAsLive: a target removed while its counter jumps and then added
@@ -80,41 +77,10 @@ func replayRecording(t *testing.T, path string, opt step.Options) []step.Record 
 		t.Fatal(err)
 	}
 	defer r.Close()
-	tr := step.NewTracker(opt)
 	var replayed []step.Record
-	for {
-		e, err := r.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		switch e.Kind {
-		case record.KindScrape:
-			var page *window.Page
-			var perr error
-			if e.Body != nil {
-				page, perr = window.ParsePage([]byte(*e.Body))
-			} else {
-				perr = errors.New(e.Error)
-			}
-			tr.Observe(e.TS, e.Target, page, perr)
-		case record.KindRemove:
-			tr.Forget(e.Target)
-		case record.KindTarget:
-			tr.SetTargetLabels(e.Target, e.Labels)
-		case record.KindStart:
-			tr.Begin(e.TS)
-		case record.KindPhase:
-			if e.Edge == record.EdgeStart {
-				tr.StartPhase(e.Phase, e.TS)
-			} else {
-				tr.EndPhase(e.Phase, e.TS)
-			}
-		case record.KindStep:
-			replayed = append(replayed, tr.EndStep(e.Step, e.TS))
-		}
+	keep := func(rec *step.Record) error { replayed = append(replayed, *rec); return nil }
+	if err := record.Replay(r, step.NewTracker(opt), record.ReplayOptions{OnStep: keep}); err != nil {
+		t.Fatal(err)
 	}
 	return replayed
 }

@@ -1,4 +1,4 @@
-package cli
+package run
 
 import (
 	"errors"
@@ -64,6 +64,14 @@ func parseSinks(cfg config.Config, log *slog.Logger) ([]plannedSink, error) {
 		return nil, problems
 	}
 	return out, nil
+}
+
+// CheckSinks checks the sinks' settings of cfg as Start does, without side effects, for a
+// command that has more to start before its run (the demo's simulated fleet) and refuses bad
+// settings before it.
+func CheckSinks(cfg config.Config, log *slog.Logger) error {
+	_, err := parseSinks(cfg, log)
+	return err
 }
 
 // sinkEnv is what the sinks get from the run; resume says that the run continues the steps of

@@ -1,7 +1,6 @@
-package cli
+package run
 
 import (
-	"context"
 	"log/slog"
 
 	"github.com/vllmstat/vllmstat/internal/collector"
@@ -9,18 +8,9 @@ import (
 	"github.com/vllmstat/vllmstat/internal/discovery"
 )
 
-// newDiscovery returns the discovery of cfg's DNS names and file_sd files, feeding c; nil
-// without any.
-func newDiscovery(cfg config.Config, c *collector.Collector, log *slog.Logger) runner {
-	if !cfg.HasDiscovery() {
-		return nil
-	}
+// newDiscovery returns the discovery of cfg's DNS names and file_sd files, feeding c.
+func newDiscovery(cfg config.Config, c *collector.Collector, log *slog.Logger) *discovery.Manager {
 	log.Info("discovering targets", "dns", len(cfg.DNS), "file_sd", len(cfg.FileSD), "refresh_interval", cfg.RefreshInterval)
 	return discovery.New(discovery.Options{DNS: cfg.DNS, Files: cfg.FileSD, Refresh: cfg.RefreshInterval,
 		Resolver: discovery.NewResolver(cfg.DNSServer), Logger: log}, c)
-}
-
-// runner is an actor that runs until its context ends.
-type runner interface {
-	Run(ctx context.Context) error
 }

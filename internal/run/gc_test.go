@@ -1,4 +1,4 @@
-package cli
+package run
 
 import (
 	"bytes"
@@ -18,7 +18,7 @@ func TestSetGC(t *testing.T) {
 	t.Setenv("GOMEMLIMIT", "")
 	before := debug.SetGCPercent(100)
 	defer debug.SetGCPercent(before)
-	restore := setGC(log)
+	restore := SetGC(log)
 	if got := debug.SetGCPercent(defaultGCPercent); got != defaultGCPercent {
 		t.Errorf("without GOGC and GOMEMLIMIT the target is %d, want %d", got, defaultGCPercent)
 	}
@@ -30,7 +30,7 @@ func TestSetGC(t *testing.T) {
 	for _, env := range []string{"GOGC", "GOMEMLIMIT"} {
 		t.Run(env, func(t *testing.T) {
 			t.Setenv(env, map[string]string{"GOGC": "200", "GOMEMLIMIT": "1GiB"}[env])
-			setGC(log)()
+			SetGC(log)()
 			if got := debug.SetGCPercent(100); got != 100 {
 				t.Errorf("with %s set the target became %d", env, got)
 			}
