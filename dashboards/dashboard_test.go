@@ -22,12 +22,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vllmstat/vllmstat/internal/page"
 	"github.com/vllmstat/vllmstat/internal/promtest"
 	"github.com/vllmstat/vllmstat/internal/selfmetrics"
 	"github.com/vllmstat/vllmstat/internal/sim"
 	"github.com/vllmstat/vllmstat/internal/sink/remotewrite"
 	"github.com/vllmstat/vllmstat/internal/step"
-	"github.com/vllmstat/vllmstat/internal/window"
 )
 
 const dashboardFile = "vllmstat.json"
@@ -423,11 +423,11 @@ func simulate(t *testing.T, end time.Time) []step.Record {
 			at += interval
 			s.AdvanceTo(at)
 			for i, target := range targets {
-				page, err := window.ParsePage(s.Page(i, start))
+				pg, err := page.ParsePage(s.Page(i, start))
 				if err != nil {
 					t.Fatalf("parse simulated page: %v", err)
 				}
-				tr.Observe(start.Add(at+time.Duration(i)*time.Millisecond), target, page, nil)
+				tr.Observe(start.Add(at+time.Duration(i)*time.Millisecond), target, pg, nil)
 			}
 			edge := start.Add(at + time.Duration(len(targets))*time.Millisecond)
 			switch {

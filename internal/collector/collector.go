@@ -13,11 +13,11 @@ import (
 	"time"
 
 	"github.com/vllmstat/vllmstat/internal/clock"
+	"github.com/vllmstat/vllmstat/internal/page"
 	"github.com/vllmstat/vllmstat/internal/record"
 	"github.com/vllmstat/vllmstat/internal/scrape"
 	"github.com/vllmstat/vllmstat/internal/sink"
 	"github.com/vllmstat/vllmstat/internal/step"
-	"github.com/vllmstat/vllmstat/internal/window"
 )
 
 // Options configure a Collector.
@@ -38,7 +38,7 @@ type Options struct {
 	StepEvery   time.Duration // 0: steps end only on request and at shutdown
 	MaxBody     int64
 	// Limits bound one target's page (series, workers); zero values mean no limit.
-	Limits   window.Limits
+	Limits   page.Limits
 	Tracker  step.Options
 	Recorder *record.Writer // nil: no recording
 	// Sinks get every closed step, in order, on the collector goroutine; their Write must not
@@ -48,8 +48,8 @@ type Options struct {
 	OnStep   func(*step.Record) // called after the sinks, e.g. to print a summary
 	Keep     int                // closed steps kept in memory for Steps; default 1000
 	Observer Observer           // nil: none
-	// WorkerLabels tell a page's workers apart besides engine (see window.Options); nil means
-	// window.DefaultWorkerLabels, an empty list none.
+	// WorkerLabels tell a page's workers apart besides engine (see page.Options); nil means
+	// page.DefaultWorkerLabels, an empty list none.
 	WorkerLabels []string
 
 	// Spread staggers the targets' scrapes over this much of each interval (see scrape.Options).

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vllmstat/vllmstat/internal/page"
 	"github.com/vllmstat/vllmstat/internal/record"
 	"github.com/vllmstat/vllmstat/internal/step"
-	"github.com/vllmstat/vllmstat/internal/window"
 )
 
 // TestRemovedTargetReplaysAsLive: a target removed while its counter jumps and then added
@@ -92,14 +92,14 @@ func replayRecording(t *testing.T, path string, opt step.Options) []step.Record 
 		}
 		switch e.Kind {
 		case record.KindScrape:
-			var page *window.Page
+			var pg *page.Page
 			var perr error
 			if e.Body != nil {
-				page, perr = window.ParsePage([]byte(*e.Body))
+				pg, perr = page.ParsePage([]byte(*e.Body))
 			} else {
 				perr = errors.New(e.Error)
 			}
-			tr.Observe(e.TS, e.Target, page, perr)
+			tr.Observe(e.TS, e.Target, pg, perr)
 		case record.KindRemove:
 			tr.Forget(e.Target)
 		case record.KindTarget:

@@ -15,11 +15,11 @@ import (
 	"time"
 
 	"github.com/vllmstat/vllmstat/internal/clock"
+	"github.com/vllmstat/vllmstat/internal/page"
 	"github.com/vllmstat/vllmstat/internal/record"
 	"github.com/vllmstat/vllmstat/internal/scrape"
 	"github.com/vllmstat/vllmstat/internal/step"
 	"github.com/vllmstat/vllmstat/internal/syncbuf"
-	"github.com/vllmstat/vllmstat/internal/window"
 )
 
 // valueServer answers a page whose generation counter is whatever the test set, with a
@@ -188,7 +188,7 @@ func TestScrapeDurationAndLimits(t *testing.T) {
 	}))
 	defer srv.Close()
 	var logBuf syncbuf.Buffer
-	opt := Options{Targets: targets(srv.URL), NoFinalStep: true, Limits: window.Limits{MaxWorkers: 2},
+	opt := Options{Targets: targets(srv.URL), NoFinalStep: true, Limits: page.Limits{MaxWorkers: 2},
 		Logger: slog.New(slog.NewTextHandler(&logBuf, nil))}
 	fake := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	fc.Store(fake)
@@ -278,7 +278,7 @@ func TestLimitRecordedAsFailure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, _, stop := start(t, Options{Targets: targets(srv.URL), Recorder: rw, Limits: window.Limits{MaxWorkers: 1}})
+	c, _, stop := start(t, Options{Targets: targets(srv.URL), Recorder: rw, Limits: page.Limits{MaxWorkers: 1}})
 	if _, err := c.EndStep(context.Background(), 1); err != nil {
 		t.Fatal(err)
 	}
