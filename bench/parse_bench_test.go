@@ -7,7 +7,7 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 
 	"github.com/vllmstat/vllmstat/internal/benchpage"
-	"github.com/vllmstat/vllmstat/internal/window"
+	"github.com/vllmstat/vllmstat/internal/page"
 )
 
 // The parsers side by side on the same bytes, each doing what its scraper does with a page:
@@ -16,14 +16,14 @@ import (
 //	benchstat new.txt
 //
 // vllmstat's parse keeps only the families it reads but checks the syntax of every line: cold
-// is a page parsed on its own (window.ParsePage), warm a target's next page read by the shape of
-// its previous one (window.Parser);
+// is a page parsed on its own (page.ParsePage), warm a target's next page read by the shape of
+// its previous one (page.Parser);
 // VictoriaMetrics splits every line into a row with its tags; Prometheus walks every entry and
 // builds each sample's labels (its scrape loop then looks them up in its series cache);
 // expfmt builds metric families with protobuf messages.
 func BenchmarkParse(b *testing.B) {
 	for _, name := range PageNames() {
-		page, err := Page(name)
+		body, err := Page(name)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -32,7 +32,7 @@ func BenchmarkParse(b *testing.B) {
 		scrapes := make([][]byte, 8)
 		size := 0
 		for k := range scrapes {
-			scrapes[k] = benchpage.Variant(page, k+1)
+			scrapes[k] = benchpage.Variant(body, k+1)
 			size += len(scrapes[k])
 		}
 		size /= len(scrapes)
@@ -49,14 +49,14 @@ func BenchmarkParse(b *testing.B) {
 		}
 		b.Run(name+"/vllmstat-cold", func(b *testing.B) {
 			run(b, func(s []byte) error {
-				_, err := window.ParsePage(s)
+				_, err := page.ParsePage(s)
 				return err
 			})
 		})
 		b.Run(name+"/vllmstat-warm", func(b *testing.B) {
 			// one Parser per target, each page released before the next scrape, as the
 			// collector does
-			p := window.NewParser(window.Options{})
+			p := page.NewParser(page.Options{})
 			run(b, func(s []byte) error {
 				pg, err := p.Parse(s)
 				if err == nil {

@@ -8,8 +8,8 @@ import (
 
 	"github.com/vllmstat/vllmstat/internal/benchpage"
 	"github.com/vllmstat/vllmstat/internal/expo"
+	"github.com/vllmstat/vllmstat/internal/page"
 	"github.com/vllmstat/vllmstat/internal/vllm"
-	"github.com/vllmstat/vllmstat/internal/window"
 )
 
 // testPages are the benchmark pages and a variant of each, as the fleet server serves them.
@@ -17,12 +17,12 @@ func testPages(t *testing.T) map[string][]byte {
 	t.Helper()
 	out := map[string][]byte{}
 	for _, name := range PageNames() {
-		page, err := Page(name)
+		body, err := Page(name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		out[name] = page
-		out[name+"-variant"] = benchpage.Variant(page, 1)
+		out[name] = body
+		out[name+"-variant"] = benchpage.Variant(body, 1)
 	}
 	return out
 }
@@ -32,21 +32,21 @@ func testPages(t *testing.T) map[string][]byte {
 // values, vllmstat's lexer hands over exactly those of them whose names vllmstat reads, and the
 // page vllmstat keeps holds their values for a few named series.
 func TestParsersReadTheSameSamples(t *testing.T) {
-	for name, page := range testPages(t) {
+	for name, body := range testPages(t) {
 		t.Run(name, func(t *testing.T) {
-			vm, err := vmSamples(page)
+			vm, err := vmSamples(body)
 			if err != nil {
 				t.Fatalf("VictoriaMetrics: %v", err)
 			}
-			prom, err := promSamples(page)
+			prom, err := promSamples(body)
 			if err != nil {
 				t.Fatalf("Prometheus: %v", err)
 			}
-			ef, err := expfmtSamples(page)
+			ef, err := expfmtSamples(body)
 			if err != nil {
 				t.Fatalf("expfmt: %v", err)
 			}
-			lines := sampleLines(page)
+			lines := sampleLines(body)
 			if len(prom) != lines {
 				t.Errorf("Prometheus read %d samples, the page has %d sample lines", len(prom), lines)
 			}
@@ -58,7 +58,7 @@ func TestParsersReadTheSameSamples(t *testing.T) {
 			}
 
 			wanted := map[string]bool{}
-			for _, n := range window.SampleNames() {
+			for _, n := range page.SampleNames() {
 				wanted[n] = true
 			}
 			var kept []sample
@@ -71,7 +71,7 @@ func TestParsersReadTheSameSamples(t *testing.T) {
 				t.Fatal("no sample of a family vllmstat reads on the page")
 			}
 			var got []sample
-			err = expo.Parse(page, expo.NewNames(window.SampleNames()), func(s *expo.Sample) {
+			err = expo.Parse(body, expo.NewNames(page.SampleNames()), func(s *expo.Sample) {
 				ls := make([]pair, 0, len(s.Labels))
 				for _, l := range s.Labels {
 					ls = append(ls, pair{l.Name, l.Value})
@@ -87,7 +87,7 @@ func TestParsersReadTheSameSamples(t *testing.T) {
 			}
 			sameSamples(t, "vllmstat", got, kept, 0)
 
-			p, err := window.ParsePage(page)
+			p, err := page.ParsePage(body)
 			if err != nil {
 				t.Fatalf("vllmstat: %v", err)
 			}
@@ -100,14 +100,14 @@ func TestParsersReadTheSameSamples(t *testing.T) {
 // page, as the benchmark runs it: each page it returns holds the samples' values.
 func TestWarmParserReadsTheSameValues(t *testing.T) {
 	for _, name := range PageNames() {
-		page, err := Page(name)
+		body, err := Page(name)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Run(name, func(t *testing.T) {
-			p := window.NewParser(window.Options{})
+			p := page.NewParser(page.Options{})
 			for k := range 4 {
-				v := benchpage.Variant(page, k+1)
+				v := benchpage.Variant(body, k+1)
 				prom, err := promSamples(v)
 				if err != nil {
 					t.Fatal(err)
@@ -190,7 +190,7 @@ func ulpDist(a, b float64) uint64 {
 
 // checkNamed compares what vllmstat keeps per worker for running requests, prompt tokens and
 // time to first token with the samples of those series.
-func checkNamed(t *testing.T, p *window.Page, all []sample) {
+func checkNamed(t *testing.T, p *page.Page, all []sample) {
 	t.Helper()
 	prefix := ""
 	for _, ns := range vllm.Namespaces {
@@ -215,12 +215,12 @@ func checkNamed(t *testing.T, p *window.Page, all []sample) {
 			return n, sum
 		}
 		who := ep.Engine + " " + ep.Labels
-		if n, v := of("num_requests_running"); n == 0 || !ep.HasGauge[window.Running] || ep.Gauges[window.Running] != v {
-			t.Errorf("worker %s: running %v, the page's %d series add up to %v", who, ep.Gauges[window.Running], n, v)
+		if n, v := of("num_requests_running"); n == 0 || !ep.HasGauge[vllm.Running] || ep.Gauges[vllm.Running] != v {
+			t.Errorf("worker %s: running %v, the page's %d series add up to %v", who, ep.Gauges[vllm.Running], n, v)
 		}
 		var prompt float64
 		for _, c := range ep.Counters {
-			if c.Family == window.PromptTokens {
+			if c.Family == vllm.PromptTokens {
 				prompt += c.Value
 			}
 		}
@@ -230,7 +230,7 @@ func checkNamed(t *testing.T, p *window.Page, all []sample) {
 		var count float64
 		buckets := 0
 		for _, h := range ep.Hists {
-			if h.Family == window.TTFT {
+			if h.Family == vllm.TTFT {
 				count += h.Count
 				buckets += len(h.Buckets)
 			}
@@ -245,12 +245,12 @@ func checkNamed(t *testing.T, p *window.Page, all []sample) {
 	}
 }
 
-// worker names the worker a sample belongs to as engine|worker labels, the way window.Page
+// worker names the worker a sample belongs to as engine|worker labels, the way page.Page
 // tells them apart with its default worker labels.
 func worker(s sample) string {
 	e, _ := s.label("engine")
 	var wl []string
-	for _, n := range window.DefaultWorkerLabels() {
+	for _, n := range page.DefaultWorkerLabels() {
 		if v, ok := s.label(n); ok {
 			wl = append(wl, n+`="`+v+`"`)
 		}

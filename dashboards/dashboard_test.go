@@ -22,13 +22,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vllmstat/vllmstat/internal/page"
 	"github.com/vllmstat/vllmstat/internal/promname"
 	"github.com/vllmstat/vllmstat/internal/promtest"
 	"github.com/vllmstat/vllmstat/internal/selfmetrics"
 	"github.com/vllmstat/vllmstat/internal/sim"
 	"github.com/vllmstat/vllmstat/internal/sink/remotewrite"
 	"github.com/vllmstat/vllmstat/internal/step"
-	"github.com/vllmstat/vllmstat/internal/window"
 )
 
 const dashboardFile = "vllmstat.json"
@@ -424,7 +424,7 @@ func simulate(t *testing.T, end time.Time) []step.Record {
 			at += interval
 			s.AdvanceTo(at)
 			for i, target := range targets {
-				page, err := window.ParsePage(s.Page(i, start))
+				page, err := page.ParsePage(s.Page(i, start))
 				if err != nil {
 					t.Fatalf("parse simulated page: %v", err)
 				}

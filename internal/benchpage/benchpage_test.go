@@ -10,8 +10,9 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/vllmstat/vllmstat/internal/page"
 	"github.com/vllmstat/vllmstat/internal/pyfloat"
-	"github.com/vllmstat/vllmstat/internal/window"
+	"github.com/vllmstat/vllmstat/internal/vllm"
 )
 
 func pages(t *testing.T) map[string][]byte {
@@ -22,14 +23,14 @@ func pages(t *testing.T) map[string][]byte {
 	return map[string][]byte{"ray-256KB": Ray(256 << 10), "vllm-0.10": vllm}
 }
 
-// check parses page with expfmt, which must accept it, and returns what window reads of it.
-func check(t *testing.T, page []byte) *window.Page {
+// check parses body with expfmt, which must accept it, and returns what package page reads of it.
+func check(t *testing.T, body []byte) *page.Page {
 	t.Helper()
 	tp := expfmt.NewTextParser(model.UTF8Validation)
-	if _, err := tp.TextToMetricFamilies(bytes.NewReader(page)); err != nil {
+	if _, err := tp.TextToMetricFamilies(bytes.NewReader(body)); err != nil {
 		t.Fatalf("expfmt: %v", err)
 	}
-	p, err := window.ParsePage(page)
+	p, err := page.ParsePage(body)
 	if err != nil {
 		t.Fatalf("ParsePage: %v", err)
 	}
@@ -50,8 +51,8 @@ func TestRayPage(t *testing.T) {
 			t.Fatalf("Ray(%d): %d workers, want the two replicas", size, len(p.Engines))
 		}
 		for _, ep := range p.Engines {
-			if ep.Engine != "0" || len(ep.Hists) != 4 || len(ep.Counters) != 8 || !ep.HasGauge[window.KVUsage] {
-				t.Errorf("Ray(%d): worker %q %s: %d histograms, %d counters, kv %v", size, ep.Engine, ep.Labels, len(ep.Hists), len(ep.Counters), ep.HasGauge[window.KVUsage])
+			if ep.Engine != "0" || len(ep.Hists) != 4 || len(ep.Counters) != 8 || !ep.HasGauge[vllm.KVUsage] {
+				t.Errorf("Ray(%d): worker %q %s: %d histograms, %d counters, kv %v", size, ep.Engine, ep.Labels, len(ep.Hists), len(ep.Counters), ep.HasGauge[vllm.KVUsage])
 			}
 		}
 	}

@@ -38,17 +38,17 @@ const (
 // label is one label pair; a series' labels are sorted by name when written, as Ray does.
 type label struct{ name, value string }
 
-// page is a page being written, with a fixed random source for its values.
-type page struct {
+// pageWriter is a page being written, with a fixed random source for its values.
+type pageWriter struct {
 	b   strings.Builder
 	rnd *rand.Rand
 }
 
-func (p *page) family(name, typ, help string) {
+func (p *pageWriter) family(name, typ, help string) {
 	fmt.Fprintf(&p.b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, typ)
 }
 
-func (p *page) sample(name string, ls []label, v float64) {
+func (p *pageWriter) sample(name string, ls []label, v float64) {
 	p.b.WriteString(name)
 	if len(ls) > 0 {
 		ls = slices.Clone(ls)
@@ -75,7 +75,7 @@ func escape(s string) string {
 }
 
 // hist writes one histogram series: cumulative buckets, _count (the +Inf bucket) and _sum.
-func (p *page) hist(name string, ls []label, bounds []float64, mean float64) {
+func (p *pageWriter) hist(name string, ls []label, bounds []float64, mean float64) {
 	var cum float64
 	for _, le := range append(slices.Clone(bounds), inf) {
 		cum += float64(p.rnd.IntN(50))
@@ -116,7 +116,7 @@ func workerID(i int) string {
 }
 
 func rayPage(workers int) []byte {
-	p := &page{rnd: rand.New(rand.NewPCG(1, 2))}
+	p := &pageWriter{rnd: rand.New(rand.NewPCG(1, 2))}
 	node := []label{{"InstanceId", ""}, {"IsHeadNode", "false"}, {"NodeAddress", rayNode}, {"SessionName", raySession}, {"Version", rayVersion}, {"ip", rayNode}}
 
 	for _, f := range []struct{ name, help string }{
@@ -249,7 +249,7 @@ func rayPage(workers int) []byte {
 
 // rayVLLM writes the vLLM families of two Ray Serve LLM replicas, as vLLM's Ray stat logger
 // names and tags them.
-func rayVLLM(p *page) {
+func rayVLLM(p *pageWriter) {
 	replicas := []struct{ replica, worker string }{{"k7qz2m1d", workerID(1000)}, {"p3xw9c4e", workerID(1001)}}
 	tags := func(i int) []label {
 		return with(base("core_worker"), label{"ReplicaId", replicas[i].replica}, label{"WorkerId", replicas[i].worker},

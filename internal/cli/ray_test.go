@@ -20,7 +20,7 @@ import (
 func TestRayRunAndReplay(t *testing.T) {
 	var pages [2][]byte
 	for i, name := range []string{"ray-serve-llm-two-replicas.prom", "ray-serve-llm-two-replicas-next.prom"} {
-		b, err := os.ReadFile("../window/testdata/" + name)
+		b, err := os.ReadFile("../page/testdata/" + name)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -12,10 +12,10 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/vllmstat/vllmstat/internal/page"
 	"github.com/vllmstat/vllmstat/internal/record"
 	"github.com/vllmstat/vllmstat/internal/step"
 	"github.com/vllmstat/vllmstat/internal/vllm"
-	"github.com/vllmstat/vllmstat/internal/window"
 )
 
 const replayHelp = `Usage: vllmstat replay [flags] FILE
@@ -42,7 +42,7 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	prefix := fs.String("metric-prefix", vllm.Prefix, "replaces the leading \"vllm\" of every metric key")
 	scalars := fs.Bool("log-scalars", true, "add mean/max/p95 of the per-interval samples")
 	maxLine := fs.Int("max-line-bytes", record.DefaultMaxLine, "longest line (decompressed) accepted; a longer one stops replay")
-	workerLabels := fs.String("worker-labels", strings.Join(window.DefaultWorkerLabels(), ","), workerLabelsUsage)
+	workerLabels := fs.String("worker-labels", strings.Join(page.DefaultWorkerLabels(), ","), workerLabelsUsage)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), replayHelp)
 		fs.PrintDefaults()
@@ -55,7 +55,7 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return exitUsage
 	}
 	wl := labelList(*workerLabels)
-	if err := window.CheckWorkerLabels(wl); err != nil {
+	if err := page.CheckWorkerLabels(wl); err != nil {
 		fmt.Fprintf(stderr, "vllmstat replay: --worker-labels: %v\n", err)
 		return exitUsage
 	}

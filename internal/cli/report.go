@@ -10,11 +10,11 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/vllmstat/vllmstat/internal/page"
 	"github.com/vllmstat/vllmstat/internal/record"
 	"github.com/vllmstat/vllmstat/internal/report"
 	"github.com/vllmstat/vllmstat/internal/step"
 	"github.com/vllmstat/vllmstat/internal/vllm"
-	"github.com/vllmstat/vllmstat/internal/window"
 )
 
 const reportHelp = `Usage: vllmstat report RUN_DIR|RECORDING [-o FILE]
@@ -122,7 +122,7 @@ func replayInto(ctx context.Context, rec, dir string, stderr io.Writer) int {
 	defer f.Close()
 	w := bufio.NewWriter(f)
 	opt := step.Options{Prefix: vllm.Prefix, PerWorker: true, Scalars: true}
-	if code := replayAll(ctx, segs, opt, window.DefaultWorkerLabels(), record.DefaultMaxLine, w, stderr); code != exitOK {
+	if code := replayAll(ctx, segs, opt, page.DefaultWorkerLabels(), record.DefaultMaxLine, w, stderr); code != exitOK {
 		return code
 	}
 	if err := w.Flush(); err != nil {

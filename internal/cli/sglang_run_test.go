@@ -12,10 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vllmstat/vllmstat/internal/page"
 	"github.com/vllmstat/vllmstat/internal/record"
 	"github.com/vllmstat/vllmstat/internal/sim"
 	"github.com/vllmstat/vllmstat/internal/step"
-	"github.com/vllmstat/vllmstat/internal/window"
 )
 
 // sglangFleet starts a simulated SGLang fleet of servers × dp ranks running batches GRPO
@@ -184,7 +184,7 @@ func TestReplaySGLangRecording(t *testing.T) {
 // reads, and one that shows SGLang's DP rank 0 only each get one message naming the server flag
 // that fixes it, however many times they are scraped.
 func TestRunSGLangSetupHints(t *testing.T) {
-	dpAttention := mustRead(t, filepath.Join("..", "window", "testdata", "prometheus-client-render-sglang-dp-attention.prom"))
+	dpAttention := mustRead(t, filepath.Join("..", "page", "testdata", "prometheus-client-render-sglang-dp-attention.prom"))
 	serve := func(code int, body []byte) string {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if code != http.StatusOK {
@@ -208,7 +208,7 @@ func TestRunSGLangSetupHints(t *testing.T) {
 	}
 	l.stop()
 	logs := l.stderr.String()
-	for i, hint := range []string{window.HintNotFound, window.HintNoFamily, window.HintDPRankZero} {
+	for i, hint := range []string{page.HintNotFound, page.HintNoFamily, page.HintDPRankZero} {
 		if n := strings.Count(logs, hint); n != 1 {
 			t.Errorf("target %s: hint %q logged %d times, want once\n%s", targets[i], hint, n, logs)
 		}

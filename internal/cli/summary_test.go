@@ -10,8 +10,8 @@ import (
 
 	"github.com/vllmstat/vllmstat/internal/clock"
 	"github.com/vllmstat/vllmstat/internal/config"
+	"github.com/vllmstat/vllmstat/internal/page"
 	"github.com/vllmstat/vllmstat/internal/step"
-	"github.com/vllmstat/vllmstat/internal/window"
 )
 
 // balanceTarget is the one target of balanceStep's fleet.
@@ -19,7 +19,7 @@ const balanceTarget = "http://h:8000/metrics"
 
 // balancePage is a page of three engines with the given running requests and, after the
 // first scrape, prefix-cache and preemption counters that differ per engine.
-func balancePage(t *testing.T, running [3]float64, first bool) *window.Page {
+func balancePage(t *testing.T, running [3]float64, first bool) *page.Page {
 	t.Helper()
 	var b strings.Builder
 	for e := range 3 {
@@ -31,7 +31,7 @@ func balancePage(t *testing.T, running [3]float64, first bool) *window.Page {
 		fmt.Fprintf(&b, "vllm:num_requests_running%s %v\nvllm:num_requests_waiting%s 0\n", l, running[e], l)
 		fmt.Fprintf(&b, "vllm:prefix_cache_queries_total%s %v\nvllm:prefix_cache_hits_total%s %v\nvllm:num_preemptions_total%s %v\n", l, q, l, h, l, p)
 	}
-	p, err := window.ParsePage([]byte(b.String()))
+	p, err := page.ParsePage([]byte(b.String()))
 	if err != nil {
 		t.Fatal(err)
 	}

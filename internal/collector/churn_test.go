@@ -13,11 +13,11 @@ import (
 	"time"
 
 	"github.com/vllmstat/vllmstat/internal/clock"
+	"github.com/vllmstat/vllmstat/internal/page"
 	"github.com/vllmstat/vllmstat/internal/record"
 	"github.com/vllmstat/vllmstat/internal/scrape"
 	"github.com/vllmstat/vllmstat/internal/selfmetrics"
 	"github.com/vllmstat/vllmstat/internal/step"
-	"github.com/vllmstat/vllmstat/internal/window"
 )
 
 // countingObserver passes every call on to vllmstat's own metrics and counts the scrapes.
@@ -48,7 +48,7 @@ type churn struct {
 	stop    func()
 }
 
-func startChurn(t *testing.T, lim window.Limits, rw *record.Writer) *churn {
+func startChurn(t *testing.T, lim page.Limits, rw *record.Writer) *churn {
 	ch := &churn{t: t}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		i := ch.answers.Add(1)
@@ -125,7 +125,7 @@ func (ch *churn) intervalSeries() int {
 // instead of growing with every scrape.
 func TestChurningWorkersAreForgotten(t *testing.T) {
 	const perStep = 5 // scrapes on ticks, and a boundary scrape: 6 workers per step
-	ch := startChurn(t, window.Limits{}, nil)
+	ch := startChurn(t, page.Limits{}, nil)
 	for n := int64(1); n <= 40; n++ {
 		ch.scrape(perStep)
 		r := ch.endStep(n)
@@ -151,7 +151,7 @@ func TestWorkersPerStepLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ch := startChurn(t, window.Limits{MaxWorkers: 4}, rw)
+	ch := startChurn(t, page.Limits{MaxWorkers: 4}, rw)
 	var live []step.Record
 	for n := int64(1); n <= 3; n++ {
 		ch.scrape(6)

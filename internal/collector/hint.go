@@ -4,16 +4,16 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/vllmstat/vllmstat/internal/page"
 	"github.com/vllmstat/vllmstat/internal/scrape"
-	"github.com/vllmstat/vllmstat/internal/window"
 )
 
-// hint logs what a target's answer tells of its server's setup (window.Hint: an SGLang server
+// hint logs what a target's answer tells of its server's setup (page.Hint: an SGLang server
 // started without --enable-metrics, or whose DP ranks but the first export nothing) once, when
 // the hint appears or changes.
 func (s *state) hint(t *TargetState, res *scrape.Result) {
 	var se *scrape.StatusError
-	h := window.Hint(res.Page, errors.As(res.Err(), &se) && se.Code == http.StatusNotFound)
+	h := page.Hint(res.Page, errors.As(res.Err(), &se) && se.Code == http.StatusNotFound)
 	if h == t.hint {
 		return
 	}

@@ -17,7 +17,7 @@ func rayServer(t *testing.T) (*httptest.Server, *atomic.Int64) {
 	t.Helper()
 	var pages [2][]byte
 	for i, name := range []string{"ray-serve-llm-two-replicas.prom", "ray-serve-llm-two-replicas-next.prom"} {
-		b, err := os.ReadFile("../window/testdata/" + name)
+		b, err := os.ReadFile("../page/testdata/" + name)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -7,9 +7,9 @@ import (
 	"slices"
 	"time"
 
+	"github.com/vllmstat/vllmstat/internal/page"
 	"github.com/vllmstat/vllmstat/internal/scrape"
 	"github.com/vllmstat/vllmstat/internal/step"
-	"github.com/vllmstat/vllmstat/internal/window"
 )
 
 // state is everything the collector goroutine owns.
@@ -85,7 +85,7 @@ type TargetState struct {
 	seen   bool
 	reason string // of the last failure, "" when up
 	late   bool   // added while the run ran, not at its start
-	hint   string // the setup hint last logged (see window.Hint)
+	hint   string // the setup hint last logged (see page.Hint)
 
 	// Labels are the labels discovery gave the target (file_sd); read only.
 	Labels map[string]string `json:"labels,omitempty"`
@@ -167,7 +167,7 @@ func (s *state) observe(res scrape.Result) {
 	}
 	if rw := s.c.opt.Recorder; rw != nil {
 		body, ferr := res.Body, res.FetchErr
-		if errors.Is(res.ParseErr, window.ErrLimit) {
+		if errors.Is(res.ParseErr, page.ErrLimit) {
 			// Replay knows no limits: it gets the failure, so that it counts what the run did,
 			// and the recording does not grow by the oversized page.
 			body, ferr = nil, res.ParseErr

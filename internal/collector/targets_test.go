@@ -15,12 +15,12 @@ import (
 	"time"
 
 	"github.com/vllmstat/vllmstat/internal/clock"
+	"github.com/vllmstat/vllmstat/internal/page"
 	"github.com/vllmstat/vllmstat/internal/record"
 	"github.com/vllmstat/vllmstat/internal/scrape"
 	"github.com/vllmstat/vllmstat/internal/step"
 	"github.com/vllmstat/vllmstat/internal/syncbuf"
 	"github.com/vllmstat/vllmstat/internal/target"
-	"github.com/vllmstat/vllmstat/internal/window"
 )
 
 // valueServer answers a page whose generation counter is whatever the test set, with a
@@ -189,7 +189,7 @@ func TestScrapeDurationAndLimits(t *testing.T) {
 	}))
 	defer srv.Close()
 	var logBuf syncbuf.Buffer
-	opt := Options{Targets: targets(srv.URL), NoFinalStep: true, Options: scrape.Options{Limits: window.Limits{MaxWorkers: 2},
+	opt := Options{Targets: targets(srv.URL), NoFinalStep: true, Options: scrape.Options{Limits: page.Limits{MaxWorkers: 2},
 		Logger: slog.New(slog.NewTextHandler(&logBuf, nil))}}
 	fake := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	fc.Store(fake)
@@ -279,7 +279,7 @@ func TestLimitRecordedAsFailure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, _, stop := start(t, Options{Options: scrape.Options{Limits: window.Limits{MaxWorkers: 1}}, Targets: targets(srv.URL), Recorder: rw})
+	c, _, stop := start(t, Options{Options: scrape.Options{Limits: page.Limits{MaxWorkers: 1}}, Targets: targets(srv.URL), Recorder: rw})
 	if _, err := c.EndStep(context.Background(), 1); err != nil {
 		t.Fatal(err)
 	}

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vllmstat/vllmstat/internal/page"
 	"github.com/vllmstat/vllmstat/internal/target"
-	"github.com/vllmstat/vllmstat/internal/window"
 )
 
 func TestCredentials(t *testing.T) {
@@ -46,7 +46,7 @@ func TestCredentials(t *testing.T) {
 	if az := c.Targets[4].Auth.Authorization; az == nil || az.Type != "Token" || az.Credentials.Reveal() != "tok-own-x7" {
 		t.Errorf("targets[4]: %+v", az)
 	}
-	if !c.MetricsPublic || c.Limits() != (window.Limits{MaxSeries: 5000, MaxWorkers: 8}) {
+	if !c.MetricsPublic || c.Limits() != (page.Limits{MaxSeries: 5000, MaxWorkers: 8}) {
 		t.Errorf("metrics_public %v limits %+v", c.MetricsPublic, c.Limits())
 	}
 	// Printed every way, the configuration shows no user info.
@@ -137,8 +137,8 @@ func TestIntervalFloor(t *testing.T) {
 		}
 	}
 	c := Default()
-	if c.Limits() != window.DefaultLimits {
-		t.Errorf("default limits %+v, want %+v", c.Limits(), window.DefaultLimits)
+	if c.Limits() != page.DefaultLimits {
+		t.Errorf("default limits %+v, want %+v", c.Limits(), page.DefaultLimits)
 	}
 }
 

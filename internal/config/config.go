@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/vllmstat/vllmstat/internal/discovery"
+	"github.com/vllmstat/vllmstat/internal/page"
 	"github.com/vllmstat/vllmstat/internal/scrape"
-	"github.com/vllmstat/vllmstat/internal/window"
 )
 
 // Config is the whole configuration of a run. Its yaml tags are the keys of vllmstat's own
@@ -63,7 +63,7 @@ type Config struct {
 	Record string `yaml:"record"`
 	// MaxBodyBytes bounds a page; a larger one is a failed scrape.
 	MaxBodyBytes int64 `yaml:"max_body_bytes"`
-	// MaxSeriesPerTarget bounds the series of one target's page (see window.Limits); a page
+	// MaxSeriesPerTarget bounds the series of one target's page (see page.Limits); a page
 	// over it is a failed scrape.
 	MaxSeriesPerTarget int `yaml:"max_series_per_target"`
 	// MaxWorkersPerTarget bounds the workers of one target's page, likewise.
@@ -74,7 +74,7 @@ type Config struct {
 	// scrape.Options.RequestNames).
 	RequestNames bool `yaml:"request_names"`
 	// WorkerLabels are the labels that, with the target and engine, tell workers apart (Ray's
-	// ReplicaId and WorkerId by default; see window.Options). Empty: target and engine alone.
+	// ReplicaId and WorkerId by default; see page.Options). Empty: target and engine alone.
 	WorkerLabels []string `yaml:"worker_labels" want:"a list of label names, e.g. [ReplicaId, WorkerId] ([] for none)" item:"a label name"`
 
 	// Sinks are the destinations of closed steps besides steps.jsonl, in order.
@@ -139,11 +139,11 @@ func Default() Config {
 
 		RefreshInterval: discovery.DefaultRefresh,
 
-		MaxSeriesPerTarget:  window.DefaultLimits.MaxSeries,
-		MaxWorkersPerTarget: window.DefaultLimits.MaxWorkers,
+		MaxSeriesPerTarget:  page.DefaultLimits.MaxSeries,
+		MaxWorkersPerTarget: page.DefaultLimits.MaxWorkers,
 		Compression:         scrape.DefaultCompression,
 		RequestNames:        true,
-		WorkerLabels:        window.DefaultWorkerLabels(),
+		WorkerLabels:        page.DefaultWorkerLabels(),
 	}
 }
 
@@ -169,8 +169,8 @@ func TargetsOf(raw []string) []target.Target {
 }
 
 // Limits returns the per-target page limits.
-func (c *Config) Limits() window.Limits {
-	return window.Limits{MaxSeries: c.MaxSeriesPerTarget, MaxWorkers: c.MaxWorkersPerTarget}
+func (c *Config) Limits() page.Limits {
+	return page.Limits{MaxSeries: c.MaxSeriesPerTarget, MaxWorkers: c.MaxWorkersPerTarget}
 }
 
 // Path returns where setting key (the name of a YAML key) was given: a key path in the file, a
@@ -256,7 +256,7 @@ func (c *Config) Validate() error {
 	if _, err := scrape.ParseCompression(string(c.Compression)); err != nil {
 		bad("compression", strconv.Quote(string(c.Compression)), "must be gzip or none")
 	}
-	if err := window.CheckWorkerLabels(c.WorkerLabels); err != nil {
+	if err := page.CheckWorkerLabels(c.WorkerLabels); err != nil {
 		path, line := c.at("worker_labels")
 		ps = append(ps, fmt.Sprintf("%s: %v%s", path, err, line))
 	}

@@ -9,9 +9,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/vllmstat/vllmstat/internal/page"
 	"github.com/vllmstat/vllmstat/internal/step"
 	"github.com/vllmstat/vllmstat/internal/vllm"
-	"github.com/vllmstat/vllmstat/internal/window"
 )
 
 // Label is one label of a series.
@@ -85,7 +85,7 @@ func WalkStep(prefix string, r *step.Record, fn func(name string, labels []Label
 	}
 	for i := range r.PerWorker {
 		w := &r.PerWorker[i]
-		walkValues(prefix, WorkerFamilyPrefix, w.Values, w.Metrics, []Label{{"target", w.Target}, {"engine", w.Engine}, {"worker_labels", window.LabelKey(w.Labels)}}, fn)
+		walkValues(prefix, WorkerFamilyPrefix, w.Values, w.Metrics, []Label{{"target", w.Target}, {"engine", w.Engine}, {"worker_labels", page.LabelKey(w.Labels)}}, fn)
 	}
 }
 

@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vllmstat/vllmstat/internal/page"
 	"github.com/vllmstat/vllmstat/internal/sim"
 	"github.com/vllmstat/vllmstat/internal/step"
-	"github.com/vllmstat/vllmstat/internal/window"
 )
 
 // RunOptions shape a simulated run.
@@ -64,11 +64,11 @@ func SimulateRun(opt RunOptions) (*Run, error) {
 			for i, target := range run.Targets {
 				// Targets are scraped a millisecond apart, as a pool would.
 				ts := start.Add(t + time.Duration(i)*time.Millisecond)
-				page, err := window.ParsePage(s.Page(i, start))
+				pg, err := page.ParsePage(s.Page(i, start))
 				if err != nil {
 					return nil, fmt.Errorf("parse simulated page: %w", err)
 				}
-				tr.Observe(ts, target, page, nil)
+				tr.Observe(ts, target, pg, nil)
 			}
 		}
 		end := start.Add(t + time.Duration(len(run.Targets))*time.Millisecond)

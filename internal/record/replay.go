@@ -6,8 +6,8 @@ import (
 	"io"
 	"time"
 
+	"github.com/vllmstat/vllmstat/internal/page"
 	"github.com/vllmstat/vllmstat/internal/step"
-	"github.com/vllmstat/vllmstat/internal/window"
 )
 
 // Tracker is what Replay feeds a recording to; step.Tracker is one. The collector made the same
@@ -15,7 +15,7 @@ import (
 // recording gives the run's step records.
 type Tracker interface {
 	Begin(ts time.Time)
-	Observe(ts time.Time, target string, page *window.Page, err error) (undated bool)
+	Observe(ts time.Time, target string, page *page.Page, err error) (undated bool)
 	Forget(targets ...string)
 	SetTargetLabels(target string, labels map[string]string)
 	StartPhase(name string, ts time.Time)
@@ -25,8 +25,8 @@ type Tracker interface {
 
 // ReplayOptions configure Replay.
 type ReplayOptions struct {
-	// WorkerLabels tell a page's workers apart besides engine (see window.Options); nil means
-	// window.DefaultWorkerLabels. They must be the run's for its steps to come out the same.
+	// WorkerLabels tell a page's workers apart besides engine (see page.Options); nil means
+	// page.DefaultWorkerLabels. They must be the run's for its steps to come out the same.
 	WorkerLabels []string
 	// OnEvent, if set, is told of every event read, before it is replayed: a gap event, which
 	// replays to nothing, is only seen here.
@@ -62,17 +62,17 @@ func Replay(r *Reader, t Tracker, opt ReplayOptions) error {
 		}
 		switch e.Kind {
 		case KindScrape:
-			var page *window.Page
+			var pg *page.Page
 			var serr error
 			if e.Body != nil {
-				page, serr = window.ParsePageOptions([]byte(*e.Body), window.Options{WorkerLabels: opt.WorkerLabels})
+				pg, serr = page.ParsePageOptions([]byte(*e.Body), page.Options{WorkerLabels: opt.WorkerLabels})
 				if serr != nil && opt.OnBadPage != nil {
 					opt.OnBadPage(e, serr)
 				}
 			} else {
 				serr = errors.New(e.Error)
 			}
-			t.Observe(e.TS, e.Target, page, serr)
+			t.Observe(e.TS, e.Target, pg, serr)
 		case KindRemove:
 			gone = append(gone, e.Target)
 		case KindTarget:

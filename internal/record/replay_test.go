@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vllmstat/vllmstat/internal/page"
 	"github.com/vllmstat/vllmstat/internal/step"
-	"github.com/vllmstat/vllmstat/internal/window"
 )
 
 // callLog is a Tracker that writes down every call, one line each, with times as seconds after
@@ -24,7 +24,7 @@ func (c *callLog) at(ts time.Time) string { return fmt.Sprint(ts.Sub(c.t0).Secon
 
 func (c *callLog) Begin(ts time.Time) { c.calls = append(c.calls, "begin "+c.at(ts)) }
 
-func (c *callLog) Observe(ts time.Time, target string, page *window.Page, err error) bool {
+func (c *callLog) Observe(ts time.Time, target string, page *page.Page, err error) bool {
 	switch {
 	case err != nil:
 		c.calls = append(c.calls, fmt.Sprintf("observe %s %s err=%v", c.at(ts), target, err))
@@ -137,11 +137,11 @@ func TestReplayCalls(t *testing.T) {
 }
 
 // errorOf is the parse error of a page that is not Prometheus text.
-func errorOf(t *testing.T, page string) string {
+func errorOf(t *testing.T, body string) string {
 	t.Helper()
-	_, err := window.ParsePage([]byte(page))
+	_, err := page.ParsePage([]byte(body))
 	if err == nil {
-		t.Fatalf("%q parses", page)
+		t.Fatalf("%q parses", body)
 	}
 	return err.Error()
 }

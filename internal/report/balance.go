@@ -6,10 +6,10 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/vllmstat/vllmstat/internal/page"
 	"github.com/vllmstat/vllmstat/internal/step"
 	"github.com/vllmstat/vllmstat/internal/timeline"
 	"github.com/vllmstat/vllmstat/internal/vllm"
-	"github.com/vllmstat/vllmstat/internal/window"
 )
 
 // The fleet-balance keys of a step record, without their prefix: how long the fleet was busy,
@@ -50,7 +50,7 @@ type workerRef struct {
 }
 
 func (w workerRef) label() string {
-	return timeline.Label(step.WorkerID{Target: w.Target, Engine: w.Engine, Labels: window.LabelKey(w.Labels)})
+	return timeline.Label(step.WorkerID{Target: w.Target, Engine: w.Engine, Labels: page.LabelKey(w.Labels)})
 }
 
 // readBalance decodes the balance fields of one steps.jsonl line, nil when it has none. Only

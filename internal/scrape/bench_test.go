@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vllmstat/vllmstat/internal/page"
 	"github.com/vllmstat/vllmstat/internal/target"
-	"github.com/vllmstat/vllmstat/internal/window"
 )
 
 // The benchmarks fetch a vLLM 0.20 page (38 KB, as prometheus_client renders it) from a server
@@ -82,7 +82,7 @@ func serveBench() {
 		fmt.Println("error", err)
 		os.Exit(1)
 	}
-	restricted := restrictPage(full, window.SampleNames())
+	restricted := restrictPage(full, page.SampleNames())
 	fullZ, restrictedZ := gzipped(full), gzipped(restricted)
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, zipped := full, fullZ
@@ -221,7 +221,7 @@ func BenchmarkGet(b *testing.B) {
 					s := newScraper(context.Background(), target.Target{URL: u}, &opt)
 					defer s.close()
 					if restrict {
-						s.names.restrict(window.SampleNames()[:1]) // the namespace of vllm: names
+						s.names.restrict(page.SampleNames()[:1]) // the namespace of vllm: names
 					}
 					var buf bytes.Buffer
 					benchLoop(b, func() {
@@ -250,7 +250,7 @@ func BenchmarkFetch(b *testing.B) {
 			if err := legacyGet(ctx, client, u, DefaultMaxBody, buf); err != nil {
 				b.Fatal(err)
 			}
-			if _, err := window.ParsePageOptions(buf.Bytes(), window.Options{}); err != nil {
+			if _, err := page.ParsePageOptions(buf.Bytes(), page.Options{}); err != nil {
 				b.Fatal(err)
 			}
 		})
@@ -284,7 +284,7 @@ func BenchmarkScanNames(b *testing.B) {
 		b.Fatal(err)
 	}
 	sn := readNames()
-	for name, page := range map[string][]byte{"full": full, "restricted": restrictPage(full, window.SampleNames())} {
+	for name, page := range map[string][]byte{"full": full, "restricted": restrictPage(full, page.SampleNames())} {
 		b.Run(name, func(b *testing.B) {
 			set := newNameSet(len(sn.names))
 			b.SetBytes(int64(len(page)))

@@ -50,15 +50,15 @@ func TestFetchEncodings(t *testing.T) {
 			w.Write(body)
 		})
 	}
-	serve("/asked", "asked", []byte(page))
-	serve("/always-gzip", "gzip", gzipped([]byte(page)))
-	serve("/x-gzip", "x-gzip", gzipped([]byte(page)))
-	serve("/identity", "identity", []byte(page))
-	serve("/br", "br", []byte(page))
-	serve("/corrupt", "gzip", gzipped([]byte(page))[:20])
+	serve("/asked", "asked", []byte(runningPage))
+	serve("/always-gzip", "gzip", gzipped([]byte(runningPage)))
+	serve("/x-gzip", "x-gzip", gzipped([]byte(runningPage)))
+	serve("/identity", "identity", []byte(runningPage))
+	serve("/br", "br", []byte(runningPage))
+	serve("/corrupt", "gzip", gzipped([]byte(runningPage))[:20])
 	serve("/bomb", "gzip", bomb)
 	serve("/big-compressed", "gzip", gzipped(big))
-	serve("/limit-exact", "gzip", gzipped([]byte(page+strings.Repeat("#", maxBody-len(page)))))
+	serve("/limit-exact", "gzip", gzipped([]byte(runningPage+strings.Repeat("#", maxBody-len(runningPage)))))
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 
@@ -97,7 +97,7 @@ func TestFetchEncodings(t *testing.T) {
 				if r.BodyBytes > maxBody+1 {
 					t.Errorf("%d bytes read, past the limit of %d", r.BodyBytes, maxBody)
 				}
-				if tt.reason == "" && (r.Page == nil || len(r.Page.Engines) != 1 || r.Page.Engines[0].Gauges[0] != 3 || !strings.HasPrefix(string(r.Body), page)) {
+				if tt.reason == "" && (r.Page == nil || len(r.Page.Engines) != 1 || r.Page.Engines[0].Gauges[0] != 3 || !strings.HasPrefix(string(r.Body), runningPage)) {
 					t.Fatalf("page %+v body %.80q", r.Page, r.Body)
 				}
 			})

@@ -23,7 +23,7 @@ func authServer(t *testing.T, want func() string) (*httptest.Server, *[]string) 
 			http.Error(w, "who are you", http.StatusUnauthorized)
 			return
 		}
-		w.Write([]byte(page))
+		w.Write([]byte(runningPage))
 	}))
 	t.Cleanup(srv.Close)
 	return srv, &got
@@ -82,7 +82,7 @@ func TestRedirectKeepsCredentialsOnHost(t *testing.T) {
 		var otherGot []string
 		other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			otherGot = append(otherGot, r.Header.Get("Authorization"))
-			w.Write([]byte(page))
+			w.Write([]byte(runningPage))
 		}))
 		defer other.Close()
 		// The same listener under another host name: localhost instead of 127.0.0.1.
@@ -93,7 +93,7 @@ func TestRedirectKeepsCredentialsOnHost(t *testing.T) {
 		mux.HandleFunc("/here", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/metrics", http.StatusFound) })
 		mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
 			sameGot = append(sameGot, r.Header.Get("Authorization"))
-			w.Write([]byte(page))
+			w.Write([]byte(runningPage))
 		})
 		srv := httptest.NewServer(mux)
 		defer srv.Close()

@@ -78,7 +78,7 @@ func TestPoolCloseAbortsScrape(t *testing.T) {
 		case <-r.Context().Done():
 			aborted.Store(true)
 		case <-time.After(30 * time.Second):
-			w.Write([]byte(page))
+			w.Write([]byte(runningPage))
 		}
 	}))
 	defer srv.Close()
@@ -160,7 +160,7 @@ func newRawServer(t *testing.T, answer func(i int) (resp string, closeAfter bool
 
 func (rs *rawServer) url() string { return "http://" + rs.l.Addr().String() + "/metrics" }
 
-var okAnswer = fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n%s", len(page), page)
+var okAnswer = fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n%s", len(runningPage), runningPage)
 
 // TestFastConnections checks the fast client's connection handling: one connection kept across
 // scrapes; a connection the server closed while idle replaced within the scrape; an answer
@@ -198,14 +198,14 @@ func TestFastConnections(t *testing.T) {
 		}
 	})
 	t.Run("until close", func(t *testing.T) {
-		rs := newRawServer(t, func(int) (string, bool) { return "HTTP/1.1 200 OK\r\n\r\n" + page, true })
+		rs := newRawServer(t, func(int) (string, bool) { return "HTTP/1.1 200 OK\r\n\r\n" + runningPage, true })
 		scrapes(t, rs, 3, nil)
 		if n := rs.conns.Load(); n != 3 {
 			t.Fatalf("%d connections for 3 scrapes, want 3", n)
 		}
 	})
 	t.Run("chunked", func(t *testing.T) {
-		chunked := fmt.Sprintf("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n", len(page), page)
+		chunked := fmt.Sprintf("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n", len(runningPage), runningPage)
 		rs := newRawServer(t, func(int) (string, bool) { return chunked, false })
 		scrapes(t, rs, 5, nil)
 		if n := rs.conns.Load(); n != 1 {
@@ -222,7 +222,7 @@ func TestFastConnections(t *testing.T) {
 	})
 	t.Run("connection close", func(t *testing.T) {
 		rs := newRawServer(t, func(int) (string, bool) {
-			return fmt.Sprintf("HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s", len(page), page), false
+			return fmt.Sprintf("HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s", len(runningPage), runningPage), false
 		})
 		scrapes(t, rs, 3, nil)
 		if n := rs.conns.Load(); n != 3 {
@@ -235,7 +235,7 @@ func TestFastConnections(t *testing.T) {
 // connection: a fleet that changes must not leave connections to old engines open.
 func TestPoolClosesRemovedTargetConnection(t *testing.T) {
 	closed := make(chan struct{}, 1)
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(page)) }))
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(runningPage)) }))
 	srv.Config.ConnState = func(c net.Conn, st http.ConnState) {
 		if st == http.StateClosed {
 			closed <- struct{}{}
@@ -269,7 +269,7 @@ func TestFastLargeHeaders(t *testing.T) {
 		big := strings.Repeat("x", tt.size)
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("X-Big", big)
-			w.Write([]byte(page))
+			w.Write([]byte(runningPage))
 		}))
 		opt := Options{Timeout: 5 * time.Second}.withDefaults()
 		opt.fast = true
@@ -293,7 +293,7 @@ func TestTLSTarget(t *testing.T) {
 	var auth atomic.Value
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		auth.Store(r.Header.Get("Authorization"))
-		w.Write([]byte(page))
+		w.Write([]byte(runningPage))
 	}))
 	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the untrusted handshake below fails on purpose
 	srv.StartTLS()

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/vllmstat/vllmstat/internal/page"
 	"github.com/vllmstat/vllmstat/internal/vllm"
-	"github.com/vllmstat/vllmstat/internal/window"
 )
 
 // Asking for fewer samples. prometheus_client (which serves vLLM's /metrics) renders only the
@@ -38,7 +38,7 @@ type sampleNames struct {
 type nsMask uint8
 
 var readNames = sync.OnceValue(func() *sampleNames {
-	s := &sampleNames{names: window.SampleNames(), index: map[string]int{}}
+	s := &sampleNames{names: page.SampleNames(), index: map[string]int{}}
 	for i, n := range s.names {
 		s.index[n] = i
 		s.ns = append(s.ns, namespaceOf(n))

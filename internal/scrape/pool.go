@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/vllmstat/vllmstat/internal/clock"
+	"github.com/vllmstat/vllmstat/internal/page"
 	"github.com/vllmstat/vllmstat/internal/target"
-	"github.com/vllmstat/vllmstat/internal/window"
 )
 
 // Options configure every target's scrapes.
@@ -21,13 +21,13 @@ type Options struct {
 	MaxBody int64
 	// Limits bound the series and workers of one page; a page over them is a failed scrape
 	// (reason "limit"). Zero values mean no limit.
-	Limits   window.Limits
+	Limits   page.Limits
 	KeepBody bool // keep page bodies in results, for recordings
 	// Clock times the scrapes (Result.Start, Result.Duration) and their spread offsets; nil is
 	// the wall clock.
 	Clock clock.Clock
-	// WorkerLabels tell a page's workers apart besides engine (see window.Options); nil means
-	// window.DefaultWorkerLabels, an empty list none.
+	// WorkerLabels tell a page's workers apart besides engine (see page.Options); nil means
+	// page.DefaultWorkerLabels, an empty list none.
 	WorkerLabels []string
 
 	// Compression is what pages are asked to be compressed with; "" is DefaultCompression.

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/vllmstat/vllmstat/internal/clock"
+	"github.com/vllmstat/vllmstat/internal/page"
 	"github.com/vllmstat/vllmstat/internal/target"
-	"github.com/vllmstat/vllmstat/internal/window"
 )
 
 // TestFetchDuration checks that a scrape's duration covers the server's delay, timed by the
@@ -22,7 +22,7 @@ func TestFetchDuration(t *testing.T) {
 	fc := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fc.Advance(3 * time.Second)
-		w.Write([]byte(page))
+		w.Write([]byte(runningPage))
 	}))
 	defer srv.Close()
 	r := Fetch(context.Background(), target.Target{URL: srv.URL}, Options{Timeout: 5 * time.Second, Clock: fc})
@@ -40,7 +40,7 @@ func TestFetchDurationWallClock(t *testing.T) {
 	const delay = 30 * time.Millisecond
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		time.Sleep(delay) // the slowness under test, not a wait for the test's sake
-		w.Write([]byte(page))
+		w.Write([]byte(runningPage))
 	}))
 	defer srv.Close()
 	r := Fetch(context.Background(), target.Target{URL: srv.URL}, Options{Timeout: 5 * time.Second})
@@ -70,14 +70,14 @@ func TestFetchLimits(t *testing.T) {
 	defer srv.Close()
 	tests := []struct {
 		engines int
-		lim     window.Limits
+		lim     page.Limits
 		reason  string
 		msg     string
 	}{
-		{engines: 3, lim: window.Limits{MaxWorkers: 3, MaxSeries: 3}},
-		{engines: 4, lim: window.Limits{MaxWorkers: 3}, reason: "limit", msg: "workers"},
-		{engines: 4, lim: window.Limits{MaxSeries: 3}, reason: "limit", msg: "series"},
-		{engines: 64, lim: window.DefaultLimits},
+		{engines: 3, lim: page.Limits{MaxWorkers: 3, MaxSeries: 3}},
+		{engines: 4, lim: page.Limits{MaxWorkers: 3}, reason: "limit", msg: "workers"},
+		{engines: 4, lim: page.Limits{MaxSeries: 3}, reason: "limit", msg: "series"},
+		{engines: 64, lim: page.DefaultLimits},
 		{engines: 100}, // no limits
 	}
 	for _, tt := range tests {
@@ -92,7 +92,7 @@ func TestFetchLimits(t *testing.T) {
 				}
 				return
 			}
-			if !errors.Is(r.Err(), window.ErrLimit) || !strings.Contains(r.Err().Error(), tt.msg) || r.Page != nil {
+			if !errors.Is(r.Err(), page.ErrLimit) || !strings.Contains(r.Err().Error(), tt.msg) || r.Page != nil {
 				t.Fatalf("err %v page %v: want an ErrLimit about %s and no page", r.Err(), r.Page, tt.msg)
 			}
 		})
@@ -102,7 +102,7 @@ func TestFetchLimits(t *testing.T) {
 // TestPoolGenerations checks that a target removed and added again is a new instance: its
 // results carry a new generation, and the pool reports only the current one.
 func TestPoolGenerations(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(page)) }))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(runningPage)) }))
 	defer srv.Close()
 	out := make(chan Result, 8)
 	p := NewPool(Options{Timeout: 5 * time.Second}, out)
@@ -155,7 +155,7 @@ func TestPoolSpreadOffset(t *testing.T) {
 	var hits atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hits.Add(1)
-		w.Write([]byte(page))
+		w.Write([]byte(runningPage))
 	}))
 	defer srv.Close()
 	const spread = time.Second
@@ -203,7 +203,7 @@ func TestPoolSpreadOffset(t *testing.T) {
 // the start is spread too.
 func TestPoolSpreadFrom(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Write([]byte(page))
+		w.Write([]byte(runningPage))
 	}))
 	defer srv.Close()
 	const spread = time.Second

@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vllmstat/vllmstat/internal/page"
 	"github.com/vllmstat/vllmstat/internal/syncbuf"
 	"github.com/vllmstat/vllmstat/internal/target"
-	"github.com/vllmstat/vllmstat/internal/window"
 )
 
 // vllmPage is a page with samples of four families vllmstat reads and one it does not.
@@ -96,7 +96,7 @@ func vllmNames() []string { s, _ := askedNames("vllm:"); return s }
 // askedNames returns the names a query asks for in the namespaces of prefixes: the sample
 // names vllmstat reads that begin with one of them, then the histogram family names.
 func askedNames(prefixes ...string) (samples, families []string) {
-	for _, n := range window.SampleNames() {
+	for _, n := range page.SampleNames() {
 		for _, p := range prefixes {
 			if strings.HasPrefix(n, p) && !strings.HasPrefix(n, "ray_"+p) {
 				samples = append(samples, n)
@@ -115,7 +115,7 @@ type restrictCase struct {
 	s    *scraper
 	opt  Options
 	logs *syncbuf.Buffer
-	want *window.Page // the full page, parsed
+	want *page.Page // the full page, parsed
 }
 
 func newRestrictCase(t *testing.T, mode string) *restrictCase {
@@ -125,7 +125,7 @@ func newRestrictCase(t *testing.T, mode string) *restrictCase {
 	c.opt = Options{Timeout: 5 * time.Second, RequestNames: true, Logger: slog.New(slog.NewTextHandler(c.logs, nil))}
 	c.opt = c.opt.withDefaults()
 	c.s = newScraper(context.Background(), target.Target{URL: hs.URL + "/metrics?job=x"}, &c.opt)
-	want, err := window.ParsePage([]byte(vllmPage))
+	want, err := page.ParsePage([]byte(vllmPage))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +135,7 @@ func newRestrictCase(t *testing.T, mode string) *restrictCase {
 
 // scrape scrapes once and checks the page against want and the requests sent against asks:
 // one entry per request, "full" or "names".
-func (c *restrictCase) scrape(want *window.Page, asks ...string) Result {
+func (c *restrictCase) scrape(want *page.Page, asks ...string) Result {
 	c.t.Helper()
 	r := c.s.scrape()
 	if r.Err() != nil {
@@ -170,14 +170,14 @@ func TestRequestNamesHonoured(t *testing.T) {
 	}
 	// A family that appears later is on the next restricted page.
 	c.srv.set(vllmPage + preemptions)
-	later, err := window.ParsePage([]byte(vllmPage + preemptions))
+	later, err := page.ParsePage([]byte(vllmPage + preemptions))
 	if err != nil {
 		t.Fatal(err)
 	}
 	c.scrape(later, "names")
 	// A family that goes away (a restarted server) is looked for on the full page, once.
 	c.srv.set(strings.Replace(vllmPage, "vllm:generation_tokens_created", "other_created", 2))
-	gone, err := window.ParsePage([]byte(strings.Replace(vllmPage, "vllm:generation_tokens_created", "other_created", 2)))
+	gone, err := page.ParsePage([]byte(strings.Replace(vllmPage, "vllm:generation_tokens_created", "other_created", 2)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +213,7 @@ func TestRequestNamesIgnored(t *testing.T) {
 
 // samePage reports whether two pages hold the same workers and samples (which parser made
 // them, and whether it may reuse them, aside).
-func samePage(a, b *window.Page) bool {
+func samePage(a, b *page.Page) bool {
 	if a == nil || b == nil {
 		return a == b
 	}
@@ -274,7 +274,7 @@ func TestRequestNamesAfterFailure(t *testing.T) {
 	c.scrape(c.want, "full")
 	c.scrape(c.want, "names")
 	// A page without anything vllmstat reads tells no namespace: full pages until one does.
-	empty, _ := window.ParsePage(nil)
+	empty, _ := page.ParsePage(nil)
 	c.srv.set("")
 	c.scrape(empty, "names", "full")
 	c.scrape(empty, "full")
@@ -299,7 +299,7 @@ func TestRequestNamesScansOnce(t *testing.T) {
 		t.Fatalf("%d restricted pages scanned, want 1 (the first)", c.s.names.scans)
 	}
 	c.srv.set(vllmPage + preemptions)
-	later, err := window.ParsePage([]byte(vllmPage + preemptions))
+	later, err := page.ParsePage([]byte(vllmPage + preemptions))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -423,14 +423,14 @@ func TestPoolRequestNames(t *testing.T) {
 // it sends the absolute URL (a proxy needs it): the proxy here is a server that records what it
 // was asked and answers the page.
 func TestRestrictedRequestLine(t *testing.T) {
-	page := []byte("vllm:num_requests_running{engine=\"0\",model_name=\"m\"} 1\n")
+	answer := []byte("vllm:num_requests_running{engine=\"0\",model_name=\"m\"} 1\n")
 	var mu sync.Mutex
 	var got []string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		got = append(got, r.RequestURI)
 		mu.Unlock()
-		w.Write(page)
+		w.Write(answer)
 	}))
 	defer srv.Close()
 	u := srv.URL + "/m%20x/metrics?job=a%26b"
@@ -439,7 +439,7 @@ func TestRestrictedRequestLine(t *testing.T) {
 		t.Fatal(err)
 	}
 	names := newRestriction()
-	names.restrict(window.SampleNames()[:1])
+	names.restrict(page.SampleNames()[:1])
 	r, err := newRequest(u, &target.Auth{}, CompressionNone, names)
 	if err != nil {
 		t.Fatal(err)
@@ -477,7 +477,7 @@ func TestRestrictedRequestLine(t *testing.T) {
 			for range 2 {
 				var buf bytes.Buffer
 				body, err := tr.get(r, true, &buf, time.Now().Add(opt.Timeout))
-				if err != nil || !bytes.Equal(body, page) {
+				if err != nil || !bytes.Equal(body, answer) {
 					t.Fatalf("page %q, %v", body, err)
 				}
 				tr.release()

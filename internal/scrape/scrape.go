@@ -12,8 +12,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/vllmstat/vllmstat/internal/page"
 	"github.com/vllmstat/vllmstat/internal/target"
-	"github.com/vllmstat/vllmstat/internal/window"
 )
 
 // DefaultMaxBody bounds a page; vLLM's are 30 to 100 KB.
@@ -34,9 +34,9 @@ type Result struct {
 	// Body is the page as answered (kept for recordings), nil when the fetch failed.
 	Body      []byte
 	BodyBytes int
-	Page      *window.Page
+	Page      *page.Page
 	// FetchErr is a failure to get a page; ParseErr a page that is not exposition text or is
-	// over the target's limits (window.ErrLimit).
+	// over the target's limits (page.ErrLimit).
 	FetchErr error
 	ParseErr error
 	// Boundary is the id of the step-boundary request this scrape answers, 0 for a tick.
@@ -56,7 +56,7 @@ func (r *Result) Err() error {
 // turn), "network", "other"; "" for success.
 func (r *Result) Reason() string {
 	switch err := r.FetchErr; {
-	case err == nil && errors.Is(r.ParseErr, window.ErrLimit):
+	case err == nil && errors.Is(r.ParseErr, page.ErrLimit):
 		return "limit"
 	case err == nil && r.ParseErr != nil:
 		return "parse"

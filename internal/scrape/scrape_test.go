@@ -14,11 +14,11 @@ import (
 	"github.com/vllmstat/vllmstat/internal/target"
 )
 
-const page = "vllm:num_requests_running{engine=\"0\"} 3\n"
+const runningPage = "vllm:num_requests_running{engine=\"0\"} 3\n"
 
 func TestFetch(t *testing.T) {
 	mux := http.NewServeMux()
-	mux.HandleFunc("/ok", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(page)) })
+	mux.HandleFunc("/ok", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(runningPage)) })
 	mux.HandleFunc("/gzip", func(w http.ResponseWriter, r *http.Request) {
 		if !strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
 			http.Error(w, "want gzip", 400)
@@ -26,7 +26,7 @@ func TestFetch(t *testing.T) {
 		}
 		w.Header().Set("Content-Encoding", "gzip")
 		gz := gzip.NewWriter(w)
-		gz.Write([]byte(page))
+		gz.Write([]byte(runningPage))
 		gz.Close()
 	})
 	mux.HandleFunc("/503", func(w http.ResponseWriter, r *http.Request) { http.Error(w, "busy", http.StatusServiceUnavailable) })
@@ -75,7 +75,7 @@ func TestFetch(t *testing.T) {
 					t.Fatalf("reason %q (err %v), want %q", r.Reason(), r.Err(), tt.reason)
 				}
 				if tt.reason == "" {
-					if r.Page == nil || len(r.Page.Engines) != 1 || r.Page.Engines[0].Gauges[0] != 3 || string(r.Body) != page {
+					if r.Page == nil || len(r.Page.Engines) != 1 || r.Page.Engines[0].Gauges[0] != 3 || string(r.Body) != runningPage {
 						t.Fatalf("page %+v body %q", r.Page, r.Body)
 					}
 				}

@@ -6,8 +6,8 @@ import (
 	"errors"
 	"time"
 
+	"github.com/vllmstat/vllmstat/internal/page"
 	"github.com/vllmstat/vllmstat/internal/target"
-	"github.com/vllmstat/vllmstat/internal/window"
 )
 
 // scraper is one target's scrape state, owned by the goroutine that scrapes the target: what
@@ -22,9 +22,9 @@ type scraper struct {
 	// parse turns a page into what vllmstat reads. A stateful per-target parser (one that keeps
 	// what it learnt from the target's previous pages) is set up here, in newScraper, and lives
 	// as long as the target's goroutine.
-	parse func(body []byte) (*window.Page, error)
+	parse func(body []byte) (*page.Page, error)
 	// replayed reports that parse read its last page by the lines of the previous one (see
-	// window.Parser.Replayed); nil when parse has no memory.
+	// page.Parser.Replayed); nil when parse has no memory.
 	replayed func() bool
 	// checked is set when the last page parsed was a restricted answer that had every name
 	// seen before: a next answer with the same lines (replayed) has them too, and is not
@@ -40,10 +40,10 @@ type scraper struct {
 
 // newScraper returns the scrape state of target t, which ends with ctx.
 func newScraper(ctx context.Context, t target.Target, opt *Options) *scraper {
-	wopt := window.Options{Limits: opt.Limits, WorkerLabels: opt.WorkerLabels}
+	wopt := page.Options{Limits: opt.Limits, WorkerLabels: opt.WorkerLabels}
 	// One parser per target: it reads a page like the target's previous one by comparing
-	// bytes instead of parsing them again (see window.Parser).
-	p := window.NewParser(wopt)
+	// bytes instead of parsing them again (see page.Parser).
+	p := page.NewParser(wopt)
 	s := &scraper{url: t.URL, names: newRestriction(), parse: p.Parse, replayed: p.Replayed, ctx: ctx, opt: opt}
 	s.setAuth(&t.Auth)
 	if s.buildErr == nil {
@@ -98,7 +98,7 @@ func (s *scraper) fetch(opt *Options) Result {
 		s.names.reset() // the target may come back as another server: learn its page again
 		return res
 	}
-	if opt.KeepBody && !errors.Is(res.ParseErr, window.ErrLimit) { // a page over the limits is not kept
+	if opt.KeepBody && !errors.Is(res.ParseErr, page.ErrLimit) { // a page over the limits is not kept
 		res.Body = bytes.Clone(body)
 	}
 	switch {

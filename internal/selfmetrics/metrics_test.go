@@ -15,12 +15,12 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/vllmstat/vllmstat/internal/page"
 	"github.com/vllmstat/vllmstat/internal/promname"
 	"github.com/vllmstat/vllmstat/internal/promtest"
 	"github.com/vllmstat/vllmstat/internal/scrape"
 	"github.com/vllmstat/vllmstat/internal/sink"
 	"github.com/vllmstat/vllmstat/internal/step"
-	"github.com/vllmstat/vllmstat/internal/window"
 )
 
 // testRun is a short simulated run with per-worker records.
@@ -289,7 +289,7 @@ func TestRayReplicasAreSeriesOfTheirOwn(t *testing.T) {
 	}}
 	m.StepClosed(rec)
 	for i, w := range rec.PerWorker {
-		m.Interval(step.Interval{WorkerID: step.WorkerID{Target: w.Target, Engine: w.Engine, Labels: window.LabelKey(w.Labels)},
+		m.Interval(step.Interval{WorkerID: step.WorkerID{Target: w.Target, Engine: w.Engine, Labels: page.LabelKey(w.Labels)},
 			TS: time.Unix(1700000000, 0), Values: map[string]float64{"num_requests_running": float64(i + 1)}})
 	}
 	got := parse(t, get(t, m.Handler()))

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vllmstat/vllmstat/internal/page"
 	"github.com/vllmstat/vllmstat/internal/vllm"
-	"github.com/vllmstat/vllmstat/internal/window"
 )
 
 func fetchPage(t *testing.T, url string) (int, []byte) {
@@ -51,14 +51,14 @@ func TestRouterEngineMetrics(t *testing.T) {
 	if code != http.StatusOK {
 		t.Fatalf("status %d: %s", code, merged)
 	}
-	mp, err := window.ParsePage(merged)
+	mp, err := page.ParsePage(merged)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]window.EnginePage{}
+	want := map[string]page.EnginePage{}
 	for _, u := range f.URLs() {
-		_, page := fetchPage(t, u)
-		p, err := window.ParsePage(page)
+		_, body := fetchPage(t, u)
+		p, err := page.ParsePage(body)
 		if err != nil {
 			t.Fatal(err)
 		}

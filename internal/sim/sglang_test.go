@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vllmstat/vllmstat/internal/page"
 	"github.com/vllmstat/vllmstat/internal/vllm"
-	"github.com/vllmstat/vllmstat/internal/window"
 )
 
 func sglangConfig(servers, dp int) Config {
@@ -97,12 +97,12 @@ func mustReadFile(t *testing.T, name string) []byte {
 // keyed like Totals.
 func pageCounters(t *testing.T, body []byte, m map[string]float64) {
 	t.Helper()
-	p, err := window.ParsePage(body)
+	p, err := page.ParsePage(body)
 	if err != nil {
 		t.Fatal(err)
 	}
-	names := map[window.Counter]string{window.PromptTokens: "prompt_tokens", window.GenerationTokens: "generation_tokens",
-		window.CachedTokens: "cached_tokens", window.NumRequests: "num_requests", window.Preemptions: "num_retracted_requests"}
+	names := map[vllm.Counter]string{vllm.PromptTokens: "prompt_tokens", vllm.GenerationTokens: "generation_tokens",
+		vllm.CachedTokens: "cached_tokens", vllm.NumRequests: "num_requests", vllm.Preemptions: "num_retracted_requests"}
 	for _, ep := range p.Engines {
 		if ep.Kind != vllm.SGLang {
 			t.Fatalf("worker %+v is not SGLang's", ep)
@@ -111,7 +111,7 @@ func pageCounters(t *testing.T, body []byte, m map[string]float64) {
 			if n, ok := names[cs.Family]; ok {
 				m[n] += cs.Value
 			}
-			if cs.Family == window.RealtimeTokens {
+			if cs.Family == vllm.RealtimeTokens {
 				m["realtime_tokens/"+cs.Reason] += cs.Value
 			}
 		}
@@ -136,9 +136,9 @@ func TestSGLangPagesAgreeWithTotals(t *testing.T) {
 		s.AdvanceTo(at)
 		got := map[string]float64{}
 		for i := range cfg.Servers {
-			page := s.Page(i, testStart)
-			pageCounters(t, page, got)
-			p, _ := window.ParsePage(page)
+			body := s.Page(i, testStart)
+			pageCounters(t, body, got)
+			p, _ := page.ParsePage(body)
 			var labels []string
 			for _, ep := range p.Engines {
 				labels = append(labels, ep.Labels)
@@ -176,11 +176,11 @@ func TestSGLangGaugesAtLogPoints(t *testing.T) {
 		t.Fatal(err)
 	}
 	running := func() float64 {
-		p, err := window.ParsePage(s.Page(0, testStart))
+		p, err := page.ParsePage(s.Page(0, testStart))
 		if err != nil || len(p.Engines) != 1 {
 			t.Fatalf("page: %v %+v", err, p)
 		}
-		return p.Engines[0].Gauges[window.Running]
+		return p.Engines[0].Gauges[vllm.Running]
 	}
 	var end time.Duration
 	for at := time.Second; end == 0 && at < time.Minute; at += 100 * time.Millisecond {

@@ -5,8 +5,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/vllmstat/vllmstat/internal/page"
 	"github.com/vllmstat/vllmstat/internal/vllm"
-	"github.com/vllmstat/vllmstat/internal/window"
 )
 
 // A worker's activity in a step comes from its samples of num_requests_running and
@@ -51,7 +51,7 @@ type Straggler struct {
 
 // ID is the straggler's worker.
 func (s Straggler) ID() WorkerID {
-	return WorkerID{Target: s.Target, Engine: s.Engine, Labels: window.LabelKey(s.Labels)}
+	return WorkerID{Target: s.Target, Engine: s.Engine, Labels: page.LabelKey(s.Labels)}
 }
 
 // WorstWorkers names the workers behind the record's …/worst_worker keys.
@@ -70,7 +70,7 @@ type WorkerValue struct {
 
 // ID is the worker the value belongs to.
 func (v WorkerValue) ID() WorkerID {
-	return WorkerID{Target: v.Target, Engine: v.Engine, Labels: window.LabelKey(v.Labels)}
+	return WorkerID{Target: v.Target, Engine: v.Engine, Labels: page.LabelKey(v.Labels)}
 }
 
 // activity accumulates a worker's busy, idle and asleep time in the open step.
@@ -85,7 +85,7 @@ type activity struct {
 // add counts a sample of ep taken at ts that stands for the time since from (zero when the
 // sample stands for no time). A sample of an engine asleep (its page has the sleep-state family,
 // slept) is asleep, neither busy nor idle.
-func (a *activity) add(from, ts time.Time, ep *window.EnginePage, sleeps, asleep bool) {
+func (a *activity) add(from, ts time.Time, ep *page.EnginePage, sleeps, asleep bool) {
 	a.sleeps = a.sleeps || sleeps
 	if from.IsZero() || !ts.After(from) {
 		return
@@ -96,11 +96,11 @@ func (a *activity) add(from, ts time.Time, ep *window.EnginePage, sleeps, asleep
 		a.asleep += d
 		return
 	}
-	if !ep.HasGauge[window.Running] && !ep.HasGauge[window.Waiting] {
+	if !ep.HasGauge[vllm.Running] && !ep.HasGauge[vllm.Waiting] {
 		return
 	}
 	a.spans.add(int64(d))
-	if ep.Gauges[window.Running]+ep.Gauges[window.Waiting] > 0 {
+	if ep.Gauges[vllm.Running]+ep.Gauges[vllm.Waiting] > 0 {
 		a.busy += d
 		a.lastBusy = ts
 	} else {
@@ -249,8 +249,8 @@ func (t *Tracker) worstWorkers(r *Record, ids []WorkerID, was []*workerAcc, p ki
 	hitOver, preOver := false, false // a worker's value is beyond the float limit
 	p.each(len(was), func(i int) {
 		wa := was[i]
-		if wa.has[window.GenerationTokens] {
-			gen = append(gen, wa.totals[window.GenerationTokens])
+		if wa.has[vllm.GenerationTokens] {
+			gen = append(gen, wa.totals[vllm.GenerationTokens])
 		}
 		if h, ok := ratio(hitRate, &wa.totals, &wa.has); ok {
 			hitN++
@@ -262,9 +262,9 @@ func (t *Tracker) worstWorkers(r *Record, ids []WorkerID, was []*workerAcc, p ki
 				worst.PrefixCacheHitRate = value(i, h)
 			}
 		}
-		if wa.has[window.Preemptions] {
+		if wa.has[vllm.Preemptions] {
 			preN++
-			switch p := wa.totals[window.Preemptions]; {
+			switch p := wa.totals[vllm.Preemptions]; {
 			case !finite(p):
 				preOver = true
 			case worst.NumPreemptions == nil || p > worst.NumPreemptions.Value:

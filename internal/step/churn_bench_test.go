@@ -21,7 +21,7 @@ func BenchmarkChurnMemory(b *testing.B) {
 		for range 10 {
 			scrape++
 			ts = ts.Add(500 * time.Millisecond)
-			tr.Observe(ts, target, mustPageText(page(eng{engine: fmt.Sprint(scrape), gen: float64(scrape), running: 1})), nil)
+			tr.Observe(ts, target, mustPageText(renderPage(eng{engine: fmt.Sprint(scrape), gen: float64(scrape), running: 1})), nil)
 		}
 		tr.EndStep(n, ts)
 	}

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vllmstat/vllmstat/internal/window"
+	"github.com/vllmstat/vllmstat/internal/page"
 )
 
 // optPage renders the optional families as vLLM 0.20 prints them for one engine, from counter
@@ -39,7 +39,7 @@ func optPage(c map[string]float64, pos []float64, capacity, deferred float64) st
 
 func observeText(t *testing.T, tr *Tracker, ts float64, body string) {
 	t.Helper()
-	p, err := window.ParsePage([]byte(body))
+	p, err := page.ParsePage([]byte(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,8 +92,8 @@ func TestSpecDecodeAndCacheKeys(t *testing.T) {
 // A page without the optional families gives none of their keys: never a made-up 0.
 func TestOptionalFamiliesAbsent(t *testing.T) {
 	tr := NewTracker(Options{Scalars: true})
-	observeText(t, tr, 0, page(eng{}))
-	observeText(t, tr, 1, page(eng{}))
+	observeText(t, tr, 0, renderPage(eng{}))
+	observeText(t, tr, 1, renderPage(eng{}))
 	m := tr.EndStep(1, at(1)).Metrics
 	for k := range m {
 		for _, p := range []string{"vllm/spec_decode", "vllm/external_prefix", "vllm/mm_cache", "vllm/corrupted", "vllm/num_requests_waiting_by_reason", "vllm/request_prefill_kv"} {

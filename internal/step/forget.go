@@ -3,7 +3,7 @@ package step
 import (
 	"slices"
 
-	"github.com/vllmstat/vllmstat/internal/window"
+	"github.com/vllmstat/vllmstat/internal/page"
 )
 
 // Forget drops every worker of the targets and their last-success times, for targets removed
@@ -74,18 +74,18 @@ func (t *Tracker) forgetDeparted() []WorkerID {
 // those of its targets that it has not forgotten.
 func (t *Tracker) KeptWorkers() int { return len(t.workers) }
 
-// StepWorkers is how many workers target will have had in the open step once page is observed:
-// those its pages showed so far in the step, and those on page new to it. The live collector
+// StepWorkers is how many workers target will have had in the open step once pg is observed:
+// those its pages showed so far in the step, and those on pg new to it. The live collector
 // bounds it by the per-target worker limit before a page is recorded or observed, so that a
 // target whose engines change from scrape to scrape holds a bounded number of workers per step.
-func (t *Tracker) StepWorkers(target string, page *window.Page) int {
+func (t *Tracker) StepWorkers(target string, pg *page.Page) int {
 	tgt := t.targets[target]
 	if tgt == nil {
-		return len(page.Engines)
+		return len(pg.Engines)
 	}
 	n := tgt.stepWorkers
-	for i := range page.Engines {
-		ep := &page.Engines[i]
+	for i := range pg.Engines {
+		ep := &pg.Engines[i]
 		var ws *workerState
 		if i < len(tgt.engines) {
 			// the workers of its last page, found without hashing their names (see Observe)

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vllmstat/vllmstat/internal/window"
+	"github.com/vllmstat/vllmstat/internal/page"
 )
 
 // The golden records pin every byte a tracker gives for random fleets: the JSON lines, and
@@ -121,7 +121,7 @@ func goldenRun(seed uint64, opt Options, out *bytes.Buffer) {
 			if len(es) == 0 {
 				es = append(es, eng{engine: "-"}) // a page with no vLLM engine but this empty one
 			}
-			tr.Observe(now, t.url, mustPageText(page(es...)+extra.String()), nil)
+			tr.Observe(now, t.url, mustPageText(renderPage(es...)+extra.String()), nil)
 		}
 		if rng.IntN(10) == 0 {
 			writeGolden(out, "peek", tr.Peek(now))
@@ -197,8 +197,8 @@ func mapsKeys(m map[string]float64) func(func(string) bool) {
 	}
 }
 
-func mustPageText(s string) *window.Page {
-	p, err := window.ParsePage([]byte(s))
+func mustPageText(s string) *page.Page {
+	p, err := page.ParsePage([]byte(s))
 	if err != nil {
 		panic(fmt.Sprintf("parse generated page: %v\n%s", err, s))
 	}

@@ -8,7 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vllmstat/vllmstat/internal/window"
+	"github.com/vllmstat/vllmstat/internal/page"
+	"github.com/vllmstat/vllmstat/internal/vllm"
 )
 
 // memFleet is a fleet of targets, each serving a copy of a two-engine vLLM 0.20 page whose
@@ -16,17 +17,17 @@ import (
 type memFleet struct {
 	rng   *rand.Rand
 	urls  []string
-	pages []*window.Page
+	pages []*page.Page
 }
 
 func newMemFleet(tb testing.TB, targets int) *memFleet {
-	body, err := os.ReadFile("../window/testdata/prometheus-client-render-vllm-0.20.prom")
+	body, err := os.ReadFile("../page/testdata/prometheus-client-render-vllm-0.20.prom")
 	if err != nil {
 		tb.Fatal(err)
 	}
 	f := &memFleet{rng: rand.New(rand.NewPCG(1, 2))}
 	for i := range targets {
-		p, err := window.ParsePage(body)
+		p, err := page.ParsePage(body)
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -37,13 +38,13 @@ func newMemFleet(tb testing.TB, targets int) *memFleet {
 }
 
 // next moves target i's page on by one scrape interval.
-func (f *memFleet) next(i int) *window.Page {
+func (f *memFleet) next(i int) *page.Page {
 	p := f.pages[i]
 	for e := range p.Engines {
 		ep := &p.Engines[e]
-		ep.Gauges[window.Running] = float64(f.rng.IntN(64))
-		ep.Gauges[window.Waiting] = float64(max(0, f.rng.IntN(12)-8))
-		ep.Gauges[window.KVUsage] = float64(f.rng.IntN(20000)) / 20000
+		ep.Gauges[vllm.Running] = float64(f.rng.IntN(64))
+		ep.Gauges[vllm.Waiting] = float64(max(0, f.rng.IntN(12)-8))
+		ep.Gauges[vllm.KVUsage] = float64(f.rng.IntN(20000)) / 20000
 		for _, byReason := range ep.SplitGauges {
 			for r := range byReason {
 				byReason[r] = float64(max(0, f.rng.IntN(6)-4))
@@ -52,11 +53,11 @@ func (f *memFleet) next(i int) *window.Page {
 		for c := range ep.Counters {
 			cs := &ep.Counters[c]
 			switch cs.Family {
-			case window.Preemptions, window.Corrupted:
+			case vllm.Preemptions, vllm.Corrupted:
 				if f.rng.IntN(50) == 0 {
 					cs.Value++
 				}
-			case window.RequestSuccess:
+			case vllm.RequestSuccess:
 				cs.Value += float64(f.rng.IntN(3))
 			default:
 				cs.Value += float64(f.rng.IntN(4000))
@@ -176,10 +177,10 @@ func TestOpenStepKeepsOnlyItsSamples(t *testing.T) {
 			for _, wa := range tr.open.workers {
 				bytes += wa.columnBytes()
 				n += wa.scrapes
-				if got := wa.gauges[window.Running].at.len() > 0; got != c.timed {
+				if got := wa.gauges[vllm.Running].at.len() > 0; got != c.timed {
 					t.Errorf("times of num_requests_running kept: %v, want %v", got, c.timed)
 				}
-				if got := wa.deltas[window.PromptTokens].v.len() > 0; got != c.prompts {
+				if got := wa.deltas[vllm.PromptTokens].v.len() > 0; got != c.prompts {
 					t.Errorf("prompt_tokens increases kept: %v, want %v", got, c.prompts)
 				}
 			}

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/vllmstat/vllmstat/internal/benchpage"
-	"github.com/vllmstat/vllmstat/internal/window"
+	"github.com/vllmstat/vllmstat/internal/page"
 )
 
 // scrapesPerStep is how many successive scrapes of one target the scrape benchmarks cycle
@@ -16,7 +16,7 @@ const scrapesPerStep = 120
 // vllmScrapes returns successive scrapes of a two-engine vLLM 0.20 target: the same lines with
 // moving values, as benchpage.Variant makes them.
 func vllmScrapes(b *testing.B) [][]byte {
-	body, err := os.ReadFile("../window/testdata/prometheus-client-render-vllm-0.20.prom")
+	body, err := os.ReadFile("../page/testdata/prometheus-client-render-vllm-0.20.prom")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -29,7 +29,7 @@ func vllmScrapes(b *testing.B) [][]byte {
 
 // BenchmarkObserveScrapes measures the tracker's work per page on the collector's path, in
 // the steady state of a scrape loop: successive pages of one target with moving values, read
-// by one window.Parser as the scrape goroutines do. The step ends are not timed (nor their
+// by one page.Parser as the scrape goroutines do. The step ends are not timed (nor their
 // allocations counted): they are a record's work, not a page's. "observe" feeds pages parsed beforehand
 // (distinct pages of one structure, as a Parser hands out while earlier ones are not yet
 // released); "parse" parses each page and releases it after observing it, as the collector
@@ -37,8 +37,8 @@ func vllmScrapes(b *testing.B) [][]byte {
 func BenchmarkObserveScrapes(b *testing.B) {
 	scrapes := vllmScrapes(b)
 	observe := func(b *testing.B, opt Options) {
-		p := window.NewParser(window.Options{})
-		pages := make([]*window.Page, len(scrapes))
+		p := page.NewParser(page.Options{})
+		pages := make([]*page.Page, len(scrapes))
 		for k, s := range scrapes {
 			pg, err := p.Parse(s)
 			if err != nil {
@@ -65,7 +65,7 @@ func BenchmarkObserveScrapes(b *testing.B) {
 		observe(b, Options{Scalars: true, OnInterval: func(iv Interval) { n += len(iv.Values) }})
 	})
 	b.Run("parse", func(b *testing.B) {
-		p := window.NewParser(window.Options{})
+		p := page.NewParser(page.Options{})
 		tr := NewTracker(Options{Scalars: true})
 		b.ReportAllocs()
 		i := 0

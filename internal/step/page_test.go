@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vllmstat/vllmstat/internal/window"
+	"github.com/vllmstat/vllmstat/internal/page"
 )
 
 // eng describes one engine's cumulative values for a generated test page.
@@ -27,8 +27,8 @@ type eng struct {
 
 var ttftBounds = []string{"0.1", "0.5", "1.0", "+Inf"}
 
-// page renders engines as a prometheus_client-style page.
-func page(engines ...eng) string {
+// renderPage renders engines as a prometheus_client-style page.
+func renderPage(engines ...eng) string {
 	var b strings.Builder
 	b.WriteString("# HELP process_cpu_seconds_total cpu\n# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total 12.5\n")
 	for _, e := range engines {
@@ -93,11 +93,11 @@ func page(engines ...eng) string {
 	return b.String()
 }
 
-func mustPage(t testing.TB, engines ...eng) *window.Page {
+func mustPage(t testing.TB, engines ...eng) *page.Page {
 	t.Helper()
-	p, err := window.ParsePage([]byte(page(engines...)))
+	p, err := page.ParsePage([]byte(renderPage(engines...)))
 	if err != nil {
-		t.Fatalf("parse generated page: %v\n%s", err, page(engines...))
+		t.Fatalf("parse generated page: %v\n%s", err, renderPage(engines...))
 	}
 	return p
 }

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vllmstat/vllmstat/internal/window"
+	"github.com/vllmstat/vllmstat/internal/page"
 )
 
 // The property test runs propRuns random fleets by default; scripts and long soaks ask for more
@@ -320,7 +320,7 @@ func propRun(seed uint64, seen map[string]int) string {
 				e     *simEngine
 				shows [2]show
 			}
-			var page []shown
+			var shownPage []shown
 			for _, e := range tg.engines {
 				if !e.up {
 					continue
@@ -339,9 +339,9 @@ func propRun(seed uint64, seen map[string]int) string {
 					}
 				}
 				e.render(&b, shows)
-				page = append(page, shown{e, shows})
+				shownPage = append(shownPage, shown{e, shows})
 			}
-			pg, err := window.ParsePage([]byte(b.String()))
+			pg, err := page.ParsePage([]byte(b.String()))
 			if err != nil {
 				return fmt.Sprintf("generated page does not parse: %v\n%s", err, b.String())
 			}
@@ -349,7 +349,7 @@ func propRun(seed uint64, seen map[string]int) string {
 			tg.lastOK, tg.hasOK = ts, true
 			tg.answered = true
 			tg.pages++
-			for _, sh := range page {
+			for _, sh := range shownPage {
 				sh.e.shown, sh.e.lastPage = true, tg.pages
 				for i, s := range sh.e.series {
 					switch {
@@ -442,12 +442,12 @@ func checkStep(r *Record, exp *simStep) string {
 	if got, want := m[k+"/mean"], exp.ttft.sum/n; math.Abs(got-want) > 1e-9 {
 		return fmt.Sprintf("%s/mean = %v, reference %v", k, got, want)
 	}
-	var cum []window.Bucket
+	var cum []page.Bucket
 	c := 0.0
 	for i, le := range simBounds {
 		c += exp.ttft.n[i]
 		v, _ := strconv.ParseFloat(le, 64)
-		cum = append(cum, window.Bucket{Le: v, Count: c})
+		cum = append(cum, page.Bucket{Le: v, Count: c})
 	}
 	for _, q := range []struct {
 		key string

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vllmstat/vllmstat/internal/window"
+	"github.com/vllmstat/vllmstat/internal/page"
 )
 
 // rayStep feeds the tracker two scrapes of the Ray fixture (two Ray Serve LLM replicas on one
@@ -16,11 +16,11 @@ func rayStep(t *testing.T, wl []string) Record {
 	t.Helper()
 	tr := NewTracker(Options{PerWorker: true, Scalars: true})
 	for i, name := range []string{"ray-serve-llm-two-replicas.prom", "ray-serve-llm-two-replicas-next.prom"} {
-		body, err := os.ReadFile("../window/testdata/" + name)
+		body, err := os.ReadFile("../page/testdata/" + name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		p, err := window.ParsePageOptions(body, window.Options{WorkerLabels: wl})
+		p, err := page.ParsePageOptions(body, page.Options{WorkerLabels: wl})
 		if err != nil {
 			t.Fatal(err)
 		}

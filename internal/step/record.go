@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vllmstat/vllmstat/internal/page"
 	"github.com/vllmstat/vllmstat/internal/vllm"
-	"github.com/vllmstat/vllmstat/internal/window"
 )
 
 // Record is one closed step, written as one JSON line. Its fields and keys are a fixed format
@@ -81,7 +81,7 @@ type WorkerRecord struct {
 }
 
 // WorkerID names a worker: one vLLM engine, the target plus its engine label ("" when absent)
-// plus the values of the worker labels its samples carry (see window.Options.WorkerLabels).
+// plus the values of the worker labels its samples carry (see page.Options.WorkerLabels).
 type WorkerID struct {
 	Target string
 	Engine string
@@ -91,7 +91,7 @@ type WorkerID struct {
 }
 
 // LabelMap returns the worker labels as a map, nil when there are none.
-func (id WorkerID) LabelMap() map[string]string { return window.LabelMap(id.Labels) }
+func (id WorkerID) LabelMap() map[string]string { return page.LabelMap(id.Labels) }
 
 // Compare orders workers by target, engine, then worker labels.
 func (id WorkerID) Compare(o WorkerID) int {

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vllmstat/vllmstat/internal/window"
+	"github.com/vllmstat/vllmstat/internal/page"
 )
 
 // sgl describes one SGLang worker's cumulative values for a generated page: its scheduler's
@@ -54,9 +54,9 @@ func sglangPage(ws ...sgl) string {
 	return b.String()
 }
 
-func mustSGLangPage(t testing.TB, ws ...sgl) *window.Page {
+func mustSGLangPage(t testing.TB, ws ...sgl) *page.Page {
 	t.Helper()
-	p, err := window.ParsePage([]byte(sglangPage(ws...)))
+	p, err := page.ParsePage([]byte(sglangPage(ws...)))
 	if err != nil {
 		t.Fatalf("parse generated page: %v\n%s", err, sglangPage(ws...))
 	}
@@ -110,11 +110,11 @@ func TestMixedFleetKeys(t *testing.T) {
 	tr := NewTracker(Options{Scalars: true, PerWorker: true})
 	t0 := time.Unix(1_700_000_000, 0)
 	tr.Begin(t0)
-	v := func(gen, running float64) *window.Page {
+	v := func(gen, running float64) *page.Page {
 		return mustPage(t, eng{engine: "0", queries: 10 * gen, hits: 5 * gen, prompt: 10 * gen, gen: gen, running: running},
 			eng{engine: "1", queries: 10 * gen, hits: 2 * gen, prompt: 10 * gen, gen: 3 * gen, running: running})
 	}
-	s := func(gen, running float64) *window.Page {
+	s := func(gen, running float64) *page.Page {
 		return mustSGLangPage(t, sgl{dp: "0", running: running, prompt: 10 * gen, gen: gen, cached: 9 * gen}, sgl{dp: "1", running: running})
 	}
 	for i, x := range []float64{0, 100, 200} {

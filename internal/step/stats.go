@@ -4,8 +4,8 @@ import (
 	"math"
 	"sort"
 
+	"github.com/vllmstat/vllmstat/internal/page"
 	"github.com/vllmstat/vllmstat/internal/vllm"
-	"github.com/vllmstat/vllmstat/internal/window"
 )
 
 // HistogramQuantile estimates the q-quantile from cumulative buckets the way Prometheus'
@@ -14,11 +14,11 @@ import (
 // value is interpolated linearly inside it (from 0 for the first bucket when its bound is
 // positive). A rank in the +Inf bucket gives the highest finite bound. ok is false when the
 // estimate does not exist (no +Inf bucket, fewer than two buckets, no observations).
-func HistogramQuantile(q float64, in []window.Bucket) (v float64, ok bool) {
+func HistogramQuantile(q float64, in []page.Bucket) (v float64, ok bool) {
 	if len(in) < 2 || math.IsNaN(q) {
 		return 0, false
 	}
-	bs := append([]window.Bucket(nil), in...)
+	bs := append([]page.Bucket(nil), in...)
 	sort.Slice(bs, func(i, j int) bool { return bs[i].Le < bs[j].Le })
 	if !math.IsInf(bs[len(bs)-1].Le, 1) {
 		return 0, false

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/vllmstat/vllmstat/internal/page"
 	"github.com/vllmstat/vllmstat/internal/vllm"
 	"github.com/vllmstat/vllmstat/internal/window"
 )
@@ -115,8 +116,8 @@ type engineRef struct {
 // keep says which per-interval series an open step keeps, and which of them with their times:
 // those the records' statistics or timelines use, by index of vllm.Gauges, Counters, Ratios.
 type keep struct {
-	gauges, timedGauges     [window.NumGauges]bool
-	counters, timedCounters [window.NumCounters]bool
+	gauges, timedGauges     [vllm.NumGauges]bool
+	counters, timedCounters [vllm.NumCounters]bool
 	ratios, timedRatios     []bool
 	derivedRatios           []bool // computed from the counters' columns while they allow
 }
@@ -153,14 +154,14 @@ type acc struct {
 type workerAcc struct {
 	kind    vllm.Engine // the kind of the worker's pages
 	scrapes int
-	gauges  [window.NumGauges]series
-	splitG  [window.NumGauges]map[string]*floats // split gauges' samples by the label's value
-	deltas  [window.NumCounters]series
+	gauges  [vllm.NumGauges]series
+	splitG  [vllm.NumGauges]map[string]*floats // split gauges' samples by the label's value
+	deltas  [vllm.NumCounters]series
 	ratios  []ratioSeries // per vllm.Ratios entry: the per-interval ratios
-	totals  [window.NumCounters]float64
-	has     [window.NumCounters]bool
-	split   [window.NumCounters]map[string]float64 // by the split label's value
-	hists   [window.NumHists]*window.HistDelta
+	totals  [vllm.NumCounters]float64
+	has     [vllm.NumCounters]bool
+	split   [vllm.NumCounters]map[string]float64 // by the split label's value
+	hists   [vllm.NumHists]*window.HistDelta
 	act     activity
 }
 
@@ -195,7 +196,7 @@ func newAcc() *acc { return &acc{workers: map[WorkerID]*workerAcc{}} }
 // fail. Timestamps must not go backwards. It reports undated the first time a page of target
 // shows a worker for the first time with counts already made and no _created to date them:
 // they are taken as a baseline, though the engine may have made them after the run started.
-func (t *Tracker) Observe(ts time.Time, target string, page *window.Page, err error) (undated bool) {
+func (t *Tracker) Observe(ts time.Time, target string, pg *page.Page, err error) (undated bool) {
 	if !t.started {
 		t.started, t.start = true, ts
 	}
@@ -208,7 +209,7 @@ func (t *Tracker) Observe(ts time.Time, target string, page *window.Page, err er
 	prevTry, tried := tgt.tried, tgt.hasTried
 	tgt.tried, tgt.hasTried = ts, true
 	pa := t.openPhase()
-	if err != nil || page == nil {
+	if err != nil || pg == nil {
 		t.open.failed++
 		if pa != nil {
 			pa.acc.failed++
@@ -242,12 +243,12 @@ func (t *Tracker) Observe(ts time.Time, target string, page *window.Page, err er
 	stepStart := float64(since.UnixNano()) / 1e9
 	at := ts.Sub(t.start) // the offset of this scrape's samples in timelines
 	k := &t.keep
-	if len(tgt.engines) != len(page.Engines) {
+	if len(tgt.engines) != len(pg.Engines) {
 		// Workers came or went: find them all by name (EndStep clears only what is in use).
-		tgt.engines = make([]engineRef, len(page.Engines))
+		tgt.engines = make([]engineRef, len(pg.Engines))
 	}
-	for i := range page.Engines {
-		ep := &page.Engines[i]
+	for i := range pg.Engines {
+		ep := &pg.Engines[i]
 		id := WorkerID{Target: target, Engine: ep.Engine, Labels: ep.Labels}
 		ref := &tgt.engines[i]
 		if ref.ws == nil || ref.engine != ep.Engine || ref.labels != ep.Labels {
@@ -290,10 +291,10 @@ func (t *Tracker) Observe(ts time.Time, target string, page *window.Page, err er
 // add adds one scrape of the worker to its share of a step or phase: the page's gauges, the
 // increases inc, and the activity of the span from..ts; at is the scrape's offset from the step
 // start, for the series k keeps with their times.
-func (wa *workerAcc) add(k *keep, at time.Duration, from, ts time.Time, ep *window.EnginePage, inc *window.Increase) {
+func (wa *workerAcc) add(k *keep, at time.Duration, from, ts time.Time, ep *page.EnginePage, inc *window.Increase) {
 	wa.scrapes++
 	wa.kind = ep.Kind
-	state := ep.SplitGauges[window.SleepState]
+	state := ep.SplitGauges[vllm.SleepState]
 	asleep := vllm.Asleep(state)
 	wa.act.add(from, ts, ep, state != nil, asleep)
 	for g := range ep.Gauges {
@@ -303,7 +304,7 @@ func (wa *workerAcc) add(k *keep, at time.Duration, from, ts time.Time, ep *wind
 		if ep.HasGauge[g] {
 			wa.gauges[g].add(at, ep.Gauges[g], k.timedGauges[g])
 		}
-		for v, x := range ep.SplitGauges[window.Gauge(g)] {
+		for v, x := range ep.SplitGauges[vllm.Gauge(g)] {
 			if wa.splitG[g] == nil {
 				wa.splitG[g] = map[string]*floats{}
 			}
@@ -352,7 +353,7 @@ func (a *acc) worker(id WorkerID) *workerAcc {
 }
 
 // interval is a worker's Interval at ts, before ws records this scrape.
-func (t *Tracker) interval(id WorkerID, ws *workerState, ts time.Time, ep *window.EnginePage, inc *window.Increase) Interval {
+func (t *Tracker) interval(id WorkerID, ws *workerState, ts time.Time, ep *page.EnginePage, inc *window.Increase) Interval {
 	if t.values == nil {
 		t.values = make(map[string]float64, intervalValues)
 	}
@@ -419,7 +420,7 @@ var rateNames = func() []string {
 // addHist adds d into acc, a copy of d when acc is nil, and returns acc: d is not kept.
 func addHist(acc, d *window.HistDelta) *window.HistDelta {
 	if acc == nil {
-		return &window.HistDelta{Buckets: append([]window.Bucket(nil), d.Buckets...), Sum: d.Sum, Count: d.Count, NoSum: d.NoSum}
+		return &window.HistDelta{Buckets: append([]page.Bucket(nil), d.Buckets...), Sum: d.Sum, Count: d.Count, NoSum: d.NoSum}
 	}
 	window.AddHist(acc, d)
 	return acc
@@ -594,10 +595,10 @@ func (t *Tracker) metrics(was []*workerAcc, durS float64) []vllm.Value {
 	add := func(name, label, stat string, v float64) {
 		m = append(m, vllm.Value{Name: name, Label: label, Stat: stat, V: v})
 	}
-	var totals [window.NumCounters]float64
-	var has [window.NumCounters]bool
-	var split [window.NumCounters]map[string]float64
-	var hists [window.NumHists]*window.HistDelta
+	var totals [vllm.NumCounters]float64
+	var has [vllm.NumCounters]bool
+	var split [vllm.NumCounters]map[string]float64
+	var hists [vllm.NumHists]*window.HistDelta
 	for _, wa := range was {
 		for c := range totals {
 			if wa.has[c] {
@@ -722,7 +723,7 @@ func countsFinite(d *window.HistDelta) bool {
 
 // ratio computes rt from counter increases: absent when its numerator is not on the page or
 // its denominator did not move.
-func ratio(rt vllm.Ratio, totals *[window.NumCounters]float64, has *[window.NumCounters]bool) (float64, bool) {
+func ratio(rt vllm.Ratio, totals *[vllm.NumCounters]float64, has *[vllm.NumCounters]bool) (float64, bool) {
 	if !has[rt.Num] || vllm.Counters[rt.Num].Split != "" {
 		return 0, false
 	}

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vllmstat/vllmstat/internal/window"
+	"github.com/vllmstat/vllmstat/internal/page"
 )
 
 var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
@@ -270,10 +270,10 @@ func TestHistogramQuantilesByHand(t *testing.T) {
 }
 
 func TestHistogramQuantileCases(t *testing.T) {
-	b := func(pairs ...float64) []window.Bucket {
-		var out []window.Bucket
+	b := func(pairs ...float64) []page.Bucket {
+		var out []page.Bucket
 		for i := 0; i < len(pairs); i += 2 {
-			out = append(out, window.Bucket{Le: pairs[i], Count: pairs[i+1]})
+			out = append(out, page.Bucket{Le: pairs[i], Count: pairs[i+1]})
 		}
 		return out
 	}
@@ -281,7 +281,7 @@ func TestHistogramQuantileCases(t *testing.T) {
 	tests := []struct {
 		name string
 		q    float64
-		bs   []window.Bucket
+		bs   []page.Bucket
 		want float64
 		ok   bool
 	}{
@@ -413,7 +413,7 @@ func TestOnInterval(t *testing.T) {
 // two-engine vLLM 0.20 page (done on the scrape goroutines) and feeding it to the tracker (done
 // on the one collector goroutine). 1,000 engines at 2 Hz is 1,000 such pages a second.
 func BenchmarkIngest(b *testing.B) {
-	body, err := os.ReadFile("../window/testdata/prometheus-client-render-vllm-0.20.prom")
+	body, err := os.ReadFile("../page/testdata/prometheus-client-render-vllm-0.20.prom")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -422,7 +422,7 @@ func BenchmarkIngest(b *testing.B) {
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
-		p, err := window.ParsePage(body)
+		p, err := page.ParsePage(body)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -435,11 +435,11 @@ func BenchmarkIngest(b *testing.B) {
 }
 
 func BenchmarkObserve(b *testing.B) {
-	body, err := os.ReadFile("../window/testdata/prometheus-client-render-vllm-0.20.prom")
+	body, err := os.ReadFile("../page/testdata/prometheus-client-render-vllm-0.20.prom")
 	if err != nil {
 		b.Fatal(err)
 	}
-	p, err := window.ParsePage(body)
+	p, err := page.ParsePage(body)
 	if err != nil {
 		b.Fatal(err)
 	}

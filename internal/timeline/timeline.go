@@ -16,8 +16,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vllmstat/vllmstat/internal/page"
 	"github.com/vllmstat/vllmstat/internal/step"
-	"github.com/vllmstat/vllmstat/internal/window"
 )
 
 // Dir is the folder of the timeline files inside OUT_DIR.
@@ -70,7 +70,7 @@ func (w *Worker) setActivity(a *step.Activity) {
 
 // ID names the worker as the step package does.
 func (w *Worker) ID() step.WorkerID {
-	return step.WorkerID{Target: w.Target, Engine: w.Engine, Labels: window.LabelKey(w.Labels)}
+	return step.WorkerID{Target: w.Target, Engine: w.Engine, Labels: page.LabelKey(w.Labels)}
 }
 
 // DurationS is the step's length in seconds.

@@ -28,7 +28,7 @@ type EngineSpec struct {
 	WorkerLabels []string
 	// RankLabels name the ranks of processes that export copies of one worker's figures. Their
 	// series count once: a worker's samples are those of the lowest ranks on the page, in the
-	// order listed (see window's groupWorkers), and the labels are no part of series keys.
+	// order listed (see package page's groupWorkers), and the labels are no part of series keys.
 	RankLabels []string
 	// HitRate is the ratio that is the engine's prefix_cache_hit_rate, which fleet balance
 	// compares workers by.

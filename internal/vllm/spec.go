@@ -1,7 +1,7 @@
 // Package vllm is the one description of the metric families vllmstat reads: how each is
 // spelled on a page across vLLM versions and on SGLang's pages (see Engines), how its series
 // combine within a worker, which per-step statistics and derived metrics it gets, and how it is
-// titled and grouped. The parser (window), the step tracker (step), plots, the report, the
+// titled and grouped. The parser (page), the step tracker (step), plots, the report, the
 // Prometheus names of step gauges and the command-line views all take their names from here.
 //
 // Adding a family is one entry in Gauges, Counters or Hists (plus a Ratio or Rate if it derives

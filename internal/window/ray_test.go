@@ -1,263 +1,71 @@
 package window
 
 import (
-	"errors"
 	"maps"
 	"os"
-	"regexp"
-	"strings"
 	"testing"
+
+	"github.com/vllmstat/vllmstat/internal/page"
+	"github.com/vllmstat/vllmstat/internal/vllm"
 )
 
-// The Ray fixture: two Ray Serve LLM replicas on one node, both engine="0".
-const (
-	rayPage  = "ray-serve-llm-two-replicas.prom"
-	rayNext  = "ray-serve-llm-two-replicas-next.prom"
-	replicaA = `ReplicaId="k7qz2m1d",WorkerId="5f1c0a9e3b7d2c4e8a6f0b1d3c5e7a9b2d4f6a8c0e1b3d5f7a9c2e4b"`
-	replicaB = `ReplicaId="p3xw9c4e",WorkerId="a2e4c6b8d0f1a3c5e7b9d2f4a6c8e0b1d3f5a7c9e2b4d6f8a0c1e3b5"`
-)
-
-func readPage(t *testing.T, name string) []byte {
+// loadPage parses one of package page's fixtures.
+func loadPage(t *testing.T, name string) *page.Page {
 	t.Helper()
-	b, err := os.ReadFile("testdata/" + name)
+	b, err := os.ReadFile("../page/testdata/" + name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return b
-}
-
-func parseWith(t *testing.T, body []byte, wl []string) *Page {
-	t.Helper()
-	p, err := ParsePageOptions(body, Options{WorkerLabels: wl})
+	p, err := page.ParsePage(b)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%s: %v", name, err)
 	}
 	return p
 }
 
-// rayWant is what each replica's page says (first scrape) and gains by the second.
-var rayWant = map[string]struct {
-	running, kv     float64
-	queries, hits   float64 // first scrape
-	dQueries, dHits float64 // increases to the second
-	dPreempt        float64
-	dSuccess        map[string]float64
-	dTTFTCount      float64
-	dTTFTSum        float64
+// rayIncreases is what each of the two Ray Serve LLM replicas of package page's Ray fixture
+// (both engine="0", told apart by their worker labels) gains from its first scrape to the next.
+var rayIncreases = map[string]struct {
+	queries, hits float64
+	preempt       float64
+	success       map[string]float64
+	ttftCount     float64
+	ttftSum       float64
 }{
-	replicaA: {3, 0.42, 120000, 48000, 4096, 2048, 1, map[string]float64{"stop": 12, "length": 1, "abort": 0}, 13, 3.5},
+	`ReplicaId="k7qz2m1d",WorkerId="5f1c0a9e3b7d2c4e8a6f0b1d3c5e7a9b2d4f6a8c0e1b3d5f7a9c2e4b"`: {4096, 2048, 1, map[string]float64{"stop": 12, "length": 1, "abort": 0}, 13, 3.5},
 	// B's preemption and abort series appear only on the second scrape (Ray's counters appear
 	// at their first non-zero increment): all of their value is new.
-	replicaB: {5, 0.61, 90000, 30000, 8192, 1024, 4, map[string]float64{"stop": 20, "length": 0, "abort": 2}, 22, 6.5},
-}
-
-func TestRayReplicasAreWorkers(t *testing.T) {
-	p := load(t, rayPage)
-	if len(p.Engines) != 2 {
-		t.Fatalf("workers %d, want 2 (one per replica)", len(p.Engines))
-	}
-	for i, labels := range []string{replicaA, replicaB} {
-		ep := p.Engines[i]
-		if ep.Engine != "0" || ep.Labels != labels {
-			t.Fatalf("worker %d: engine %q labels %s, want engine 0 labels %s", i, ep.Engine, ep.Labels, labels)
-		}
-		w := rayWant[labels]
-		if ep.Gauges[Running] != w.running || ep.Gauges[KVUsage] != w.kv {
-			t.Errorf("%s: running %v kv %v, want %v and %v", labels, ep.Gauges[Running], ep.Gauges[KVUsage], w.running, w.kv)
-		}
-		if q, _, n := counter(ep, PrefixQueries); q != w.queries || n != 1 {
-			t.Errorf("%s: prefix queries %v over %d series, want %v over 1", labels, q, n, w.queries)
-		}
-		if len(ep.Hists) != 2 {
-			t.Errorf("%s: %d histograms, want 2", labels, len(ep.Hists))
-		}
-		// Ray's other tags stay in the series keys; the worker labels and engine do not.
-		for _, cs := range ep.Counters {
-			for _, want := range []string{`Component="core_worker"`, `NodeAddress="10.0.0.5"`, `SessionName="session_`, `Version="2.49.1"`, `model_name="Qwen/Qwen2.5-7B-Instruct"`} {
-				if !strings.Contains(cs.Key, want) {
-					t.Errorf("%s: series key %s lacks %s", labels, cs.Key, want)
-				}
-			}
-			for _, gone := range []string{"ReplicaId", "WorkerId", "engine"} {
-				if strings.Contains(cs.Key, gone) {
-					t.Errorf("%s: series key %s holds %s", labels, cs.Key, gone)
-				}
-			}
-		}
-	}
+	`ReplicaId="p3xw9c4e",WorkerId="a2e4c6b8d0f1a3c5e7b9d2f4a6c8e0b1d3f5a7c9e2b4d6f8a0c1e3b5"`: {8192, 1024, 4, map[string]float64{"stop": 20, "length": 0, "abort": 2}, 22, 6.5},
 }
 
 func TestRayReplicaIncreases(t *testing.T) {
-	first, next := load(t, rayPage), load(t, rayNext)
+	first, next := loadPage(t, "ray-serve-llm-two-replicas.prom"), loadPage(t, "ray-serve-llm-two-replicas-next.prom")
+	if len(first.Engines) != len(rayIncreases) || len(next.Engines) != len(rayIncreases) {
+		t.Fatalf("workers %d then %d, want %d", len(first.Engines), len(next.Engines), len(rayIncreases))
+	}
 	for i := range first.Engines {
 		a, b := &first.Engines[i], &next.Engines[i]
 		if a.Labels != b.Labels {
 			t.Fatalf("worker %d: labels %s then %s", i, a.Labels, b.Labels)
 		}
-		w := rayWant[a.Labels]
+		w, ok := rayIncreases[a.Labels]
+		if !ok {
+			t.Fatalf("worker %d: labels %s, not a replica of the fixture", i, a.Labels)
+		}
 		wk := NewWorker()
-		if inc := wk.Observe(a, 0); inc.Counters != ([NumCounters]float64{}) {
+		if inc := wk.Observe(a, 0); inc.Counters != ([vllm.NumCounters]float64{}) {
 			t.Errorf("%s: first scrape (a baseline) gave %v", a.Labels, inc.Counters)
 		}
 		inc := wk.Observe(b, 0)
-		if inc.Counters[PrefixQueries] != w.dQueries || inc.Counters[PrefixHits] != w.dHits || inc.Counters[Preemptions] != w.dPreempt {
+		if inc.Counters[vllm.PrefixQueries] != w.queries || inc.Counters[vllm.PrefixHits] != w.hits || inc.Counters[vllm.Preemptions] != w.preempt {
 			t.Errorf("%s: queries %v hits %v preemptions %v, want %v %v %v", a.Labels,
-				inc.Counters[PrefixQueries], inc.Counters[PrefixHits], inc.Counters[Preemptions], w.dQueries, w.dHits, w.dPreempt)
+				inc.Counters[vllm.PrefixQueries], inc.Counters[vllm.PrefixHits], inc.Counters[vllm.Preemptions], w.queries, w.hits, w.preempt)
 		}
-		if !maps.Equal(inc.Success(), w.dSuccess) {
-			t.Errorf("%s: request_success %v, want %v", a.Labels, inc.Success(), w.dSuccess)
+		if !maps.Equal(inc.Success(), w.success) {
+			t.Errorf("%s: request_success %v, want %v", a.Labels, inc.Success(), w.success)
 		}
-		if h := inc.Hists[TTFT]; h == nil || h.Count != w.dTTFTCount || h.Sum != w.dTTFTSum {
-			t.Errorf("%s: ttft increase %+v, want count %v sum %v", a.Labels, h, w.dTTFTCount, w.dTTFTSum)
-		}
-	}
-}
-
-func TestRayWorkerLabelChoices(t *testing.T) {
-	body := readPage(t, rayPage)
-	t.Run("none merges the replicas as before", func(t *testing.T) {
-		p := parseWith(t, body, []string{})
-		if len(p.Engines) != 1 || p.Engines[0].Engine != "0" || p.Engines[0].Labels != "" {
-			t.Fatalf("workers %+v, want one, engine 0, no labels", p.Engines)
-		}
-		ep := p.Engines[0]
-		// running adds up, KV usage is the mean; each replica's counter stays its own series.
-		if ep.Gauges[Running] != 8 || ep.Gauges[KVUsage] != (0.42+0.61)/2 {
-			t.Errorf("running %v kv %v, want 8 and %v", ep.Gauges[Running], ep.Gauges[KVUsage], (0.42+0.61)/2)
-		}
-		if q, _, n := counter(ep, PrefixQueries); q != 210000 || n != 2 {
-			t.Errorf("prefix queries %v over %d series, want 210000 over 2", q, n)
-		}
-	})
-	t.Run("ReplicaId alone", func(t *testing.T) {
-		p := parseWith(t, body, []string{"ReplicaId"})
-		if len(p.Engines) != 2 || p.Engines[0].Labels != `ReplicaId="k7qz2m1d"` || p.Engines[1].Labels != `ReplicaId="p3xw9c4e"` {
-			t.Fatalf("workers %+v, want two told apart by ReplicaId", p.Engines)
-		}
-		if k := p.Engines[0].Counters[0].Key; !strings.Contains(k, "WorkerId=") {
-			t.Errorf("series key %s lacks WorkerId, which is not a worker label here", k)
-		}
-	})
-	t.Run("a label no series has", func(t *testing.T) {
-		p := parseWith(t, body, []string{"NoSuchLabel"})
-		if len(p.Engines) != 1 {
-			t.Fatalf("workers %d, want 1", len(p.Engines))
-		}
-	})
-	t.Run("nil is the default", func(t *testing.T) {
-		p := parseWith(t, body, nil)
-		if len(p.Engines) != 2 || p.Engines[1].Labels != replicaB {
-			t.Fatalf("workers %+v, want the two replicas", p.Engines)
-		}
-	})
-}
-
-// TestRaySpellings checks that Ray's other spellings of the same page give the same workers and
-// values, and that a page holding a counter both with and without _total (some Ray versions
-// export both) counts it once.
-func TestRaySpellings(t *testing.T) {
-	body := string(readPage(t, rayPage))
-	want := parseWith(t, []byte(body), nil)
-	withoutTotal := regexp.MustCompile(`(?m)^(ray_vllm_[a-z_]+)_total\{`)
-	both := body + withoutTotal.ReplaceAllString(strings.Join(regexp.MustCompile(`(?m)^ray_vllm_[a-z_]+_total\{.*$`).FindAllString(body, -1), "\n"), "$1{") + "\n"
-	if !strings.Contains(both, "\nray_vllm_prefix_cache_queries{") {
-		t.Fatal("the page with both counter forms lacks the form without _total")
-	}
-	for name, page := range map[string]string{
-		"colon (older Ray)":         strings.ReplaceAll(body, "ray_vllm_", "ray_vllm:"),
-		"counters with and without": both,
-	} {
-		t.Run(name, func(t *testing.T) {
-			got := parseWith(t, []byte(page), nil)
-			if len(got.Engines) != len(want.Engines) {
-				t.Fatalf("workers %d, want %d", len(got.Engines), len(want.Engines))
-			}
-			for i := range want.Engines {
-				g, w := got.Engines[i], want.Engines[i]
-				if g.Labels != w.Labels || g.Gauges != w.Gauges || len(g.Counters) != len(w.Counters) || len(g.Hists) != len(w.Hists) {
-					t.Fatalf("worker %s: %+v, want %+v", w.Labels, g, w)
-				}
-				for j := range w.Counters {
-					if g.Counters[j] != w.Counters[j] {
-						t.Errorf("counter %+v, want %+v", g.Counters[j], w.Counters[j])
-					}
-				}
-			}
-		})
-	}
-}
-
-func TestRayWorkerLimit(t *testing.T) {
-	body := readPage(t, rayPage)
-	if _, err := ParsePageLimits(body, Limits{MaxWorkers: 2}); err != nil {
-		t.Fatalf("two replicas within a limit of 2 workers: %v", err)
-	}
-	_, err := ParsePageLimits(body, Limits{MaxWorkers: 1})
-	if !errors.Is(err, ErrLimit) || !strings.Contains(err.Error(), `engine "0" with `+replicaB+` is one more than the limit of 1 workers`) {
-		t.Fatalf("error %v, want the second replica over the limit of 1 worker", err)
-	}
-	if _, err := ParsePageOptions(body, Options{Limits: Limits{MaxWorkers: 1}, WorkerLabels: []string{}}); err != nil {
-		t.Fatalf("merged replicas are one worker: %v", err)
-	}
-}
-
-func TestCheckWorkerLabels(t *testing.T) {
-	for _, tt := range []struct {
-		names []string
-		want  string // error substring, "" for none
-	}{
-		{nil, ""},
-		{DefaultWorkerLabels(), ""},
-		{[]string{"ReplicaId", "model_name", "_x9"}, ""},
-		{[]string{"engine"}, `"engine" cannot be a worker label`},
-		{[]string{"le"}, `"le" cannot be a worker label`},
-		{[]string{"finished_reason"}, `"finished_reason" cannot be a worker label`},
-		{[]string{"9lives"}, `"9lives" is not a label name`},
-		{[]string{""}, `"" is not a label name`},
-		{[]string{"Replica-Id"}, `"Replica-Id" is not a label name`},
-		{[]string{"WorkerId", "WorkerId"}, `"WorkerId" is given twice`},
-	} {
-		err := CheckWorkerLabels(tt.names)
-		if tt.want == "" && err != nil || tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)) {
-			t.Errorf("CheckWorkerLabels(%q) = %v, want %q", tt.names, err, tt.want)
-		}
-	}
-}
-
-func TestLabelKeyRoundTrip(t *testing.T) {
-	for _, m := range []map[string]string{
-		nil,
-		{"ReplicaId": "r1"},
-		{"WorkerId": "w", "ReplicaId": "r"},
-		{"a": `x="1",b="2"`, "b": "back\\slash\nnew line", "c": ""},
-	} {
-		k := LabelKey(m)
-		if got := LabelMap(k); !maps.Equal(got, m) {
-			t.Errorf("LabelMap(LabelKey(%q)) = %q via %s", m, got, k)
-		}
-	}
-	// The key of a page's worker is what LabelKey makes of its labels.
-	p := load(t, rayPage)
-	if m := LabelMap(p.Engines[0].Labels); LabelKey(m) != replicaA || m["ReplicaId"] != "k7qz2m1d" {
-		t.Errorf("labels %q from %s", m, p.Engines[0].Labels)
-	}
-	for _, bad := range []string{`x`, `x="1`, `x="1"y="2"`, `="1"`} {
-		if m := LabelMap(bad); m != nil {
-			t.Errorf("LabelMap(%s) = %q, want nil", bad, m)
-		}
-	}
-}
-
-func BenchmarkParsePageRay(b *testing.B) {
-	body, err := os.ReadFile("testdata/" + rayPage)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.SetBytes(int64(len(body)))
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := ParsePage(body); err != nil {
-			b.Fatal(err)
+		if h := inc.Hists[vllm.TTFT]; h == nil || h.Count != w.ttftCount || h.Sum != w.ttftSum {
+			t.Errorf("%s: ttft increase %+v, want count %v sum %v", a.Labels, h, w.ttftCount, w.ttftSum)
 		}
 	}
 }

@@ -1,9 +1,15 @@
+// Package window turns the successive pages of an inference engine's worker (package page) into
+// windowed values: counter increases that survive engine restarts, and histogram bucket
+// increases, with the reset and NaN rules of Observe.
+//
+// It is pure logic: no clock, no I/O. The step package pools its output per training step.
 package window
 
 import (
 	"math"
 	"slices"
 
+	"github.com/vllmstat/vllmstat/internal/page"
 	"github.com/vllmstat/vllmstat/internal/vllm"
 )
 
@@ -14,15 +20,15 @@ type Worker struct {
 	counters map[seriesID]*counterState
 	hists    map[seriesID]*histState
 	// The states of the previous page's series, in its order: a worker's page nearly always
-	// has the same series in the same order as its previous one (a Parser hands out pages of
+	// has the same series in the same order as its previous one (a page.Parser hands out pages of
 	// one structure, whose keys are the same strings), so they are found by position instead
 	// of by key.
 	counterLayout layout[counterState]
 	histLayout    layout[histState]
 	// What Observe returns the increases in, reused from one call to the next.
-	deltas [NumHists]HistDelta
+	deltas [vllm.NumHists]HistDelta
 	delta  HistDelta // one series' increase, when its family has several
-	shares [NumCounters][]Share
+	shares [vllm.NumCounters][]Share
 }
 
 // layout is the series of a worker's previous page, in order, and their states.
@@ -50,7 +56,7 @@ func (l *layout[S]) learn(n int, id func(int) seriesID, byID map[seriesID]*S, fr
 
 // sameCounters reports whether a page's counter series are those of ids, in order. Their keys
 // are usually the very strings of ids, which compare at once.
-func sameCounters(ids []seriesID, cs []CounterSeries) bool {
+func sameCounters(ids []seriesID, cs []page.CounterSeries) bool {
 	if len(ids) != len(cs) {
 		return false
 	}
@@ -63,7 +69,7 @@ func sameCounters(ids []seriesID, cs []CounterSeries) bool {
 }
 
 // sameHists is sameCounters for histogram series.
-func sameHists(ids []seriesID, hs []HistSeries) bool {
+func sameHists(ids []seriesID, hs []page.HistSeries) bool {
 	if len(ids) != len(hs) {
 		return false
 	}
@@ -93,7 +99,7 @@ type counterState struct {
 }
 
 type histState struct {
-	buckets    []Bucket
+	buckets    []page.Bucket
 	sum, count float64
 	created    float64
 	hasCreated bool
@@ -107,13 +113,13 @@ type histState struct {
 // Its shares and histograms belong to the Worker that returned it, and hold until its next
 // Observe: copy what must outlive it.
 type Increase struct {
-	Counters   [NumCounters]float64
-	HasCounter [NumCounters]bool // the family was on the page and an increase could be computed
+	Counters   [vllm.NumCounters]float64
+	HasCounter [vllm.NumCounters]bool // the family was on the page and an increase could be computed
 	// Shares holds the increases of each family with a split label, by the label's value:
 	// each value once, in the order of the page (a reader goes through a slice faster than
 	// through a map).
-	Shares [NumCounters][]Share
-	Hists  [NumHists]*HistDelta
+	Shares [vllm.NumCounters][]Share
+	Hists  [vllm.NumHists]*HistDelta
 	// Undated is set on a worker's first scrape when a series already had counts but no
 	// _created: they are a baseline, though they may have been made after the moment since,
 	// which a page without _created cannot tell.
@@ -122,7 +128,7 @@ type Increase struct {
 
 // Success returns the increases of request_success by finished_reason, nil if none.
 func (inc *Increase) Success() map[string]float64 {
-	sh := inc.Shares[RequestSuccess]
+	sh := inc.Shares[vllm.RequestSuccess]
 	if len(sh) == 0 {
 		return nil
 	}
@@ -141,7 +147,7 @@ type Share struct {
 
 // HistDelta is the increase of a histogram: cumulative bucket counts, sum and count.
 type HistDelta struct {
-	Buckets    []Bucket
+	Buckets    []page.Bucket
 	Sum, Count float64
 	NoSum      bool // a series without _sum took part: Sum is not the sum of the observations
 }
@@ -177,7 +183,7 @@ func (w *Worker) Seen() bool { return w.seen }
 // after +Inf is lower, hence a reset; the jump to Inf itself, infinite there, counts nothing
 // here). A histogram series with any non-finite _bucket, _sum or _count is treated so as a
 // whole.
-func (w *Worker) Observe(p *EnginePage, since float64) Increase {
+func (w *Worker) Observe(p *page.EnginePage, since float64) Increase {
 	var inc Increase
 	first := !w.seen
 	w.seen = true
@@ -242,7 +248,7 @@ func (w *Worker) Observe(p *EnginePage, since float64) Increase {
 			d = &w.delta
 		}
 		// The buckets are copied into the state's own slice: the page is handed back to its
-		// parser after Observe (Page.Release) and its buckets are overwritten by the next scrape.
+		// parser after Observe (page.Page.Release) and its buckets are overwritten by the next scrape.
 		buckets := old.buckets
 		switch {
 		case !old.base:
@@ -259,7 +265,7 @@ func (w *Worker) Observe(p *EnginePage, since float64) Increase {
 		default: // the same layout as the state's, so the copy is made with the increase
 			*d = HistDelta{Sum: hs.Sum - old.sum, Count: hs.Count - old.count, Buckets: slices.Grow(d.Buckets[:0], len(hs.Buckets))[:len(hs.Buckets)], NoSum: !hs.HasSum}
 			for j, b := range hs.Buckets {
-				d.Buckets[j] = Bucket{Le: b.Le, Count: b.Count - buckets[j].Count}
+				d.Buckets[j] = page.Bucket{Le: b.Le, Count: b.Count - buckets[j].Count}
 				buckets[j] = b
 			}
 		}
@@ -284,7 +290,7 @@ func (w *Worker) Observe(p *EnginePage, since float64) Increase {
 
 // share adds d to the share of value in family c's shares, added if new. A family has few
 // values, and they come in the same order from scrape to scrape: a scan finds them.
-func (w *Worker) share(c Counter, value string, d float64) {
+func (w *Worker) share(c vllm.Counter, value string, d float64) {
 	sh := w.shares[c]
 	for i := range sh {
 		if sh[i].Value == value {
@@ -299,7 +305,7 @@ func (w *Worker) share(c Counter, value string, d float64) {
 
 // histReset reports whether a histogram was reset between its old state and hs: its _created
 // changed, its layout changed or any of its counters went down.
-func histReset(old *histState, hs *HistSeries) bool {
+func histReset(old *histState, hs *page.HistSeries) bool {
 	if hs.HasCreated && old.hasCreated && hs.Created != old.created || hs.HasSum != old.hasSum ||
 		hs.Count < old.count || hs.Sum < old.sum || len(hs.Buckets) != len(old.buckets) {
 		return true
@@ -319,7 +325,7 @@ const (
 )
 
 // nonFinite reports whether a histogram series holds a ±Inf (which wins) or a NaN value.
-func nonFinite(hs *HistSeries) int {
+func nonFinite(hs *page.HistSeries) int {
 	// v-v is 0 for a finite v and NaN for a NaN or ±Inf: one test per value on the usual path.
 	bad := hs.Sum-hs.Sum != 0 || hs.Count-hs.Count != 0
 	for _, b := range hs.Buckets {
@@ -348,11 +354,13 @@ func nonFinite(hs *HistSeries) int {
 }
 
 // fullHist sets d to all of hs, in d's own slice.
-func fullHist(d *HistDelta, hs *HistSeries) {
+func fullHist(d *HistDelta, hs *page.HistSeries) {
 	*d = HistDelta{Sum: hs.Sum, Count: hs.Count, Buckets: append(d.Buckets[:0], hs.Buckets...), NoSum: !hs.HasSum}
 }
 
-func sameLayout(a, b []Bucket) bool {
+func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+
+func sameLayout(a, b []page.Bucket) bool {
 	if len(a) != len(b) {
 		return false
 	}
@@ -382,30 +390,30 @@ func AddHist(acc, d *HistDelta) {
 // MergeBuckets adds two cumulative bucket lists by upper bound. A bound missing from one list
 // takes that list's count at the next lower bound (the cumulative count there), so merging
 // histograms with different layouts stays cumulative.
-func MergeBuckets(a, b []Bucket) []Bucket {
+func MergeBuckets(a, b []page.Bucket) []page.Bucket {
 	if sameLayout(a, b) {
-		out := make([]Bucket, len(a))
+		out := make([]page.Bucket, len(a))
 		for i := range a {
-			out[i] = Bucket{Le: a[i].Le, Count: a[i].Count + b[i].Count}
+			out[i] = page.Bucket{Le: a[i].Le, Count: a[i].Count + b[i].Count}
 		}
 		return out
 	}
-	out := make([]Bucket, 0, len(a)+len(b))
+	out := make([]page.Bucket, 0, len(a)+len(b))
 	i, j := 0, 0
 	var ca, cb float64 // cumulative counts at the last bound passed in each list
 	for i < len(a) || j < len(b) {
 		switch {
 		case j >= len(b) || i < len(a) && a[i].Le < b[j].Le:
 			ca = a[i].Count
-			out = append(out, Bucket{Le: a[i].Le, Count: ca + cb})
+			out = append(out, page.Bucket{Le: a[i].Le, Count: ca + cb})
 			i++
 		case i >= len(a) || b[j].Le < a[i].Le:
 			cb = b[j].Count
-			out = append(out, Bucket{Le: b[j].Le, Count: ca + cb})
+			out = append(out, page.Bucket{Le: b[j].Le, Count: ca + cb})
 			j++
 		default:
 			ca, cb = a[i].Count, b[j].Count
-			out = append(out, Bucket{Le: a[i].Le, Count: ca + cb})
+			out = append(out, page.Bucket{Le: a[i].Le, Count: ca + cb})
 			i++
 			j++
 		}

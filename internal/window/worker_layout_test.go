@@ -6,6 +6,9 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/vllmstat/vllmstat/internal/page"
+	"github.com/vllmstat/vllmstat/internal/vllm"
 )
 
 // TestWorkerSeriesOrder checks that a worker's increases do not hang on the order of its page's
@@ -15,7 +18,7 @@ import (
 // that sums in another order are equal.
 func TestWorkerSeriesOrder(t *testing.T) {
 	type ctr struct {
-		fam         Counter
+		fam         vllm.Counter
 		key, reason string
 		v           float64
 	}
@@ -27,16 +30,16 @@ func TestWorkerSeriesOrder(t *testing.T) {
 	for seed := range 50 {
 		rng := rand.New(rand.NewPCG(uint64(seed), 1))
 		ctrs := []ctr{
-			{fam: PromptTokens, key: `model_name="a"`},
-			{fam: PromptTokens, key: `model_name="b"`},
-			{fam: RequestSuccess, key: `finished_reason="stop",model_name="a"`, reason: "stop"},
-			{fam: RequestSuccess, key: `finished_reason="length",model_name="a"`, reason: "length"},
-			{fam: RequestSuccess, key: `finished_reason="stop",model_name="b"`, reason: "stop"},
-			{fam: Preemptions, key: ""},
+			{fam: vllm.PromptTokens, key: `model_name="a"`},
+			{fam: vllm.PromptTokens, key: `model_name="b"`},
+			{fam: vllm.RequestSuccess, key: `finished_reason="stop",model_name="a"`, reason: "stop"},
+			{fam: vllm.RequestSuccess, key: `finished_reason="length",model_name="a"`, reason: "length"},
+			{fam: vllm.RequestSuccess, key: `finished_reason="stop",model_name="b"`, reason: "stop"},
+			{fam: vllm.Preemptions, key: ""},
 		}
 		hists := []hist{{key: `model_name="a"`, buckets: make([]float64, 3)}, {key: `model_name="b"`, buckets: make([]float64, 3)}}
 		ordered, shuffled := NewWorker(), NewWorker()
-		reused := &EnginePage{}
+		reused := &page.EnginePage{}
 		for scrape := range 40 {
 			for i := range ctrs {
 				switch r := rng.IntN(20); {
@@ -64,24 +67,24 @@ func TestWorkerSeriesOrder(t *testing.T) {
 				}
 				h.sum += float64(rng.IntN(100))
 			}
-			var page EnginePage
+			var ep page.EnginePage
 			for _, c := range ctrs {
 				if rng.IntN(8) == 0 { // the series is not on this page
 					continue
 				}
-				page.Counters = append(page.Counters, CounterSeries{Family: c.fam, Key: c.key, Reason: c.reason, Value: c.v})
+				ep.Counters = append(ep.Counters, page.CounterSeries{Family: c.fam, Key: c.key, Reason: c.reason, Value: c.v})
 			}
 			for _, h := range hists {
 				if rng.IntN(8) == 0 {
 					continue
 				}
-				bs := []Bucket{{0.1, h.buckets[0]}, {1, h.buckets[1]}, {math.Inf(1), h.buckets[2]}}
-				page.Hists = append(page.Hists, HistSeries{Family: TTFT, Key: h.key, Buckets: bs, Sum: h.sum, Count: h.buckets[2], HasSum: true})
+				bs := []page.Bucket{{Le: 0.1, Count: h.buckets[0]}, {Le: 1, Count: h.buckets[1]}, {Le: math.Inf(1), Count: h.buckets[2]}}
+				ep.Hists = append(ep.Hists, page.HistSeries{Family: vllm.TTFT, Key: h.key, Buckets: bs, Sum: h.sum, Count: h.buckets[2], HasSum: true})
 			}
 			// The same series on one reused page, shuffled on every other scrape.
-			reused.Counters = append(reused.Counters[:0], page.Counters...)
-			reused.Hists = slices.Grow(reused.Hists[:0], len(page.Hists))[:len(page.Hists)]
-			for i, hs := range page.Hists {
+			reused.Counters = append(reused.Counters[:0], ep.Counters...)
+			reused.Hists = slices.Grow(reused.Hists[:0], len(ep.Hists))[:len(ep.Hists)]
+			for i, hs := range ep.Hists {
 				bs := append(reused.Hists[i].Buckets[:0], hs.Buckets...)
 				reused.Hists[i] = hs
 				reused.Hists[i].Buckets = bs
@@ -90,20 +93,20 @@ func TestWorkerSeriesOrder(t *testing.T) {
 				rng.Shuffle(len(reused.Counters), func(i, j int) { reused.Counters[i], reused.Counters[j] = reused.Counters[j], reused.Counters[i] })
 				rng.Shuffle(len(reused.Hists), func(i, j int) { reused.Hists[i], reused.Hists[j] = reused.Hists[j], reused.Hists[i] })
 			}
-			want := ordered.Observe(&page, 0)
+			want := ordered.Observe(&ep, 0)
 			got := shuffled.Observe(reused, 0)
 			if got.Counters != want.Counters || got.HasCounter != want.HasCounter {
 				t.Fatalf("seed %d scrape %d: counters %v %v, want %v %v", seed, scrape, got.Counters, got.HasCounter, want.Counters, want.HasCounter)
 			}
 			for c := range want.Shares {
 				if g, w := shareMap(got.Shares[c]), shareMap(want.Shares[c]); !maps.Equal(g, w) {
-					t.Fatalf("seed %d scrape %d: %s shares %v, want %v", seed, scrape, CounterNames[c], g, w)
+					t.Fatalf("seed %d scrape %d: %s shares %v, want %v", seed, scrape, vllm.Counters[c].Name, g, w)
 				}
 			}
 			if !maps.Equal(got.Success(), want.Success()) {
 				t.Fatalf("seed %d scrape %d: success %v, want %v", seed, scrape, got.Success(), want.Success())
 			}
-			if g, w := fmtDelta(got.Hists[TTFT]), fmtDelta(want.Hists[TTFT]); g != w {
+			if g, w := fmtDelta(got.Hists[vllm.TTFT]), fmtDelta(want.Hists[vllm.TTFT]); g != w {
 				t.Fatalf("seed %d scrape %d: ttft %s, want %s", seed, scrape, g, w)
 			}
 			// What the worker keeps must not be the page's: scribble over it.

@@ -5,6 +5,9 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/vllmstat/vllmstat/internal/page"
+	"github.com/vllmstat/vllmstat/internal/vllm"
 )
 
 // scrape is one page of a worker's history and what Observe must return for it.
@@ -27,14 +30,14 @@ func preempt(v string, created float64) string {
 // other is a different counter, so that a page without num_preemptions still shows the engine.
 const other = "vllm:prompt_tokens_total{engine=\"0\",model_name=\"m\"} 5\n"
 
-func observeText(t *testing.T, w *Worker, page string, since float64) Increase {
+func observeText(t *testing.T, w *Worker, body string, since float64) Increase {
 	t.Helper()
-	p, err := ParsePage([]byte(page))
+	p, err := page.ParsePage([]byte(body))
 	if err != nil {
-		t.Fatalf("parse %q: %v", page, err)
+		t.Fatalf("parse %q: %v", body, err)
 	}
 	if len(p.Engines) != 1 {
-		t.Fatalf("page %q: %d engines, want 1", page, len(p.Engines))
+		t.Fatalf("page %q: %d engines, want 1", body, len(p.Engines))
 	}
 	return w.Observe(&p.Engines[0], since)
 }
@@ -71,8 +74,8 @@ func TestWorkerCounterRules(t *testing.T) {
 			for i, s := range tt.scrapes {
 				inc := observeText(t, w, s.page, s.since)
 				got := "-"
-				if inc.HasCounter[Preemptions] {
-					got = fmt.Sprint(inc.Counters[Preemptions])
+				if inc.HasCounter[vllm.Preemptions] {
+					got = fmt.Sprint(inc.Counters[vllm.Preemptions])
 				}
 				if got != s.want {
 					t.Fatalf("scrape %d (%q): increase %s, want %s", i, s.page, got, s.want)
@@ -196,7 +199,7 @@ func TestWorkerHistogramRules(t *testing.T) {
 			w := NewWorker()
 			for i, s := range tt.steps {
 				inc := observeText(t, w, s.page, s.since)
-				if got := fmtDelta(inc.Hists[TTFT]); got != s.want {
+				if got := fmtDelta(inc.Hists[vllm.TTFT]); got != s.want {
 					t.Fatalf("scrape %d:\n%s\nincrease %s, want %s", i, s.page, got, s.want)
 				}
 			}
@@ -218,12 +221,12 @@ func TestWorkerNeverNegative(t *testing.T) {
 			return vals[x%uint64(len(vals))]
 		}
 		for range 20 {
-			page := preempt(pick(), 0) + ttft(pick(), pick(), pick(), pick(), 0)
-			inc := observeText(t, w, page, 0)
-			if v := inc.Counters[Preemptions]; v < 0 || !finite(v) {
-				t.Fatalf("seed %d: counter increase %v on\n%s", seed, v, page)
+			body := preempt(pick(), 0) + ttft(pick(), pick(), pick(), pick(), 0)
+			inc := observeText(t, w, body, 0)
+			if v := inc.Counters[vllm.Preemptions]; v < 0 || !finite(v) {
+				t.Fatalf("seed %d: counter increase %v on\n%s", seed, v, body)
 			}
-			if d := inc.Hists[TTFT]; d != nil {
+			if d := inc.Hists[vllm.TTFT]; d != nil {
 				for _, v := range append([]float64{d.Sum, d.Count}, func() (cs []float64) {
 					for _, b := range d.Buckets {
 						cs = append(cs, b.Count)
@@ -231,10 +234,27 @@ func TestWorkerNeverNegative(t *testing.T) {
 					return
 				}()...) {
 					if v < 0 || !finite(v) {
-						t.Fatalf("seed %d: histogram increase %s on\n%s", seed, fmtDelta(d), page)
+						t.Fatalf("seed %d: histogram increase %s on\n%s", seed, fmtDelta(d), body)
 					}
 				}
 			}
+		}
+	}
+}
+
+// TestSeriesKeysKeepIncreasesApart checks that series whose label values hold commas, equals
+// signs and quotes, which the page keeps apart, are kept apart by the worker too.
+func TestSeriesKeysKeepIncreasesApart(t *testing.T) {
+	for _, pair := range [][2]string{
+		{`x="a,y=b"`, `x="a",y="b"`},
+		{`x="a\",y=\"b"`, `x="a",y="b"`},
+		{`x="a\\",y="b"`, `x="a\\\",y=\"b"`},
+	} {
+		w := NewWorker()
+		observeText(t, w, fmt.Sprintf("vllm:num_preemptions_total{engine=\"0\",%s} 0\nvllm:num_preemptions_total{engine=\"0\",%s} 0\n", pair[0], pair[1]), 0)
+		inc := observeText(t, w, fmt.Sprintf("vllm:num_preemptions_total{engine=\"0\",%s} 100\nvllm:num_preemptions_total{engine=\"0\",%s} 10\n", pair[0], pair[1]), 0)
+		if inc.Counters[vllm.Preemptions] != 110 {
+			t.Errorf("%s and %s: increase %v, want 110", pair[0], pair[1], inc.Counters[vllm.Preemptions])
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package window
+package page
 
 import (
 	"os"
@@ -129,16 +129,16 @@ func checkSGLangWorker(t *testing.T, ep EnginePage, w sglangWorker) {
 			}
 		}
 	} else {
-		if ep.Gauges[Running] != w.running || ep.Gauges[KVUsage] != w.kv || ep.Gauges[Waiting] != w.waiting {
-			t.Errorf("%q: running %v kv %v waiting %v, want %v %v %v", w.labels, ep.Gauges[Running], ep.Gauges[KVUsage], ep.Gauges[Waiting], w.running, w.kv, w.waiting)
+		if ep.Gauges[vllm.Running] != w.running || ep.Gauges[vllm.KVUsage] != w.kv || ep.Gauges[vllm.Waiting] != w.waiting {
+			t.Errorf("%q: running %v kv %v waiting %v, want %v %v %v", w.labels, ep.Gauges[vllm.Running], ep.Gauges[vllm.KVUsage], ep.Gauges[vllm.Waiting], w.running, w.kv, w.waiting)
 		}
-		if !ep.HasGauge[GenThroughput] || !ep.HasGauge[PausedReqs] || !ep.HasGauge[SpecAcceptLen] || !ep.HasGauge[UsedTokens] {
+		if !ep.HasGauge[vllm.GenThroughput] || !ep.HasGauge[vllm.PausedReqs] || !ep.HasGauge[vllm.SpecAcceptLength] || !ep.HasGauge[vllm.UsedTokens] {
 			t.Errorf("%q: SGLang's own gauges missing: %v", w.labels, ep.HasGauge)
 		}
 	}
-	want := map[Counter]float64{Preemptions: w.retractions, PromptTokens: w.prompt, CachedTokens: w.cached}
+	want := map[vllm.Counter]float64{vllm.Preemptions: w.retractions, vllm.PromptTokens: w.prompt, vllm.CachedTokens: w.cached}
 	if w.prompt < 0 {
-		want[CachedTokens] = -1
+		want[vllm.CachedTokens] = -1
 	}
 	for c, v := range want {
 		sum, _, n := counter(ep, c)
@@ -148,7 +148,7 @@ func checkSGLangWorker(t *testing.T, ep EnginePage, w sglangWorker) {
 	}
 	decode := -1.0
 	for _, cs := range ep.Counters {
-		if cs.Family == RealtimeTokens && cs.Reason == "decode" {
+		if cs.Family == vllm.RealtimeTokens && cs.Reason == "decode" {
 			decode = cs.Value
 		}
 		for _, rank := range []string{"tp_rank", "pp_rank", "dp_rank", "worker_addr"} {
@@ -188,11 +188,11 @@ func TestSGLangAuthoritativeRank(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(p.Engines) != 1 || p.Engines[0].Gauges[Running] != tt.want {
+			if len(p.Engines) != 1 || p.Engines[0].Gauges[vllm.Running] != tt.want {
 				t.Fatalf("workers %+v, want one running %v", p.Engines, tt.want)
 			}
 			ep := p.Engines[0]
-			if sum, _, n := counter(ep, Preemptions); strings.Contains(tt.page, "retracted") && (n != 1 || sum != tt.want) {
+			if sum, _, n := counter(ep, vllm.Preemptions); strings.Contains(tt.page, "retracted") && (n != 1 || sum != tt.want) {
 				t.Errorf("retractions %v over %d series, want %v once", sum, n, tt.want)
 			}
 			// The fast paths give the same page.
@@ -223,13 +223,13 @@ sglang:prompt_tokens_total{model_name="m"} 200
 		t.Fatalf("%d workers, want 2: %+v", len(p.Engines), p.Engines)
 	}
 	s, v := p.Engines[0], p.Engines[1]
-	if s.Kind != vllm.SGLang || s.Gauges[Running] != 5 || v.Kind != vllm.VLLM || v.Engine != "0" || v.Gauges[Running] != 3 {
+	if s.Kind != vllm.SGLang || s.Gauges[vllm.Running] != 5 || v.Kind != vllm.VLLM || v.Engine != "0" || v.Gauges[vllm.Running] != 3 {
 		t.Errorf("workers %+v", p.Engines)
 	}
-	if a, _, _ := counter(s, PromptTokens); a != 200 {
+	if a, _, _ := counter(s, vllm.PromptTokens); a != 200 {
 		t.Errorf("SGLang prompt tokens %v", a)
 	}
-	if a, _, _ := counter(v, PromptTokens); a != 100 {
+	if a, _, _ := counter(v, vllm.PromptTokens); a != 100 {
 		t.Errorf("vLLM prompt tokens %v", a)
 	}
 }

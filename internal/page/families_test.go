@@ -1,8 +1,10 @@
-package window
+package page
 
 import (
 	"maps"
 	"testing"
+
+	"github.com/vllmstat/vllmstat/internal/vllm"
 )
 
 // The optional families are read in every spelling, their split label kept as Reason, and a
@@ -26,19 +28,19 @@ vllm_spec_decode_num_drafts_total{engine="0"} 5
 		t.Fatalf("%d workers, want 1", len(p.Engines))
 	}
 	ep := p.Engines[0]
-	if got, want := ep.SplitGauges[WaitingByReason], map[string]float64{"capacity": 5, "deferred": 1}; !maps.Equal(got, want) {
+	if got, want := ep.SplitGauges[vllm.WaitingByReason], map[string]float64{"capacity": 5, "deferred": 1}; !maps.Equal(got, want) {
 		t.Errorf("waiting by reason %v, want %v", got, want)
 	}
-	if !ep.HasGauge[WaitingByReason] || ep.Gauges[WaitingByReason] != 6 {
-		t.Errorf("waiting by reason combined %v (has %v), want 6", ep.Gauges[WaitingByReason], ep.HasGauge[WaitingByReason])
+	if !ep.HasGauge[vllm.WaitingByReason] || ep.Gauges[vllm.WaitingByReason] != 6 {
+		t.Errorf("waiting by reason combined %v (has %v), want 6", ep.Gauges[vllm.WaitingByReason], ep.HasGauge[vllm.WaitingByReason])
 	}
 	pos := map[string]float64{}
 	var drafts float64
 	for _, cs := range ep.Counters {
 		switch cs.Family {
-		case SpecAcceptedPerPos:
+		case vllm.SpecAcceptedPerPos:
 			pos[cs.Reason] += cs.Value
-		case SpecDrafts:
+		case vllm.SpecDrafts:
 			drafts += cs.Value
 		}
 	}

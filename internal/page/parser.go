@@ -1,4 +1,4 @@
-package window
+package page
 
 import (
 	"cmp"
@@ -91,30 +91,30 @@ func (p *Parser) partial(body []byte) *Page {
 	if old == nil {
 		return nil
 	}
-	c := newCollector(p.opt, 0)
-	c.raws = make([]raw, 0, p.shape.Wanted()+p.shape.Wanted()/8)
+	rd := newRawReader(p.opt, 0)
+	rd.raws = make([]raw, 0, p.shape.Wanted()+p.shape.Wanted()/8)
 	remap := make([]int32, len(oldWorkers)) // old worker number -> new, -1 before its first sample
 	for i := range remap {
 		remap[i] = -1
 	}
 	same := func(k int, v float64, line int) {
-		c.room(line)
+		rd.room(line)
 		r := old(k)
 		w := remap[r.worker]
 		if w < 0 {
-			w = c.worker(oldWorkers[r.worker], line)
+			w = rd.worker(oldWorkers[r.worker], line)
 			remap[r.worker] = w
 		}
 		r.worker, r.value = w, v
-		c.keep(r)
+		rd.keep(r)
 	}
-	if err := c.run(func() error { return p.shape.Resync(body, tableSet, same, c.sample) }); err != nil {
+	if err := rd.run(func() error { return p.shape.Resync(body, tableSet, same, rd.sample) }); err != nil {
 		return nil
 	}
 	p.prog, p.pool = nil, p.pool[:0]
 	clear(p.pool[:cap(p.pool)])
 	p.partials++
-	return p.learn(c.raws, c.best, c.wt.keys)
+	return p.learn(rd.raws, rd.best, rd.wt.keys)
 }
 
 // oldRaws returns the previous page's raws, as a function of their index, and its workers; nil
@@ -125,12 +125,12 @@ func (p *Parser) oldRaws() (func(int) raw, []workerKey) {
 	}
 	// Raws that did not fit keptRaws were not kept: the page's lines give them again, in the
 	// order Resync numbers its samples.
-	pc := newCollector(Options{WorkerLabels: p.opt.WorkerLabels}, 0)
-	pc.raws = make([]raw, 0, p.shape.Wanted())
-	if pc.run(func() error { p.shape.Samples(tableSet, pc.sample); return nil }) != nil {
+	prev := newRawReader(Options{WorkerLabels: p.opt.WorkerLabels}, 0)
+	prev.raws = make([]raw, 0, p.shape.Wanted())
+	if prev.run(func() error { p.shape.Samples(tableSet, prev.sample); return nil }) != nil {
 		return nil, nil
 	}
-	return func(k int) raw { return pc.raws[k] }, pc.wt.keys
+	return func(k int) raw { return prev.raws[k] }, prev.wt.keys
 }
 
 // learn assembles the page of raws and remembers what the next parse reuses of it.
@@ -189,7 +189,7 @@ func clonePage(src *Page) *Page {
 			ep.Hists[j].Buckets = slices.Clone(ep.Hists[j].Buckets)
 		}
 		if ep.SplitGauges != nil {
-			m := make(map[Gauge]map[string]float64, len(ep.SplitGauges))
+			m := make(map[vllm.Gauge]map[string]float64, len(ep.SplitGauges))
 			for g, vs := range ep.SplitGauges {
 				m[g] = maps.Clone(vs)
 			}
@@ -237,7 +237,7 @@ type op struct {
 // gaugeSlot is one engine's gauge family: its value is the sum of its n samples, or their mean.
 type gaugeSlot struct {
 	e    int32
-	g    Gauge
+	g    vllm.Gauge
 	n    int
 	mean bool
 }
@@ -245,7 +245,7 @@ type gaugeSlot struct {
 // splitSlot is one value of a gauge's split label on one engine.
 type splitSlot struct {
 	e      int32
-	g      Gauge
+	g      vllm.Gauge
 	reason string
 	n      int  // samples with this value
 	div    bool // divided by n: the family is averaged and the engine has several samples
@@ -279,13 +279,13 @@ func compile(raws []raw, best [3][]int, workers []workerKey, pg *Page) *program 
 		}
 	}
 	// Slots by engine and family, -1 for none yet; split slots are few and keyed by a map.
-	gauges := make([]int32, len(pg.Engines)*int(NumGauges))
+	gauges := make([]int32, len(pg.Engines)*int(vllm.NumGauges))
 	for i := range gauges {
 		gauges[i] = -1
 	}
 	type skey struct {
 		e      int32
-		g      Gauge
+		g      vllm.Gauge
 		reason string
 	}
 	var splits map[skey]int
@@ -307,9 +307,9 @@ func compile(raws []raw, best [3][]int, workers []workerKey, pg *Page) *program 
 			if !finite(r.value) {
 				return nil
 			}
-			g := Gauge(m.fam)
+			g := vllm.Gauge(m.fam)
 			o.kind, o.i = opGauge, int32(g)
-			gs := &gauges[int(e)*int(NumGauges)+int(g)]
+			gs := &gauges[int(e)*int(vllm.NumGauges)+int(g)]
 			if *gs < 0 {
 				*gs = int32(len(pr.gauges))
 				pr.gauges = append(pr.gauges, gaugeSlot{e: e, g: g, mean: vllm.Gauges[g].Combine == vllm.Mean})
@@ -330,7 +330,7 @@ func compile(raws []raw, best [3][]int, workers []workerKey, pg *Page) *program 
 			pr.finite = append(pr.finite, int32(k))
 		case kCounter:
 			i, ok := slices.BinarySearchFunc(ep.Counters, r.key, func(cs CounterSeries, key string) int {
-				return cmp.Or(cmp.Compare(cs.Family, Counter(m.fam)), strings.Compare(cs.Key, key))
+				return cmp.Or(cmp.Compare(cs.Family, vllm.Counter(m.fam)), strings.Compare(cs.Key, key))
 			})
 			if !ok {
 				return nil
@@ -345,7 +345,7 @@ func compile(raws []raw, best [3][]int, workers []workerKey, pg *Page) *program 
 			}
 		case kHist:
 			h, ok := slices.BinarySearchFunc(ep.Hists, r.key, func(hs HistSeries, key string) int {
-				return cmp.Or(cmp.Compare(hs.Family, Hist(m.fam)), strings.Compare(hs.Key, key))
+				return cmp.Or(cmp.Compare(hs.Family, vllm.Hist(m.fam)), strings.Compare(hs.Key, key))
 			})
 			if !ok {
 				break // an incomplete series, left out whatever its values
@@ -387,7 +387,7 @@ func compile(raws []raw, best [3][]int, workers []workerKey, pg *Page) *program 
 	}
 	for i := range pr.splits {
 		s := &pr.splits[i]
-		gs := pr.gauges[gauges[int(s.e)*int(NumGauges)+int(s.g)]]
+		gs := pr.gauges[gauges[int(s.e)*int(vllm.NumGauges)+int(s.g)]]
 		s.div = gs.n > 1 && gs.mean
 	}
 	for _, f := range fixes {

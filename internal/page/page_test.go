@@ -1,10 +1,12 @@
-package window
+package page
 
 import (
 	"fmt"
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/vllmstat/vllmstat/internal/vllm"
 )
 
 func load(t *testing.T, name string) *Page {
@@ -20,7 +22,7 @@ func load(t *testing.T, name string) *Page {
 	return p
 }
 
-func counter(ep EnginePage, c Counter) (sum float64, created float64, n int) {
+func counter(ep EnginePage, c vllm.Counter) (sum float64, created float64, n int) {
 	for _, cs := range ep.Counters {
 		if cs.Family == c {
 			sum += cs.Value
@@ -55,10 +57,10 @@ func TestFixturePages(t *testing.T) {
 				if ep.Engine != tt.engines[i] {
 					t.Errorf("engine %q, want %q", ep.Engine, tt.engines[i])
 				}
-				if !ep.HasGauge[Running] {
+				if !ep.HasGauge[vllm.Running] {
 					t.Errorf("engine %q: no running gauge", ep.Engine)
 				}
-				q, created, n := counter(ep, PrefixQueries)
+				q, created, n := counter(ep, vllm.PrefixQueries)
 				if tt.queries >= 0 {
 					// one series, read once even where old and new names are both exported
 					if n != 1 || q != tt.queries {
@@ -68,11 +70,11 @@ func TestFixturePages(t *testing.T) {
 						t.Errorf("prefix queries _created = %v, want a Unix time", created)
 					}
 				}
-				if tt.kv >= 0 && ep.Gauges[KVUsage] != tt.kv {
-					t.Errorf("kv = %v, want %v", ep.Gauges[KVUsage], tt.kv)
+				if tt.kv >= 0 && ep.Gauges[vllm.KVUsage] != tt.kv {
+					t.Errorf("kv = %v, want %v", ep.Gauges[vllm.KVUsage], tt.kv)
 				}
 				if tt.reasons >= 0 {
-					if _, _, n := counter(ep, RequestSuccess); n != tt.reasons {
+					if _, _, n := counter(ep, vllm.RequestSuccess); n != tt.reasons {
 						t.Errorf("request_success series %d, want %d", n, tt.reasons)
 					}
 				}
@@ -93,7 +95,7 @@ func TestExcerptWithOnlyCreatedOfOldName(t *testing.T) {
 	// The excerpt has gpu_prefix_cache_queries_created but not its _total, and the new
 	// prefix_cache_queries_total: the new name is read, and no _created is taken as a value.
 	p := load(t, "vllm-0.10.0-glm45-issue-excerpt-a.prom")
-	q, _, n := counter(p.Engines[0], PrefixQueries)
+	q, _, n := counter(p.Engines[0], vllm.PrefixQueries)
 	if n != 1 || q != 32 {
 		t.Fatalf("queries %v over %d series, want 32 over 1", q, n)
 	}
@@ -105,7 +107,7 @@ func TestCreatedNeverReadAsValue(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, ep := range p.Engines {
-		if v, _, n := counter(ep, Preemptions); n > 0 && v != 0 {
+		if v, _, n := counter(ep, vllm.Preemptions); n > 0 && v != 0 {
 			t.Fatalf("a _created sample became a counter value %v", v)
 		}
 	}
@@ -126,6 +128,8 @@ func TestGarbagePagesFail(t *testing.T) {
 	}
 }
 
+// FuzzParsePage checks that any page either fails or parses into workers whose labels survive
+// LabelMap and LabelKey. Package window fuzzes what a worker makes of the pages.
 func FuzzParsePage(f *testing.F) {
 	for _, n := range []string{"prometheus-client-render-vllm-0.10.prom", "llm-d-inference-sim-dp1.prom", "ray-serve-llm-two-replicas.prom"} {
 		b, err := os.ReadFile("testdata/" + n)
@@ -139,23 +143,9 @@ func FuzzParsePage(f *testing.F) {
 		if err != nil {
 			return
 		}
-		w := NewWorker()
 		for i := range p.Engines {
 			if l := p.Engines[i].Labels; LabelKey(LabelMap(l)) != l {
 				t.Fatalf("worker labels %s do not survive LabelMap and LabelKey", l)
-			}
-			w.Observe(&p.Engines[i], 0)
-			w.Observe(&p.Engines[i], 0) // a second identical scrape never increases anything
-			inc := w.Observe(&p.Engines[i], 0)
-			for c, v := range inc.Counters {
-				if v != 0 {
-					t.Fatalf("identical scrape gave increase %v for %s", v, CounterNames[c])
-				}
-			}
-			for h, d := range inc.Hists {
-				if d != nil && (d.Count != 0 || d.Sum != 0) {
-					t.Fatalf("identical scrape gave increase %s for %s", fmtDelta(d), HistNames[h])
-				}
 			}
 		}
 	})
@@ -182,15 +172,15 @@ func TestRayCountersWithoutTotal(t *testing.T) {
 	}
 	ep := p.Engines[0]
 	for _, c := range []struct {
-		c    Counter
+		c    vllm.Counter
 		want float64
 		n    int
-	}{{PrefixQueries, 4096, 1}, {PrefixHits, 1024, 1}, {PromptTokens, 8192, 1}, {GenerationTokens, 2048, 1}, {RequestSuccess, 19, 2}} {
+	}{{vllm.PrefixQueries, 4096, 1}, {vllm.PrefixHits, 1024, 1}, {vllm.PromptTokens, 8192, 1}, {vllm.GenerationTokens, 2048, 1}, {vllm.RequestSuccess, 19, 2}} {
 		if v, _, n := counter(ep, c.c); v != c.want || n != c.n {
-			t.Errorf("%s = %v over %d series, want %v over %d", CounterNames[c.c], v, n, c.want, c.n)
+			t.Errorf("%s = %v over %d series, want %v over %d", vllm.Counters[c.c].Name, v, n, c.want, c.n)
 		}
 	}
-	if ep.Gauges[KVUsage] != 0.25 || ep.Gauges[Running] != 3 {
+	if ep.Gauges[vllm.KVUsage] != 0.25 || ep.Gauges[vllm.Running] != 3 {
 		t.Errorf("gauges %v, want running 3 and kv 0.25", ep.Gauges)
 	}
 }
@@ -202,22 +192,14 @@ func TestSeriesKeysDoNotCollide(t *testing.T) {
 		{`x="a\",y=\"b"`, `x="a",y="b"`},
 		{`x="a\\",y="b"`, `x="a\\\",y=\"b"`},
 	} {
-		body := fmt.Sprintf("vllm:num_preemptions_total{engine=\"0\",%s} 0\nvllm:num_preemptions_total{engine=\"0\",%s} 0\n", pair[0], pair[1])
+		body := fmt.Sprintf("vllm:num_preemptions_total{engine=\"0\",%s} 100\nvllm:num_preemptions_total{engine=\"0\",%s} 10\n", pair[0], pair[1])
 		p, err := ParsePage([]byte(body))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n := len(p.Engines[0].Counters); n != 2 {
-			t.Fatalf("%s and %s: %d series, want 2", pair[0], pair[1], n)
-		}
-		w := NewWorker()
-		w.Observe(&p.Engines[0], 0)
-		body = fmt.Sprintf("vllm:num_preemptions_total{engine=\"0\",%s} 100\nvllm:num_preemptions_total{engine=\"0\",%s} 10\n", pair[0], pair[1])
-		if p, err = ParsePage([]byte(body)); err != nil {
-			t.Fatal(err)
-		}
-		if inc := w.Observe(&p.Engines[0], 0); inc.Counters[Preemptions] != 110 {
-			t.Errorf("%s and %s: increase %v, want 110", pair[0], pair[1], inc.Counters[Preemptions])
+		cs := p.Engines[0].Counters
+		if len(cs) != 2 || cs[0].Key == cs[1].Key || cs[0].Value+cs[1].Value != 110 {
+			t.Fatalf("%s and %s: series %+v, want 2 with their own keys and values", pair[0], pair[1], cs)
 		}
 	}
 }
@@ -233,13 +215,13 @@ vllm:num_requests_waiting{engine="0",model_name="a"} NaN
 		t.Fatal(err)
 	}
 	ep := p.Engines[0]
-	if !ep.HasGauge[KVUsage] || ep.Gauges[KVUsage] != 0.5 {
-		t.Errorf("kv = %v (%v), want 0.5: the mean of the finite samples", ep.Gauges[KVUsage], ep.HasGauge[KVUsage])
+	if !ep.HasGauge[vllm.KVUsage] || ep.Gauges[vllm.KVUsage] != 0.5 {
+		t.Errorf("kv = %v (%v), want 0.5: the mean of the finite samples", ep.Gauges[vllm.KVUsage], ep.HasGauge[vllm.KVUsage])
 	}
-	if !ep.HasGauge[Running] || ep.Gauges[Running] != 3 {
-		t.Errorf("running = %v (%v), want 3", ep.Gauges[Running], ep.HasGauge[Running])
+	if !ep.HasGauge[vllm.Running] || ep.Gauges[vllm.Running] != 3 {
+		t.Errorf("running = %v (%v), want 3", ep.Gauges[vllm.Running], ep.HasGauge[vllm.Running])
 	}
-	if ep.HasGauge[Waiting] {
-		t.Errorf("waiting = %v from a NaN sample, want none", ep.Gauges[Waiting])
+	if ep.HasGauge[vllm.Waiting] {
+		t.Errorf("waiting = %v from a NaN sample, want none", ep.Gauges[vllm.Waiting])
 	}
 }

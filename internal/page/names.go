@@ -1,80 +1,19 @@
-// Package window turns successive scrapes of an inference engine (vLLM's, SGLang's) into
-// windowed values: gauge samples, counter increases that survive engine restarts, and histogram
-// bucket increases.
-//
-// It is pure logic: no clock, no I/O. The step package pools its output per training step.
-package window
+package page
 
 import (
 	"strings"
 
+	"github.com/vllmstat/vllmstat/internal/expo"
 	"github.com/vllmstat/vllmstat/internal/vllm"
 )
 
-// The families vllmstat reads are described in package vllm; window numbers them the same way.
-type (
-	Gauge   = vllm.Gauge
-	Counter = vllm.Counter
-	Hist    = vllm.Hist
-)
-
-// The families, in key order.
-const (
-	Running         = vllm.Running
-	Waiting         = vllm.Waiting
-	KVUsage         = vllm.KVUsage
-	WaitingByReason = vllm.WaitingByReason // split by reason
-	SleepState      = vllm.SleepState      // split by sleep_state
-	UsedTokens      = vllm.UsedTokens
-	GenThroughput   = vllm.GenThroughput
-	SpecAcceptLen   = vllm.SpecAcceptLength
-	SpecAcceptRate  = vllm.SpecAcceptRate
-	PausedReqs      = vllm.PausedReqs
-	NumGauges       = vllm.NumGauges
-
-	PrefixQueries      = vllm.PrefixQueries
-	PrefixHits         = vllm.PrefixHits
-	Preemptions        = vllm.Preemptions
-	PromptTokens       = vllm.PromptTokens
-	GenerationTokens   = vllm.GenerationTokens
-	RequestSuccess     = vllm.RequestSuccess // split by finished_reason
-	ExternalQueries    = vllm.ExternalQueries
-	ExternalHits       = vllm.ExternalHits
-	MMQueries          = vllm.MMQueries
-	MMHits             = vllm.MMHits
-	SpecDrafts         = vllm.SpecDrafts
-	SpecDraftTokens    = vllm.SpecDraftTokens
-	SpecAccepted       = vllm.SpecAccepted
-	SpecAcceptedPerPos = vllm.SpecAcceptedPerPos // split by position
-	Corrupted          = vllm.Corrupted
-	CachedTokens       = vllm.CachedTokens
-	NumRequests        = vllm.NumRequests
-	AbortedRequests    = vllm.AbortedRequests
-	RealtimeTokens     = vllm.RealtimeTokens // split by mode
-	NumCounters        = vllm.NumCounters
-
-	TTFT              = vllm.TTFT
-	ITL               = vllm.ITL
-	E2E               = vllm.E2E
-	QueueTime         = vllm.QueueTime
-	PrefillKVComputed = vllm.PrefillKVComputed
-	NumHists          = vllm.NumHists
-)
-
-// Names used in metric keys (vLLM's current family names without the "vllm:" prefix).
+// table holds every exact sample name vllmstat reads: every spelling of every family of package
+// vllm's spec, for every engine, each with what it is (see meta). expo hands over only the
+// samples of these names (tableSet).
 var (
-	GaugeNames   = names(vllm.Gauges[:])
-	CounterNames = names(vllm.Counters[:])
-	HistNames    = names(vllm.Hists[:])
+	table    = buildNames()
+	tableSet = expo.NewNames(table.names)
 )
-
-func names(fs []vllm.Family) []string {
-	out := make([]string, len(fs))
-	for i, f := range fs {
-		out[i] = f.Name
-	}
-	return out
-}
 
 type kind uint8
 
@@ -112,7 +51,7 @@ type meta struct {
 func (m *meta) slot() int { return int(m.eng)*numFams[m.kind] + m.fam }
 
 // numFams is the number of families of each kind.
-var numFams = [3]int{kGauge: int(NumGauges), kCounter: int(NumCounters), kHist: int(NumHists)}
+var numFams = [3]int{kGauge: int(vllm.NumGauges), kCounter: int(vllm.NumCounters), kHist: int(vllm.NumHists)}
 
 // nameTable lists every exact sample name vllmstat reads, in a fixed order.
 type nameTable struct {
