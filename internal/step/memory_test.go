@@ -3,11 +3,11 @@ package step
 import (
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"runtime"
 	"testing"
 	"time"
 
+	"github.com/vllmstat/vllmstat/internal/testkit"
 	"github.com/vllmstat/vllmstat/internal/window"
 )
 
@@ -20,10 +20,7 @@ type memFleet struct {
 }
 
 func newMemFleet(tb testing.TB, targets int) *memFleet {
-	body, err := os.ReadFile("../window/testdata/prometheus-client-render-vllm-0.20.prom")
-	if err != nil {
-		tb.Fatal(err)
-	}
+	body := testkit.ReadFixture(tb, "prometheus-client-render-vllm-0.20.prom")
 	f := &memFleet{rng: rand.New(rand.NewPCG(1, 2))}
 	for i := range targets {
 		p, err := window.ParsePage(body)
