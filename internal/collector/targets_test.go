@@ -19,6 +19,7 @@ import (
 	"github.com/vllmstat/vllmstat/internal/scrape"
 	"github.com/vllmstat/vllmstat/internal/step"
 	"github.com/vllmstat/vllmstat/internal/syncbuf"
+	"github.com/vllmstat/vllmstat/internal/testkit"
 	"github.com/vllmstat/vllmstat/internal/window"
 )
 
@@ -68,7 +69,7 @@ func TestReaddedTarget(t *testing.T) {
 			c, fc, stop := start(t, Options{Targets: targets(s.srv.URL), NoFinalStep: true})
 			defer stop()
 			ctx := context.Background()
-			waitFor(t, func() bool { return s.n.Load() == 1 })
+			testkit.WaitFor(t, 5*time.Second, "the scrape at start", func() bool { return s.n.Load() == 1 })
 			s.value.Store(110)
 			r1, err := c.EndStep(ctx, 1)
 			if err != nil || r1.Metrics["vllm/generation_tokens"] != 10 {
@@ -201,7 +202,7 @@ func TestScrapeDurationAndLimits(t *testing.T) {
 	defer func() { cancel(); <-errc }()
 
 	// The scrape at start first, so that it cannot come after step 1's boundary scrape.
-	waitFor(t, func() bool { r, _, _ := c.Live(context.Background()); return r.Scrapes.OK == 1 })
+	testkit.WaitFor(t, 5*time.Second, "the scrape at start", func() bool { r, _, _ := c.Live(context.Background()); return r.Scrapes.OK == 1 })
 	if _, err := c.EndStep(context.Background(), 1); err != nil {
 		t.Fatal(err)
 	}
