@@ -3,7 +3,6 @@ package benchpage
 import (
 	"bytes"
 	"math"
-	"os"
 	"strconv"
 	"testing"
 
@@ -12,14 +11,12 @@ import (
 
 	"github.com/vllmstat/vllmstat/internal/page"
 	"github.com/vllmstat/vllmstat/internal/pyfloat"
+	"github.com/vllmstat/vllmstat/internal/testkit"
 	"github.com/vllmstat/vllmstat/internal/vllm"
 )
 
 func pages(t *testing.T) map[string][]byte {
-	vllm, err := os.ReadFile("testdata/prometheus-client-render-vllm-0.10.prom")
-	if err != nil {
-		t.Fatal(err)
-	}
+	vllm := testkit.ReadFixture(t, "prometheus-client-render-vllm-0.10.prom")
 	return map[string][]byte{"ray-256KB": Ray(256 << 10), "vllm-0.10": vllm}
 }
 

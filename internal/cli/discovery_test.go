@@ -19,6 +19,7 @@ import (
 
 	"github.com/vllmstat/vllmstat/internal/discovery/dnstest"
 	"github.com/vllmstat/vllmstat/internal/syncbuf"
+	"github.com/vllmstat/vllmstat/internal/testkit"
 )
 
 // tokenServer serves a generation counter that the test moves.
@@ -98,7 +99,7 @@ func startDiscRun(t *testing.T, args ...string) *discRun {
 			<-r.done
 		}
 	})
-	if !waitUntil(10*time.Second, func() bool {
+	if !testkit.Poll(10*time.Second, func() bool {
 		m := regexp.MustCompile(`api listening" url=(\S+)`).FindStringSubmatch(r.stderr.String())
 		if m != nil {
 			r.base = m[1]
@@ -137,7 +138,7 @@ func (r *discRun) live() liveState {
 func (r *discRun) waitTargets(want ...string) {
 	r.t.Helper()
 	var got []string
-	if !waitUntil(20*time.Second, func() bool {
+	if !testkit.Poll(20*time.Second, func() bool {
 		l := r.live()
 		got = got[:0]
 		scraped := true
@@ -155,7 +156,7 @@ func (r *discRun) waitTargets(want ...string) {
 // waitTokens waits until the open step has counted n generation tokens.
 func (r *discRun) waitTokens(n float64) {
 	r.t.Helper()
-	if !waitUntil(20*time.Second, func() bool { return r.live().Step.Metrics["vllm/generation_tokens"] == n }) {
+	if !testkit.Poll(20*time.Second, func() bool { return r.live().Step.Metrics["vllm/generation_tokens"] == n }) {
 		r.t.Fatalf("the open step has %v tokens, want %v\n%s", r.live().Step.Metrics["vllm/generation_tokens"], n, r.stderr.String())
 	}
 }
@@ -270,7 +271,7 @@ func TestRunDNSDiscovery(t *testing.T) {
 	c.tokens.Add(2)
 	r.waitTokens(2) // in step 4 before it goes
 	dns.Fail(name)
-	if !waitUntil(20*time.Second, func() bool { return strings.Contains(r.stderr.String(), "dns discovery failed") }) {
+	if !testkit.Poll(20*time.Second, func() bool { return strings.Contains(r.stderr.String(), "dns discovery failed") }) {
 		t.Fatalf("the failing DNS server was not reported\n%s", r.stderr.String())
 	}
 	dns.SetIPs(name, "127.0.0.1", "127.0.0.2") // c goes, a comes back as a new worker

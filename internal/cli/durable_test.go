@@ -19,6 +19,7 @@ import (
 	"github.com/vllmstat/vllmstat/internal/record"
 	"github.com/vllmstat/vllmstat/internal/step"
 	"github.com/vllmstat/vllmstat/internal/syncbuf"
+	"github.com/vllmstat/vllmstat/internal/testkit"
 )
 
 // liveRun is "vllmstat run" running in this process, ending steps over its API.
@@ -38,7 +39,7 @@ func startLive(t *testing.T, out string, args ...string) *liveRun {
 	l := &liveRun{t: t, cancel: cancel, done: make(chan int, 1), stderr: &syncbuf.Buffer{}}
 	args = append([]string{"--interval", "0.1", "--scrape-timeout", "5s", "--step-every", "0", "--listen", "127.0.0.1:0", "--out", out}, args...)
 	go func() { l.done <- runWith(ctx, "run", args, &bytes.Buffer{}, l.stderr) }()
-	if !waitUntil(10*time.Second, func() bool {
+	if !testkit.Poll(10*time.Second, func() bool {
 		b, _ := os.ReadFile(filepath.Join(out, outdir.LockName))
 		var o outdir.Owner
 		if json.Unmarshal(b, &o) == nil && o.API != "" && o.PID == os.Getpid() {

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/vllmstat/vllmstat/internal/testkit"
 )
 
 // TestRunFileSDSkipsFIFO gives a "vllmstat run" process a file_sd glob that matches a FIFO
@@ -37,7 +39,7 @@ func TestRunFileSDSkipsFIFO(t *testing.T) {
 	}
 	p := startProcRun(t, "--config", cfg, "--out", dir, "--interval", "0.1", "--step-every", "0")
 	var n int
-	if !waitUntil(20*time.Second, func() bool {
+	if !testkit.Poll(20*time.Second, func() bool {
 		n, _ = p.targetCount(5 * time.Second)
 		return n == 1
 	}) {

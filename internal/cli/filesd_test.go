@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vllmstat/vllmstat/internal/testkit"
 )
 
 // writeAtomic replaces path's content at once (a rename), as a careful writer does.
@@ -75,7 +77,7 @@ func TestRunFileSD(t *testing.T) {
 
 	writeAtomic(t, one, fmt.Sprintf(`[{"targets": [%q, %q], "labels": {"team": "y"}}]`, hp(a), b.url))
 	r.waitTargets(sorted(a.url, b.url)...)
-	if !waitUntil(20*time.Second, func() bool {
+	if !testkit.Poll(20*time.Second, func() bool {
 		for _, tg := range r.live().Targets {
 			if tg.URL == a.url {
 				return tg.Labels["team"] == "y"
@@ -92,7 +94,7 @@ func TestRunFileSD(t *testing.T) {
 	checkLabels(t, s2, map[string]string{a.url: "y", b.url: "y"})
 
 	writeAtomic(t, one, `[{"targets": [`)
-	if !waitUntil(20*time.Second, func() bool { return strings.Contains(r.stderr.String(), "file_sd file is broken") }) {
+	if !testkit.Poll(20*time.Second, func() bool { return strings.Contains(r.stderr.String(), "file_sd file is broken") }) {
 		t.Fatalf("the broken file was not reported\n%s", r.stderr.String())
 	}
 	writeAtomic(t, two, fmt.Sprintf("- targets: [%q]\n  labels: {team: z}\n", hp(c)))

@@ -6,13 +6,13 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"regexp"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
-	"time"
+
+	"github.com/vllmstat/vllmstat/internal/testkit"
 )
 
 // fakeServer serves a captured vLLM page whose counters move: every answer first adds a random
@@ -36,10 +36,7 @@ var seriesRe = regexp.MustCompile(`^(vllm:(prefix_cache_queries|prefix_cache_hit
 
 func newFakeServer(t *testing.T, fixture string, seed uint64) *fakeServer {
 	t.Helper()
-	b, err := os.ReadFile("testdata/" + fixture)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := testkit.ReadFixture(t, fixture)
 	f := &fakeServer{values: map[string]float64{}, rng: rand.New(rand.NewPCG(seed, 7)),
 		restarts: map[int]bool{}, garbage: map[int]bool{}, created: 1.7e9}
 	sc := bufio.NewScanner(strings.NewReader(string(b)))
@@ -109,16 +106,4 @@ func (f *fakeServer) truth(first, last int) map[string]float64 {
 		}
 	}
 	return out
-}
-
-// waitUntil polls cond for up to d; e2e tests run on the real clock.
-func waitUntil(d time.Duration, cond func() bool) bool {
-	end := time.Now().Add(d)
-	for time.Now().Before(end) {
-		if cond() {
-			return true
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return cond()
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/vllmstat/vllmstat/internal/syncbuf"
+	"github.com/vllmstat/vllmstat/internal/testkit"
 )
 
 // TestRunStartsWithoutTargets: a run with an API and no targets says so once, waits, and
@@ -52,7 +53,7 @@ func TestRunStartsWithoutTargets(t *testing.T) {
 	}
 	post("/v1/targets", `{"targets": ["`+srv.URL+`/metrics"]}`)
 	// The target's first scrape is its baseline; the step counts what it served after it.
-	if !waitUntil(10*time.Second, func() bool {
+	if !testkit.Poll(10*time.Second, func() bool {
 		resp, err := http.Get(base + "/v1/live")
 		if err != nil {
 			return false

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/vllmstat/vllmstat/internal/syncbuf"
+	"github.com/vllmstat/vllmstat/internal/testkit"
 )
 
 // procRun is "vllmstat run" in a process of its own (this test binary standing in for it), so
@@ -53,7 +54,7 @@ func startProcRun(t *testing.T, args ...string) *procRun {
 		}
 	})
 	re := regexp.MustCompile(`api listening" url=(\S+)`)
-	if !waitUntil(30*time.Second, func() bool {
+	if !testkit.Poll(30*time.Second, func() bool {
 		if m := re.FindStringSubmatch(p.stderr.String()); m != nil {
 			p.base = m[1]
 		}

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/vllmstat/vllmstat/internal/testkit"
 )
 
 // TestRayRunAndReplay runs "vllmstat run" against a real HTTP server answering a Ray
@@ -41,9 +43,7 @@ func TestRayRunAndReplay(t *testing.T) {
 		done <- runWith(ctx, "run", []string{"--target", srv.URL, "--interval", "0.05", "--scrape-timeout", "5s",
 			"--step-every", "200ms", "--listen", "", "--out", dir, "--record", rec, "--per-worker"}, &bytes.Buffer{}, &stderr)
 	}()
-	if !waitUntil(10*time.Second, func() bool { return n.Load() > 8 }) {
-		t.Fatal("the server was not scraped 8 times")
-	}
+	testkit.WaitFor(t, 10*time.Second, "the server to be scraped more than 8 times", func() bool { return n.Load() > 8 })
 	cancel()
 	if code := <-done; code != 0 {
 		t.Fatalf("run exited %d\n%s", code, stderr.String())

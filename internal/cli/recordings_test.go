@@ -11,12 +11,12 @@ import (
 
 	"github.com/vllmstat/vllmstat/internal/record"
 	"github.com/vllmstat/vllmstat/internal/sim"
+	"github.com/vllmstat/vllmstat/internal/testkit"
 )
 
-var (
-	update      = flag.Bool("update", false, "record the recordings under testdata/recordings again, from runs against the simulator")
-	updateSteps = flag.Bool("update-steps", false, "rewrite the steps.jsonl of the recordings under testdata/recordings from their replay, keeping the recordings")
-)
+// updateSteps rewrites the steps.jsonl of the recordings from their replay; -update (testkit's)
+// records them again, from runs against the simulator.
+var updateSteps = flag.Bool("update-steps", false, "rewrite the steps.jsonl of the recordings under testdata/recordings from their replay, keeping the recordings")
 
 // recordings are the runs kept under testdata/recordings/NAME: run.jsonl.gz (and its later
 // segments) and the steps.jsonl the live run wrote. Each run is "vllmstat record" against a
@@ -38,7 +38,7 @@ func TestReplayRecordings(t *testing.T) {
 	for _, rc := range recordings {
 		t.Run(rc.name, func(t *testing.T) {
 			dir := filepath.Join("testdata", "recordings", rc.name)
-			if *update {
+			if testkit.Update() {
 				makeRecording(t, dir, rc.runs, rc.steps)
 			}
 			rec := filepath.Join(dir, "run.jsonl.gz")
@@ -54,7 +54,7 @@ func TestReplayRecordings(t *testing.T) {
 			if code := Run([]string{"replay", "--per-worker", rec}, &out, &errb); code != 0 || errb.Len() > 0 {
 				t.Fatalf("replay exited %d: %s", code, errb.String())
 			}
-			if *updateSteps && !*update {
+			if *updateSteps && !testkit.Update() {
 				// Replay equals the live run (same tracker), so this is what a run would write.
 				if err := os.WriteFile(filepath.Join(dir, "steps.jsonl"), out.Bytes(), 0o644); err != nil {
 					t.Fatal(err)
@@ -91,9 +91,7 @@ func makeRecording(t *testing.T, dir string, runs, steps int) {
 		for n := 1; n <= steps; n++ {
 			// a step of a few scrapes: wait for them through the live view
 			before := l.liveScrapes()
-			if !waitUntil(10*time.Second, func() bool { return l.liveScrapes() >= before+3 }) {
-				t.Fatal("the fleet is not scraped")
-			}
+			testkit.WaitFor(t, 10*time.Second, "the fleet to be scraped", func() bool { return l.liveScrapes() >= before+3 })
 			l.endStep(n)
 		}
 		if code := l.stop(); code != 0 {

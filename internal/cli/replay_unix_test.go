@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/vllmstat/vllmstat/internal/syncbuf"
+	"github.com/vllmstat/vllmstat/internal/testkit"
 )
 
 // TestReplayStopsOnSignal replays an endless recording from a named pipe and stops it as
@@ -51,9 +52,7 @@ func TestReplayStopsOnSignal(t *testing.T) {
 	var errb syncbuf.Buffer
 	go func() { done <- RunContext(ctx, []string{"replay", p}, &bytes.Buffer{}, &errb) }()
 	// A pipe holds 64 KiB: once 5,000 lines went in, replay is reading them.
-	if !waitUntil(10*time.Second, func() bool { return written.Load() > 5000 }) {
-		t.Fatal("replay does not read the pipe")
-	}
+	testkit.WaitFor(t, 10*time.Second, "replay to read the pipe", func() bool { return written.Load() > 5000 })
 	cancel()
 	select {
 	case code := <-done:

@@ -16,6 +16,7 @@ import (
 	"github.com/vllmstat/vllmstat/internal/record"
 	"github.com/vllmstat/vllmstat/internal/step"
 	"github.com/vllmstat/vllmstat/internal/syncbuf"
+	"github.com/vllmstat/vllmstat/internal/testkit"
 )
 
 func readSteps(t *testing.T, path string) ([]step.Record, []byte) {
@@ -57,9 +58,7 @@ func TestRunEndToEnd(t *testing.T) {
 			"--interval", "0.05", "--scrape-timeout", "5s", "--step-every", "300ms", "--listen", "127.0.0.1:0", "--out", dir, "--record", rec, "--per-worker",
 		}, &bytes.Buffer{}, &stderr)
 	}()
-	if !waitUntil(10*time.Second, func() bool { a.mu.Lock(); defer a.mu.Unlock(); return a.n > 20 }) {
-		t.Fatal("server a was not scraped 20 times")
-	}
+	testkit.WaitFor(t, 10*time.Second, "server a to be scraped more than 20 times", func() bool { a.mu.Lock(); defer a.mu.Unlock(); return a.n > 20 })
 	cancel()
 	if code := <-done; code != 0 {
 		t.Fatalf("run exited %d\n%s", code, stderr.String())
@@ -213,7 +212,7 @@ func TestFailingSinkDoesNotStopRun(t *testing.T) {
 		done <- runWith(ctx, "run", []string{"--config", cfg, "--target", a.url(), "--interval", "0.05", "--step-every", "200ms",
 			"--listen", "", "--out", filepath.Join(dir, "out")}, &bytes.Buffer{}, &stderr)
 	}()
-	if !waitUntil(10*time.Second, func() bool {
+	if !testkit.Poll(10*time.Second, func() bool {
 		b, _ := os.ReadFile(filepath.Join(dir, "out", "steps.jsonl"))
 		return bytes.Count(b, []byte("\n")) >= 3
 	}) {
@@ -244,7 +243,7 @@ func TestRunServesSelfMetrics(t *testing.T) {
 	}()
 	base := apiURL(t, stderr)
 	// end the step once the target has answered twice: then it has an increase to report
-	if !waitUntil(10*time.Second, func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the target to be scraped twice", func() bool {
 		resp, err := http.Get(base + "/v1/live")
 		if err != nil {
 			return false
@@ -255,9 +254,7 @@ func TestRunServesSelfMetrics(t *testing.T) {
 		}
 		json.NewDecoder(resp.Body).Decode(&live)
 		return live.Step.Scrapes.OK >= 2
-	}) {
-		t.Fatal("the target was not scraped twice")
-	}
+	})
 	resp, err := http.Post(base+"/v1/steps/end", "application/json", strings.NewReader(`{"step": 7}`))
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("end step: %v %v", resp, err)

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/vllmstat/vllmstat/internal/testkit"
 )
 
 // scaleTargets is how many targets the large-change tests add and remove at once: 50,000, or
@@ -150,7 +152,7 @@ func TestRunLargeFileSDRemovalExits(t *testing.T) {
 	}
 	p := startProcRun(t, "--config", cfg, "--out", dir, "--interval", "3600", "--scrape-timeout", "1s", "--step-every", "0")
 	var n int
-	if !waitUntil(2*scaleCallLimit, func() bool {
+	if !testkit.Poll(2*scaleCallLimit, func() bool {
 		n, _ = p.targetCount(scaleProbeLimit)
 		return n == scaleTargets()
 	}) {
@@ -161,7 +163,7 @@ func TestRunLargeFileSDRemovalExits(t *testing.T) {
 	}
 	// The file is gone for two reads (200 ms apart) before its targets go: the removals start
 	// well within a few seconds.
-	waitUntil(5*time.Second, func() bool { return strings.Contains(p.stderr.String(), "targets removed") })
+	testkit.Poll(5*time.Second, func() bool { return strings.Contains(p.stderr.String(), "targets removed") })
 	t0 := time.Now()
 	if !p.terminate(scaleExitLimit) || p.code != 0 {
 		t.Fatalf("exit after SIGTERM during the removals: exited %v, code %d\n%s", p.cmd.ProcessState != nil, p.code, tail(p.stderr.String(), 4000))

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/vllmstat/vllmstat/internal/syncbuf"
+	"github.com/vllmstat/vllmstat/internal/testkit"
 )
 
 // TestRunNeverShowsCredentials runs "vllmstat run" against a server that wants basic auth, with
@@ -60,7 +61,7 @@ func TestRunNeverShowsCredentials(t *testing.T) {
 		return resp.StatusCode, string(b)
 	}
 	// Wait for a closed step with the target's increases: the scrapes authenticated.
-	if !waitUntil(10*time.Second, func() bool {
+	if !testkit.Poll(10*time.Second, func() bool {
 		_, body := get("/metrics", "Bearer "+token)
 		return strings.Contains(body, `vllmstat_target_up{target="`+clean+`"} 1`) && strings.Contains(body, "vllmstat_step_worker_vllm_generation_tokens{")
 	}) {

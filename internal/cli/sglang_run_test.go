@@ -16,6 +16,7 @@ import (
 	"github.com/vllmstat/vllmstat/internal/record"
 	"github.com/vllmstat/vllmstat/internal/sim"
 	"github.com/vllmstat/vllmstat/internal/step"
+	"github.com/vllmstat/vllmstat/internal/testkit"
 )
 
 // sglangFleet starts a simulated SGLang fleet of servers × dp ranks running batches GRPO
@@ -62,9 +63,7 @@ func recordSGLangRun(t *testing.T, fleet *sim.Fleet, batches int, rec string) ([
 	// The counters are final once the last batch is done: a step of a few idle scrapes more
 	// holds none of them.
 	before := l.liveScrapes()
-	if !waitUntil(10*time.Second, func() bool { return l.liveScrapes() >= before+4 }) {
-		t.Fatal("the fleet is not scraped")
-	}
+	testkit.WaitFor(t, 10*time.Second, "the fleet to be scraped", func() bool { return l.liveScrapes() >= before+4 })
 	l.endStep(batches + 1)
 	if code := l.stop(); code != 0 {
 		t.Fatalf("run exited %d\n%s", code, l.stderr.String())
@@ -153,7 +152,7 @@ func TestRunSGLangFleet(t *testing.T) {
 func TestReplaySGLangRecording(t *testing.T) {
 	dir := filepath.Join("testdata", "recordings", "sglang")
 	rec := filepath.Join(dir, "run.jsonl.gz")
-	if *update {
+	if testkit.Update() {
 		os.RemoveAll(dir)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)
@@ -203,9 +202,7 @@ func TestRunSGLangSetupHints(t *testing.T) {
 		args = append(args, "--target", u)
 	}
 	l := startLive(t, out, args...)
-	if !waitUntil(10*time.Second, func() bool { return l.liveScrapes() >= 15 }) {
-		t.Fatal("the targets are not scraped")
-	}
+	testkit.WaitFor(t, 10*time.Second, "the targets to be scraped", func() bool { return l.liveScrapes() >= 15 })
 	l.stop()
 	logs := l.stderr.String()
 	for i, hint := range []string{page.HintNotFound, page.HintNoFamily, page.HintDPRankZero} {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/vllmstat/vllmstat/internal/step"
 	"github.com/vllmstat/vllmstat/internal/syncbuf"
+	"github.com/vllmstat/vllmstat/internal/testkit"
 )
 
 // levelServer serves a captured vLLM page whose counters move only when the test bumps them,
@@ -41,10 +42,7 @@ type levelServer struct {
 
 func newLevelServer(t *testing.T, fixture string, seed uint64) *levelServer {
 	t.Helper()
-	b, err := os.ReadFile("testdata/" + fixture)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := testkit.ReadFixture(t, fixture)
 	s := &levelServer{values: map[string]float64{}, rng: rand.New(rand.NewPCG(seed, 11))}
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	for sc.Scan() {
@@ -175,7 +173,7 @@ func TestRunStepTotalsPerStep(t *testing.T) {
 	}()
 	base := apiURL(t, stderr)
 	for _, s := range servers {
-		if !waitUntil(10*time.Second, func() bool { return s.answered() >= 1 }) {
+		if !testkit.Poll(10*time.Second, func() bool { return s.answered() >= 1 }) {
 			t.Fatalf("server %s never scraped\n%s", s.url(), stderr.String())
 		}
 	}
@@ -285,7 +283,7 @@ func apiURL(t *testing.T, stderr *syncbuf.Buffer) string {
 	t.Helper()
 	re := regexp.MustCompile(`api listening" url=(\S+)`)
 	var base string
-	if !waitUntil(10*time.Second, func() bool {
+	if !testkit.Poll(10*time.Second, func() bool {
 		m := re.FindStringSubmatch(stderr.String())
 		if m != nil {
 			base = m[1]

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/vllmstat/vllmstat/internal/syncbuf"
+	"github.com/vllmstat/vllmstat/internal/testkit"
 )
 
 // authServer serves a page on one loopback address and records the Authorization header of
@@ -128,7 +129,7 @@ func (r *authRun) targets(method string, urls ...string) {
 // want (a header value, "" for none).
 func (r *authRun) check(name string, s *authServer, from int, want string) {
 	r.t.Helper()
-	if !waitUntil(20*time.Second, func() bool { return s.requests() >= from+3 }) {
+	if !testkit.Poll(20*time.Second, func() bool { return s.requests() >= from+3 }) {
 		r.t.Fatalf("%s: %d requests, want %d\n%s", name, s.requests(), from+3, r.stderr.String())
 	}
 	for i, got := range s.since(from) {

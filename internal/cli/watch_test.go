@@ -14,6 +14,7 @@ import (
 	"github.com/vllmstat/vllmstat/internal/clock"
 	"github.com/vllmstat/vllmstat/internal/step"
 	"github.com/vllmstat/vllmstat/internal/syncbuf"
+	"github.com/vllmstat/vllmstat/internal/testkit"
 )
 
 // watchSession runs watch in-process on a fake clock for rounds rounds (the one at start and
@@ -31,7 +32,7 @@ func watchSession(t *testing.T, args []string, rounds int) (stdout, stderr strin
 			fc.Advance(500 * time.Millisecond)
 		}
 		// Each round prints a row; only then does the next tick start a round of its own.
-		if !waitUntil(10*time.Second, func() bool { return len(watchRows(out.String())) == i }) {
+		if !testkit.Poll(10*time.Second, func() bool { return len(watchRows(out.String())) == i }) {
 			t.Fatalf("round %d did not print its row:\n%s\n%s", i, out.String(), errb.String())
 		}
 	}
@@ -143,7 +144,7 @@ func TestWatchOnTerminal(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Two drawings of the per-worker rows: the second one redraws the first in place.
-	if !waitUntil(20*time.Second, func() bool { return strings.Count(out.String(), "\x1b[4A") >= 1 }) {
+	if !testkit.Poll(20*time.Second, func() bool { return strings.Count(out.String(), "\x1b[4A") >= 1 }) {
 		t.Fatalf("no in-place redraw on a terminal:\n%q", out.String())
 	}
 	stdin.Write([]byte{3}) // Ctrl-C on the terminal: SIGINT to the foreground process

@@ -18,6 +18,7 @@ import (
 	"github.com/vllmstat/vllmstat/internal/scrape"
 	"github.com/vllmstat/vllmstat/internal/selfmetrics"
 	"github.com/vllmstat/vllmstat/internal/step"
+	"github.com/vllmstat/vllmstat/internal/testkit"
 )
 
 // countingObserver passes every call on to vllmstat's own metrics and counts the scrapes.
@@ -70,7 +71,7 @@ func startChurn(t *testing.T, lim page.Limits, rw *record.Writer) *churn {
 	}
 	t.Cleanup(ch.stop)
 	ch.c, ch.fc = c, fc
-	waitFor(t, func() bool { return ch.obs.count() == 1 }) // the scrape at start
+	testkit.WaitFor(t, 5*time.Second, "the scrape at start", func() bool { return ch.obs.count() == 1 })
 	return ch
 }
 
@@ -80,7 +81,7 @@ func (ch *churn) scrape(k int) {
 	for range k {
 		n := ch.obs.count() + 1
 		ch.fc.Advance(time.Second)
-		waitFor(ch.t, func() bool { return ch.obs.count() == n })
+		testkit.WaitFor(ch.t, 5*time.Second, fmt.Sprintf("scrape %d", n), func() bool { return ch.obs.count() == n })
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/vllmstat/vllmstat/internal/scrape"
 	"github.com/vllmstat/vllmstat/internal/step"
 	"github.com/vllmstat/vllmstat/internal/target"
+	"github.com/vllmstat/vllmstat/internal/testkit"
 )
 
 // counterServer answers a page whose generation counter grows by 10 per answer.
@@ -73,7 +74,7 @@ func TestEndStepOrderAndBoundary(t *testing.T) {
 	s := newCounterServer(t)
 	c, _, stop := start(t, Options{Targets: targets(s.srv.URL), NoFinalStep: true})
 	ctx := context.Background()
-	waitFor(t, func() bool { return s.n.Load() == 1 }) // the scrape at start
+	testkit.WaitFor(t, 5*time.Second, "the scrape at start", func() bool { return s.n.Load() == 1 })
 	r1, err := c.EndStep(ctx, 3)
 	if err != nil {
 		t.Fatal(err)
@@ -113,10 +114,10 @@ func TestSlowTargetSkipsTicksAndNeverDelaysOthers(t *testing.T) {
 		return func() bool { obs.mu.Lock(); defer obs.mu.Unlock(); return obs.scraped == n }
 	}
 	for i := 0; i < 5; i++ {
-		waitFor(t, scraped(i+1))
+		testkit.WaitFor(t, 5*time.Second, fmt.Sprintf("scrape %d", i+1), scraped(i+1))
 		fc.Advance(time.Second)
 	}
-	waitFor(t, scraped(6))
+	testkit.WaitFor(t, 5*time.Second, "scrape 6", scraped(6))
 	obs.mu.Lock()
 	skipped := obs.skipped
 	obs.mu.Unlock()
@@ -142,13 +143,13 @@ func TestRemovedTargetDoesNotHoldBoundary(t *testing.T) {
 	slow.block = make(chan struct{})
 	defer close(slow.block)
 	c, _, stop := start(t, Options{Targets: targets(slow.srv.URL, fast.srv.URL), NoFinalStep: true})
-	waitFor(t, func() bool { return fast.n.Load() == 1 })
+	testkit.WaitFor(t, 5*time.Second, "the fast target's scrape at start", func() bool { return fast.n.Load() == 1 })
 	done := make(chan step.Record)
 	go func() {
 		r, _ := c.EndStep(context.Background(), 1)
 		done <- r
 	}()
-	waitFor(t, func() bool { return fast.n.Load() == 2 }) // the fast target's boundary scrape
+	testkit.WaitFor(t, 5*time.Second, "the fast target's boundary scrape", func() bool { return fast.n.Load() == 2 })
 	if err := c.SetTargets(context.Background(), targets(fast.srv.URL)); err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +173,7 @@ func TestShutdownClosesFinalStep(t *testing.T) {
 		got = append(got, r.Step)
 		mu.Unlock()
 	}})
-	waitFor(t, func() bool { return s.n.Load() == 1 })
+	testkit.WaitFor(t, 5*time.Second, "the scrape at start", func() bool { return s.n.Load() == 1 })
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +193,7 @@ func TestShutdownKeepsTheOpenStepOpen(t *testing.T) {
 	c, _, stop := start(t, Options{Targets: targets(s.srv.URL),
 		OnStep:     func(r *step.Record) { mu.Lock(); steps = append(steps, r.Step); mu.Unlock() },
 		OnOpenStep: func(r *step.Record) { mu.Lock(); open = append(open, r); mu.Unlock() }})
-	waitFor(t, func() bool { return s.n.Load() == 1 })
+	testkit.WaitFor(t, 5*time.Second, "the scrape at start", func() bool { return s.n.Load() == 1 })
 	if _, err := c.EndStep(context.Background(), 3); err != nil { // boundary scrape: answer 2
 		t.Fatal(err)
 	}
@@ -223,9 +224,9 @@ func TestNoFinalStepHandsOverTheOpenStep(t *testing.T) {
 			return err == nil && rec.Scrapes.OK == n
 		}
 	}
-	waitFor(t, scraped(1))
+	testkit.WaitFor(t, 5*time.Second, "the first scrape", scraped(1))
 	fc.Advance(time.Second) // a tick: the second scrape
-	waitFor(t, scraped(2))
+	testkit.WaitFor(t, 5*time.Second, "the second scrape", scraped(2))
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -243,17 +244,6 @@ func targets(urls ...string) []target.Target {
 	return ts
 }
 
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	end := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(end) {
-			t.Fatal("condition not met in 5s")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // TestShutdownDeadline checks that a target that never answers holds the exit only until the
 // shutdown deadline (twice the scrape timeout and 2 s, on the collector's clock): the last step
 // closes then without its boundary scrape, with the other target's.
@@ -265,7 +255,7 @@ func TestShutdownDeadline(t *testing.T) {
 	obs := &recObserver{}
 	c, fc, stop := start(t, Options{Options: scrape.Options{Timeout: 5 * time.Second}, Targets: targets(dead.srv.URL, live.srv.URL), StepEvery: time.Hour,
 		OnStep: func(r *step.Record) { steps <- r }, Observer: obs})
-	waitFor(t, func() bool { return live.n.Load() == 1 })
+	testkit.WaitFor(t, 5*time.Second, "the live target's scrape at start", func() bool { return live.n.Load() == 1 })
 	errc := make(chan error, 1)
 	go func() { errc <- stop() }()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -275,7 +265,7 @@ func TestShutdownDeadline(t *testing.T) {
 	}
 	// The live target's boundary scrape, observed by the collector (not only answered: under
 	// load its result may wait a moment before the collector takes it).
-	waitFor(t, func() bool { obs.mu.Lock(); defer obs.mu.Unlock(); return obs.scraped == 2 })
+	testkit.WaitFor(t, 5*time.Second, "the live target's boundary scrape", func() bool { obs.mu.Lock(); defer obs.mu.Unlock(); return obs.scraped == 2 })
 	fc.Advance(11 * time.Second)
 	if fc.Timers() != 1 || len(steps) != 0 {
 		t.Fatalf("%d timers, %d steps 11 s into the shutdown: the 12 s deadline passed early", fc.Timers(), len(steps))

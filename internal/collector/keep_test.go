@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"testing"
+	"time"
 
 	"github.com/vllmstat/vllmstat/internal/step"
+	"github.com/vllmstat/vllmstat/internal/testkit"
 )
 
 // TestKeptStepsAreTheirJSON checks that the steps kept for the API give the JSON lines of the
@@ -17,7 +19,7 @@ func TestKeptStepsAreTheirJSON(t *testing.T) {
 	c, _, stop := start(t, Options{Targets: targets(s.srv.URL), NoFinalStep: true,
 		Tracker: step.Options{PerWorker: true, Scalars: true}, OnStep: func(r *step.Record) { got = append(got, r) }})
 	ctx := context.Background()
-	waitFor(t, func() bool { return s.n.Load() == 1 })
+	testkit.WaitFor(t, 5*time.Second, "the scrape at start", func() bool { return s.n.Load() == 1 })
 	for n := range int64(2) {
 		if _, err := c.EndStep(ctx, n+1); err != nil {
 			t.Fatal(err)

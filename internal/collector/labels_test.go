@@ -10,6 +10,7 @@ import (
 	"github.com/vllmstat/vllmstat/internal/record"
 	"github.com/vllmstat/vllmstat/internal/step"
 	"github.com/vllmstat/vllmstat/internal/target"
+	"github.com/vllmstat/vllmstat/internal/testkit"
 )
 
 // TestSourceLabels follows target labels from discovery sources into per_worker records: the
@@ -77,7 +78,7 @@ func TestSourceLabels(t *testing.T) {
 	check(3, map[string]string{au: "", bu: "z"})
 	b.value.Add(9)
 	fc.Advance(time.Second) // a scrape, before the target goes
-	waitFor(t, func() bool {
+	testkit.WaitFor(t, 5*time.Second, "the removed target's last scrape", func() bool {
 		r, _, _ := c.Live(ctx)
 		return r.Metrics["vllm/generation_tokens"] == 9
 	})

@@ -2,6 +2,7 @@ package collector
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/vllmstat/vllmstat/internal/scrape"
 	"github.com/vllmstat/vllmstat/internal/syncbuf"
+	"github.com/vllmstat/vllmstat/internal/testkit"
 )
 
 // TestNotPrometheusTextLoggedOnce: a target whose page is not Prometheus text is logged once
@@ -29,7 +31,7 @@ func TestNotPrometheusTextLoggedOnce(t *testing.T) {
 		if n > 1 {
 			fc.Advance(time.Second)
 		}
-		waitFor(t, func() bool { obs.mu.Lock(); defer obs.mu.Unlock(); return obs.scraped == n })
+		testkit.WaitFor(t, 5*time.Second, fmt.Sprintf("scrape %d", n), func() bool { obs.mu.Lock(); defer obs.mu.Unlock(); return obs.scraped == n })
 	}
 	scrapeOnce()
 	s.set("<html><body>502 Bad Gateway</body></html>\n")

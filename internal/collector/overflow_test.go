@@ -9,8 +9,10 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/vllmstat/vllmstat/internal/step"
+	"github.com/vllmstat/vllmstat/internal/testkit"
 )
 
 // pageServer answers whatever page its test set last, and counts its answers.
@@ -69,7 +71,7 @@ func TestOverflowedKeysAreAbsent(t *testing.T) {
 	c, _, stop := start(t, Options{Targets: targets(s.srv.URL), NoFinalStep: true, Tracker: step.Options{PerWorker: true, Scalars: true}})
 	defer stop()
 	ctx := context.Background()
-	waitFor(t, func() bool { return s.n.Load() >= 1 })
+	testkit.WaitFor(t, 5*time.Second, "the scrape at start", func() bool { return s.n.Load() >= 1 })
 	if _, err := c.StartPhase(ctx, "rollout"); err != nil {
 		t.Fatal(err)
 	}

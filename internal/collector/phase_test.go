@@ -6,9 +6,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vllmstat/vllmstat/internal/record"
 	"github.com/vllmstat/vllmstat/internal/step"
+	"github.com/vllmstat/vllmstat/internal/testkit"
 )
 
 // TestPhasesLiveAndReplayed drives phase edges through the collector: each takes a boundary
@@ -23,7 +25,7 @@ func TestPhasesLiveAndReplayed(t *testing.T) {
 	}
 	c, _, stop := start(t, Options{Targets: targets(s.srv.URL), Recorder: rw, NoFinalStep: true})
 	ctx := context.Background()
-	waitFor(t, func() bool { return s.n.Load() >= 1 })
+	testkit.WaitFor(t, 5*time.Second, "the scrape at start", func() bool { return s.n.Load() >= 1 })
 	phase := func(start bool, name string) PhaseEdge {
 		t.Helper()
 		f := c.EndPhase
@@ -132,7 +134,7 @@ func TestUndatedCountsOfALateTarget(t *testing.T) {
 	c, _, stop := start(t, Options{Targets: targets(static.srv.URL), NoFinalStep: true})
 	defer stop()
 	ctx := context.Background()
-	waitFor(t, func() bool { return static.n.Load() >= 1 })
+	testkit.WaitFor(t, 5*time.Second, "the scrape at start", func() bool { return static.n.Load() >= 1 })
 	if err := c.AddTargets(ctx, targets(late.srv.URL, dated.srv.URL)); err != nil {
 		t.Fatal(err)
 	}

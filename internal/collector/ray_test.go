@@ -7,8 +7,10 @@ import (
 	"os"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/vllmstat/vllmstat/internal/scrape"
+	"github.com/vllmstat/vllmstat/internal/testkit"
 )
 
 // rayServer answers the Ray fixture's first page (two Ray Serve LLM replicas, both engine="0")
@@ -42,7 +44,7 @@ func TestWorkerLabelsReachTheScrapes(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			srv, n := rayServer(t)
 			c, _, stop := start(t, Options{Options: scrape.Options{WorkerLabels: tt.labels}, Targets: targets(srv.URL), NoFinalStep: true})
-			waitFor(t, func() bool { return n.Load() == 1 }) // the scrape at start
+			testkit.WaitFor(t, 5*time.Second, "the scrape at start", func() bool { return n.Load() == 1 })
 			r, err := c.EndStep(context.Background(), 1)
 			if err != nil {
 				t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/vllmstat/vllmstat/internal/record"
 	"github.com/vllmstat/vllmstat/internal/step"
+	"github.com/vllmstat/vllmstat/internal/testkit"
 )
 
 // TestRemovedTargetReplaysAsLive: a target removed while its counter jumps and then added
@@ -32,7 +33,7 @@ func TestRemovedTargetReplaysAsLive(t *testing.T) {
 			}
 			c, fc, stop := start(t, Options{Targets: targets(s.srv.URL), Recorder: rw, NoFinalStep: true})
 			ctx := context.Background()
-			waitFor(t, func() bool { return s.n.Load() >= 1 })
+			testkit.WaitFor(t, 5*time.Second, "the scrape at start", func() bool { return s.n.Load() >= 1 })
 			var live []step.Record
 			s.value.Store(110)
 			endStep(t, c, 1, &live)

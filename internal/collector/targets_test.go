@@ -21,6 +21,7 @@ import (
 	"github.com/vllmstat/vllmstat/internal/step"
 	"github.com/vllmstat/vllmstat/internal/syncbuf"
 	"github.com/vllmstat/vllmstat/internal/target"
+	"github.com/vllmstat/vllmstat/internal/testkit"
 )
 
 // valueServer answers a page whose generation counter is whatever the test set, with a
@@ -69,7 +70,7 @@ func TestReaddedTarget(t *testing.T) {
 			c, fc, stop := start(t, Options{Targets: targets(s.srv.URL), NoFinalStep: true})
 			defer stop()
 			ctx := context.Background()
-			waitFor(t, func() bool { return s.n.Load() == 1 })
+			testkit.WaitFor(t, 5*time.Second, "the scrape at start", func() bool { return s.n.Load() == 1 })
 			s.value.Store(110)
 			r1, err := c.EndStep(ctx, 1)
 			if err != nil || r1.Metrics["vllm/generation_tokens"] != 10 {
@@ -202,7 +203,7 @@ func TestScrapeDurationAndLimits(t *testing.T) {
 	defer func() { cancel(); <-errc }()
 
 	// The scrape at start first, so that it cannot come after step 1's boundary scrape.
-	waitFor(t, func() bool { r, _, _ := c.Live(context.Background()); return r.Scrapes.OK == 1 })
+	testkit.WaitFor(t, 5*time.Second, "the scrape at start", func() bool { r, _, _ := c.Live(context.Background()); return r.Scrapes.OK == 1 })
 	if _, err := c.EndStep(context.Background(), 1); err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/vllmstat/vllmstat/internal/clock"
+	"github.com/vllmstat/vllmstat/internal/testkit"
 )
 
 func TestParseFile(t *testing.T) {
@@ -162,6 +163,8 @@ func TestFileSDReadBounded(t *testing.T) {
 	if err := fc.BlockUntil(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
+	// The read's goroutine may not have run yet when refresh waits on the clock.
+	testkit.WaitFor(t, 10*time.Second, "the read of a.json to start", func() bool { return reads.Load() == 1 })
 	fc.Advance(readTimeout)
 	ups := <-refreshed
 	if len(ups) != 1 || urls(ups[0].targets) != "http://h:2/metrics" || !strings.Contains(lb.String(), "no answer from the file system within 5s") ||
@@ -172,22 +175,10 @@ func TestFileSDReadBounded(t *testing.T) {
 		t.Fatalf("updates %v, %d reads of a.json, while its read is stuck; want none, 1", ups, reads.Load())
 	}
 	close(release)
-	if !waitFor(func() bool { return len(set.files[stuck].reading) == 1 }) {
-		t.Fatal("the read did not return")
-	}
+	testkit.WaitFor(t, 10*time.Second, "the stuck read to return", func() bool { return len(set.files[stuck].reading) == 1 })
 	if ups := set.refresh(context.Background()); len(ups) != 1 || urls(ups[0].targets) != "http://h:1/metrics" {
 		t.Fatalf("updates %v once the read returned, want a.json's", ups)
 	}
-}
-
-// waitFor polls cond for up to 10 s.
-func waitFor(cond func() bool) bool {
-	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
-		if cond() {
-			return true
-		}
-	}
-	return cond()
 }
 
 // writeFile replaces path's content at once, as a careful writer does (rename), so that a

@@ -17,6 +17,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/vllmstat/vllmstat/internal/testkit"
 )
 
 // flat is one sample as "name{sorted labels}" -> value, the common ground of both parsers.
@@ -132,18 +134,10 @@ func diff(t testing.TB, want, got flat) {
 	}
 }
 
-func fixtures(t testing.TB) []string {
-	files, err := filepath.Glob("testdata/*.prom")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no fixtures in testdata: %v", err)
-	}
-	return files
-}
-
 // TestDifferentialFixtures checks every sample of every captured or rendered vLLM page against
 // expfmt, the Prometheus project's own parser.
 func TestDifferentialFixtures(t *testing.T) {
-	for _, file := range fixtures(t) {
+	for _, file := range testkit.Fixtures(t, "*.prom") {
 		t.Run(filepath.Base(file), func(t *testing.T) {
 			page, err := os.ReadFile(file)
 			if err != nil {
@@ -275,10 +269,7 @@ func TestInvalidUTF8(t *testing.T) {
 // family or one odd spelling each, are in testdata/fuzz/FuzzDifferential; one whole page seeds
 // the mix of families a real server sends.
 func FuzzDifferential(f *testing.F) {
-	page, err := os.ReadFile("testdata/vllm-0.10.0-glm45-issue-excerpt-a.prom")
-	if err != nil {
-		f.Fatal(err)
-	}
+	page := testkit.ReadFixture(f, "vllm-0.10.0-glm45-issue-excerpt-a.prom")
 	f.Add(page)
 	f.Fuzz(func(t *testing.T, page []byte) {
 		want, refErr := reference(t, page)
@@ -327,7 +318,7 @@ func strictlyValid(page []byte) bool {
 
 func BenchmarkParseLargestFixture(b *testing.B) {
 	var page []byte
-	for _, file := range fixtures(b) {
+	for _, file := range testkit.Fixtures(b, "*.prom") {
 		p, err := os.ReadFile(file)
 		if err != nil {
 			b.Fatal(err)
@@ -358,10 +349,7 @@ func BenchmarkParseLargestFixture(b *testing.B) {
 }
 
 func BenchmarkExpfmtLargestFixture(b *testing.B) {
-	page, err := os.ReadFile("testdata/prometheus-client-render-vllm-0.10.prom")
-	if err != nil {
-		b.Fatal(err)
-	}
+	page := testkit.ReadFixture(b, "prometheus-client-render-vllm-0.10.prom")
 	b.SetBytes(int64(len(page)))
 	b.ReportAllocs()
 	for b.Loop() {

@@ -6,6 +6,8 @@ import (
 	"math"
 	"os"
 	"testing"
+
+	"github.com/vllmstat/vllmstat/internal/testkit"
 )
 
 // described is one emitted sample spelt out, its value bit for bit.
@@ -152,7 +154,7 @@ func edits(base []byte) [][]byte {
 // TestResyncEdits resyncs each fixture's edits, from the fixture and back, with every name
 // asked for and none.
 func TestResyncEdits(t *testing.T) {
-	for _, f := range fixtures(t) {
+	for _, f := range testkit.Fixtures(t, "*.prom") {
 		base, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
@@ -171,10 +173,7 @@ func TestResyncEdits(t *testing.T) {
 // FuzzResync remembers one page and resyncs two more on it in turn, each checked against a
 // full parse.
 func FuzzResync(f *testing.F) {
-	page, err := os.ReadFile("testdata/vllm-0.10.0-glm45-issue-excerpt-a.prom")
-	if err != nil {
-		f.Fatal(err)
-	}
+	page := testkit.ReadFixture(f, "vllm-0.10.0-glm45-issue-excerpt-a.prom")
 	for k, e := range edits(page) {
 		if k%4 == 0 {
 			f.Add(page, e, page)
@@ -189,10 +188,7 @@ func FuzzResync(f *testing.F) {
 // TestResyncFindsItsPlace checks that after a block of lines is dropped or moved, Resync finds
 // the remembered lines again and parses only a few lines around each gap.
 func TestResyncFindsItsPlace(t *testing.T) {
-	base, err := os.ReadFile("testdata/prometheus-client-render-vllm-0.10.prom")
-	if err != nil {
-		t.Fatal(err)
-	}
+	base := testkit.ReadFixture(t, "prometheus-client-render-vllm-0.10.prom")
 	lines := bytes.SplitAfter(base, []byte("\n"))
 	mid := len(lines) / 2
 	join := func(parts ...[][]byte) []byte {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"unsafe"
+
+	"github.com/vllmstat/vllmstat/internal/testkit"
 )
 
 // emitted parses page in full and returns the values it emits, asking for every name in want.
@@ -115,7 +117,7 @@ func TestReplay(t *testing.T) {
 
 // TestReplayFixtures replays each fixture on itself and on its values changed.
 func TestReplayFixtures(t *testing.T) {
-	for _, file := range fixtures(t) {
+	for _, file := range testkit.Fixtures(t, "*.prom") {
 		page, err := os.ReadFile(file)
 		if err != nil {
 			t.Fatal(err)
@@ -136,10 +138,7 @@ func TestReplayFixtures(t *testing.T) {
 // FuzzReplay remembers one page and replays another: whenever the replay succeeds, a full
 // parse of the second page must succeed and emit the same values.
 func FuzzReplay(f *testing.F) {
-	page, err := os.ReadFile("testdata/vllm-0.10.0-glm45-issue-excerpt-a.prom")
-	if err != nil {
-		f.Fatal(err)
-	}
+	page := testkit.ReadFixture(f, "vllm-0.10.0-glm45-issue-excerpt-a.prom")
 	f.Add(page, moveValues(page, func(float64) string { return "1e3" }))
 	f.Fuzz(func(t *testing.T, a, b []byte) {
 		checkReplay(t, a, b, allNames(a))
@@ -174,10 +173,7 @@ func FuzzFastDecimal(f *testing.F) {
 
 // BenchmarkReplay replays the largest fixture on itself, asking for the vLLM samples.
 func BenchmarkReplay(b *testing.B) {
-	page, err := os.ReadFile("testdata/prometheus-client-render-vllm-0.10.prom")
-	if err != nil {
-		b.Fatal(err)
-	}
+	page := testkit.ReadFixture(b, "prometheus-client-render-vllm-0.10.prom")
 	var vl []string
 	for _, n := range allNames(page).names {
 		if strings.HasPrefix(n, "vllm:") {

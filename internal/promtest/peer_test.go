@@ -23,6 +23,7 @@ import (
 	"github.com/vllmstat/vllmstat/internal/sink"
 	"github.com/vllmstat/vllmstat/internal/sink/remotewrite"
 	"github.com/vllmstat/vllmstat/internal/step"
+	"github.com/vllmstat/vllmstat/internal/testkit"
 )
 
 // counters are the counter families whose per-step increases vllmstat reports, by their
@@ -79,7 +80,7 @@ func TestPeerCheck(t *testing.T) {
 	); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 20*time.Second, "Prometheus to scrape the idle fleet", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "Prometheus to scrape the idle fleet", func() bool {
 		up, err := promtest.Query(ctx, prom.Server, `up{job="sim"} == 1`, time.Now())
 		return err == nil && len(up) == cfg.Servers
 	})
@@ -123,7 +124,7 @@ func TestPeerCheck(t *testing.T) {
 	}
 	// Both scrapers see the pages at rest: Prometheus scrapes the fleet once more, and the
 	// collector's shutdown makes a boundary scrape.
-	waitUntil(t, 20*time.Second, "Prometheus to scrape the fleet at rest", scrapedSince(ctx, prom, "sim", time.Now()))
+	testkit.WaitFor(t, 20*time.Second, "Prometheus to scrape the fleet at rest", scrapedSince(ctx, prom, "sim", time.Now()))
 	stop()
 	if err := <-errc; err != nil {
 		t.Fatalf("collector: %v", err)
@@ -132,7 +133,7 @@ func TestPeerCheck(t *testing.T) {
 		t.Fatalf("sinks: %v", err)
 	}
 	totals := fleet.Totals()
-	waitUntil(t, 20*time.Second, "Prometheus to scrape vllmstat's /metrics once more", scrapedSince(ctx, prom, "vllmstat", time.Now()))
+	testkit.WaitFor(t, 20*time.Second, "Prometheus to scrape vllmstat's /metrics once more", scrapedSince(ctx, prom, "vllmstat", time.Now()))
 	end := time.Now().Truncate(time.Millisecond)
 	span := int(math.Ceil(end.Sub(fleetStart).Seconds())) + 5
 	t.Logf("run of %s: %d steps", end.Sub(fleetStart).Round(time.Millisecond), len(recs))
@@ -364,14 +365,3 @@ func (c *gatedClock) Now() time.Time {
 func (c *gatedClock) NewTimer(d time.Duration) clock.Timer { return clock.Real{}.NewTimer(d) }
 
 func (c *gatedClock) NewTicker(d time.Duration) clock.Ticker { return clock.Real{}.NewTicker(d) }
-
-func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	end := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(end) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/vllmstat/vllmstat/internal/testkit"
 )
 
 func TestPyRepr(t *testing.T) {
@@ -82,13 +84,16 @@ func TestGoFloat(t *testing.T) {
 	}
 }
 
-// TestGoFloatFixtureValues re-prints every sample value and "le" label of the fixture pages and
-// expects the fixture's own text back.
+// TestGoFloatFixtureValues re-prints every sample value and "le" label of the pages Python
+// printed (vLLM's, prometheus_client's renders, the simulator's golden pages) and expects the
+// page's own text back. llm-d's simulator is written in Go: its page is not one of them.
 func TestGoFloatFixtureValues(t *testing.T) {
 	files, _ := filepath.Glob("../sim/testdata/*.prom")
 	if len(files) == 0 {
-		t.Fatal("no fixture pages in testdata")
+		t.Fatal("no pages in the simulator's testdata")
 	}
+	files = append(files, testkit.Fixtures(t, "prometheus-client-render-*.prom")...)
+	files = append(files, testkit.Fixtures(t, "vllm-*.prom")...)
 	n := 0
 	for _, file := range files {
 		f, err := os.Open(file)

@@ -15,31 +15,18 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/vllmstat/vllmstat/internal/testkit"
 )
 
-// fullDisk is a real file whose writes fail like a full disk while full is set: part of the
-// bytes reach the file (a short write), then ENOSPC.
-type fullDisk struct {
-	*os.File
-	full bool
-}
-
-func (d *fullDisk) Write(p []byte) (int, error) {
-	if d.full {
-		n, _ := d.File.Write(p[:len(p)/3])
-		return n, syscall.ENOSPC
-	}
-	return d.File.Write(p)
-}
-
-func newFullDisk(t *testing.T, name string, opt WriterOptions) (*Writer, *fullDisk, string) {
+func newFullDisk(t *testing.T, name string, opt WriterOptions) (*Writer, *testkit.FullDisk, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), name)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &fullDisk{File: f}
+	d := &testkit.FullDisk{File: f}
 	w, err := NewWriter(d, path, opt)
 	if err != nil {
 		t.Fatal(err)
@@ -110,13 +97,13 @@ func TestWriterFullDiskRecovers(t *testing.T) {
 			var logs bytes.Buffer
 			w, d, path := newFullDisk(t, name, WriterOptions{ChunkBytes: 4 << 10, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 			writeSteps(t, w, 1, 2)
-			d.full = true
+			d.Full = true
 			writeSteps(t, w, 3, 6)
 			if q := w.Stats().Queued.Load(); q != 16 {
 				t.Errorf("%d events waiting, want 16", q)
 			}
 			checkRun(t, readAll(t, path), 1, 2) // whole events only, while the disk is full
-			d.full = false
+			d.Full = false
 			writeSteps(t, w, 7, 8)
 			if err := w.Close(); err != nil {
 				t.Fatalf("close: %v", err)
@@ -135,7 +122,7 @@ func TestWriterFullDiskRecovers(t *testing.T) {
 func TestWriterFullAtClose(t *testing.T) {
 	w, d, path := newFullDisk(t, "rec.jsonl.gz", WriterOptions{})
 	writeSteps(t, w, 1, 1)
-	d.full = true
+	d.Full = true
 	writeSteps(t, w, 2, 3)
 	err := w.Close()
 	if err == nil || !strings.Contains(err.Error(), "8 events from") || !errors.Is(err, syscall.ENOSPC) {
@@ -150,9 +137,9 @@ func TestWriterMemoryBound(t *testing.T) {
 	var logs bytes.Buffer
 	w, d, path := newFullDisk(t, "rec.jsonl", WriterOptions{MaxPending: 3 * 2100, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	writeSteps(t, w, 1, 1)
-	d.full = true
+	d.Full = true
 	writeSteps(t, w, 2, 6) // a step's chunk is 6.2 KB: only step 2's fits
-	d.full = false
+	d.Full = false
 	writeSteps(t, w, 7, 7)
 	err := w.Close()
 	if err == nil || !strings.Contains(err.Error(), "lost 16 events in 1 gaps") {

@@ -21,6 +21,7 @@ import (
 	"github.com/vllmstat/vllmstat/internal/scrape"
 	"github.com/vllmstat/vllmstat/internal/sink"
 	"github.com/vllmstat/vllmstat/internal/step"
+	"github.com/vllmstat/vllmstat/internal/testkit"
 )
 
 // testRun is a short simulated run with per-worker records.
@@ -249,9 +250,8 @@ func TestPrometheusScrapesLastStep(t *testing.T) {
 	last := &run.Records[len(run.Records)-1]
 	w := want(last)
 	ctx := t.Context()
-	deadline := time.Now().Add(20 * time.Second)
 	var got map[string]float64
-	for {
+	testkit.Poll(20*time.Second, func() bool {
 		got = map[string]float64{}
 		series, err := promtest.Query(ctx, prom.Server, `{job="vllmstat",__name__=~"vllmstat_step_.+"}`, time.Now())
 		if err != nil {
@@ -260,11 +260,8 @@ func TestPrometheusScrapesLastStep(t *testing.T) {
 		for _, s := range series {
 			got[seriesKey(s.Metric[model.MetricNameLabel], s.Metric)] = s.Samples[0].V
 		}
-		if len(got) > len(w) || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return len(got) > len(w)
+	})
 	for k, v := range w {
 		if g, ok := got[k]; !ok || g != v {
 			t.Errorf("Prometheus has %s = %v (present %v), want %v", k, g, ok, v)

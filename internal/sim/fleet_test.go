@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/vllmstat/vllmstat/internal/clock"
+	"github.com/vllmstat/vllmstat/internal/testkit"
 )
 
 // fastConfig is a small fleet on free ports running 20x faster than the wall clock: a GRPO
@@ -39,10 +40,7 @@ func startFleet(t *testing.T, cfg Config) *Fleet {
 			t.Errorf("close: %v", err)
 		}
 		http.DefaultClient.CloseIdleConnections()
-		deadline := time.Now().Add(2 * time.Second)
-		for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
-			time.Sleep(10 * time.Millisecond)
-		}
+		testkit.Poll(2*time.Second, func() bool { return runtime.NumGoroutine() <= before })
 		if n := runtime.NumGoroutine(); n > before {
 			buf := make([]byte, 1<<16)
 			t.Errorf("%d goroutines after Close, %d before:\n%s", n, before, buf[:runtime.Stack(buf, true)])
@@ -72,18 +70,6 @@ func mustGet(t *testing.T, url string) string {
 		t.Fatalf("GET %s: %s", url, resp.Status)
 	}
 	return body
-}
-
-// waitFor polls cond every 10 ms until it holds or the timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 func sampleValue(t *testing.T, page, name string) float64 {
@@ -249,7 +235,7 @@ func TestFaultDownOverHTTP(t *testing.T) {
 	waitTimers(t, clk, 2)
 	refused("1 ms before the window's end")
 	clk.Advance(time.Millisecond)
-	waitFor(t, 10*time.Second, "the port to come back", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the port to come back", func() bool {
 		_, resp, err := get(t, noKeepAlive, u)
 		return err == nil && resp.StatusCode == 200
 	})

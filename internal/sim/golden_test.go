@@ -1,15 +1,12 @@
 package sim
 
 import (
-	"flag"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
-)
 
-var update = flag.Bool("update", false, "rewrite the golden pages in testdata/golden-*.prom")
+	"github.com/vllmstat/vllmstat/internal/testkit"
+)
 
 // pageFamily is one "# HELP"/"# TYPE" block of a page with its sample lines minus the values.
 type pageFamily struct {
@@ -69,7 +66,7 @@ func renderIdle(t *testing.T, cfg Config) string {
 
 // knownHelpDifferences are HELP texts in which the simulator follows real vLLM rather than the
 // rendered reference page. The rendered 0.10 page drops the "DEPRECATED: ..." sentences, but a
-// real vLLM 0.10 page (testdata/vllm-0.10.0-glm45-issue-excerpt-a.prom) prints them, with
+// real vLLM 0.10 page (the shared fixture vllm-0.10.0-glm45-issue-excerpt-a.prom) prints them, with
 // vLLM's "queriedtokens" typo; the texts of the two families the excerpt does not show come from
 // the same vLLM source lines.
 var knownHelpDifferences = map[string]map[string]string{
@@ -85,7 +82,7 @@ var knownHelpDifferences = map[string]map[string]string{
 }
 
 // TestPageStructureMatchesFixtures compares an idle page of each version with the page
-// prometheus_client renders for vLLM's families (testdata/prometheus-client-render-vllm-*.prom):
+// prometheus_client renders for vLLM's families (the shared prometheus-client-render-vllm-*.prom):
 // same families in the same order, same TYPE and HELP, same samples with the same labels in the
 // same order, values aside.
 //
@@ -101,10 +98,7 @@ func TestPageStructureMatchesFixtures(t *testing.T) {
 	for _, version := range []string{"0.20", "0.10", "0.8"} {
 		t.Run(version, func(t *testing.T) {
 			cfg := goldenConfig(version)
-			fixture, err := os.ReadFile("testdata/prometheus-client-render-vllm-" + version + ".prom")
-			if err != nil {
-				t.Fatal(err)
-			}
+			fixture := testkit.ReadFixture(t, "prometheus-client-render-vllm-"+version+".prom")
 			want := parseStructure(t, string(fixture))
 			got := parseStructure(t, renderIdle(t, cfg))
 			gi := 0
@@ -195,8 +189,8 @@ func checkChildrenOfEmptyFamily(t *testing.T, cfg Config, g pageFamily) {
 	}
 }
 
-// TestPageMatchesRealExcerpts checks the pieces of real vLLM pages in testdata: every HELP and
-// TYPE line appears verbatim on the simulator's page of that version, and every sample has a
+// TestPageMatchesRealExcerpts checks the pieces of real vLLM pages (shared fixtures): every HELP
+// and TYPE line appears verbatim on the simulator's page of that version, and every sample has a
 // counterpart with the same name and label names (values and model name aside).
 //
 // Difference kept: the early V1 excerpt's prefix-cache HELP says "queried blocks", because
@@ -215,10 +209,7 @@ func TestPageMatchesRealExcerpts(t *testing.T) {
 	}
 	for file, version := range cases {
 		t.Run(file, func(t *testing.T) {
-			excerpt, err := os.ReadFile(filepath.Join("testdata", file))
-			if err != nil {
-				t.Fatal(err)
-			}
+			excerpt := testkit.ReadFixture(t, file)
 			cfg := goldenConfig(version)
 			cfg.DP = 1
 			cfg.MaxModelLen = 32768 // the excerpt's model has buckets up to 20000
@@ -265,20 +256,7 @@ func sampleShape(line string) string {
 func TestGoldenPages(t *testing.T) {
 	for _, version := range []string{"0.20", "0.10", "0.8"} {
 		t.Run(version, func(t *testing.T) {
-			page := renderIdle(t, goldenConfig(version))
-			file := filepath.Join("testdata", "golden-"+version+".prom")
-			if *update {
-				if err := os.WriteFile(file, []byte(page), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(file)
-			if err != nil {
-				t.Fatalf("%v (run go test -update to create it)", err)
-			}
-			if page != string(want) {
-				t.Errorf("page differs from %s (run go test -update after checking the change)", file)
-			}
+			testkit.Golden(t, "golden-"+version+".prom", []byte(renderIdle(t, goldenConfig(version))))
 		})
 	}
 }

@@ -9,35 +9,20 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/vllmstat/vllmstat/internal/step"
+	"github.com/vllmstat/vllmstat/internal/testkit"
 )
 
-// fullDisk is a real file whose writes fail like a full disk while full is set: the first half
-// of the bytes reach the file (a short write), then ENOSPC.
-type fullDisk struct {
-	*os.File
-	full bool
-}
-
-func (d *fullDisk) Write(p []byte) (int, error) {
-	if d.full {
-		n, _ := d.File.Write(p[:len(p)/2])
-		return n, syscall.ENOSPC
-	}
-	return d.File.Write(p)
-}
-
-func openFullDisk(t *testing.T, opt JSONLOptions) (*JSONL, *fullDisk, string) {
+func openFullDisk(t *testing.T, opt JSONLOptions) (*JSONL, *testkit.FullDisk, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "steps.jsonl")
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR|os.O_APPEND, 0o644)
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &fullDisk{File: f}
+	d := &testkit.FullDisk{File: f}
 	j, err := NewJSONL(d, path, opt)
 	if err != nil {
 		t.Fatal(err)
@@ -83,7 +68,7 @@ func TestJSONLFullDiskRecovers(t *testing.T) {
 	j, d, path := openFullDisk(t, JSONLOptions{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	writeStep(t, j, 1)
 	writeStep(t, j, 2)
-	d.full = true
+	d.Full = true
 	for n := int64(3); n <= 5; n++ {
 		writeStep(t, j, n)
 		if got := fileSteps(t, path); len(got) != 2 {
@@ -93,7 +78,7 @@ func TestJSONLFullDiskRecovers(t *testing.T) {
 	if q := j.Stats().Queued.Load(); q != 3 {
 		t.Errorf("%d steps waiting, want 3", q)
 	}
-	d.full = false
+	d.Full = false
 	writeStep(t, j, 6)
 	if err := j.Close(context.Background()); err != nil {
 		t.Fatalf("close: %v", err)
@@ -116,7 +101,7 @@ func TestJSONLFullDiskRecovers(t *testing.T) {
 func TestJSONLFullAtCloseNamesTheSteps(t *testing.T) {
 	j, d, path := openFullDisk(t, JSONLOptions{})
 	writeStep(t, j, 1)
-	d.full = true
+	d.Full = true
 	writeStep(t, j, 2)
 	writeStep(t, j, 3)
 	writeStep(t, j, 5)
@@ -141,11 +126,11 @@ func TestJSONLMemoryBound(t *testing.T) {
 	line, _ := step.MarshalLine(&step.Record{Step: 1, DurationS: 1.5, Metrics: map[string]float64{"vllm/generation_tokens": 100}})
 	var logs bytes.Buffer
 	j, d, path := openFullDisk(t, JSONLOptions{MaxPending: 2*len(line) + 1, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-	d.full = true
+	d.Full = true
 	for n := int64(1); n <= 6; n++ {
 		writeStep(t, j, n) // two fit the bound
 	}
-	d.full = false
+	d.Full = false
 	writeStep(t, j, 7)
 	err := j.Close(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "steps 3-6") {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/vllmstat/vllmstat/internal/page"
+	"github.com/vllmstat/vllmstat/internal/testkit"
 )
 
 // The golden records pin every byte a tracker gives for random fleets: the JSON lines, and
@@ -22,7 +22,6 @@ import (
 // that kept every sample with its timestamp, so a tracker that keeps less must still give the
 // same bytes. Regenerate (only when the output is meant to change) with
 // `go test ./internal/step -run TestGoldenRecords -update`.
-var update = flag.Bool("update", false, "rewrite the golden files under testdata")
 
 // goldenSeeds are the fleets of the golden file; `-golden-seeds=N` hashes N more fleets, to
 // compare two versions of the tracker by hand (`go test -run TestGoldenHash -v -args
@@ -260,25 +259,7 @@ func TestGoldenRecords(t *testing.T) {
 	for seed := range uint64(goldenHashed) {
 		fmt.Fprintf(&got, "seed %d sha256 %x\n", 100+seed, sha256.Sum256(goldenAll([]uint64{100 + seed})))
 	}
-	path := "testdata/golden_records.txt"
-	if *update {
-		if err := os.WriteFile(path, got.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to write it)", err)
-	}
-	if !bytes.Equal(got.Bytes(), want) {
-		gl, wl := strings.Split(got.String(), "\n"), strings.Split(string(want), "\n")
-		for i := range min(len(gl), len(wl)) {
-			if gl[i] != wl[i] {
-				t.Fatalf("line %d differs from %s:\ngot  %.400s\nwant %.400s", i+1, path, gl[i], wl[i])
-			}
-		}
-		t.Fatalf("got %d lines, %s has %d", len(gl), path, len(wl))
-	}
+	testkit.Golden(t, "golden_records.txt", got.Bytes())
 }
 
 // goldenHashed is how many fleets the golden file holds a hash of.

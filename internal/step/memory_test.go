@@ -3,12 +3,12 @@ package step
 import (
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"runtime"
 	"testing"
 	"time"
 
 	"github.com/vllmstat/vllmstat/internal/page"
+	"github.com/vllmstat/vllmstat/internal/testkit"
 	"github.com/vllmstat/vllmstat/internal/vllm"
 )
 
@@ -21,10 +21,7 @@ type memFleet struct {
 }
 
 func newMemFleet(tb testing.TB, targets int) *memFleet {
-	body, err := os.ReadFile("../page/testdata/prometheus-client-render-vllm-0.20.prom")
-	if err != nil {
-		tb.Fatal(err)
-	}
+	body := testkit.ReadFixture(tb, "prometheus-client-render-vllm-0.20.prom")
 	f := &memFleet{rng: rand.New(rand.NewPCG(1, 2))}
 	for i := range targets {
 		p, err := page.ParsePage(body)

@@ -1,11 +1,11 @@
 package step
 
 import (
-	"os"
 	"testing"
 
 	"github.com/vllmstat/vllmstat/internal/benchpage"
 	"github.com/vllmstat/vllmstat/internal/page"
+	"github.com/vllmstat/vllmstat/internal/testkit"
 )
 
 // scrapesPerStep is how many successive scrapes of one target the scrape benchmarks cycle
@@ -16,10 +16,7 @@ const scrapesPerStep = 120
 // vllmScrapes returns successive scrapes of a two-engine vLLM 0.20 target: the same lines with
 // moving values, as benchpage.Variant makes them.
 func vllmScrapes(b *testing.B) [][]byte {
-	body, err := os.ReadFile("../page/testdata/prometheus-client-render-vllm-0.20.prom")
-	if err != nil {
-		b.Fatal(err)
-	}
+	body := testkit.ReadFixture(b, "prometheus-client-render-vllm-0.20.prom")
 	out := make([][]byte, scrapesPerStep)
 	for k := range out {
 		out[k] = benchpage.Variant(body, k+1)

@@ -3,11 +3,11 @@ package step
 import (
 	"math"
 	"math/rand/v2"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/vllmstat/vllmstat/internal/page"
+	"github.com/vllmstat/vllmstat/internal/testkit"
 )
 
 var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
@@ -413,10 +413,7 @@ func TestOnInterval(t *testing.T) {
 // two-engine vLLM 0.20 page (done on the scrape goroutines) and feeding it to the tracker (done
 // on the one collector goroutine). 1,000 engines at 2 Hz is 1,000 such pages a second.
 func BenchmarkIngest(b *testing.B) {
-	body, err := os.ReadFile("../page/testdata/prometheus-client-render-vllm-0.20.prom")
-	if err != nil {
-		b.Fatal(err)
-	}
+	body := testkit.ReadFixture(b, "prometheus-client-render-vllm-0.20.prom")
 	tr := NewTracker(Options{Scalars: true})
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
@@ -435,10 +432,7 @@ func BenchmarkIngest(b *testing.B) {
 }
 
 func BenchmarkObserve(b *testing.B) {
-	body, err := os.ReadFile("../page/testdata/prometheus-client-render-vllm-0.20.prom")
-	if err != nil {
-		b.Fatal(err)
-	}
+	body := testkit.ReadFixture(b, "prometheus-client-render-vllm-0.20.prom")
 	p, err := page.ParsePage(body)
 	if err != nil {
 		b.Fatal(err)

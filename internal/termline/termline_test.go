@@ -2,37 +2,16 @@ package termline
 
 import (
 	"bytes"
-	"flag"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 	"unicode/utf8"
 
 	"github.com/vllmstat/vllmstat/internal/step"
+	"github.com/vllmstat/vllmstat/internal/testkit"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files under testdata")
-
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from the golden file (run go test -update after checking):\ngot:\n%s\nwant:\n%s", name, got, want)
-	}
-}
 
 // testRecord is a 30 s step of three workers sampled every second: one busy throughout, one
 // idle for the first half then filling its KV cache, and one that stopped answering after 10 s.
@@ -72,7 +51,7 @@ func TestLinesGolden(t *testing.T) {
 					t.Errorf("line is %d columns, wider than %d: %q", n, width, l)
 				}
 			}
-			golden(t, fmt.Sprintf("width%d.txt", width), []byte(strings.Join(lines, "\n")+"\n"))
+			testkit.Golden(t, fmt.Sprintf("width%d.txt", width), []byte(strings.Join(lines, "\n")+"\n"))
 		})
 	}
 }
@@ -82,7 +61,7 @@ func TestLinesChosenMetric(t *testing.T) {
 	if err := Write(&b, testRecord(), Options{Width: 80, Metrics: []string{"num_preemptions"}}); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "preemptions80.txt", b.Bytes())
+	testkit.Golden(t, "preemptions80.txt", b.Bytes())
 }
 
 func TestNoTimeline(t *testing.T) {

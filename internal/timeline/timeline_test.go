@@ -2,7 +2,6 @@ package timeline
 
 import (
 	"bytes"
-	"flag"
 	"math"
 	"os"
 	"path/filepath"
@@ -11,28 +10,8 @@ import (
 	"time"
 
 	"github.com/vllmstat/vllmstat/internal/step"
+	"github.com/vllmstat/vllmstat/internal/testkit"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files under testdata")
-
-// golden compares got with testdata/name, or rewrites the file under -update.
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from the golden file (run go test -update after checking):\ngot:\n%s\nwant:\n%s", name, got, want)
-	}
-}
 
 func testRecord() *step.Record {
 	start := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
@@ -68,7 +47,7 @@ func TestMarshalGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "step_000007.json", got)
+	testkit.Golden(t, "step_000007.json", got)
 }
 
 func TestMarshalNoTimeline(t *testing.T) {
@@ -78,7 +57,7 @@ func TestMarshalNoTimeline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "no_timeline.json", got)
+	testkit.Golden(t, "no_timeline.json", got)
 }
 
 func TestWriteReadRoundTrip(t *testing.T) {

@@ -9,22 +9,11 @@ import (
 	"strings"
 	"testing"
 
-	"go.yaml.in/yaml/v3"
-
-	"github.com/vllmstat/vllmstat/internal/config"
 	"github.com/vllmstat/vllmstat/internal/e2etest"
 	"github.com/vllmstat/vllmstat/internal/sink"
 	"github.com/vllmstat/vllmstat/internal/sink/csvfile"
+	"github.com/vllmstat/vllmstat/internal/testkit/sinkspec"
 )
-
-func spec(t *testing.T, s string) config.SinkSpec {
-	t.Helper()
-	var n yaml.Node
-	if err := yaml.Unmarshal([]byte(s), &n); err != nil {
-		t.Fatal(err)
-	}
-	return config.SinkSpec{Type: "csv", Path: "sinks[0]", Settings: n.Content[0]}
-}
 
 func TestSettings(t *testing.T) {
 	env := sink.Env{OutDir: t.TempDir()}
@@ -35,12 +24,12 @@ func TestSettings(t *testing.T) {
 		{"{type: csv, keys: [vllm/a], pth: x}", "did you mean path?"},
 		{"{type: csv, keys: [vllm/a], path: ''}", "must be a file path"},
 	} {
-		_, err := csvfile.Type.Parse(env, spec(t, tt.yaml))
+		_, err := csvfile.Type.Parse(env, sinkspec.Parse(t, "sinks[0]", tt.yaml))
 		if tt.err == "" && err != nil || tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)) {
 			t.Errorf("%s: %v, want %q", tt.yaml, err, tt.err)
 		}
 	}
-	p, err := csvfile.Type.Parse(sink.Env{OutDir: t.TempDir(), MetricPrefix: "rollout"}, spec(t, "{type: csv}"))
+	p, err := csvfile.Type.Parse(sink.Env{OutDir: t.TempDir(), MetricPrefix: "rollout"}, sinkspec.Parse(t, "sinks[0]", "{type: csv}"))
 	if err != nil {
 		t.Fatal(err)
 	}

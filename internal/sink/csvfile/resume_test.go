@@ -15,6 +15,7 @@ import (
 	"github.com/vllmstat/vllmstat/internal/sink"
 	"github.com/vllmstat/vllmstat/internal/sink/csvfile"
 	"github.com/vllmstat/vllmstat/internal/step"
+	"github.com/vllmstat/vllmstat/internal/testkit/sinkspec"
 )
 
 var t0 = time.Date(2025, 7, 1, 12, 0, 0, 0, time.UTC)
@@ -40,7 +41,7 @@ func records(from, to int) []*step.Record {
 func runInto(t *testing.T, out, settings string, resume bool, rs []*step.Record) {
 	t.Helper()
 	env := sink.Env{OutDir: out, MetricPrefix: "vllm", Resume: resume}
-	p, err := csvfile.Type.Parse(env, spec(t, settings))
+	p, err := csvfile.Type.Parse(env, sinkspec.Parse(t, "sinks[0]", settings))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,27 +8,17 @@ import (
 	"testing"
 	"time"
 
-	"go.yaml.in/yaml/v3"
-
 	"github.com/vllmstat/vllmstat/internal/config"
 	"github.com/vllmstat/vllmstat/internal/promname"
+	"github.com/vllmstat/vllmstat/internal/testkit/sinkspec"
 )
-
-func spec(t *testing.T, doc string) config.SinkSpec {
-	t.Helper()
-	var n yaml.Node
-	if err := yaml.Unmarshal([]byte(doc), &n); err != nil {
-		t.Fatal(err)
-	}
-	return config.SinkSpec{Type: "remote_write", Path: "sinks[2]", Settings: n.Content[0]}
-}
 
 func TestParseSettingsGood(t *testing.T) {
 	tok := filepath.Join(t.TempDir(), "token")
 	if err := os.WriteFile(tok, []byte("abc\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	got, err := ParseSettings(spec(t, `
+	got, err := ParseSettings(sinkspec.Parse(t, "sinks[2]", `
 type: remote_write
 url: https://mimir.example/api/v1/push
 bearer_token_file: `+tok+`
@@ -53,7 +43,7 @@ max_backoff: 10s
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got  %+v\nwant %+v", got, want)
 	}
-	got, err = ParseSettings(spec(t, "{type: remote_write, url: 'http://127.0.0.1:9090/api/v1/write', basic_auth: {username: u, password: p}}"))
+	got, err = ParseSettings(sinkspec.Parse(t, "sinks[2]", "{type: remote_write, url: 'http://127.0.0.1:9090/api/v1/write', basic_auth: {username: u, password: p}}"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +86,7 @@ func TestParseSettingsBad(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := ParseSettings(spec(t, tt.doc))
+			_, err := ParseSettings(sinkspec.Parse(t, "sinks[2]", tt.doc))
 			if err == nil {
 				t.Fatal("no error")
 			}
@@ -113,7 +103,7 @@ func TestParseSettingsBad(t *testing.T) {
 			}
 		})
 	}
-	if _, err := New(spec(t, "{type: remote_write}"), "vllm", nil); err == nil {
+	if _, err := New(sinkspec.Parse(t, "sinks[2]", "{type: remote_write}"), "vllm", nil); err == nil {
 		t.Error("New accepted settings without a url")
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/vllmstat/vllmstat/internal/sink"
 	"github.com/vllmstat/vllmstat/internal/step"
 	"github.com/vllmstat/vllmstat/internal/syncbuf"
+	"github.com/vllmstat/vllmstat/internal/testkit"
 )
 
 var (
@@ -148,17 +149,6 @@ func writeAll(t *testing.T, w *Writer, recs []step.Record) {
 		if err := w.Write(t.Context(), &recs[i]); err != nil {
 			t.Fatalf("write step %d: %v", recs[i].Step, err)
 		}
-	}
-}
-
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	end := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(end) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 
@@ -324,9 +314,9 @@ func TestReceiverDownThenBack(t *testing.T) {
 		t.Errorf("queued %d interval samples, want %d", q, n)
 	}
 	// Wait for a few failed retries of the interval sender (the step's one failure counts too).
-	waitFor(t, 5*time.Second, "failed retries", func() bool { return w.Stats().Errors.Load() >= 3 })
+	testkit.WaitFor(t, 5*time.Second, "failed retries", func() bool { return w.Stats().Errors.Load() >= 3 })
 	r.up()
-	waitFor(t, 5*time.Second, "the buffer to drain", func() bool { return w.Stats().Queued.Load() == 0 })
+	testkit.WaitFor(t, 5*time.Second, "the buffer to drain", func() bool { return w.Stats().Queued.Load() == 0 })
 	writeAll(t, w, run.Records) // the sink runtime's retry of step 1, then the others
 	want, total := expected(run.Records, run.Intervals, testExtra)
 	got, samples, _ := r.stored()
@@ -368,7 +358,7 @@ func TestIntervalBufferIsBounded(t *testing.T) {
 		t.Errorf("logged a full buffer %d times, want once", c)
 	}
 	r.up()
-	waitFor(t, 5*time.Second, "the buffer to drain", func() bool { return st.Queued.Load() == 0 })
+	testkit.WaitFor(t, 5*time.Second, "the buffer to drain", func() bool { return st.Queued.Load() == 0 })
 	got, samples, _ := r.stored()
 	if samples != 500 || st.Written.Load() != 500 {
 		t.Fatalf("stored %d, written %d; want the 500 buffered", samples, st.Written.Load())

@@ -79,7 +79,7 @@ func TestPhases(t *testing.T) {
 func TestPythonReadsPhases(t *testing.T) {
 	out := t.TempDir()
 	rs := phaseRecords()
-	evs := pythonRead(t, writeAll(t, out, "", rs))
+	evs := pythonRead(t, writeAll(t, out, "tensorboard", rs))
 	if len(evs) != len(rs)+1 {
 		t.Fatalf("python read %d events, want %d", len(evs), len(rs)+1)
 	}

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/vllmstat/vllmstat/internal/step"
+	"github.com/vllmstat/vllmstat/internal/testkit"
 )
 
 // The independent check: Debian's protoc generates Python classes from testdata/tfevent.proto
@@ -123,7 +124,7 @@ func TestPythonReadsWrittenFile(t *testing.T) {
 		name, settings    string
 		perWorker, images bool
 	}{
-		{"defaults", "", false, true},
+		{"defaults", "tensorboard", false, true},
 		{"per worker", "{type: tensorboard, per_worker: true}", true, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -218,7 +219,7 @@ func readSteps(t *testing.T, path string) []*step.Record {
 // independent reader decodes exactly them.
 func TestPythonReadsStepsJSONL(t *testing.T) {
 	out := t.TempDir()
-	rs := readSteps(t, "testdata/steps.jsonl")
+	rs := readSteps(t, testkit.Fixture(t, "steps.jsonl"))
 	evs := pythonRead(t, writeAll(t, out, "{type: tensorboard, per_worker: true}", rs))
 	if len(evs) != len(rs)+1 {
 		t.Fatalf("python read %d events, want %d", len(evs), len(rs)+1)

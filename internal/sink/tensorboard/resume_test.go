@@ -10,12 +10,13 @@ import (
 
 	"github.com/vllmstat/vllmstat/internal/sink"
 	"github.com/vllmstat/vllmstat/internal/step"
+	"github.com/vllmstat/vllmstat/internal/testkit/sinkspec"
 )
 
 // writeRun writes rs as one run into out's tensorboard directory, the run's clock at now.
 func writeRun(t *testing.T, out string, now time.Time, rs []*step.Record) string {
 	t.Helper()
-	set, err := decodeSettings(out, spec(t, ""))
+	set, err := decodeSettings(out, sinkspec.Parse(t, "sinks[1]", "tensorboard"))
 	if err != nil {
 		t.Fatal(err)
 	}

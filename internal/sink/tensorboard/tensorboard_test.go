@@ -18,12 +18,12 @@ import (
 	"testing"
 	"time"
 
-	"go.yaml.in/yaml/v3"
-
 	"github.com/vllmstat/vllmstat/internal/appendlog"
 	"github.com/vllmstat/vllmstat/internal/config"
 	"github.com/vllmstat/vllmstat/internal/sink"
 	"github.com/vllmstat/vllmstat/internal/step"
+	"github.com/vllmstat/vllmstat/internal/testkit"
+	"github.com/vllmstat/vllmstat/internal/testkit/sinkspec"
 )
 
 var t0 = time.Date(2025, 7, 1, 12, 0, 0, 123456789, time.UTC)
@@ -91,22 +91,10 @@ func testRecords(n int, plots []string) []*step.Record {
 	return rs
 }
 
-func spec(t *testing.T, doc string) config.SinkSpec {
-	t.Helper()
-	if doc == "" {
-		return config.SinkSpec{Type: "tensorboard", Path: "sinks[1]"}
-	}
-	var n yaml.Node
-	if err := yaml.Unmarshal([]byte(doc), &n); err != nil {
-		t.Fatal(err)
-	}
-	return config.SinkSpec{Type: "tensorboard", Path: "sinks[1]", Settings: n.Content[0]}
-}
-
 // writeAll writes rs through a new Writer and returns the event file.
 func writeAll(t *testing.T, outDir, settings string, rs []*step.Record) string {
 	t.Helper()
-	w, err := open(outDir, spec(t, settings), nil, t0)
+	w, err := open(outDir, sinkspec.Parse(t, "sinks[1]", settings), nil, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +160,7 @@ func TestRoundTrip(t *testing.T) {
 		settings          string
 		perWorker, images bool
 	}{
-		{"defaults", "", false, true},
+		{"defaults", "tensorboard", false, true},
 		{"per worker, no images", "{type: tensorboard, per_worker: true, images: false}", true, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -229,7 +217,7 @@ func TestSettings(t *testing.T) {
 		want      Settings
 		errs      []string
 	}{
-		{name: "bare name", want: Settings{TrackerSettings: config.TrackerSettings{Images: true}, Dir: "OUT/tensorboard"}},
+		{name: "bare name", doc: "tensorboard", want: Settings{TrackerSettings: config.TrackerSettings{Images: true}, Dir: "OUT/tensorboard"}},
 		{name: "all keys", doc: "{type: tensorboard, images: false, per_worker: true, dir: /tmp/tb}",
 			want: Settings{TrackerSettings: config.TrackerSettings{Images: false, PerWorker: true}, Dir: "/tmp/tb"}},
 		{name: "typo", doc: "{type: tensorboard, imagse: true}",
@@ -247,7 +235,7 @@ func TestSettings(t *testing.T) {
 			errs: []string{`sinks[1].images (line 1): a list is not allowed: must be true or false`}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := decodeSettings("OUT", spec(t, tt.doc))
+			got, err := decodeSettings("OUT", sinkspec.Parse(t, "sinks[1]", tt.doc))
 			if len(tt.errs) == 0 {
 				if err != nil || got != tt.want {
 					t.Fatalf("got %+v, %v; want %+v", got, err, tt.want)
@@ -274,11 +262,11 @@ func TestUnwritableDirectory(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tt := range []struct{ name, outDir, settings string }{
-		{"out dir under a file", filepath.Join(blocker, "out"), ""},
+		{"out dir under a file", filepath.Join(blocker, "out"), "tensorboard"},
 		{"dir setting under a file", tmp, fmt.Sprintf("{type: tensorboard, dir: %q}", filepath.Join(blocker, "tb"))},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			w, err := New(tt.outDir, spec(t, tt.settings), nil)
+			w, err := New(tt.outDir, sinkspec.Parse(t, "sinks[1]", tt.settings), nil)
 			if err == nil {
 				w.Close(context.Background())
 				t.Fatal("no error")
@@ -290,23 +278,8 @@ func TestUnwritableDirectory(t *testing.T) {
 	}
 }
 
-// failingFile fails its nth write after writing half of it, like a full disk.
-type failingFile struct {
-	*os.File
-	n int
-}
-
-func (f *failingFile) Write(b []byte) (int, error) {
-	f.n--
-	if f.n == 0 {
-		k, _ := f.File.Write(b[:len(b)/2])
-		return k, errors.New("no space left on device")
-	}
-	return f.File.Write(b)
-}
-
-// failAt puts w's event file, as written so far, under a failingFile that fails its nth write
-// from now on.
+// failAt puts w's event file, as written so far, under a file that fails its nth write from
+// now on as a full disk does.
 func failAt(t *testing.T, w *Writer, n int) {
 	t.Helper()
 	f, err := os.OpenFile(w.Path(), os.O_WRONLY, 0)
@@ -314,7 +287,9 @@ func failAt(t *testing.T, w *Writer, n int) {
 		t.Fatal(err)
 	}
 	w.f.Close()
-	if w.f, err = appendlog.New(&failingFile{File: f, n: n}, w.Path()); err != nil {
+	d := &testkit.FullDisk{File: f}
+	d.FailWrite(n)
+	if w.f, err = appendlog.New(d, w.Path()); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -323,9 +298,9 @@ func failAt(t *testing.T, w *Writer, n int) {
 // the queue retries it, leaves exactly the file of a run without the failure.
 func TestRetryAfterFailedWrite(t *testing.T) {
 	rs := testRecords(3, nil)
-	clean := writeAll(t, t.TempDir(), "", rs)
+	clean := writeAll(t, t.TempDir(), "tensorboard", rs)
 
-	w, err := open(t.TempDir(), spec(t, ""), nil, t0)
+	w, err := open(t.TempDir(), sinkspec.Parse(t, "sinks[1]", "tensorboard"), nil, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -362,7 +337,7 @@ func TestMissingPlotIsLeftOut(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(out, "not-a-png.png"), []byte("hello"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	evs := readEvents(t, writeAll(t, out, "", rs))
+	evs := readEvents(t, writeAll(t, out, "tensorboard", rs))
 	for _, v := range evs[2].Values {
 		if v.Image != nil {
 			t.Errorf("unexpected image %s", v.Tag)
@@ -374,7 +349,7 @@ func TestMissingPlotIsLeftOut(t *testing.T) {
 }
 
 func TestConcurrentWriteAndClose(t *testing.T) {
-	w, err := open(t.TempDir(), spec(t, ""), nil, t0)
+	w, err := open(t.TempDir(), sinkspec.Parse(t, "sinks[1]", "tensorboard"), nil, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -388,7 +363,7 @@ func TestConcurrentWriteAndClose(t *testing.T) {
 }
 
 func TestCanceledContext(t *testing.T) {
-	w, err := open(t.TempDir(), spec(t, ""), nil, t0)
+	w, err := open(t.TempDir(), sinkspec.Parse(t, "sinks[1]", "tensorboard"), nil, t0)
 	if err != nil {
 		t.Fatal(err)
 	}

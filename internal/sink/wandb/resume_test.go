@@ -10,6 +10,7 @@ import (
 
 	"github.com/vllmstat/vllmstat/internal/sink"
 	"github.com/vllmstat/vllmstat/internal/step"
+	"github.com/vllmstat/vllmstat/internal/testkit/sinkspec"
 )
 
 // The W&B reader's view of resumed runs is tested in readtest/resume_test.go; these tests cover
@@ -18,7 +19,7 @@ import (
 // writeInstance writes rs as one run into out at now, resuming or not, and returns the writer.
 func writeInstance(t *testing.T, out, settings string, resume bool, now time.Time, rs []*step.Record) *Writer {
 	t.Helper()
-	set, err := decodeSettings(spec(t, settings))
+	set, err := decodeSettings(sinkspec.Parse(t, "sinks[2]", settings))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +141,7 @@ func TestResumeSameSecond(t *testing.T) {
 		}
 	}
 	// Without resume, the same id in the same second is still refused.
-	if _, err := open(out, spec(t, "{type: wandb, run_id: "+a.set.RunID+"}"), nil, t0); err == nil {
+	if _, err := open(out, sinkspec.Parse(t, "sinks[2]", "{type: wandb, run_id: "+a.set.RunID+"}"), nil, t0); err == nil {
 		t.Error("a new run of a used id in the same second: no error")
 	}
 }

@@ -17,11 +17,11 @@ import (
 	"testing"
 	"time"
 
-	"go.yaml.in/yaml/v3"
-
 	"github.com/vllmstat/vllmstat/internal/appendlog"
 	"github.com/vllmstat/vllmstat/internal/config"
 	"github.com/vllmstat/vllmstat/internal/step"
+	"github.com/vllmstat/vllmstat/internal/testkit"
+	"github.com/vllmstat/vllmstat/internal/testkit/sinkspec"
 )
 
 // The W&B reader's view of these files is tested in readtest/, a module of its own that
@@ -29,25 +29,13 @@ import (
 
 var t0 = time.Date(2025, 7, 1, 12, 0, 0, 5000, time.UTC)
 
-func spec(t *testing.T, doc string) config.SinkSpec {
-	t.Helper()
-	if doc == "" {
-		return config.SinkSpec{Type: "wandb", Path: "sinks[2]"}
-	}
-	var n yaml.Node
-	if err := yaml.Unmarshal([]byte(doc), &n); err != nil {
-		t.Fatal(err)
-	}
-	return config.SinkSpec{Type: "wandb", Path: "sinks[2]", Settings: n.Content[0]}
-}
-
 func TestSettings(t *testing.T) {
 	for _, tt := range []struct {
 		name, doc string
 		check     func(Settings) bool
 		errs      []string
 	}{
-		{name: "bare name", check: func(s Settings) bool {
+		{name: "bare name", doc: "wandb", check: func(s Settings) bool {
 			return s.Project == "vllmstat" && s.Images && !s.PerWorker && len(s.RunID) == 8 && strings.Trim(s.RunID, "abcdefghijklmnopqrstuvwxyz0123456789") == ""
 		}},
 		{name: "all keys", doc: `{type: wandb, project: rl, entity: team, group: grpo-7, name: vllm, run_id: abc-1, images: false, per_worker: true,
@@ -75,7 +63,7 @@ func TestSettings(t *testing.T) {
 		{name: "empty project", doc: `{type: wandb, project: ""}`, errs: []string{`sinks[2].project (line 1): "" is not allowed`}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := decodeSettings(spec(t, tt.doc))
+			got, err := decodeSettings(sinkspec.Parse(t, "sinks[2]", tt.doc))
 			if len(tt.errs) == 0 {
 				if err != nil || !tt.check(got) {
 					t.Fatalf("got %+v, %v", got, err)
@@ -170,7 +158,7 @@ func TestFraming(t *testing.T) {
 
 func TestLayout(t *testing.T) {
 	out := t.TempDir()
-	w, err := open(out, spec(t, "{type: wandb, run_id: r1}"), nil, t0)
+	w, err := open(out, sinkspec.Parse(t, "sinks[2]", "{type: wandb, run_id: r1}"), nil, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +174,7 @@ func TestLayout(t *testing.T) {
 		t.Errorf("file starts %q, %v", b[:min(len(b), 7)], err)
 	}
 	// The same run id again in the same second must not overwrite the first run.
-	if _, err := open(out, spec(t, "{type: wandb, run_id: r1}"), nil, t0); err == nil || !strings.Contains(err.Error(), "run_id") {
+	if _, err := open(out, sinkspec.Parse(t, "sinks[2]", "{type: wandb, run_id: r1}"), nil, t0); err == nil || !strings.Contains(err.Error(), "run_id") {
 		t.Errorf("second run with the same id: %v", err)
 	}
 }
@@ -196,7 +184,7 @@ func TestUnwritableDirectory(t *testing.T) {
 	if err := os.WriteFile(blocker, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	w, err := New(filepath.Join(blocker, "out"), spec(t, ""), nil)
+	w, err := New(filepath.Join(blocker, "out"), sinkspec.Parse(t, "sinks[2]", "wandb"), nil)
 	if err == nil {
 		w.Close(context.Background())
 		t.Fatal("no error")
@@ -216,23 +204,8 @@ func testRecords(n int) []*step.Record {
 	return rs
 }
 
-// failingFile fails its nth write after writing half of it, like a full disk.
-type failingFile struct {
-	*os.File
-	n int
-}
-
-func (f *failingFile) Write(b []byte) (int, error) {
-	f.n--
-	if f.n == 0 {
-		k, _ := f.File.Write(b[:len(b)/2])
-		return k, errors.New("no space left on device")
-	}
-	return f.File.Write(b)
-}
-
-// failAt puts w's log, as written so far, under a failingFile that fails its nth write from now
-// on.
+// failAt puts w's log, as written so far, under a file that fails its nth write from
+// now on as a full disk does.
 func failAt(t *testing.T, w *Writer, n int) {
 	t.Helper()
 	f, err := os.OpenFile(w.Path(), os.O_WRONLY, 0)
@@ -240,7 +213,9 @@ func failAt(t *testing.T, w *Writer, n int) {
 		t.Fatal(err)
 	}
 	w.f.Close()
-	if w.f, err = appendlog.New(&failingFile{File: f, n: n}, w.Path()); err != nil {
+	d := &testkit.FullDisk{File: f}
+	d.FailWrite(n)
+	if w.f, err = appendlog.New(d, w.Path()); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -252,7 +227,7 @@ func TestRetryAfterFailedWrite(t *testing.T) {
 	rs := testRecords(3)
 	ctx := context.Background()
 	run := func(fail int) (string, error) {
-		w, err := open(t.TempDir(), spec(t, "{type: wandb, run_id: same}"), nil, t0)
+		w, err := open(t.TempDir(), sinkspec.Parse(t, "sinks[2]", "{type: wandb, run_id: same}"), nil, t0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -289,7 +264,7 @@ func TestRetryAfterFailedWrite(t *testing.T) {
 }
 
 func TestConcurrentWriteAndClose(t *testing.T) {
-	w, err := open(t.TempDir(), spec(t, "{type: wandb, run_id: conc}"), nil, t0)
+	w, err := open(t.TempDir(), sinkspec.Parse(t, "sinks[2]", "{type: wandb, run_id: conc}"), nil, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -306,7 +281,7 @@ func TestConcurrentWriteAndClose(t *testing.T) {
 }
 
 func TestCanceledContext(t *testing.T) {
-	w, err := open(t.TempDir(), spec(t, "{type: wandb, run_id: ctx}"), nil, t0)
+	w, err := open(t.TempDir(), sinkspec.Parse(t, "sinks[2]", "{type: wandb, run_id: ctx}"), nil, t0)
 	if err != nil {
 		t.Fatal(err)
 	}

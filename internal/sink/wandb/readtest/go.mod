@@ -8,7 +8,6 @@ require (
 	github.com/vllmstat/vllmstat v0.0.0-00010101000000-000000000000
 	github.com/wandb/simplejsonext v0.0.0-20241203202201-90635f1d8677
 	github.com/wandb/wandb/core v0.0.0-20250729185623-a4a5afae2b2a
-	go.yaml.in/yaml/v3 v3.0.6
 	google.golang.org/protobuf v1.36.12
 )
 
@@ -31,6 +30,7 @@ require (
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/valyala/bytebufferpool v1.0.0 // indirect
 	github.com/valyala/fasthttp v1.78.0 // indirect
+	go.yaml.in/yaml/v3 v3.0.6 // indirect
 	golang.org/x/image v0.30.0 // indirect
 	golang.org/x/net v0.62.0 // indirect
 	golang.org/x/sys v0.50.0 // indirect

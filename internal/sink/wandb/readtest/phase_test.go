@@ -8,6 +8,7 @@ import (
 	"github.com/vllmstat/vllmstat/internal/sink"
 	"github.com/vllmstat/vllmstat/internal/sink/wandb"
 	"github.com/vllmstat/vllmstat/internal/step"
+	"github.com/vllmstat/vllmstat/internal/testkit/sinkspec"
 )
 
 // TestPhases writes steps with phases under two metric prefixes and reads them back with W&B's
@@ -36,7 +37,7 @@ func TestPhases(t *testing.T) {
 				3: {},
 			}
 			env := sink.Env{OutDir: t.TempDir(), MetricPrefix: prefix}
-			p, err := wandb.Type.Parse(env, spec(t, "{type: wandb}"))
+			p, err := wandb.Type.Parse(env, sinkspec.Parse(t, "sinks[0]", "{type: wandb}"))
 			if err != nil {
 				t.Fatal(err)
 			}

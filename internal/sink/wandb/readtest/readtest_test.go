@@ -24,12 +24,12 @@ import (
 	"github.com/wandb/simplejsonext"
 	"github.com/wandb/wandb/core/pkg/leveldb"
 	spb "github.com/wandb/wandb/core/pkg/service_go_proto"
-	"go.yaml.in/yaml/v3"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/vllmstat/vllmstat/internal/config"
 	"github.com/vllmstat/vllmstat/internal/sink/wandb"
 	"github.com/vllmstat/vllmstat/internal/step"
+	"github.com/vllmstat/vllmstat/internal/testkit"
+	"github.com/vllmstat/vllmstat/internal/testkit/sinkspec"
 )
 
 var t0 = time.Date(2025, 7, 1, 12, 0, 0, 250_000_000, time.UTC)
@@ -85,15 +85,6 @@ func readRun(path string) ([]*spb.Record, error) {
 	}
 }
 
-func spec(t *testing.T, doc string) config.SinkSpec {
-	t.Helper()
-	var n yaml.Node
-	if err := yaml.Unmarshal([]byte(doc), &n); err != nil {
-		t.Fatal(err)
-	}
-	return config.SinkSpec{Type: "wandb", Path: "sinks[0]", Settings: n.Content[0]}
-}
-
 // records makes n steps with keys metric keys each; the values cover integers, fractions,
 // tiny and huge magnitudes and the non-finite ones.
 func records(n, keys int) []*step.Record {
@@ -120,7 +111,7 @@ func records(n, keys int) []*step.Record {
 // writeRun writes rs through the sink and returns it and the log's size after each step.
 func writeRun(t *testing.T, out, settings string, rs []*step.Record) (*wandb.Writer, []int64) {
 	t.Helper()
-	w, err := wandb.New(out, spec(t, settings), nil)
+	w, err := wandb.New(out, sinkspec.Parse(t, "sinks[0]", settings), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -549,10 +540,7 @@ func TestBlockTails(t *testing.T) {
 // simulated fleet: two servers of two engines, per-worker records on) and checks that W&B's
 // reader decodes exactly them.
 func TestStepsJSONL(t *testing.T) {
-	b, err := os.ReadFile("testdata/steps.jsonl")
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := testkit.ReadFixture(t, "steps.jsonl")
 	var rs []*step.Record
 	for _, line := range bytes.Split(bytes.TrimSpace(b), []byte("\n")) {
 		r := &step.Record{}

@@ -14,6 +14,7 @@ import (
 	"github.com/vllmstat/vllmstat/internal/sink"
 	"github.com/vllmstat/vllmstat/internal/sink/wandb"
 	"github.com/vllmstat/vllmstat/internal/step"
+	"github.com/vllmstat/vllmstat/internal/testkit/sinkspec"
 )
 
 // openSink opens the wandb sink as a run does: the registry's type, its settings parsed and
@@ -21,7 +22,7 @@ import (
 func openSink(t *testing.T, out, settings string, resume bool) *wandb.Writer {
 	t.Helper()
 	env := sink.Env{OutDir: out, MetricPrefix: "vllm", Resume: resume}
-	p, err := wandb.Type.Parse(env, spec(t, settings))
+	p, err := wandb.Type.Parse(env, sinkspec.Parse(t, "sinks[0]", settings))
 	if err != nil {
 		t.Fatal(err)
 	}
