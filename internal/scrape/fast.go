@@ -191,8 +191,6 @@ func fastError(err error, maxBody int) error {
 	switch {
 	case errors.Is(err, fasthttp.ErrBodyTooLarge):
 		return fmt.Errorf("%w of %d bytes", ErrBodyTooLarge, maxBody)
-	case errors.Is(err, fasthttp.ErrTimeout):
-		return timeoutError{err}
 	case isSmallBuffer(err):
 		return fmt.Errorf("answer's status line and headers are larger than %d bytes: %w", fastReadBuffer, err)
 	}
@@ -203,13 +201,6 @@ func isSmallBuffer(err error) bool {
 	_, ok := errors.AsType[*fasthttp.ErrSmallBuffer](err)
 	return ok
 }
-
-// timeoutError is HostClient's timeout as a net.Error that says so, for Result.Reason.
-type timeoutError struct{ error }
-
-func (timeoutError) Timeout() bool   { return true }
-func (timeoutError) Temporary() bool { return true }
-func (e timeoutError) Unwrap() error { return e.error }
 
 // release gives the last answer back to its pool: its page has been read.
 func (f *fastTransport) release() {
