@@ -22,7 +22,7 @@ from prometheus_client import (CollectorRegistry, Counter, GCCollector, Gauge, H
                                PlatformCollector, ProcessCollector, generate_latest)
 from prometheus_client.parser import text_string_to_metric_families
 
-DEFAULT_FIXTURE = "internal/page/testdata/prometheus-client-render-vllm-0.20.prom"
+DEFAULT_FIXTURE = "internal/testkit/testdata/prometheus-client-render-vllm-0.20.prom"
 
 # Families that prometheus_client's own collectors render (vLLM's REGISTRY has them).
 DEFAULT_COLLECTOR_PREFIXES = ("process_", "python_")

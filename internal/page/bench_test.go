@@ -3,7 +3,6 @@ package page
 import (
 	"bytes"
 	"fmt"
-	"os"
 	"testing"
 
 	"github.com/vllmstat/vllmstat/internal/benchpage"
@@ -21,13 +20,7 @@ var benchPages = []struct {
 }
 
 func fixture(name string) func(testing.TB) []byte {
-	return func(tb testing.TB) []byte {
-		b, err := os.ReadFile("testdata/" + name)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		return b
-	}
+	return func(tb testing.TB) []byte { return readPage(tb, name) }
 }
 
 // BenchmarkParsePageCold parses each page from scratch, as ParsePage always does.

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"os"
 	"runtime"
 	"strings"
 	"sync"
@@ -35,10 +34,7 @@ func TestParsePageLimits(t *testing.T) {
 		t.Fatalf("generated page is %d bytes, want about 12.5 MB", len(byEngine))
 	}
 	bySeries := bigPage(100000, false)
-	fixture, err := os.ReadFile("testdata/prometheus-client-render-vllm-0.20.prom")
-	if err != nil {
-		t.Fatal(err)
-	}
+	fixture := readPage(t, "prometheus-client-render-vllm-0.20.prom")
 	tests := []struct {
 		name string
 		body []byte

@@ -2,7 +2,6 @@ package page
 
 import (
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 
@@ -11,11 +10,7 @@ import (
 
 func load(t *testing.T, name string) *Page {
 	t.Helper()
-	b, err := os.ReadFile("testdata/" + name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := ParsePage(b)
+	p, err := ParsePage(readPage(t, name))
 	if err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}
@@ -132,11 +127,7 @@ func TestGarbagePagesFail(t *testing.T) {
 // LabelMap and LabelKey. Package window fuzzes what a worker makes of the pages.
 func FuzzParsePage(f *testing.F) {
 	for _, n := range []string{"prometheus-client-render-vllm-0.10.prom", "llm-d-inference-sim-dp1.prom", "ray-serve-llm-two-replicas.prom"} {
-		b, err := os.ReadFile("testdata/" + n)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(b)
+		f.Add(readPage(f, n))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		p, err := ParsePage(b)
@@ -152,10 +143,7 @@ func FuzzParsePage(f *testing.F) {
 }
 
 func BenchmarkParsePage(b *testing.B) {
-	body, err := os.ReadFile("testdata/prometheus-client-render-vllm-0.10.prom")
-	if err != nil {
-		b.Fatal(err)
-	}
+	body := readPage(b, "prometheus-client-render-vllm-0.10.prom")
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {

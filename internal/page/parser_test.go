@@ -3,7 +3,6 @@ package page
 import (
 	"bytes"
 	"fmt"
-	"os"
 	"sync"
 	"testing"
 
@@ -220,10 +219,7 @@ func TestParserReleaseFromAnotherGoroutine(t *testing.T) {
 // small pages and their successors; whole fixtures are added here.
 func FuzzParserSequence(f *testing.F) {
 	for _, name := range []string{"prometheus-client-render-vllm-0.10.prom", "ray-serve-llm-two-replicas.prom"} {
-		b, err := os.ReadFile("testdata/" + name)
-		if err != nil {
-			f.Fatal(err)
-		}
+		b := readPage(f, name)
 		f.Add(b, benchpage.Variant(b, 1), uint8(5))
 	}
 	f.Fuzz(func(t *testing.T, a, b []byte, mode uint8) {

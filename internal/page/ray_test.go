@@ -3,7 +3,6 @@ package page
 import (
 	"errors"
 	"maps"
-	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -18,15 +17,6 @@ const (
 	replicaA = `ReplicaId="k7qz2m1d",WorkerId="5f1c0a9e3b7d2c4e8a6f0b1d3c5e7a9b2d4f6a8c0e1b3d5f7a9c2e4b"`
 	replicaB = `ReplicaId="p3xw9c4e",WorkerId="a2e4c6b8d0f1a3c5e7b9d2f4a6c8e0b1d3f5a7c9e2b4d6f8a0c1e3b5"`
 )
-
-func readPage(t *testing.T, name string) []byte {
-	t.Helper()
-	b, err := os.ReadFile("testdata/" + name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
 
 func parseWith(t *testing.T, body []byte, wl []string) *Page {
 	t.Helper()
@@ -217,10 +207,7 @@ func TestLabelKeyRoundTrip(t *testing.T) {
 }
 
 func BenchmarkParsePageRay(b *testing.B) {
-	body, err := os.ReadFile("testdata/" + rayPage)
-	if err != nil {
-		b.Fatal(err)
-	}
+	body := readPage(b, rayPage)
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {

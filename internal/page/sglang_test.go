@@ -1,7 +1,6 @@
 package page
 
 import (
-	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -60,10 +59,7 @@ func TestSGLangFixturePages(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
-			body, err := os.ReadFile("testdata/" + tt.file)
-			if err != nil {
-				t.Fatal(err)
-			}
+			body := readPage(t, tt.file)
 			p, err := ParsePage(body)
 			if err != nil {
 				t.Fatal(err)
@@ -254,11 +250,7 @@ func TestHint(t *testing.T) {
 	}
 	file := func(name string) *Page {
 		t.Helper()
-		b, err := os.ReadFile("testdata/" + name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return parse(string(b))
+		return parse(string(readPage(t, name)))
 	}
 	for _, tt := range []struct {
 		name     string

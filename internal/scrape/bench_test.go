@@ -18,6 +18,7 @@ import (
 
 	"github.com/vllmstat/vllmstat/internal/page"
 	"github.com/vllmstat/vllmstat/internal/target"
+	"github.com/vllmstat/vllmstat/internal/testkit"
 )
 
 // The benchmarks fetch a vLLM 0.20 page (38 KB, as prometheus_client renders it) from a server
@@ -27,11 +28,15 @@ import (
 //	go test ./internal/scrape -run '^$' -bench 'Get|Fetch' -benchmem -count 6 | tee new.txt
 //	benchstat old.txt new.txt
 
+// benchServeEnv holds, in the child process, the path of the page it serves.
 const benchServeEnv = "VLLMSTAT_SCRAPE_BENCH_SERVE"
 
+// benchPage is the shared fixture the benchmarks serve and scan.
+const benchPage = "prometheus-client-render-vllm-0.20.prom"
+
 func TestMain(m *testing.M) {
-	if os.Getenv(benchServeEnv) != "" {
-		serveBench()
+	if path := os.Getenv(benchServeEnv); path != "" {
+		serveBench(path)
 		return
 	}
 	os.Exit(m.Run())
@@ -73,11 +78,11 @@ func gzipped(b []byte) []byte {
 	return z.Bytes()
 }
 
-// serveBench is the child process: it serves testdata/vllm-0.20.prom, pre-gzipped when the
-// request accepts gzip, restricted when it names samples, prints its address, and exits when
-// its standard input closes.
-func serveBench() {
-	full, err := os.ReadFile("testdata/vllm-0.20.prom")
+// serveBench is the child process: it serves the page at path, pre-gzipped when the request
+// accepts gzip, restricted when it names samples, prints its address, and exits when its
+// standard input closes.
+func serveBench(path string) {
+	full, err := os.ReadFile(path)
 	if err != nil {
 		fmt.Println("error", err)
 		os.Exit(1)
@@ -110,7 +115,7 @@ func serveBench() {
 func benchServer(b *testing.B) string {
 	b.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), benchServeEnv+"=1")
+	cmd.Env = append(os.Environ(), benchServeEnv+"="+testkit.Fixture(b, benchPage))
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		b.Fatal(err)
@@ -279,10 +284,7 @@ func BenchmarkFetch(b *testing.B) {
 // BenchmarkScanNames measures the check of a restricted page (the sample names it has), which
 // every restricted scrape pays.
 func BenchmarkScanNames(b *testing.B) {
-	full, err := os.ReadFile("testdata/vllm-0.20.prom")
-	if err != nil {
-		b.Fatal(err)
-	}
+	full := testkit.ReadFixture(b, benchPage)
 	sn := readNames()
 	for name, page := range map[string][]byte{"full": full, "restricted": restrictPage(full, page.SampleNames())} {
 		b.Run(name, func(b *testing.B) {

@@ -7,19 +7,22 @@ import (
 	"testing"
 
 	"github.com/vllmstat/vllmstat/internal/page"
+	"github.com/vllmstat/vllmstat/internal/testkit"
 	"github.com/vllmstat/vllmstat/internal/vllm"
 )
 
 // FuzzObserve checks that a worker's identical scrapes never increase anything, whatever page
-// they parse from. Its seeds are package page's fixtures and the corpus of its FuzzParsePage.
+// they parse from. Its seeds are the pages package page fuzzes with (shared vLLM fixtures and
+// its Ray fixture) and the corpus of its FuzzParsePage.
 func FuzzObserve(f *testing.F) {
-	for _, n := range []string{"prometheus-client-render-vllm-0.10.prom", "llm-d-inference-sim-dp1.prom", "ray-serve-llm-two-replicas.prom"} {
-		b, err := os.ReadFile("../page/testdata/" + n)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(b)
+	for _, n := range []string{"prometheus-client-render-vllm-0.10.prom", "llm-d-inference-sim-dp1.prom"} {
+		f.Add(testkit.ReadFixture(f, n))
 	}
+	ray, err := os.ReadFile("../page/testdata/ray-serve-llm-two-replicas.prom")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(ray)
 	const corpus = "../page/testdata/fuzz/FuzzParsePage/"
 	entries, err := os.ReadDir(corpus)
 	if err != nil {
