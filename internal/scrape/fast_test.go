@@ -265,7 +265,7 @@ func TestFastLargeHeaders(t *testing.T) {
 	for _, tt := range []struct {
 		size int
 		ok   bool
-	}{{4 << 10, true}, {2 * fastReadBuffer, false}} {
+	}{{2 << 10, true}, {2 * fastReadBuffer, false}} {
 		big := strings.Repeat("x", tt.size)
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("X-Big", big)
