@@ -33,6 +33,7 @@ func viaBoth(t *testing.T, f func(t *testing.T, fetch fetcher)) {
 			f(t, func(ctx context.Context, tg target.Target, opt Options) Result {
 				t.Helper()
 				opt = opt.withDefaults()
+				opt.FirstTimeout = opt.Timeout // as Fetch
 				opt.fast = fast
 				s := newScraper(ctx, tg, &opt)
 				t.Cleanup(s.close)

@@ -18,7 +18,13 @@ import (
 type Options struct {
 	Client  *http.Client
 	Timeout time.Duration
-	MaxBody int64
+	// FirstTimeout bounds a target's first scrape, when it is longer than Timeout; 0 is
+	// DefaultFirstTimeout. A fleet's first pages cost the most on both sides
+	// (full pages, parsed in full, on new connections) and all come in the first interval:
+	// thousands of them at once took longer than a scrape's timeout and failed, leaving
+	// targets without a baseline, where a longer wait gets every one.
+	FirstTimeout time.Duration
+	MaxBody      int64
 	// Limits bound the series and workers of one page; a page over them is a failed scrape
 	// (reason "limit"). Zero values mean no limit.
 	Limits   page.Limits
@@ -70,6 +76,9 @@ var sharedClient = sync.OnceValue(NewClient)
 func (o Options) withDefaults() Options {
 	if o.Client == nil {
 		o.Client = sharedClient()
+	}
+	if o.FirstTimeout <= 0 {
+		o.FirstTimeout = DefaultFirstTimeout
 	}
 	if o.MaxBody <= 0 {
 		o.MaxBody = DefaultMaxBody

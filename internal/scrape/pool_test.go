@@ -254,3 +254,27 @@ func TestPoolSpreadFrom(t *testing.T) {
 		t.Fatal("back to one target: it still waited for its offset")
 	}
 }
+
+// TestPoolFirstPageBudget checks that a target's first scrape has FirstTimeout, and the others
+// Timeout: a server that always answers in 300 ms gets its first page
+// read within a first budget of 10 s, and the next scrape, bounded by 50 ms, times out.
+func TestPoolFirstPageBudget(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(300 * time.Millisecond)
+		w.Write([]byte(runningPage))
+	}))
+	defer srv.Close()
+	out := make(chan Result, 1)
+	p := NewPool(Options{Timeout: 50 * time.Millisecond, FirstTimeout: 10 * time.Second}, out)
+	defer p.Close()
+	p.Add([]target.Target{{URL: srv.URL + "/metrics"}})
+	<-p.Started()
+	p.Tick()
+	if r := <-out; r.Err() != nil || r.Page == nil {
+		t.Fatalf("first scrape: %v; want the page within the first budget", r.Err())
+	}
+	p.Tick()
+	if r := <-out; r.Reason() != "timeout" {
+		t.Fatalf("second scrape: err %v (reason %q); want a timeout of 50 ms", r.Err(), r.Reason())
+	}
+}

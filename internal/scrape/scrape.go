@@ -19,6 +19,9 @@ import (
 // DefaultMaxBody bounds a page; vLLM's are 30 to 100 KB.
 const DefaultMaxBody = 16 << 20
 
+// DefaultFirstTimeout bounds a target's first scrape (see Options.FirstTimeout).
+const DefaultFirstTimeout = 10 * time.Second
+
 // ErrBodyTooLarge is the failure of a page over the size limit.
 var ErrBodyTooLarge = errors.New("body exceeds size limit")
 
@@ -94,6 +97,7 @@ func (e *StatusError) Error() string { return fmt.Sprintf("HTTP status %d", e.Co
 // wall clock.
 func Fetch(ctx context.Context, t target.Target, opt Options) Result {
 	opt = opt.withDefaults()
+	opt.FirstTimeout = opt.Timeout // one scrape: its own timeout is the caller's
 	s := newScraper(ctx, t, &opt)
 	defer s.close()
 	return s.scrape()

@@ -30,6 +30,10 @@ type scraper struct {
 	// seen before: a next answer with the same lines (replayed) has them too, and is not
 	// scanned again.
 	checked bool
+	// tried is set after the target's first scrape, which alone has the first page's budget
+	// (see Options.FirstTimeout): a target that does not answer it is not waited for that long
+	// again, at every step end.
+	tried bool
 	// buildErr is why the request could not be built (a URL that does not parse, credentials
 	// that cannot be read).
 	buildErr error
@@ -71,7 +75,12 @@ func (s *scraper) scrape() Result {
 func (s *scraper) fetch(opt *Options) Result {
 	res := Result{Target: s.url}
 	// Network deadlines are the wall clock's, whatever clock times the scrapes.
-	deadline := time.Now().Add(opt.Timeout)
+	timeout := opt.Timeout
+	if !s.tried {
+		timeout = max(timeout, opt.FirstTimeout)
+	}
+	s.tried = true
+	deadline := time.Now().Add(timeout)
 	buf := bufs.Get().(*bytes.Buffer)
 	defer func() {
 		if buf.Cap() <= maxPooledBuf {
