@@ -136,6 +136,9 @@ func TestPeerCheck(t *testing.T) {
 	testkit.WaitFor(t, 20*time.Second, "Prometheus to scrape vllmstat's /metrics once more", scrapedSince(ctx, prom, "vllmstat", time.Now()))
 	end := time.Now().Truncate(time.Millisecond)
 	span := int(math.Ceil(end.Sub(fleetStart).Seconds())) + 5
+	// A scrape stamped before end may be stored after it (later still on a loaded machine):
+	// the queries below must all see it, so they wait for the fleet's next scrape, stamped after.
+	testkit.WaitFor(t, 20*time.Second, "Prometheus to store every scrape of the fleet stamped before the end", scrapedSince(ctx, prom, "sim", end))
 	t.Logf("run of %s: %d steps", end.Sub(fleetStart).Round(time.Millisecond), len(recs))
 
 	// Totals of vllmstat's steps, and of the simulator, per key ("request_success/stop", ...).

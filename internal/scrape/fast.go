@@ -58,7 +58,6 @@ const fastIdle = 15 * time.Second
 
 func newFastTransport(ctx context.Context, addr string, maxBody int64) *fastTransport {
 	f := &fastTransport{conns: map[*turnConn]struct{}{}}
-	f.stop = context.AfterFunc(ctx, f.abort)
 	f.hc = fasthttp.HostClient{
 		Addr:                addr,
 		DialTimeout:         f.dial,
@@ -75,6 +74,9 @@ func newFastTransport(ctx context.Context, addr string, maxBody int64) *fastTran
 		DisableHeaderNamesNormalizing: true,
 		NoDefaultUserAgentHeader:      true,
 	}
+	// Only once the client is set up: a context already done aborts at once, on another
+	// goroutine.
+	f.stop = context.AfterFunc(ctx, f.abort)
 	return f
 }
 

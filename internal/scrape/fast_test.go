@@ -317,3 +317,23 @@ func TestTLSTarget(t *testing.T) {
 		t.Fatalf("untrusted certificate: err %v, want one that names the target and the certificate", r.Err())
 	}
 }
+
+// TestFastTransportEndedContext checks a target whose context ended before its transport was
+// made (a target removed as soon as it was added): the abort runs on another goroutine while
+// the scrape may already be under way, so the scrape may fail or not, but it ends without
+// waiting for its timeout, and nothing races (under -race).
+func TestFastTransportEndedContext(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(runningPage)) }))
+	defer srv.Close()
+	for range 20 {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		opt := Options{Timeout: time.Minute}.withDefaults()
+		opt.fast = true
+		s := newScraper(ctx, target.Target{URL: srv.URL + "/metrics"}, &opt)
+		if r := s.scrape(); r.Duration > 30*time.Second {
+			t.Fatalf("scrape after the target ended: err %v after %v", r.Err(), r.Duration)
+		}
+		s.close()
+	}
+}
