@@ -421,11 +421,51 @@ class Served(unittest.TestCase):
         self.assertEqual((r.status, r.read()), (200, prometheus_answer(self.registry, "")[2]))
         self.assertFalse(r.will_close)  # the body is read and left: the connection goes on
         self.assertEqual(self.get(conn)[0].status, 200)
-        conn.request("GET", "/metrics", body=b"x" * 100000, headers={"Content-Length": "100000"})
+        conn.request("GET", "/metrics", body=b"x" * 70000, headers={"Content-Length": "70000"})
         r = conn.getresponse()
         self.assertEqual(r.status, 200)
         r.read()
         self.assertTrue(r.will_close)  # too large to read: the server closes
+
+    def raw(self, data, timeout=WAIT):
+        """Sends data on a new connection and reads until the server closes it ("reset" when it
+        closes with some of the data unread, which may reset the connection)."""
+        with socket.create_connection(("127.0.0.1", self.port), timeout=timeout) as s:
+            try:
+                s.sendall(data)
+                return b"".join(iter(lambda: s.recv(65536), b""))
+            except ConnectionResetError:
+                return b"reset"
+
+    def test_connection_rules(self):
+        page = prometheus_answer(self.registry, "")[2]
+        # HTTP/1.1 asking to close; two requests sent at once, answered in order
+        out = self.raw(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"
+                       b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        self.assertEqual(out.count(b"HTTP/1.1 200 OK\r\n"), 2)
+        self.assertTrue(out.endswith(page))
+        self.assertIn(b"\r\nConnection: close\r\n", out)
+        # HTTP/1.0 asking to keep the connection, then not
+        out = self.raw(b"GET /metrics HTTP/1.0\r\nConnection: keep-alive\r\n\r\nGET /metrics HTTP/1.0\r\n\r\n")
+        self.assertEqual(out.count(b"\r\nContent-Length: %d\r\n" % len(page)), 2)
+        self.assertIn(b"\r\nConnection: keep-alive\r\n", out)
+        # what is not an HTTP/1.x request
+        for bad in (b"GET /metrics\r\n\r\n", b"GET /metrics HTTP/2.0\r\n\r\n",
+                    b"GET /metrics HTTP/1.1\r\n folded: header\r\n\r\n",
+                    b"GET /metrics HTTP/1.1\r\nno colon\r\n\r\n",
+                    b"GET /metrics HTTP/1.1\r\nContent-Length: x\r\n\r\n",
+                    b"GET /" + b"x" * 70000 + b" HTTP/1.1\r\n\r\n"):
+            out = self.raw(bad)
+            self.assertTrue(out.startswith(b"HTTP/1.1 400 Bad Request\r\n") or out == b"reset", bad[:40])
+
+    def test_an_idle_connection_is_closed(self):
+        saved = vllmstat_client._Handler.timeout
+        vllmstat_client._Handler.timeout = 0.2
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=WAIT) as s:
+                self.assertEqual(s.recv(1), b"")  # the server closes it after 0.2 s
+        finally:
+            vllmstat_client._Handler.timeout = saved
 
     def test_closing_closes_kept_connections(self):
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=WAIT)
