@@ -75,7 +75,7 @@ import urllib.parse
 import urllib.request
 import warnings
 from collections import deque
-from typing import IO, Any, Callable, Deque, Dict, Iterable, Iterator, List, Mapping, Optional, Union
+from typing import IO, Any, Callable, Deque, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple, Union
 
 __all__ = ["Client", "Sidecar", "VllmstatError", "binary_path", "expose", "log_to", "ray_targets", "scalars",
            "start"]
@@ -1551,11 +1551,14 @@ class _Exposure:
         reg.start(_FIRST_WAIT)
 
     def forget(self):
-        """In a forked child: lets go of the parent's listening socket, touching nothing else."""
-        try:
-            self._server.socket.close()
-        except OSError:
-            pass
+        """In a forked child: lets go of the parent's listening socket and kept connections (this
+        process's copies: the parent serves on), touching nothing else."""
+        # no lock: a thread of the parent may have held it at the fork, and none runs here
+        for sock in [self._server.socket, *self._server._conns]:
+            try:
+                sock.close()
+            except OSError:
+                pass
 
     def close(self, stop_serving=True):
         """Deregisters everywhere (after one more scrape when vllmstat is scraping) and stops serving."""
@@ -1745,16 +1748,16 @@ def _keep_alive(version, headers):
     return "close" not in tokens if version == "HTTP/1.1" else "keep-alive" in tokens
 
 
-_dates: List[Any] = [None, ""]  # the last second a Date header was made for, and the header
+_last_date: Tuple[int, str] = (0, "")  # the second a Date header was last made for, and the header
 
 
 def _date():
+    global _last_date
     now = int(time.time())
-    if _dates[0] != now:
+    if _last_date[0] != now:
         import email.utils
-        _dates[1] = email.utils.formatdate(now, usegmt=True)
-        _dates[0] = now
-    return _dates[1]
+        _last_date = (now, email.utils.formatdate(now, usegmt=True))
+    return _last_date[1]
 
 
 def _server_classes():
