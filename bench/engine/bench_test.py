@@ -1,5 +1,7 @@
-"""Tests of the scrape-cost benchmark's pieces: the generated registry renders the fixture's
-series, and the served page honours name[] and gzip, over real HTTP on loopback.
+"""Tests of the scrape-cost benchmarks' pieces: the generated registry renders the fixture's
+series (for any number of engines), the served page honours name[] and gzip, over real HTTP
+on loopback, snapshot.py turns a registry into the objects get_metrics_snapshot() makes, and
+actor.py runs (its figures are printed, never checked here).
 
     /usr/bin/python3 -m unittest discover -s bench/engine -p '*_test.py' -v
 (run from the repository root, where the fixture path resolves).
@@ -7,12 +9,16 @@ series, and the served page honours name[] and gzip, over real HTTP on loopback.
 
 import importlib.util
 import os
+import subprocess
+import sys
 import tempfile
 import unittest
 
+import actor
 import bench
+import snapshot
 import vllmpage
-from prometheus_client import generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 NAMES = ["vllm:num_requests_running", "vllm:prefix_cache_hits_total",
          "vllm:time_to_first_token_seconds_bucket", "vllm:spec_decode_num_drafts_total"]
@@ -47,6 +53,15 @@ class RegistryTest(unittest.TestCase):
         empty = [f.name for f in vllmpage.text_string_to_metric_families(text) if not f.samples]
         self.assertEqual(empty, [])
         self.assertTrue(vllmpage.series(fixture()) <= vllmpage.series(text))
+
+    def test_engines(self):
+        two = vllmpage.series(generate_latest(vllmpage.build(fixture(), populated=True)).decode())
+        for n in (1, 2, 8):
+            text = generate_latest(vllmpage.build(fixture(), populated=True, engines=n)).decode()
+            engines = {dict(labels).get("engine") for _, labels in vllmpage.series(text)} - {None}
+            self.assertEqual(engines, {str(e) for e in range(n)})
+            per_engine = [s for s in vllmpage.series(text) if dict(s[1]).get("engine") == "0"]
+            self.assertEqual(sorted(per_engine), sorted(s for s in two if dict(s[1]).get("engine") == "0"))
 
 
 class ServedTest(unittest.TestCase):
@@ -83,6 +98,63 @@ class ServedTest(unittest.TestCase):
             r, body = client.get(bench.query(NAMES), False)
             self.assertEqual(r.status, 200)
             self.assertEqual(body, b"")
+
+
+class SnapshotTest(unittest.TestCase):
+    def test_objects_of_each_kind(self):
+        reg = CollectorRegistry()
+        Gauge("vllm:num_requests_running", "r", ["engine"], registry=reg).labels("0").set(3)
+        Gauge("other_gauge", "not vLLM's", registry=reg).set(1)
+        Counter("vllm:generation_tokens", "g", ["engine"], registry=reg).labels("1").inc(7.9)
+        per_pos = Counter(snapshot.PER_POSITION, "p", ["engine", "position"], registry=reg)
+        for engine, counts in (("0", [5, 3]), ("1", [2, 0, 1])):
+            for pos, n in enumerate(counts):
+                per_pos.labels(engine, str(pos)).inc(n)
+        h = Histogram("vllm:time_to_first_token_seconds", "t", ["engine"], buckets=[0.1, 1.0], registry=reg)
+        for v in (0.05, 0.5, 5.0):
+            h.labels("0").observe(v)
+        got = sorted(snapshot.snapshot(reg), key=lambda m: (m.name, sorted(m.labels.items())))
+        self.assertEqual(got, [
+            snapshot.Counter("vllm:generation_tokens", {"engine": "1"}, 7),
+            snapshot.Gauge("vllm:num_requests_running", {"engine": "0"}, 3.0),
+            snapshot.Vector(snapshot.PER_POSITION, {"engine": "0"}, [5, 3, 0]),
+            snapshot.Vector(snapshot.PER_POSITION, {"engine": "1"}, [2, 0, 1]),
+            snapshot.Histogram("vllm:time_to_first_token_seconds", {"engine": "0"}, 3, 5.55,
+                               {"0.1": 1, "1.0": 2, "+Inf": 3}),
+        ])
+
+    def test_one_object_per_series_of_the_vllm_page(self):
+        reg = vllmpage.build(fixture(), populated=True, engines=3)
+        text = generate_latest(reg).decode()
+        want = 0
+        for fam in vllmpage.text_string_to_metric_families(text):
+            # the text format writes _created samples as gauges of their own
+            if fam.name.startswith("vllm:") and not fam.name.endswith("_created"):
+                suffix = {"gauge": "", "counter": "_total", "histogram": "_count"}[fam.type]
+                want += sum(1 for s in fam.samples if s.name == fam.name + suffix)
+        self.assertGreater(want, 100)
+        self.assertEqual(len(snapshot.snapshot(reg)), want)
+
+
+class ActorTest(unittest.TestCase):
+    def test_query_adds_histogram_families(self):
+        q = actor.vllmstat_query(["vllm:a_bucket", "vllm:b_total", "ray_vllm:c"])
+        self.assertEqual(q, "name%5B%5D=vllm%3Aa_bucket&name%5B%5D=vllm%3Ab_total&name%5B%5D=vllm%3Aa")
+
+    def test_runs_and_serves_prometheus_clients_page(self):
+        sys.path.insert(0, os.path.join(actor.REPO, "clients", "python"))
+        import vllmstat_client
+        with tempfile.NamedTemporaryFile("w", suffix=".txt") as names:
+            names.write("\n".join(sorted(vllmstat_client._ASKED)))
+            names.flush()
+            p = subprocess.run([sys.executable, actor.__file__, "--names", names.name, "--engines", "1,2",
+                                "--calls", "3", "--runs", "1"], capture_output=True, text=True, timeout=300)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        rows = [line.split(" | ") for line in p.stdout.splitlines() if line.startswith(("| 1 |", "| 2 |"))]
+        self.assertEqual(len(rows), 6, p.stdout)
+        for scrapes in (rows[1:3], rows[4:6]):  # prometheus_client's server and expose(): the same page
+            self.assertEqual(scrapes[0][-1], scrapes[1][-1])
+            self.assertGreater(int(scrapes[0][-1].strip(" |")), 1000)
 
 
 if __name__ == "__main__":

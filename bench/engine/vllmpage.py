@@ -11,6 +11,9 @@ HELP and TYPE lines). A running vLLM creates every per-engine child at start-up,
 populated=True those families get one child per engine, with vLLM's bucket bounds, which gives
 the size of a real page.
 
+The fixture has two engines; engines=N gives every per-engine series of engine 0 to N engines
+(data parallel size N in one process) and drops the fixture's engine 1.
+
 Run as a script to compare the rendered page with the fixture:
     python3 vllmpage.py [FIXTURE]
 """
@@ -52,9 +55,11 @@ ENGINES = ("0", "1")
 MODEL = "Qwen/Qwen3-1.7B"
 
 
-def build(fixture_text, populated=False, registry=None):
+def build(fixture_text, populated=False, registry=None, engines=None):
     """Returns a registry (auto-describing, like prometheus_client.REGISTRY) that renders the
-    fixture's families. With populated=True, families without series get one child per engine."""
+    fixture's families. With populated=True, families without series get one child per engine.
+    engines=N makes N engines of the fixture's engine 0."""
+    engine_ids = ENGINES if engines is None else tuple(str(e) for e in range(engines))
     if registry is None:
         registry = CollectorRegistry(auto_describe=True)
         ProcessCollector(registry=registry)
@@ -65,15 +70,27 @@ def build(fixture_text, populated=False, registry=None):
     for fam in families:
         if fam.name.startswith(DEFAULT_COLLECTOR_PREFIXES) or fam.name in created:
             continue
+        if engines is not None:
+            fam.samples = _per_engine(fam.samples, engine_ids)
+        children = engine_ids if populated else ()
         if fam.type == "counter":
-            _counter(fam, registry, populated)
+            _counter(fam, registry, children)
         elif fam.type == "gauge":
             _gauge(fam, registry)
         elif fam.type == "histogram":
-            _histogram(fam, registry, populated)
+            _histogram(fam, registry, children)
         else:
             raise ValueError(f"family {fam.name}: type {fam.type} is not supported")
     return registry
+
+
+def _per_engine(samples, engine_ids):
+    """The samples of engine 0 once per engine id, and the samples without an engine label."""
+    out = [s for s in samples if "engine" not in s.labels]
+    zero = [s for s in samples if s.labels.get("engine") == "0"]
+    for e in engine_ids:
+        out.extend(s._replace(labels=dict(s.labels, engine=e)) for s in zero)
+    return out
 
 
 def _labelnames(fam):
@@ -82,18 +99,18 @@ def _labelnames(fam):
     return sorted(names) if fam.samples else ["engine", "model_name"]
 
 
-def _empty_children(fam, metric, populated):
-    if not fam.samples and populated:
-        return [metric.labels(engine=e, model_name=MODEL) for e in ENGINES]
+def _empty_children(fam, metric, engine_ids):
+    if not fam.samples:
+        return [metric.labels(engine=e, model_name=MODEL) for e in engine_ids]
     return []
 
 
-def _counter(fam, registry, populated):
+def _counter(fam, registry, children):
     labels = _labelnames(fam)
     c = Counter(fam.name, fam.documentation, labels, registry=registry)
     for s in fam.samples:
         _child(c, labels, s.labels).inc(s.value)
-    for child in _empty_children(fam, c, populated):
+    for child in _empty_children(fam, c, children):
         child.inc(0)
 
 
@@ -106,7 +123,7 @@ def _gauge(fam, registry):
         _child(g, labels, s.labels).set(s.value)
 
 
-def _histogram(fam, registry, populated):
+def _histogram(fam, registry, children):
     labels = _labelnames(fam)
     bounds = sorted({float(s.labels["le"]) for s in fam.samples if s.name.endswith("_bucket")})
     if not bounds:
@@ -118,7 +135,7 @@ def _histogram(fam, registry, populated):
         series.setdefault(key, []).append(s)
     for key, samples in series.items():
         _fill_histogram(_child(h, labels, dict(key)), samples, fam.name)
-    for child in _empty_children(fam, h, populated):
+    for child in _empty_children(fam, h, children):
         child.observe(bounds[0])
 
 

@@ -1,0 +1,58 @@
+package scrape
+
+import (
+	"net/url"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/vllmstat/vllmstat/internal/vllm"
+)
+
+// TestPythonPageKnowsTheQuery checks the Python client's page (expose() in
+// clients/python/vllmstat/client.py) against the query a scrape sends a vLLM page: the page
+// renders a restricted request itself only when every name asked for is in its list, so the
+// list must hold every name[] value of that query, and nothing else.
+func TestPythonPageKnowsTheQuery(t *testing.T) {
+	if _, err := os.Stat(python); err != nil {
+		msg := "SKIPPED: needs " + python + ": " + err.Error()
+		if os.Getenv("CI") == "true" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	// client.py imports only the standard library until a page is served
+	cmd := exec.Command(python, "-c", `import sys
+sys.path.insert(0, "../../clients/python")
+from vllmstat import client
+print("\n".join(sorted(client._ASKED)))`)
+	cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("python: %v\n%s", err, out)
+	}
+	got := strings.Fields(string(out))
+
+	ns := slices.Index(vllm.Namespaces, "vllm:")
+	q, err := url.ParseQuery(readNames().query(nsMask(1) << ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := slices.Clone(q["name[]"])
+	slices.Sort(want)
+	if len(want) < 50 {
+		t.Fatalf("the query asks for %d names, want the vLLM page's dozens", len(want))
+	}
+	for _, n := range want {
+		if _, found := slices.BinarySearch(got, n); !found {
+			t.Errorf("the query asks for %s; the Python page's list lacks it", n)
+		}
+	}
+	for _, n := range got {
+		if _, found := slices.BinarySearch(want, n); !found {
+			t.Errorf("the Python page's list has %s; the query does not ask for it", n)
+		}
+	}
+}
