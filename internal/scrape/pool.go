@@ -18,7 +18,7 @@ import (
 type Options struct {
 	Client  *http.Client
 	Timeout time.Duration
-	// FirstTimeout bounds a target's first scrape, when it is longer than Timeout; 0 is
+	// FirstTimeout bounds a target's first two scrapes, when it is longer than Timeout; 0 is
 	// DefaultFirstTimeout. A fleet's first pages cost the most on both sides
 	// (full pages, parsed in full, on new connections) and all come in the first interval:
 	// thousands of them at once took longer than a scrape's timeout and failed, leaving

@@ -19,7 +19,7 @@ import (
 // DefaultMaxBody bounds a page; vLLM's are 30 to 100 KB.
 const DefaultMaxBody = 16 << 20
 
-// DefaultFirstTimeout bounds a target's first scrape (see Options.FirstTimeout).
+// DefaultFirstTimeout bounds a target's first two scrapes (see Options.FirstTimeout).
 const DefaultFirstTimeout = 10 * time.Second
 
 // ErrBodyTooLarge is the failure of a page over the size limit.

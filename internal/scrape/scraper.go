@@ -30,10 +30,10 @@ type scraper struct {
 	// seen before: a next answer with the same lines (replayed) has them too, and is not
 	// scanned again.
 	checked bool
-	// tried is set after the target's first scrape, which alone has the first page's budget
-	// (see Options.FirstTimeout): a target that does not answer it is not waited for that long
-	// again, at every step end.
-	tried bool
+	// scrapes counts the target's scrapes up to firstScrapes: those have the first pages'
+	// budget (see Options.FirstTimeout), and a target that does not answer them is not waited
+	// for that long again, at every step end.
+	scrapes int
 	// buildErr is why the request could not be built (a URL that does not parse, credentials
 	// that cannot be read).
 	buildErr error
@@ -41,6 +41,12 @@ type scraper struct {
 	ctx context.Context
 	opt *Options
 }
+
+// firstScrapes is how many of a target's scrapes have the first pages' budget: its first page,
+// and the first page restricted to the samples vllmstat reads (with request_names), both new
+// to its parser, read in full and learnt. A fleet's targets make them together, at its start:
+// at 1,000 targets the second ones timed out on a machine still busy with the first.
+const firstScrapes = 2
 
 // newScraper returns the scrape state of target t, which ends with ctx.
 func newScraper(ctx context.Context, t target.Target, opt *Options) *scraper {
@@ -76,10 +82,10 @@ func (s *scraper) fetch(opt *Options) Result {
 	res := Result{Target: s.url}
 	// Network deadlines are the wall clock's, whatever clock times the scrapes.
 	timeout := opt.Timeout
-	if !s.tried {
+	if s.scrapes < firstScrapes {
 		timeout = max(timeout, opt.FirstTimeout)
+		s.scrapes++
 	}
-	s.tried = true
 	deadline := time.Now().Add(timeout)
 	buf := bufs.Get().(*bytes.Buffer)
 	defer func() {
