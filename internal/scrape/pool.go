@@ -18,8 +18,8 @@ import (
 type Options struct {
 	Client  *http.Client
 	Timeout time.Duration
-	// FirstTimeout bounds a target's first two scrapes, when it is longer than Timeout; 0 is
-	// DefaultFirstTimeout. A fleet's first pages cost the most on both sides
+	// FirstTimeout bounds a target's first two scrapes, and in a pool every scrape while any
+	// target makes its first ones, when it is longer than Timeout; 0 is DefaultFirstTimeout. A fleet's first pages cost the most on both sides
 	// (full pages, parsed in full, on new connections) and all come in the first interval:
 	// thousands of them at once took longer than a scrape's timeout and failed, leaving
 	// targets without a baseline, where a longer wait gets every one.
@@ -68,6 +68,9 @@ type Options struct {
 	// fast gives every plain-HTTP target a fast transport of its own (see fastTransport) when
 	// the pool made its own client; false sends every scrape through Client.
 	fast bool
+	// learning counts the pool's targets that have not made their first scrapes yet (see
+	// scraper.timeout); nil outside a pool.
+	learning *atomic.Int64
 }
 
 // sharedClient is the client of Fetch calls that bring none.
@@ -168,6 +171,7 @@ func NewPool(opt Options, out chan<- Result) *Pool {
 	}
 	opt = opt.withDefaults()
 	opt.fast = own
+	opt.learning = new(atomic.Int64)
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Pool{opt: opt, out: out, ctx: ctx, cancel: cancel, targets: map[string]*instance{}}
 }

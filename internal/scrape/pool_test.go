@@ -280,3 +280,52 @@ func TestPoolFirstPageBudget(t *testing.T) {
 		t.Fatalf("scrape %d: err %v (reason %q); want a timeout of 50 ms", firstScrapes+1, r.Err(), r.Reason())
 	}
 }
+
+// TestPoolLearningBudget checks that every scrape of a pool has the first pages' budget while
+// one of its targets still makes its first scrapes (a fleet's start), and Timeout once none
+// does: a target answering in 300 ms is read while a second target holds back its first
+// answer, and times out at 50 ms once the second target's first two scrapes are made.
+func TestPoolLearningBudget(t *testing.T) {
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(300 * time.Millisecond)
+		w.Write([]byte(runningPage))
+	}))
+	defer slow.Close()
+	release := make(chan struct{})
+	late := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-release
+		w.Write([]byte(runningPage))
+	}))
+	defer late.Close()
+	defer close(release)
+	out := make(chan Result, 2)
+	p := NewPool(Options{Timeout: 50 * time.Millisecond, FirstTimeout: 10 * time.Second}, out)
+	defer p.Close()
+	slowURL, lateURL := slow.URL+"/metrics", late.URL+"/metrics"
+	p.Add([]target.Target{{URL: slowURL}, {URL: lateURL}})
+	<-p.Started()
+	next := func(url string) Result {
+		for {
+			if r := <-out; r.Target == url {
+				return r
+			}
+		}
+	}
+	for i := range firstScrapes + 1 { // its own first scrapes, and one while the other learns
+		p.ScrapeNow([]string{slowURL})
+		if r := next(slowURL); r.Err() != nil {
+			t.Fatalf("scrape %d of the slow target while the other makes its first: %v", i+1, r.Err())
+		}
+	}
+	for i := range firstScrapes { // the late target's first scrapes
+		p.ScrapeNow([]string{lateURL})
+		release <- struct{}{}
+		if r := next(lateURL); r.Err() != nil {
+			t.Fatalf("late target's scrape %d: %v", i+1, r.Err())
+		}
+	}
+	p.ScrapeNow([]string{slowURL})
+	if r := next(slowURL); r.Reason() != "timeout" {
+		t.Fatalf("slow target once the pool learnt every page: err %v (reason %q); want a timeout", r.Err(), r.Reason())
+	}
+}

@@ -32,8 +32,10 @@ type scraper struct {
 	checked bool
 	// scrapes counts the target's scrapes up to firstScrapes: those have the first pages'
 	// budget (see Options.FirstTimeout), and a target that does not answer them is not waited
-	// for that long again, at every step end.
-	scrapes int
+	// for that long again, at every step end. learning is set while the target counts in its
+	// pool's learning.
+	scrapes  int
+	learning bool
 	// buildErr is why the request could not be built (a URL that does not parse, credentials
 	// that cannot be read).
 	buildErr error
@@ -55,6 +57,10 @@ func newScraper(ctx context.Context, t target.Target, opt *Options) *scraper {
 	// bytes instead of parsing them again (see page.Parser).
 	p := page.NewParser(wopt)
 	s := &scraper{url: t.URL, names: newRestriction(), parse: p.Parse, replayed: p.Replayed, ctx: ctx, opt: opt}
+	if opt.learning != nil {
+		s.learning = true
+		opt.learning.Add(1)
+	}
 	s.setAuth(&t.Auth)
 	if s.buildErr == nil {
 		s.tr = newTransport(ctx, s.req, opt)
@@ -75,18 +81,39 @@ func (s *scraper) scrape() Result {
 	res := s.fetch(opt)
 	res.Start = start
 	res.Duration = opt.Clock.Now().Sub(start)
+	if s.scrapes == firstScrapes {
+		s.learnt()
+	}
 	return res
+}
+
+// timeout returns the bound of the target's next scrape: the first pages' budget for its own
+// first scrapes, and for every scrape while other targets of its pool still make theirs (a
+// fleet's start, when a scrape's lateness tells more about the machine, busy learning thousands
+// of pages, than about the target); Timeout otherwise.
+func (s *scraper) timeout() time.Duration {
+	if s.scrapes < firstScrapes {
+		s.scrapes++
+		return max(s.opt.Timeout, s.opt.FirstTimeout)
+	}
+	if s.opt.learning != nil && s.opt.learning.Load() > 0 {
+		return max(s.opt.Timeout, s.opt.FirstTimeout)
+	}
+	return s.opt.Timeout
+}
+
+// learnt takes the target out of its pool's learning: its first scrapes are made, or it is gone.
+func (s *scraper) learnt() {
+	if s.learning {
+		s.learning = false
+		s.opt.learning.Add(-1)
+	}
 }
 
 func (s *scraper) fetch(opt *Options) Result {
 	res := Result{Target: s.url}
 	// Network deadlines are the wall clock's, whatever clock times the scrapes.
-	timeout := opt.Timeout
-	if s.scrapes < firstScrapes {
-		timeout = max(timeout, opt.FirstTimeout)
-		s.scrapes++
-	}
-	deadline := time.Now().Add(timeout)
+	deadline := time.Now().Add(s.timeout())
 	buf := bufs.Get().(*bytes.Buffer)
 	defer func() {
 		if buf.Cap() <= maxPooledBuf {
@@ -200,6 +227,7 @@ func (s *scraper) release() {
 
 // close closes the target's connections: its goroutine is done.
 func (s *scraper) close() {
+	s.learnt()
 	if s.tr != nil {
 		s.tr.close()
 	}
