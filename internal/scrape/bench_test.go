@@ -222,7 +222,9 @@ func BenchmarkGet(b *testing.B) {
 				b.Run(name, func(b *testing.B) {
 					opt := Options{Client: NewClient(), Timeout: 5 * time.Second, Compression: c}
 					opt = opt.withDefaults()
-					opt.fast = fast
+					if fast {
+						opt.fast = newFastClient(opt.MaxBody)
+					}
 					s := newScraper(context.Background(), target.Target{URL: u}, &opt)
 					defer s.close()
 					if restrict {

@@ -8,60 +8,63 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/valyala/fasthttp"
 )
 
-// fastTransport sends one plain-HTTP target's scrapes with fasthttp's HostClient, one per
-// target. net/http runs two goroutines per connection and hands every request and answer
-// between them and the caller; at a thousand targets scraped twice a second those hand-offs,
-// their buffers and stacks were a third of the scraper's CPU and a fifth of its memory.
-// HostClient writes the request and reads the answer on the caller's goroutine, with pooled
-// buffers. It frames the answers, keeps the connection alive and retries a request whose kept
-// connection the server closed. vllmstat adds two things only:
+// fastClient is a pool's client of plain-HTTP targets: fasthttp's Client, which makes one
+// HostClient per target's address. net/http runs two goroutines per connection and hands every
+// request and answer between them and the caller; at a thousand targets scraped twice a second
+// those hand-offs, their buffers and stacks were a third of the scraper's CPU and a fifth of its
+// memory. fasthttp writes the request and reads the answer on the caller's goroutine. It frames
+// the answers, keeps the connections alive and retries a request whose kept connection the
+// server closed; and the HostClients of one Client share its pools of read and write buffers
+// (a HostClient made on its own keeps pools of its own: at 5,000 targets, 66 MiB of buffers
+// kept between scrapes). vllmstat adds two things only:
 //   - a kept connection with bytes to read before a request is sent had an answer out of turn,
 //     which would be read as the request's answer: turnConn fails the request instead (see
-//     errOutOfTurn), and HostClient drops the connection;
-//   - abort (the target removed, the pool closed) fails a scrape in flight at once rather than
-//     when its timeout runs out.
-//
-// A redirect is errRedirect: HostClient only talks to its own host, and the scraper gives the
-// target to net/http, which follows redirects by its rules.
-type fastTransport struct {
-	hc   fasthttp.HostClient
-	stop func() bool        // stops aborting when the target's context ends
-	resp *fasthttp.Response // the answer of the scrape in progress, whose bytes are its page
+//     errOutOfTurn), and fasthttp drops the connection;
+//   - the last target at an address ending (removed, or the pool closed) closes the address's
+//     connections, which fails a scrape in flight at once rather than when its timeout runs
+//     out.
+type fastClient struct {
+	c fasthttp.Client
 
-	mu     sync.Mutex
-	conns  map[*turnConn]struct{} // open connections, closed by abort
-	closed bool
+	mu    sync.Mutex
+	hosts map[string]*fastHost // by address (host:port)
+}
+
+// fastHost is one address's targets and connections.
+type fastHost struct {
+	targets int
+	conns   map[*turnConn]struct{}
 }
 
 // The answer's status line and headers must fit in fastReadBuffer (vLLM's are a few hundred
-// bytes; larger ones fail the scrape with a clear error). Each target's HostClient keeps its own
-// pool of both buffers between scrapes: at 1,000 targets, 8 KiB for the answer's cost 12 MiB
-// of live heap where 4 KiB (fasthttp's default) costs 6. The whole request should fit in
+// bytes; larger ones fail the scrape with a clear error). The whole request should fit in
 // fastWriteBuffer, so that it goes out in one write: a request for named samples carries about
-// 3 KB of query. HostClient takes both buffers from pools while a scrape is in flight only.
+// 3 KB of query. Both are taken from the client's pools while a scrape is in flight only.
 const (
 	fastReadBuffer  = 4 << 10
 	fastWriteBuffer = 4 << 10
 )
 
-// fastIdle is how long a kept connection may sit idle before it is closed. HostClient closes
-// idle connections from a goroutine of its own, which sleeps this long between rounds and ends
-// only once its client has no connection left: so a removed target's goroutine lingers up to
-// fastIdle. A fleet scraped every few seconds keeps its connections; one scraped less often than
-// this connects anew for each scrape.
+// fastIdle is how long a kept connection may sit idle before it is closed. Each address's
+// HostClient closes idle connections from a goroutine of its own, which sleeps this long between
+// rounds and ends only once it has no connection left: so a removed target's goroutine lingers up
+// to fastIdle. A fleet scraped every few seconds keeps its connections; one scraped less often
+// than this connects anew for each scrape.
 const fastIdle = 15 * time.Second
 
-func newFastTransport(ctx context.Context, addr string, maxBody int64) *fastTransport {
-	f := &fastTransport{conns: map[*turnConn]struct{}{}}
-	f.hc = fasthttp.HostClient{
-		Addr:                addr,
-		DialTimeout:         f.dial,
-		MaxConns:            2, // a target's scrapes never overlap; a second only while one is aborted
+func newFastClient(maxBody int64) *fastClient {
+	f := &fastClient{hosts: map[string]*fastHost{}}
+	f.c = fasthttp.Client{
+		DialTimeout: f.dial,
+		// A target's scrapes never overlap, and an address is nearly always one target's; a
+		// second connection only while a scrape is aborted.
+		MaxConnsPerHost:     1024,
 		MaxIdleConnDuration: fastIdle,
 		ReadBufferSize:      fastReadBuffer,
 		WriteBufferSize:     fastWriteBuffer,
@@ -72,35 +75,86 @@ func newFastTransport(ctx context.Context, addr string, maxBody int64) *fastTran
 			return false, attempts < 2 && !errors.Is(err, errOutOfTurn) && !errors.Is(err, fasthttp.ErrTimeout)
 		},
 		DisableHeaderNamesNormalizing: true,
+		DisablePathNormalizing:        true, // the request URI goes as built
 		NoDefaultUserAgentHeader:      true,
 	}
-	// Only once the client is set up: a context already done aborts at once, on another
-	// goroutine.
-	f.stop = context.AfterFunc(ctx, f.abort)
 	return f
 }
 
-// dial opens a connection and keeps it in the set abort closes.
-func (f *fastTransport) dial(addr string, timeout time.Duration) (net.Conn, error) {
+// join counts a target at addr.
+func (f *fastClient) join(addr string) {
 	f.mu.Lock()
-	closed := f.closed
+	defer f.mu.Unlock()
+	h := f.hosts[addr]
+	if h == nil {
+		h = &fastHost{conns: map[*turnConn]struct{}{}}
+		f.hosts[addr] = h
+	}
+	h.targets++
+}
+
+// leave uncounts a target at addr. The last one closes the address's connections, failing a
+// scrape in flight at once. It may run on any goroutine.
+func (f *fastClient) leave(addr string) {
+	f.mu.Lock()
+	h := f.hosts[addr]
+	h.targets--
+	if h.targets > 0 {
+		f.mu.Unlock()
+		return
+	}
+	delete(f.hosts, addr)
 	f.mu.Unlock()
-	if closed {
+	for c := range h.conns {
+		c.Conn.Close()
+	}
+}
+
+// dial opens a connection to an address that has targets, and keeps it in their set.
+func (f *fastClient) dial(addr string, timeout time.Duration) (net.Conn, error) {
+	if !f.has(addr) {
 		return nil, net.ErrClosed
 	}
 	c, err := net.DialTimeout("tcp", addr, timeout)
 	if err != nil {
 		return nil, err
 	}
-	tc := &turnConn{Conn: c, f: f}
+	tc := &turnConn{Conn: c, f: f, addr: addr}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.closed {
+	h := f.hosts[addr]
+	if h == nil { // its last target ended while it dialled
 		c.Close()
 		return nil, net.ErrClosed
 	}
-	f.conns[tc] = struct{}{}
+	h.conns[tc] = struct{}{}
 	return tc, nil
+}
+
+func (f *fastClient) has(addr string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.hosts[addr] != nil
+}
+
+// fastTransport sends one plain-HTTP target's scrapes through its pool's fastClient.
+//
+// A redirect is errRedirect: the client's HostClient only talks to the target's address, and
+// the scraper gives the target to net/http, which follows redirects by its rules.
+type fastTransport struct {
+	client *fastClient
+	addr   string
+	left   atomic.Bool        // the target left the client
+	stop   func() bool        // stops leaving when the target's context ends
+	resp   *fasthttp.Response // the answer of the scrape in progress, whose bytes are its page
+}
+
+func newFastTransport(ctx context.Context, client *fastClient, addr string) *fastTransport {
+	f := &fastTransport{client: client, addr: addr}
+	client.join(addr)
+	// Only once joined: a context already done leaves at once, on another goroutine.
+	f.stop = context.AfterFunc(ctx, f.abort)
+	return f
 }
 
 // close closes the transport: the target's goroutine is done.
@@ -110,25 +164,19 @@ func (f *fastTransport) close() {
 	f.abort()
 }
 
-// abort closes every connection, failing a scrape in flight at once, and refuses new ones.
-// It may run on any goroutine.
+// abort takes the target out of its client, once. It may run on any goroutine.
 func (f *fastTransport) abort() {
-	f.mu.Lock()
-	f.closed = true
-	conns := f.conns
-	f.conns = nil
-	f.mu.Unlock()
-	for c := range conns {
-		c.Conn.Close()
+	if !f.left.Swap(true) {
+		f.client.leave(f.addr)
 	}
-	f.hc.CloseIdleConnections()
 }
 
 // turnConn is a connection that refuses to send a request while the answer to an earlier one
 // is not the last thing the server said: see errOutOfTurn.
 type turnConn struct {
 	net.Conn
-	f    *fastTransport
+	f    *fastClient
+	addr string
 	read bool // an answer was read since the last request was written
 }
 
@@ -149,7 +197,9 @@ func (c *turnConn) Write(b []byte) (int, error) {
 
 func (c *turnConn) Close() error {
 	c.f.mu.Lock()
-	delete(c.f.conns, c)
+	if h := c.f.hosts[c.addr]; h != nil {
+		delete(h.conns, c)
+	}
 	c.f.mu.Unlock()
 	return c.Conn.Close()
 }
@@ -178,8 +228,8 @@ func (f *fastTransport) get(r *request, restrict bool, buf *bytes.Buffer, deadli
 		return nil, err
 	}
 	f.resp = fasthttp.AcquireResponse()
-	if err := f.hc.DoDeadline(req, f.resp, deadline); err != nil {
-		return nil, r.fetchError(fastError(err, f.hc.MaxResponseBodySize))
+	if err := f.client.c.DoDeadline(req, f.resp, deadline); err != nil {
+		return nil, r.fetchError(fastError(err, f.client.c.MaxResponseBodySize))
 	}
 	switch code := f.resp.StatusCode(); {
 	case code >= 300 && code < 400 && len(f.resp.Header.Peek("Location")) > 0:
@@ -187,7 +237,7 @@ func (f *fastTransport) get(r *request, restrict bool, buf *bytes.Buffer, deadli
 	case code != http.StatusOK:
 		return nil, &StatusError{Code: code}
 	}
-	return decodePage(string(f.resp.Header.ContentEncoding()), f.resp.Body(), int64(f.hc.MaxResponseBodySize), buf)
+	return decodePage(string(f.resp.Header.ContentEncoding()), f.resp.Body(), int64(f.client.c.MaxResponseBodySize), buf)
 }
 
 // fastError says what a HostClient's failure means, in the scraper's terms.

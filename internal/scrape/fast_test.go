@@ -34,7 +34,9 @@ func viaBoth(t *testing.T, f func(t *testing.T, fetch fetcher)) {
 				t.Helper()
 				opt = opt.withDefaults()
 				opt.FirstTimeout = opt.Timeout // as Fetch
-				opt.fast = fast
+				if fast {
+					opt.fast = newFastClient(opt.MaxBody)
+				}
 				s := newScraper(ctx, tg, &opt)
 				t.Cleanup(s.close)
 				if _, ok := s.tr.(*fastTransport); fast && !ok && s.buildErr == nil {
@@ -171,7 +173,7 @@ func TestFastConnections(t *testing.T) {
 	scrapes := func(t *testing.T, rs *rawServer, n int, between func()) {
 		t.Helper()
 		opt := Options{Timeout: 5 * time.Second}.withDefaults()
-		opt.fast = true
+		opt.fast = newFastClient(opt.MaxBody)
 		s := newScraper(context.Background(), target.Target{URL: rs.url()}, &opt)
 		defer s.close()
 		for i := range n {
@@ -273,7 +275,7 @@ func TestFastLargeHeaders(t *testing.T) {
 			w.Write([]byte(runningPage))
 		}))
 		opt := Options{Timeout: 5 * time.Second}.withDefaults()
-		opt.fast = true
+		opt.fast = newFastClient(opt.MaxBody)
 		s := newScraper(context.Background(), target.Target{URL: srv.URL + "/metrics"}, &opt)
 		r := s.scrape()
 		s.close()
@@ -302,7 +304,7 @@ func TestTLSTarget(t *testing.T) {
 	tg := target.Target{URL: srv.URL + "/metrics", Auth: target.Auth{Authorization: &target.Authorization{Credentials: target.NewSecret("tok")}}}
 
 	opt := Options{Timeout: 5 * time.Second, Client: srv.Client()}.withDefaults()
-	opt.fast = true // a TLS target goes to net/http even where plain HTTP would not
+	opt.fast = newFastClient(opt.MaxBody) // a TLS target goes to net/http even where plain HTTP would not
 	s := newScraper(context.Background(), tg, &opt)
 	defer s.close()
 	if _, ok := s.tr.(*stdTransport); !ok {
@@ -329,7 +331,7 @@ func TestFastTransportEndedContext(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		opt := Options{Timeout: time.Minute}.withDefaults()
-		opt.fast = true
+		opt.fast = newFastClient(opt.MaxBody)
 		s := newScraper(ctx, target.Target{URL: srv.URL + "/metrics"}, &opt)
 		if r := s.scrape(); r.Duration > 30*time.Second {
 			t.Fatalf("scrape after the target ended: err %v after %v", r.Err(), r.Duration)

@@ -88,7 +88,9 @@ func TestAnswerOutOfTurn(t *testing.T) {
 		t.Run(map[bool]string{false: "net-http", true: "fast"}[fast], func(t *testing.T) {
 			srv := newOutOfTurnServer(t)
 			opt := Options{Timeout: 5 * time.Second, Client: NewClient()}.withDefaults()
-			opt.fast = fast
+			if fast {
+				opt.fast = newFastClient(opt.MaxBody)
+			}
 			s := newScraper(context.Background(), target.Target{URL: srv.url()}, &opt)
 			defer s.close()
 			if r := s.scrape(); r.Err() != nil || counterOf(&r) != 100 {
@@ -123,12 +125,13 @@ func TestAnswerOutOfTurn(t *testing.T) {
 	}
 }
 
-// peerSpoke reports whether a connection of f has bytes to read, without reading them.
+// peerSpoke reports whether a connection of f's address has bytes to read, without reading
+// them.
 func peerSpoke(t *testing.T, f *fastTransport) bool {
 	t.Helper()
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for c := range f.conns {
+	f.client.mu.Lock()
+	defer f.client.mu.Unlock()
+	for c := range f.client.hosts[f.addr].conns {
 		if n, err := peek(c.Conn); n > 0 && err == nil {
 			return true
 		}

@@ -65,9 +65,9 @@ type Options struct {
 	// no thousand pages in flight at once.
 	Burst int
 
-	// fast gives every plain-HTTP target a fast transport of its own (see fastTransport) when
-	// the pool made its own client; false sends every scrape through Client.
-	fast bool
+	// fast, when the pool made its own client, sends every plain-HTTP target's scrapes (see
+	// fastClient); nil sends every scrape through Client.
+	fast *fastClient
 	// learning counts the pool's targets that have not made their first scrapes yet (see
 	// scraper.timeout); nil outside a pool.
 	learning *atomic.Int64
@@ -170,7 +170,9 @@ func NewPool(opt Options, out chan<- Result) *Pool {
 		opt.Client = NewClient()
 	}
 	opt = opt.withDefaults()
-	opt.fast = own
+	if own {
+		opt.fast = newFastClient(opt.MaxBody)
+	}
 	opt.learning = new(atomic.Int64)
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Pool{opt: opt, out: out, ctx: ctx, cancel: cancel, targets: map[string]*instance{}}

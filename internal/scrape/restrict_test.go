@@ -459,7 +459,7 @@ func TestRestrictedRequestLine(t *testing.T) {
 		opt  Options
 		want string
 	}{
-		"fast":     {Options{fast: true}, want},
+		"fast":     {Options{fast: newFastClient(DefaultMaxBody)}, want},
 		"net-http": {Options{Client: NewClient()}, want},
 		"proxy":    {Options{Client: proxied}, plain.String()},
 	} {
@@ -471,7 +471,7 @@ func TestRestrictedRequestLine(t *testing.T) {
 			opt.Timeout = 5 * time.Second
 			tr := newTransport(context.Background(), r, &opt)
 			defer tr.close()
-			if _, fast := tr.(*fastTransport); fast != opt.fast {
+			if _, fast := tr.(*fastTransport); fast != (opt.fast != nil) {
 				t.Fatalf("transport %T", tr)
 			}
 			for range 2 {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -29,8 +30,8 @@ type transport interface {
 // the pool made its own client (opt.fast) and r is plain HTTP that no proxy stands in front of (nearly
 // every fleet; see fastTransport), else client, net/http's.
 func newTransport(ctx context.Context, r *request, opt *Options) transport {
-	if opt.fast && fastEligible(r) {
-		return newFastTransport(ctx, fasthttp.AddMissingPort(r.parsed.Host, false), opt.MaxBody)
+	if opt.fast != nil && fastEligible(r) {
+		return newFastTransport(ctx, opt.fast, strings.ToLower(fasthttp.AddMissingPort(r.parsed.Host, false)))
 	}
 	return newStdTransport(ctx, opt)
 }
