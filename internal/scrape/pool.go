@@ -163,7 +163,7 @@ func spreading(n int, opt *Options) (spread time.Duration, slots int64) {
 }
 
 // NewPool returns a pool with no targets. A pool given no Client scrapes plain-HTTP targets
-// with a leaner client than net/http's (see fastTransport), and the others with NewClient's.
+// with a leaner client than net/http's (see fastClient), and the others with NewClient's.
 func NewPool(opt Options, out chan<- Result) *Pool {
 	own := opt.Client == nil
 	if own {

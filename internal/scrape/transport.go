@@ -26,9 +26,9 @@ type transport interface {
 	close()
 }
 
-// newTransport returns the transport of r's scrapes: fasthttp's client of the target's own when
-// the pool made its own client (opt.fast) and r is plain HTTP that no proxy stands in front of (nearly
-// every fleet; see fastTransport), else client, net/http's.
+// newTransport returns the transport of r's scrapes: through the pool's fasthttp client
+// (opt.fast, when the pool made its own client) when r is plain HTTP that no proxy stands in
+// front of, as in nearly every fleet (see fastClient); else through opt.Client, net/http's.
 func newTransport(ctx context.Context, r *request, opt *Options) transport {
 	if opt.fast != nil && fastEligible(r) {
 		return newFastTransport(ctx, opt.fast, strings.ToLower(fasthttp.AddMissingPort(r.parsed.Host, false)))
