@@ -248,6 +248,32 @@ func TestReadmeLength(t *testing.T) {
 	}
 }
 
+// TestCIRunsReadmeTests checks that CI runs the command the README gives for all tests: the
+// shell block under "## Tests" is what .ci/run executes.
+func TestCIRunsReadmeTests(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(readme), "\n## Tests\n")
+	if !ok {
+		t.Fatal(`README.md has no "## Tests" section`)
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	_, block, ok := strings.Cut(section, "```sh\n")
+	if !ok {
+		t.Fatal(`README.md's "## Tests" section has no shell block`)
+	}
+	cmd, _, _ := strings.Cut(block, "\n")
+	ci, err := os.ReadFile(filepath.Join(root, ".ci", "run"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(ci), "\nexec "+cmd+"\n") {
+		t.Errorf(".ci/run does not execute the README's test command %q", cmd)
+	}
+}
+
 // TestShellBlocks checks that every shell block of the pages is run by a test that exists, or
 // says why none runs it, and that no command hides in a block not fenced as shell.
 func TestShellBlocks(t *testing.T) {
