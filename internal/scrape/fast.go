@@ -119,7 +119,7 @@ func (f *fastClient) dial(addr string, timeout time.Duration) (net.Conn, error) 
 	if err != nil {
 		return nil, err
 	}
-	tc := &turnConn{Conn: c, f: f, addr: addr}
+	tc := &turnConn{Conn: c, f: f, addr: addr, peeker: newPeeker(c)}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	h := f.hosts[addr]
@@ -175,6 +175,7 @@ func (f *fastTransport) abort() {
 // is not the last thing the server said: see errOutOfTurn.
 type turnConn struct {
 	net.Conn
+	*peeker
 	f    *fastClient
 	addr string
 	read bool // an answer was read since the last request was written
@@ -188,7 +189,7 @@ func (c *turnConn) Read(b []byte) (int, error) {
 func (c *turnConn) Write(b []byte) (int, error) {
 	if c.read {
 		c.read = false
-		if n, _ := peek(c.Conn); n > 0 {
+		if n, _ := c.peek(); n > 0 {
 			return 0, errOutOfTurn
 		}
 	}
@@ -224,7 +225,7 @@ func (f *fastTransport) get(r *request, restrict bool, buf *bytes.Buffer, deadli
 	defer fasthttp.ReleaseRequest(req)
 	req.Header.SetHost(r.parsed.Host)
 	req.SetRequestURI(r.requestURI(restrict))
-	if err := r.setHeaders(req.Header.Set); err != nil {
+	if err := r.setHeaders(&req.Header); err != nil {
 		return nil, err
 	}
 	f.resp = fasthttp.AcquireResponse()

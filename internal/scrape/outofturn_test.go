@@ -132,7 +132,7 @@ func peerSpoke(t *testing.T, f *fastTransport) bool {
 	f.client.mu.Lock()
 	defer f.client.mu.Unlock()
 	for c := range f.client.hosts[f.addr].conns {
-		if n, err := peek(c.Conn); n > 0 && err == nil {
+		if n, err := newPeeker(c.Conn).peek(); n > 0 && err == nil {
 			return true
 		}
 	}

@@ -4,6 +4,10 @@ package scrape
 
 import "net"
 
-// peek cannot look at a socket's bytes without reading them here: it reports none, and a kept
+// peeker cannot look at a socket's bytes without reading them here: it reports none, and a kept
 // connection is checked only by the answer it gives.
-func peek(net.Conn) (int, error) { return 0, nil }
+type peeker struct{}
+
+func newPeeker(net.Conn) *peeker { return &peeker{} }
+
+func (*peeker) peek() (int, error) { return 0, nil }

@@ -8,34 +8,50 @@ import (
 	"syscall"
 )
 
-// peek reports how many bytes c has to read right now, without reading them or waiting: 0 with
-// a nil error when there are none, 0 with io.EOF when the peer closed it. A connection that
-// cannot tell (not a socket) reports 0.
-func peek(c net.Conn) (int, error) {
-	sc, ok := c.(syscall.Conn)
-	if !ok {
+// peeker looks at a connection's bytes to read without reading them. It is made once per
+// connection and reused, since every scrape on a kept connection peeks once: a raw connection
+// and a closure made per peek were four allocations of every scrape.
+type peeker struct {
+	rc  syscall.RawConn // nil: the connection cannot tell (not a socket)
+	try func(fd uintptr) bool
+	b   [1]byte
+	n   int
+	err error
+}
+
+func newPeeker(c net.Conn) *peeker {
+	p := &peeker{}
+	if sc, ok := c.(syscall.Conn); ok {
+		p.rc, _ = sc.SyscallConn()
+	}
+	p.try = p.recv
+	return p
+}
+
+// recv peeks at the socket, never waiting for bytes: only what is there now counts.
+func (p *peeker) recv(fd uintptr) bool {
+	p.n, _, p.err = syscall.Recvfrom(int(fd), p.b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+	return true
+}
+
+// peek reports how many bytes the connection has to read right now, without reading them or
+// waiting: 0 with a nil error when there are none, 0 with errPeerClosed when the peer closed
+// it. A connection that cannot tell reports 0.
+func (p *peeker) peek() (int, error) {
+	if p.rc == nil {
 		return 0, nil
 	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
-		return 0, err
-	}
-	var b [1]byte
-	var n int
-	var perr error
-	err = rc.Read(func(fd uintptr) bool {
-		n, _, perr = syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		return true // never wait for bytes: only what is there now counts
-	})
+	p.n, p.err = 0, nil
+	err := p.rc.Read(p.try)
 	switch {
 	case err != nil:
 		return 0, err
-	case errors.Is(perr, syscall.EAGAIN) || errors.Is(perr, syscall.EWOULDBLOCK):
+	case errors.Is(p.err, syscall.EAGAIN) || errors.Is(p.err, syscall.EWOULDBLOCK):
 		return 0, nil
-	case perr != nil:
-		return 0, perr
-	case n == 0:
+	case p.err != nil:
+		return 0, p.err
+	case p.n == 0:
 		return 0, errPeerClosed
 	}
-	return n, nil
+	return p.n, nil
 }

@@ -95,17 +95,20 @@ func authHeader(a *target.Auth) (string, error) {
 	return h.Header.Get("Authorization"), nil
 }
 
-// setHeaders sets the headers of a scrape on set: what it accepts, and the credentials.
-func (r *request) setHeaders(set func(key, value string)) error {
+// headerSetter is a request's headers, of either client: http.Header, *fasthttp.RequestHeader.
+type headerSetter interface{ Set(key, value string) }
+
+// setHeaders sets the headers of a scrape on h: what it accepts, and the credentials.
+func (r *request) setHeaders(h headerSetter) error {
 	auth, err := r.header()
 	if err != nil {
 		return err
 	}
-	set("Accept", acceptPage)
-	set("Accept-Encoding", r.encoding)
-	set("User-Agent", userAgent)
+	h.Set("Accept", acceptPage)
+	h.Set("Accept-Encoding", r.encoding)
+	h.Set("User-Agent", userAgent)
 	if auth != "" {
-		set("Authorization", auth)
+		h.Set("Authorization", auth)
 	}
 	return nil
 }

@@ -81,8 +81,10 @@ func (s *scraper) scrape() Result {
 	res := s.fetch(opt)
 	res.Start = start
 	res.Duration = opt.Clock.Now().Sub(start)
-	if s.scrapes == firstScrapes {
-		s.learnt()
+	if s.scrapes < firstScrapes {
+		if s.scrapes++; s.scrapes == firstScrapes {
+			s.learnt()
+		}
 	}
 	return res
 }
@@ -92,11 +94,7 @@ func (s *scraper) scrape() Result {
 // fleet's start, when a scrape's lateness tells more about the machine, busy learning thousands
 // of pages, than about the target); Timeout otherwise.
 func (s *scraper) timeout() time.Duration {
-	if s.scrapes < firstScrapes {
-		s.scrapes++
-		return max(s.opt.Timeout, s.opt.FirstTimeout)
-	}
-	if s.opt.learning != nil && s.opt.learning.Load() > 0 {
+	if s.scrapes < firstScrapes || s.opt.learning != nil && s.opt.learning.Load() > 0 {
 		return max(s.opt.Timeout, s.opt.FirstTimeout)
 	}
 	return s.opt.Timeout

@@ -71,7 +71,7 @@ func (t *stdTransport) get(r *request, restrict bool, buf *bytes.Buffer, deadlin
 		return nil, err
 	}
 	req.URL, req.Host = u, u.Host
-	if err := r.setHeaders(req.Header.Set); err != nil {
+	if err := r.setHeaders(req.Header); err != nil {
 		return nil, err
 	}
 	resp, err := t.client.Do(req)
