@@ -253,7 +253,7 @@ func (c *Collector) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return s.shutdown(results)
 		case <-ticker.C():
-			s.tick()
+			s.onTick()
 		case <-stepC:
 			if !s.stepPending() { // a slow step end does not pile up timer steps behind it
 				s.requestEnd(-1, nil)
@@ -274,6 +274,7 @@ func (c *Collector) Run(ctx context.Context) error {
 // exit, then closes the scrape pool and the recording.
 func (s *state) shutdown(results chan scrape.Result) error {
 	s.settle()
+	s.tickLate = false // no scrapes start after the last boundary's
 	switch {
 	case s.c.opt.NoFinalStep:
 	case s.c.opt.StepEvery == 0:

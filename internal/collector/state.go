@@ -27,6 +27,9 @@ type state struct {
 	phase     string // the phase open once every queued edge has taken effect
 	nextID    uint64
 	boundary  *boundary  // the step end or phase edge in progress
+	// tickLate is set when a tick came while a boundary was in progress: it is held until the
+	// boundary's scrapes are in (see onTick).
+	tickLate bool
 	queue     []endQuery // step ends and phase edges waiting for it
 	closed    []step.Record
 	recordErr bool
@@ -110,6 +113,21 @@ func (s *state) stamp() time.Time {
 	}
 	s.last = now
 	return now
+}
+
+// onTick starts the interval's scrapes, unless a step end or phase edge is waiting for its
+// boundary scrapes: then the tick waits until they are in, or until the next tick. The trainer
+// waits for those scrapes, and a tick in their midst found most targets busy with them (a
+// skipped tick each, hundreds at every step end of a 1,000-target fleet) and scraped the rest
+// again, ahead of the boundary scrapes still to come. A boundary that outlasts an interval
+// (a target that does not answer) holds one tick, not the fleet's scrapes.
+func (s *state) onTick() {
+	if s.boundary != nil && !s.tickLate {
+		s.tickLate = true
+		return
+	}
+	s.tickLate = false
+	s.tick()
 }
 
 func (s *state) tick() {
@@ -320,6 +338,10 @@ func (s *state) closeStep() {
 		next := s.queue[0]
 		s.queue = s.queue[1:]
 		s.startBoundary(next)
+	}
+	if s.tickLate && s.boundary == nil {
+		s.tickLate = false
+		s.tick()
 	}
 }
 

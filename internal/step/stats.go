@@ -101,6 +101,6 @@ func summarize(xs []float64) (summary, bool) {
 		}
 	}
 	s.mean = sum / float64(len(xs))
-	s.p95, _ = Percentile(xs, 0.95)
+	s.p95, _ = percentileOf(xs, 0.95)
 	return s, true
 }
