@@ -21,7 +21,7 @@ import (
 )
 
 // serve starts the handler on n loopback listeners and returns their base URLs.
-func serve(t *testing.T, variants [][]byte, n int) []string {
+func serve(t testing.TB, variants [][]byte, n int) []string {
 	t.Helper()
 	var lns []net.Listener
 	var urls []string
