@@ -31,7 +31,7 @@ func BenchmarkServe(b *testing.B) {
 		vs[k] = benchpage.Variant(p, k)
 	}
 	addr := strings.TrimPrefix(serve(b, vs, 1)[0], "http://")
-	uri := "http://" + addr + "/metrics?" + vllmQuery()
+	uri := "http://" + addr + "/metrics?" + nameQuery(true)
 	const clients = 8
 	c := &fasthttp.HostClient{Addr: addr, MaxConns: clients}
 	fetch := func(req *fasthttp.Request, resp *fasthttp.Response) {
@@ -68,11 +68,16 @@ func BenchmarkServe(b *testing.B) {
 	b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(b.N), "cpu-ns/op")
 }
 
-// vllmQuery returns the name[] query vllmstat sends a vLLM target: every sample name it reads
-// in vLLM's own namespace, and the family name of each histogram.
-func vllmQuery() string {
+// nameQuery returns a name[] query for the sample names vllmstat reads: when vllmOnly is set,
+// the query it sends a vLLM target (the names in vLLM's own namespace, and the family name of
+// each histogram); otherwise every name in every spelling.
+func nameQuery(vllmOnly bool) string {
 	var q []string
 	for _, n := range page.SampleNames() {
+		if !vllmOnly {
+			q = append(q, url.QueryEscape("name[]")+"="+url.QueryEscape(n))
+			continue
+		}
 		if !strings.HasPrefix(n, "vllm:") {
 			continue
 		}
