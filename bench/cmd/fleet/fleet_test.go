@@ -21,7 +21,7 @@ import (
 )
 
 // serve starts the handler on n loopback listeners and returns their base URLs.
-func serve(t *testing.T, variants [][]byte, n int) []string {
+func serve(t testing.TB, variants [][]byte, n int) []string {
 	t.Helper()
 	var lns []net.Listener
 	var urls []string
@@ -33,11 +33,11 @@ func serve(t *testing.T, variants [][]byte, n int) []string {
 		lns = append(lns, l)
 		urls = append(urls, "http://"+l.Addr().String())
 	}
-	srv := &http.Server{Handler: newHandler(newPages(variants), lns)}
+	srv := newServer(newPages(variants), lns, io.Discard)
 	for _, l := range lns {
 		go srv.Serve(l)
 	}
-	t.Cleanup(func() { srv.Close() })
+	t.Cleanup(func() { srv.Shutdown() })
 	return urls
 }
 
@@ -140,6 +140,62 @@ func TestServesNamedSamplesOnly(t *testing.T) {
 	}
 	if all, _ := get(t, u+"?name[]=", false); !bytes.Equal(all, page) {
 		t.Error("an empty name[] restricted the page")
+	}
+}
+
+// TestSameNamesSameBody asks, as vllmstat does, for a few dozen names in one query of some
+// kilobytes: the same raw query again, and the same names in another order, give the same
+// restricted page.
+func TestSameNamesSameBody(t *testing.T) {
+	page, err := bench.Page("vllm-0.20")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := serve(t, [][]byte{page}, 1)[0] + "/metrics?"
+	q := nameQuery(true)
+	params := strings.Split(q, "&")
+	slices.Reverse(params)
+	first, _ := get(t, u+q, true)
+	if len(first) == 0 || len(first) >= len(page) {
+		t.Fatalf("a page of %d bytes for %d names, the full page has %d", len(first), len(params), len(page))
+	}
+	for _, tt := range []struct{ name, query string }{
+		{"same query", q},
+		{"reversed", strings.Join(params, "&")},
+		// with the spellings of other namespaces, which the page does not have: some 15 KB
+		{"every spelling", nameQuery(false)},
+	} {
+		if b, _ := get(t, u+tt.query, false); !bytes.Equal(b, first) {
+			t.Errorf("%s: another page:\n%s\n---\n%s", tt.name, b, first)
+		}
+	}
+}
+
+// TestQueryLookup checks that a set of names is rendered once, and that a query is parsed
+// once: later requests find it by its raw text.
+func TestQueryLookup(t *testing.T) {
+	p := newPages([][]byte{[]byte("a 1\nb 2\nc 3\n"), []byte("a 4\nb 5\nc 6\n")})
+	for _, tt := range []struct {
+		query string
+		want  string // variant 1
+	}{
+		{"", "a 4\nb 5\nc 6\n"},
+		{"x=1", "a 4\nb 5\nc 6\n"},
+		{"name%5B%5D=", "a 4\nb 5\nc 6\n"},
+		{"name%5B%5D=c&name%5B%5D=a", "a 4\nc 6\n"},
+		{"name[]=a&name[]=&name[]=c&name[]=a", "a 4\nc 6\n"},
+		{"name%5B%5D=c&name%5B%5D=a", "a 4\nc 6\n"},
+		{"name[]=b", "b 5\n"},
+	} {
+		if got := p.get(1, []byte(tt.query)).plain; string(got) != tt.want {
+			t.Errorf("query %q: %q, want %q", tt.query, got, tt.want)
+		}
+	}
+	if len(p.byNames) != 2 || len(p.byQuery) != 5 {
+		t.Errorf("%d sets for %d queries, want 2 for 5", len(p.byNames), len(p.byQuery))
+	}
+	if p.byQuery["name%5B%5D=c&name%5B%5D=a"] != p.byQuery["name[]=a&name[]=&name[]=c&name[]=a"] {
+		t.Error("two queries for the same names have two sets")
 	}
 }
 

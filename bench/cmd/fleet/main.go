@@ -11,14 +11,15 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"log"
 	"math/rand/v2"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"strconv"
@@ -27,6 +28,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/valyala/fasthttp"
 	"github.com/vllmstat/vllmstat/bench"
 	"github.com/vllmstat/vllmstat/internal/benchpage"
 )
@@ -70,11 +72,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "fleet: %v\n", err)
 		return 1
 	}
-	srv := &http.Server{
-		Handler:           newHandler(newPages(vs), lns),
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-	}
+	srv := newServer(newPages(vs), lns, stderr)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	errc := make(chan error, len(lns))
@@ -91,7 +89,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+	if err := srv.ShutdownWithContext(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		fmt.Fprintf(stderr, "fleet: shutdown: %v\n", err)
 		return 1
 	}
@@ -134,60 +132,79 @@ func listenRange(host string, base, n int) ([]net.Listener, error) {
 	return lns, nil
 }
 
+// newServer returns the server of the pages on lns, over HTTP/1.1 with keep-alive. fasthttp
+// rather than net/http: the fleet stands in for engines on other machines, and per request
+// net/http costs about as much CPU as the scraper under test.
+func newServer(p *pages, lns []net.Listener, stderr io.Writer) *fasthttp.Server {
+	return &fasthttp.Server{
+		Handler: newHandler(p, lns),
+		// A request's header must fit the read buffer: a query naming every sample name
+		// vllmstat reads is some 15 KB.
+		ReadBufferSize:        32 << 10,
+		ReadTimeout:           10 * time.Second,
+		IdleTimeout:           2 * time.Minute,
+		NoDefaultServerHeader: true,
+		CloseOnShutdown:       true,
+		Logger:                log.New(stderr, "fleet: ", 0),
+	}
+}
+
 // newHandler serves the pages: each port goes through the variants in turn, starting at its own
 // offset so that the targets' counters do not all fall back on the same scrape.
-func newHandler(p *pages, lns []net.Listener) http.Handler {
-	next := make(map[string]*atomic.Int64, len(lns)) // by local address; read-only once built
+func newHandler(p *pages, lns []net.Listener) fasthttp.RequestHandler {
+	// by local port (the listeners share one host); read-only once built
+	next := make(map[int]*atomic.Int64, len(lns))
 	for i, l := range lns {
 		c := &atomic.Int64{}
 		c.Store(int64(i))
-		next[l.Addr().String()] = c
+		next[l.Addr().(*net.TCPAddr).Port] = c
 	}
 	v := int64(len(p.full))
 	var served atomic.Int64
-	mux := http.NewServeMux()
-	// The pages served so far, on every port: a count of scrapes that does not depend on what
-	// the scraper says.
-	mux.HandleFunc("GET /fleet/served", func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprintln(w, served.Load())
-	})
-	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
+	return func(ctx *fasthttp.RequestCtx) {
+		path := string(ctx.Path())
+		if path != "/metrics" && path != "/fleet/served" {
+			ctx.Error("404 page not found\n", fasthttp.StatusNotFound)
+			return
+		}
+		if !ctx.IsGet() && !ctx.IsHead() {
+			ctx.Error("Method Not Allowed\n", fasthttp.StatusMethodNotAllowed)
+			ctx.Response.Header.Set("Allow", "GET, HEAD") // after Error, which resets the response
+			return
+		}
+		if path == "/fleet/served" {
+			// The pages served so far, on every port: a count of scrapes that does not depend
+			// on what the scraper says.
+			fmt.Fprintln(ctx, served.Load())
+			return
+		}
 		var k int64
-		if a, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
-			if c := next[a.String()]; c != nil {
+		if a, ok := ctx.LocalAddr().(*net.TCPAddr); ok {
+			if c := next[a.Port]; c != nil {
 				k = (c.Add(1) - 1) % v
 			}
 		}
-		// Empty values are dropped, as Python's parse_qs drops them.
-		var names []string
-		for _, n := range r.URL.Query()["name[]"] {
-			if n != "" {
-				names = append(names, n)
-			}
-		}
-		b := p.get(int(k), names)
-		h := w.Header()
-		h.Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		b := p.get(int(k), ctx.URI().QueryString())
+		ctx.SetContentType("text/plain; version=0.0.4; charset=utf-8")
 		data := b.plain
-		if acceptsGzip(r.Header.Get("Accept-Encoding")) {
-			h.Set("Content-Encoding", "gzip")
+		if acceptsGzip(ctx.Request.Header.Peek(fasthttp.HeaderAcceptEncoding)) {
+			ctx.Response.Header.Set(fasthttp.HeaderContentEncoding, "gzip")
 			data = b.gz
 		}
-		h.Set("Content-Length", strconv.Itoa(len(data)))
-		// Counted before the write, so that a client that has read the page reads a count
-		// that includes it.
+		// Counted before the response is written (after the handler returns), so that a client
+		// that has read the page reads a count that includes it.
 		served.Add(1)
-		w.Write(data)
-	})
-	return mux
+		// The server sets Content-Length from the body, which it does not copy.
+		ctx.Response.SetBodyRaw(data)
+	}
 }
 
 // acceptsGzip reports whether an Accept-Encoding header lists gzip, as prometheus_client checks
 // it (without reading q values).
-func acceptsGzip(header string) bool {
-	for part := range strings.SplitSeq(header, ",") {
-		enc, _, _ := strings.Cut(part, ";")
-		if strings.EqualFold(strings.TrimSpace(enc), "gzip") {
+func acceptsGzip(header []byte) bool {
+	for part := range bytes.SplitSeq(header, []byte(",")) {
+		enc, _, _ := bytes.Cut(part, []byte(";"))
+		if bytes.EqualFold(bytes.TrimSpace(enc), []byte("gzip")) {
 			return true
 		}
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"compress/gzip"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -28,50 +29,88 @@ type pages struct {
 	// raw are the variants before compression, to restrict from.
 	raw [][]byte
 
-	mu         sync.Mutex
-	restricted map[string]*restrictedSet // by the sorted names, joined by newlines
+	mu sync.RWMutex
+	// byNames holds the restricted sets by their sorted names, joined by newlines; byQuery holds
+	// them by the raw query strings that asked for them, so that a query seen before costs one
+	// lookup and no parsing: a scraper sends the same query on every scrape. A query without
+	// names maps to nil, the full page.
+	byNames map[string]*restrictedSet
+	byQuery map[string]*restrictedSet
 }
 
+// maxQueries bounds byQuery, against a client that sends a new query every time (a
+// cache-busting parameter): past it, queries are parsed on every request.
+const maxQueries = 1 << 12
+
 type restrictedSet struct {
+	names  map[string]bool
 	once   sync.Once
 	bodies []body
 }
 
 func newPages(variants [][]byte) *pages {
-	p := &pages{raw: variants, restricted: map[string]*restrictedSet{}}
+	p := &pages{raw: variants, byNames: map[string]*restrictedSet{}, byQuery: map[string]*restrictedSet{}}
 	for _, v := range variants {
 		p.full = append(p.full, newBody(v))
 	}
 	return p
 }
 
-// get returns variant k, restricted to names when names is not empty.
-func (p *pages) get(k int, names []string) body {
-	if len(names) == 0 {
+// get returns variant k, restricted to the names the name[] parameters of query (a raw URL
+// query string) give, if it has any.
+func (p *pages) get(k int, query []byte) body {
+	if len(query) == 0 {
 		return p.full[k]
 	}
-	names = slices.Clone(names)
+	p.mu.RLock()
+	rs, ok := p.byQuery[string(query)]
+	p.mu.RUnlock()
+	if !ok {
+		rs = p.lookup(string(query))
+	}
+	if rs == nil {
+		return p.full[k]
+	}
+	// Requests for a set not rendered yet wait for the one that renders it.
+	rs.once.Do(func() {
+		for _, v := range p.raw {
+			rs.bodies = append(rs.bodies, newBody(restrict(v, rs.names)))
+		}
+	})
+	return rs.bodies[k]
+}
+
+// lookup parses query, finds or makes the set of its names, and remembers it for query. It
+// returns nil when query has no names.
+func (p *pages) lookup(query string) *restrictedSet {
+	// A malformed pair is skipped; the others count, as net/http's Request.URL.Query gives them.
+	values, _ := url.ParseQuery(query)
+	var names []string
+	for _, n := range values["name[]"] {
+		// Empty values are dropped, as Python's parse_qs drops them.
+		if n != "" {
+			names = append(names, n)
+		}
+	}
 	slices.Sort(names)
 	names = slices.Compact(names)
 	key := strings.Join(names, "\n")
 	p.mu.Lock()
-	rs := p.restricted[key]
-	if rs == nil {
-		rs = &restrictedSet{}
-		p.restricted[key] = rs
+	defer p.mu.Unlock()
+	var rs *restrictedSet
+	if len(names) > 0 {
+		if rs = p.byNames[key]; rs == nil {
+			rs = &restrictedSet{names: map[string]bool{}}
+			for _, n := range names {
+				rs.names[n] = true
+			}
+			p.byNames[key] = rs
+		}
 	}
-	p.mu.Unlock()
-	// Requests for a set not rendered yet wait for the one that renders it.
-	rs.once.Do(func() {
-		set := map[string]bool{}
-		for _, n := range names {
-			set[n] = true
-		}
-		for _, v := range p.raw {
-			rs.bodies = append(rs.bodies, newBody(restrict(v, set)))
-		}
-	})
-	return rs.bodies[k]
+	if len(p.byQuery) < maxQueries {
+		p.byQuery[query] = rs
+	}
+	return rs
 }
 
 // restrict keeps the samples of page whose sample name is in names, and the HELP and TYPE lines
