@@ -23,13 +23,13 @@ type state struct {
 
 	labels map[string]map[string]string // each target's labels, for those that have some
 
-	lastStep  int64  // highest step number closed or requested
-	phase     string // the phase open once every queued edge has taken effect
-	nextID    uint64
-	boundary  *boundary  // the step end or phase edge in progress
+	lastStep int64  // highest step number closed or requested
+	phase    string // the phase open once every queued edge has taken effect
+	nextID   uint64
+	boundary *boundary // the step end or phase edge in progress
 	// tickLate is set when a tick came while a boundary was in progress: it is held until the
 	// boundary's scrapes are in (see onTick).
-	tickLate bool
+	tickLate  bool
 	queue     []endQuery // step ends and phase edges waiting for it
 	closed    []step.Record
 	recordErr bool
