@@ -13,7 +13,7 @@ import (
 // and a closure made per peek were four allocations of every scrape.
 type peeker struct {
 	rc  syscall.RawConn // nil: the connection cannot tell (not a socket)
-	try func(fd uintptr) bool
+	try func(fd uintptr)
 	b   [1]byte
 	n   int
 	err error
@@ -29,9 +29,8 @@ func newPeeker(c net.Conn) *peeker {
 }
 
 // recv peeks at the socket, never waiting for bytes: only what is there now counts.
-func (p *peeker) recv(fd uintptr) bool {
+func (p *peeker) recv(fd uintptr) {
 	p.n, _, p.err = syscall.Recvfrom(int(fd), p.b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-	return true
 }
 
 // peek reports how many bytes the connection has to read right now, without reading them or
@@ -42,7 +41,10 @@ func (p *peeker) peek() (int, error) {
 		return 0, nil
 	}
 	p.n, p.err = 0, nil
-	err := p.rc.Read(p.try)
+	// Control, not Read: Read goes through the poller, which refuses a connection whose read
+	// deadline has passed, and the last answer's deadline has passed by the next scrape. The
+	// check then never ran (and each refusal allocated an error).
+	err := p.rc.Control(p.try)
 	switch {
 	case err != nil:
 		return 0, err
