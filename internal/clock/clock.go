@@ -26,6 +26,11 @@ type Timer interface {
 	C() <-chan time.Time
 	// Stop prevents the timer from firing; false if it had already fired or been stopped.
 	Stop() bool
+	// Reset makes the timer fire once d has passed from now, whether it had fired, been
+	// stopped or not; a time it sent before and nobody received is dropped (as time.Timer's
+	// Reset does since Go 1.23). A goroutine that waits many times reuses one timer rather
+	// than making one per wait.
+	Reset(d time.Duration)
 }
 
 // After returns a channel that receives the time once d has passed on c. The timer cannot be
@@ -51,5 +56,6 @@ func (r realTicker) Stop()               { r.t.Stop() }
 
 type realTimer struct{ t *time.Timer }
 
-func (r realTimer) C() <-chan time.Time { return r.t.C }
-func (r realTimer) Stop() bool          { return r.t.Stop() }
+func (r realTimer) C() <-chan time.Time   { return r.t.C }
+func (r realTimer) Stop() bool            { return r.t.Stop() }
+func (r realTimer) Reset(d time.Duration) { r.t.Reset(d) }

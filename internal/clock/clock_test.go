@@ -145,3 +145,57 @@ func TestRealUnderSynctest(t *testing.T) {
 		}
 	})
 }
+
+// A reset timer fires once, d after the reset, whether it had fired (a time nobody received is
+// dropped), been stopped, or was still pending; the real clock's does the same.
+func TestTimerReset(t *testing.T) {
+	f := NewFake(t0)
+	tm := f.NewTimer(time.Second)
+	f.Advance(time.Second) // fired, not received
+	tm.Reset(2 * time.Second)
+	if _, ok := received(tm.C()); ok {
+		t.Fatal("the time sent before the reset is still there")
+	}
+	f.Advance(time.Second)
+	if _, ok := received(tm.C()); ok {
+		t.Fatal("fired 1 s after a reset of 2 s")
+	}
+	f.Advance(time.Second)
+	if got, ok := received(tm.C()); !ok || !got.Equal(t0.Add(3*time.Second)) {
+		t.Fatalf("fired %v (%v), want at %v", got, ok, t0.Add(3*time.Second))
+	}
+	tm.Reset(time.Second) // after firing and being received
+	tm.Reset(5 * time.Second)
+	if f.Timers() != 1 {
+		t.Fatalf("%d timers pending after two resets, want 1", f.Timers())
+	}
+	f.Advance(4 * time.Second)
+	if _, ok := received(tm.C()); ok {
+		t.Fatal("the first of two resets fired")
+	}
+	tm.Stop()
+	tm.Reset(time.Second) // after Stop
+	f.Advance(time.Second)
+	if got, ok := received(tm.C()); !ok || !got.Equal(t0.Add(8*time.Second)) {
+		t.Fatalf("after Stop and Reset: fired %v (%v), want at %v", got, ok, t0.Add(8*time.Second))
+	}
+	tm.Reset(0)
+	if got, ok := received(tm.C()); !ok || !got.Equal(t0.Add(8*time.Second)) {
+		t.Fatalf("Reset(0): %v (%v), want the current time at once", got, ok)
+	}
+	if f.Timers() != 0 {
+		t.Fatalf("%d timers pending", f.Timers())
+	}
+
+	synctest.Test(t, func(t *testing.T) {
+		var c Clock = Real{}
+		start := c.Now()
+		tm := c.NewTimer(time.Second)
+		<-tm.C()
+		tm.Reset(time.Minute)
+		<-tm.C()
+		if d := c.Now().Sub(start); d != time.Second+time.Minute {
+			t.Fatalf("real timer reset to a minute fired after %s", d)
+		}
+	})
+}

@@ -164,6 +164,27 @@ type fakeTimer struct{ w *fakeWait }
 
 func (t fakeTimer) C() <-chan time.Time { return t.w.c }
 
+func (t fakeTimer) Reset(d time.Duration) {
+	f := t.w.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	select {
+	case <-t.w.c: // a time nobody received
+	default:
+	}
+	if !t.w.stopped {
+		f.removeLocked(t.w)
+	}
+	t.w.next = f.now.Add(d)
+	if d <= 0 {
+		t.w.c <- f.now
+		return
+	}
+	t.w.stopped = false
+	f.waits = append(f.waits, t.w)
+	f.notifyLocked()
+}
+
 func (t fakeTimer) Stop() bool {
 	t.w.f.mu.Lock()
 	defer t.w.f.mu.Unlock()
