@@ -274,7 +274,6 @@ func (c *Collector) Run(ctx context.Context) error {
 // exit, then closes the scrape pool and the recording.
 func (s *state) shutdown(results chan scrape.Result) error {
 	s.settle()
-	s.tickLate = false // no scrapes start after the last boundary's
 	switch {
 	case s.c.opt.NoFinalStep:
 	case s.c.opt.StepEvery == 0:

@@ -27,9 +27,9 @@ type state struct {
 	phase    string // the phase open once every queued edge has taken effect
 	nextID   uint64
 	boundary *boundary // the step end or phase edge in progress
-	// tickLate is set when a tick came while a boundary was in progress: it is held until the
-	// boundary's scrapes are in (see onTick).
-	tickLate  bool
+	// absorbed is set when a tick came while the boundary in progress scrapes every target
+	// (see onTick).
+	absorbed  bool
 	queue     []endQuery // step ends and phase edges waiting for it
 	closed    []step.Record
 	recordErr bool
@@ -117,18 +117,18 @@ func (s *state) stamp() time.Time {
 	return now
 }
 
-// onTick starts the interval's scrapes, unless a step end or phase edge is waiting for its
-// boundary scrapes: then the tick waits until they are in, or until the next tick. The trainer
-// waits for those scrapes, and a tick in their midst found most targets busy with them (a
-// skipped tick each, hundreds at every step end of a 1,000-target fleet) and scraped the rest
-// again, ahead of the boundary scrapes still to come. A boundary that outlasts an interval
-// (a target that does not answer) holds one tick, not the fleet's scrapes.
+// onTick starts the interval's scrapes, unless a step end or phase edge is taking its boundary
+// scrapes: those scrape every target now, and stand for the tick's. A tick in their midst found
+// most targets busy with them (a skipped tick each, hundreds at every step end of a 1,000-target
+// fleet) and scraped the others again ahead of the boundary scrapes still to come; held until
+// the boundary's end, it scraped every target again just as the trainer's next call came. A
+// boundary stands for one tick at most: one that outlasts an interval (a target that does not
+// answer) does not hold the fleet's scrapes.
 func (s *state) onTick() {
-	if s.boundary != nil && !s.tickLate {
-		s.tickLate = true
+	if s.boundary != nil && !s.absorbed {
+		s.absorbed = true
 		return
 	}
-	s.tickLate = false
 	s.tick()
 }
 
@@ -334,7 +334,7 @@ func (s *state) maybeClose() {
 // the shutdown's deadline passed), and starts the next one queued.
 func (s *state) closeStep() {
 	q := s.boundary.q
-	s.boundary = nil
+	s.boundary, s.absorbed = nil, false
 	ts := s.stamp()
 	switch q.kind {
 	case queryStep:
@@ -351,10 +351,6 @@ func (s *state) closeStep() {
 		next := s.queue[0]
 		s.queue = s.queue[1:]
 		s.startBoundary(next)
-	}
-	if s.tickLate && s.boundary == nil {
-		s.tickLate = false
-		s.tick()
 	}
 }
 

@@ -37,10 +37,11 @@ func newGatedServer(t *testing.T) *gatedServer {
 	return g
 }
 
-// A tick that comes while a step end waits for its boundary scrapes is held until they are in:
-// it neither counts the targets still busy with theirs as skipped nor scrapes the others again
-// ahead of them. Once the step has ended, every target gets the tick's scrape.
-func TestTickDuringBoundaryWaitsForIt(t *testing.T) {
+// A tick that comes while a step end takes its boundary scrapes is theirs: it neither counts
+// the targets still busy with them as skipped, nor scrapes the others again ahead of them, nor
+// scrapes everyone again once the step has ended (when the trainer's next call comes). The next
+// tick scrapes every target.
+func TestTickDuringBoundaryIsItsScrapes(t *testing.T) {
 	quick := newCounterServer(t)
 	slow := newGatedServer(t)
 	obs := &recObserver{}
@@ -70,7 +71,16 @@ func TestTickDuringBoundaryWaitsForIt(t *testing.T) {
 	if err := <-ended; err != nil {
 		t.Fatal(err)
 	}
-	testkit.WaitFor(t, 5*time.Second, "the held tick's scrapes", func() bool { return quick.n.Load() == 4 && slow.n.Load() == 4 })
+	fc.Advance(time.Second)
+	testkit.WaitFor(t, 5*time.Second, "the next tick's scrapes", scraped(8))
+	for range 20 { // time for scrapes the step end might have started
+		if _, _, err := c.Live(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if q, s := quick.n.Load(), slow.n.Load(); q != 4 || s != 4 {
+		t.Errorf("scraped %d and %d times, want 4 each: at start, the first tick, the boundary, the next tick", q, s)
+	}
 	obs.mu.Lock()
 	skipped := obs.skipped
 	obs.mu.Unlock()
