@@ -71,7 +71,18 @@ type Options struct {
 	// learning counts the pool's targets that have not made their first scrapes yet (see
 	// scraper.timeout); nil outside a pool.
 	learning *atomic.Int64
+	// boundaryInFlight bounds a pool's boundary scrapes in flight at once; 0 is
+	// maxBoundaryInFlight.
+	boundaryInFlight int
 }
+
+// maxBoundaryInFlight is how many boundary scrapes (and ScrapeNow's) a pool has in flight at
+// once. A step end asks every target at once, and each scrape in flight holds a request, a read
+// buffer and its answer from the HTTP client's pools, which keep them after the burst until two
+// garbage collections have passed: at 5,000 targets with 20 s steps that was 180 MB of the
+// 380 MB of live heap. On a small machine the boundary is bound by CPU, not by the number in
+// flight; a target that does not answer holds one of them until its timeout.
+const maxBoundaryInFlight = 256
 
 // sharedClient is the client of Fetch calls that bring none.
 var sharedClient = sync.OnceValue(NewClient)
@@ -114,6 +125,8 @@ type Pool struct {
 	slots   atomic.Int64
 	order   []string
 	lastGen uint64
+	// inFlight holds a token per boundary scrape in flight (see maxBoundaryInFlight).
+	inFlight chan struct{}
 	// starting is the last Add's batch of goroutines (see Started), nil before the first.
 	starting *startBatch
 }
@@ -174,8 +187,12 @@ func NewPool(opt Options, out chan<- Result) *Pool {
 		opt.fast = newFastClient(opt.MaxBody)
 	}
 	opt.learning = new(atomic.Int64)
+	if opt.boundaryInFlight <= 0 {
+		opt.boundaryInFlight = maxBoundaryInFlight
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Pool{opt: opt, out: out, ctx: ctx, cancel: cancel, targets: map[string]*instance{}}
+	return &Pool{opt: opt, out: out, ctx: ctx, cancel: cancel, targets: map[string]*instance{},
+		inFlight: make(chan struct{}, opt.boundaryInFlight)}
 }
 
 // Targets returns the current targets in the order they were added.
@@ -391,6 +408,7 @@ func (p *Pool) loop(ctx context.Context, t *instance) {
 	t.start.started()
 	for {
 		var id uint64
+		asked := false // a boundary scrape or ScrapeNow's, not a tick's
 		select {
 		case <-ctx.Done():
 			return
@@ -409,16 +427,28 @@ func (p *Pool) loop(ctx context.Context, t *instance) {
 				case <-timer.C():
 				case id = <-t.boundary: // a step is ending: scrape now, for the boundary
 					timer.Stop()
+					asked = true
 				}
 			}
 		case id = <-t.boundary:
+			asked = true
 		}
 		t.busy.Store(true)
+		if asked {
+			select {
+			case p.inFlight <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+		}
 		if a := t.auth.Load(); a != auth { // Set gave the target other credentials
 			auth = a
 			s.setAuth(a)
 		}
 		res := s.scrape()
+		if asked {
+			<-p.inFlight
+		}
 		res.Gen, res.Boundary = t.gen, id
 		t.busy.Store(false)
 		select {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -327,5 +328,67 @@ func TestPoolLearningBudget(t *testing.T) {
 	p.ScrapeNow([]string{slowURL})
 	if r := next(slowURL); r.Reason() != "timeout" {
 		t.Fatalf("slow target once the pool learnt every page: err %v (reason %q); want a timeout", r.Err(), r.Reason())
+	}
+}
+
+// TestPoolBoundaryInFlight: a boundary asks every target at once, but no more than the pool's
+// bound scrape at the same time; every target still answers the boundary, once.
+func TestPoolBoundaryInFlight(t *testing.T) {
+	const targets, bound = 6, 2
+	var inFlight, most atomic.Int64
+	gate := make(chan struct{})
+	var urls []target.Target
+	for range targets {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			n := inFlight.Add(1)
+			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+			}
+			<-gate
+			inFlight.Add(-1)
+			w.Write([]byte(runningPage))
+		}))
+		t.Cleanup(srv.Close)
+		t.Cleanup(func() { srv.CloseClientConnections() })
+		urls = append(urls, target.Target{URL: srv.URL})
+	}
+	open := sync.OnceFunc(func() { close(gate) })
+	t.Cleanup(open) // first of the cleanups: the servers' handlers wait for it
+	out := make(chan Result, 2*targets)
+	p := NewPool(Options{Timeout: 5 * time.Second, boundaryInFlight: bound}, out)
+	defer p.Close()
+	p.Add(urls)
+	<-p.Started()
+	asked := p.Boundary(7)
+	if len(asked) != targets {
+		t.Fatalf("asked %d targets, want %d", len(asked), targets)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for inFlight.Load() < bound {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d boundary scrapes in flight, want %d", inFlight.Load(), bound)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	// A scrape over the bound would have come by now; one that comes later fails the check
+	// below all the same.
+	time.Sleep(50 * time.Millisecond)
+	if n := inFlight.Load(); n != bound {
+		t.Fatalf("%d boundary scrapes in flight, want %d", n, bound)
+	}
+	open()
+	seen := map[string]bool{}
+	for range targets {
+		select {
+		case r := <-out:
+			if r.Err() != nil || r.Boundary != 7 || seen[r.Target] {
+				t.Fatalf("result %s: boundary %d, err %v, seen before %v", r.Target, r.Boundary, r.Err(), seen[r.Target])
+			}
+			seen[r.Target] = true
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%d of %d boundary results", len(seen), targets)
+		}
+	}
+	if m := most.Load(); m > bound {
+		t.Fatalf("%d boundary scrapes were in flight at once, want at most %d", m, bound)
 	}
 }
