@@ -5,6 +5,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/vllmstat/vllmstat/internal/page"
@@ -471,18 +472,27 @@ func (t *Tracker) build(n int64, start, end time.Time) Record {
 	if !t.opt.NoTimeline {
 		r.Timeline = &Timeline{Start: start}
 	}
-	t.fill(&r, t.open, start, r.DurationS, t.opt.PerWorker)
+	// The phases' figures are computed beside the step's: fill only reads the tracker, and a
+	// fleet's step end, which the trainer waits for, spent a third of its close on them.
+	phases := make(map[string]*Phase, len(t.phases))
+	var wg sync.WaitGroup
 	for name, pa := range t.phases {
 		d := pa.dur
 		if name == t.phase {
 			d += end.Sub(pa.since)
 		}
-		pr := Record{DurationS: d.Seconds()}
-		t.fill(&pr, pa.acc, pa.first, pr.DurationS, false)
-		if r.Phases == nil {
-			r.Phases = map[string]*Phase{}
-		}
-		r.Phases[name] = &Phase{DurationS: pr.DurationS, Intervals: pa.intervals, Metrics: vllm.Flat(t.opt.Prefix, pr.Values), Values: pr.Values}
+		ph := &Phase{DurationS: d.Seconds(), Intervals: pa.intervals}
+		phases[name] = ph
+		wg.Go(func() {
+			pr := Record{DurationS: ph.DurationS}
+			t.fill(&pr, pa.acc, pa.first, pr.DurationS, false)
+			ph.Metrics, ph.Values = vllm.Flat(t.opt.Prefix, pr.Values), pr.Values
+		})
+	}
+	t.fill(&r, t.open, start, r.DurationS, t.opt.PerWorker)
+	wg.Wait()
+	if len(phases) > 0 {
+		r.Phases = phases
 	}
 	r.flatten(t.opt.Prefix)
 	return r
