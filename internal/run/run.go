@@ -357,6 +357,8 @@ func collectorOptions(cfg config.Config) collector.Options {
 			// How pages are asked for: compressed or not, and only the samples vllmstat reads.
 			Compression:  cfg.Compression,
 			RequestNames: cfg.RequestNames,
+
+			AfterFirstPages: returnStartMemory,
 		},
 		Targets:  cfg.Targets,
 		Interval: cfg.IntervalDuration(),

@@ -68,6 +68,11 @@ type Options struct {
 	// fast, when the pool made its own client, sends every plain-HTTP target's scrapes (see
 	// fastClient); nil sends every scrape through Client.
 	fast *fastClient
+	// AfterFirstPages is called once, on a target's goroutine, when every target of the pool
+	// has made its first scrapes for the first time (a fleet's start: its most expensive
+	// pages, read in full and learnt); nil for nothing.
+	AfterFirstPages func()
+
 	// learning counts the pool's targets that have not made their first scrapes yet (see
 	// scraper.timeout); nil outside a pool.
 	learning *atomic.Int64
@@ -188,6 +193,9 @@ func NewPool(opt Options, out chan<- Result) *Pool {
 		opt.fast = newFastClient(opt.MaxBody)
 	}
 	opt.learning = new(atomic.Int64)
+	if opt.AfterFirstPages != nil {
+		opt.AfterFirstPages = sync.OnceFunc(opt.AfterFirstPages)
+	}
 	if opt.boundaryInFlight <= 0 {
 		opt.boundaryInFlight = maxBoundaryInFlight
 	}

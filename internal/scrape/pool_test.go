@@ -392,3 +392,36 @@ func TestPoolBoundaryInFlight(t *testing.T) {
 		t.Fatalf("%d boundary scrapes were in flight at once, want at most %d", m, bound)
 	}
 }
+
+// TestPoolAfterFirstPages: the pool says once, when every target has made its first scrapes,
+// that a fleet's start is over; not before, and not again.
+func TestPoolAfterFirstPages(t *testing.T) {
+	var urls []target.Target
+	for range 3 {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(runningPage)) }))
+		t.Cleanup(srv.Close)
+		urls = append(urls, target.Target{URL: srv.URL})
+	}
+	var calls atomic.Int64
+	out := make(chan Result, 8)
+	p := NewPool(Options{Timeout: 5 * time.Second, AfterFirstPages: func() { calls.Add(1) }}, out)
+	defer p.Close()
+	p.Add(urls)
+	<-p.Started()
+	for round := range firstScrapes + 2 {
+		if n := calls.Load(); n != min(int64(round/firstScrapes), 1) {
+			t.Fatalf("after %d rounds of scrapes, called %d times", round, n)
+		}
+		if skipped := p.Tick(); len(skipped) > 0 {
+			t.Fatalf("round %d: skipped %v", round, skipped)
+		}
+		for range urls {
+			if r := <-out; r.Err() != nil {
+				t.Fatal(r.Err())
+			}
+		}
+	}
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("called %d times, want once", n)
+	}
+}

@@ -104,7 +104,9 @@ func (s *scraper) timeout() time.Duration {
 func (s *scraper) learnt() {
 	if s.learning {
 		s.learning = false
-		s.opt.learning.Add(-1)
+		if s.opt.learning.Add(-1) == 0 && s.opt.AfterFirstPages != nil {
+			s.opt.AfterFirstPages()
+		}
 	}
 }
 
