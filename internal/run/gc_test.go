@@ -36,7 +36,7 @@ func TestSetGC(t *testing.T) {
 			}
 		})
 	}
-	if !strings.Contains(logs.String(), "gogc=25") || !strings.Contains(logs.String(), "GOMEMLIMIT=1GiB") {
+	if !strings.Contains(logs.String(), "gogc=20") || !strings.Contains(logs.String(), "GOMEMLIMIT=1GiB") {
 		t.Errorf("log does not say the settings:\n%s", logs.String())
 	}
 }
