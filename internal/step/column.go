@@ -63,11 +63,19 @@ func (c *ints) add(v int64) {
 	c.n++
 }
 
-// len is the number of values.
-func (c *ints) len() int { return c.n }
+// len is the number of values; a nil column has none.
+func (c *ints) len() int {
+	if c == nil {
+		return 0
+	}
+	return c.n
+}
 
 // each calls f with every value in order.
 func (c *ints) each(f func(int64)) {
+	if c == nil {
+		return
+	}
 	r := c.reader()
 	for range c.n {
 		f(r.next())
@@ -100,7 +108,12 @@ type intsReader struct {
 	x int64
 }
 
-func (c *ints) reader() intsReader { return intsReader{b: c.b} }
+func (c *ints) reader() intsReader {
+	if c == nil {
+		return intsReader{}
+	}
+	return intsReader{b: c.b}
+}
 
 // next returns the next value; the caller knows how many there are.
 func (r *intsReader) next() int64 {

@@ -125,20 +125,28 @@ func BenchmarkStepMemory(b *testing.B) {
 	}
 }
 
+// timeBytes is what a series' column of times holds; none when it keeps no times.
+func timeBytes(c *ints) int {
+	if c == nil {
+		return 0
+	}
+	return len(c.b)
+}
+
 // columnBytes is what wa's columns hold.
 func (wa *workerAcc) columnBytes() int {
 	n := len(wa.act.spans.b)
 	for g := range wa.gauges {
-		n += len(wa.gauges[g].v.b) + len(wa.gauges[g].at.b)
+		n += len(wa.gauges[g].v.b) + timeBytes(wa.gauges[g].at)
 		for _, c := range wa.splitG[g] {
 			n += len(c.b)
 		}
 	}
 	for c := range wa.deltas {
-		n += len(wa.deltas[c].v.b) + len(wa.deltas[c].at.b)
+		n += len(wa.deltas[c].v.b) + timeBytes(wa.deltas[c].at)
 	}
 	for i := range wa.ratios {
-		n += len(wa.ratios[i].v.b) + len(wa.ratios[i].at.b)
+		n += len(wa.ratios[i].v.b) + timeBytes(wa.ratios[i].at)
 	}
 	return n
 }
