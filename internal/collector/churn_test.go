@@ -12,6 +12,10 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
 	"github.com/vllmstat/vllmstat/internal/clock"
 	"github.com/vllmstat/vllmstat/internal/page"
 	"github.com/vllmstat/vllmstat/internal/record"
@@ -108,16 +112,20 @@ func (ch *churn) kept() int {
 // vllmstat_interval_timestamp_seconds series each).
 func (ch *churn) intervalSeries() int {
 	ch.t.Helper()
-	fams, err := ch.obs.Registry().Gather()
+	return len(ch.served()["vllmstat_interval_timestamp_seconds"].GetMetric())
+}
+
+// served reads the families /metrics serves.
+func (ch *churn) served() map[string]*dto.MetricFamily {
+	ch.t.Helper()
+	rec := httptest.NewRecorder()
+	ch.obs.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	tp := expfmt.NewTextParser(model.LegacyValidation)
+	fams, err := tp.TextToMetricFamilies(rec.Body)
 	if err != nil {
 		ch.t.Fatal(err)
 	}
-	for _, f := range fams {
-		if f.GetName() == "vllmstat_interval_timestamp_seconds" {
-			return len(f.GetMetric())
-		}
-	}
-	return 0
+	return fams
 }
 
 // TestChurningWorkersAreForgotten closes 40 steps of a target whose engine label changes at every
@@ -191,20 +199,11 @@ func TestWorkersPerStepLimit(t *testing.T) {
 // limitFailures is the target's failed scrapes over its limits, as /metrics counts them.
 func (ch *churn) limitFailures() float64 {
 	ch.t.Helper()
-	fams, err := ch.obs.Registry().Gather()
-	if err != nil {
-		ch.t.Fatal(err)
-	}
 	var n float64
-	for _, f := range fams {
-		if f.GetName() != "vllmstat_target_scrape_failures_total" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "reason" && l.GetValue() == "limit" {
-					n += m.GetCounter().GetValue()
-				}
+	for _, m := range ch.served()["vllmstat_target_scrape_failures_total"].GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "reason" && l.GetValue() == "limit" {
+				n += m.GetCounter().GetValue()
 			}
 		}
 	}

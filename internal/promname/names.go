@@ -123,17 +123,33 @@ func walkValues(prefix, family string, vs []vllm.Value, m map[string]float64, ba
 	}
 }
 
-// WalkInterval calls fn for every value of one worker's interval, as
-// vllmstat_interval_<prefix>_<key> (the prefix of the worker's engine kind, see
-// vllm.EnginePrefix) with target and engine labels, plus the interval's length
-// (when it has one) as vllmstat_interval_seconds. labels is reused between calls.
+// WalkInterval calls fn for every value of one worker's interval, as IntervalName names it,
+// with the labels IntervalLabels gives, plus the interval's length (when it has one) as
+// vllmstat_interval_seconds. labels is reused between calls.
 func WalkInterval(prefix string, iv *step.Interval, fn func(name string, labels []Label, v float64)) {
-	ls := []Label{{"target", iv.Target}, {"engine", iv.Engine}, {"worker_labels", iv.Labels}}
-	p := IntervalFamilyPrefix + vllm.Sanitize(vllm.EnginePrefix(prefix, iv.Kind)) + "_"
+	ls := IntervalLabels(iv.WorkerID)
+	p := intervalPrefix(prefix, iv.Kind)
 	for _, k := range slices.Sorted(maps.Keys(iv.Values)) {
 		fn(p+vllm.Sanitize(k), ls, iv.Values[k])
 	}
 	if iv.DT > 0 {
 		fn(IntervalDT, ls, iv.DT)
 	}
+}
+
+// IntervalName is the family of an interval's value of key for a worker of kind:
+// vllmstat_interval_<prefix>_<key>, with the prefix of the worker's engine kind (see
+// vllm.EnginePrefix).
+func IntervalName(prefix string, kind vllm.Engine, key string) string {
+	return intervalPrefix(prefix, kind) + vllm.Sanitize(key)
+}
+
+func intervalPrefix(prefix string, kind vllm.Engine) string {
+	return IntervalFamilyPrefix + vllm.Sanitize(vllm.EnginePrefix(prefix, kind)) + "_"
+}
+
+// IntervalLabels are the labels of a worker's interval series: its target, engine and worker
+// labels.
+func IntervalLabels(id step.WorkerID) []Label {
+	return []Label{{"target", id.Target}, {"engine", id.Engine}, {"worker_labels", id.Labels}}
 }

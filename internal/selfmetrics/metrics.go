@@ -4,16 +4,22 @@
 package selfmetrics
 
 import (
+	"bufio"
+	"cmp"
 	"fmt"
+	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
+	"github.com/klauspost/compress/gzip"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/common/expfmt"
 
 	"github.com/vllmstat/vllmstat/internal/promname"
 	"github.com/vllmstat/vllmstat/internal/scrape"
@@ -35,37 +41,39 @@ type Options struct {
 // tracker's intervals through Interval, and serves everything through Handler.
 type Metrics struct {
 	opt Options
+	// reg holds the families of fixed series: the Go runtime's, the process's, and vllmstat's
+	// own totals. The families with a series per target, worker or sink are written from the
+	// fields below (see textPage).
 	reg *prometheus.Registry
 
-	up          *prometheus.GaugeVec
-	duration    *prometheus.GaugeVec
 	durations   prometheus.Histogram
-	scrapes     *prometheus.CounterVec
-	failures    *prometheus.CounterVec
-	skipped     *prometheus.CounterVec
-	bodyBytes   *prometheus.GaugeVec
 	targets     prometheus.Gauge
 	stepsClosed prometheus.Counter
 
-	// series holds each target's series of every scrape, looked up once: finding them by
-	// label value, four times per scrape, was a tenth of the collector's work at a thousand
-	// targets.
-	series map[string]*targetSeries
-
-	mu        sync.Mutex
+	mu sync.Mutex
+	// series holds each target's series of every scrape, updated under mu. As client_golang
+	// vectors they took 3 to 5 KB a target, and finding them by label value four times per
+	// scrape was a tenth of the collector's work at a thousand targets.
+	series    map[string]*targetSeries
 	last      *step.Record // the last closed step, without its timeline
 	intervals map[step.WorkerID]*keptInterval
 	sinks     []namedStats
 	samples   []namedStats
-	descs     map[string]*prometheus.Desc // by name and label names
+	names     map[nameKey]string // intervalName's
+	pageSize  int                // of the last page built
 }
 
+// targetSeries is one target's series of every scrape.
 type targetSeries struct {
-	up, duration, bodyBytes prometheus.Gauge
-	scrapes                 prometheus.Counter
-	// reasons are the failure reasons the target has a series of, so that removing it deletes
-	// them by their labels rather than by a search through every target's.
-	reasons []string
+	up, duration, bodyBytes float64
+	scraped                 bool // up, duration and bodyBytes are set
+	scrapes, skipped        float64
+	failures                []reasonCount // in the order the reasons first came
+}
+
+type reasonCount struct {
+	reason string
+	n      float64
 }
 
 type namedStats struct {
@@ -85,29 +93,10 @@ func New(opt Options) *Metrics {
 	m := &Metrics{
 		opt: opt,
 		reg: prometheus.NewRegistry(),
-		up: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "vllmstat_target_up", Help: "Whether the target's last scrape succeeded (1) or failed (0).",
-		}, []string{"target"}),
-		duration: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "vllmstat_target_scrape_duration_seconds", Help: "How long the target's last scrape took.",
-		}, []string{"target"}),
 		durations: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "vllmstat_scrape_duration_seconds", Help: "How long scrapes take, over all targets.",
 			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 		}),
-		scrapes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "vllmstat_target_scrapes_total", Help: "Scrapes of the target, successful or not.",
-		}, []string{"target"}),
-		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "vllmstat_target_scrape_failures_total",
-			Help: "Failed scrapes of the target by reason: timeout, refused, http_status, body_too_large, limit, parse, credentials, network, other.",
-		}, []string{"target", "reason"}),
-		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "vllmstat_target_skipped_ticks_total", Help: "Ticks that found the target's previous scrape still running.",
-		}, []string{"target"}),
-		bodyBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "vllmstat_target_scrape_body_bytes", Help: "Size of the target's last page.",
-		}, []string{"target"}),
 		targets: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "vllmstat_targets", Help: "Targets being scraped.",
 		}),
@@ -116,65 +105,198 @@ func New(opt Options) *Metrics {
 		}),
 		series:    map[string]*targetSeries{},
 		intervals: map[step.WorkerID]*keptInterval{},
-		descs:     map[string]*prometheus.Desc{},
+		names:     map[nameKey]string{},
 	}
-	m.reg.MustRegister(m.up, m.duration, m.durations, m.scrapes, m.failures, m.skipped, m.bodyBytes, m.targets, m.stepsClosed,
+	m.reg.MustRegister(m.durations, m.targets, m.stepsClosed,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	// The step, interval and sink families change with every step; they are collected without
-	// descriptions, which the registry checks on every gather instead.
-	m.reg.MustRegister(dynamic{m})
 	return m
 }
 
-// Registry returns the registry, for tests and for adding other collectors.
+// Registry returns the registry of the fixed families, for adding other collectors.
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 
-// Handler serves the metrics in the Prometheus exposition formats.
+// Handler serves the metrics in the Prometheus text format, gzipped when the client accepts it.
 func (m *Metrics) Handler() http.Handler {
-	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{
-		ErrorLog:      logAdapter{m.opt.Logger},
-		ErrorHandling: promhttp.ContinueOnError,
-		Registry:      m.reg,
-	})
+	return http.HandlerFunc(m.serve)
+}
+
+func (m *Metrics) serve(w http.ResponseWriter, r *http.Request) {
+	fams, err := m.reg.Gather()
+	if err != nil {
+		// What could be gathered is served, as promhttp's ContinueOnError does.
+		m.opt.Logger.Error("serve /metrics", "err", err)
+	}
+	pg := m.page()
+	w.Header().Set("Content-Type", string(expfmt.NewFormat(expfmt.TypeTextPlain)))
+	var out io.Writer = w
+	if acceptsGzip(r.Header.Get("Accept-Encoding")) {
+		w.Header().Set("Content-Encoding", "gzip")
+		zw := gzips.Get().(*gzip.Writer)
+		zw.Reset(w)
+		defer func() {
+			zw.Close()
+			gzips.Put(zw)
+		}()
+		out = zw
+	}
+	bw := bufio.NewWriterSize(out, 32<<10)
+	enc := expfmt.NewEncoder(bw, expfmt.NewFormat(expfmt.TypeTextPlain))
+	for _, f := range fams {
+		if err := enc.Encode(f); err != nil {
+			return // the client went away
+		}
+	}
+	if pg.writeTo(bw) == nil {
+		bw.Flush()
+	}
+}
+
+var gzips = sync.Pool{New: func() any {
+	zw, _ := gzip.NewWriterLevel(nil, gzip.BestSpeed)
+	return zw
+}}
+
+// acceptsGzip reports whether an Accept-Encoding header takes gzip (and does not refuse it with
+// q=0).
+func acceptsGzip(h string) bool {
+	for part := range strings.SplitSeq(h, ",") {
+		name, params, _ := strings.Cut(part, ";")
+		if strings.TrimSpace(name) != "gzip" {
+			continue
+		}
+		q, ok := strings.CutPrefix(strings.TrimSpace(params), "q=")
+		if !ok {
+			return true
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(q), 64)
+		return err == nil && v > 0
+	}
+	return false
+}
+
+// page builds the families with a series per target, worker or sink, under mu.
+func (m *Metrics) page() *textPage {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	// The page's size is about the last one's: one allocation rather than a dozen copies.
+	p := newTextPage(m.pageSize + m.pageSize/8)
+	emit := func(name string, typ string, ls []promname.Label, v float64) {
+		p.add(name, typ, func() string { return help(m.opt.Prefix, name) }, ls, v)
+	}
+	ls := []promname.Label{{Name: "target"}, {Name: "reason"}}
+	for _, t := range slices.Sorted(maps.Keys(m.series)) {
+		s := m.series[t]
+		ls[0].Value = t
+		tl := ls[:1]
+		emit("vllmstat_target_scrapes_total", "counter", tl, s.scrapes)
+		emit("vllmstat_target_skipped_ticks_total", "counter", tl, s.skipped)
+		if s.scraped {
+			emit("vllmstat_target_up", "gauge", tl, s.up)
+			emit("vllmstat_target_scrape_duration_seconds", "gauge", tl, s.duration)
+			emit("vllmstat_target_scrape_body_bytes", "gauge", tl, s.bodyBytes)
+		}
+		for _, f := range s.failures {
+			ls[1].Value = f.reason
+			emit("vllmstat_target_scrape_failures_total", "counter", ls, f.n)
+		}
+	}
+	gauge := func(name string, ls []promname.Label, v float64) { emit(name, "gauge", ls, v) }
+	for _, s := range m.sinks {
+		ls := []promname.Label{{Name: "sink", Value: s.name}}
+		emit("vllmstat_sink_queue_length", "gauge", ls, float64(s.st.Queued.Load()))
+		emit("vllmstat_sink_written_total", "counter", ls, float64(s.st.Written.Load()))
+		emit("vllmstat_sink_errors_total", "counter", ls, float64(s.st.Errors.Load()))
+		emit("vllmstat_sink_dropped_total", "counter", ls, float64(s.st.Dropped.Load()))
+	}
+	for _, s := range m.samples {
+		ls := []promname.Label{{Name: "sink", Value: s.name}}
+		emit("vllmstat_sink_samples_queued", "gauge", ls, float64(s.st.Queued.Load()))
+		emit("vllmstat_sink_samples_written_total", "counter", ls, float64(s.st.Written.Load()))
+		emit("vllmstat_sink_request_errors_total", "counter", ls, float64(s.st.Errors.Load()))
+		emit("vllmstat_sink_samples_dropped_total", "counter", ls, float64(s.st.Dropped.Load()))
+	}
+	if r := m.last; r != nil {
+		promname.WalkStep(m.opt.Prefix, r, gauge)
+		gauge("vllmstat_step_end_timestamp_seconds", nil, float64(r.End.UnixMilli())/1e3)
+	}
+	// Each worker's values as promname.WalkInterval names them, from the lists kept: making each
+	// worker's map again for it was a third of a GET's garbage.
+	for _, id := range slices.SortedFunc(maps.Keys(m.intervals), cmpWorker) {
+		k := m.intervals[id]
+		ls := promname.IntervalLabels(id)
+		for i, key := range k.names {
+			gauge(m.intervalName(k.iv.Kind, key), ls, k.values[i])
+		}
+		if k.iv.DT > 0 {
+			gauge(promname.IntervalDT, ls, k.iv.DT)
+		}
+		gauge("vllmstat_interval_timestamp_seconds", ls, float64(k.iv.TS.UnixMilli())/1e3)
+	}
+	m.pageSize = len(p.buf)
+	return p
+}
+
+func cmpWorker(a, b step.WorkerID) int {
+	return cmp.Or(strings.Compare(a.Target, b.Target), strings.Compare(a.Engine, b.Engine), strings.Compare(a.Labels, b.Labels))
+}
+
+// intervalName is promname.IntervalName, made once per engine kind and key; callers hold mu.
+func (m *Metrics) intervalName(kind vllm.Engine, key string) string {
+	nk := nameKey{kind, key}
+	n, ok := m.names[nk]
+	if !ok {
+		n = promname.IntervalName(m.opt.Prefix, kind, key)
+		m.names[nk] = n
+	}
+	return n
+}
+
+type nameKey struct {
+	kind vllm.Engine
+	key  string
 }
 
 // Scraped counts a scrape result.
 func (m *Metrics) Scraped(res *scrape.Result) {
-	t := res.Target
-	s := m.targetSeries(t)
-	s.scrapes.Inc()
-	s.duration.Set(res.Duration.Seconds())
 	m.durations.Observe(res.Duration.Seconds())
-	s.bodyBytes.Set(float64(res.BodyBytes))
-	if res.Err() != nil {
-		s.up.Set(0)
-		reason := res.Reason()
-		m.failures.WithLabelValues(t, reason).Inc()
-		if !slices.Contains(s.reasons, reason) {
-			s.reasons = append(s.reasons, reason)
-		}
-		return
-	}
-	s.up.Set(1)
-}
-
-// targetSeries returns target's series of every scrape.
-func (m *Metrics) targetSeries(target string) *targetSeries {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	s := m.targetSeries(res.Target)
+	s.scrapes++
+	s.scraped = true
+	s.duration = res.Duration.Seconds()
+	s.bodyBytes = float64(res.BodyBytes)
+	if res.Err() == nil {
+		s.up = 1
+		return
+	}
+	s.up = 0
+	reason := res.Reason()
+	for i := range s.failures {
+		if s.failures[i].reason == reason {
+			s.failures[i].n++
+			return
+		}
+	}
+	s.failures = append(s.failures, reasonCount{reason, 1})
+}
+
+// targetSeries returns target's series of every scrape; callers hold mu.
+func (m *Metrics) targetSeries(target string) *targetSeries {
 	s := m.series[target]
 	if s == nil {
-		s = &targetSeries{
-			up: m.up.WithLabelValues(target), duration: m.duration.WithLabelValues(target),
-			bodyBytes: m.bodyBytes.WithLabelValues(target), scrapes: m.scrapes.WithLabelValues(target),
-		}
+		s = &targetSeries{}
 		m.series[target] = s
 	}
 	return s
 }
 
 // Skipped counts a tick that found the target's previous scrape still running.
-func (m *Metrics) Skipped(target string) { m.skipped.WithLabelValues(target).Inc() }
+func (m *Metrics) Skipped(target string) {
+	m.mu.Lock()
+	m.targetSeries(target).skipped++
+	m.mu.Unlock()
+}
 
 // StepClosed makes rec the step the vllmstat_step_* gauges show, and deletes the last
 // intervals of the workers the tracker forgot as it closed (rec.Forgotten).
@@ -193,42 +315,22 @@ func (m *Metrics) StepClosed(rec *step.Record) {
 // TargetsChanged starts the counters of added targets at zero and deletes every series of
 // removed ones, their last intervals included. Its cost is in proportion to the targets named
 // and the intervals kept, so that a change of many targets costs as much per target as a
-// change of one: each series is deleted by its labels (DeletePartialMatch searches every
-// target's series, which made removing N of N targets take N² steps).
+// change of one.
 func (m *Metrics) TargetsChanged(added, removed []string) {
-	for _, t := range added {
-		m.scrapes.WithLabelValues(t)
-		m.skipped.WithLabelValues(t)
-	}
-	series := make([]*targetSeries, len(removed))
-	m.mu.Lock()
-	for i, t := range removed {
-		series[i] = m.series[t]
-		delete(m.series, t)
-	}
-	m.mu.Unlock()
-	for i, t := range removed {
-		m.up.DeleteLabelValues(t)
-		m.duration.DeleteLabelValues(t)
-		m.scrapes.DeleteLabelValues(t)
-		m.skipped.DeleteLabelValues(t)
-		m.bodyBytes.DeleteLabelValues(t)
-		if s := series[i]; s != nil {
-			for _, r := range s.reasons {
-				m.failures.DeleteLabelValues(t, r)
-			}
-		}
-	}
 	m.targets.Add(float64(len(added) - len(removed)))
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, t := range added {
+		m.targetSeries(t)
+	}
 	if len(removed) == 0 {
 		return
 	}
 	gone := map[string]bool{}
 	for _, t := range removed {
+		delete(m.series, t)
 		gone[t] = true
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
 	for id := range m.intervals {
 		if gone[id.Target] {
 			delete(m.intervals, id)
@@ -251,8 +353,7 @@ func (m *Metrics) Interval(iv step.Interval) {
 
 // keptInterval is a worker's last interval. iv.Values is the tracker's map, reused for the next
 // interval: its values are copied, as a list (a map of each worker's, rewritten thousands of
-// times a second, cost more than all the rest of the self-metrics). A scrape of the
-// self-metrics makes the map again.
+// times a second, cost more than all the rest of the self-metrics).
 type keptInterval struct {
 	iv     step.Interval // without Values
 	names  []string
@@ -267,15 +368,6 @@ func (k *keptInterval) set(iv *step.Interval) {
 		k.names = append(k.names, n)
 		k.values = append(k.values, v)
 	}
-}
-
-func (k *keptInterval) interval() step.Interval {
-	iv := k.iv
-	iv.Values = make(map[string]float64, len(k.names))
-	for i, n := range k.names {
-		iv.Values[n] = k.values[i]
-	}
-	return iv
 }
 
 // AddSink exposes a sink queue's counters (of step records) under the sink label name.
@@ -293,64 +385,21 @@ func (m *Metrics) AddSampleSink(name string, st *sink.Stats) {
 	m.mu.Unlock()
 }
 
-// dynamic collects the families whose series change from step to step.
-type dynamic struct{ m *Metrics }
-
-func (dynamic) Describe(chan<- *prometheus.Desc) {}
-
-func (d dynamic) Collect(ch chan<- prometheus.Metric) {
-	m := d.m
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	emit := func(name string, vt prometheus.ValueType, ls []promname.Label, v float64) {
-		names := make([]string, len(ls))
-		values := make([]string, len(ls))
-		for i, l := range ls {
-			names[i], values[i] = l.Name, l.Value
-		}
-		ch <- prometheus.MustNewConstMetric(m.desc(name, names), vt, v, values...)
-	}
-	gauge := func(name string, ls []promname.Label, v float64) { emit(name, prometheus.GaugeValue, ls, v) }
-	for _, s := range m.sinks {
-		ls := []promname.Label{{Name: "sink", Value: s.name}}
-		emit("vllmstat_sink_queue_length", prometheus.GaugeValue, ls, float64(s.st.Queued.Load()))
-		emit("vllmstat_sink_written_total", prometheus.CounterValue, ls, float64(s.st.Written.Load()))
-		emit("vllmstat_sink_errors_total", prometheus.CounterValue, ls, float64(s.st.Errors.Load()))
-		emit("vllmstat_sink_dropped_total", prometheus.CounterValue, ls, float64(s.st.Dropped.Load()))
-	}
-	for _, s := range m.samples {
-		ls := []promname.Label{{Name: "sink", Value: s.name}}
-		emit("vllmstat_sink_samples_queued", prometheus.GaugeValue, ls, float64(s.st.Queued.Load()))
-		emit("vllmstat_sink_samples_written_total", prometheus.CounterValue, ls, float64(s.st.Written.Load()))
-		emit("vllmstat_sink_request_errors_total", prometheus.CounterValue, ls, float64(s.st.Errors.Load()))
-		emit("vllmstat_sink_samples_dropped_total", prometheus.CounterValue, ls, float64(s.st.Dropped.Load()))
-	}
-	if r := m.last; r != nil {
-		promname.WalkStep(m.opt.Prefix, r, gauge)
-		gauge("vllmstat_step_end_timestamp_seconds", nil, float64(r.End.UnixMilli())/1e3)
-	}
-	for _, k := range m.intervals {
-		iv := k.interval()
-		promname.WalkInterval(m.opt.Prefix, &iv, gauge)
-		gauge("vllmstat_interval_timestamp_seconds", []promname.Label{{Name: "target", Value: iv.Target}, {Name: "engine", Value: iv.Engine}, {Name: "worker_labels", Value: iv.Labels}}, float64(iv.TS.UnixMilli())/1e3)
-	}
-}
-
-// desc returns the description of a family with the given label names, made once. Callers hold
-// m.mu.
-func (m *Metrics) desc(name string, labels []string) *prometheus.Desc {
-	key := name + "\xff" + strings.Join(labels, "\xff")
-	if d, ok := m.descs[key]; ok {
-		return d
-	}
-	d := prometheus.NewDesc(name, help(m.opt.Prefix, name), labels, nil)
-	m.descs[key] = d
-	return d
-}
-
-// help describes a dynamic family; it depends on the name only, as the registry requires.
+// help describes a family of the page; it depends on the name only.
 func help(prefix, name string) string {
 	switch name {
+	case "vllmstat_target_scrapes_total":
+		return "Scrapes of the target, successful or not."
+	case "vllmstat_target_skipped_ticks_total":
+		return "Ticks that found the target's previous scrape still running."
+	case "vllmstat_target_up":
+		return "Whether the target's last scrape succeeded (1) or failed (0)."
+	case "vllmstat_target_scrape_duration_seconds":
+		return "How long the target's last scrape took."
+	case "vllmstat_target_scrape_body_bytes":
+		return "Size of the target's last page."
+	case "vllmstat_target_scrape_failures_total":
+		return "Failed scrapes of the target by reason: timeout, refused, http_status, body_too_large, limit, parse, credentials, network, other."
 	case promname.StepNumber:
 		return "Number of the last closed step."
 	case promname.StepDuration:
@@ -395,7 +444,3 @@ func help(prefix, name string) string {
 	}
 	return name
 }
-
-type logAdapter struct{ log *slog.Logger }
-
-func (l logAdapter) Println(v ...any) { l.log.Error("serve /metrics", "err", fmt.Sprint(v...)) }
