@@ -178,8 +178,13 @@ func acceptsGzip(h string) bool {
 func (m *Metrics) page() *textPage {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	// The page's size is about the last one's: one allocation rather than a dozen copies.
-	p := newTextPage(m.pageSize + m.pageSize/8)
+	// The page's size is about the last one's (for the first, about 100 bytes a line): one
+	// allocation rather than a dozen copies.
+	size := m.pageSize + m.pageSize/8
+	if size == 0 {
+		size = 100 * (6*len(m.series) + 16*len(m.intervals))
+	}
+	p := newTextPage(size)
 	emit := func(name string, typ string, ls []promname.Label, v float64) {
 		p.add(name, typ, func() string { return help(m.opt.Prefix, name) }, ls, v)
 	}
