@@ -28,7 +28,7 @@ type Parser struct {
 	prog  *program  // how to fill a page from the previous page's values; nil when there is none
 	vals  []float64 // the values of the samples expo emits, in page order
 	sums  []float64 // per split slot of prog, during fill
-	pool  []*Page   // pages of the current structure handed out, to be filled again once released
+	tmpl  *template // the structure of the pages prog fills, shared with Parsers of pages alike
 	// known is set when the previous page parsed: Resync may read the next one from its lines.
 	known bool
 	// kept is the previous page's raws for partial, nil when they did not fit keptRaws: then
@@ -39,9 +39,6 @@ type Parser struct {
 	// replayed is set when the last Parse read the page by the previous page's lines.
 	replayed bool
 }
-
-// maxPool bounds the pages a Parser keeps for reuse; a reader holding more gets new ones.
-const maxPool = 4
 
 // NewParser returns a Parser that parses with opt, as ParsePageOptions does.
 func NewParser(opt Options) *Parser { return &Parser{opt: opt} }
@@ -72,8 +69,7 @@ func (p *Parser) Replayed() bool { return p.replayed }
 
 // full parses body in full, and learns its structure for the next page.
 func (p *Parser) full(body []byte) (*Page, error) {
-	p.prog, p.pool, p.known, p.kept = nil, p.pool[:0], false, nil
-	clear(p.pool[:cap(p.pool)])
+	p.prog, p.tmpl, p.known, p.kept = nil, nil, false, nil
 	raws, best, workers, err := collect(body, p.opt, &p.shape)
 	if err != nil {
 		return nil, err
@@ -111,8 +107,7 @@ func (p *Parser) partial(body []byte) *Page {
 	if err := rd.run(func() error { return p.shape.Resync(body, tableSet, same, rd.sample) }); err != nil {
 		return nil
 	}
-	p.prog, p.pool = nil, p.pool[:0]
-	clear(p.pool[:cap(p.pool)])
+	p.prog, p.tmpl = nil, nil
 	p.partials++
 	return p.learn(rd.raws, rd.best, rd.wt.keys)
 }
@@ -144,37 +139,30 @@ func (p *Parser) learn(raws []raw, best [3][]int, workers []workerKey) *Page {
 		}
 		p.vals = p.vals[:p.shape.Wanted()]
 		p.sums = make([]float64, len(p.prog.splits))
-		pg.owner = &pageOwner{}
-		p.pool = append(p.pool, pg)
+		p.tmpl = shareTemplate(pg)
+		pg.owner = &pageOwner{tmpl: p.tmpl}
 	}
 	return pg
 }
 
 // take returns a released page of the current structure, or a new one.
-func (p *Parser) take() *Page {
-	for _, pg := range p.pool {
-		if pg.owner.released.CompareAndSwap(true, false) {
-			return pg
-		}
-	}
-	pg := clonePage(p.pool[0]) // its values are all written by fill
-	if len(p.pool) < maxPool {
-		pg.owner = &pageOwner{}
-		p.pool = append(p.pool, pg)
-	}
-	return pg
+// Its values are all written by fill (see template).
+func (p *Parser) take() *Page { return p.tmpl.take() }
+
+// pageOwner is the template of a page a Parser may fill again once its reader releases it, and
+// whether it did.
+type pageOwner struct {
+	tmpl     *template
+	released atomic.Bool
 }
 
-// pageOwner says whether a Parser's page is free to be filled again.
-type pageOwner struct{ released atomic.Bool }
-
-// Release hands a page back to the Parser that made it, to be filled by one of its next
-// parses: its reader must not read it any more (copy what must outlive it first). It may be
-// called from another goroutine than the Parser's, once per page. It does nothing on a page of
-// ParsePage; a page never released is left to the garbage collector.
+// Release hands a page back to be filled by a later parse, of its target or of another whose
+// pages are alike: its reader must not read it any more (copy what must outlive it first). It
+// may be called from another goroutine than the Parser's; a second call does nothing. It does
+// nothing on a page of ParsePage; a page never released is left to the garbage collector.
 func (pg *Page) Release() {
-	if pg != nil && pg.owner != nil {
-		pg.owner.released.Store(true)
+	if pg != nil && pg.owner != nil && pg.owner.released.CompareAndSwap(false, true) {
+		pg.owner.tmpl.put(pg)
 	}
 }
 

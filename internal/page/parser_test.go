@@ -441,4 +441,55 @@ func TestParsersShareStructures(t *testing.T) {
 	if a.prog == c.prog || a.kept == c.kept {
 		t.Error("Parsers of pages of other lines share a structure")
 	}
+	if a.tmpl != b.tmpl || a.tmpl == c.tmpl {
+		t.Error("page templates: alike pages do not share one, or pages of other lines do")
+	}
+}
+
+// TestParsersSharePages checks that a page one Parser's reader releases is filled by the next
+// parse of another Parser of pages alike (no Parser keeps a page of its own between scrapes),
+// and never by a Parser of pages that differ in anything fill does not write: here only the
+// model's name, which leaves the program the same.
+func TestParsersSharePages(t *testing.T) {
+	base := readPage(t, "prometheus-client-render-vllm-0.20.prom")
+	other := bytes.ReplaceAll(base, []byte(`model_name="`), []byte(`model_name="other-`))
+	if bytes.Equal(other, base) {
+		t.Fatal("the fixture names no model")
+	}
+	a, b, c := NewParser(Options{}), NewParser(Options{}), NewParser(Options{})
+	parse := func(p *Parser, body []byte) *Page {
+		t.Helper()
+		pg, err := p.Parse(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := ParsePage(body)
+		if show(pg) != show(want) {
+			t.Fatal("a parse differs from ParsePage")
+		}
+		return pg
+	}
+	parse(b, benchpage.Variant(base, 1)).Release()
+	parse(c, benchpage.Variant(other, 1)).Release()
+	if b.prog != c.prog {
+		t.Fatal("pages that differ in a label value only have different programs; the test needs them alike")
+	}
+	first := parse(a, base)
+	first.Release()
+	if got := parse(b, benchpage.Variant(base, 2)); got != first {
+		t.Error("a page released by one Parser's reader was not filled by the next parse of a Parser of pages alike")
+	}
+	for k := range 3 {
+		if got := parse(c, benchpage.Variant(other, k+2)); got == first {
+			t.Fatal("a page was filled by a Parser of pages of another structure")
+		}
+	}
+	// A page released twice is kept once: two parses never get the same page.
+	pg := parse(a, benchpage.Variant(base, 3))
+	pg.Release()
+	pg.Release()
+	x, y := parse(a, base), parse(b, base)
+	if x == y {
+		t.Error("a page released twice was handed to two parses")
+	}
 }
