@@ -70,6 +70,9 @@ type Tracker struct {
 	now     time.Time            // the latest timestamp fed in
 	labels  targetLabels
 	values  map[string]float64 // the Values of every Interval, cleared after each
+	// scratch holds the increases of the worker observed last: every worker's Increase is
+	// added to the step (and its phase, and OnInterval's) before the next worker is observed.
+	scratch window.Scratch
 	keep    keep
 
 	// runStart is when the run began collecting (Begin); a worker first seen in any step counts
@@ -261,7 +264,7 @@ func (t *Tracker) Observe(ts time.Time, target string, pg *page.Page, err error)
 		if ref.ws == nil || ref.engine != ep.Engine || ref.labels != ep.Labels {
 			*ref = engineRef{engine: ep.Engine, labels: ep.Labels, ws: t.workers[id]}
 			if ref.ws == nil {
-				ref.ws = &workerState{w: window.NewWorker()}
+				ref.ws = &workerState{w: window.NewWorkerSharing(&t.scratch)}
 				t.workers[id] = ref.ws
 			}
 		}

@@ -26,6 +26,14 @@ type Worker struct {
 	counterLayout layout[counterState]
 	histLayout    layout[histState]
 	// What Observe returns the increases in, reused from one call to the next.
+	s *Scratch
+}
+
+// Scratch is where Observe writes the histograms and shares of the Increases it returns, reused
+// from one call to the next. Workers that one goroutine observes one after another may share
+// one (NewWorkerSharing): each worker's own was a third of what it kept, its histograms'
+// buckets written at every scrape and read only until the next.
+type Scratch struct {
 	deltas [vllm.NumHists]HistDelta
 	delta  HistDelta // one series' increase, when its family has several
 	shares [vllm.NumCounters][]Share
@@ -110,8 +118,8 @@ type histState struct {
 }
 
 // Increase is what changed in one engine between its previous successful scrape and this one.
-// Its shares and histograms belong to the Worker that returned it, and hold until its next
-// Observe: copy what must outlive it.
+// Its shares and histograms are in the scratch of the Worker that returned it, and hold until
+// the next Observe of a Worker with that scratch: copy what must outlive it.
 type Increase struct {
 	Counters   [vllm.NumCounters]float64
 	HasCounter [vllm.NumCounters]bool // the family was on the page and an increase could be computed
@@ -152,9 +160,13 @@ type HistDelta struct {
 	NoSum      bool // a series without _sum took part: Sum is not the sum of the observations
 }
 
-// NewWorker returns a worker that has seen nothing yet.
-func NewWorker() *Worker {
-	return &Worker{counters: map[seriesID]*counterState{}, hists: map[seriesID]*histState{}}
+// NewWorker returns a worker that has seen nothing yet, with a scratch of its own.
+func NewWorker() *Worker { return NewWorkerSharing(&Scratch{}) }
+
+// NewWorkerSharing returns a worker that has seen nothing yet and writes the increases it returns
+// in s.
+func NewWorkerSharing(s *Scratch) *Worker {
+	return &Worker{counters: map[seriesID]*counterState{}, hists: map[seriesID]*histState{}, s: s}
 }
 
 // Seen reports whether the worker has had a successful scrape.
@@ -187,8 +199,8 @@ func (w *Worker) Observe(p *page.EnginePage, since float64) Increase {
 	var inc Increase
 	first := !w.seen
 	w.seen = true
-	for c := range w.shares {
-		w.shares[c] = w.shares[c][:0]
+	for c := range w.s.shares {
+		w.s.shares[c] = w.s.shares[c][:0]
 	}
 	cstates := w.counterLayout.states
 	if !sameCounters(w.counterLayout.ids, p.Counters) {
@@ -243,9 +255,9 @@ func (w *Worker) Observe(p *page.EnginePage, since float64) Increase {
 		// The family's first series' increase is the family's so far; a later one's is added
 		// to it.
 		acc := inc.Hists[hs.Family]
-		d := &w.deltas[hs.Family]
+		d := &w.s.deltas[hs.Family]
 		if acc != nil {
-			d = &w.delta
+			d = &w.s.delta
 		}
 		// The buckets are copied into the state's own slice: the page is handed back to its
 		// parser after Observe (page.Page.Release) and its buckets are overwritten by the next scrape.
@@ -280,7 +292,7 @@ func (w *Worker) Observe(p *page.EnginePage, since float64) Increase {
 			AddHist(acc, d)
 		}
 	}
-	for c, sh := range w.shares {
+	for c, sh := range w.s.shares {
 		if len(sh) > 0 {
 			inc.Shares[c] = sh
 		}
@@ -291,7 +303,7 @@ func (w *Worker) Observe(p *page.EnginePage, since float64) Increase {
 // share adds d to the share of value in family c's shares, added if new. A family has few
 // values, and they come in the same order from scrape to scrape: a scan finds them.
 func (w *Worker) share(c vllm.Counter, value string, d float64) {
-	sh := w.shares[c]
+	sh := w.s.shares[c]
 	for i := range sh {
 		if sh[i].Value == value {
 			sh[i].Inc += d
@@ -300,7 +312,7 @@ func (w *Worker) share(c vllm.Counter, value string, d float64) {
 	}
 	sh = append(sh, Share{Value: value})
 	sh[len(sh)-1].Inc += d // from 0, as a sum does, which turns a -0 into 0
-	w.shares[c] = sh
+	w.s.shares[c] = sh
 }
 
 // histReset reports whether a histogram was reset between its old state and hs: its _created
