@@ -15,15 +15,15 @@ import (
 // worker's last interval, the last step and the sinks, in the text exposition format (0.0.4).
 // client_golang made a constant metric, its label pairs and a protocol buffer of every sample,
 // then hashed and sorted them all: at 1,000 targets, 26,000 samples took 170 ms of CPU and 30
-// MB of garbage per GET (BenchmarkHandler), and a Prometheus scraping vllmstat every few
-// seconds cost it more than its own scrapes of the fleet. Here each sample is one line
-// appended to one buffer, and the lines are written family by family.
+// MB of garbage per GET (BenchmarkHandler), 0.6 s in a run, where a Prometheus scraping vllmstat
+// every 5 s would have cost it two thirds as much again as its scrapes of the fleet. Here each
+// sample is one line appended to one buffer, and the lines are written family by family.
 //
 // The format is Prometheus' text format, version 0.0.4
 // (https://prometheus.io/docs/instrumenting/exposition_formats/): a family's samples follow its
 // HELP and TYPE lines, label values are quoted with \\, \" and \n escaped, and values are
-// written as Go's shortest float ('g', -1) with NaN, +Inf and -Inf spelled so. Tests read the
-// pages with prometheus/common's parser, promtool and a real Prometheus.
+// written as Go's shortest float ('g', -1), with NaN, +Inf and -Inf spelled so and -0 as 0.
+// Tests read the pages with prometheus/common's parser, promtool and a real Prometheus.
 type textPage struct {
 	buf  []byte
 	fams map[string]*textFamily
@@ -117,8 +117,11 @@ func appendEscaped(b []byte, s string, quote bool) []byte {
 	return b
 }
 
+// appendValue writes v as client_golang's text encoder does: a zero of either sign as 0.
 func appendValue(b []byte, v float64) []byte {
 	switch {
+	case v == 0:
+		return append(b, '0')
 	case math.IsNaN(v):
 		return append(b, "NaN"...)
 	case math.IsInf(v, 1):
