@@ -117,7 +117,7 @@ func TestStop(t *testing.T) {
 		err = json.Unmarshal(b, &open)
 	}
 	if err != nil || open.Scrapes.OK != int(answers.Load()) || steps.Load() != 0 {
-		t.Errorf("open-step.json (%v) has %d scrapes of %d answers, %d steps; want all of them and no step", err, open.Scrapes.OK, answers.Load(), steps.Load())
+		t.Errorf("open-step.json (%v) has %d scrapes (%d failed) of %d answers, %d steps; want all of them and no step: %s", err, open.Scrapes.OK, open.Scrapes.Failed, answers.Load(), steps.Load(), b)
 	}
 	if resp, err := http.Get(api); err == nil {
 		resp.Body.Close()

@@ -441,6 +441,12 @@ func (p *Pool) loop(ctx context.Context, t *instance) {
 			}
 		case id = <-t.boundary:
 			asked = true
+			// A tick waiting too is this scrape's: scraped again right after, its page would
+			// come after what the boundary closed (at a run's exit, a page nobody counted).
+			select {
+			case <-t.tick:
+			default:
+			}
 		}
 		t.busy.Store(true)
 		if asked {
