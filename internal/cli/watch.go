@@ -246,28 +246,28 @@ func rowFields(ivs []step.Interval) []string {
 	var hasQ, hasPre, hasGen, hasPrompt bool
 	kvMax = math.Inf(-1)
 	for _, iv := range ivs {
-		v := iv.Values
-		run += v[vllm.Gauges[vllm.Running].Name]
-		wait += v[vllm.Gauges[vllm.Waiting].Name]
-		if kv, ok := v[vllm.Gauges[vllm.KVUsage].Name]; ok {
+		get := func(key string) float64 { x, _ := iv.Value(key); return x }
+		run += get(vllm.Gauges[vllm.Running].Name)
+		wait += get(vllm.Gauges[vllm.Waiting].Name)
+		if kv, ok := iv.Value(vllm.Gauges[vllm.KVUsage].Name); ok {
 			kvSum += kv
 			kvN++
 			kvMax = math.Max(kvMax, kv)
 		}
-		if x, ok := v[vllm.Counters[vllm.PrefixQueries].Name]; ok {
+		if x, ok := iv.Value(vllm.Counters[vllm.PrefixQueries].Name); ok {
 			q += x
-			h += v[vllm.Counters[vllm.PrefixHits].Name]
+			h += get(vllm.Counters[vllm.PrefixHits].Name)
 			hasQ = true
 		}
-		if x, ok := v[keyPreemptions.Name]; ok {
+		if x, ok := iv.Value(keyPreemptions.Name); ok {
 			pre += x
 			hasPre = true
 		}
-		if x, ok := v[keyGenPerS.Name]; ok {
+		if x, ok := iv.Value(keyGenPerS.Name); ok {
 			gen += x
 			hasGen = true
 		}
-		if x, ok := v[keyPromptPerS.Name]; ok {
+		if x, ok := iv.Value(keyPromptPerS.Name); ok {
 			prompt += x
 			hasPrompt = true
 		}

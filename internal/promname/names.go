@@ -123,14 +123,14 @@ func walkValues(prefix, family string, vs []vllm.Value, m map[string]float64, ba
 	}
 }
 
-// WalkInterval calls fn for every value of one worker's interval, as IntervalName names it,
-// with the labels IntervalLabels gives, plus the interval's length (when it has one) as
-// vllmstat_interval_seconds. labels is reused between calls.
+// WalkInterval calls fn for every value of one worker's interval, in its order, as IntervalName
+// names it, with the labels IntervalLabels gives, plus the interval's length (when it has one)
+// as vllmstat_interval_seconds. labels is reused between calls.
 func WalkInterval(prefix string, iv *step.Interval, fn func(name string, labels []Label, v float64)) {
 	ls := IntervalLabels(iv.WorkerID)
 	p := intervalPrefix(prefix, iv.Kind)
-	for _, k := range slices.Sorted(maps.Keys(iv.Values)) {
-		fn(p+vllm.Sanitize(k), ls, iv.Values[k])
+	for _, v := range iv.Values {
+		fn(p+vllm.Sanitize(v.Key), ls, v.V)
 	}
 	if iv.DT > 0 {
 		fn(IntervalDT, ls, iv.DT)

@@ -224,13 +224,12 @@ func (m *Metrics) page() *textPage {
 		promname.WalkStep(m.opt.Prefix, r, gauge)
 		gauge("vllmstat_step_end_timestamp_seconds", nil, float64(r.End.UnixMilli())/1e3)
 	}
-	// Each worker's values as promname.WalkInterval names them, from the lists kept: making each
-	// worker's map again for it was a third of a GET's garbage.
+	// Each worker's values as promname.WalkInterval names them, with the names made once.
 	for _, id := range slices.SortedFunc(maps.Keys(m.intervals), cmpWorker) {
 		k := m.intervals[id]
 		ls := promname.IntervalLabels(id)
-		for i, key := range k.names {
-			gauge(m.intervalName(k.iv.Kind, key), ls, k.values[i])
+		for _, v := range k.values {
+			gauge(m.intervalName(k.iv.Kind, v.Key), ls, v.V)
 		}
 		if k.iv.DT > 0 {
 			gauge(promname.IntervalDT, ls, k.iv.DT)
@@ -356,23 +355,18 @@ func (m *Metrics) Interval(iv step.Interval) {
 	k.set(&iv)
 }
 
-// keptInterval is a worker's last interval. iv.Values is the tracker's map, reused for the next
-// interval: its values are copied, as a list (a map of each worker's, rewritten thousands of
-// times a second, cost more than all the rest of the self-metrics).
+// keptInterval is a worker's last interval. iv.Values is the tracker's list, reused for the next
+// interval: its values are copied (a map of each worker's, rewritten thousands of times a
+// second, cost more than all the rest of the self-metrics).
 type keptInterval struct {
 	iv     step.Interval // without Values
-	names  []string
-	values []float64
+	values []step.IntervalValue
 }
 
 func (k *keptInterval) set(iv *step.Interval) {
 	k.iv = *iv
 	k.iv.Values = nil
-	k.names, k.values = k.names[:0], k.values[:0]
-	for n, v := range iv.Values {
-		k.names = append(k.names, n)
-		k.values = append(k.values, v)
-	}
+	k.values = append(k.values[:0], iv.Values...)
 }
 
 // AddSink exposes a sink queue's counters (of step records) under the sink label name.

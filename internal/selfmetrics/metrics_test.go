@@ -287,7 +287,7 @@ func TestRayReplicasAreSeriesOfTheirOwn(t *testing.T) {
 	m.StepClosed(rec)
 	for i, w := range rec.PerWorker {
 		m.Interval(step.Interval{WorkerID: step.WorkerID{Target: w.Target, Engine: w.Engine, Labels: page.LabelKey(w.Labels)},
-			TS: time.Unix(1700000000, 0), Values: map[string]float64{"num_requests_running": float64(i + 1)}})
+			TS: time.Unix(1700000000, 0), Values: []step.IntervalValue{{Key: "num_requests_running", V: float64(i + 1)}}})
 	}
 	got := parse(t, get(t, m.Handler()))
 	wantWorker := map[string]float64{
@@ -321,14 +321,14 @@ func TestRayReplicasAreSeriesOfTheirOwn(t *testing.T) {
 }
 
 // TestIntervalKeepsItsValues checks that the interval gauges show each worker's last values
-// although the tracker hands every interval the same map and clears it after the call.
+// although the tracker hands every interval the same list and overwrites it after the call.
 func TestIntervalKeepsItsValues(t *testing.T) {
 	m := New(Options{Prefix: "vllm"})
-	shared := map[string]float64{}
+	var shared []step.IntervalValue
 	for i, target := range []string{"http://10.0.0.1:8000/metrics", "http://10.0.0.2:8000/metrics", "http://10.0.0.1:8000/metrics"} {
-		shared["num_requests_running"] = float64(i + 1)
+		shared = append(shared[:0], step.IntervalValue{Key: "num_requests_running", V: float64(i + 1)})
 		m.Interval(step.Interval{WorkerID: step.WorkerID{Target: target, Engine: "0"}, TS: time.Unix(1700000000, 0), Values: shared})
-		clear(shared)
+		shared[0] = step.IntervalValue{Key: "num_requests_waiting", V: -1}
 	}
 	got := parse(t, get(t, m.Handler()))
 	for target, want := range map[string]float64{"http://10.0.0.1:8000/metrics": 3, "http://10.0.0.2:8000/metrics": 2} {

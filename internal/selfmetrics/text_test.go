@@ -54,7 +54,7 @@ func samples(f *dto.MetricFamily) map[string]float64 {
 
 // TestPageAsClientGolangWritesIt checks the families with a series per target, worker or sink
 // against client_golang: the same samples, walked by promname as before (a worker's interval by
-// WalkInterval from its map), made constant metrics of a registry and written by expfmt, read
+// WalkInterval), made constant metrics of a registry and written by expfmt, read
 // back by the same parser as the page.
 func TestPageAsClientGolangWritesIt(t *testing.T) {
 	m := New(Options{})
@@ -63,7 +63,8 @@ func TestPageAsClientGolangWritesIt(t *testing.T) {
 	m.Interval(step.Interval{WorkerID: step.WorkerID{Target: "http://10.0.0.9:8000/metrics", Engine: "0", Labels: `ReplicaId="a\b",WorkerId="w
 1"`},
 		TS: time.Unix(1700000000, 5e8), DT: 0.5,
-		Values: map[string]float64{"num_requests_running": math.Inf(1), "kv_cache_usage_perc": math.NaN(), "generation_tokens": 1e21, "prompt_tokens": math.Copysign(0, -1), "num_preemptions": 1e-7}})
+		Values: []step.IntervalValue{{Key: "num_requests_running", V: math.Inf(1)}, {Key: "kv_cache_usage_perc", V: math.NaN()},
+			{Key: "generation_tokens", V: 1e21}, {Key: "prompt_tokens", V: math.Copysign(0, -1)}, {Key: "num_preemptions", V: 1e-7}}})
 
 	reg := prometheus.NewRegistry()
 	descs := map[string]*prometheus.Desc{}
@@ -114,10 +115,7 @@ func TestPageAsClientGolangWritesIt(t *testing.T) {
 	gauge("vllmstat_step_end_timestamp_seconds", nil, float64(m.last.End.UnixMilli())/1e3)
 	for _, k := range m.intervals {
 		iv := k.iv
-		iv.Values = map[string]float64{}
-		for i, n := range k.names {
-			iv.Values[n] = k.values[i]
-		}
+		iv.Values = k.values
 		promname.WalkInterval(m.opt.Prefix, &iv, func(name string, ls []promname.Label, v float64) {
 			gauge(name, slices.Clone(ls), v)
 		})

@@ -65,7 +65,7 @@ func TestHitRatePerIntervalWithSeveralIntervals(t *testing.T) {
 	// divides by that interval's queries, not by the step's running total (60/400).
 	var rates []float64
 	o := Options{Scalars: true, OnInterval: func(iv Interval) {
-		if r, ok := iv.Values["prefix_cache_hit_rate"]; ok {
+		if r, ok := iv.Value("prefix_cache_hit_rate"); ok {
 			rates = append(rates, r)
 		}
 	}}

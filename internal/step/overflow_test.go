@@ -60,13 +60,13 @@ func TestIncreaseOverflow(t *testing.T) {
 	}
 	want(t, r.PerWorker[1].Metrics, "vllm/generation_tokens", 5)
 	for _, iv := range ivs {
-		for k, v := range iv.Values {
-			if math.IsInf(v, 0) || math.IsNaN(v) {
+		for _, kv := range iv.Values {
+			if k, v := kv.Key, kv.V; math.IsInf(v, 0) || math.IsNaN(v) {
 				t.Errorf("%s's interval at %v: %s = %v", iv.Engine, iv.TS, k, v)
 			}
 		}
 	}
-	if _, ok := ivs[2].Values["generation_tokens"]; ivs[2].Engine != "0" || ok {
+	if _, ok := ivs[2].Value("generation_tokens"); ivs[2].Engine != "0" || ok {
 		t.Errorf("engine 0's second interval %+v, want it without generation_tokens", ivs[2])
 	}
 	for _, w := range r.Timeline.Workers {

@@ -400,11 +400,14 @@ func TestOnInterval(t *testing.T) {
 	if len(got) != 2 || got[0].DT != 0 || got[1].DT != 2 {
 		t.Fatalf("intervals %+v", got)
 	}
-	v := got[1].Values
+	v := map[string]float64{}
+	for _, x := range got[1].Values {
+		v[x.Key] = x.V
+	}
 	if v["prefix_cache_hit_rate"] != 0.75 || v["generation_tokens_per_s"] != 20 || v["num_requests_running"] != 3 || v["prefix_cache_queries"] != 100 {
 		t.Fatalf("values %v", v)
 	}
-	if _, ok := got[0].Values["prefix_cache_queries"]; ok {
+	if _, ok := got[0].Value("prefix_cache_queries"); ok {
 		t.Fatal("a first sight gave an increase")
 	}
 }

@@ -29,8 +29,8 @@ func TestTargetLabelsOnWorkerSeries(t *testing.T) {
 	if err := w.Write(t.Context(), &rec); err != nil {
 		t.Fatal(err)
 	}
-	w.Interval(step.Interval{WorkerID: step.WorkerID{Target: a}, TS: end, Values: map[string]float64{"num_requests_running": 4}, TargetLabels: tl})
-	w.Interval(step.Interval{WorkerID: step.WorkerID{Target: a}, TS: end.Add(time.Second), Values: map[string]float64{"num_requests_running": 5},
+	w.Interval(step.Interval{WorkerID: step.WorkerID{Target: a}, TS: end, Values: []step.IntervalValue{{Key: "num_requests_running", V: 4}}, TargetLabels: tl})
+	w.Interval(step.Interval{WorkerID: step.WorkerID{Target: a}, TS: end.Add(time.Second), Values: []step.IntervalValue{{Key: "num_requests_running", V: 5}},
 		TargetLabels: map[string]string{"team": "t2"}})
 	if err := w.Close(t.Context()); err != nil {
 		t.Fatal(err)

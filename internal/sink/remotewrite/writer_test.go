@@ -428,7 +428,7 @@ func TestCloseDrains(t *testing.T) {
 
 func TestIntervalsOffStartsNothing(t *testing.T) {
 	w := newWriter(testSettings("http://127.0.0.1:1/api/v1/write"), "vllm", nil)
-	w.Interval(step.Interval{Values: map[string]float64{"num_preemptions": 1}})
+	w.Interval(step.Interval{Values: []step.IntervalValue{{Key: "num_preemptions", V: 1}}})
 	if w.done != nil || w.Stats().Queued.Load() != 0 {
 		t.Error("intervals off, but the writer buffers them")
 	}
@@ -448,7 +448,7 @@ func TestIntervalsWithinOneMillisecond(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 200_000, time.UTC)
 	for i, v := range []float64{3, 4, 5} {
 		w.Interval(step.Interval{WorkerID: step.WorkerID{Target: "http://h:1/metrics", Engine: "0"},
-			TS: t0.Add(time.Duration(i) * 300 * time.Microsecond), Values: map[string]float64{"num_requests_running": v}})
+			TS: t0.Add(time.Duration(i) * 300 * time.Microsecond), Values: []step.IntervalValue{{Key: "num_requests_running", V: v}}})
 	}
 	if err := w.Close(context.Background()); err != nil {
 		t.Fatal(err)
