@@ -158,8 +158,9 @@ type pageOwner struct {
 
 // Release hands a page back to be filled by a later parse, of its target or of another whose
 // pages are alike: its reader must not read it any more (copy what must outlive it first). It
-// may be called from another goroutine than the Parser's; a second call does nothing. It does
-// nothing on a page of ParsePage; a page never released is left to the garbage collector.
+// may be called from another goroutine than the Parser's, once per page (a second call before a
+// parse takes the page again does nothing). It does nothing on a page of ParsePage; a page
+// never released is left to the garbage collector.
 func (pg *Page) Release() {
 	if pg != nil && pg.owner != nil && pg.owner.released.CompareAndSwap(false, true) {
 		pg.owner.tmpl.put(pg)
