@@ -5,17 +5,15 @@ package selfmetrics
 
 import (
 	"bufio"
-	"cmp"
 	"fmt"
-	"io"
 	"log/slog"
 	"maps"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 
+	"github.com/klauspost/compress/gzhttp"
 	"github.com/klauspost/compress/gzip"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -116,9 +114,17 @@ func New(opt Options) *Metrics {
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 
 // Handler serves the metrics in the Prometheus text format, gzipped when the client accepts it.
-func (m *Metrics) Handler() http.Handler {
-	return http.HandlerFunc(m.serve)
-}
+func (m *Metrics) Handler() http.Handler { return gzipped(http.HandlerFunc(m.serve)) }
+
+// gzipped compresses answers for clients that accept gzip, at the fastest level: the page is
+// megabytes at a thousand targets, and is served on the machine that scrapes the fleet.
+var gzipped = func() func(http.Handler) http.HandlerFunc {
+	wrap, err := gzhttp.NewWrapper(gzhttp.CompressionLevel(gzip.BestSpeed), gzhttp.EnableZstd(false))
+	if err != nil {
+		panic(err) // the options are fixed: only a programming error gets here
+	}
+	return wrap
+}()
 
 func (m *Metrics) serve(w http.ResponseWriter, r *http.Request) {
 	fams, err := m.reg.Gather()
@@ -128,18 +134,7 @@ func (m *Metrics) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	pg := m.page()
 	w.Header().Set("Content-Type", string(expfmt.NewFormat(expfmt.TypeTextPlain)))
-	var out io.Writer = w
-	if acceptsGzip(r.Header.Get("Accept-Encoding")) {
-		w.Header().Set("Content-Encoding", "gzip")
-		zw := gzips.Get().(*gzip.Writer)
-		zw.Reset(w)
-		defer func() {
-			zw.Close()
-			gzips.Put(zw)
-		}()
-		out = zw
-	}
-	bw := bufio.NewWriterSize(out, 32<<10)
+	bw := bufio.NewWriterSize(w, 32<<10)
 	enc := expfmt.NewEncoder(bw, expfmt.NewFormat(expfmt.TypeTextPlain))
 	for _, f := range fams {
 		if err := enc.Encode(f); err != nil {
@@ -149,29 +144,6 @@ func (m *Metrics) serve(w http.ResponseWriter, r *http.Request) {
 	if pg.writeTo(bw) == nil {
 		bw.Flush()
 	}
-}
-
-var gzips = sync.Pool{New: func() any {
-	zw, _ := gzip.NewWriterLevel(nil, gzip.BestSpeed)
-	return zw
-}}
-
-// acceptsGzip reports whether an Accept-Encoding header takes gzip (and does not refuse it with
-// q=0).
-func acceptsGzip(h string) bool {
-	for part := range strings.SplitSeq(h, ",") {
-		name, params, _ := strings.Cut(part, ";")
-		if strings.TrimSpace(name) != "gzip" {
-			continue
-		}
-		q, ok := strings.CutPrefix(strings.TrimSpace(params), "q=")
-		if !ok {
-			return true
-		}
-		v, err := strconv.ParseFloat(strings.TrimSpace(q), 64)
-		return err == nil && v > 0
-	}
-	return false
 }
 
 // page builds the families with a series per target, worker or sink, under mu.
@@ -184,10 +156,8 @@ func (m *Metrics) page() *textPage {
 	if size == 0 {
 		size = 100 * (6*len(m.series) + 16*len(m.intervals))
 	}
-	p := newTextPage(size)
-	emit := func(name string, typ string, ls []promname.Label, v float64) {
-		p.add(name, typ, func() string { return help(m.opt.Prefix, name) }, ls, v)
-	}
+	p := newTextPage(size, func(name string) string { return help(m.opt.Prefix, name) })
+	emit := p.add
 	ls := []promname.Label{{Name: "target"}, {Name: "reason"}}
 	for _, t := range slices.Sorted(maps.Keys(m.series)) {
 		s := m.series[t]
@@ -225,7 +195,7 @@ func (m *Metrics) page() *textPage {
 		gauge("vllmstat_step_end_timestamp_seconds", nil, float64(r.End.UnixMilli())/1e3)
 	}
 	// Each worker's values as promname.WalkInterval names them, with the names made once.
-	for _, id := range slices.SortedFunc(maps.Keys(m.intervals), cmpWorker) {
+	for _, id := range slices.SortedFunc(maps.Keys(m.intervals), step.WorkerID.Compare) {
 		k := m.intervals[id]
 		ls := promname.IntervalLabels(id)
 		for _, v := range k.values {
@@ -238,10 +208,6 @@ func (m *Metrics) page() *textPage {
 	}
 	m.pageSize = len(p.buf)
 	return p
-}
-
-func cmpWorker(a, b step.WorkerID) int {
-	return cmp.Or(strings.Compare(a.Target, b.Target), strings.Compare(a.Engine, b.Engine), strings.Compare(a.Labels, b.Labels))
 }
 
 // intervalName is promname.IntervalName, made once per engine kind and key; callers hold mu.

@@ -27,6 +27,7 @@ import (
 type textPage struct {
 	buf  []byte
 	fams map[string]*textFamily
+	help func(name string) string // a family's HELP text, asked once per family
 }
 
 // textFamily is one family's lines: spans of the page's buffer.
@@ -37,16 +38,16 @@ type textFamily struct {
 
 type span struct{ start, end int }
 
-func newTextPage(size int) *textPage {
-	return &textPage{buf: make([]byte, 0, size), fams: map[string]*textFamily{}}
+func newTextPage(size int, help func(name string) string) *textPage {
+	return &textPage{buf: make([]byte, 0, size), fams: map[string]*textFamily{}, help: help}
 }
 
 // add appends one sample. The caller names each sample once: the series it writes are keyed by
 // target, worker or sink, each written once.
-func (p *textPage) add(name, typ string, help func() string, labels []promname.Label, v float64) {
+func (p *textPage) add(name, typ string, labels []promname.Label, v float64) {
 	f := p.fams[name]
 	if f == nil {
-		f = &textFamily{typ: typ, help: help()}
+		f = &textFamily{typ: typ, help: p.help(name)}
 		p.fams[name] = f
 	}
 	start := len(p.buf)

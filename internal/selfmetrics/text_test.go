@@ -252,8 +252,8 @@ func FuzzTextSample(f *testing.F) {
 		if !model.LabelValue(label).IsValid() {
 			return // not UTF-8: no Prometheus label value
 		}
-		p := newTextPage(0)
-		p.add("vllmstat_fuzz", "gauge", func() string { return "A \\ help\nline." }, []promname.Label{{Name: "l", Value: label}}, v)
+		p := newTextPage(0, func(string) string { return "A \\ help\nline." })
+		p.add("vllmstat_fuzz", "gauge", []promname.Label{{Name: "l", Value: label}}, v)
 		var b bytes.Buffer
 		if err := p.writeTo(&b); err != nil {
 			t.Fatal(err)
