@@ -15,8 +15,10 @@ func main() {
 }
 
 // run runs the command. For measuring the scraper under a real fleet (see docs/performance.md),
-// VLLMSTAT_CPUPROFILE=FILE writes a CPU profile of the whole run to FILE, and
-// VLLMSTAT_MEMPROFILE=FILE a heap profile every 10 seconds (the steady state, not the exit's).
+// VLLMSTAT_CPUPROFILE=FILE writes a CPU profile of the whole run to FILE (from
+// VLLMSTAT_CPUPROFILE_AFTER=DURATION on, when set: the steady state without the first pages'
+// learning), and VLLMSTAT_MEMPROFILE=FILE a heap profile every 10 seconds (the steady state, not
+// the exit's).
 func run() int {
 	if path := os.Getenv("VLLMSTAT_MEMPROFILE"); path != "" {
 		go writeHeapProfiles(path)
@@ -28,11 +30,25 @@ func run() int {
 			return 2
 		}
 		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			fmt.Fprintf(os.Stderr, "vllmstat: VLLMSTAT_CPUPROFILE: %v\n", err)
-			return 2
+		defer pprof.StopCPUProfile() // after the timer below is stopped
+		var after time.Duration
+		if s := os.Getenv("VLLMSTAT_CPUPROFILE_AFTER"); s != "" {
+			if after, err = time.ParseDuration(s); err != nil {
+				fmt.Fprintf(os.Stderr, "vllmstat: VLLMSTAT_CPUPROFILE_AFTER: %v\n", err)
+				return 2
+			}
 		}
-		defer pprof.StopCPUProfile()
+		start := func() {
+			if err := pprof.StartCPUProfile(f); err != nil {
+				fmt.Fprintf(os.Stderr, "vllmstat: VLLMSTAT_CPUPROFILE: %v\n", err)
+			}
+		}
+		if after > 0 {
+			t := time.AfterFunc(after, start)
+			defer t.Stop()
+		} else {
+			start()
+		}
 	}
 	return cli.Run(os.Args[1:], os.Stdout, os.Stderr)
 }

@@ -181,7 +181,7 @@ type workerAcc struct {
 	totals  [vllm.NumCounters]float64
 	has     [vllm.NumCounters]bool
 	split   [vllm.NumCounters]map[string]float64 // by the split label's value
-	hists   [vllm.NumHists]*window.HistDelta
+	hists   [vllm.NumHists]*histAcc
 	act     activity
 }
 
@@ -363,7 +363,10 @@ func (wa *workerAcc) add(k *keep, at time.Duration, from, ts time.Time, ep *page
 	}
 	for h, d := range inc.Hists {
 		if d != nil {
-			wa.hists[h] = addHist(wa.hists[h], d)
+			if wa.hists[h] == nil {
+				wa.hists[h] = &histAcc{}
+			}
+			wa.hists[h].addDelta(d)
 		}
 	}
 }
@@ -423,13 +426,6 @@ var rateNames = func() []string {
 }()
 
 // addHist adds d into acc, a copy of d when acc is nil, and returns acc: d is not kept.
-func addHist(acc, d *window.HistDelta) *window.HistDelta {
-	if acc == nil {
-		return &window.HistDelta{Buckets: append([]page.Bucket(nil), d.Buckets...), Sum: d.Sum, Count: d.Count, NoSum: d.NoSum}
-	}
-	window.AddHist(acc, d)
-	return acc
-}
 
 // EndStep closes the open step as step n at ts (after the boundary scrape has been observed)
 // and opens the next one. A phase open at ts ends with the step and opens again in the next.
@@ -612,7 +608,7 @@ func (t *Tracker) metrics(was []*workerAcc, durS float64) []vllm.Value {
 	var totals [vllm.NumCounters]float64
 	var has [vllm.NumCounters]bool
 	var split [vllm.NumCounters]map[string]float64
-	var hists [vllm.NumHists]*window.HistDelta
+	var hists [vllm.NumHists]*histAcc
 	for _, wa := range was {
 		for c := range totals {
 			if wa.has[c] {
@@ -628,7 +624,10 @@ func (t *Tracker) metrics(was []*workerAcc, durS float64) []vllm.Value {
 		}
 		for h, d := range wa.hists {
 			if d != nil {
-				hists[h] = addHist(hists[h], d)
+				if hists[h] == nil {
+					hists[h] = &histAcc{}
+				}
+				hists[h].add(d)
 			}
 		}
 	}
@@ -699,17 +698,18 @@ func (t *Tracker) metrics(was []*workerAcc, durS float64) []vllm.Value {
 		}
 	}
 	for h, d := range hists {
-		if d == nil || d.Count <= 0 || !countsFinite(d) {
+		if d == nil || d.count <= 0 || !countsFinite(d) {
 			continue // no observations, or more than a float holds: no quantile can be told
 		}
 		name := vllm.Hists[h].Name
+		buckets := d.buckets()
 		for _, q := range vllm.HistQuantiles {
-			if v, ok := HistogramQuantile(q.Q, d.Buckets); ok {
+			if v, ok := HistogramQuantile(q.Q, buckets); ok {
 				add(name, "", q.Stat, v)
 			}
 		}
-		if !d.NoSum {
-			add(name, "", vllm.StatMean, d.Sum/d.Count)
+		if !d.noSum {
+			add(name, "", vllm.StatMean, d.sum/d.count)
 		}
 	}
 	// Trackers take finite numbers only. A sum beyond the float limit stays infinite (or NaN)
@@ -723,12 +723,12 @@ func (t *Tracker) metrics(was []*workerAcc, durS float64) []vllm.Value {
 func finite(v float64) bool { return v-v == 0 }
 
 // countsFinite reports whether a histogram's count and bucket counts are all finite.
-func countsFinite(d *window.HistDelta) bool {
-	if !finite(d.Count) {
+func countsFinite(d *histAcc) bool {
+	if !finite(d.count) {
 		return false
 	}
-	for _, b := range d.Buckets {
-		if !finite(b.Count) {
+	for _, c := range d.counts {
+		if !finite(c) {
 			return false
 		}
 	}

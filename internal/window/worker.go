@@ -37,6 +37,7 @@ type Scratch struct {
 	deltas [vllm.NumHists]HistDelta
 	delta  HistDelta // one series' increase, when its family has several
 	shares [vllm.NumCounters][]Share
+	bounds boundsTable
 }
 
 // layout is the series of a worker's previous page, in order, and their states.
@@ -106,8 +107,11 @@ type counterState struct {
 	since          float64
 }
 
+// histState keeps a histogram's bucket counts beside its bounds, which come from the scratch's
+// table and are shared by every series of that layout (see boundsTable).
 type histState struct {
-	buckets    []page.Bucket
+	bounds     []float64
+	counts     []float64
 	sum, count float64
 	created    float64
 	hasCreated bool
@@ -155,7 +159,11 @@ type Share struct {
 
 // HistDelta is the increase of a histogram: cumulative bucket counts, sum and count.
 type HistDelta struct {
-	Buckets    []page.Bucket
+	Buckets []page.Bucket
+	// Bounds holds the buckets' upper bounds in a slice shared by the histograms of that layout,
+	// which nobody writes: an accumulator may keep it rather than a copy. Observe sets it; nil
+	// when not known.
+	Bounds     []float64
 	Sum, Count float64
 	NoSum      bool // a series without _sum took part: Sum is not the sum of the observations
 }
@@ -259,9 +267,8 @@ func (w *Worker) Observe(p *page.EnginePage, since float64) Increase {
 		if acc != nil {
 			d = &w.s.delta
 		}
-		// The buckets are copied into the state's own slice: the page is handed back to its
+		// The counts are copied into the state's own slice: the page is handed back to its
 		// parser after Observe (page.Page.Release) and its buckets are overwritten by the next scrape.
-		buckets := old.buckets
 		switch {
 		case !old.base:
 			if old.whole || hs.HasCreated && hs.Created > old.since {
@@ -270,18 +277,21 @@ func (w *Worker) Observe(p *page.EnginePage, since float64) Increase {
 				inc.Undated = inc.Undated || !hs.HasCreated && hs.Count > 0
 				d = nil
 			}
-			buckets = append(buckets[:0], hs.Buckets...)
+			w.keep(old, hs)
 		case histReset(old, hs):
 			fullHist(d, hs)
-			buckets = append(buckets[:0], hs.Buckets...)
+			w.keep(old, hs)
 		default: // the same layout as the state's, so the copy is made with the increase
 			*d = HistDelta{Sum: hs.Sum - old.sum, Count: hs.Count - old.count, Buckets: slices.Grow(d.Buckets[:0], len(hs.Buckets))[:len(hs.Buckets)], NoSum: !hs.HasSum}
+			counts := old.counts
 			for j, b := range hs.Buckets {
-				d.Buckets[j] = page.Bucket{Le: b.Le, Count: b.Count - buckets[j].Count}
-				buckets[j] = b
+				d.Buckets[j] = page.Bucket{Le: b.Le, Count: b.Count - counts[j]}
+				counts[j] = b.Count
 			}
 		}
-		old.buckets = buckets
+		if d != nil {
+			d.Bounds = old.bounds
+		}
 		old.sum, old.count, old.created, old.hasCreated, old.hasSum = hs.Sum, hs.Count, hs.Created, hs.HasCreated, hs.HasSum
 		old.base, old.whole, old.since = true, false, 0
 		switch {
@@ -290,6 +300,9 @@ func (w *Worker) Observe(p *page.EnginePage, since float64) Increase {
 			inc.Hists[hs.Family] = d
 		default:
 			AddHist(acc, d)
+			if acc.Bounds == nil { // the family's series had other layouts, merged
+				acc.Bounds = w.s.bounds.of(acc.Buckets)
+			}
 		}
 	}
 	for c, sh := range w.s.shares {
@@ -298,6 +311,18 @@ func (w *Worker) Observe(p *page.EnginePage, since float64) Increase {
 		}
 	}
 	return inc
+}
+
+// keep makes hs's buckets the state's: its counts copied, its bounds from the scratch's table
+// unless they are the state's already.
+func (w *Worker) keep(st *histState, hs *page.HistSeries) {
+	if !boundsOf(st.bounds, hs.Buckets) {
+		st.bounds = w.s.bounds.of(hs.Buckets)
+	}
+	st.counts = slices.Grow(st.counts[:0], len(hs.Buckets))[:len(hs.Buckets)]
+	for j, b := range hs.Buckets {
+		st.counts[j] = b.Count
+	}
 }
 
 // share adds d to the share of value in family c's shares, added if new. A family has few
@@ -319,11 +344,11 @@ func (w *Worker) share(c vllm.Counter, value string, d float64) {
 // changed, its layout changed or any of its counters went down.
 func histReset(old *histState, hs *page.HistSeries) bool {
 	if hs.HasCreated && old.hasCreated && hs.Created != old.created || hs.HasSum != old.hasSum ||
-		hs.Count < old.count || hs.Sum < old.sum || len(hs.Buckets) != len(old.buckets) {
+		hs.Count < old.count || hs.Sum < old.sum || len(hs.Buckets) != len(old.bounds) {
 		return true
 	}
 	for j, b := range hs.Buckets {
-		if o := old.buckets[j]; b.Le != o.Le || b.Count < o.Count {
+		if b.Le != old.bounds[j] || b.Count < old.counts[j] {
 			return true
 		}
 	}
@@ -365,7 +390,7 @@ func nonFinite(hs *page.HistSeries) int {
 	return r
 }
 
-// fullHist sets d to all of hs, in d's own slice.
+// fullHist sets d to all of hs, in d's own slice; its Bounds are the caller's to set.
 func fullHist(d *HistDelta, hs *page.HistSeries) {
 	*d = HistDelta{Sum: hs.Sum, Count: hs.Count, Buckets: append(d.Buckets[:0], hs.Buckets...), NoSum: !hs.HasSum}
 }
@@ -397,6 +422,7 @@ func AddHist(acc, d *HistDelta) {
 		return
 	}
 	acc.Buckets = MergeBuckets(acc.Buckets, d.Buckets)
+	acc.Bounds = nil
 }
 
 // MergeBuckets adds two cumulative bucket lists by upper bound. A bound missing from one list
