@@ -195,3 +195,29 @@ func TestOpenStepKeepsOnlyItsSamples(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkTrackerRetained reports what a tracker holds per worker after a baseline and a few
+// scrapes of a two-engine vLLM 0.20 fleet: the windows' states and the open step's
+// accumulators, before the step's samples grow (see BenchmarkStepMemory for those).
+func BenchmarkTrackerRetained(b *testing.B) {
+	const targets, intervals = 500, 4
+	f := newMemFleet(b, targets)
+	var per float64
+	for b.Loop() {
+		before := heapInUse()
+		tr := NewTracker(Options{Scalars: true, NoTimeline: true})
+		now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+		workers := 0
+		for range intervals {
+			now = now.Add(500 * time.Millisecond)
+			for i := range targets {
+				p := f.next(i)
+				workers = max(workers, len(p.Engines)*targets)
+				tr.Observe(now, f.urls[i], p, nil)
+			}
+		}
+		per = float64(heapInUse()-before) / float64(workers)
+		runtime.KeepAlive(tr)
+	}
+	b.ReportMetric(per, "B/worker")
+}
