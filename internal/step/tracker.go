@@ -425,8 +425,6 @@ var rateNames = func() []string {
 	return names
 }()
 
-// addHist adds d into acc, a copy of d when acc is nil, and returns acc: d is not kept.
-
 // EndStep closes the open step as step n at ts (after the boundary scrape has been observed)
 // and opens the next one. A phase open at ts ends with the step and opens again in the next.
 // The workers that departed in the step are forgotten (see forgetDeparted) and named in the
