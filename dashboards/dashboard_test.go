@@ -29,6 +29,7 @@ import (
 	"github.com/vllmstat/vllmstat/internal/sim"
 	"github.com/vllmstat/vllmstat/internal/sink/remotewrite"
 	"github.com/vllmstat/vllmstat/internal/step"
+	"github.com/vllmstat/vllmstat/internal/testkit"
 )
 
 const dashboardFile = "vllmstat.json"
@@ -626,16 +627,13 @@ func checkPhases(t *testing.T, what string, series []promtest.Series, phased boo
 // waitScraped waits until Prometheus has scraped /metrics showing step n.
 func waitScraped(t *testing.T, prom *promtest.Prometheus, n int64) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		s, err := promtest.Query(t.Context(), prom.Server, `vllmstat_step_number{job="vllmstat", run=""}`, time.Now())
-		if err == nil && len(s) == 1 && s[0].Samples[0].V == float64(n) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("Prometheus did not scrape step %d in 30s (%v, %v): %s", n, s, err, prom.Output())
-		}
-		time.Sleep(50 * time.Millisecond)
+	var s []promtest.Series
+	var err error
+	if !testkit.Poll(30*time.Second, func() bool {
+		s, err = promtest.Query(t.Context(), prom.Server, `vllmstat_step_number{job="vllmstat", run=""}`, time.Now())
+		return err == nil && len(s) == 1 && s[0].Samples[0].V == float64(n)
+	}) {
+		t.Fatalf("Prometheus did not scrape step %d in 30s (%v, %v): %s", n, s, err, prom.Output())
 	}
 }
 

@@ -45,8 +45,20 @@ func TestRunFileSDSkipsFIFO(t *testing.T) {
 	}) {
 		t.Fatalf("%d targets, want b.json's one\n%s", n, p.stderr.String())
 	}
-	// Several refreshes later, the FIFO is still said once.
-	time.Sleep(500 * time.Millisecond)
+	// Two refreshes later (each seen by a target it adds), the FIFO is still said once.
+	for i, name := range []string{"c.json", "d.json"} {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		writeAtomic(t, filepath.Join(sd, name), fmt.Sprintf(`[{"targets": [%q]}]`, serveTokens(t, l).url))
+		if !testkit.Poll(20*time.Second, func() bool {
+			n, _ = p.targetCount(5 * time.Second)
+			return n == 2+i
+		}) {
+			t.Fatalf("%d targets after writing %s, want %d\n%s", n, name, 2+i, p.stderr.String())
+		}
+	}
 	log := p.stderr.String()
 	if c := strings.Count(log, "not a regular file"); c != 1 || !strings.Contains(log, "path="+fifo) {
 		t.Errorf("the FIFO is logged %d times, want once with its path\n%s", c, log)
@@ -118,12 +130,12 @@ func TestRunFileSDRewrittenInPlace(t *testing.T) {
 	if _, err := f.WriteString(half); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(refresh * 3 / 2)
+	time.Sleep(refresh * 3 / 2) // the file stays half written longer than a refresh: the time is the case under test
 	if _, err := f.WriteString(rest); err != nil {
 		t.Fatal(err)
 	}
 	f.Close()
-	time.Sleep(2 * refresh)
+	time.Sleep(2 * refresh) // two refreshes read the whole file while tokens are served: no event marks a refresh
 	close(stop)
 	wg.Wait()
 	r.waitTargets(sorted(a.url, b.url, c.url)...)

@@ -15,6 +15,7 @@ import (
 	"github.com/vllmstat/vllmstat/internal/clock"
 	"github.com/vllmstat/vllmstat/internal/page"
 	"github.com/vllmstat/vllmstat/internal/target"
+	"github.com/vllmstat/vllmstat/internal/testkit"
 )
 
 // TestFetchDuration checks that a scrape's duration covers the server's delay, timed by the
@@ -261,7 +262,7 @@ func TestPoolSpreadFrom(t *testing.T) {
 // first budget of 10 s, and the next scrape, bounded by 50 ms, times out.
 func TestPoolFirstPageBudget(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		time.Sleep(300 * time.Millisecond)
+		time.Sleep(300 * time.Millisecond) // a slow answer is the case under test
 		w.Write([]byte(runningPage))
 	}))
 	defer srv.Close()
@@ -288,7 +289,7 @@ func TestPoolFirstPageBudget(t *testing.T) {
 // answer, and times out at 50 ms once the second target's first two scrapes are made.
 func TestPoolLearningBudget(t *testing.T) {
 	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		time.Sleep(300 * time.Millisecond)
+		time.Sleep(300 * time.Millisecond) // a slow answer is the case under test
 		w.Write([]byte(runningPage))
 	}))
 	defer slow.Close()
@@ -362,16 +363,12 @@ func TestPoolBoundaryInFlight(t *testing.T) {
 	if len(asked) != targets {
 		t.Fatalf("asked %d targets, want %d", len(asked), targets)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for inFlight.Load() < bound {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d boundary scrapes in flight, want %d", inFlight.Load(), bound)
-		}
-		time.Sleep(time.Millisecond)
+	if !testkit.Poll(5*time.Second, func() bool { return inFlight.Load() >= bound }) {
+		t.Fatalf("%d boundary scrapes in flight, want %d", inFlight.Load(), bound)
 	}
 	// A scrape over the bound would have come by now; one that comes later fails the check
 	// below all the same.
-	time.Sleep(50 * time.Millisecond)
+	time.Sleep(50 * time.Millisecond) // an absence cannot be waited for
 	if n := inFlight.Load(); n != bound {
 		t.Fatalf("%d boundary scrapes in flight, want %d", n, bound)
 	}

@@ -178,7 +178,7 @@ func TestRuntimeLogsEachEpisodeOnce(t *testing.T) {
 			for range k {
 				n++
 				rt.Write(context.Background(), rec(n))
-				time.Sleep(100 * time.Millisecond)
+				time.Sleep(100 * time.Millisecond) // steps 100 ms apart against a real backoff of 1 s: the pace is the case under test
 			}
 		}
 		for episode := 1; episode <= 2; episode++ {
