@@ -620,7 +620,7 @@ class HungVllmstat(unittest.TestCase):
             self.assertEqual(c.end_step(2), {"step": 2, "metrics": {"vllm/a": 1}})
             self.assertEqual(c.live(), {"step": {}, "targets": []})
         self.assertEqual(w, [])
-        # the step end that was given up on reaches vllmstat when it resumes; the probes too
+        # what it took: the step end given up on and three probes (answered on resume, too late), then the two calls
         self.assertEqual(self.api.wait_paths(6), ["/v1/steps/end", "/healthz", "/healthz", "/healthz",
                                                    "/v1/steps/end", "/v1/live"])
 
