@@ -43,3 +43,36 @@ func TestResumeAfterALastLineWithoutNewline(t *testing.T) {
 		t.Errorf("the run did not say it continues after step 2:\n%s", l.stderr.String())
 	}
 }
+
+// TestResumeMovesAGarbageLastLineAside: steps.jsonl ends with a whole line that is not JSON
+// (a line written by something else, or mangled on disk). Opening the file takes that line out
+// into steps.jsonl.corrupt-1, as it is, and says so; the run continues after the last step, and
+// steps.jsonl holds only step records.
+func TestResumeMovesAGarbageLastLineAside(t *testing.T) {
+	a := newFakeServer(t, "prometheus-client-render-vllm-0.20.prom", 32)
+	out := t.TempDir()
+	steps := filepath.Join(out, "steps.jsonl")
+	if err := os.WriteFile(steps, []byte(`{"step":1,"metrics":{}}`+"\n"+`{"step":2,"metrics":{}}`+"\n"+"#### not a step ####\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l := startLive(t, out, "--target", a.url())
+	l.endStep(3)
+	if code := l.stop(); code != 0 {
+		t.Fatalf("exit %d\n%s", code, l.stderr.String())
+	}
+	recs, _ := readSteps(t, steps)
+	var got []int64
+	for _, s := range recs {
+		got = append(got, s.Step)
+	}
+	if fmt.Sprint(got) != "[1 2 3]" {
+		t.Fatalf("steps %v, want [1 2 3]", got)
+	}
+	kept, err := os.ReadFile(steps + ".corrupt-1")
+	if err != nil || string(kept) != "#### not a step ####\n" {
+		t.Fatalf("steps.jsonl.corrupt-1: %q, %v; want the line taken out", kept, err)
+	}
+	if log := l.stderr.String(); !strings.Contains(log, "steps.jsonl.corrupt-1") || !strings.Contains(log, "last_step=2") {
+		t.Errorf("the run did not name the file the line went to, or the step it continues after:\n%s", log)
+	}
+}
