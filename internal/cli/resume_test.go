@@ -3,13 +3,19 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
+	"encoding/csv"
 	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/vllmstat/vllmstat/internal/syncbuf"
 	"github.com/vllmstat/vllmstat/internal/testkit"
@@ -172,4 +178,137 @@ func TestResumePassesOverLinesThatAreNoStep(t *testing.T) {
 	if !strings.Contains(l.stderr.String(), "last_step=2") {
 		t.Errorf("the run did not say it continues after step 2:\n%s", l.stderr.String())
 	}
+}
+
+// eventFileSteps reads the steps of a TensorBoard event file's summary events: TFRecord
+// framing (length, its CRC, data, its CRC) around Event protos, whose field 2 is the step
+// (left out when 0) and field 5 the summary.
+func eventFileSteps(t *testing.T, path string) []int64 {
+	t.Helper()
+	b := mustRead(t, path)
+	var steps []int64
+	for len(b) > 0 {
+		if len(b) < 12 {
+			t.Fatalf("%s: %d bytes after the last record", path, len(b))
+		}
+		n := binary.LittleEndian.Uint64(b)
+		if uint64(len(b)) < 16+n {
+			t.Fatalf("%s: a record runs past the end", path)
+		}
+		ev := b[12 : 12+n]
+		b = b[16+n:]
+		var step int64
+		summary := false
+		for len(ev) > 0 {
+			num, typ, k := protowire.ConsumeTag(ev)
+			if k < 0 {
+				t.Fatalf("%s: bad event", path)
+			}
+			ev = ev[k:]
+			if num == 2 && typ == protowire.VarintType {
+				v, k := protowire.ConsumeVarint(ev)
+				step, ev = int64(v), ev[max(k, 0):]
+				continue
+			}
+			summary = summary || num == 5
+			k = protowire.ConsumeFieldValue(num, typ, ev)
+			if k < 0 {
+				t.Fatalf("%s: bad event", path)
+			}
+			ev = ev[k:]
+		}
+		if summary {
+			steps = append(steps, step)
+		}
+	}
+	return steps
+}
+
+// csvSteps reads the step column of a CSV file after its header.
+func csvSteps(t *testing.T, path string) []int64 {
+	t.Helper()
+	rows, err := csv.NewReader(bytes.NewReader(mustRead(t, path))).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var steps []int64
+	for _, r := range rows[1:] {
+		n, err := strconv.ParseInt(r[0], 10, 64)
+		if err != nil {
+			t.Fatalf("%s: row %q", path, r)
+		}
+		steps = append(steps, n)
+	}
+	return steps
+}
+
+// TestResumeAfterTheStepsOfTheSinks: steps.jsonl was deleted, steps.csv and the TensorBoard
+// event file kept. A timer run then wrote steps 1 and 2 after the old 1-3 in steps.csv and in a
+// second event file, without a word. The run says at start which files hold steps that
+// steps.jsonl does not, and continues after the last of them: the trackers keep one step axis,
+// and a trainer that resumes at step 4 can end step 4.
+func TestResumeAfterTheStepsOfTheSinks(t *testing.T) {
+	a := newFakeServer(t, "prometheus-client-render-vllm-0.20.prom", 35)
+	out := t.TempDir()
+	cfg := filepath.Join(t.TempDir(), "vllmstat.yaml")
+	if err := os.WriteFile(cfg, []byte("vllm_metrics_log_timeline_plots: false\nsinks: [tensorboard, csv]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sinks := []string{"--target", a.url(), "--config", cfg}
+	l := startLive(t, out, sinks...)
+	for n := 1; n <= 3; n++ {
+		l.endStep(n)
+	}
+	if code := l.stop(); code != 0 {
+		t.Fatalf("exit %d\n%s", code, l.stderr.String())
+	}
+	first, _ := filepath.Glob(filepath.Join(out, "tensorboard", "events.out.tfevents.*"))
+	if len(first) != 1 || fmt.Sprint(eventFileSteps(t, first[0])) != "[1 2 3]" {
+		t.Fatalf("first run's event files %v, want one with steps 1-3", first)
+	}
+	path := filepath.Join(out, "steps.jsonl")
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+
+	// A timer run, stopped once it has written two steps.
+	l = startLive(t, out, append(sinks, "--step-every", "0.2s")...)
+	if !testkit.Poll(20*time.Second, func() bool { return bytes.Count(mustReadOrNil(path), []byte("\n")) >= 2 }) {
+		t.Fatalf("no two timer steps\n%s", l.stderr.String())
+	}
+	if code := l.stop(); code != 0 {
+		t.Fatalf("exit %d\n%s", code, l.stderr.String())
+	}
+	recs, _ := readSteps(t, path)
+	var got []int64
+	for _, r := range recs {
+		got = append(got, r.Step)
+	}
+	if len(got) < 2 || got[0] != 4 {
+		t.Fatalf("steps.jsonl steps %v, want them to go on from 4", got)
+	}
+	if s := csvSteps(t, filepath.Join(out, "steps.csv")); fmt.Sprint(s) != fmt.Sprint(append([]int64{1, 2, 3}, got...)) {
+		t.Errorf("steps.csv steps %v, want 1-3 then %v", s, got)
+	}
+	files, _ := filepath.Glob(filepath.Join(out, "tensorboard", "events.out.tfevents.*"))
+	slices.Sort(files)
+	var tb []int64
+	for _, f := range files {
+		tb = append(tb, eventFileSteps(t, f)...)
+	}
+	if fmt.Sprint(tb) != fmt.Sprint(append([]int64{1, 2, 3}, got...)) {
+		t.Errorf("event files %v hold steps %v in name order, want 1-3 then %v", files, tb, got)
+	}
+	log := l.stderr.String()
+	for _, want := range []string{filepath.Join(out, "steps.csv"), first[0], "last_step=3"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("the run did not say %q at start:\n%s", want, log)
+		}
+	}
+}
+
+// mustReadOrNil is the content of path, nil when it cannot be read (yet).
+func mustReadOrNil(path string) []byte {
+	b, _ := os.ReadFile(path)
+	return b
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/vllmstat/vllmstat/internal/collector"
 	"github.com/vllmstat/vllmstat/internal/config"
+	"github.com/vllmstat/vllmstat/internal/sink"
 	"github.com/vllmstat/vllmstat/internal/step"
 	"github.com/vllmstat/vllmstat/internal/vllm"
 )
@@ -101,6 +102,59 @@ func lineNumber(f *os.File, off int64) (int64, error) {
 		}
 	}
 	return n, nil
+}
+
+// heldStep is the last step that a sink's files hold already.
+type heldStep struct {
+	sink string // the sink's type
+	sink.Held
+}
+
+// sinkSteps reads the last step that each planned sink's files hold already (see
+// sink.StepKeeper), and refuses one that no run can continue after, naming the file.
+func sinkSteps(planned []plannedSink) ([]heldStep, error) {
+	var held []heldStep
+	for _, ps := range planned {
+		h, ok, err := ps.p.LastStep()
+		if err != nil {
+			return nil, fmt.Errorf("%s sink (%s): %w", ps.spec.Type, ps.spec.Path, err)
+		}
+		if !ok {
+			continue
+		}
+		if h.Step < 0 || h.Step > lastResumable {
+			return nil, fmt.Errorf("cannot continue the steps of the out_dir: %q, of the %s sink, ends at step %d, and a run continues only after a whole number from 0 to %d (below 2^53); move that file away, or start the run on another out_dir",
+				h.File, ps.spec.Type, h.Step, lastResumable)
+		}
+		held = append(held, heldStep{ps.spec.Type, h})
+	}
+	return held, nil
+}
+
+// continueAfterSinks is where the run's steps go on from, given steps.jsonl's last step (after,
+// resume) and those the sinks' files hold: after the last of them all. A run on an out_dir
+// whose steps.jsonl was deleted, or holds fewer steps than the trackers, would otherwise write
+// their step numbers again (steps.csv 1, 2, 3, 1, 2; a second TensorBoard file of steps 1 and
+// 2), and a trainer resuming at step 4 expects end_step(4) to work. Each file that holds a step
+// past steps.jsonl's is named in the log.
+func continueAfterSinks(held []heldStep, stepsPath string, after int64, resume bool, log *slog.Logger) (int64, bool) {
+	last, cont := after, resume
+	for _, h := range held {
+		if resume && h.Step <= after {
+			continue
+		}
+		args := []any{"sink", h.sink, "file", h.File, "last_step", h.Step, "steps", stepsPath}
+		if resume {
+			args = append(args, "steps_last_step", after)
+		} else {
+			args = append(args, "steps_last_step", "none")
+		}
+		log.Warn("a sink's file holds steps that steps.jsonl does not: the run continues after the last step of them all, so that no step number is written twice", args...)
+		if !cont || h.Step > last {
+			last, cont = h.Step, true
+		}
+	}
+	return last, cont
 }
 
 // openStepFile is where a run whose steps end only through the API leaves the step open at its
