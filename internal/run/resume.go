@@ -106,7 +106,7 @@ func lineNumber(f *os.File, off int64) (int64, error) {
 
 // heldStep is the last step that a sink's files hold already.
 type heldStep struct {
-	sink string // the sink's type
+	sinkType string // the sink's type
 	sink.Held
 }
 
@@ -143,7 +143,7 @@ func continueAfterSinks(held []heldStep, stepsPath string, after int64, resume b
 		if resume && h.Step <= after {
 			continue
 		}
-		args := []any{"sink", h.sink, "file", h.File, "last_step", h.Step, "steps", stepsPath}
+		args := []any{"sink", h.sinkType, "file", h.File, "last_step", h.Step, "steps", stepsPath}
 		if resume {
 			args = append(args, "steps_last_step", after)
 		} else {

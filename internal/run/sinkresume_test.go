@@ -167,7 +167,7 @@ func TestContinueAfterSinks(t *testing.T) {
 		if h.Step != 2 {
 			t.Errorf("%s holds step %d, want 2", h.File, h.Step)
 		}
-		files = append(files, h.sink+" "+filepath.Base(filepath.Dir(h.File))+"/"+filepath.Base(h.File))
+		files = append(files, h.sinkType+" "+filepath.Base(filepath.Dir(h.File))+"/"+filepath.Base(h.File))
 	}
 	tb, _ := filepath.Glob(filepath.Join(out, "tensorboard", "events.out.tfevents.*"))
 	if want := []string{"tensorboard tensorboard/" + filepath.Base(tb[0]), "csv " + filepath.Base(out) + "/steps.csv"}; !slices.Equal(files, want) {
