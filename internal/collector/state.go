@@ -286,7 +286,7 @@ func (s *state) requestEnd(n int64, reply chan endResult) {
 		fail(fmt.Errorf("step %d: %w", n, ErrStepRange))
 		return
 	case n <= s.lastStep && s.c.opt.Resume && s.lastStep == s.c.opt.ResumeAfter:
-		fail(fmt.Errorf("step %d: %w (this run continues the out_dir's steps.jsonl, which ends at step %d)", n, ErrStepOrder, s.lastStep))
+		fail(fmt.Errorf("step %d: %w (this run continues the out_dir's steps; what steps.jsonl and the sinks' files hold ends at step %d)", n, ErrStepOrder, s.lastStep))
 		return
 	case n <= s.lastStep:
 		fail(fmt.Errorf("step %d: %w (the last step ended or being ended is %d)", n, ErrStepOrder, s.lastStep))

@@ -180,8 +180,14 @@ func (p *Pipeline) checkSinks(context.Context) error {
 
 func (p *Pipeline) openSteps(ctx context.Context) error {
 	path := filepath.Join(p.cfg.OutDir, "steps.jsonl")
+	var held []heldStep
 	if p.opt.Fresh {
 		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	} else {
+		var err error
+		if held, err = sinkSteps(p.planned); err != nil {
 			return err
 		}
 	}
@@ -191,12 +197,14 @@ func (p *Pipeline) openSteps(ctx context.Context) error {
 	}
 	// An out_dir that holds steps is a run resumed (a trainer restarted from a checkpoint): its
 	// steps go on after the last one, in steps.jsonl and in every sink, on one step axis. Read
-	// once steps.jsonl is open, which repairs a last line a killed run left.
+	// once steps.jsonl is open, which repairs a last line a killed run left; the sinks' files
+	// count too, when they hold steps that steps.jsonl does not.
 	after, resume, err := lastStep(path)
 	if err != nil {
 		steps.Close(ctx)
 		return err
 	}
+	after, resume = continueAfterSinks(held, path, after, resume, p.log)
 	p.self.AddStepsFile(steps.Stats())
 	p.steps, p.after, p.resume = steps, after, resume
 	if resume {
