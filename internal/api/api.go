@@ -47,9 +47,14 @@ type Options struct {
 	Token string
 	// MetricsPublic serves /metrics without the token, for a Prometheus that cannot send one.
 	MetricsPublic bool
-	Metrics       http.Handler // served at /metrics when set
-	Report        http.Handler // served at / when set
-	Logger        *slog.Logger
+	// AnyHost answers requests that name the API by any host when there is no Token: an API
+	// that listens on a network address without one (allow_insecure_listen), which anyone who
+	// can reach it may call anyway. Otherwise, without a Token, a request must name the API as
+	// localhost or a loopback address with the port it came in on (see guard).
+	AnyHost bool
+	Metrics http.Handler // served at /metrics when set
+	Report  http.Handler // served at / when set
+	Logger  *slog.Logger
 }
 
 type apiError struct {
@@ -74,16 +79,20 @@ func New(opt Options) http.Handler {
 	v1 := func(pattern string, f func(*http.Request) (any, *apiError)) {
 		mux.Handle(pattern, h.auth(h.wrap(f)))
 	}
-	v1("POST /v1/steps/end", h.endStep)
-	v1("POST /v1/phases/start", h.phase(h.opt.Collector.StartPhase))
-	v1("POST /v1/phases/end", h.phase(h.opt.Collector.EndPhase))
+	// Calls that change the run take JSON bodies only (see jsonBody).
+	change := func(pattern string, f func(*http.Request) (any, *apiError)) {
+		mux.Handle(pattern, h.auth(jsonBody(h.wrap(f))))
+	}
+	change("POST /v1/steps/end", h.endStep)
+	change("POST /v1/phases/start", h.phase(h.opt.Collector.StartPhase))
+	change("POST /v1/phases/end", h.phase(h.opt.Collector.EndPhase))
 	v1("GET /v1/steps/{n}", h.getStep)
 	v1("GET /v1/steps", h.listSteps)
 	v1("GET /v1/live", h.live)
 	v1("GET /v1/targets", h.targets)
-	v1("PUT /v1/targets", h.setTargets)
-	v1("POST /v1/targets", h.addTargets)
-	v1("DELETE /v1/targets", h.removeTargets)
+	change("PUT /v1/targets", h.setTargets)
+	change("POST /v1/targets", h.addTargets)
+	change("DELETE /v1/targets", h.removeTargets)
 	mux.Handle("/v1/", h.auth(h.wrap(func(r *http.Request) (any, *apiError) {
 		switch p := r.URL.Path; {
 		case p == "/v1/steps/end", p == "/v1/steps", p == "/v1/live", p == "/v1/targets", strings.HasPrefix(p, "/v1/steps/"),
@@ -102,7 +111,7 @@ func New(opt Options) http.Handler {
 	if opt.Report != nil {
 		mux.Handle("GET /{$}", h.auth(opt.Report))
 	}
-	return mux
+	return h.guard(mux)
 }
 
 type handler struct {
