@@ -52,6 +52,8 @@ type Options struct {
 	// can reach it may call anyway. Otherwise, without a Token, a request must name the API as
 	// localhost or a loopback address with the port it came in on (see guard).
 	AnyHost bool
+	// Targets is what PUT and POST /v1/targets refuse to add (see TargetPolicy).
+	Targets TargetPolicy
 	Metrics http.Handler // served at /metrics when set
 	Report  http.Handler // served at / when set
 	Logger  *slog.Logger
@@ -71,7 +73,7 @@ func New(opt Options) http.Handler {
 	if opt.Logger == nil {
 		opt.Logger = slog.New(slog.DiscardHandler)
 	}
-	h := &handler{opt: opt}
+	h := &handler{opt: opt, checkTarget: opt.Targets.checker()}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "version": version.Number()})
@@ -115,7 +117,8 @@ func New(opt Options) http.Handler {
 }
 
 type handler struct {
-	opt Options
+	opt         Options
+	checkTarget func(url string) error // see TargetPolicy
 }
 
 // auth requires the bearer token. The scheme is matched without regard to case (RFC 9110) and
@@ -327,7 +330,7 @@ func (h *handler) targets(r *http.Request) (any, *apiError) {
 // setTargets takes http and https URLs only (no host:port shorthand), schemes in any case.
 // User info in a URL becomes the target's basic-auth credentials; URLs are returned without it.
 func (h *handler) setTargets(r *http.Request) (any, *apiError) {
-	ts, urls, aerr := readTargets(r)
+	ts, urls, aerr := readTargets(r, h.checkTarget)
 	if aerr != nil {
 		return nil, aerr
 	}
@@ -341,7 +344,7 @@ func (h *handler) setTargets(r *http.Request) (any, *apiError) {
 // as it is, so workers may each register their own URL at the same time. It answers with every
 // target now scraped.
 func (h *handler) addTargets(r *http.Request) (any, *apiError) {
-	ts, _, aerr := readTargets(r)
+	ts, _, aerr := readTargets(r, h.checkTarget)
 	if aerr != nil {
 		return nil, aerr
 	}
@@ -354,7 +357,7 @@ func (h *handler) addTargets(r *http.Request) (any, *apiError) {
 // removeTargets removes the listed targets (DELETE); URLs that are not targets are ignored. It
 // answers with every target now scraped.
 func (h *handler) removeTargets(r *http.Request) (any, *apiError) {
-	_, urls, aerr := readTargets(r)
+	_, urls, aerr := readTargets(r, nil)
 	if aerr != nil {
 		return nil, aerr
 	}
@@ -365,8 +368,9 @@ func (h *handler) removeTargets(r *http.Request) (any, *apiError) {
 }
 
 // readTargets reads {"targets": [URL, ...]}: http and https URLs only (no host:port
-// shorthand), schemes in any case, user info moved into the target's credentials.
-func readTargets(r *http.Request) ([]target.Target, []string, *apiError) {
+// shorthand), schemes in any case, user info moved into the target's credentials. With a
+// check, the targets it refuses are 400 (see TargetPolicy).
+func readTargets(r *http.Request, check func(url string) error) ([]target.Target, []string, *apiError) {
 	var body struct {
 		Targets []string `json:"targets"`
 	}
@@ -390,6 +394,12 @@ func readTargets(r *http.Request) ([]target.Target, []string, *apiError) {
 		if err != nil {
 			problems = append(problems, fmt.Sprintf("targets[%d]: %q: %v", i, target.Redact(raw), err))
 			continue
+		}
+		if check != nil {
+			if err := check(t.URL); err != nil {
+				problems = append(problems, fmt.Sprintf("targets[%d]: %q: %v", i, t.URL, err))
+				continue
+			}
 		}
 		if j, dup := first[t.URL]; dup {
 			if !ts[j[0]].Auth.Equal(t.Auth) {

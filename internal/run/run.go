@@ -274,7 +274,7 @@ func (p *Pipeline) assemble(context.Context) error {
 	if p.ln != nil {
 		p.srv = &http.Server{
 			Handler: api.New(api.Options{Collector: p.c, Token: cfg.APIToken.Reveal(), MetricsPublic: cfg.MetricsPublic,
-				AnyHost: !onLoopback(p.ln), Metrics: p.self.Handler(), Report: report.Handler(cfg.OutDir, nil), Logger: p.log}),
+				AnyHost: !onLoopback(p.ln), Targets: targetPolicy(cfg, p.ln), Metrics: p.self.Handler(), Report: report.Handler(cfg.OutDir, nil), Logger: p.log}),
 			ReadHeaderTimeout: apiReadHeaderTimeout,
 			ReadTimeout:       apiReadTimeout,
 			WriteTimeout:      apiWriteTimeout(cfg.Timeout()),
