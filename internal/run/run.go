@@ -163,6 +163,15 @@ func (p *Pipeline) listen(context.Context) error {
 	return nil
 }
 
+// onLoopback reports that ln listens on a loopback address. Callers of an API that listens on a
+// network address without a token (allow_insecure_listen) name it as they reach it: by the
+// node's name or address, which the API cannot know; on loopback, only localhost or a loopback
+// address name it.
+func onLoopback(ln net.Listener) bool {
+	a, ok := ln.Addr().(*net.TCPAddr)
+	return ok && a.IP.IsLoopback()
+}
+
 // closeListener closes the API's address, which the API server's shutdown closed already if it
 // served.
 func (p *Pipeline) closeListener(context.Context) error {
@@ -273,7 +282,7 @@ func (p *Pipeline) assemble(context.Context) error {
 	if p.ln != nil {
 		p.srv = &http.Server{
 			Handler: api.New(api.Options{Collector: p.c, Token: cfg.APIToken.Reveal(), MetricsPublic: cfg.MetricsPublic,
-				Metrics: p.self.Handler(), Report: report.Handler(cfg.OutDir, nil), Logger: p.log}),
+				AnyHost: !onLoopback(p.ln), Targets: targetPolicy(cfg, p.ln), Metrics: p.self.Handler(), Report: report.Handler(cfg.OutDir, nil), Logger: p.log}),
 			ReadHeaderTimeout: apiReadHeaderTimeout,
 			ReadTimeout:       apiReadTimeout,
 			WriteTimeout:      apiWriteTimeout(cfg.Timeout()),
