@@ -317,6 +317,8 @@ func hasName(set []byte, k int, name []byte) bool {
 }
 
 // quoted reads a label value up to its closing quote. It decodes escapes only when keep is set.
+// A backslash and the byte after it are read as a pair, so that an escaped quote does not close
+// the value; of the pairs, only \\, \" and \n are escapes (see unescape).
 func (p *parser) quoted(b []byte, keep bool, pos int) (string, []byte, error) {
 	// Most values have no escape: then the first quote closes the value. A short value is
 	// read byte by byte; a long one (Ray's session names, worker ids) is searched at memchr
@@ -342,11 +344,6 @@ func (p *parser) quoted(b []byte, keep bool, pos int) (string, []byte, error) {
 		case '\\':
 			if i+1 >= len(b) {
 				return "", nil, fmt.Errorf("unterminated label value")
-			}
-			switch b[i+1] {
-			case '\\', '"', 'n':
-			default:
-				return "", nil, fmt.Errorf("invalid escape %q", b[i:i+2])
 			}
 			escaped = true
 			i++
@@ -374,14 +371,21 @@ func (p *parser) closed(b []byte, i int, keep, escaped bool, pos int) (string, [
 	return unescape(b[:i]), b[i+1:], nil
 }
 
+// unescape decodes a label value as Prometheus' scrape parser does: \\, \" and \n are escapes,
+// and a backslash before any other byte stays as written, with that byte (OpenMetrics and the
+// text format define no other escape, and a page that has one means the backslash).
 func unescape(b []byte) string {
 	out := make([]byte, 0, len(b))
 	for i := 0; i < len(b); i++ {
 		if b[i] == '\\' {
 			i++
-			if b[i] == 'n' {
+			switch b[i] {
+			case 'n':
 				out = append(out, '\n')
 				continue
+			case '\\', '"':
+			default:
+				out = append(out, '\\')
 			}
 		}
 		out = append(out, b[i])

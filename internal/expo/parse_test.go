@@ -192,7 +192,16 @@ func TestParseSyntax(t *testing.T) {
 		{name: "hex value", page: "m 0x10\n", errLine: 1, errHas: "invalid value"},
 		{name: "unterminated labels", page: "m{a=\"x\" 1\n", errLine: 1, errHas: "expected ','"},
 		{name: "unquoted label", page: "m{a=x} 1\n", errLine: 1, errHas: "quoted"},
-		{name: "bad escape", page: `m{a="\t"} 1`, errLine: 1, errHas: "escape"},
+		// Only \\, \" and \n are escapes; any other backslash stays as written, as Prometheus'
+		// scrape parser reads it (its lexer takes a backslash and the byte after it as a pair,
+		// and only those three pairs are replaced).
+		{name: "unknown escape kept", page: `m{a="\t"} 1` + "\n", want: flat{key("m", []Label{{"a", `\t`}}): 1}},
+		{name: "unknown escapes among known ones", page: `m{a="C:\z\f\\x\"q\n",b="\\\z"} 1` + "\n",
+			want: flat{key("m", []Label{{"a", "C:\\z\\f\\x\"q\n"}, {"b", `\\z`}}): 1}},
+		{name: "unknown escape in a long value", page: `m{a="0123456789abcdef\z0123456789"} 1` + "\n", want: flat{key("m", []Label{{"a", `0123456789abcdef\z0123456789`}}): 1}},
+		{name: "unknown escape before a quote", page: `m{a="x\z",a2="\y"} 1` + "\n", want: flat{key("m", []Label{{"a", `x\z`}, {"a2", `\y`}}): 1}},
+		{name: "backslash escaping the closing quote", page: `m{a="x\"} 1` + "\n", errLine: 1, errHas: "unterminated"},
+		{name: "duplicate after an unknown escape", page: `m{a="\z",a="2"} 1` + "\n", errLine: 1, errHas: "duplicate"},
 		{name: "duplicate label", page: `m{a="1",a="2"} 1`, errLine: 1, errHas: "duplicate"},
 		{name: "similar label names", page: "m{ ab = \"x\\\"y\\\\\" , ac=\"2\",ad=\"\\n\",ba=\"3\"} 1\n", want: flat{key("m", []Label{{"ab", "x\"y\\"}, {"ac", "2"}, {"ad", "\n"}, {"ba", "3"}}): 1}},
 		{name: "duplicate after similar names", page: "other{ab=\"x\\\"\",ac=\"2\" , ab=\"3\"} 1\n", errLine: 1, errHas: `duplicate label "ab"`},
