@@ -4,6 +4,7 @@
 package scrape
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -24,6 +25,24 @@ const DefaultFirstTimeout = 10 * time.Second
 
 // ErrBodyTooLarge is the failure of a page over the size limit.
 var ErrBodyTooLarge = errors.New("body exceeds size limit")
+
+// ErrTruncated is the failure of a page cut short: its last line has no final newline.
+var ErrTruncated = errors.New("page truncated")
+
+// cutShort returns ErrTruncated, with where the page was cut, when page's last line has no
+// final newline: the exposition format ends every line with one, and OpenMetrics every line
+// but its closing "# EOF". An empty page is whole.
+func cutShort(page []byte) error {
+	if len(page) == 0 || page[len(page)-1] == '\n' {
+		return nil
+	}
+	start := bytes.LastIndexByte(page, '\n') + 1
+	if string(page[start:]) == "# EOF" {
+		return nil
+	}
+	return fmt.Errorf("%w: its last line, line %d (bytes %d to %d of %d), has no final newline: the answer was cut short",
+		ErrTruncated, bytes.Count(page[:start], []byte{'\n'})+1, start+1, len(page), len(page))
+}
 
 // Result is one scrape of one target.
 type Result struct {
@@ -55,7 +74,7 @@ func (r *Result) Err() error {
 }
 
 // Reason classifies a failure for counting: "timeout", "refused", "http_status",
-// "body_too_large", "limit", "parse", "credentials", "protocol" (a server that answered out of
+// "body_too_large", "truncated" (a page whose last line has no final newline), "limit", "parse", "credentials", "protocol" (a server that answered out of
 // turn), "network", "other"; "" for success.
 func (r *Result) Reason() string {
 	switch err := r.FetchErr; {
@@ -71,6 +90,8 @@ func (r *Result) Reason() string {
 		return "refused"
 	case errors.Is(err, ErrBodyTooLarge):
 		return "body_too_large"
+	case errors.Is(err, ErrTruncated):
+		return "truncated"
 	case errors.Is(err, target.ErrCredentials):
 		return "credentials"
 	case errors.Is(err, errOutOfTurn):

@@ -128,8 +128,7 @@ func (s *scraper) fetch(opt *Options) Result {
 	learn := opt.RequestNames && !restricted && s.names.learning() // a full page, to learn the target's names from
 	body, err := s.get(restricted, buf, deadline)
 	if err == nil {
-		// The page keeps no reference into body, so the buffer is reused.
-		res.Page, res.ParseErr = s.parse(body)
+		err = s.read(&res, body)
 	}
 	if restricted {
 		body, err = s.checkRestricted(&res, opt, body, err, checked, buf, deadline)
@@ -172,10 +171,28 @@ func (s *scraper) checkRestricted(res *Result, opt *Options, body []byte, err er
 	res.Page, res.ParseErr = nil, nil
 	buf.Reset()
 	if body, err = s.get(false, buf, deadline); err == nil {
-		res.Page, res.ParseErr = s.parse(body)
-		s.fullAfterRestricted(opt, body, se, missing)
+		if err = s.read(res, body); err == nil {
+			s.fullAfterRestricted(opt, body, se, missing)
+		}
 	}
 	return body, err
+}
+
+// read parses the page body into res. A page that parses but whose last line has no final
+// newline was cut short (a Content-Length shorter than the page, a connection closed mid-way):
+// its last number may have lost digits ("2700" read as "27"), so it is a failed fetch, never a
+// page. The page keeps no reference into body, so the buffer is reused.
+func (s *scraper) read(res *Result, body []byte) error {
+	res.Page, res.ParseErr = s.parse(body)
+	if res.ParseErr != nil {
+		return nil
+	}
+	if err := cutShort(body); err != nil {
+		res.Page.Release() // nobody else saw it
+		res.Page = nil
+		return s.req.fetchError(err)
+	}
+	return nil
 }
 
 // fullAfterRestricted learns from a full page fetched after a restricted request was refused
