@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -144,6 +145,90 @@ func TestRunTruncatedPage(t *testing.T) {
 	for _, u := range []string{short.url(), closed.url()} {
 		if !strings.Contains(stderr.String(), `msg="target down" target=`+u+" reason=truncated") {
 			t.Errorf("stderr does not say %s is down with its pages cut short\n%s", u, stderr.String())
+		}
+	}
+}
+
+// TestRunNeverEchoesAnswers runs "vllmstat run" with a recording against targets whose
+// answers are malformed in each way an answer can be, each holding a secret: a status line, a
+// header, a body that is HTML, JSON or plain text, and a page with one bad line. Every scrape
+// fails, and the secret appears neither on stderr, nor in the API's live view, nor in the
+// recording: errors say what was wrong, where and how many bytes, never the bytes.
+func TestRunNeverEchoesAnswers(t *testing.T) {
+	const secret = "tok_s3cr3t_9f2c"
+	answers := map[string]string{
+		"status line": "HTTP/1.1 200 " + secret + "\x01\r\nContent-Length: 2\r\n\r\nm\n",
+		"status code": secret + " 200 OK\r\nContent-Length: 2\r\n\r\nm\n",
+		"header":      "HTTP/1.1 200 OK\r\nX-Token " + secret + "\r\nContent-Length: 2\r\n\r\nm\n",
+		"length":      "HTTP/1.1 200 OK\r\nContent-Length: " + secret + "\r\n\r\nm\n",
+		"html":        answer("<html><body>token: " + secret + "</body></html>\n"),
+		"json":        answer(`{"token": "` + secret + `"}` + "\n"),
+		"text":        answer(secret + " is the token\n"),
+		"bad line":    answer(tokensPage(1) + "vllm:num_requests_waiting{engine=\"0\"} " + secret + "\n"),
+		"bad label":   answer(tokensPage(1) + "vllm:num_requests_waiting{engine=\"0\",token=\"" + secret + "} 1\n"),
+	}
+	var targets []*rawTarget
+	args := []string{"run"}
+	for _, a := range answers {
+		tg := newRawTarget(t, func(r *rawTarget, c net.Conn, br *bufio.Reader) {
+			if r.next(br) {
+				c.Write([]byte(a))
+			}
+		})
+		targets = append(targets, tg)
+		args = append(args, "--target", tg.url())
+	}
+	dir := t.TempDir()
+	rec := filepath.Join(dir, "rec.jsonl")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stderr := &syncbuf.Buffer{}
+	done := make(chan int)
+	go func() {
+		done <- runWith(ctx, args[0], append(args[1:], "--interval", "0.05", "--scrape-timeout", "5s", "--step-every", "200ms",
+			"--listen", "127.0.0.1:0", "--out", dir, "--record", rec), &bytes.Buffer{}, stderr)
+	}()
+	base := apiURL(t, stderr)
+	testkit.WaitFor(t, 20*time.Second, "every target to answer 5 times", func() bool {
+		for _, tg := range targets {
+			if tg.requests.Load() < 5 {
+				return false
+			}
+		}
+		return true
+	})
+	var served strings.Builder
+	for _, p := range []string{"/v1/live", "/v1/targets", "/metrics"} {
+		resp, err := http.Get(base + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(&served, resp.Body)
+		resp.Body.Close()
+	}
+	live := liveTargets(t, base)
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("run exited %d\n%s", code, stderr.String())
+	}
+	if len(live) != len(answers) {
+		t.Fatalf("/v1/live has %d targets, want %d", len(live), len(answers))
+	}
+	for _, ts := range live {
+		if ts.Up || ts.LastError == "" || ts.Failures == 0 {
+			t.Errorf("/v1/live: %s up %v after %d failures, last error %q; want it down with the reason", ts.URL, ts.Up, ts.Failures, ts.LastError)
+		}
+	}
+	recorded, err := os.ReadFile(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(recorded, []byte(`"kind":"scrape"`)) {
+		t.Fatalf("the recording has no scrape\n%s", recorded)
+	}
+	for name, text := range map[string]string{"stderr": stderr.String(), "the API": served.String(), "the recording": string(recorded)} {
+		if strings.Contains(text, secret[4:]) {
+			t.Errorf("%s shows the secret a target answered\n%s", name, text)
 		}
 	}
 }

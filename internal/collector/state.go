@@ -2,7 +2,6 @@ package collector
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -190,9 +189,10 @@ func (s *state) observe(in scrape.Result) {
 	}
 	if rw := s.c.opt.Recorder; rw != nil {
 		body, ferr := res.Body, res.FetchErr
-		if errors.Is(res.ParseErr, page.ErrLimit) {
-			// Replay knows no limits: it gets the failure, so that it counts what the run did,
-			// and the recording does not grow by the oversized page.
+		if res.ParseErr != nil {
+			// Replay gets the failure, so that it counts what the run did (it knows no limits).
+			// The page is not recorded: one over the limits would grow the recording, and one
+			// that is not Prometheus text may hold anything, its server's secrets too.
 			body, ferr = nil, res.ParseErr
 		}
 		if err := rw.Scrape(ts, res.Target, body, ferr); err != nil && !s.recordErr {

@@ -241,15 +241,16 @@ func (f *fastTransport) get(r *request, restrict bool, buf *bytes.Buffer, deadli
 	return decodePage(string(f.resp.Header.ContentEncoding()), f.resp.Body(), int64(f.client.c.MaxResponseBodySize), buf)
 }
 
-// fastError says what a HostClient's failure means, in the scraper's terms.
+// fastError says what a HostClient's failure means, in the scraper's terms, and never with the
+// answer's bytes, which fasthttp quotes (see quiet).
 func fastError(err error, maxBody int) error {
 	switch {
 	case errors.Is(err, fasthttp.ErrBodyTooLarge):
 		return fmt.Errorf("%w of %d bytes", ErrBodyTooLarge, maxBody)
 	case isSmallBuffer(err):
-		return fmt.Errorf("answer's status line and headers are larger than %d bytes: %w", fastReadBuffer, err)
+		return fmt.Errorf("answer's status line and headers are larger than %d bytes", fastReadBuffer)
 	}
-	return err
+	return quiet(err)
 }
 
 func isSmallBuffer(err error) bool {

@@ -139,7 +139,9 @@ func (s *scraper) fetch(opt *Options) Result {
 		s.names.reset() // the target may come back as another server: learn its page again
 		return res
 	}
-	if opt.KeepBody && !errors.Is(res.ParseErr, page.ErrLimit) { // a page over the limits is not kept
+	// A page that failed to parse is not kept: one over the limits would grow the recording,
+	// and one that is not Prometheus text may hold anything (its server's secrets too).
+	if opt.KeepBody && res.ParseErr == nil {
 		res.Body = bytes.Clone(body)
 	}
 	switch {

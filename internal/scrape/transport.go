@@ -76,9 +76,10 @@ func (t *stdTransport) get(r *request, restrict bool, buf *bytes.Buffer, deadlin
 	}
 	resp, err := t.client.Do(req)
 	if err != nil {
-		return nil, r.fetchError(err)
+		return nil, r.fetchError(quiet(err))
 	}
 	defer resp.Body.Close()
+	resp.Body = quietBody{resp.Body}
 	if resp.StatusCode != http.StatusOK {
 		io.Copy(io.Discard, io.LimitReader(resp.Body, 4096)) // so that net/http may keep the connection
 		return nil, &StatusError{Code: resp.StatusCode}
@@ -93,3 +94,15 @@ func (t *stdTransport) release() {}
 
 // close leaves the connection to net/http's pool of idle ones, which closes it in time.
 func (t *stdTransport) close() {}
+
+// quietBody is an answer's body whose read errors hold nothing of the answer (see quiet):
+// net/http quotes a malformed chunk trailer.
+type quietBody struct{ io.ReadCloser }
+
+func (b quietBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && err != io.EOF {
+		err = quiet(err)
+	}
+	return n, err
+}
