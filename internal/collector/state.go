@@ -85,7 +85,11 @@ type TargetState struct {
 	Skipped      int64     `json:"skipped_ticks"`
 	BodyBytes    int       `json:"body_bytes"`
 	// Note says what cannot be exact about the target's figures, "" when nothing.
-	Note   string `json:"note,omitempty"`
+	Note string `json:"note,omitempty"`
+	// NewConnections is set once the target answered out of turn on a kept-alive connection:
+	// every scrape of it goes on a new connection from then on (see scrape.Result).
+	NewConnections bool `json:"new_connections,omitempty"`
+
 	seen   bool
 	reason string // of the last failure, "" when up
 	late   bool   // added while the run ran, not at its start
@@ -236,6 +240,7 @@ func (s *state) updateTarget(t *TargetState, ts time.Time, res *scrape.Result) {
 	t.LastScrape = ts
 	t.LastDuration = res.Duration.Seconds()
 	t.BodyBytes = res.BodyBytes
+	t.NewConnections = res.NewConnections
 	up := err == nil
 	if !up {
 		t.Failures++

@@ -63,6 +63,10 @@ type Result struct {
 	ParseErr error
 	// Boundary is the id of the step-boundary request this scrape answers, 0 for a tick.
 	Boundary uint64
+	// NewConnections is set once the target has answered out of turn on a kept-alive
+	// connection (see errOutOfTurn), from the scrape that found it on: every scrape of it then
+	// goes on a new connection, closed after its answer, for as long as it is a target.
+	NewConnections bool
 }
 
 // Err returns why the scrape failed, or nil.

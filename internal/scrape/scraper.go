@@ -36,6 +36,10 @@ type scraper struct {
 	// pool's learning.
 	scrapes  int
 	learning bool
+	// fresh is set once the target answered out of turn on a kept-alive connection: every
+	// later scrape goes on a new connection (see transport.newConnections), for the target's
+	// lifetime.
+	fresh bool
 	// buildErr is why the request could not be built (a URL that does not parse, credentials
 	// that cannot be read).
 	buildErr error
@@ -63,7 +67,7 @@ func newScraper(ctx context.Context, t target.Target, opt *Options) *scraper {
 	}
 	s.setAuth(&t.Auth)
 	if s.buildErr == nil {
-		s.tr = newTransport(ctx, s.req, opt)
+		s.setTransport(newTransport(ctx, s.req, opt))
 	}
 	return s
 }
@@ -81,6 +85,7 @@ func (s *scraper) scrape() Result {
 	res := s.fetch(opt)
 	res.Start = start
 	res.Duration = opt.Clock.Now().Sub(start)
+	res.NewConnections = s.fresh
 	if s.scrapes < firstScrapes {
 		if s.scrapes++; s.scrapes == firstScrapes {
 			s.learnt()
@@ -225,16 +230,34 @@ func (s *scraper) get(restrict bool, buf *bytes.Buffer, deadline time.Time) ([]b
 		return nil, s.buildErr
 	}
 	if s.tr == nil { // the first request that could be built
-		s.tr = newTransport(s.ctx, s.req, s.opt)
+		s.setTransport(newTransport(s.ctx, s.req, s.opt))
 	}
 	body, err := s.tr.get(s.req, restrict, buf, deadline)
 	if err == errRedirect {
 		s.tr.close()
-		s.tr = newStdTransport(s.ctx, s.opt)
+		s.setTransport(newStdTransport(s.ctx, s.opt))
 		buf.Reset()
 		body, err = s.tr.get(s.req, restrict, buf, deadline)
 	}
+	if !s.fresh && errors.Is(err, errOutOfTurn) {
+		// A target that sends answers nobody asked for may send one just after a request
+		// goes out, where no check before sending it can see: it would be read as the
+		// request's answer. A step end's scrape often comes right after a tick's.
+		s.fresh = true
+		s.tr.newConnections()
+		s.opt.Logger.Warn("target answered out of turn on a kept-alive connection (an answer nobody asked for): "+
+			"every scrape of it goes on a new connection from now on", "target", s.url)
+	}
 	return body, err
+}
+
+// setTransport makes tr the target's transport, on new connections once the target answered
+// out of turn.
+func (s *scraper) setTransport(tr transport) {
+	s.tr = tr
+	if s.fresh {
+		tr.newConnections()
+	}
 }
 
 // release says the page of the last get has been read.
