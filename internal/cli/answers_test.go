@@ -232,3 +232,30 @@ func TestRunNeverEchoesAnswers(t *testing.T) {
 		}
 	}
 }
+
+// TestProcessQuietsNetHTTPLog runs vllmstat in a process of its own against a target that
+// redirects (so net/http scrapes it) to a page whose Content-Length stops before its last line,
+// a comment holding a secret: those bytes come on the idle connection after the answer, and
+// net/http logs such an answer with its first bytes through the standard logger. The process's
+// stderr says an answer came out of turn, without the bytes.
+func TestProcessQuietsNetHTTPLog(t *testing.T) {
+	const secret = "tok_s3cr3t_5be1"
+	page := tokensPage(1)
+	tg := newRawTarget(t, func(r *rawTarget, c net.Conn, br *bufio.Reader) {
+		for r.next(br) {
+			if r.requests.Load()%2 == 1 { // every other request is the redirect's
+				c.Write([]byte("HTTP/1.1 302 Found\r\nLocation: /page\r\nContent-Length: 0\r\n\r\n"))
+				continue
+			}
+			fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n%s# %s\n", len(page), page, secret)
+		}
+	})
+	p := startProcRun(t, "--target", tg.url(), "--interval", "0.05", "--scrape-timeout", "5s", "--step-every", "0", "--out", t.TempDir())
+	testkit.WaitFor(t, 20*time.Second, "10 answers", func() bool { return tg.requests.Load() >= 10 })
+	if !p.terminate(10 * time.Second) {
+		t.Fatal("the run did not stop on SIGTERM")
+	}
+	if logs := p.stderr.String(); strings.Contains(logs, secret[4:]) || !strings.Contains(logs, "out of turn on an idle connection") {
+		t.Fatalf("stderr shows the secret a target answered, or not that it answered out of turn\n%s", logs)
+	}
+}
