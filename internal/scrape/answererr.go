@@ -85,6 +85,10 @@ func quiet(err error) error {
 	switch {
 	case in("status code", "http version", "first line of response", "malformed http response"):
 		e.what = "malformed status line"
+	case in("redirects"):
+		e.what = "too many redirects"
+	case in("missing location"):
+		e.what = "a redirect without a Location header"
 	case in("location header"):
 		e.what = "malformed Location header in a redirect"
 	case in("chunk", "hex number"):

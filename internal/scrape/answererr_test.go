@@ -38,6 +38,7 @@ func TestAnswerErrorsShowNoBytes(t *testing.T) {
 		{"chunk end", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabcd" + m + "\r\n0\r\n\r\n", "chunked"},
 		{"content encoding", "HTTP/1.1 200 OK\r\nContent-Encoding: " + m + "\r\nContent-Length: 2\r\n\r\nm\n", "Content-Encoding"},
 		{"closed in the headers", "HTTP/1.1 200 OK\r\nX-A: " + m, "incomplete"},
+		{"redirect loop", "HTTP/1.1 302 Found\r\nLocation: /metrics?" + m + "\r\nContent-Length: 0\r\n\r\n", "too many redirects"},
 		{"location", "HTTP/1.1 302 Found\r\nLocation: http://[" + m + "\r\nContent-Length: 0\r\n\r\n", "Location"},
 		{"text body", page(m + " is the token\n"), "line 1, column 16"},
 		{"html body", page("<html><body>" + m + "</body></html>\n"), "line 1, column 1"},
