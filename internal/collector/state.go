@@ -2,7 +2,6 @@ package collector
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -91,6 +90,10 @@ type TargetState struct {
 	BodyBytes    int       `json:"body_bytes"`
 	// Note says what cannot be exact about the target's figures, "" when nothing.
 	Note string `json:"note,omitempty"`
+	// NewConnections is set once the target answered out of turn on a kept-alive connection:
+	// every scrape of it goes on a new connection from then on (see scrape.Result).
+	NewConnections bool `json:"new_connections,omitempty"`
+
 	seen bool
 	// answered is set once a scrape of the target succeeded: its workers have a baseline.
 	answered bool
@@ -196,9 +199,10 @@ func (s *state) observe(in scrape.Result) {
 	}
 	if rw := s.c.opt.Recorder; rw != nil {
 		body, ferr := res.Body, res.FetchErr
-		if errors.Is(res.ParseErr, page.ErrLimit) {
-			// Replay knows no limits: it gets the failure, so that it counts what the run did,
-			// and the recording does not grow by the oversized page.
+		if res.ParseErr != nil {
+			// Replay gets the failure, so that it counts what the run did (it knows no limits).
+			// The page is not recorded: one over the limits would grow the recording, and one
+			// that is not Prometheus text may hold anything, its server's secrets too.
 			body, ferr = nil, res.ParseErr
 		}
 		if err := rw.Scrape(ts, res.Target, body, ferr); err != nil && !s.recordErr {
@@ -242,6 +246,7 @@ func (s *state) updateTarget(t *TargetState, ts time.Time, res *scrape.Result) {
 	t.LastScrape = ts
 	t.LastDuration = res.Duration.Seconds()
 	t.BodyBytes = res.BodyBytes
+	t.NewConnections = res.NewConnections
 	up := err == nil
 	if !up {
 		t.Failures++
