@@ -39,8 +39,9 @@ func propsRuns(t *testing.T) int {
 // count. An event counts, in the step of the scrape where its series next shows a finite value,
 // when the series is "tracked": the observer has a baseline for it, or knows that it started
 // from zero since (an engine with _created that started after the observer last heard from its
-// target, a series that left ±Inf). It stops being tracked when its target is removed, and
-// becomes tracked at its first finite value. What cannot be known is never generated: an engine
+// target). It stops being tracked when its target is removed, and becomes tracked at its first
+// finite value. A NaN or ±Inf shown in place of a value is no sample: the series goes on
+// counting, and what it counted meanwhile lands at its next finite value. What cannot be known is never generated: an engine
 // restarts only when all its events have been counted, and an engine without _created only so
 // that its next finite values are below the last ones shown (else no one could see the restart).
 // An engine that no page of its target showed in a step in which the target answered, nor its
@@ -75,7 +76,7 @@ type simSeries struct {
 	base      bool    // the observer holds a finite baseline
 	lastShown float64 // the counter value, or histogram count, of that baseline
 	limit     float64 // > 0: keep the value (count) below it until the next finite value is shown
-	inf       bool    // shows ±Inf; counts nothing until it leaves Inf
+	inf       bool    // shows ±Inf in place of a value (its events go on)
 	infSeen   bool    // a successful scrape showed the Inf
 }
 
@@ -212,7 +213,7 @@ func propRun(seed uint64, seen map[string]int) string {
 					// its restart is counted then.
 					restarted := e.hasCreated && tg.hasOK && e.created > unix(tg.lastOK)
 					for _, s := range e.series {
-						if restarted && s.tracked && !s.inf {
+						if restarted && s.tracked {
 							seen["restart before a forget"]++
 							s.base, s.limit, s.infSeen = false, 0, false
 							continue
@@ -269,8 +270,8 @@ func propRun(seed uint64, seen map[string]int) string {
 						s.inf = true
 						seen["Inf"]++
 					case s.inf && s.infSeen && p(3):
-						// the series starts again from zero, which the Inf before it makes a reset
-						s.inf, s.infSeen, s.val, s.tracked, s.base, s.limit = false, false, simVals{}, true, false, 0
+						// the series shows its values again, on from its last finite one
+						s.inf, s.infSeen = false, false
 					}
 				}
 			}
@@ -282,9 +283,6 @@ func propRun(seed uint64, seen map[string]int) string {
 					continue
 				}
 				for _, s := range e.series {
-					if s.inf {
-						continue
-					}
 					var d simVals
 					if s.hist {
 						for range rng.IntN(4) {
@@ -353,8 +351,8 @@ func propRun(seed uint64, seen map[string]int) string {
 				sh.e.shown, sh.e.lastPage = true, tg.pages
 				for i, s := range sh.e.series {
 					switch {
-					case math.IsInf(sh.shows[i].bad, 0):
-						s.infSeen, s.base = true, false
+					case math.IsInf(sh.shows[i].bad, 0): // as if not shown
+						s.infSeen = true
 					case sh.shows[i].bad != 0: // NaN: as if not shown
 						seen["NaN"]++
 					default:
