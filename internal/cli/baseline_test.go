@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net"
 	"net/http"
@@ -266,4 +268,187 @@ func TestRunRestartNoScrapeSaw(t *testing.T) {
 	checkKeys(t, steps[2], map[string]float64{"vllm/prompt_tokens": 900, "vllm/prefix_cache_hits": 300, "vllm/generation_tokens": 250,
 		"vllm/num_preemptions": 1, "vllm/request_success/stop": 4, "vllm/request_success/abort": 3, "vllm/request_success/error": 2,
 		"vllm/corrupted_requests": 2})
+}
+
+// sglangServer is one SGLang server with data parallelism (2 DP ranks), as its page shows it: the
+// schedulers' series carry dp_rank; the tokenizer's (tokens, requests, latencies) carry no rank,
+// and appear on the page only once its first request finished (tokens false: not yet).
+type sglangServer struct {
+	addr   string // the router's worker_addr; "" for the server's own page
+	tokens bool
+	// The tokenizer's counts, and the scheduler's running requests and decode tokens per rank.
+	prompt, gen, cached, requests float64
+	ttftN, ttftSum, e2eN, e2eSum  float64
+	itlN, itlSum                  float64
+	running, decode               float64
+}
+
+func (s sglangServer) series() []series {
+	tok := `engine_type="unified",model_name="m"`
+	if s.addr != "" {
+		tok += fmt.Sprintf(`,worker_addr=%q`, s.addr)
+	}
+	var ss []series
+	for dp := range 2 {
+		l := fmt.Sprintf(`dp_rank="%d",engine_type="unified",model_name="m",moe_ep_rank="0",pp_rank="0",tp_rank="0"`, dp)
+		if s.addr != "" {
+			l += fmt.Sprintf(`,worker_addr=%q`, s.addr)
+		}
+		ss = append(ss,
+			series{"sglang:num_running_reqs", l, s.running},
+			series{"sglang:num_queue_reqs", l, 0},
+			series{"sglang:token_usage", l, 0.1},
+			series{"sglang:num_retracted_requests_total", l, 0},
+			series{"sglang:realtime_tokens_total", l + `,mode="decode"`, s.decode})
+	}
+	if !s.tokens {
+		return ss
+	}
+	ss = append(ss,
+		series{"sglang:prompt_tokens_total", tok, s.prompt},
+		series{"sglang:generation_tokens_total", tok, s.gen},
+		series{"sglang:cached_tokens_total", `cache_source="device",` + tok, s.cached},
+		series{"sglang:num_requests_total", tok, s.requests})
+	ss = append(ss, histSeries("sglang:time_to_first_token_seconds", tok, 1, s.ttftN, s.ttftSum)...)
+	ss = append(ss, histSeries("sglang:e2e_request_latency_seconds", tok, 10, s.e2eN, s.e2eSum)...)
+	ss = append(ss, histSeries("sglang:inter_token_latency_seconds", tok, 0.1, s.itlN, s.itlSum)...)
+	return ss
+}
+
+// sglangPage renders servers on one page: a server's own, or the router's /engine_metrics of
+// several (worker_addr on every sample, ':' as '_' as its older aggregator writes them).
+func sglangPage(router bool, servers ...sglangServer) string {
+	var ss []series
+	for _, s := range servers {
+		ss = append(ss, s.series()...)
+	}
+	page := expo(ss...)
+	if router {
+		page = strings.ReplaceAll(page, "sglang:", "sglang_")
+	}
+	return page
+}
+
+// firstBatch is one server's first batch of 4 requests: its tokenizer's series appear with it.
+func firstBatch(addr string) sglangServer {
+	return sglangServer{addr: addr, tokens: true, prompt: 4000, gen: 800, cached: 1200, requests: 4,
+		ttftN: 4, ttftSum: 1.2, e2eN: 4, e2eSum: 10, itlN: 40, itlSum: 0.8, decode: 400}
+}
+
+// TestRunSGLangFirstBatch: with DP > 1 an SGLang server's tokenizer series are a worker of their
+// own (no dp_rank), which its page shows only once the first request finished. Taken as a
+// baseline, the whole first batch was lost, without a warning. A worker that first appears on a
+// target whose earlier pages in the run did not show it made all of its counts since the last of
+// them: it counts whole. On the server's own page and through the router alike.
+func TestRunSGLangFirstBatch(t *testing.T) {
+	latencies := map[string]float64{"sglang/time_to_first_token_seconds/mean": 0.3, "sglang/e2e_request_latency_seconds/mean": 2.5,
+		"sglang/inter_token_latency_seconds/mean": 0.02}
+	t.Run("server", func(t *testing.T) {
+		s := &scripted{}
+		s.set(sglangPage(false, sglangServer{running: 2}))
+		r := startScriptRun(t, serveScripted(t, s))
+		s.waitServed(t, 2)
+		r.endStep(1)
+		s.set(sglangPage(false, firstBatch("")))
+		r.endStep(2)
+		steps := r.finish()
+		want := map[string]float64{"sglang/prompt_tokens": 4000, "sglang/generation_tokens": 800, "sglang/cached_tokens": 1200,
+			"sglang/num_requests": 4, "sglang/realtime_tokens/decode": 800}
+		maps.Copy(want, latencies)
+		checkKeys(t, steps[2], want)
+	})
+	t.Run("router", func(t *testing.T) {
+		const a, b = "http://10.0.0.1:30000", "http://10.0.0.2:30000"
+		s := &scripted{}
+		s.set(sglangPage(true, sglangServer{addr: a, running: 2}, sglangServer{addr: b, running: 2}))
+		r := startScriptRun(t, serveScripted(t, s))
+		s.waitServed(t, 2)
+		r.endStep(1)
+		s.set(sglangPage(true, firstBatch(a), firstBatch(b)))
+		r.endStep(2)
+		steps := r.finish()
+		want := map[string]float64{"sglang/prompt_tokens": 8000, "sglang/generation_tokens": 1600, "sglang/cached_tokens": 2400,
+			"sglang/num_requests": 8, "sglang/realtime_tokens/decode": 1600}
+		maps.Copy(want, latencies)
+		checkKeys(t, steps[2], want)
+	})
+}
+
+// TestRunLateDPEngine: the rule holds for vLLM pages too. A data-parallel engine that a
+// server's page shows first in the run's second step counts whole, with or without _created
+// (engine 2's is from before the run: its series were not on the page, which is evidence
+// enough); an engine its pages showed from the start is a baseline at first, as always.
+func TestRunLateDPEngine(t *testing.T) {
+	s := &scripted{}
+	s.set(mpPage(mpEngine{engine: "0", prompt: 7000, gen: 900}))
+	r := startScriptRun(t, serveScripted(t, s))
+	s.waitServed(t, 2)
+	r.endStep(1)
+	s.set(mpPage(mpEngine{engine: "0", prompt: 7100, gen: 950}, mpEngine{engine: "1", prompt: 3000, gen: 500}) +
+		"vllm:generation_tokens_total{engine=\"2\",model_name=\"m\"} 40\nvllm:generation_tokens_created{engine=\"2\",model_name=\"m\"} 1e9\n")
+	r.endStep(2)
+	steps := r.finish()
+	checkKeys(t, steps[1], map[string]float64{"vllm/prompt_tokens": 0, "vllm/generation_tokens": 0})
+	checkKeys(t, steps[2], map[string]float64{"vllm/prompt_tokens": 100 + 3000, "vllm/generation_tokens": 50 + 500 + 40})
+}
+
+// TestRunServerUpDuringRun: a configured target whose port refused every connection since the
+// run started (a vLLM server with --api-server-count > 1, whose pages have no _created, still
+// starting) started its server after the run's start: its first page's counts were all made
+// during the run, and count whole. A target that answered from the start is a baseline at first,
+// and so is one added through the API (a trainer that resumes registers engines that have run
+// for hours): its first page's counts are a baseline, with the note that says so.
+func TestRunServerUpDuringRun(t *testing.T) {
+	early := &scripted{}
+	early.set(mpPage(mpEngine{engine: "0", prompt: 90000, hits: 10000, gen: 20000, preempt: 40}))
+	later := newLaterServer(t)
+	added := newLaterServer(t)
+	r := startScriptRun(t, serveScripted(t, early), later.url)
+	resp, err := http.Post(r.api+"/v1/targets", "application/json", strings.NewReader(`{"targets": ["`+added.url+`"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	early.waitServed(t, 3)
+	r.endStep(1)
+	page := mpPage(mpEngine{engine: "0", prompt: 5000, queries: 6000, hits: 2700, gen: 680, preempt: 6})
+	s, sa := &scripted{}, &scripted{}
+	s.set(page)
+	sa.set(page)
+	later.up(t, s)
+	added.up(t, sa)
+	s.waitServed(t, 1)
+	sa.waitServed(t, 1)
+	r.endStep(2)
+	var live struct {
+		Targets []struct {
+			URL  string `json:"url"`
+			Note string `json:"note"`
+		} `json:"targets"`
+	}
+	testkit.WaitFor(t, 10*time.Second, "the targets' state", func() bool {
+		resp, err := http.Get(r.api + "/v1/live")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		live.Targets = nil
+		return json.NewDecoder(resp.Body).Decode(&live) == nil && len(live.Targets) == 3
+	})
+	notes := map[string]string{}
+	for _, tg := range live.Targets {
+		notes[tg.URL] = tg.Note
+	}
+	if notes[later.url] != "" || notes[added.url] == "" {
+		t.Errorf("notes %q, want one for the target added through the API only", notes)
+	}
+	steps := r.finish()
+	checkKeys(t, steps[1], map[string]float64{"vllm/prompt_tokens": 0})
+	checkKeys(t, steps[2], map[string]float64{"vllm/prompt_tokens": 5000, "vllm/prefix_cache_hits": 2700, "vllm/generation_tokens": 680,
+		"vllm/num_preemptions": 6})
+	for _, w := range steps[2].PerWorker {
+		if w.Target == added.url && w.Metrics["vllm/prompt_tokens"] != 0 {
+			t.Errorf("the target added through the API counted its first page: %v", w.Metrics)
+		}
+	}
 }

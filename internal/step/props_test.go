@@ -47,6 +47,10 @@ func propsRuns(t *testing.T) int {
 // An engine that no page of its target showed in a step in which the target answered, nor its
 // last two pages, is forgotten at the step's close: the observer has no baseline for it any
 // more, and tracks it only if it restarted since the target's last answer and _created says so.
+// An engine that comes up on a target that has answered in the run without it, and that no
+// page has shown yet, is tracked from the start: its target's pages are evidence that it was
+// not there, and the observer counts it whole when it first sees it (a target removed meanwhile
+// does not change that).
 
 var (
 	simBounds = []string{"0.25", "0.5", "1", "+Inf"}
@@ -94,6 +98,7 @@ type simEngine struct {
 	created    float64
 	series     [2]*simSeries // generation_tokens, time_to_first_token_seconds
 	shown      bool          // a page of its target showed it in the open step
+	everShown  bool          // a page of its target showed it in the run
 	lastPage   int           // the number of the last page of its target that showed it
 }
 
@@ -160,7 +165,8 @@ func TestStepTotalsMatchReference(t *testing.T) {
 		}
 	}
 	t.Logf("%d runs: %v", n, seen)
-	for _, k := range []string{"forget", "restart", "restart without _created", "restart past the old values", "Inf", "NaN", "failed scrape", "worker forgotten"} {
+	for _, k := range []string{"forget", "restart", "restart without _created", "restart past the old values", "Inf", "NaN", "failed scrape", "worker forgotten",
+		"first seen late"} {
 		if seen[k] == 0 {
 			t.Errorf("no %q in %d runs: the test does not exercise it", k, n)
 		}
@@ -212,6 +218,9 @@ func propRun(seed uint64, seen map[string]int) string {
 					// its _created says so when the target comes back, and all it counted since
 					// its restart is counted then.
 					restarted := e.hasCreated && tg.hasOK && e.created > unix(tg.lastOK)
+					if !e.everShown {
+						continue // the observer never had it: nothing to forget
+					}
 					for _, s := range e.series {
 						if restarted && s.tracked {
 							seen["restart before a forget"]++
@@ -236,6 +245,9 @@ func propRun(seed uint64, seen map[string]int) string {
 					// a new life of the engine: it starts from zero
 					e.up, e.created = true, unix(ts-0.1)
 					seen["restart"]++
+					if !e.everShown && !e.hasCreated {
+						seen["first seen late"]++
+					}
 					burst := e.hasCreated && p(2)
 					for _, s := range e.series {
 						old := s.val
@@ -243,6 +255,8 @@ func propRun(seed uint64, seen map[string]int) string {
 						switch {
 						case e.hasCreated:
 							s.tracked = true // _created says it started since the observer last looked
+						case !e.everShown && tg.hasOK:
+							s.tracked = true // its target's pages did not show it: it counts whole
 						case s.base && s.lastShown > 0:
 							seen["restart without _created"]++
 							s.limit = s.lastShown // a drop shows the restart
@@ -348,7 +362,7 @@ func propRun(seed uint64, seen map[string]int) string {
 			tg.answered = true
 			tg.pages++
 			for _, sh := range shownPage {
-				sh.e.shown, sh.e.lastPage = true, tg.pages
+				sh.e.shown, sh.e.everShown, sh.e.lastPage = true, true, tg.pages
 				for i, s := range sh.e.series {
 					switch {
 					case math.IsInf(sh.shows[i].bad, 0): // as if not shown
@@ -377,7 +391,7 @@ func propRun(seed uint64, seen map[string]int) string {
 			}
 			for _, tg := range targets {
 				for _, e := range tg.engines {
-					if tg.answered && !e.shown && tg.pages-e.lastPage >= 2 {
+					if e.everShown && tg.answered && !e.shown && tg.pages-e.lastPage >= 2 {
 						seen["worker forgotten"]++
 						restarted := e.up && e.hasCreated // since the target's last answer, which did not show it
 						for _, s := range e.series {
