@@ -30,8 +30,8 @@ func (tgt *targetState) tried(first bool, err error) {
 	tgt.refused = (first || tgt.refused) && err != nil && Refused(err)
 }
 
-// departedWorkers remembers the workers the run forgot, as 64-bit hashes (8 bytes and a map
-// slot each): one that comes back is no new worker, and its target's pages that did not show it
+// departedWorkers remembers the workers the run forgot, as 64-bit hashes (about 30 bytes each
+// with the map's own): one that comes back is no new worker, and its target's pages that did not show it
 // meanwhile are no evidence that it was not there before (see Tracker.Observe).
 type departedWorkers struct {
 	seed maphash.Seed
