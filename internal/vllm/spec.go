@@ -152,6 +152,11 @@ const (
 	WeightUpdateActive
 	WeightLoad
 	NumGauges
+
+	// NumKeyedGauges counts the gauges before the families read for the time ledger's states
+	// alone (StateOnly, from ResourceState on): only these may have keys, so a step keeps
+	// samples of these alone.
+	NumKeyedGauges = ResourceState
 )
 
 // Counter identifies a counter family.

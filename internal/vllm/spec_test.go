@@ -159,3 +159,13 @@ func TestResourceStates(t *testing.T) {
 		}
 	}
 }
+
+// The families read for the ledger's states alone come last among the gauges, where a step
+// keeps no samples (NumKeyedGauges), and have no statistics, timelines or totals.
+func TestStateOnlyGaugesLast(t *testing.T) {
+	for g, f := range Gauges {
+		if f.StateOnly != (Gauge(g) >= NumKeyedGauges) || f.StateOnly && (f.Scalars || f.Timeline || f.Total) {
+			t.Errorf("%s: state only %v, index %d of which the first %d may have keys, scalars %v, timeline %v", f.Name, f.StateOnly, g, NumKeyedGauges, f.Scalars, f.Timeline)
+		}
+	}
+}
