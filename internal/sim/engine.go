@@ -122,6 +122,8 @@ type Engine struct {
 	// vLLM's sleep families (and the RL families when the fleet syncs weights).
 	led        ledger
 	showsSleep bool
+	// trace, if set, sees the raw events the ground truth is made of, for tests that recompute it.
+	trace func(traceEvent)
 	// sync is the engine's part in the weight syncs (see weights.go and async.go).
 	sync engineSync
 
@@ -484,6 +486,9 @@ func (e *Engine) complete(sched []scheduledReq) (decoded int) {
 	}
 	e.stats.generationTokens += int64(genTokens)
 	e.led.tokens(now, genTokens, e.stats.currentVersion())
+	if e.trace != nil && genTokens > 0 {
+		e.trace(traceEvent{at: now, kind: traceTokens, n: genTokens})
+	}
 	if genTokens > 0 {
 		e.stats.iterationTokens.observe(b.iteration, float64(promptTokens+genTokens))
 	}
@@ -562,6 +567,9 @@ func (e *Engine) restart() int {
 	e.sg = sglangEngine{lastLog: e.now, lastDecodeLog: e.now}
 	e.sync.restart()
 	e.note(e.now)
+	if e.trace != nil {
+		e.trace(traceEvent{at: e.now, kind: traceRestart})
+	}
 	return lost
 }
 

@@ -171,6 +171,9 @@ func (e *Engine) finishLoad(at time.Duration, version int) {
 	e.stats.version, e.stats.hasVersion = version, true
 	e.led.versions = append(e.led.versions, VersionChange{version, at})
 	e.note(at)
+	if e.trace != nil {
+		e.trace(traceEvent{at: at, kind: traceLoaded, n: version})
+	}
 }
 
 // beginSync starts a weight sync at at: the engine loads new weights with its scheduler paused,
