@@ -18,13 +18,13 @@ import (
 // (scaled by Speed) and publishes each server's page state; each server answers HTTP on its own
 // port. Start it, read URLs, and Close it.
 type Fleet struct {
-	cfg      Config
-	log      *slog.Logger
-	clock    clock.Clock
-	start    time.Time
-	sim      *Sim // owned by the run goroutine
-	servers  []*server
-	router   *router // SGLang's router in front of the servers, nil without one
+	cfg       Config
+	log       *slog.Logger
+	clock     clock.Clock
+	start     time.Time
+	sim       *Sim // owned by the run goroutine
+	servers   []*server
+	router    *router // SGLang's router in front of the servers, nil without one
 	batches   chan int
 	edges     chan LoopEdge
 	publishes chan Publish
