@@ -105,7 +105,7 @@ func isEngine(ep *page.EnginePage) bool {
 // or waking from sleep; slept is that of its previous sample.
 func classify(ep *page.EnginePage, slept bool) (State, bool) {
 	rs := ep.SplitGauges[vllm.ResourceState]
-	asleep := vllm.Asleep(ep.SplitGauges[vllm.SleepState]) || vllm.WeightsAsleep(rs)
+	asleep := vllm.EngineAsleep(ep.SplitGauges[vllm.SleepState], rs)
 	notBack := ep.HasGauge[vllm.FullyAwake] && ep.Gauges[vllm.FullyAwake] == 0 || vllm.NotAllBack(rs)
 	waking := !asleep && slept && notBack
 	slept = asleep || waking

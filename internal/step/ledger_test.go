@@ -83,8 +83,11 @@ func wantLedger(t *testing.T, m map[string]float64, prefix string, secs map[Stat
 //	7  all back, fully awake, engine_pause_state 1               paused
 //	8  scheduler paused, weights resident (no sleep before)      paused (a pause, not a wake)
 //	9  all back, running 2                                       generating
-//	10 engine_sleep_state awake 0, all back otherwise            asleep
+//	10 engine_sleep_state awake 0, all back otherwise            idle (the resource states tell)
 //	11 awake 1                                                   idle
+//
+// vLLM sets the legacy awake flag to the fully-awake predicate, so a page with the resource
+// states is read by them: awake 0 beside resident weights is no sleep.
 //
 // The phase rollout covers the samples at 5 to 9; step 2's target fails every scrape, which is
 // unreachable time of the fleet though the worker has no per_worker record, and of the phase
@@ -127,7 +130,7 @@ func TestLedgerByHand(t *testing.T) {
 		}
 	}
 	r := tr.EndStep(1, at(11))
-	step1 := map[State]float64{Generating: 2, Idle: 2, Unreachable: 1, Asleep: 2, Waking: 1, LoadingWeights: 1, Paused: 2}
+	step1 := map[State]float64{Generating: 2, Idle: 3, Unreachable: 1, Asleep: 1, Waking: 1, LoadingWeights: 1, Paused: 2}
 	wantLedger(t, r.Metrics, "vllm", step1)
 	wantLedger(t, r.PerWorker[0].Metrics, "vllm", step1)
 	want(t, r.Metrics, "vllm/generation_tokens_per_generating_s", 300/2.0)
@@ -340,3 +343,20 @@ func TestOldKeysAreLedgerViews(t *testing.T) {
 }
 
 func near(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }
+
+// TestPauseIsNoSleep: vLLM's legacy awake flag follows the fully-awake predicate, so it is 0
+// during a scheduler pause with the weights resident (a weight sync). Such a sample is paused
+// in the ledger, and no asleep time in the older keys, which read the resource states first.
+func TestPauseIsNoSleep(t *testing.T) {
+	tr := NewTracker(Options{PerWorker: true, Scalars: true})
+	legacy := func(a int) []string {
+		return []string{fmt.Sprintf("engine_sleep_state{sleep_state=\"awake\"} %d", a), "engine_sleep_state{sleep_state=\"weights_offloaded\"} 0"}
+	}
+	observeText(t, tr, 0, vpage(0, 0, states(resources("running", "resident", "resident"), legacy(1))...))
+	observeText(t, tr, 1, vpage(0, 0, states(resources("paused", "resident", "resident"), legacy(0), []string{"engine_fully_awake 0"})...))
+	observeText(t, tr, 2, vpage(0, 0, states(resources("running", "resident", "resident"), legacy(1), []string{"engine_fully_awake 1"})...))
+	r := tr.EndStep(1, at(2))
+	wantLedger(t, r.Metrics, "vllm", map[State]float64{Paused: 1, Idle: 1})
+	want(t, r.PerWorker[0].Metrics, "vllm/asleep_s", 0)
+	want(t, r.Metrics, "vllm/worker_asleep_fraction/max", 0)
+}

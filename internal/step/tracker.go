@@ -404,7 +404,7 @@ func (wa *workerAcc) add(k *keep, at time.Duration, from, ts time.Time, ep *page
 	wa.scrapes++
 	wa.kind = ep.Kind
 	state := ep.SplitGauges[vllm.SleepState]
-	asleep := vllm.Asleep(state)
+	asleep := vllm.EngineAsleep(state, ep.SplitGauges[vllm.ResourceState])
 	wa.act.add(from, ts, ep, state != nil, asleep)
 	for g := range vllm.NumKeyedGauges {
 		if !k.gauges[g] || asleep && vllm.Load[g] {

@@ -280,6 +280,17 @@ func Asleep(state map[string]float64) bool {
 	return state["weights_offloaded"] > 0 || state["discard_all"] > 0
 }
 
+// EngineAsleep reports whether an engine sleeps, from its resource states when its page has
+// them, else from the legacy sleep state. vLLM's design (docs/design/engine_sleep_state.md) sets
+// the legacy awake flag to the fully-awake predicate, so it reads 0 during a scheduler pause or a
+// partial wake too: only the weights' state tells a sleep from those.
+func EngineAsleep(sleepState, resources map[string]float64) bool {
+	if len(resources) > 0 {
+		return WeightsAsleep(resources)
+	}
+	return Asleep(sleepState)
+}
+
 // WeightsAsleep reports whether an engine's resource states (ResourceState's by
 // "resource:state") say it sleeps: its weights are offloaded (sleep level 1) or discarded
 // (level 2).
