@@ -40,7 +40,8 @@ type EnginePage struct {
 	Gauges   [vllm.NumGauges]float64
 	HasGauge [vllm.NumGauges]bool
 	// SplitGauges holds, for a gauge family with a split label, its value by the label's value
-	// (Gauges then holds the combined value of all its series); nil when the page has none.
+	// (Gauges then holds the combined value of all its series), and for one with parts
+	// (vllm.Family.Parts), its parts' values by the label's value; nil when the page has none.
 	SplitGauges map[vllm.Gauge]map[string]float64
 	Counters    []CounterSeries
 	Hists       []HistSeries
@@ -121,6 +122,8 @@ func assemble(raws []raw, best [3][]int, pageWorkers []workerKey) *Page {
 		value  string
 	}
 	var splitN map[splitKey]int // series per split value, for averaged split gauges only
+	// The parts of gauges with parts (vllm.Family.Parts), by worker: nil while the page has none.
+	var parts [][vllm.NumGauges]partAcc
 	for g, f := range vllm.Gauges {
 		for e := range vllm.NumEngines {
 			if f.Split != "" && f.Combine == vllm.Mean && best[kGauge][int(e)*int(vllm.NumGauges)+g] != math.MaxInt {
@@ -144,14 +147,29 @@ func assemble(raws []raw, best [3][]int, pageWorkers []workerKey) *Page {
 		switch m.kind {
 		case kGauge:
 			g := vllm.Gauge(m.fam)
+			part := m.parts && r.reason != ""
+			if m.parts && !part {
+				if parts == nil {
+					parts = make([][vllm.NumGauges]partAcc, len(workers))
+				}
+				parts[wk][g].total = true // whatever its value: a total is read alone
+			}
 			if math.IsNaN(r.value) || math.IsInf(r.value, 0) {
 				continue // not a sample: it would make a mean, a max and a p95 disagree
 			}
-			// Combined as the spec says: summed, or averaged below.
-			ep.Gauges[g] += r.value
-			ep.HasGauge[g] = true
-			gaugeN[wk][g]++
-			if m.split != "" {
+			if part {
+				if parts == nil {
+					parts = make([][vllm.NumGauges]partAcc, len(workers))
+				}
+				parts[wk][g].sum += r.value
+				parts[wk][g].n++
+			} else {
+				// Combined as the spec says: summed, or averaged below.
+				ep.Gauges[g] += r.value
+				ep.HasGauge[g] = true
+				gaugeN[wk][g]++
+			}
+			if m.split != "" && (!m.parts || part) {
 				if ep.SplitGauges == nil {
 					ep.SplitGauges = map[vllm.Gauge]map[string]float64{}
 				}
@@ -204,6 +222,13 @@ func assemble(raws []raw, best [3][]int, pageWorkers []workerKey) *Page {
 		if ep == nil {
 			continue // only samples of spellings not chosen
 		}
+		if parts != nil {
+			for g, pa := range parts[e] {
+				if !pa.total && pa.n > 0 { // the parts make the value only without a total
+					ep.Gauges[g], ep.HasGauge[g], gaugeN[e][g] = pa.sum, true, pa.n
+				}
+			}
+		}
 		for g, n := range gaugeN[e] {
 			if n > 1 && vllm.Gauges[g].Combine == vllm.Mean {
 				ep.Gauges[g] /= float64(n)
@@ -232,6 +257,13 @@ func assemble(raws []raw, best [3][]int, pageWorkers []workerKey) *Page {
 		return cmp.Or(strings.Compare(a.Engine, b.Engine), strings.Compare(a.Labels, b.Labels), cmp.Compare(a.Kind, b.Kind))
 	})
 	return p
+}
+
+// partAcc adds up the parts of a gauge with parts on one worker (see vllm.Family.Parts).
+type partAcc struct {
+	sum   float64
+	n     int
+	total bool // the worker has a total series, which is its value alone
 }
 
 // histAsm is a histogram series being assembled from its samples.

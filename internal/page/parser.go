@@ -206,6 +206,7 @@ type opKind uint8
 const (
 	opSkip opKind = iota // a spelling not read, or a histogram series left out
 	opGauge
+	opPart // a gauge's part beside its total: its split slot only
 	opCounter
 	opCounterCreated
 	opBucket
@@ -278,6 +279,16 @@ func compile(raws []raw, best [3][]int, workers []workerKey, pg *Page) *program 
 		reason string
 	}
 	var splits map[skey]int
+	// The engines' gauges with parts that have a total series, which is read alone.
+	var totals map[skey]bool
+	for _, r := range raws {
+		if m := table.metas[r.meta]; m.parts && r.reason == "" && engine[r.worker] >= 0 && chosen(m, best) {
+			if totals == nil {
+				totals = map[skey]bool{}
+			}
+			totals[skey{e: engine[r.worker], g: vllm.Gauge(m.fam)}] = true
+		}
+	}
 	histBase := make([]int, len(pg.Engines)+1) // engine e's series are fixes[histBase[e]:histBase[e+1]]
 	for e := range pg.Engines {
 		histBase[e+1] = histBase[e] + len(pg.Engines[e].Hists)
@@ -297,14 +308,19 @@ func compile(raws []raw, best [3][]int, workers []workerKey, pg *Page) *program 
 				return nil
 			}
 			g := vllm.Gauge(m.fam)
+			part := m.parts && r.reason != ""
 			o.kind, o.i = opGauge, int32(g)
-			gs := &gauges[int(e)*int(vllm.NumGauges)+int(g)]
-			if *gs < 0 {
-				*gs = int32(len(pr.gauges))
-				pr.gauges = append(pr.gauges, gaugeSlot{e: e, g: g, mean: vllm.Gauges[g].Combine == vllm.Mean})
+			if part && totals[skey{e: e, g: g}] {
+				o.kind = opPart
+			} else {
+				gs := &gauges[int(e)*int(vllm.NumGauges)+int(g)]
+				if *gs < 0 {
+					*gs = int32(len(pr.gauges))
+					pr.gauges = append(pr.gauges, gaugeSlot{e: e, g: g, mean: vllm.Gauges[g].Combine == vllm.Mean})
+				}
+				pr.gauges[*gs].n++
 			}
-			pr.gauges[*gs].n++
-			if m.split != "" {
+			if m.split != "" && (!m.parts || part) {
 				sk := skey{e, g, r.reason}
 				if splits == nil {
 					splits = map[skey]int{}
@@ -413,6 +429,8 @@ func (pr *program) fill(pg *Page, vals, sums []float64) {
 			if o.j >= 0 {
 				sums[o.j] += v
 			}
+		case opPart:
+			sums[o.j] += v
 		case opCounter:
 			pg.Engines[o.e].Counters[o.i].Value = v
 		case opCounterCreated:

@@ -330,6 +330,9 @@ func (wa *workerAcc) add(k *keep, at time.Duration, from, ts time.Time, ep *page
 		if ep.HasGauge[g] {
 			wa.gauges[g].add(at, ep.Gauges[g], k.timedGauges[g])
 		}
+		if vllm.Gauges[g].Split == "" {
+			continue // a gauge's parts make no keys
+		}
 		for v, x := range ep.SplitGauges[vllm.Gauge(g)] {
 			if wa.splitG[g] == nil {
 				wa.splitG[g] = map[string]*floats{}

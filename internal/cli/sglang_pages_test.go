@@ -1,0 +1,134 @@
+package cli
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/vllmstat/vllmstat/internal/step"
+	"github.com/vllmstat/vllmstat/internal/testkit"
+)
+
+// pageServer answers its n-th request (from 1) with page(n), on loopback.
+type pageServer struct {
+	mu   sync.Mutex
+	n    int
+	page func(n int) string
+	srv  *httptest.Server
+}
+
+func servePages(t *testing.T, page func(n int) string) *pageServer {
+	t.Helper()
+	s := &pageServer{page: page}
+	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		s.n++
+		n := s.n
+		s.mu.Unlock()
+		fmt.Fprint(w, s.page(n))
+	}))
+	t.Cleanup(s.srv.Close)
+	return s
+}
+
+func (s *pageServer) url() string { return s.srv.URL + "/metrics" }
+
+func (s *pageServer) served() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.n
+}
+
+// runPages runs "vllmstat run --per-worker" against servers, ending a step each time every
+// server has answered at least the next of pages more requests, and returns the steps and the
+// run's stderr.
+func runPages(t *testing.T, servers []*pageServer, pages ...int) ([]step.Record, string) {
+	t.Helper()
+	out := t.TempDir()
+	args := []string{"--per-worker"}
+	for _, s := range servers {
+		args = append(args, "--target", s.url())
+	}
+	l := startLive(t, out, args...)
+	for i, n := range pages {
+		testkit.WaitFor(t, 30*time.Second, fmt.Sprintf("%d pages of each server", n), func() bool {
+			for _, s := range servers {
+				if s.served() < n {
+					return false
+				}
+			}
+			return true
+		})
+		l.endStep(i + 1)
+	}
+	if code := l.stop(); code != 0 {
+		t.Fatalf("run exited %d\n%s", code, l.stderr.String())
+	}
+	recs, _ := readSteps(t, filepath.Join(out, "steps.jsonl"))
+	if len(recs) != len(pages) {
+		t.Fatalf("%d steps, want %d\n%s", len(recs), len(pages), l.stderr.String())
+	}
+	return recs, l.stderr.String()
+}
+
+// workerOf returns the per-worker record of target url whose labels are labels.
+func workerOf(t *testing.T, r step.Record, url string, labels map[string]string) step.WorkerRecord {
+	t.Helper()
+	for _, w := range r.PerWorker {
+		if w.Target == url && fmt.Sprint(w.Labels) == fmt.Sprint(labels) {
+			return w
+		}
+	}
+	t.Fatalf("step %d: no worker of %s with labels %v: %+v", r.Step, url, labels, r.PerWorker)
+	return step.WorkerRecord{}
+}
+
+// sum adds key over the steps' records, of the fleet or of one worker.
+func sum(recs []step.Record, key string, of func(step.Record) map[string]float64) float64 {
+	var s float64
+	for _, r := range recs {
+		s += of(r)[key]
+	}
+	return s
+}
+
+// rise is a counter's growth by page: nothing for 4 pages, then one a page for 10 pages.
+func rise(n int) int { return min(max(n-4, 0), 10) }
+
+// TestRunSGLangPriorities runs "vllmstat run" against two SGLang servers with priority
+// scheduling, whose running and queue gauges come per priority: one with the total under
+// priority="" too, one without it. Each counts its 7 running and 4 waiting requests once.
+func TestRunSGLangPriorities(t *testing.T) {
+	gauges := func(total bool) func(int) string {
+		return func(int) string {
+			var b strings.Builder
+			for _, g := range []struct {
+				name  string
+				parts [3]int // total, priority 0, priority 1
+			}{{"num_running_reqs", [3]int{7, 3, 4}}, {"num_queue_reqs", [3]int{4, 1, 3}}} {
+				for i, p := range []string{"", "0", "1"} {
+					if i > 0 || total {
+						fmt.Fprintf(&b, "sglang:%s{model_name=\"m\",pp_rank=\"0\",priority=%q,tp_rank=\"0\"} %d\n", g.name, p, g.parts[i])
+					}
+				}
+			}
+			return b.String()
+		}
+	}
+	withTotal, partsOnly := servePages(t, gauges(true)), servePages(t, gauges(false))
+	recs, _ := runPages(t, []*pageServer{withTotal, partsOnly}, 5)
+	for _, s := range []*pageServer{withTotal, partsOnly} {
+		m := workerOf(t, recs[0], s.url(), nil).Metrics
+		for key, want := range map[string]float64{"sglang/num_requests_running/max": 7, "sglang/num_requests_running/mean": 7,
+			"sglang/num_requests_waiting/max": 4, "sglang/num_requests_waiting/mean": 4} {
+			if m[key] != want {
+				t.Errorf("%s: %s = %v, want %v", s.url(), key, m[key], want)
+			}
+		}
+	}
+}
