@@ -132,3 +132,48 @@ func TestRunSGLangPriorities(t *testing.T) {
 		}
 	}
 }
+
+// TestRunRatioOverOne runs "vllmstat run" against an SGLang server that counts more cached
+// tokens than prompt tokens (250 to 100 a page) and a vLLM server that counts more prefix-cache
+// hits than queries, over two steps: neither step has a hit rate, of the fleet or of either
+// worker, the counters themselves are kept, and each target is named once in a warning with
+// both counters.
+func TestRunRatioOverOne(t *testing.T) {
+	sglang := servePages(t, func(n int) string {
+		return fmt.Sprintf("sglang:prompt_tokens_total{model_name=\"m\"} %d\nsglang:cached_tokens_total{cache_source=\"device\",model_name=\"m\"} %d\n", 100*n, 250*n)
+	})
+	vllm := servePages(t, func(n int) string {
+		return fmt.Sprintf("vllm:prefix_cache_queries_total{engine=\"0\",model_name=\"m\"} %d\nvllm:prefix_cache_hits_total{engine=\"0\",model_name=\"m\"} %d\n", 100*n, 300*n)
+	})
+	recs, logs := runPages(t, []*pageServer{sglang, vllm}, 5, 10)
+	for _, r := range recs {
+		for _, key := range []string{"sglang/prefix_cache_hit_rate", "vllm/prefix_cache_hit_rate"} {
+			if v, ok := r.Metrics[key]; ok {
+				t.Errorf("step %d: %s = %v", r.Step, key, v)
+			}
+			for _, w := range r.PerWorker {
+				if v, ok := w.Metrics[key]; ok {
+					t.Errorf("step %d: %s of %s = %v", r.Step, key, w.Target, v)
+				}
+			}
+		}
+		if r.Metrics["sglang/cached_tokens"] != 2.5*r.Metrics["sglang/prompt_tokens"] || r.Metrics["sglang/prompt_tokens"] == 0 ||
+			r.Metrics["vllm/prefix_cache_hits"] != 3*r.Metrics["vllm/prefix_cache_queries"] || r.Metrics["vllm/prefix_cache_queries"] == 0 {
+			t.Errorf("step %d: counters %v", r.Step, r.Metrics)
+		}
+	}
+	for _, w := range []struct{ url, num, den string }{
+		{sglang.url(), "sglang/cached_tokens", "sglang/prompt_tokens"},
+		{vllm.url(), "vllm/prefix_cache_hits", "vllm/prefix_cache_queries"},
+	} {
+		var warned []string
+		for _, l := range strings.Split(logs, "\n") {
+			if strings.Contains(l, "level=WARN") && strings.Contains(l, "target="+w.url) {
+				warned = append(warned, l)
+			}
+		}
+		if len(warned) != 1 || !strings.Contains(warned[0], w.num) || !strings.Contains(warned[0], w.den) {
+			t.Errorf("%s: warnings %q, want one naming %s and %s\n%s", w.url, warned, w.num, w.den, logs)
+		}
+	}
+}

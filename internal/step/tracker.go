@@ -109,6 +109,7 @@ type workerState struct {
 	seenAt time.Time // its last successful scrape, when seen
 	inStep uint64    // the seq of the last step in which a page of its target showed it
 	page   uint64    // the number of the last successful page of its target that showed it
+	lag    uint32    // the ratios whose counters last moved apart (see apart)
 }
 
 // targetState is what the tracker keeps of a target across steps.
@@ -183,6 +184,7 @@ type workerAcc struct {
 	split   [vllm.NumCounters]map[string]float64 // by the split label's value
 	hists   [vllm.NumHists]*histAcc
 	act     activity
+	apart   uint32 // the ratios whose counters moved apart in the step (see apart), by index
 }
 
 // series is one per-interval series of a worker in the open step: its values in the order of
@@ -302,8 +304,12 @@ func (t *Tracker) Observe(ts time.Time, target string, pg *page.Page, err error)
 			tgt.undated, undated = true, true
 		}
 		wa.add(k, at, spanStart(prevTry, tried, t.start), ts, ep, &inc)
+		mis := apart(&inc, &ws.lag)
+		wa.apart |= mis
 		if pa != nil {
-			pa.acc.worker(id).add(&t.phaseKeep, at, spanStart(prevTry, tried, pa.since), ts, ep, &inc)
+			pw := pa.acc.worker(id)
+			pw.add(&t.phaseKeep, at, spanStart(prevTry, tried, pa.since), ts, ep, &inc)
+			pw.apart |= mis
 		}
 		if t.opt.OnInterval != nil {
 			t.opt.OnInterval(t.interval(id, ws, ts, ep, &inc))
@@ -437,6 +443,7 @@ func (t *Tracker) EndStep(n int64, ts time.Time) Record {
 		t.started, t.start = true, ts
 	}
 	r := t.build(n, t.start, ts)
+	r.RatiosOver = t.ratiosOver(t.open)
 	r.Forgotten = t.forgetDeparted()
 	t.seq++
 	t.labels.stepEnded()
@@ -643,13 +650,14 @@ func (t *Tracker) metrics(was []*workerAcc, durS float64) []vllm.Value {
 			add(f.Name, "", "", totals[c])
 		}
 	}
-	for _, rt := range vllm.Ratios {
-		if v, ok := ratio(rt, &totals, &has); ok {
+	for i, rt := range vllm.Ratios {
+		tog := together(was, i)
+		if v, ok := stepRatio(rt, tog, &totals, &has); ok {
 			add(rt.Name, "", "", v)
 		}
 		if vllm.Counters[rt.Num].Split != "" {
 			for r, v := range split[rt.Num] {
-				if q, ok := quotient(rt, v, totals[rt.Den]); ok {
+				if q, ok := stepQuotient(rt, tog, v, totals[rt.Den]); ok {
 					add(rt.Name, r, "", q)
 				}
 			}
