@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -45,12 +46,13 @@ func (s *pageServer) served() int {
 }
 
 // runPages runs "vllmstat run --per-worker" against servers, ending a step each time every
-// server has answered at least the next of pages more requests, and returns the steps and the
-// run's stderr.
+// server has answered at least the next of pages requests, and returns the steps and the run's
+// stderr. Replaying the run's recording gives its steps.jsonl byte for byte.
 func runPages(t *testing.T, servers []*pageServer, pages ...int) ([]step.Record, string) {
 	t.Helper()
 	out := t.TempDir()
-	args := []string{"--per-worker"}
+	rec := filepath.Join(out, "run.jsonl.gz")
+	args := []string{"--per-worker", "--record", rec}
 	for _, s := range servers {
 		args = append(args, "--target", s.url())
 	}
@@ -69,9 +71,16 @@ func runPages(t *testing.T, servers []*pageServer, pages ...int) ([]step.Record,
 	if code := l.stop(); code != 0 {
 		t.Fatalf("run exited %d\n%s", code, l.stderr.String())
 	}
-	recs, _ := readSteps(t, filepath.Join(out, "steps.jsonl"))
+	recs, live := readSteps(t, filepath.Join(out, "steps.jsonl"))
 	if len(recs) != len(pages) {
 		t.Fatalf("%d steps, want %d\n%s", len(recs), len(pages), l.stderr.String())
+	}
+	var replay, errb bytes.Buffer
+	if code := Run([]string{"replay", "--per-worker", rec}, &replay, &errb); code != 0 {
+		t.Fatalf("replay exited %d: %s", code, errb.String())
+	}
+	if !bytes.Equal(replay.Bytes(), live) {
+		t.Errorf("replay differs from the live steps.jsonl\nreplay:\n%s\nlive:\n%s", replay.String(), live)
 	}
 	return recs, l.stderr.String()
 }
@@ -174,6 +183,55 @@ func TestRunRatioOverOne(t *testing.T) {
 		}
 		if len(warned) != 1 || !strings.Contains(warned[0], w.num) || !strings.Contains(warned[0], w.den) {
 			t.Errorf("%s: warnings %q, want one naming %s and %s\n%s", w.url, warned, w.num, w.den, logs)
+		}
+	}
+}
+
+// TestRunSGLangRankCopies runs "vllmstat run" against two SGLang servers whose TP ranks each
+// export a copy of the worker's figures, the copies' counters apart by an offset (as copies
+// whose processes started apart): one whose rank-0 copy is missing from every third page, one
+// whose two copies tie at rank 0 (tp_rank="0" and "00") and swap places from page to page. Each
+// worker counts its 10 retractions once, from one copy, whose gauge reads 7; the tokenizer's
+// prompt tokens count whole across the change of copy.
+func TestRunSGLangRankCopies(t *testing.T) {
+	scheduler := func(b *strings.Builder, tp string, running, retracted int) {
+		fmt.Fprintf(b, "sglang:num_running_reqs{engine_type=\"unified\",model_name=\"m\",pp_rank=\"0\",tp_rank=%q} %d\n", tp, running)
+		fmt.Fprintf(b, "sglang:num_retracted_requests_total{engine_type=\"unified\",model_name=\"m\",pp_rank=\"0\",tp_rank=%q} %d\n", tp, retracted)
+	}
+	tokenizer := func(b *strings.Builder, n int) {
+		fmt.Fprintf(b, "sglang:prompt_tokens_total{engine_type=\"unified\",model_name=\"m\"} %d\n", 100*min(n, 14))
+	}
+	missing := servePages(t, func(n int) string {
+		var b strings.Builder
+		if n%3 != 0 {
+			scheduler(&b, "0", 7, 1000+rise(n))
+		}
+		scheduler(&b, "1", 7, 500+rise(n))
+		tokenizer(&b, n)
+		return b.String()
+	})
+	tied := servePages(t, func(n int) string {
+		var b strings.Builder
+		first, second := func() { scheduler(&b, "0", 7, 1000+rise(n)) }, func() { scheduler(&b, "00", 7, 600+rise(n)) }
+		if n%2 == 0 {
+			first, second = second, first
+		}
+		first()
+		second()
+		tokenizer(&b, n)
+		return b.String()
+	})
+	recs, logs := runPages(t, []*pageServer{missing, tied}, 20)
+	for _, s := range []*pageServer{missing, tied} {
+		w := func(r step.Record) map[string]float64 { return workerOf(t, r, s.url(), nil).Metrics }
+		if got := sum(recs, "sglang/num_preemptions", w); got != 10 {
+			t.Errorf("%s: %v retractions, the server made 10\n%s", s.url(), got, logs)
+		}
+		if got := sum(recs, "sglang/prompt_tokens", w); got != 1300 {
+			t.Errorf("%s: %v prompt tokens, the server counted 1300 from its first page", s.url(), got)
+		}
+		if got := w(recs[0])["sglang/num_requests_running/max"]; got != 7 {
+			t.Errorf("%s: running at most %v, every copy reads 7", s.url(), got)
 		}
 	}
 }

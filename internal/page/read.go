@@ -53,6 +53,7 @@ type rawReader struct {
 	bad  error
 	kv   []string
 	wkv  []string
+	rkv  []string
 	buf  []byte
 	keys map[string]string // series keys repeat across a page's families: build each once
 	wt   workerTable       // counted against lim.MaxWorkers
@@ -163,6 +164,7 @@ func (rd *rawReader) sample(s *expo.Sample) {
 			}
 			if i := slices.Index(es.RankLabels, l.Name); i >= 0 {
 				wk.rank.set(i, l.Value)
+				rd.rkv = append(rd.rkv, l.Name, l.Value)
 				continue
 			}
 		}
@@ -175,6 +177,14 @@ func (rd *rawReader) sample(s *expo.Sample) {
 			wk.labels = rd.intern(rd.buf)
 		}
 		rd.wkv = rd.wkv[:0]
+	}
+	if len(rd.rkv) > 0 {
+		sortPairs(rd.rkv)
+		rd.buf = appendKey(rd.buf[:0], rd.rkv)
+		if wk.rank.id = rd.last.rank.id; string(rd.buf) != wk.rank.id {
+			wk.rank.id = rd.intern(rd.buf)
+		}
+		rd.rkv = rd.rkv[:0]
 	}
 	if rd.lastIdx < 0 || wk != rd.last {
 		rd.last, rd.lastIdx = wk, rd.worker(wk, s.Line)

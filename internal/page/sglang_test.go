@@ -325,3 +325,52 @@ func TestSGLangPriorities(t *testing.T) {
 		}
 	}
 }
+
+// Two copies whose ranks are one number (tp_rank="0" and "00") are two copies, not one worker's
+// series twice: the page reads the one of the smaller labels, the other is among its copies.
+func TestSGLangTiedCopies(t *testing.T) {
+	const tiedPage = `sglang:prompt_tokens_total{model_name="m"} 100
+sglang:num_running_reqs{model_name="m",pp_rank="0",tp_rank="00"} 5
+sglang:num_retracted_requests_total{model_name="m",pp_rank="0",tp_rank="00"} 9
+sglang:num_running_reqs{model_name="m",pp_rank="0",tp_rank="0"} 5
+sglang:num_retracted_requests_total{model_name="m",pp_rank="0",tp_rank="0"} 7
+`
+	p, err := ParsePage([]byte(tiedPage))
+	if err != nil || len(p.Engines) != 1 {
+		t.Fatalf("%v, %+v", err, p)
+	}
+	ep := p.Engines[0]
+	if ep.Copy != `pp_rank="0",tp_rank="0"` || len(ep.Copies) != 1 || ep.Copies[0].Copy != `pp_rank="0",tp_rank="00"` {
+		t.Fatalf("copy %q, copies %+v", ep.Copy, ep.Copies)
+	}
+	for _, c := range []struct {
+		ep   *EnginePage
+		want float64
+	}{{&ep, 7}, {&ep.Copies[0], 9}} {
+		var retracted, prompt float64
+		for _, cs := range c.ep.Counters {
+			switch cs.Family {
+			case vllm.Preemptions:
+				retracted += cs.Value
+				if !cs.Ranked {
+					t.Errorf("%s: retractions not of the copy", c.ep.Copy)
+				}
+			case vllm.PromptTokens:
+				prompt += cs.Value
+				if cs.Ranked {
+					t.Errorf("%s: the tokenizer's prompt tokens of the copy", c.ep.Copy)
+				}
+			}
+		}
+		if retracted != c.want || prompt != 100 || c.ep.Gauges[vllm.Running] != 5 {
+			t.Errorf("%s: retractions %v, prompt tokens %v, running %v; want %v, 100 and 5", c.ep.Copy, retracted, prompt, c.ep.Gauges[vllm.Running], c.want)
+		}
+	}
+	ps := NewParser(Options{})
+	for range 2 {
+		pg, err := ps.Parse([]byte(tiedPage))
+		if err != nil || !reflect.DeepEqual(stripOwner(pg), p) {
+			t.Fatalf("Parser: %v, %+v; want %+v", err, pg, p)
+		}
+	}
+}

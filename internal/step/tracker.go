@@ -299,6 +299,7 @@ func (t *Tracker) Observe(ts time.Time, target string, pg *page.Page, err error)
 			tgt.stepWorkers++
 		}
 		ws.page = tgt.pages
+		ep = ws.w.Pick(ep) // the copy of its figures the worker keeps to
 		inc := ws.w.Observe(ep, stepStart)
 		if inc.Undated && !tgt.undated {
 			tgt.undated, undated = true, true
