@@ -235,3 +235,32 @@ func TestRunSGLangRankCopies(t *testing.T) {
 		}
 	}
 }
+
+// TestRunSGLangRouterOf33 runs "vllmstat run" against a router page of 33 SGLang servers, each
+// a tokenizer and a scheduler of DP rank 0 (66 workers on the page, 33 of them tokenizers): the
+// page is within the default limit of 64 workers, and the step counts every server's tokens and
+// retractions.
+func TestRunSGLangRouterOf33(t *testing.T) {
+	const servers = 33
+	router := servePages(t, func(n int) string {
+		var b strings.Builder
+		for i := range servers {
+			addr := fmt.Sprintf("http://10.0.%d.1:30000", i)
+			fmt.Fprintf(&b, "sglang_num_running_reqs{dp_rank=\"0\",model_name=\"m\",pp_rank=\"0\",tp_rank=\"0\",worker_addr=%q} 2\n", addr)
+			fmt.Fprintf(&b, "sglang_num_retracted_requests_total{dp_rank=\"0\",model_name=\"m\",pp_rank=\"0\",tp_rank=\"0\",worker_addr=%q} %d\n", addr, rise(n))
+			fmt.Fprintf(&b, "sglang_prompt_tokens_total{model_name=\"m\",worker_addr=%q} %d\n", addr, 100*min(n, 14))
+		}
+		return b.String()
+	})
+	recs, logs := runPages(t, []*pageServer{router}, 20)
+	r := recs[0]
+	if r.Workers != 2*servers || r.Scrapes.Failed != 0 {
+		t.Fatalf("%d workers, %d failed scrapes; want %d workers\n%s", r.Workers, r.Scrapes.Failed, 2*servers, logs)
+	}
+	if got := r.Metrics["sglang/num_preemptions"]; got != 10*servers {
+		t.Errorf("%v retractions, the servers made %d", got, 10*servers)
+	}
+	if got := r.Metrics["sglang/prompt_tokens"]; got != 1300*servers {
+		t.Errorf("%v prompt tokens, the servers counted %d", got, 1300*servers)
+	}
+}

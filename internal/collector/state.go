@@ -187,7 +187,7 @@ func (s *state) observe(in scrape.Result) {
 	if res.Page != nil && res.Err() == nil {
 		// The workers a target has had within the step are bounded, as those of one page are:
 		// a page over the bound is a failed scrape, recorded as one, and never observed.
-		if err := s.c.opt.Limits.CheckStepWorkers(s.tracker.StepWorkers(res.Target, res.Page)); err != nil {
+		if err := s.c.opt.Limits.CheckStepWorkers(res.Page, s.tracker.StepWorkers(res.Target, res.Page), s.tracker.StepTokenizers(res.Target, res.Page)); err != nil {
 			res.Page, res.ParseErr = nil, err
 		}
 	}

@@ -57,6 +57,14 @@ type EnginePage struct {
 	Copies []EnginePage
 }
 
+// Tokenizer reports whether ep is a worker of an engine kind whose processes carry ranks
+// (SGLang) whose samples carry none: SGLang's tokenizer, which counts a server's tokens,
+// requests and latencies beside its schedulers' DP ranks, and which Limits.MaxWorkers counts
+// apart.
+func (ep *EnginePage) Tokenizer() bool {
+	return len(vllm.Engines[ep.Kind].RankLabels) > 0 && ep.Copy == ""
+}
+
 // CounterSeries is one series of a counter family: its labels other than engine identify it.
 type CounterSeries struct {
 	Family     vllm.Counter

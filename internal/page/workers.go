@@ -68,6 +68,24 @@ func (k workerKey) String() string {
 	return s
 }
 
+// workerLabelNames returns the names of the labels that tell workers apart among keys: the
+// engine label when one has it, and their worker labels, sorted.
+func workerLabelNames(keys []workerKey) []string {
+	var names []string
+	for _, k := range keys {
+		if k.engine != "" && !slices.Contains(names, "engine") {
+			names = append(names, "engine")
+		}
+		for n := range LabelMap(k.labels) {
+			if !slices.Contains(names, n) {
+				names = append(names, n)
+			}
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
 // rank is the ranks a sample's rank labels (vllm.EngineSpec.RankLabels) give, in their order;
 // ranked is set when it has any. A value that is not a number ranks after every number. id is
 // the rank labels as a series key (`pp_rank="0",tp_rank="1"`): it tells apart two copies whose

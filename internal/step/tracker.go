@@ -119,7 +119,8 @@ type targetState struct {
 	undated             bool   // Observe reported it undated
 	answered            uint64 // the seq of the last step in which it answered
 	pages               uint64 // its successful pages so far
-	stepWorkers         int    // the workers its pages have shown in the open step
+	stepWorkers         int    // the workers its pages have shown in the open step, tokenizers apart
+	stepTokenizers      int    // the SGLang tokenizers they have shown (see page.EnginePage.Tokenizer)
 	// The workers of its last successful page, in page order: its next page nearly always has
 	// the same ones in the same order, found so without hashing their names.
 	engines []engineRef
@@ -296,7 +297,11 @@ func (t *Tracker) Observe(ts time.Time, target string, pg *page.Page, err error)
 		ws, wa := ref.ws, ref.wa
 		if ws.inStep != t.seq {
 			ws.inStep = t.seq
-			tgt.stepWorkers++
+			if ep.Tokenizer() {
+				tgt.stepTokenizers++
+			} else {
+				tgt.stepWorkers++
+			}
 		}
 		ws.page = tgt.pages
 		ep = ws.w.Pick(ep) // the copy of its figures the worker keeps to
@@ -455,7 +460,7 @@ func (t *Tracker) EndStep(n int64, ts time.Time) Record {
 		t.phases[t.phase] = &phaseAcc{acc: newAcc(), first: ts, since: ts, intervals: 1}
 	}
 	for _, tgt := range t.targets {
-		tgt.stepWorkers = 0
+		tgt.stepWorkers, tgt.stepTokenizers = 0, 0
 		for i := range tgt.engines {
 			tgt.engines[i].wa = nil
 		}
