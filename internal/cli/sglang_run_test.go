@@ -182,10 +182,20 @@ func TestReplaySGLangRecording(t *testing.T) {
 }
 
 // TestRunSGLangSetupHints: a target that answers 404, one whose page has no family vllmstat
-// reads, and one that shows SGLang's DP rank 0 only each get one message naming the server flag
-// that fixes it, however many times they are scraped.
+// reads, and one that shows SGLang's DP rank 0 only each get one message, however many times
+// they are scraped: the 404 says there is no metrics page at its URL (a wrong port or path)
+// before naming SGLang's flag; the page without families names vLLM's and SGLang's flags that
+// leave them out; the DP rank names SGLang's flag. A page registered through the API that holds
+// vLLM's families before any has a series (prometheus_client renders their HELP and TYPE lines
+// alone) gets no message.
 func TestRunSGLangSetupHints(t *testing.T) {
 	dpAttention := mustRead(t, filepath.Join("..", "page", "testdata", "prometheus-client-render-sglang-dp-attention.prom"))
+	var declared []byte // a vLLM page without its samples
+	for _, l := range bytes.SplitAfter(testkit.ReadFixture(t, "prometheus-client-render-vllm-0.20.prom"), []byte("\n")) {
+		if bytes.HasPrefix(l, []byte("#")) {
+			declared = append(declared, l...)
+		}
+	}
 	serve := func(code int, body []byte) string {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if code != http.StatusOK {
@@ -198,13 +208,19 @@ func TestRunSGLangSetupHints(t *testing.T) {
 		return srv.URL + "/metrics"
 	}
 	targets := []string{serve(http.StatusNotFound, nil), serve(http.StatusOK, nil), serve(http.StatusOK, dpAttention)}
+	registered := serve(http.StatusOK, declared)
 	out := t.TempDir()
 	args := []string{}
 	for _, u := range targets {
 		args = append(args, "--target", u)
 	}
 	l := startLive(t, out, args...)
-	testkit.WaitFor(t, 10*time.Second, "the targets to be scraped", func() bool { return l.liveScrapes() >= 15 })
+	resp, err := http.Post(l.api+"/v1/targets", "application/json", strings.NewReader(`{"targets": ["`+registered+`"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	testkit.WaitFor(t, 10*time.Second, "the targets to be scraped", func() bool { return l.liveScrapes() >= 20 })
 	l.stop()
 	logs := l.stderr.String()
 	for i, hint := range []string{page.HintNotFound, page.HintNoFamily, page.HintDPRankZero} {
@@ -212,10 +228,16 @@ func TestRunSGLangSetupHints(t *testing.T) {
 			t.Errorf("target %s: hint %q logged %d times, want once\n%s", targets[i], hint, n, logs)
 		}
 	}
-	for _, flag := range []string{"--enable-metrics\"", "--enable-metrics,", "--enable-metrics-for-all-schedulers"} {
-		if !strings.Contains(logs, flag) {
-			t.Errorf("no message names %s", flag)
+	for _, want := range []string{
+		"no metrics page at " + targets[0] + ": wrong port or path? An SGLang server serves /metrics only when started with --enable-metrics\"",
+		"--disable-log-stats", "--enable-metrics,", "--enable-metrics-for-all-schedulers",
+	} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("no message says %q\n%s", want, logs)
 		}
+	}
+	if strings.Contains(logs, "target="+registered) {
+		t.Errorf("a message about the registered page of families without series:\n%s", logs)
 	}
 }
 
