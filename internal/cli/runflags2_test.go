@@ -53,3 +53,35 @@ func TestRunTargetsFileAndSinks(t *testing.T) {
 		t.Fatalf("--sinks csv wrote no steps.csv: %v", err)
 	}
 }
+
+// TestRunConfigProblemsAtOnce: a config file with a typo at the top and problems in its sinks
+// (an entry without a type, a typo of a sink type, a typo of a csv setting) gets every problem
+// in one answer, each sink's at its place in the list, from run and from demo alike, and
+// nothing is created.
+func TestRunConfigProblemsAtOnce(t *testing.T) {
+	file := filepath.Join("..", "config", "testdata", "sinks.bad.yaml")
+	out := filepath.Join(t.TempDir(), "out")
+	for _, args := range [][]string{
+		{"run", "--config", file, "--listen", "", "--out", out},
+		{"demo", "--config", file, "--out", out},
+	} {
+		code, _, errs := runCLI(args...)
+		if code != exitUsage {
+			t.Fatalf("%s: exit %d, want %d\n%s", args[0], code, exitUsage, errs)
+		}
+		for _, want := range []string{
+			"vllmstat " + args[0] + ": invalid configuration:\n",
+			"\n  " + file + ": scrape_timout (line 4): unknown key",
+			"\n  " + file + ": sinks[0] (line 6): a sink with settings needs a type key",
+			"\n  sinks[1] (line 7): unknown sink type \"tensorbaord\"; known: csv, jsonl, remote_write, tensorboard, wandb; did you mean tensorboard?",
+			"\n  sinks[2].kyes (line 8): unknown setting of a csv sink: the settings are type, keys, path; did you mean keys?",
+		} {
+			if !strings.Contains(errs, want) {
+				t.Errorf("%s: stderr lacks %q:\n%s", args[0], want, errs)
+			}
+		}
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Errorf("a refused run created %s", out)
+	}
+}
