@@ -85,3 +85,33 @@ func TestRunConfigProblemsAtOnce(t *testing.T) {
 		t.Errorf("a refused run created %s", out)
 	}
 }
+
+// TestRunWarnsUnknownCSVKeys: a csv sink's key that no step record has is warned of at start,
+// once, with the nearest key one has; keys vllmstat makes are not.
+func TestRunWarnsUnknownCSVKeys(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "vllmstat.yaml")
+	yaml := "sinks: [{type: csv, keys: [vllm/prefix_cache_hit_rat, prefix_cache_hit_rate, vllm/no_such_key, sglang/num_preemptions, vllm/rollout/kv_cache_usage_perc/mean]}]\n"
+	if err := os.WriteFile(cfg, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l := startLive(t, filepath.Join(dir, "out"), "--config", cfg)
+	if code := l.stop(); code != 0 {
+		t.Fatalf("exit %d\n%s", code, l.stderr.String())
+	}
+	logs := l.stderr.String()
+	for _, want := range []string{
+		`key=vllm/prefix_cache_hit_rat did_you_mean=vllm/prefix_cache_hit_rate`,
+		`key=prefix_cache_hit_rate did_you_mean=vllm/prefix_cache_hit_rate`,
+		"key=vllm/no_such_key\n",
+	} {
+		if strings.Count(logs, want) != 1 {
+			t.Errorf("stderr has %q %d times, want once:\n%s", want, strings.Count(logs, want), logs)
+		}
+	}
+	for _, known := range []string{"sglang/num_preemptions", "vllm/rollout/kv_cache_usage_perc/mean"} {
+		if strings.Contains(logs, "key="+known) {
+			t.Errorf("a warning of %s, a key vllmstat makes:\n%s", known, logs)
+		}
+	}
+}
