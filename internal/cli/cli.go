@@ -99,7 +99,8 @@ func help(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // parseFlags parses args; done reports that the command should return code right away. The
 // command's help is printed once: on -h to stdout (exit 0), after a flag error to the flag
-// set's output, stderr (exit 2).
+// set's output, stderr (exit 2), with the nearest flag after the error of one the command does
+// not have.
 func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) (code int, done bool) {
 	usage := fs.Usage
 	if usage == nil {
@@ -121,6 +122,11 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) (code int, do
 		fs.SetOutput(out)
 		return exitOK, true
 	default:
+		// The flag package has printed the error: a flag the command does not have gets the
+		// nearest one it has right below it.
+		if n := nearFlag(fs, err); n != "" {
+			fmt.Fprintf(fs.Output(), "did you mean %s?\n", n)
+		}
 		fs.Usage()
 		return exitUsage, true
 	}

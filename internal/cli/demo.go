@@ -114,10 +114,19 @@ func demoWith(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	stderr = &lockedWriter{w: stderr}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 
+	// The file's problems and its sinks' are told together, before the fleet starts.
 	cfg := config.Default()
+	var problems config.Problems
 	if *configPath != "" {
 		var err error
-		if cfg, err = config.Load(*configPath); err != nil {
+		cfg, err = config.Load(*configPath)
+		var ps config.Problems
+		switch {
+		case errors.As(err, &ps):
+			for _, p := range ps {
+				problems = append(problems, *configPath+": "+p)
+			}
+		case err != nil:
 			fmt.Fprintf(stderr, "vllmstat demo: %s: %v\n", *configPath, err)
 			return exitUsage
 		}
@@ -127,8 +136,14 @@ func demoWith(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			cfg.Sinks = append(cfg.Sinks, config.SinkSpec{Type: name, Path: "--sinks"})
 		}
 	}
-	if err := run.CheckSinks(cfg, log); err != nil { // before the fleet starts; the run builds them
-		fmt.Fprintf(stderr, "vllmstat demo: %v\n", err)
+	var ps config.Problems
+	if err := run.CheckSinks(cfg); errors.As(err, &ps) {
+		problems = append(problems, ps...)
+	} else if err != nil {
+		problems = append(problems, err.Error())
+	}
+	if len(problems) > 0 {
+		fmt.Fprintf(stderr, "vllmstat demo: %v\n", problems)
 		return exitUsage
 	}
 	sc := sim.DefaultConfig()

@@ -3,6 +3,8 @@ package cli
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -102,4 +104,44 @@ func TestBadFlagUsageOnce(t *testing.T) {
 			t.Errorf("%s: stderr %q, want the error and one usage", name, errs)
 		}
 	}
+}
+
+// TestNearMissFlags: a flag a command does not have gets, after the error, the nearest flag it
+// has (a typo, a longer or shorter spelling, another command's name of it), for every command;
+// a flag near none gets no suggestion.
+func TestNearMissFlags(t *testing.T) {
+	rec := filepath.Join(t.TempDir(), "run.jsonl.gz")
+	for _, tt := range []struct {
+		args      []string
+		bad, want string
+	}{
+		{[]string{"run", "--out-dir", "x"}, "out-dir", "--out"},
+		{[]string{"run", "--output=x"}, "output", "--out"},
+		{[]string{"run", "--targets", "h:1"}, "targets", "--target"},
+		{[]string{"run", "--step", "10s"}, "step", "--step-every"},
+		{[]string{"record", rec, "--out-dir", "x"}, "out-dir", "--out"},
+		{[]string{"demo", "--out-dir", "x"}, "out-dir", "--out"},
+		{[]string{"demo", "--sever", "2"}, "sever", "--servers"},
+		{[]string{"sim", "--server", "2"}, "server", "--servers"},
+		{[]string{"watch", "--intervall", "1"}, "intervall", "--interval"},
+		{[]string{"replay", "--per-workers", rec}, "per-workers", "--per-worker"},
+		{[]string{"report", "--out", "r.html"}, "out", "-o"},
+		{[]string{"report", "--titel", "t"}, "titel", "--title"},
+	} {
+		code, out, errs := runCLI(tt.args...)
+		want := fmt.Sprintf("flag provided but not defined: -%s\ndid you mean %s?\n", tt.bad, tt.want)
+		if code != exitUsage || out != "" || !strings.HasPrefix(errs, want) {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 2 and stderr starting %q", tt.args, code, out, firstLines(errs, 3), want)
+		}
+	}
+	for _, name := range []string{"run", "watch", "sim", "replay", "report", "demo"} {
+		if _, _, errs := runCLI(name, "--no-such-flag"); strings.Contains(errs, "did you mean") {
+			t.Errorf("%s --no-such-flag: a suggestion: %q", name, firstLines(errs, 3))
+		}
+	}
+}
+
+func firstLines(s string, n int) string {
+	lines := strings.SplitN(s, "\n", n+1)
+	return strings.Join(lines[:min(n, len(lines))], "\n")
 }

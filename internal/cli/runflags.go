@@ -10,6 +10,7 @@ import (
 
 	"github.com/vllmstat/vllmstat/internal/config"
 	"github.com/vllmstat/vllmstat/internal/discovery"
+	"github.com/vllmstat/vllmstat/internal/run"
 	"github.com/vllmstat/vllmstat/internal/target"
 )
 
@@ -150,7 +151,7 @@ func (f *runFlags) load(fs *flag.FlagSet) (config.Config, error) {
 		c.Targets = append(c.Targets, config.TargetsOf(f.args)...)
 		c.SetPath("targets", "arguments")
 	}
-	if err := c.Validate(); err != nil {
+	if err := c.Validate(run.CheckSinks); err != nil {
 		problems = append(problems, err.(config.Problems)...)
 	}
 	if len(problems) > 0 {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -39,9 +40,9 @@ func sglangFleet(t *testing.T, servers, dp, batches int, straggler float64, seed
 }
 
 // recordSGLangRun runs "vllmstat run" against fleet with --per-worker, recording to rec, ending
-// a step at the end of each of batches batches and one after them, and returns steps.jsonl and
-// the simulator's totals at the end of each batch.
-func recordSGLangRun(t *testing.T, fleet *sim.Fleet, batches int, rec string) ([]byte, []map[string]float64) {
+// a step at the end of each of batches batches and one after them, and returns steps.jsonl,
+// the simulator's totals at the end of each batch and the run's stderr.
+func recordSGLangRun(t *testing.T, fleet *sim.Fleet, batches int, rec string) ([]byte, []map[string]float64, string) {
 	t.Helper()
 	out := t.TempDir()
 	args := []string{"--per-worker", "--record", rec, "--interval", "0.2"}
@@ -68,7 +69,7 @@ func recordSGLangRun(t *testing.T, fleet *sim.Fleet, batches int, rec string) ([
 	if code := l.stop(); code != 0 {
 		t.Fatalf("run exited %d\n%s", code, l.stderr.String())
 	}
-	return mustRead(t, filepath.Join(out, "steps.jsonl")), totals
+	return mustRead(t, filepath.Join(out, "steps.jsonl")), totals, l.stderr.String()
 }
 
 // TestRunSGLangFleet runs "vllmstat run" against a simulated SGLang fleet of 2 servers with 2
@@ -80,7 +81,7 @@ func TestRunSGLangFleet(t *testing.T) {
 	const batches = 2
 	fleet := sglangFleet(t, 2, 2, batches, 4, 3)
 	rec := filepath.Join(t.TempDir(), "run.jsonl.gz")
-	live, atBatch := recordSGLangRun(t, fleet, batches, rec)
+	live, atBatch, logs := recordSGLangRun(t, fleet, batches, rec)
 	totals := fleet.Totals()
 	atBatch = append(atBatch, totals) // the last step, after the batches, counts nothing
 
@@ -122,6 +123,7 @@ func TestRunSGLangFleet(t *testing.T) {
 			}
 		}
 		if i < batches {
+			checkSummaryLine(t, logs, r, "", "sglang")
 			last := fleet.URLs()[len(fleet.URLs())-1]
 			if len(r.Stragglers) == 0 || r.Stragglers[0].Target != last || r.Stragglers[0].Labels["dp_rank"] != "1" {
 				t.Errorf("step %d names stragglers %+v, want DP rank 1 of %s", r.Step, r.Stragglers, last)
@@ -159,7 +161,7 @@ func TestReplaySGLangRecording(t *testing.T) {
 			t.Fatal(err)
 		}
 		fleet := sglangFleet(t, 1, 2, 2, 1, 7)
-		steps, _ := recordSGLangRun(t, fleet, 2, rec)
+		steps, _, _ := recordSGLangRun(t, fleet, 2, rec)
 		if err := os.WriteFile(filepath.Join(dir, "steps.jsonl"), steps, 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -187,10 +189,20 @@ func TestReplaySGLangRecording(t *testing.T) {
 }
 
 // TestRunSGLangSetupHints: a target that answers 404, one whose page has no family vllmstat
-// reads, and one that shows SGLang's DP rank 0 only each get one message naming the server flag
-// that fixes it, however many times they are scraped.
+// reads, and one that shows SGLang's DP rank 0 only each get one message, however many times
+// they are scraped: the 404 says there is no metrics page at its URL (a wrong port or path)
+// before naming SGLang's flag; the page without families names vLLM's and SGLang's flags that
+// leave them out; the DP rank names SGLang's flag. A page registered through the API that holds
+// vLLM's families before any has a series (prometheus_client renders their HELP and TYPE lines
+// alone) gets no message.
 func TestRunSGLangSetupHints(t *testing.T) {
 	dpAttention := mustRead(t, filepath.Join("..", "page", "testdata", "prometheus-client-render-sglang-dp-attention.prom"))
+	var declared []byte // a vLLM page without its samples
+	for _, l := range bytes.SplitAfter(testkit.ReadFixture(t, "prometheus-client-render-vllm-0.20.prom"), []byte("\n")) {
+		if bytes.HasPrefix(l, []byte("#")) {
+			declared = append(declared, l...)
+		}
+	}
 	serve := func(code int, body []byte) string {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if code != http.StatusOK {
@@ -203,13 +215,19 @@ func TestRunSGLangSetupHints(t *testing.T) {
 		return srv.URL + "/metrics"
 	}
 	targets := []string{serve(http.StatusNotFound, nil), serve(http.StatusOK, nil), serve(http.StatusOK, dpAttention)}
+	registered := serve(http.StatusOK, declared)
 	out := t.TempDir()
 	args := []string{}
 	for _, u := range targets {
 		args = append(args, "--target", u)
 	}
 	l := startLive(t, out, args...)
-	testkit.WaitFor(t, 10*time.Second, "the targets to be scraped", func() bool { return l.liveScrapes() >= 15 })
+	resp, err := http.Post(l.api+"/v1/targets", "application/json", strings.NewReader(`{"targets": ["`+registered+`"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	testkit.WaitFor(t, 10*time.Second, "the targets to be scraped", func() bool { return l.liveScrapes() >= 20 })
 	l.stop()
 	logs := l.stderr.String()
 	for i, hint := range []string{page.HintNotFound, page.HintNoFamily, page.HintDPRankZero} {
@@ -217,10 +235,16 @@ func TestRunSGLangSetupHints(t *testing.T) {
 			t.Errorf("target %s: hint %q logged %d times, want once\n%s", targets[i], hint, n, logs)
 		}
 	}
-	for _, flag := range []string{"--enable-metrics\"", "--enable-metrics,", "--enable-metrics-for-all-schedulers"} {
-		if !strings.Contains(logs, flag) {
-			t.Errorf("no message names %s", flag)
+	for _, want := range []string{
+		"no metrics page at " + targets[0] + ": wrong port or path? An SGLang server serves /metrics only when started with --enable-metrics\"",
+		"--disable-log-stats", "--enable-metrics,", "--enable-metrics-for-all-schedulers",
+	} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("no message says %q\n%s", want, logs)
 		}
+	}
+	if strings.Contains(logs, "target="+registered) {
+		t.Errorf("a message about the registered page of families without series:\n%s", logs)
 	}
 }
 
@@ -256,6 +280,7 @@ func TestRunSGLangRouter(t *testing.T) {
 		t.Fatalf("%d steps", len(recs))
 	}
 	r := recs[0]
+	checkSummaryLine(t, l.stderr.String(), r, "", "sglang")
 	addrs := map[string]bool{}
 	for _, w := range r.PerWorker {
 		addrs[w.Labels["worker_addr"]] = true
@@ -304,6 +329,8 @@ func TestRunMixedFleet(t *testing.T) {
 		t.Fatalf("%d steps", len(recs))
 	}
 	m := recs[0].Metrics
+	checkSummaryLine(t, l.stderr.String(), recs[0], "vLLM ", "vllm")
+	checkSummaryLine(t, l.stderr.String(), recs[0], "SGLang ", "sglang")
 	vt, st := vfleet.Totals(), sfleet.Totals()
 	for key, want := range map[string]float64{
 		"vllm/prompt_tokens":       vt["prompt_tokens"],
@@ -323,5 +350,34 @@ func TestRunMixedFleet(t *testing.T) {
 	}
 	if recs[0].Workers != 5 {
 		t.Errorf("%d workers, want 2 vLLM engines, 2 SGLang DP ranks and SGLang's tokenizer", recs[0].Workers)
+	}
+}
+
+// checkSummaryLine checks the summary line that logs hold for step r: it shows the figures of
+// r's keys under prefix (each after name, for a fleet of two engine kinds), which a step of a
+// batch has, never a dash in their place.
+func checkSummaryLine(t *testing.T, logs string, r step.Record, name, prefix string) {
+	t.Helper()
+	var line string
+	for _, l := range strings.Split(logs, "\n") {
+		if strings.HasPrefix(l, fmt.Sprintf("step %d | ", r.Step)) {
+			line = l
+		}
+	}
+	if line == "" {
+		t.Fatalf("no summary line of step %d:\n%s", r.Step, logs)
+	}
+	m := func(key string) float64 {
+		v, ok := r.Metrics[prefix+"/"+key]
+		if !ok {
+			t.Fatalf("step %d has no %s/%s", r.Step, prefix, key)
+		}
+		return v
+	}
+	want := name + fmt.Sprintf("hit %.1f%% | preempt %.0f | kv %.2f/%.2f | run %.1f wait %.1f | gen %.0f tok/s | ttft p50 %.3fs",
+		100*m("prefix_cache_hit_rate"), m("num_preemptions"), m("kv_cache_usage_perc/mean"), m("kv_cache_usage_perc/max"),
+		m("num_requests_running/mean"), m("num_requests_waiting/mean"), m("generation_tokens_per_s"), m("time_to_first_token_seconds/p50"))
+	if !strings.Contains(line, want) {
+		t.Errorf("step %d's summary line lacks its %s figures %q:\n%s", r.Step, prefix, want, line)
 	}
 }

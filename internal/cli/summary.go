@@ -12,26 +12,80 @@ import (
 )
 
 // summaryLine is the one-line stderr summary of a closed step, with the figures of its rollout
-// phase at the end when it has one. Absent values show as "-", without their unit.
+// phase at the end when it has one. The figures are those of the engine kind whose keys the
+// record holds (an SGLang fleet's are under "sglang/"); a record with keys of two kinds (a
+// fleet of vLLM and SGLang servers) shows each kind's, after its name. Absent values show as
+// "-", without their unit.
 func summaryLine(r *step.Record, prefix string) string {
-	v := formatter(r.Metrics, prefix)
 	parts := []string{
 		fmt.Sprintf("step %d", r.Step),
 		fmt.Sprintf("%.1fs", r.DurationS),
 		fmt.Sprintf("workers %d", r.Workers),
 		fmt.Sprintf("scrapes %d ok %d failed", r.Scrapes.OK, r.Scrapes.Failed),
+	}
+	kinds := recordKinds(r, prefix)
+	if len(kinds) == 1 {
+		parts = append(parts, engineParts(r.Metrics, prefix, kinds[0], stragglerName(r))...)
+	} else {
+		// The stragglers are named once, after every kind's figures: a record does not say
+		// which kind each is of.
+		for _, k := range kinds {
+			ps := engineParts(r.Metrics, prefix, k, "")
+			ps[0] = vllm.Engines[k].Name + " " + ps[0]
+			parts = append(parts, ps...)
+		}
+		if s := stragglerName(r); s != "" {
+			parts = append(parts, "stragglers "+s)
+		}
+	}
+	if p := rolloutPart(r, prefix); p != "" {
+		parts = append(parts, p)
+	}
+	return strings.Join(parts, " | ")
+}
+
+// engineParts are the summary line's figures of one engine kind's keys; straggler names the
+// step's stragglers after the tail, "" for none.
+func engineParts(metrics map[string]float64, prefix string, kind vllm.Engine, straggler string) []string {
+	v := formatter(metrics, prefix, kind)
+	return []string{
 		"hit " + v(keyHitRate, "%.1f%%", 100),
 		"preempt " + v(keyPreemptions, "%.0f", 1),
 		"kv " + v(keyKVMean, "%.2f", 1) + "/" + v(keyKVMax, "%.2f", 1),
 		"run " + v(keyRunMean, "%.1f", 1) + " wait " + v(keyWaitMean, "%.1f", 1),
 		"gen " + v(keyGenPerS, "%.0f tok/s", 1),
 		"ttft p50 " + v(keyTTFTP50, "%.3fs", 1),
-		"tail " + v(keyTail, "%.1fs", 1) + parens(stragglerName(r)),
+		"tail " + v(keyTail, "%.1fs", 1) + parens(straggler),
 	}
-	if p := rolloutPart(r, prefix); p != "" {
-		parts = append(parts, p)
+}
+
+// recordKinds are the engine kinds whose keys the record (or one of its phases) holds, in the
+// order of the kinds; vLLM alone for a record without any. With a metric prefix of one's own,
+// which names every kind's keys alike (see vllm.EnginePrefix), the keys tell no kind apart:
+// they are read as vLLM's, which are spelled the same.
+func recordKinds(r *step.Record, prefix string) []vllm.Engine {
+	var has [vllm.NumEngines]bool
+	see := func(m map[string]float64) {
+		for k := range m {
+			if v, ok := vllm.ParseKey(prefix, k); ok {
+				has[v.Kind] = true
+			}
+		}
 	}
-	return strings.Join(parts, " | ")
+	see(r.Metrics)
+	for _, p := range r.Phases {
+		see(p.Metrics)
+	}
+	var kinds []vllm.Engine
+	for k, ok := range has {
+		if ok {
+			kinds = append(kinds, vllm.Engine(k))
+		}
+	}
+	if len(kinds) == 0 {
+		kinds = append(kinds, vllm.VLLM)
+	}
+	return kinds
 }
 
 // rolloutPhase is the phase whose figures the summary line and watch show beside the whole
@@ -41,15 +95,23 @@ const rolloutPhase = "rollout"
 
 // rolloutPart is the summary of the step's rollout phase ("rollout 4.2s gen 2345 tok/s hit
 // 81.0% kv 0.61/0.97"): its time, generation rate, hit rate and KV usage mean and max, the
-// figures that differ from the whole step's; "" when the step has no rollout phase.
+// figures that differ from the whole step's, each engine kind's after its name when the record
+// has keys of two; "" when the step has no rollout phase.
 func rolloutPart(r *step.Record, prefix string) string {
 	p := r.Phases[rolloutPhase]
 	if p == nil {
 		return ""
 	}
-	v := formatter(p.Metrics, prefix)
-	return fmt.Sprintf("%s %.1fs gen %s hit %s kv %s/%s", rolloutPhase, p.DurationS,
-		v(keyGenPerS, "%.0f tok/s", 1), v(keyHitRate, "%.1f%%", 100), v(keyKVMean, "%.2f", 1), v(keyKVMax, "%.2f", 1))
+	kinds := recordKinds(r, prefix)
+	s := fmt.Sprintf("%s %.1fs", rolloutPhase, p.DurationS)
+	for _, k := range kinds {
+		v := formatter(p.Metrics, prefix, k)
+		if len(kinds) > 1 {
+			s += " " + vllm.Engines[k].Name
+		}
+		s += fmt.Sprintf(" gen %s hit %s kv %s/%s", v(keyGenPerS, "%.0f tok/s", 1), v(keyHitRate, "%.1f%%", 100), v(keyKVMean, "%.2f", 1), v(keyKVMax, "%.2f", 1))
+	}
+	return s
 }
 
 // phaseNames are the names of the step's phases, the rollout first, then by name.
@@ -69,10 +131,11 @@ func times(n int) string {
 	return fmt.Sprintf("%d times", n)
 }
 
-// formatter formats values of metrics, keyed under prefix, scaled and with a unit; an absent
-// value is a bare "-".
-func formatter(metrics map[string]float64, prefix string) func(key vllm.Value, format string, scale float64) string {
+// formatter formats values of metrics, keyed under prefix as engine kind's, scaled and with a
+// unit; an absent value is a bare "-".
+func formatter(metrics map[string]float64, prefix string, kind vllm.Engine) func(key vllm.Value, format string, scale float64) string {
 	return func(key vllm.Value, format string, scale float64) string {
+		key.Kind = kind
 		x, ok := metrics[key.Key(prefix)]
 		if !ok {
 			return "-"

@@ -239,25 +239,41 @@ func (w *watcher) header(first string) string {
 	return b.String()
 }
 
-// rowFields summarises intervals (of all workers, or one) into the row's columns.
+// rowFields summarises intervals (of all workers, or one) into the row's columns. A worker
+// without the engines' gauges (SGLang's tokenizer on a server with data parallelism, which
+// counts the server's tokens) shows "-" for them, not 0; the hit rate is each worker's engine
+// kind's (vllm.EngineSpec.HitRate), hits over queries in tokens either way.
 func rowFields(ivs []step.Interval) []string {
 	var run, wait, q, h, pre, gen, prompt, kvSum, kvMax float64
 	var kvN int
-	var hasQ, hasPre, hasGen, hasPrompt bool
+	var hasRun, hasWait, hasQ, hasPre, hasGen, hasPrompt bool
 	kvMax = math.Inf(-1)
 	for _, iv := range ivs {
-		get := func(key string) float64 { x, _ := iv.Value(key); return x }
-		run += get(vllm.Gauges[vllm.Running].Name)
-		wait += get(vllm.Gauges[vllm.Waiting].Name)
+		if x, ok := iv.Value(vllm.Gauges[vllm.Running].Name); ok {
+			run += x
+			hasRun = true
+		}
+		if x, ok := iv.Value(vllm.Gauges[vllm.Waiting].Name); ok {
+			wait += x
+			hasWait = true
+		}
 		if kv, ok := iv.Value(vllm.Gauges[vllm.KVUsage].Name); ok {
 			kvSum += kv
 			kvN++
 			kvMax = math.Max(kvMax, kv)
 		}
-		if x, ok := iv.Value(vllm.Counters[vllm.PrefixQueries].Name); ok {
-			q += x
-			h += get(vllm.Counters[vllm.PrefixHits].Name)
-			hasQ = true
+		if hr := vllm.Engines[iv.Kind].HitRate; hr != nil {
+			if x, ok := iv.Value(vllm.Counters[hr.Den].Name); ok {
+				q += x
+				hasQ = true
+				// An interval without its hits (SGLang's cached tokens are no timeline
+				// series) has them as its hit rate times its queries.
+				if hits, ok := iv.Value(vllm.Counters[hr.Num].Name); ok {
+					h += hits
+				} else if r, ok := iv.Value(hr.Name); ok {
+					h += r * x
+				}
+			}
 		}
 		if x, ok := iv.Value(keyPreemptions.Name); ok {
 			pre += x
@@ -279,7 +295,7 @@ func rowFields(ivs []step.Interval) []string {
 		return fmt.Sprintf(format, v)
 	}
 	return []string{
-		f(len(ivs) > 0, "%.0f", run), f(len(ivs) > 0, "%.0f", wait),
+		f(hasRun, "%.0f", run), f(hasWait, "%.0f", wait),
 		f(kvN > 0, "%.2f", kvSum/float64(max(kvN, 1))), f(kvN > 0, "%.2f", kvMax),
 		f(hasQ && q > 0, "%.1f", 100*h/math.Max(q, 1)), f(hasPre, "%.0f", pre),
 		f(hasGen, "%.0f", gen), f(hasPrompt, "%.0f", prompt),

@@ -3,11 +3,15 @@ package cli
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +25,12 @@ import (
 // one per tick), then stops it as Ctrl-C does, and returns what it printed.
 func watchSession(t *testing.T, args []string, rounds int) (stdout, stderr string) {
 	t.Helper()
+	return watchSessionRows(t, args, rounds, 1)
+}
+
+// watchSessionRows is watchSession of a watch that prints perRound rows a round.
+func watchSessionRows(t *testing.T, args []string, rounds, perRound int) (stdout, stderr string) {
+	t.Helper()
 	fc := clock.NewFake(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -32,7 +42,7 @@ func watchSession(t *testing.T, args []string, rounds int) (stdout, stderr strin
 			fc.Advance(500 * time.Millisecond)
 		}
 		// Each round prints a row; only then does the next tick start a round of its own.
-		if !testkit.Poll(10*time.Second, func() bool { return len(watchRows(out.String())) == i }) {
+		if !testkit.Poll(10*time.Second, func() bool { return len(watchRows(out.String())) == i*perRound }) {
 			t.Fatalf("round %d did not print its row:\n%s\n%s", i, out.String(), errb.String())
 		}
 	}
@@ -192,5 +202,49 @@ session: 30.0s, 2 workers, 60 scrapes ok, 0 failed
 	printSession(&b, rec, "vllm", " (refused 1)")
 	if want := "\nsession: 30.0s, 2 workers, 60 scrapes ok, 0 failed (refused 1)\n  vllm/generation_tokens_per_s  400\n  vllm/prefix_cache_hit_rate    0.5\n"; b.String() != want {
 		t.Errorf("session summary without phases:\n%q\nwant:\n%q", b.String(), want)
+	}
+}
+
+// TestWatchSGLangPerWorker: watch --per-worker against an SGLang server with data parallelism
+// (a captured page whose tokenizer counts 1000 prompt tokens and 600 cached ones per answer):
+// the tokenizer's row, which has the server's counts and no engine gauge, shows no running or
+// waiting requests it does not have, and the hit rate is SGLang's, cached over prompt tokens.
+func TestWatchSGLangPerWorker(t *testing.T) {
+	body := mustRead(t, filepath.Join("..", "page", "testdata", "prometheus-client-render-sglang-tp2-pp2-dp2.prom"))
+	prompt := regexp.MustCompile(`(?m)^(sglang:prompt_tokens_total\{[^}]*\}) \S+$`)
+	cached := regexp.MustCompile(`(?m)^(sglang:cached_tokens_total\{cache_source="device"[^}]*\}) \S+$`)
+	var mu sync.Mutex
+	n := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		n++
+		page := prompt.ReplaceAll(body, []byte(fmt.Sprintf("${1} %d", 100000+1000*n)))
+		page = cached.ReplaceAll(page, []byte(fmt.Sprintf("${1} %d", 50000+600*n)))
+		mu.Unlock()
+		w.Write(page)
+	}))
+	defer srv.Close()
+	text, _ := watchSessionRows(t, []string{"--per-worker", "--interval", "0.5", srv.URL + "/metrics"}, 3, 4)
+	rows := watchRows(text)
+	if len(rows) != 12 {
+		t.Fatalf("%d rows, want a tokenizer, 2 DP ranks and all, in 3 rounds:\n%s", len(rows), text)
+	}
+	for _, l := range rows[4:] { // the rounds after the first have counts
+		f := strings.Fields(l)
+		who, run, wait, hit := f[1], f[3], f[4], f[7]
+		switch who {
+		case "0": // the tokenizer, first by its labels
+			if run != "-" || wait != "-" || hit != "60.0" {
+				t.Errorf("tokenizer row %q: want run -, wait -, hit 60.0", l)
+			}
+		case "all":
+			if run == "-" || hit != "60.0" {
+				t.Errorf("all row %q: want the DP ranks' running requests and hit 60.0", l)
+			}
+		default:
+			if run == "-" || hit != "-" {
+				t.Errorf("DP rank row %q: want its running requests, no hit rate", l)
+			}
+		}
 	}
 }

@@ -5,6 +5,7 @@
 package config
 
 import (
+	"errors"
 	"github.com/vllmstat/vllmstat/internal/target"
 	"github.com/vllmstat/vllmstat/internal/vllm"
 
@@ -230,8 +231,14 @@ func (p Problems) Error() string {
 	return "invalid configuration:\n  " + strings.Join(p, "\n  ")
 }
 
-// Validate checks every setting and normalises the targets. It returns Problems.
-func (c *Config) Validate() error {
+// Check is a check of settings whose rules another package keeps: the sink types' settings,
+// which the registry of sink types (package run) checks. It returns Problems.
+type Check func(Config) error
+
+// Validate checks every setting and normalises the targets, then runs checks, and returns
+// every problem of them all as Problems: one with a typo in its sinks' settings and one at the
+// top of the file are told together.
+func (c *Config) Validate(checks ...Check) error {
 	var ps Problems
 	bad := func(key string, v any, allowed string) {
 		path, line := c.at(key)
@@ -287,6 +294,15 @@ func (c *Config) Validate() error {
 	}
 	ps = append(ps, c.validateTargets()...)
 	ps = append(ps, c.validateAllowTargets()...)
+	for _, check := range checks {
+		var cps Problems
+		switch err := check(*c); {
+		case errors.As(err, &cps):
+			ps = append(ps, cps...)
+		case err != nil:
+			ps = append(ps, err.Error())
+		}
+	}
 	if len(ps) > 0 {
 		return ps
 	}

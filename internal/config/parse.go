@@ -177,8 +177,21 @@ func (p *parser) own(n *yaml.Node, path string) yamlx.Where {
 		c.AuthHosts = h
 	}
 	c.topCredentials = topCredentials{} // as written: the secrets now live in Auth only
+	// An entry that could not be read is not in Sinks: the others keep their places in the
+	// file's list.
+	seq := get(n, "sinks")
+	if seq != nil && seq.Kind == yaml.AliasNode {
+		seq = seq.Alias
+	}
 	for i := range c.Sinks {
-		c.Sinks[i].Path = fmt.Sprintf("%s[%d]", yamlx.Join(path, "sinks"), i)
+		at := i
+		for j, e := range seq.Content {
+			if e == c.Sinks[i].node || e.Alias != nil && e.Alias == c.Sinks[i].node {
+				at = j
+				break
+			}
+		}
+		c.Sinks[i].Path = fmt.Sprintf("%s[%d]", yamlx.Join(path, "sinks"), at)
 	}
 	p.add(path, p.checks(w))
 	return w

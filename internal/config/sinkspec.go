@@ -2,6 +2,7 @@ package config
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 
 	"go.yaml.in/yaml/v3"
@@ -14,12 +15,15 @@ import (
 type SinkSpec struct {
 	Type     string
 	Path     string     // key path of the entry, for error messages
+	Line     int        // line of the entry in its file, 0 for one a flag added
 	Settings *yaml.Node // the entry's mapping (nil for a bare name)
+	node     *yaml.Node // the entry, to find its place in the list
 }
 
 // UnmarshalYAML reads a sink type ("tensorboard") or a mapping with a type key and the sink's
 // settings ({type: wandb, project: rl}); parse sets Path.
 func (s *SinkSpec) UnmarshalYAML(n *yaml.Node) error {
+	s.Line, s.node = n.Line, n
 	switch n.Kind {
 	case yaml.ScalarNode:
 		if n.Tag == "!!null" || n.Value == "" {
@@ -45,6 +49,15 @@ func (s SinkSpec) Decode(out any) (yamlx.Where, yamlx.Errors) {
 		return yamlx.Where{}, nil
 	}
 	return yamlx.Decode(s.Settings, out, yamlx.Options{Ignore: []string{"type"}})
+}
+
+// At is the entry's path and line for a problem of the entry as a whole: "sinks[1] (line 7)",
+// or the path alone for an entry a flag added.
+func (s SinkSpec) At() string {
+	if s.Line == 0 {
+		return s.Path
+	}
+	return fmt.Sprintf("%s (line %d)", s.Path, s.Line)
 }
 
 // Problems renders a sink's problems under the entry's path, in the order of their lines.

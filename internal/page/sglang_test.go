@@ -254,23 +254,58 @@ func TestHint(t *testing.T) {
 		return parse(string(readPage(t, name)))
 	}
 	for _, tt := range []struct {
-		name     string
-		page     *Page
-		notFound bool
-		want     string
+		name               string
+		page               *Page
+		notFound, declared bool
+		want               string
 	}{
-		{"404", nil, true, HintNotFound},
-		{"failed scrape", nil, false, ""},
-		{"no family", parse("# HELP python_info x\n# TYPE python_info gauge\npython_info 1\n"), false, HintNoFamily},
-		{"empty page", parse(""), false, HintNoFamily},
-		{"vLLM", file("prometheus-client-render-vllm-0.20.prom"), false, ""},
-		{"DP attention, rank 0 only", file("prometheus-client-render-sglang-dp-attention.prom"), false, HintDPRankZero},
-		{"every DP rank", file("prometheus-client-render-sglang-tp2-pp2-dp2.prom"), false, ""},
-		{"no DP", file("prometheus-client-render-sglang-openmetrics.prom"), false, ""},
-		{"router", file("sgl-router-engine-metrics.prom"), false, ""},
+		{"404", nil, true, false, HintNotFound},
+		{"failed scrape", nil, false, false, ""},
+		{"no family", parse("# HELP python_info x\n# TYPE python_info gauge\npython_info 1\n"), false, false, HintNoFamily},
+		{"empty page", parse(""), false, false, HintNoFamily},
+		{"families without series", parse("# HELP vllm:num_preemptions_total x\n# TYPE vllm:num_preemptions_total counter\n"), false, true, ""},
+		{"vLLM", file("prometheus-client-render-vllm-0.20.prom"), false, false, ""},
+		{"DP attention, rank 0 only", file("prometheus-client-render-sglang-dp-attention.prom"), false, false, HintDPRankZero},
+		{"every DP rank", file("prometheus-client-render-sglang-tp2-pp2-dp2.prom"), false, false, ""},
+		{"no DP", file("prometheus-client-render-sglang-openmetrics.prom"), false, false, ""},
+		{"router", file("sgl-router-engine-metrics.prom"), false, false, ""},
 	} {
-		if got := Hint(tt.page, tt.notFound); got != tt.want {
+		if got := Hint(tt.page, tt.notFound, tt.declared); got != tt.want {
 			t.Errorf("%s: Hint = %q, want %q", tt.name, got, tt.want)
+		}
+	}
+}
+
+// TestDeclares: HELP and TYPE lines name a family vllmstat reads in any of its spellings (a
+// counter with or without _total, a histogram by its family name), on pages whose samples are
+// gone; other families, samples and other comments do not.
+func TestDeclares(t *testing.T) {
+	comments := func(name string) string {
+		var b strings.Builder
+		for _, l := range strings.SplitAfter(string(readPage(t, name)), "\n") {
+			if strings.HasPrefix(l, "#") {
+				b.WriteString(l)
+			}
+		}
+		return b.String()
+	}
+	for _, tt := range []struct {
+		name, page string
+		want       bool
+	}{
+		{"vLLM's comments", comments("prometheus-client-render-vllm-0.20.prom"), true},
+		{"SGLang's comments", comments("prometheus-client-render-sglang-openmetrics.prom"), true},
+		{"a counter's TYPE in the text format", "# TYPE vllm:num_preemptions_total counter\n", true},
+		{"a counter's TYPE in OpenMetrics", "# TYPE vllm:num_preemptions counter\n", true},
+		{"a histogram's HELP", "  # HELP sglang:time_to_first_token_seconds x\n", true},
+		{"Ray's spelling", "# HELP ray_vllm_num_requests_running x\n", true},
+		{"another family", "# HELP python_info x\n# TYPE python_info gauge\npython_info 1\n", false},
+		{"a sample, no comment", "vllm:num_requests_running 1\n", false},
+		{"a comment naming one", "# vllm:num_requests_running is off\n", false},
+		{"empty", "", false},
+	} {
+		if got := Declares([]byte(tt.page)); got != tt.want {
+			t.Errorf("%s: Declares = %v, want %v", tt.name, got, tt.want)
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/vllmstat/vllmstat/internal/config"
+	"github.com/vllmstat/vllmstat/internal/config/yamlx"
 	"github.com/vllmstat/vllmstat/internal/plot"
 	"github.com/vllmstat/vllmstat/internal/selfmetrics"
 	"github.com/vllmstat/vllmstat/internal/sink"
@@ -46,7 +47,11 @@ func parseSinks(cfg config.Config, log *slog.Logger) ([]plannedSink, error) {
 	for _, spec := range cfg.Sinks {
 		t, ok := sinkTypes[spec.Type]
 		if !ok {
-			problems = append(problems, fmt.Sprintf("%s: unknown sink type %q; known: %s", spec.Path, spec.Type, sinkTypeNames()))
+			p := fmt.Sprintf("%s: unknown sink type %q; known: %s", spec.At(), spec.Type, sinkTypeNames())
+			if s := yamlx.Suggest(spec.Type, slices.Collect(maps.Keys(sinkTypes))); s != "" {
+				p += "; did you mean " + s + "?"
+			}
+			problems = append(problems, p)
 			continue
 		}
 		p, err := t.Parse(env, spec)
@@ -66,11 +71,11 @@ func parseSinks(cfg config.Config, log *slog.Logger) ([]plannedSink, error) {
 	return out, nil
 }
 
-// CheckSinks checks the sinks' settings of cfg as Start does, without side effects, for a
-// command that has more to start before its run (the demo's simulated fleet) and refuses bad
-// settings before it.
-func CheckSinks(cfg config.Config, log *slog.Logger) error {
-	_, err := parseSinks(cfg, log)
+// CheckSinks checks the sinks' settings of cfg as Start does, without side effects: a
+// config.Check, for Config.Validate to tell the sinks' problems with the others of the
+// configuration, before anything starts.
+func CheckSinks(cfg config.Config) error {
+	_, err := parseSinks(cfg, nil)
 	return err
 }
 

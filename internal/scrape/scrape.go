@@ -61,6 +61,10 @@ type Result struct {
 	// over the target's limits (page.ErrLimit).
 	FetchErr error
 	ParseErr error
+	// Declared is set on a page without any sample vllmstat reads that names one of the
+	// families it reads in a HELP or TYPE line (page.Declares): its server has the families,
+	// without series yet.
+	Declared bool
 	// Boundary is the id of the step-boundary request this scrape answers, 0 for a tick.
 	Boundary uint64
 	// NewConnections is set once the target has answered out of turn on a kept-alive

@@ -194,6 +194,7 @@ func (s *scraper) read(res *Result, body []byte) error {
 	if res.ParseErr != nil {
 		return nil
 	}
+	res.Declared = len(res.Page.Engines) == 0 && page.Declares(body)
 	if err := cutShort(body); err != nil {
 		res.Page.Release() // nobody else saw it
 		res.Page = nil

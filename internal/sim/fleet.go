@@ -119,8 +119,11 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 		f.router.serve(routerLn, &f.wg)
 	}
 	f.wg.Go(func() { f.run(ctx) })
-	log.Info("fleet started", "engine", cfg.Engine, "servers", cfg.Servers, "dp", cfg.DP, "vllm_version", cfg.Version,
-		"workload", cfg.Workload.Kind, "seed", cfg.Seed, "speed", cfg.Speed)
+	attrs := []any{"engine", cfg.Engine, "servers", cfg.Servers, "dp", cfg.DP}
+	if cfg.Engine != EngineSGLang {
+		attrs = append(attrs, "vllm_version", cfg.Version) // the page style of a vLLM fleet only
+	}
+	log.Info("fleet started", append(attrs, "workload", cfg.Workload.Kind, "seed", cfg.Seed, "speed", cfg.Speed)...)
 	return f, nil
 }
 

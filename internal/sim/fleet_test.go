@@ -1,9 +1,11 @@
 package sim
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"runtime"
 	"strings"
@@ -367,6 +369,26 @@ func TestCloseDuringDownWindow(t *testing.T) {
 	for _, u := range f.URLs() {
 		if _, _, err := get(t, noKeepAlive, u); !errors.Is(err, syscall.ECONNREFUSED) {
 			t.Fatalf("%s in the down window: %v, want connection refused", u, err)
+		}
+	}
+}
+
+// TestFleetLogNamesItsEngine: a fleet's start line names the vLLM page style only for vLLM
+// engines; an SGLang fleet has no vLLM version.
+func TestFleetLogNamesItsEngine(t *testing.T) {
+	for _, engine := range []string{EngineVLLM, EngineSGLang} {
+		var buf bytes.Buffer
+		cfg := DefaultConfig()
+		cfg.Servers, cfg.DP, cfg.Port, cfg.Engine = 1, 1, 0, engine
+		cfg.Logger = slog.New(slog.NewTextHandler(&buf, nil))
+		f, err := Start(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		line := buf.String()
+		if !strings.Contains(line, "fleet started") || strings.Contains(line, "vllm_version") != (engine == EngineVLLM) {
+			t.Errorf("engine %s: start line %q", engine, line)
 		}
 	}
 }

@@ -63,7 +63,9 @@ func Write(w io.Writer, r *step.Record, opt Options) error {
 }
 
 // Lines draws r's timeline: for each metric, a header line and one line per worker. A record
-// without a timeline gives a single line that says so.
+// without a timeline gives a single line that says so. Workers without any engine gauge and
+// without a sample of the metrics drawn are left out, with a last line that says why (see
+// engineless).
 func Lines(r *step.Record, opt Options) []string {
 	if opt.Width <= 0 {
 		opt.Width = DefaultWidth
@@ -74,12 +76,33 @@ func Lines(r *step.Record, opt Options) []string {
 	if r.Timeline == nil || len(r.Timeline.Workers) == 0 {
 		return []string{fmt.Sprintf("step %d: no timeline", r.Step)}
 	}
-	ws := r.Timeline.Workers
-	ids := make([]step.WorkerID, len(ws))
-	for i, w := range ws {
-		ids[i] = w.WorkerID
+	var ws []step.WorkerTimeline
+	for _, w := range r.Timeline.Workers {
+		if !engineless(w, opt.Metrics) {
+			ws = append(ws, w)
+		}
 	}
-	labels := timeline.Labels(ids, min(max(opt.Width/5, minLabel), maxLabel))
+	left := len(r.Timeline.Workers) - len(ws)
+	var note []string
+	if left > 0 {
+		note = append(note, fmt.Sprintf("%s left out: no engine gauges, only a server's counts (SGLang's tokenizer, with data parallelism)", workers(left)))
+	}
+	if len(ws) == 0 {
+		return append([]string{fmt.Sprintf("step %d: no timeline of an engine", r.Step)}, note...)
+	}
+	// Labelled among every worker, as without the ones left out: the labels of the DP ranks
+	// keep the server's port that their shared part would otherwise lose.
+	ids := make([]step.WorkerID, 0, len(r.Timeline.Workers))
+	for _, w := range r.Timeline.Workers {
+		ids = append(ids, w.WorkerID)
+	}
+	all := timeline.Labels(ids, min(max(opt.Width/5, minLabel), maxLabel))
+	labels := make([]string, 0, len(ws))
+	for i, w := range r.Timeline.Workers {
+		if !engineless(w, opt.Metrics) {
+			labels = append(labels, all[i])
+		}
+	}
 	labelW := 0
 	for _, l := range labels {
 		labelW = max(labelW, utf8.RuneCountInString(l))
@@ -116,7 +139,37 @@ func Lines(r *step.Record, opt Options) []string {
 			lines = append(lines, strings.TrimRight(b.String(), " "))
 		}
 	}
-	return lines
+	return append(lines, note...)
+}
+
+// engineless reports whether w is a worker of no engine, left out of the lines: it has
+// samples, but of no gauge and of none of metrics. SGLang's tokenizer is one: on a server with
+// data parallelism it exports the server's token and request counters and latencies, without a
+// rank, apart from the DP ranks' schedulers, which have the gauges; its lines would be all
+// NoSample.
+func engineless(w step.WorkerTimeline, metrics []string) bool {
+	if len(w.Series) == 0 {
+		return false // no sample at all: its lines say so
+	}
+	for _, m := range metrics {
+		if len(w.Series[m]) > 0 {
+			return false
+		}
+	}
+	for _, g := range vllm.Gauges {
+		if len(w.Series[g.Name]) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// workers is "1 worker" or "N workers".
+func workers(n int) string {
+	if n == 1 {
+		return "1 worker"
+	}
+	return fmt.Sprintf("%d workers", n)
 }
 
 // block is the character for v on a scale whose full block is peak.

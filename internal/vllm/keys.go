@@ -192,3 +192,69 @@ var groups = func() map[string]string {
 	}
 	return m
 }()
+
+// KeyName is a name that step keys have after their prefix, and what may follow it.
+type KeyName struct {
+	Name string
+	// Split is set when a split label's value follows the name ("request_success/stop").
+	Split bool
+	// Stats are the statistics a key of the name ends with, "" for the key without one.
+	Stats []string
+}
+
+// KeyNames lists the names the spec gives step keys, as a step tracker makes them: a counter's
+// total, the interval statistics of the families and ratios with Scalars, a histogram's
+// quantiles and mean, the ratios and the rates; each name once (two engines' ratios share
+// one), in the spec's order. The fleet-balance figures and the worst workers' values are the
+// step tracker's own, not listed here.
+func KeyNames() []KeyName {
+	var out []KeyName
+	at := map[string]int{}
+	add := func(name string, split bool, stats ...string) {
+		i, ok := at[name]
+		if !ok {
+			i = len(out)
+			at[name] = i
+			out = append(out, KeyName{Name: name, Split: split})
+		}
+		for _, s := range stats {
+			if !slices.Contains(out[i].Stats, s) {
+				out[i].Stats = append(out[i].Stats, s)
+			}
+		}
+	}
+	for _, f := range Gauges {
+		if f.Scalars {
+			add(f.Name, f.Split != "", IntervalStats...)
+		}
+	}
+	for _, f := range Counters {
+		if f.Total {
+			add(f.Name, f.Split != "", "")
+		}
+		if f.Scalars && f.Split == "" {
+			add(f.Name, false, IntervalStats...)
+		}
+	}
+	for _, r := range Ratios {
+		if Counters[r.Num].Split != "" {
+			add(r.Name, true, "")
+			continue
+		}
+		add(r.Name, false, "")
+		if r.Scalars {
+			add(r.Name, false, IntervalStats...)
+		}
+	}
+	for _, r := range Rates {
+		add(r.Name(), false, "")
+	}
+	for _, f := range Hists {
+		stats := []string{}
+		for _, q := range HistQuantiles {
+			stats = append(stats, q.Stat)
+		}
+		add(f.Name, false, append(stats, StatMean)...)
+	}
+	return out
+}

@@ -136,7 +136,25 @@ func open(e sink.Env, set Settings) (sink.Sink, error) {
 		f.Close()
 		return nil, err
 	}
+	warnUnknownKeys(log, prefix, set.Keys)
 	return &Writer{f: rf, keys: set.Keys, prefix: prefix}, nil
+}
+
+// warnUnknownKeys warns of each key that no step record has, whose column would stay empty
+// for the whole run, with the nearest key one has. It is a warning, not a refusal: a split
+// label's values (a finish reason, a draft position) are the engines' to make, not known here.
+// The sink is open by then, so a sink opened again after a failure does not warn again.
+func warnUnknownKeys(log *slog.Logger, prefix string, keys []string) {
+	for _, k := range keys {
+		if knownKey(prefix, k) {
+			continue
+		}
+		attrs := []any{"key", k}
+		if n := nearestKey(prefix, k); n != "" {
+			attrs = append(attrs, "did_you_mean", n)
+		}
+		log.Warn("csv key that no step record has: its column stays empty", attrs...)
+	}
 }
 
 // openFile opens path, empty or ending with a whole row under header.
