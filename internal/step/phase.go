@@ -55,7 +55,8 @@ func ValidPhase(name string) error {
 // keyNames are the first parts of every step key after the prefix.
 var keyNames = func() map[string]bool {
 	m := map[string]bool{NameFleetBusy: true, NameStragglerTail: true, NameWorkerIdle: true, KeyImbalance: true,
-		NameWorkerAsleep: true, "busy_s": true, "idle_s": true, "last_busy_s": true, "asleep_s": true}
+		NameWorkerAsleep: true, "busy_s": true, "idle_s": true, "last_busy_s": true, "asleep_s": true,
+		policyKeyName: true}
 	for _, f := range vllm.Gauges {
 		m[f.Name] = true
 	}

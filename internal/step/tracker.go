@@ -99,6 +99,8 @@ type Tracker struct {
 	phase     string               // the open phase, "" when none
 	phases    map[string]*phaseAcc // the phases of the open step
 	phaseKeep keep                 // what a phase keeps: the open step's series, untimed
+
+	pol policy // the trainer's policy versions (see policy.go)
 }
 
 // workerState is what the tracker keeps of a worker across steps, until it is forgotten (see
@@ -109,16 +111,18 @@ type workerState struct {
 	seenAt time.Time // its last successful scrape, when seen
 	inStep uint64    // the seq of the last step in which a page of its target showed it
 	page   uint64    // the number of the last successful page of its target that showed it
+	pv     policyWorker
 }
 
 // targetState is what the tracker keeps of a target across steps.
 type targetState struct {
 	tried, lastOK       time.Time // its last scrape, and its last successful one
 	hasTried, hasLastOK bool
-	undated             bool   // Observe reported it undated
-	answered            uint64 // the seq of the last step in which it answered
-	pages               uint64 // its successful pages so far
-	stepWorkers         int    // the workers its pages have shown in the open step
+	undated             bool    // Observe reported it undated
+	answered            uint64  // the seq of the last step in which it answered
+	pages               uint64  // its successful pages so far
+	stepWorkers         int     // the workers its pages have shown in the open step
+	reported            version // the version its engine reports; none when it reports none
 	// The workers of its last successful page, in page order: its next page nearly always has
 	// the same ones in the same order, found so without hashing their names.
 	engines []engineRef
@@ -183,6 +187,7 @@ type workerAcc struct {
 	split   [vllm.NumCounters]map[string]float64 // by the split label's value
 	hists   [vllm.NumHists]*histAcc
 	act     activity
+	stale   float64 // generation tokens made on a version older than the trainer's latest
 }
 
 // series is one per-interval series of a worker in the open step: its values in the order of
@@ -305,6 +310,10 @@ func (t *Tracker) Observe(ts time.Time, target string, pg *page.Page, err error)
 		if pa != nil {
 			pa.acc.worker(id).add(&t.phaseKeep, at, spanStart(prevTry, tried, pa.since), ts, ep, &inc)
 		}
+		stale, before, after := ws.pv.sample(ts, sampleState(ep), inc.Counters[vllm.GenerationTokens], inc.HasCounter[vllm.GenerationTokens], tgt.reported, t.pol.latest)
+		wa.stale += stale
+		ws.pv.kind = ep.Kind
+		t.landed(ws, before, after, ts)
 		if t.opt.OnInterval != nil {
 			t.opt.OnInterval(t.interval(id, ws, ts, ep, &inc))
 			t.values = t.values[:0]
@@ -439,6 +448,7 @@ func (t *Tracker) EndStep(n int64, ts time.Time) Record {
 	t.labels.stepEnded()
 	t.start, t.now = ts, ts
 	t.open = newAcc()
+	t.pol.lags = [vllm.NumEngines][]float64{}
 	t.phases = map[string]*phaseAcc{}
 	if t.phase != "" {
 		t.phases[t.phase] = &phaseAcc{acc: newAcc(), first: ts, since: ts, intervals: 1}
@@ -529,6 +539,13 @@ func (t *Tracker) fill(r *Record, a *acc, start time.Time, durS float64, perWork
 	}
 	for _, p := range pools {
 		t.balance(r, ids, was, p, start, perWorker)
+		if a == t.open {
+			t.policyKeys(r, ids, was, p, perWorker)
+		}
+	}
+	if len(pools) == 0 && a == t.open && t.pol.latest.ok {
+		// no engine in the step: the trainer's version alone, under the run's own prefix
+		r.Values = append(r.Values, vllm.Value{Name: NamePolicyVersion, V: float64(t.pol.latest.n)})
 	}
 }
 

@@ -1,0 +1,301 @@
+package step
+
+import (
+	"slices"
+	"time"
+
+	"github.com/vllmstat/vllmstat/internal/page"
+	"github.com/vllmstat/vllmstat/internal/vllm"
+)
+
+// Policy versions. The trainer publishes versions of its weights (Publish): whole numbers that
+// only grow. An engine holds a version: the one its target reports (EngineVersion), or, for a
+// target that reports none, the one inferred from its samples' states: a version V lands on
+// the worker at the end of its first pause, sleep or weight load that started after V was
+// published (its first sample in that state came after the publish), and until then it holds
+// what it held before; before any publish nothing is known of it, and after one, a worker on
+// which no version landed holds a version older than every one published.
+//
+// Stale tokens. A worker's sample at t_k ends the interval (t_k-1, t_k] since its previous
+// sample, whose generation-token increase is attributed to the interval's start: it is stale
+// when, as of the previous sample (after that scrape's own version reading), the worker's
+// version was older than the trainer's latest version. A version change observed at t_k, read
+// from the engine or inferred from a pause that ended before t_k, counts from t_k on; a
+// publish between two samples counts from the next interval. So when versions change at the
+// end of a pause or a weight load, during which the engine generates nothing, and a scrape
+// right after observes it, the count is exact: the interval before that scrape holds tokens of
+// the old version only. A worker's first sample (what it counted before vllmstat saw it) is
+// never stale: nothing is known of its version then.
+
+// weightState is what a worker's sample says of its weights, for the version inference.
+type weightState uint8
+
+const (
+	stateOther weightState = iota
+	statePaused
+	stateAsleep
+	stateLoadingWeights
+)
+
+// sampleState is the weight state of a worker's sample. It reads what pages show: vLLM's
+// sleep-state family (asleep at any level) and SGLang's requests paused by a weight sync; no
+// family says a weight load is in progress yet.
+func sampleState(ep *page.EnginePage) weightState {
+	switch {
+	case vllm.Asleep(ep.SplitGauges[vllm.SleepState]):
+		return stateAsleep
+	case ep.HasGauge[vllm.PausedReqs] && ep.Gauges[vllm.PausedReqs] > 0:
+		return statePaused
+	}
+	return stateOther
+}
+
+// version is a policy version, when ok; otherwise none is known (before any publish), or,
+// once the trainer published one, one older than every version published.
+type version struct {
+	n  int64
+	ok bool
+}
+
+// older reports that a worker holding v is behind the trainer's latest version latest.
+func (v version) older(latest version) bool { return latest.ok && (!v.ok || v.n < latest.n) }
+
+// policy is the tracker's account of the trainer's versions.
+type policy struct {
+	latest version
+	pubs   []publish // every version published, oldest first
+	// lags are the seconds from each version's publish to each worker holding it, for the
+	// versions that landed in the open step, by the workers' engine kind.
+	lags [vllm.NumEngines][]float64
+}
+
+type publish struct {
+	v  int64
+	at time.Time
+}
+
+// policyWorker is one worker's version bookkeeping across steps.
+type policyWorker struct {
+	sampled     bool // it had a sample
+	first, last time.Time
+	kind        vllm.Engine
+	state       weightState // of its last sample
+	// spanTo is the trainer's latest version when the run of samples in state began: what
+	// lands when it ends (none when the span began before any publish, or is no span).
+	spanTo   version
+	inferred version
+	// fromV and fromL are the worker's version and the trainer's latest at its last sample: the
+	// interval that began there is stale when fromV is older than fromL.
+	fromV, fromL version
+}
+
+// sample takes the worker's sample at ts in state s, whose generation-token increase is gen
+// (hasGen: the page has the counter), with its target's reported version reported and the
+// trainer's latest version latest. It returns the interval's stale tokens, and the worker's
+// versions before and after the sample.
+func (p *policyWorker) sample(ts time.Time, s weightState, gen float64, hasGen bool, reported, latest version) (stale float64, before, after version) {
+	if p.sampled && hasGen && p.fromV.older(p.fromL) {
+		stale = gen
+	}
+	before = p.held(reported)
+	if !p.sampled {
+		p.first, p.state = ts, stateOther
+	}
+	if s != p.state {
+		if p.state != stateOther && !reported.ok && p.spanTo.ok && (!p.inferred.ok || p.spanTo.n > p.inferred.n) {
+			p.inferred = p.spanTo
+		}
+		p.spanTo = version{}
+		if s != stateOther {
+			p.spanTo = latest
+		}
+	}
+	p.state, p.last, p.sampled = s, ts, true
+	after = p.held(reported)
+	p.fromV, p.fromL = after, latest
+	return stale, before, after
+}
+
+// held is the worker's version: its target's when the target reports one, else the inferred.
+func (p *policyWorker) held(reported version) version {
+	if reported.ok {
+		return reported
+	}
+	return p.inferred
+}
+
+// Publish says that the trainer published version v of its weights at ts. Versions only grow:
+// a version not greater than the latest is ignored, and Publish reports false.
+func (t *Tracker) Publish(v int64, ts time.Time) bool {
+	if t.pol.latest.ok && v <= t.pol.latest.n {
+		return false
+	}
+	if !t.started {
+		t.started, t.start = true, ts
+	}
+	t.now = ts
+	t.pol.latest = version{n: v, ok: true}
+	t.pol.pubs = append(t.pol.pubs, publish{v: v, at: ts})
+	for id, ws := range t.workers {
+		p := &ws.pv
+		if !p.sampled {
+			continue
+		}
+		if cur := p.held(t.reported(id.Target)); cur.ok && cur.n >= v {
+			t.pol.lags[p.kind] = append(t.pol.lags[p.kind], 0) // it holds v already
+		}
+		if p.last.Equal(ts) {
+			p.fromL = t.pol.latest
+		}
+	}
+	return true
+}
+
+// EngineVersion says what target's engine reported as its version at ts, right after its
+// scrape at ts: version v when reports is set, none otherwise (its workers' versions are then
+// inferred again, from what they last reported).
+func (t *Tracker) EngineVersion(ts time.Time, target string, v int64, reports bool) {
+	tgt := t.targets[target]
+	if tgt == nil {
+		tgt = &targetState{}
+		t.targets[target] = tgt
+	}
+	nv := version{n: v, ok: reports}
+	if !reports {
+		nv = version{}
+	}
+	if nv == tgt.reported {
+		return
+	}
+	old := tgt.reported
+	tgt.reported = nv
+	for i := range tgt.engines {
+		ws := tgt.engines[i].ws
+		if ws == nil || !ws.pv.sampled {
+			continue
+		}
+		p := &ws.pv
+		before := p.held(old)
+		if !reports && old.ok && (!p.inferred.ok || old.n > p.inferred.n) {
+			p.inferred = old // it held what it reported last
+		}
+		after := p.held(nv)
+		t.landed(ws, before, after, ts)
+		if p.last.Equal(ts) {
+			p.fromV = after
+		}
+	}
+}
+
+// reported is target's reported version, none when it reports none.
+func (t *Tracker) reported(target string) version {
+	if tgt := t.targets[target]; tgt != nil {
+		return tgt.reported
+	}
+	return version{}
+}
+
+// landed counts, when a worker's version went from a to b at ts, the lag of every version it
+// now holds for the first time: those published in (a, b] after the worker was first seen.
+func (t *Tracker) landed(ws *workerState, a, b version, ts time.Time) {
+	if !b.ok || a.ok && b.n <= a.n {
+		return
+	}
+	pubs := t.pol.pubs
+	i := 0
+	if a.ok {
+		i, _ = slices.BinarySearchFunc(pubs, a.n+1, func(p publish, v int64) int {
+			switch {
+			case p.v < v:
+				return -1
+			case p.v > v:
+				return 1
+			}
+			return 0
+		})
+	}
+	for ; i < len(pubs) && pubs[i].v <= b.n; i++ {
+		if !pubs[i].at.Before(ws.pv.first) {
+			t.pol.lags[ws.pv.kind] = append(t.pol.lags[ws.pv.kind], ts.Sub(pubs[i].at).Seconds())
+		}
+	}
+}
+
+// The policy keys' names (without prefix).
+const (
+	NamePolicyVersion    = "policy/version"
+	NameEngineVersionMin = "policy/engine_version_min"
+	NameEngineVersionMax = "policy/engine_version_max"
+	NameEnginesBehind    = "policy/engines_behind"
+	NamePublishLag       = "policy/publish_lag_s"
+	NameStaleTokens      = "policy/stale_generation_tokens"
+	NameStaleFraction    = "policy/stale_token_fraction"
+	NameWorkerVersionLag = "policy/lag"
+	policyKeyName        = "policy" // the first part of every policy key
+)
+
+// policyKeys adds the policy keys of pool p's workers to r.Values, and each worker's version
+// and lag to its per_worker record. ids and was are the step's workers, sorted, aligned with
+// r.PerWorker (when present).
+func (t *Tracker) policyKeys(r *Record, ids []WorkerID, was []*workerAcc, p kindPool, perWorker bool) {
+	latest := t.pol.latest
+	add := func(vs *[]vllm.Value, name, stat string, v float64) {
+		*vs = append(*vs, vllm.Value{Name: name, Stat: stat, V: v, Kind: p.kind})
+	}
+	var lo, hi int64
+	known, behind := 0, 0
+	var stale, gen float64
+	p.each(len(was), func(i int) {
+		wa := was[i]
+		stale += wa.stale
+		if wa.has[vllm.GenerationTokens] {
+			gen += wa.totals[vllm.GenerationTokens]
+		}
+		ws := t.workers[ids[i]]
+		if ws == nil || !ws.pv.sampled {
+			return // its target left the fleet: no engine at the step end
+		}
+		v := ws.pv.held(t.reported(ids[i].Target))
+		if v.older(latest) {
+			behind++
+		}
+		if !v.ok {
+			return
+		}
+		if known == 0 || v.n < lo {
+			lo = v.n
+		}
+		if known == 0 || v.n > hi {
+			hi = v.n
+		}
+		known++
+		if perWorker {
+			add(&r.PerWorker[i].Values, NamePolicyVersion, "", float64(v.n))
+			if latest.ok {
+				add(&r.PerWorker[i].Values, NameWorkerVersionLag, "", float64(max(0, latest.n-v.n)))
+			}
+		}
+	})
+	if latest.ok {
+		add(&r.Values, NamePolicyVersion, "", float64(latest.n))
+		add(&r.Values, NameEnginesBehind, "", float64(behind))
+		add(&r.Values, NameStaleTokens, "", stale)
+		if gen > 0 {
+			add(&r.Values, NameStaleFraction, "", stale/gen)
+		}
+	}
+	if known > 0 {
+		add(&r.Values, NameEngineVersionMin, "", float64(lo))
+		add(&r.Values, NameEngineVersionMax, "", float64(hi))
+	}
+	if lags := t.pol.lags[p.kind]; len(lags) > 0 {
+		// sorted, so that the mean adds them up in one order, whichever order they landed in
+		xs := slices.Sorted(slices.Values(lags))
+		var sum float64
+		for _, x := range xs {
+			sum += x
+		}
+		add(&r.Values, NamePublishLag, vllm.StatMean, sum/float64(len(xs)))
+		add(&r.Values, NamePublishLag, vllm.StatMax, xs[len(xs)-1])
+	}
+}
