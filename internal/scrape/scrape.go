@@ -44,6 +44,9 @@ type Result struct {
 	ParseErr error
 	// Boundary is the id of the step-boundary request this scrape answers, 0 for a tick.
 	Boundary uint64
+	// Version is the engine's weight version, read after the page at boundary scrapes and at
+	// scrapes asked for it (Pool.AskVersion); nil when not read (see scraper.readVersion).
+	Version *VersionReading
 }
 
 // Err returns why the scrape failed, or nil.

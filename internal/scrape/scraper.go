@@ -23,6 +23,8 @@ type scraper struct {
 	// what it learnt from the target's previous pages) is set up here, in newScraper, and lives
 	// as long as the target's goroutine.
 	parse func(body []byte) (*page.Page, error)
+	// ver is how the target's engine is asked for its weight version (see version.go).
+	ver versionProbe
 	// replayed reports that parse read its last page by the lines of the previous one (see
 	// page.Parser.Replayed); nil when parse has no memory.
 	replayed func() bool
@@ -138,6 +140,7 @@ func (s *scraper) fetch(opt *Options) Result {
 	if err != nil {
 		res.FetchErr = err
 		s.names.reset() // the target may come back as another server: learn its page again
+		s.ver.reset()
 		return res
 	}
 	if opt.KeepBody && !errors.Is(res.ParseErr, page.ErrLimit) { // a page over the limits is not kept
