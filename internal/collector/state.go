@@ -44,6 +44,8 @@ type state struct {
 	removedAt   map[string]time.Time // removed targets not forgotten yet, by removal time
 	forgetQueue []forgetLater        // the same, in the order they were removed
 	forgetMore  bool                 // forgetExpired left expired ones for the next batch
+
+	policy policyState // the trainer's policy versions and the engines' (see policy.go)
 }
 
 // A query's kind: what happens once its boundary scrapes are in.
@@ -202,6 +204,9 @@ func (s *state) observe(in scrape.Result) {
 	}
 	err := res.Err()
 	undated := s.tracker.Observe(ts, res.Target, res.Page, err)
+	if res.Version != nil && err == nil {
+		s.engineVersion(ts, res.Target, res.Version) // read right after the page
+	}
 	s.c.opt.Observer.Scraped(res)
 	if t := s.targets[res.Target]; t != nil {
 		s.updateTarget(t, ts, res)
