@@ -258,3 +258,36 @@ func worker(s sample) string {
 	slices.Sort(wl)
 	return e + "|" + strings.Join(wl, ",")
 }
+
+// TestLabelEscapesAsPrometheus: a label value's backslash before anything but \, " and n is
+// kept as written, as Prometheus' scrape parser keeps it (expfmt refuses the whole page); the
+// same page gives vllmstat's lexer the same label values as Prometheus'.
+func TestLabelEscapesAsPrometheus(t *testing.T) {
+	for _, body := range []string{
+		`vllm:num_requests_running{engine="0",model_name="C:\models\z"} 1` + "\n",
+		`vllm:num_requests_running{engine="0",model_name="a\fb\\c\"d\ne\t"} 2` + "\n",
+		`vllm:num_requests_running{engine="0",model_name="\\\z\\"} 3` + "\n",
+		"# TYPE vllm:num_requests_running gauge\n" + `vllm:num_requests_running{model_name="x\y"} 4` + "\n# EOF\n",
+	} {
+		prom, err := promSamples([]byte(body))
+		if err != nil || len(prom) != 1 {
+			t.Fatalf("Prometheus reads %d samples of %q: %v", len(prom), body, err)
+		}
+		var got []sample
+		err = expo.Parse([]byte(body), expo.NewNames([]string{"vllm:num_requests_running"}), func(s *expo.Sample) {
+			ls := make([]pair, 0, len(s.Labels))
+			for _, l := range s.Labels {
+				ls = append(ls, pair{l.Name, l.Value})
+			}
+			smp, err := newSample(s.Name, ls, s.Value)
+			if err != nil {
+				t.Error(err)
+			}
+			got = append(got, smp)
+		})
+		if err != nil {
+			t.Fatalf("vllmstat refuses %q: %v", body, err)
+		}
+		sameSamples(t, "vllmstat", got, prom, 0)
+	}
+}

@@ -25,7 +25,7 @@ import warnings
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from inprocess_test import CHILD_PY, WAIT, need, vllmstat_bin, wait_for  # noqa: E402
-from vllmstat_client_test import FakeAPI  # noqa: E402
+from vllmstat_client_test import FakeAPI, FakeClock  # noqa: E402
 
 import vllmstat  # noqa: E402
 import vllmstat_client  # noqa: E402
@@ -213,6 +213,26 @@ class Start(SidecarTest):
         self.assertIn("address already in use", str(cm.exception))
         with self.assertRaises(FileNotFoundError):
             vllmstat_client.start(binary=os.path.join(self.tmp, "no-such-binary"))
+
+    def test_a_stopped_sidecar_costs_one_call_until_it_answers_again(self):
+        vs = self.start(out_dir=self.out, step_every=0, strict=True)
+        self.addCleanup(os.kill, vs.pid, signal.SIGCONT)  # before close: a stopped process ignores SIGTERM
+        clock = FakeClock()
+        vs.hang_timeout, vs.probe_timeout, vs.clock = 1.0, 0.3, clock
+        os.kill(vs.pid, signal.SIGSTOP)
+        began = time.monotonic()
+        with self.assertRaisesRegex(VllmstatError, r"POST /v1/steps/end: no answer from .* within 0\.7s, nor to "
+                                                   r"/healthz \(.*timed out after 0\.3s\): it looks stopped or hung"):
+            vs.end_step(1)
+        self.assertLess(time.monotonic() - began, vs.timeout / 2, "the call waited for its timeout")
+        with self.assertRaisesRegex(VllmstatError, "GET /v1/live: not sent: vllmstat does not answer"):
+            vs.live()
+        os.kill(vs.pid, signal.SIGCONT)
+        with self.assertRaisesRegex(VllmstatError, "not sent"):
+            vs.live()  # not asked again before probe_every has passed
+        clock.now += vs.probe_every
+        self.assertEqual(vs.end_step(2)["step"], 2)
+        self.assertIn(2, [r["step"] for r in vs.steps()])
 
     def test_a_sidecar_that_dies_is_reported_with_its_last_lines(self):
         vs = self.start(out_dir=self.out, step_every=0)

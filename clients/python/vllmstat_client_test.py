@@ -21,6 +21,7 @@ import unittest
 import warnings
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import vllmstat_client  # noqa: E402
 from vllmstat_client import Client, VllmstatError, log_to, scalars  # noqa: E402
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -97,18 +98,39 @@ class Unreachable:
 
 class FakeAPI:
     """A stand-in for vllmstat's API on loopback: answers each path as the test says and keeps
-    every request it got as (method, path, JSON body)."""
+    every request it got as (method, path, JSON body).
+
+    pause() makes it take requests and answer none until resume(), as a vllmstat stopped by
+    SIGSTOP does (the kernel still completes the connections); an answer of a path in ``ready``
+    waits until that condition on the requests so far holds.
+    """
 
     def __init__(self):
         self.answers = {}  # path -> (status, body); body bytes are sent as they are
         self.requests = []
+        self.ready = {}  # path -> condition on self.requests that its answer waits for
+        self.changed = threading.Condition()
+        self.answering = threading.Event()
+        self.answering.set()
         api = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_POST(self):
                 n = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(n)) if n else None
-                api.requests.append((self.command, self.path, body))
+                with api.changed:
+                    api.requests.append((self.command, self.path, body))
+                    api.changed.notify_all()
+                    cond = api.ready.get(self.path)
+                    if cond is not None:
+                        api.changed.wait_for(cond, 30)
+                api.answering.wait()
+                try:
+                    self._answer()
+                except OSError:
+                    pass  # the client gave up waiting and went away
+
+            def _answer(self):
                 status, out = api.answers.get(self.path, (404, {"error": "no such endpoint"}))
                 if out == "not http":
                     self.wfile.write(b"garbage\r\n\r\n")
@@ -130,11 +152,30 @@ class FakeAPI:
         self.thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True)
         self.thread.start()
 
+    def pause(self):
+        self.answering.clear()
+
+    def resume(self):
+        self.answering.set()
+
+    def paths(self):
+        with self.changed:
+            return [p for _, p, _ in self.requests]
+
+    def wait_paths(self, n, timeout=30):
+        """Waits until n requests came in and returns their paths."""
+        with self.changed:
+            if not self.changed.wait_for(lambda: len(self.requests) >= n, timeout):
+                raise AssertionError("%d requests within %ss, not %d: %s" % (len(self.requests), timeout, n,
+                                                                             self.requests))
+            return [p for _, p, _ in self.requests]
+
     def edges(self):
         """The phase calls received, as ("start"|"end", name)."""
         return [(p.rsplit("/", 1)[1], b["phase"]) for m, p, b in self.requests if p.startswith("/v1/phases/")]
 
     def close(self):
+        self.answering.set()
         self.server.shutdown()
         self.server.server_close()
         self.thread.join(10)
@@ -508,6 +549,125 @@ class PhaseCalls(unittest.TestCase):
         self.assertIn("bad answer", str(w[0].message))
         with self.assertRaises(VllmstatError):
             self.client(strict=True).end_step(1)
+
+
+class FakeClock:
+    """A monotonic clock that moves only when the test moves it."""
+
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self):
+        return self.now
+
+
+class HungVllmstat(unittest.TestCase):
+    """A vllmstat that takes requests and answers none (FakeAPI paused, as SIGSTOP leaves one)."""
+
+    # Far above the bound a hung vllmstat may cost a call here (HANG): a call that waited for
+    # its timeout fails the test.
+    TIMEOUT = 30.0
+    HANG, PROBE = 0.6, 0.2
+
+    def setUp(self):
+        self.api = FakeAPI()
+        self.addCleanup(self.api.close)
+        self.api.answers["/v1/steps/end"] = (200, {"step": 2, "metrics": {"vllm/a": 1}})
+        self.api.answers["/v1/live"] = (200, {"step": {}, "targets": []})
+        self.api.answers["/healthz"] = (200, {"status": "ok", "version": vllmstat_client.__version__})
+        self.clock = FakeClock()
+
+    def client(self, **kw):
+        c = Client(self.api.url, timeout=self.TIMEOUT, hang_timeout=self.HANG, probe_timeout=self.PROBE,
+                   probe_every=5.0, clock=self.clock, **kw)
+        c._version_checked = True  # no version request among the ones counted here
+        return c
+
+    def timed(self, f, *args):
+        began = time.monotonic()
+        out = f(*args)
+        return out, time.monotonic() - began
+
+    def test_one_call_waits_then_calls_fail_at_once_until_healthz_answers(self):
+        c = self.client()
+        self.api.pause()
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            out, took = self.timed(c.end_step, 1)
+            self.assertEqual(out, {})
+            self.assertLess(took, self.TIMEOUT / 3, "the call waited for its timeout")
+            self.assertGreaterEqual(took, self.HANG - self.PROBE)
+            self.assertEqual(self.api.wait_paths(2), ["/v1/steps/end", "/healthz"])
+            # not answering: no request at all until probe_every has passed on the client's clock
+            self.assertEqual(c.end_step(2), {})
+            self.assertIsNone(c.start_phase("rollout"))
+            self.assertEqual(c.live(), {})
+            self.assertFalse(c.health())
+            self.clock.now += 4.9
+            self.assertEqual(c.end_step(2), {})
+            self.clock.now += 0.1
+            self.assertEqual(c.end_step(2), {})  # asks /healthz, which does not answer; no step end
+            self.assertEqual(self.api.wait_paths(3)[2:], ["/healthz"])
+            self.clock.now += 4.9
+            self.assertEqual(c.end_step(2), {})  # five seconds from that probe, not from the call before
+        self.assertEqual(len(w), 1, [str(x.message) for x in w])
+        self.assertRegex(str(w[0].message), r"POST /v1/steps/end: no answer from .* within 0\.4s, nor to /healthz "
+                                            r"\(.*timed out.*\): it looks stopped or hung")
+        self.api.resume()
+        self.clock.now += 0.1
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            self.assertEqual(c.end_step(2), {"step": 2, "metrics": {"vllm/a": 1}})
+            self.assertEqual(c.live(), {"step": {}, "targets": []})
+        self.assertEqual(w, [])
+        # what it took: the step end given up on and three probes (answered on resume, too late), then the two calls
+        self.assertEqual(self.api.wait_paths(6), ["/v1/steps/end", "/healthz", "/healthz", "/healthz",
+                                                   "/v1/steps/end", "/v1/live"])
+
+    def test_strict_raises_at_once_while_it_does_not_answer(self):
+        c = self.client(strict=True)
+        self.api.pause()
+        with self.assertRaisesRegex(VllmstatError, "no answer .* it looks stopped or hung") as e:
+            self.timed(c.end_step, 1)
+        self.assertIsNone(e.exception.status)
+        self.assertEqual(self.api.wait_paths(2), ["/v1/steps/end", "/healthz"])
+        for call in (lambda: c.end_step(2), lambda: c.start_phase("rollout"), c.live):
+            with self.assertRaisesRegex(VllmstatError, r"not sent: vllmstat does not answer \(.*it looks stopped "
+                                                       r"or hung\); calls fail at once until it answers /healthz"):
+                call()
+        with self.assertRaises(VllmstatError), warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            with c.phase("rollout"):
+                pass
+        self.assertEqual(len(w), 0)
+        self.api.resume()
+        self.clock.now += 5.0
+        self.assertEqual(c.end_step(2)["step"], 2)
+        self.assertEqual(self.api.wait_paths(4)[2:], ["/healthz", "/v1/steps/end"])
+
+    def test_a_timeout_of_its_own_is_the_bound(self):
+        # a timeout no longer than hang_timeout: the call's own bound, then the same fast failures
+        c = Client(self.api.url, timeout=self.PROBE, hang_timeout=self.HANG, probe_timeout=self.PROBE / 2,
+                   probe_every=5.0, clock=self.clock, strict=True)
+        self.api.pause()
+        with self.assertRaisesRegex(VllmstatError, r"POST /v1/steps/end: no answer from .*: timed out after 0\.2s"):
+            c.end_step(1)
+        with self.assertRaisesRegex(VllmstatError, "not sent"):
+            c.end_step(2)
+        self.assertEqual(self.api.wait_paths(1), ["/v1/steps/end"])
+
+    def test_a_slow_answer_is_waited_for_while_healthz_answers(self):
+        # a step end slower than hang_timeout (a boundary scrape of a slow engine): its answer
+        # comes only once the client has asked /healthz twice, and the client takes it
+        self.api.ready["/v1/steps/end"] = lambda: self.api.paths().count("/healthz") >= 2
+        c = self.client(strict=True)
+        self.assertEqual(c.end_step(2), {"step": 2, "metrics": {"vllm/a": 1}})
+        self.assertEqual(self.api.paths(), ["/v1/steps/end", "/healthz", "/healthz"])
+        self.assertEqual(c.live(), {"step": {}, "targets": []})
+
+    def test_probe_timeout_below_hang_timeout(self):
+        with self.assertRaises(ValueError):
+            Client(self.api.url, hang_timeout=1.0, probe_timeout=1.0)
 
 
 class TokenAndTargets(unittest.TestCase):

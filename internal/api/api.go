@@ -48,9 +48,16 @@ type Options struct {
 	Token string
 	// MetricsPublic serves /metrics without the token, for a Prometheus that cannot send one.
 	MetricsPublic bool
-	Metrics       http.Handler // served at /metrics when set
-	Report        http.Handler // served at / when set
-	Logger        *slog.Logger
+	// AnyHost answers requests that name the API by any host when there is no Token: an API
+	// that listens on a network address without one (allow_insecure_listen), which anyone who
+	// can reach it may call anyway. Otherwise, without a Token, a request must name the API as
+	// localhost or a loopback address with the port it came in on (see guard).
+	AnyHost bool
+	// Targets is what PUT and POST /v1/targets refuse to add (see TargetPolicy).
+	Targets TargetPolicy
+	Metrics http.Handler // served at /metrics when set
+	Report  http.Handler // served at / when set
+	Logger  *slog.Logger
 }
 
 type apiError struct {
@@ -67,7 +74,7 @@ func New(opt Options) http.Handler {
 	if opt.Logger == nil {
 		opt.Logger = slog.New(slog.DiscardHandler)
 	}
-	h := &handler{opt: opt}
+	h := &handler{opt: opt, checkTarget: opt.Targets.checker()}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "version": version.Number()})
@@ -75,17 +82,21 @@ func New(opt Options) http.Handler {
 	v1 := func(pattern string, f func(*http.Request) (any, *apiError)) {
 		mux.Handle(pattern, h.auth(h.wrap(f)))
 	}
-	v1("POST /v1/steps/end", h.endStep)
-	v1("POST /v1/phases/start", h.phase(h.opt.Collector.StartPhase))
-	v1("POST /v1/phases/end", h.phase(h.opt.Collector.EndPhase))
-	v1("POST /v1/policy", h.policy)
+	// Calls that change the run take JSON bodies only (see jsonBody).
+	change := func(pattern string, f func(*http.Request) (any, *apiError)) {
+		mux.Handle(pattern, h.auth(jsonBody(h.wrap(f))))
+	}
+	change("POST /v1/steps/end", h.endStep)
+	change("POST /v1/phases/start", h.phase(h.opt.Collector.StartPhase))
+	change("POST /v1/phases/end", h.phase(h.opt.Collector.EndPhase))
+	change("POST /v1/policy", h.policy)
 	v1("GET /v1/steps/{n}", h.getStep)
 	v1("GET /v1/steps", h.listSteps)
 	v1("GET /v1/live", h.live)
 	v1("GET /v1/targets", h.targets)
-	v1("PUT /v1/targets", h.setTargets)
-	v1("POST /v1/targets", h.addTargets)
-	v1("DELETE /v1/targets", h.removeTargets)
+	change("PUT /v1/targets", h.setTargets)
+	change("POST /v1/targets", h.addTargets)
+	change("DELETE /v1/targets", h.removeTargets)
 	mux.Handle("/v1/", h.auth(h.wrap(func(r *http.Request) (any, *apiError) {
 		switch p := r.URL.Path; {
 		case p == "/v1/steps/end", p == "/v1/steps", p == "/v1/live", p == "/v1/targets", strings.HasPrefix(p, "/v1/steps/"),
@@ -104,11 +115,12 @@ func New(opt Options) http.Handler {
 	if opt.Report != nil {
 		mux.Handle("GET /{$}", h.auth(opt.Report))
 	}
-	return mux
+	return h.guard(mux)
 }
 
 type handler struct {
-	opt Options
+	opt         Options
+	checkTarget func(url string) error // see TargetPolicy
 }
 
 // auth requires the bearer token. The scheme is matched without regard to case (RFC 9110) and
@@ -345,7 +357,7 @@ func (h *handler) targets(r *http.Request) (any, *apiError) {
 // setTargets takes http and https URLs only (no host:port shorthand), schemes in any case.
 // User info in a URL becomes the target's basic-auth credentials; URLs are returned without it.
 func (h *handler) setTargets(r *http.Request) (any, *apiError) {
-	ts, urls, aerr := readTargets(r)
+	ts, urls, aerr := readTargets(r, h.checkTarget)
 	if aerr != nil {
 		return nil, aerr
 	}
@@ -359,7 +371,7 @@ func (h *handler) setTargets(r *http.Request) (any, *apiError) {
 // as it is, so workers may each register their own URL at the same time. It answers with every
 // target now scraped.
 func (h *handler) addTargets(r *http.Request) (any, *apiError) {
-	ts, _, aerr := readTargets(r)
+	ts, _, aerr := readTargets(r, h.checkTarget)
 	if aerr != nil {
 		return nil, aerr
 	}
@@ -372,7 +384,7 @@ func (h *handler) addTargets(r *http.Request) (any, *apiError) {
 // removeTargets removes the listed targets (DELETE); URLs that are not targets are ignored. It
 // answers with every target now scraped.
 func (h *handler) removeTargets(r *http.Request) (any, *apiError) {
-	_, urls, aerr := readTargets(r)
+	_, urls, aerr := readTargets(r, nil)
 	if aerr != nil {
 		return nil, aerr
 	}
@@ -383,8 +395,9 @@ func (h *handler) removeTargets(r *http.Request) (any, *apiError) {
 }
 
 // readTargets reads {"targets": [URL, ...]}: http and https URLs only (no host:port
-// shorthand), schemes in any case, user info moved into the target's credentials.
-func readTargets(r *http.Request) ([]target.Target, []string, *apiError) {
+// shorthand), schemes in any case, user info moved into the target's credentials. With a
+// check, the targets it refuses are 400 (see TargetPolicy).
+func readTargets(r *http.Request, check func(url string) error) ([]target.Target, []string, *apiError) {
 	var body struct {
 		Targets []string `json:"targets"`
 	}
@@ -408,6 +421,12 @@ func readTargets(r *http.Request) ([]target.Target, []string, *apiError) {
 		if err != nil {
 			problems = append(problems, fmt.Sprintf("targets[%d]: %q: %v", i, target.Redact(raw), err))
 			continue
+		}
+		if check != nil {
+			if err := check(t.URL); err != nil {
+				problems = append(problems, fmt.Sprintf("targets[%d]: %q: %v", i, t.URL, err))
+				continue
+			}
 		}
 		if j, dup := first[t.URL]; dup {
 			if !ts[j[0]].Auth.Equal(t.Auth) {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -95,6 +96,13 @@ func (f *fakeCollector) RemoveTargets(context.Context, []string) error     { ret
 func do(t *testing.T, h http.Handler, method, path, body, token string) (int, map[string]any) {
 	t.Helper()
 	req := httptest.NewRequest(method, path, strings.NewReader(body))
+	// As a program calls the API on loopback: by its address, with JSON.
+	local := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 9400}
+	req = req.WithContext(context.WithValue(req.Context(), http.LocalAddrContextKey, local))
+	req.Host = local.String()
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}

@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-// get calls the API over loopback HTTP with the given Authorization header ("" for none).
+// call calls the API over loopback HTTP with the given Authorization header ("" for none).
 func call(t *testing.T, method, url, authz, body string) (int, string) {
 	t.Helper()
 	req, err := http.NewRequest(method, url, strings.NewReader(body))
@@ -18,6 +18,9 @@ func call(t *testing.T, method, url, authz, body string) (int, string) {
 	}
 	if authz != "" {
 		req.Header.Set("Authorization", authz)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -3,6 +3,9 @@ package api
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -57,5 +60,26 @@ func TestPolicyEndpoint(t *testing.T) {
 	}
 	if code, _ := do(t, h, "POST", "/v1/policy", `{"version": 1}`, "s3cret"); code != 200 {
 		t.Errorf("publish with token: %d", code)
+	}
+}
+
+// TestPolicyGuarded: a publish goes through the checks of every call that changes the run: a
+// body that is not JSON is 415, a web page's foreign Origin 403, and neither publishes.
+func TestPolicyGuarded(t *testing.T) {
+	fc := &fakeCollector{}
+	srv := httptest.NewServer(New(Options{Collector: fc}))
+	defer srv.Close()
+	if code, body := send(t, "POST", srv.URL+"/v1/policy", `{"version": 1}`, map[string]string{"Content-Type": "text/plain"}); code != http.StatusUnsupportedMediaType {
+		t.Errorf("text/plain: %d %s, want 415", code, body)
+	}
+	if code, body := send(t, "POST", srv.URL+"/v1/policy", `{"version": 1}`,
+		map[string]string{"Content-Type": "application/json", "Origin": "http://evil.example"}); code != http.StatusForbidden {
+		t.Errorf("foreign Origin: %d %s, want 403", code, body)
+	}
+	if fc.published {
+		t.Fatal("a refused call published a version")
+	}
+	if code, body := send(t, "POST", srv.URL+"/v1/policy", `{"version": 1}`, map[string]string{"Content-Type": "application/json"}); code != http.StatusOK || !strings.Contains(body, `"version":1`) {
+		t.Errorf("JSON: %d %s, want 200", code, body)
 	}
 }

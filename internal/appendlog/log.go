@@ -8,8 +8,9 @@
 //   - A Backlog, over a Log, keeps the records the file refused in memory, up to a bound in
 //     bytes, and writes them in order before any newer record; its owner decides what a record
 //     given up means (a gap event, a step named at Close).
-//   - CutPartialLine and LastLine find and cut off the partial last line that a killed run left
-//     in a file of lines, before a new run appends to it.
+//   - CutPartialLine, LastLine and LastWholeLine find and cut off the partial last line that a
+//     killed run left in a file of lines, or a last line that is no record, before a new run
+//     appends to it; KeepAside keeps what such a repair takes out, in a file of its own.
 //
 // Nothing here is safe for concurrent use: each file has one owner, which holds its own lock
 // where it needs one.

@@ -47,6 +47,7 @@ func init() {
 // Run runs vllmstat with the given arguments (without the program name) until it is done or
 // interrupted by SIGINT or SIGTERM.
 func Run(args []string, stdout, stderr io.Writer) int {
+	quietStdLogger(stderr)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	return RunContext(ctx, args, stdout, stderr)

@@ -111,6 +111,7 @@ func (r *authRun) targets(method string, urls ...string) {
 	if err != nil {
 		r.t.Fatal(err)
 	}
+	req.Header.Set("Content-Type", "application/json")
 	if r.token != "" {
 		req.Header.Set("Authorization", "Bearer "+r.token)
 	}

@@ -180,6 +180,14 @@ func (s *state) apply(add []target.Target, remove []string) {
 	for _, u := range added {
 		// Labels it had and still has (back within its grace period) are the tracker's already.
 		s.targets[u] = &TargetState{URL: u, late: s.late, Labels: s.labels[u]}
+		if s.late {
+			// Connections it refuses before its first page say nothing of when its server
+			// started: the tracker, and replay, must know it was not there from the start.
+			s.tracker.Added(u)
+			if rw := s.c.opt.Recorder; rw != nil {
+				s.recordFailed(rw.Added(s.stamp(), u))
+			}
+		}
 	}
 	s.syncLabels(add, nil)
 	if len(added) > 0 || len(removed) > 0 {

@@ -262,6 +262,8 @@ func (c *Collector) Run(ctx context.Context) error {
 			f(s)
 		case res := <-results:
 			s.observe(res)
+		case <-s.cutC():
+			s.cutUnanswered()
 		case <-s.moreC():
 			s.applyMore() // the next batch of a large change of targets
 		}
@@ -286,6 +288,8 @@ func (s *state) shutdown(results chan scrape.Result) error {
 		select {
 		case res := <-results:
 			s.observe(res)
+		case <-s.cutC():
+			s.cutUnanswered()
 		case <-deadline.C():
 			s.c.log.Warn("closing the last step without every boundary scrape", "missing", len(s.boundary.pending))
 			for s.boundary != nil { // this one, and any step end queued behind it

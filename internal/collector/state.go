@@ -2,11 +2,11 @@ package collector
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
 
+	"github.com/vllmstat/vllmstat/internal/clock"
 	"github.com/vllmstat/vllmstat/internal/page"
 	"github.com/vllmstat/vllmstat/internal/scrape"
 	"github.com/vllmstat/vllmstat/internal/step"
@@ -74,6 +74,9 @@ type boundary struct {
 	id      uint64
 	q       endQuery
 	pending map[string]bool
+	// cut fires a scrape timeout after the boundary started when targets that never answered
+	// are among those pending (see cutUnanswered); nil when none are.
+	cut clock.Timer
 }
 
 // TargetState is what the collector knows of one target.
@@ -88,11 +91,17 @@ type TargetState struct {
 	Skipped      int64     `json:"skipped_ticks"`
 	BodyBytes    int       `json:"body_bytes"`
 	// Note says what cannot be exact about the target's figures, "" when nothing.
-	Note   string `json:"note,omitempty"`
-	seen   bool
-	reason string // of the last failure, "" when up
-	late   bool   // added while the run ran, not at its start
-	hint   string // the setup hint last logged (see page.Hint)
+	Note string `json:"note,omitempty"`
+	// NewConnections is set once the target answered out of turn on a kept-alive connection:
+	// every scrape of it goes on a new connection from then on (see scrape.Result).
+	NewConnections bool `json:"new_connections,omitempty"`
+
+	seen bool
+	// answered is set once a scrape of the target succeeded: its workers have a baseline.
+	answered bool
+	reason   string // of the last failure, "" when up
+	late     bool   // added while the run ran, not at its start
+	hint     string // the setup hint last logged (see page.Hint)
 
 	// Labels are the labels discovery gave the target (file_sd); read only.
 	Labels map[string]string `json:"labels,omitempty"`
@@ -192,9 +201,10 @@ func (s *state) observe(in scrape.Result) {
 	}
 	if rw := s.c.opt.Recorder; rw != nil {
 		body, ferr := res.Body, res.FetchErr
-		if errors.Is(res.ParseErr, page.ErrLimit) {
-			// Replay knows no limits: it gets the failure, so that it counts what the run did,
-			// and the recording does not grow by the oversized page.
+		if res.ParseErr != nil {
+			// Replay gets the failure, so that it counts what the run did (it knows no limits).
+			// The page is not recorded: one over the limits would grow the recording, and one
+			// that is not Prometheus text may hold anything, its server's secrets too.
 			body, ferr = nil, res.ParseErr
 		}
 		if err := rw.Scrape(ts, res.Target, body, ferr); err != nil && !s.recordErr {
@@ -241,6 +251,7 @@ func (s *state) updateTarget(t *TargetState, ts time.Time, res *scrape.Result) {
 	t.LastScrape = ts
 	t.LastDuration = res.Duration.Seconds()
 	t.BodyBytes = res.BodyBytes
+	t.NewConnections = res.NewConnections
 	up := err == nil
 	if !up {
 		t.Failures++
@@ -265,6 +276,7 @@ func (s *state) updateTarget(t *TargetState, ts time.Time, res *scrape.Result) {
 		s.c.log.Warn("target down", "target", t.URL, "reason", res.Reason(), "err", err)
 	}
 	t.Up, t.seen, t.reason = up, true, res.Reason()
+	t.answered = t.answered || up
 }
 
 // undatedNote is what a target added during the run is told when its first page had counts
@@ -291,7 +303,7 @@ func (s *state) requestEnd(n int64, reply chan endResult) {
 		fail(fmt.Errorf("step %d: %w", n, ErrStepRange))
 		return
 	case n <= s.lastStep && s.c.opt.Resume && s.lastStep == s.c.opt.ResumeAfter:
-		fail(fmt.Errorf("step %d: %w (this run continues the out_dir's steps.jsonl, which ends at step %d)", n, ErrStepOrder, s.lastStep))
+		fail(fmt.Errorf("step %d: %w (this run continues the out_dir's steps; what steps.jsonl and the sinks' files hold ends at step %d)", n, ErrStepOrder, s.lastStep))
 		return
 	case n <= s.lastStep:
 		fail(fmt.Errorf("step %d: %w (the last step ended or being ended is %d)", n, ErrStepOrder, s.lastStep))
@@ -322,10 +334,44 @@ func (s *state) stepPending() bool {
 func (s *state) startBoundary(q endQuery) {
 	s.nextID++
 	b := &boundary{id: s.nextID, q: q, pending: map[string]bool{}}
+	unanswered := false
 	for _, u := range s.pool.Boundary(b.id) {
 		b.pending[u] = true
+		if t := s.targets[u]; t == nil || !t.answered {
+			unanswered = true
+		}
+	}
+	if unanswered && s.c.opt.Timeout > 0 {
+		b.cut = s.c.opt.Clock.NewTimer(s.c.opt.Timeout)
 	}
 	s.boundary = b
+	s.maybeClose()
+}
+
+// cutC is ready when the boundary in progress stops waiting for the targets that never
+// answered; nil when there is none to stop waiting for.
+func (s *state) cutC() <-chan time.Time {
+	if s.boundary == nil || s.boundary.cut == nil {
+		return nil
+	}
+	return s.boundary.cut.C()
+}
+
+// cutUnanswered stops waiting for the boundary scrapes of the targets that have not answered
+// once, a scrape timeout after the boundary started. Such a target has no baseline, so that its
+// boundary scrape, a baseline itself, closes nothing of the step (counts that _created dates
+// after the run's start are counted in the step its page comes in). Yet its boundary request
+// waits behind its first scrape, which has the first pages' budget (10 s): one added while the
+// run ran that never answered held a step end of a 0.5 s interval for 18 s, the 2 s of its
+// registration's wait, its first scrape's 10 s, and its boundary scrape.
+func (s *state) cutUnanswered() {
+	b := s.boundary
+	b.cut = nil
+	for u := range b.pending {
+		if t := s.targets[u]; t == nil || !t.answered {
+			delete(b.pending, u)
+		}
+	}
 	s.maybeClose()
 }
 
@@ -339,6 +385,9 @@ func (s *state) maybeClose() {
 // the shutdown's deadline passed), and starts the next one queued.
 func (s *state) closeStep() {
 	q := s.boundary.q
+	if s.boundary.cut != nil {
+		s.boundary.cut.Stop()
+	}
 	s.boundary, s.absorbed = nil, false
 	ts := s.stamp()
 	switch q.kind {

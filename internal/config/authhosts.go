@@ -115,25 +115,12 @@ func parseHost(s string) (string, netip.Prefix, error) {
 	case strings.Contains(s, "*"):
 		return "", netip.Prefix{}, errors.New("wildcards are not supported; list the host names, or give a CIDR such as 10.0.0.0/8")
 	case strings.Contains(s, "/"):
-		p, err := netip.ParsePrefix(s)
-		switch {
-		case err != nil:
-			return "", netip.Prefix{}, errors.New("not a CIDR such as 10.0.0.0/8 or fd00::/64")
-		case p.Addr().Is4In6():
-			return "", netip.Prefix{}, errors.New("an IPv4-mapped IPv6 prefix; give it as IPv4, e.g. 10.0.0.0/8")
-		case p != p.Masked():
-			return "", netip.Prefix{}, fmt.Errorf("bits are set past the prefix length; did you mean %s?", p.Masked())
-		}
-		return "", p, nil
+		p, err := parseCIDR(s)
+		return "", p, err
 	}
 	if a, err := netip.ParseAddr(s); err == nil {
-		switch {
-		case a.Zone() != "":
-			return "", netip.Prefix{}, fmt.Errorf("an IPv6 zone (%%%s) is not allowed; give the address alone", a.Zone())
-		case a.Is4In6():
-			return "", netip.Prefix{}, fmt.Errorf("an IPv4-mapped IPv6 address; give it as IPv4: %s", a.Unmap())
-		}
-		return "", netip.PrefixFrom(a, a.BitLen()), nil
+		p, err := addrPrefix(a)
+		return "", p, err
 	}
 	if strings.HasPrefix(s, "[") {
 		return "", netip.Prefix{}, errors.New("give an IPv6 address without brackets or port, e.g. fd00::1")
@@ -146,6 +133,32 @@ func parseHost(s string) (string, netip.Prefix, error) {
 		return "", netip.Prefix{}, errors.New("not a host name, an IP address or a CIDR such as 10.0.0.0/8")
 	}
 	return name, netip.Prefix{}, nil
+}
+
+// parseCIDR reads a CIDR such as 10.0.0.0/8, with no bits set past its length.
+func parseCIDR(s string) (netip.Prefix, error) {
+	p, err := netip.ParsePrefix(s)
+	switch {
+	case err != nil:
+		return netip.Prefix{}, errors.New("not a CIDR such as 10.0.0.0/8 or fd00::/64")
+	case p.Addr().Is4In6():
+		return netip.Prefix{}, errors.New("an IPv4-mapped IPv6 prefix; give it as IPv4, e.g. 10.0.0.0/8")
+	case p != p.Masked():
+		return netip.Prefix{}, fmt.Errorf("bits are set past the prefix length; did you mean %s?", p.Masked())
+	}
+	return p, nil
+}
+
+// addrPrefix returns an address given alone as the prefix of its full length; one with a zone
+// or IPv4-mapped is refused, as nothing would match it.
+func addrPrefix(a netip.Addr) (netip.Prefix, error) {
+	switch {
+	case a.Zone() != "":
+		return netip.Prefix{}, fmt.Errorf("an IPv6 zone (%%%s) is not allowed; give the address alone", a.Zone())
+	case a.Is4In6():
+		return netip.Prefix{}, fmt.Errorf("an IPv4-mapped IPv6 address; give it as IPv4: %s", a.Unmap())
+	}
+	return netip.PrefixFrom(a, a.BitLen()), nil
 }
 
 // isHostName reports that s (lower case, no trailing dot) is a DNS host name: labels of

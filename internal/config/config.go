@@ -92,6 +92,10 @@ type Config struct {
 	MetricsPublic bool `yaml:"metrics_public"`
 	// AllowInsecureListen permits a non-loopback Listen without an APIToken.
 	AllowInsecureListen bool `yaml:"allow_insecure_listen"`
+	// AllowTargets are the IP addresses and CIDRs, as written, where a target added through the
+	// API may be although the API refuses such an address (link-local, a metadata service's,
+	// its own; see api.TargetPolicy). AllowedTargets reads them.
+	AllowTargets []string `yaml:"allow_targets" want:"a list of IP addresses or CIDRs, e.g. [169.254.0.0/16]" item:"an IP address or a CIDR such as 169.254.0.0/16"`
 
 	// DNS are the targets given as dns+ or dnssrv+ URLs, resolved again every RefreshInterval;
 	// Validate moves them here from Targets.
@@ -282,6 +286,7 @@ func (c *Config) Validate() error {
 		}
 	}
 	ps = append(ps, c.validateTargets()...)
+	ps = append(ps, c.validateAllowTargets()...)
 	if len(ps) > 0 {
 		return ps
 	}

@@ -201,6 +201,9 @@ func (p *parser) checks(w yamlx.Where) yamlx.Errors {
 		es = append(es, w.NotAllowed("max_workers_per_target", c.MaxWorkersPerTarget, "must be a whole number > 0"))
 		c.MaxWorkersPerTarget = def.MaxWorkersPerTarget
 	}
+	if w.Has("allow_targets") {
+		c.AllowTargets, es = checkAllowTargets(w, es)
+	}
 	if w.Has("file_sd") {
 		fs := c.FileSD[:0:0]
 		for i, f := range c.FileSD {

@@ -47,13 +47,31 @@ type Sample struct {
 	Line   int // 1-based line number in the page
 }
 
-// SyntaxError says what was wrong and where.
+// SyntaxError says what was wrong and where: the line, and the column (the line's byte, from 1)
+// where the fault starts. It says how many bytes a bad token has, never what they are: a page
+// can hold anything, a secret its server never meant to show too, and errors go to the log, the
+// API and recordings.
 type SyntaxError struct {
 	Line int
+	Col  int
 	Msg  string
 }
 
-func (e *SyntaxError) Error() string { return fmt.Sprintf("line %d: %s", e.Line, e.Msg) }
+func (e *SyntaxError) Error() string {
+	return fmt.Sprintf("line %d, column %d: %s", e.Line, e.Col, e.Msg)
+}
+
+// fault is a syntax error within a line: at is the rest of the line from where it starts.
+type fault struct {
+	at  []byte
+	msg string
+}
+
+func (f *fault) Error() string { return f.msg }
+
+func faultAt(at []byte, format string, a ...any) *fault {
+	return &fault{at: at, msg: fmt.Sprintf(format, a...)}
+}
 
 // Parse reads page and calls emit for every sample whose metric name is in names.
 // It returns the first syntax error; samples before it have been emitted. A label value, or a
@@ -160,20 +178,26 @@ func (p *parser) line(l []byte, n int) (int, error) {
 	if len(l) == 0 {
 		return -1, nil
 	}
-	fail := func(format string, a ...any) (int, error) {
-		return 0, &SyntaxError{Line: n, Msg: fmt.Sprintf(format, a...)}
+	// at is the rest of the line from the fault: every slice the line is read by ends where
+	// the line ends.
+	fail := func(f *fault) (int, error) {
+		return 0, &SyntaxError{Line: n, Col: whole - len(f.at) + 1, Msg: f.msg}
 	}
 	if l[0] == '#' {
 		// Comments carry HELP and TYPE, which vllmstat identifies by exact sample names instead;
 		// but the format is UTF-8, and a page whose HELP or TYPE line is not is a broken page
 		// (Prometheus refuses it too), not one to read numbers from.
 		if c := trimLeft(l[1:]); p.badUTF8 && (keyword(c, help) || keyword(c, typ)) && !utf8.Valid(c) {
-			return fail("invalid UTF-8 in %s line", c[:4])
+			kw := "HELP"
+			if keyword(c, typ) {
+				kw = "TYPE"
+			}
+			return fail(faultAt(c, "invalid UTF-8 in a %s line", kw))
 		}
 		return -1, nil
 	}
 	if !isNameStart(l[0]) {
-		return fail("invalid metric name start %q", l[0])
+		return fail(faultAt(l, "not a sample line: a metric name starts with a letter, '_' or ':'"))
 	}
 	i := 1
 	for i < len(l) && isNameChar(l[i]) {
@@ -181,16 +205,15 @@ func (p *parser) line(l []byte, n int) (int, error) {
 	}
 	name := l[:i]
 	if i < len(l) && l[i] >= utf8.RuneSelf {
-		return fail("metric name %q is followed by a non-ASCII byte: names are ASCII letters, digits, '_' and ':'", name)
+		return fail(faultAt(l[i:], "a non-ASCII byte after a metric name of %d bytes: names are ASCII letters, digits, '_' and ':'", len(name)))
 	}
 	rest := trimLeft(l[i:])
 	id, want := p.names.index[string(name)]
 	p.prev, p.labels = p.labels, p.prev[:0]
 	if len(rest) > 0 && rest[0] == '{' {
-		var err error
-		rest, err = p.labelSet(rest[1:], want)
-		if err != nil {
-			return fail("metric %q: %v", name, err)
+		var f *fault
+		if rest, f = p.labelSet(rest[1:], want); f != nil {
+			return fail(f)
 		}
 		rest = trimLeft(rest)
 	}
@@ -199,14 +222,14 @@ func (p *parser) line(l []byte, n int) (int, error) {
 		end++
 	}
 	if end == 0 {
-		return fail("metric %q: missing value", name)
+		return fail(faultAt(rest, "missing value"))
 	}
 	v, err := parseValue(rest[:end])
 	if err != nil {
-		return fail("metric %q: invalid value %q", name, rest[:end])
+		return fail(faultAt(rest, "invalid value of %d bytes", end))
 	}
-	if err := checkTail(rest[end:]); err != nil {
-		return fail("metric %q: %v", name, err)
+	if f := checkTail(rest[end:]); f != nil {
+		return fail(f)
 	}
 	if p.rec != nil {
 		p.rec.want = want
@@ -224,46 +247,47 @@ func (p *parser) line(l []byte, n int) (int, error) {
 
 // labelSet parses the inside of {...} and returns what follows the closing brace. Labels are
 // decoded only when keep is set.
-func (p *parser) labelSet(b []byte, keep bool) ([]byte, error) {
+func (p *parser) labelSet(b []byte, keep bool) ([]byte, *fault) {
 	set := b       // the label set from its start, to look for a duplicate name
 	var sig uint64 // one bit per label name so far, from its first byte and length
 	k := 0         // label names so far
 	for {
 		b = trimLeft(b)
 		if len(b) == 0 {
-			return nil, fmt.Errorf("unterminated label set")
+			return nil, faultAt(b, "unterminated label set")
 		}
 		if b[0] == '}' {
 			return b[1:], nil
 		}
 		if !isLabelStart(b[0]) {
-			return nil, fmt.Errorf("invalid label name start %q", b[0])
+			return nil, faultAt(b, "not a label name: a label name starts with a letter or '_'")
 		}
 		i := 1
 		for i < len(b) && isLabelChar(b[i]) {
 			i++
 		}
 		lname := b[:i]
+		at := b // the label, for a duplicate name
 		if i < len(b) && b[i] >= utf8.RuneSelf {
-			return nil, fmt.Errorf("label name %q is followed by a non-ASCII byte: names are ASCII letters, digits and '_'", lname)
+			return nil, faultAt(b[i:], "a non-ASCII byte after a label name of %d bytes: names are ASCII letters, digits and '_'", i)
 		}
 		b = trimLeft(b[i:])
 		if len(b) == 0 || b[0] != '=' {
-			return nil, fmt.Errorf("label %q: expected '='", lname)
+			return nil, faultAt(b, "expected '=' after a label name")
 		}
 		b = trimLeft(b[1:])
 		if len(b) == 0 || b[0] != '"' {
-			return nil, fmt.Errorf("label %q: expected quoted value", lname)
+			return nil, faultAt(b, "expected a quoted label value")
 		}
-		val, rest, err := p.quoted(b[1:], keep, len(p.labels))
-		if err != nil {
-			return nil, fmt.Errorf("label %q: %v", lname, err)
+		val, rest, f := p.quoted(b[1:], keep, len(p.labels))
+		if f != nil {
+			return nil, f
 		}
 		// Every line is checked, wanted or not: a page with a duplicate label anywhere is broken.
 		// Names of one line rarely share a signature bit; only then are they compared.
 		bit := uint64(1) << ((uint(lname[0]) + 7*uint(len(lname))) & 63)
 		if sig&bit != 0 && hasName(set, k, lname) {
-			return nil, fmt.Errorf("duplicate label %q", lname)
+			return nil, faultAt(at, "duplicate label: a label name of %d bytes given twice", len(lname))
 		}
 		sig |= bit
 		k++
@@ -282,7 +306,7 @@ func (p *parser) labelSet(b []byte, keep bool) ([]byte, error) {
 		if len(b) > 0 && b[0] == '}' {
 			return b[1:], nil
 		}
-		return nil, fmt.Errorf("expected ',' or '}' after label %q", lname)
+		return nil, faultAt(b, "expected ',' or '}' after a label value")
 	}
 }
 
@@ -317,7 +341,9 @@ func hasName(set []byte, k int, name []byte) bool {
 }
 
 // quoted reads a label value up to its closing quote. It decodes escapes only when keep is set.
-func (p *parser) quoted(b []byte, keep bool, pos int) (string, []byte, error) {
+// A backslash and the byte after it are read as a pair, so that an escaped quote does not close
+// the value; of the pairs, only \\, \" and \n are escapes (see unescape).
+func (p *parser) quoted(b []byte, keep bool, pos int) (string, []byte, *fault) {
 	// Most values have no escape: then the first quote closes the value. A short value is
 	// read byte by byte; a long one (Ray's session names, worker ids) is searched at memchr
 	// speed.
@@ -341,12 +367,7 @@ func (p *parser) quoted(b []byte, keep bool, pos int) (string, []byte, error) {
 		switch b[i] {
 		case '\\':
 			if i+1 >= len(b) {
-				return "", nil, fmt.Errorf("unterminated label value")
-			}
-			switch b[i+1] {
-			case '\\', '"', 'n':
-			default:
-				return "", nil, fmt.Errorf("invalid escape %q", b[i:i+2])
+				return "", nil, faultAt(b, "unterminated label value")
 			}
 			escaped = true
 			i++
@@ -354,13 +375,13 @@ func (p *parser) quoted(b []byte, keep bool, pos int) (string, []byte, error) {
 			return p.closed(b, i, keep, escaped, pos)
 		}
 	}
-	return "", nil, fmt.Errorf("unterminated label value")
+	return "", nil, faultAt(b, "unterminated label value")
 }
 
 // closed ends a label value at its closing quote b[i].
-func (p *parser) closed(b []byte, i int, keep, escaped bool, pos int) (string, []byte, error) {
+func (p *parser) closed(b []byte, i int, keep, escaped bool, pos int) (string, []byte, *fault) {
 	if p.badUTF8 && !utf8.Valid(b[:i]) {
-		return "", nil, fmt.Errorf("invalid UTF-8 in label value %q", b[:i])
+		return "", nil, faultAt(b, "invalid UTF-8 in a label value of %d bytes", i)
 	}
 	if !keep {
 		return "", b[i+1:], nil
@@ -374,14 +395,21 @@ func (p *parser) closed(b []byte, i int, keep, escaped bool, pos int) (string, [
 	return unescape(b[:i]), b[i+1:], nil
 }
 
+// unescape decodes a label value as Prometheus' scrape parser does: \\, \" and \n are escapes,
+// and a backslash before any other byte stays as written, with that byte (OpenMetrics and the
+// text format define no other escape, and a page that has one means the backslash).
 func unescape(b []byte) string {
 	out := make([]byte, 0, len(b))
 	for i := 0; i < len(b); i++ {
 		if b[i] == '\\' {
 			i++
-			if b[i] == 'n' {
+			switch b[i] {
+			case 'n':
 				out = append(out, '\n')
 				continue
+			case '\\', '"':
+			default:
+				out = append(out, '\\')
 			}
 		}
 		out = append(out, b[i])
@@ -414,7 +442,7 @@ func slowValue(b []byte) (float64, error) {
 }
 
 // checkTail accepts an optional integer timestamp, and an OpenMetrics exemplar ("# {...} v").
-func checkTail(b []byte) error {
+func checkTail(b []byte) *fault {
 	b = trimLeft(b)
 	if len(b) == 0 {
 		return nil
@@ -425,14 +453,14 @@ func checkTail(b []byte) error {
 			end++
 		}
 		if _, err := strconv.ParseFloat(string(b[:end]), 64); err != nil || bytes.ContainsAny(b[:end], "pPxX_") {
-			return fmt.Errorf("invalid timestamp %q", b[:end])
+			return faultAt(b, "invalid timestamp of %d bytes", end)
 		}
 		b = trimLeft(b[end:])
 		if len(b) == 0 {
 			return nil
 		}
 		if b[0] != '#' {
-			return fmt.Errorf("unexpected text after timestamp %q", b)
+			return faultAt(b, "unexpected text after the timestamp")
 		}
 	}
 	return nil // an exemplar: vllmstat does not read exemplars

@@ -186,29 +186,38 @@ func TestParseSyntax(t *testing.T) {
 		{name: "exponent", page: "m 1.7959985224085736e+09\n", want: flat{"m{}": 1.7959985224085736e+09}},
 		{name: "openmetrics exemplar", page: "m_total 5 # {trace_id=\"x\"} 1\n# EOF\n", want: flat{"m_total{}": 5}},
 		{name: "comments and blanks", page: "# HELP m h\n\n# TYPE m gauge\nm 1\n", want: flat{"m{}": 1}},
-		{name: "html page", page: "<html><body>502 Bad Gateway</body></html>\n", errLine: 1, errHas: "invalid metric name"},
+		{name: "html page", page: "<html><body>502 Bad Gateway</body></html>\n", errLine: 1, errHas: "column 1: not a sample line"},
 		{name: "missing value", page: "m 1\nm{a=\"x\"}\n", errLine: 2, errHas: "missing value"},
 		{name: "bad value", page: "m abc\n", errLine: 1, errHas: "invalid value"},
 		{name: "hex value", page: "m 0x10\n", errLine: 1, errHas: "invalid value"},
 		{name: "unterminated labels", page: "m{a=\"x\" 1\n", errLine: 1, errHas: "expected ','"},
 		{name: "unquoted label", page: "m{a=x} 1\n", errLine: 1, errHas: "quoted"},
-		{name: "bad escape", page: `m{a="\t"} 1`, errLine: 1, errHas: "escape"},
+		// Only \\, \" and \n are escapes; any other backslash stays as written, as Prometheus'
+		// scrape parser reads it (its lexer takes a backslash and the byte after it as a pair,
+		// and only those three pairs are replaced).
+		{name: "unknown escape kept", page: `m{a="\t"} 1` + "\n", want: flat{key("m", []Label{{"a", `\t`}}): 1}},
+		{name: "unknown escapes among known ones", page: `m{a="C:\z\f\\x\"q\n",b="\\\z"} 1` + "\n",
+			want: flat{key("m", []Label{{"a", "C:\\z\\f\\x\"q\n"}, {"b", `\\z`}}): 1}},
+		{name: "unknown escape in a long value", page: `m{a="0123456789abcdef\z0123456789"} 1` + "\n", want: flat{key("m", []Label{{"a", `0123456789abcdef\z0123456789`}}): 1}},
+		{name: "unknown escape before a quote", page: `m{a="x\z",a2="\y"} 1` + "\n", want: flat{key("m", []Label{{"a", `x\z`}, {"a2", `\y`}}): 1}},
+		{name: "backslash escaping the closing quote", page: `m{a="x\"} 1` + "\n", errLine: 1, errHas: "unterminated"},
+		{name: "duplicate after an unknown escape", page: `m{a="\z",a="2"} 1` + "\n", errLine: 1, errHas: "duplicate"},
 		{name: "duplicate label", page: `m{a="1",a="2"} 1`, errLine: 1, errHas: "duplicate"},
 		{name: "similar label names", page: "m{ ab = \"x\\\"y\\\\\" , ac=\"2\",ad=\"\\n\",ba=\"3\"} 1\n", want: flat{key("m", []Label{{"ab", "x\"y\\"}, {"ac", "2"}, {"ad", "\n"}, {"ba", "3"}}): 1}},
-		{name: "duplicate after similar names", page: "other{ab=\"x\\\"\",ac=\"2\" , ab=\"3\"} 1\n", errLine: 1, errHas: `duplicate label "ab"`},
+		{name: "duplicate after similar names", page: "other{ab=\"x\\\"\",ac=\"2\" , ab=\"3\"} 1\n", errLine: 1, errHas: "column 25: duplicate label: a label name of 2 bytes"},
 		{name: "duplicate label on a line not asked for", page: "m 1\nother{a=\"1\",a=\"2\"} 1\n", errLine: 2, errHas: "duplicate"},
 		{name: "UTF-8 label value", page: "m{a=\"modèle 日本\"} 1\n", want: flat{key("m", []Label{{"a", "modèle 日本"}}): 1}},
 		{name: "UTF-8 HELP", page: "# HELP m Anzahl – gemäß\nm 1\n", want: flat{"m{}": 1}},
 		{name: "invalid UTF-8 in a plain comment", page: "# \xff\nm 1\n", want: flat{"m{}": 1}},
-		{name: "invalid UTF-8 label value", page: "m 1\nm{a=\"x\xffy\"} 1\n", errLine: 2, errHas: `invalid UTF-8 in label value "x\xffy"`},
-		{name: "truncated UTF-8 label value", page: "m{a=\"\xe6\x97\"} 1\n", errLine: 1, errHas: "invalid UTF-8 in label value"},
+		{name: "invalid UTF-8 label value", page: "m 1\nm{a=\"x\xffy\"} 1\n", errLine: 2, errHas: "column 6: invalid UTF-8 in a label value of 3 bytes"},
+		{name: "truncated UTF-8 label value", page: "m{a=\"\xe6\x97\"} 1\n", errLine: 1, errHas: "invalid UTF-8 in a label value"},
 		{name: "invalid UTF-8 label value on a line not asked for", page: "other{a=\"\xff\"} 1\n", errLine: 1, errHas: "invalid UTF-8"},
-		{name: "invalid UTF-8 HELP", page: "m 1\n\n# HELP m caf\xe9\n", errLine: 3, errHas: "invalid UTF-8 in HELP line"},
-		{name: "invalid UTF-8 TYPE", page: "#  TYPE m\xff gauge\n", errLine: 1, errHas: "invalid UTF-8 in TYPE line"},
+		{name: "invalid UTF-8 HELP", page: "m 1\n\n# HELP m caf\xe9\n", errLine: 3, errHas: "column 3: invalid UTF-8 in a HELP line"},
+		{name: "invalid UTF-8 TYPE", page: "#  TYPE m\xff gauge\n", errLine: 1, errHas: "column 4: invalid UTF-8 in a TYPE line"},
 		{name: "invalid UTF-8 metric name", page: "m\xff 1\n", errLine: 1, errHas: "non-ASCII byte"},
 		{name: "invalid UTF-8 label name", page: "m{a\xff=\"1\"} 1\n", errLine: 1, errHas: "non-ASCII byte"},
-		{name: "junk after timestamp", page: "m 1 2 3\n", errLine: 1, errHas: "after timestamp"},
-		{name: "json", page: `{"error": "overloaded"}`, errLine: 1, errHas: "invalid metric name"},
+		{name: "junk after timestamp", page: "m 1 2 3\n", errLine: 1, errHas: "column 7: unexpected text after the timestamp"},
+		{name: "json", page: `{"error": "overloaded"}`, errLine: 1, errHas: "column 1: not a sample line"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -361,3 +370,45 @@ func BenchmarkExpfmtLargestFixture(b *testing.B) {
 }
 
 var _ = fmt.Sprint
+
+// TestSyntaxErrorsShowNoBytes: a syntax error says what is wrong, on which line and column,
+// and how long the bad token is, but never quotes the page, whose bytes may be anything a
+// server holds (a token, a password): every kind of error, with a marker in the token at fault.
+func TestSyntaxErrorsShowNoBytes(t *testing.T) {
+	const m = "s3cr3tMark"
+	for _, tt := range []struct {
+		page string
+		line int
+		col  int
+	}{
+		{"<html><body>" + m + "</body></html>\n", 1, 1},
+		{`{"token": "` + m + `"}` + "\n", 1, 1},
+		{m + " is the token\n", 1, 12},
+		{"m 1\nm " + m + "\n", 2, 3},
+		{"m{a=\"1\"} " + m + "\n", 1, 10},
+		{"m 1 " + m + "\n", 1, 5},
+		{"m 1 17 " + m + "\n", 1, 8},
+		{m + "\xff 1\n", 1, 11},
+		{"m{" + m + "\xff=\"1\"} 1\n", 1, 13},
+		{"m{" + m + " 1\n", 1, 14},
+		{"m{" + m + "=1} 1\n", 1, 14},
+		{"m{" + m + "} 1\n", 1, 13},
+		{"m{-" + m + "=\"1\"} 1\n", 1, 3},
+		{"m{a=\"" + m + "\" " + m + "} 1\n", 1, 18},
+		{"m{a=\"" + m + "} 1\n", 1, 6},
+		{"m{" + m + "=\"1\"," + m + "=\"2\"} 1\n", 1, 18},
+		{"m{a=\"" + m + "\xff\"} 1\n", 1, 6},
+		{"# HELP m " + m + "\xff\n", 1, 3},
+		{"m{a=\"1\"" + m, 1, 8},
+	} {
+		_, _, err := ours([]byte(tt.page), []string{"m", m})
+		var se *SyntaxError
+		if !errors.As(err, &se) {
+			t.Errorf("%q: error %v, want a syntax error", tt.page, err)
+			continue
+		}
+		if strings.Contains(err.Error(), m[:6]) || se.Line != tt.line || se.Col != tt.col {
+			t.Errorf("%q: error %q, want line %d, column %d, and no byte of the page", tt.page, err, tt.line, tt.col)
+		}
+	}
+}

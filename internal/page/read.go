@@ -147,7 +147,7 @@ func (rd *rawReader) sample(s *expo.Sample) {
 			if m.role == rBucket {
 				le, err := strconv.ParseFloat(l.Value, 64)
 				if err != nil && rd.bad == nil {
-					rd.bad = fmt.Errorf("line %d: %s: invalid le %q", s.Line, s.Name, l.Value)
+					rd.bad = fmt.Errorf("line %d: %s: invalid le label value of %d bytes", s.Line, s.Name, len(l.Value))
 				}
 				r.le = le
 				continue

@@ -67,7 +67,9 @@ func newPipeline(dir string, opt StageOptions, next ...sink.Sink) *pipeline {
 
 func closeStage(t *testing.T, s *pipeline) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	// The deadline only catches a hang: a close past it stops drawing, which the tests would
+	// read as missing plots on a busy machine.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	if err := s.Close(ctx); err != nil {
 		t.Fatal(err)

@@ -177,7 +177,7 @@ func (r *Reader) Next() (*Event, error) {
 			if e.Body == nil && e.Error == "" {
 				e.Error = "recorded without body or error"
 			}
-		case KindRemove, KindTarget, KindEngineVersion:
+		case KindRemove, KindTarget, KindAdd, KindEngineVersion:
 			if e.Target == "" {
 				return nil, fmt.Errorf("line %d: %s event without a target", r.line, e.Kind)
 			}

@@ -5,16 +5,22 @@
 //
 //	{"kind":"scrape","ts":"…","target":"http://h:8000/metrics","body":"<exposition text>"}
 //	{"kind":"scrape","ts":"…","target":"…","error":"<why>"}
+//	{"kind":"scrape","ts":"…","target":"…","error":"<why>","refused":true}
 //	{"kind":"step","ts":"…","step":12}
 //	{"kind":"gap","ts":"…","since":"…","events":340}
 //	{"kind":"remove","ts":"…","target":"…"}
 //	{"kind":"target","ts":"…","target":"…","labels":{"team":"a"}}
+//	{"kind":"add","ts":"…","target":"…"}
 //	{"kind":"start","ts":"…"}
 //	{"kind":"phase","ts":"…","phase":"rollout","edge":"start"}
 //	{"kind":"policy","ts":"…","version":12}
 //	{"kind":"engine_version","ts":"…","target":"…","version":12}
 //
-// Events are in time order. A gap event marks events the writer had to drop (its disk refused
+// Events are in time order. A failed scrape whose connection was refused (nothing listened on
+// the target's port) says so (refused), and an add event marks a target added while the run
+// ran, before its first scrape: a target there from the start whose every scrape was refused
+// until its first page started its server during the run, and that page counts whole (see
+// step.Refused); one added later does not. A gap event marks events the writer had to drop (its disk refused
 // writes for longer than its memory could hold them): ts and since are the last and first
 // dropped event's times. A remove event marks a target taken out of the run whose workers are
 // forgotten: the run writes it once the target has been gone for its grace period (two scrape
@@ -46,9 +52,11 @@ type Event struct {
 	Target string    `json:"target,omitempty"`
 	Body   *string   `json:"body,omitempty"`
 	Error  string    `json:"error,omitempty"`
-	Step   int64     `json:"step,omitempty"`
-	Since  time.Time `json:"since,omitzero"`   // gap: the first dropped event's time
-	Events int64     `json:"events,omitempty"` // gap: how many events were dropped
+	// Refused is set on a failed scrape whose connection was refused.
+	Refused bool      `json:"refused,omitempty"`
+	Step    int64     `json:"step,omitempty"`
+	Since   time.Time `json:"since,omitzero"`   // gap: the first dropped event's time
+	Events  int64     `json:"events,omitempty"` // gap: how many events were dropped
 	// Labels are a target event's labels.
 	Labels map[string]string `json:"labels,omitempty"`
 	// Phase and Edge are a phase event's phase name and EdgeStart or EdgeEnd.
@@ -84,6 +92,7 @@ const (
 	KindGap    = "gap"
 	KindRemove = "remove"
 	KindTarget = "target"
+	KindAdd    = "add"
 	KindStart  = "start"
 	KindPhase  = "phase"
 	KindPolicy = "policy"

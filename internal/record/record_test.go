@@ -2,9 +2,11 @@ package record
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -22,6 +24,8 @@ func TestRoundTrip(t *testing.T) {
 			must(t, w.Scrape(ts, "http://a:1/metrics", []byte(body), nil))
 			must(t, w.Scrape(ts.Add(1), "http://b:1/metrics", nil, errors.New("connection refused")))
 			must(t, w.StepEnd(ts.Add(2), 7))
+			must(t, w.Added(ts.Add(3), "http://c:1/metrics"))
+			must(t, w.Scrape(ts.Add(4), "http://c:1/metrics", nil, fmt.Errorf("dial: %w", syscall.ECONNREFUSED)))
 			must(t, w.Close())
 
 			r, err := Open(path)
@@ -32,17 +36,25 @@ func TestRoundTrip(t *testing.T) {
 			e1, _ := r.Next()
 			e2, _ := r.Next()
 			e3, _ := r.Next()
+			e4, _ := r.Next()
+			e5, _ := r.Next()
 			if _, err := r.Next(); err != io.EOF {
 				t.Fatalf("want EOF, got %v", err)
 			}
 			if e1.Kind != KindScrape || *e1.Body != body || !e1.TS.Equal(ts) || e1.Target != "http://a:1/metrics" {
 				t.Errorf("event 1: %+v", e1)
 			}
-			if e2.Error != "connection refused" || e2.Body != nil || !e2.TS.Equal(ts.Add(1)) {
+			if e2.Error != "connection refused" || e2.Refused || e2.Body != nil || !e2.TS.Equal(ts.Add(1)) {
 				t.Errorf("event 2: %+v", e2)
 			}
 			if e3.Kind != KindStep || e3.Step != 7 || !e3.TS.Equal(ts.Add(2)) {
 				t.Errorf("event 3: %+v", e3)
+			}
+			if e4.Kind != KindAdd || e4.Target != "http://c:1/metrics" || !e4.TS.Equal(ts.Add(3)) {
+				t.Errorf("event 4: %+v", e4)
+			}
+			if e5.Error != "dial: "+syscall.ECONNREFUSED.Error() || !e5.Refused {
+				t.Errorf("event 5: %+v", e5)
 			}
 		})
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"syscall"
 	"time"
 
 	"github.com/vllmstat/vllmstat/internal/page"
@@ -17,6 +18,7 @@ type Tracker interface {
 	Begin(ts time.Time)
 	Observe(ts time.Time, target string, page *page.Page, err error) (undated bool)
 	Forget(targets ...string)
+	Added(target string)
 	SetTargetLabels(target string, labels map[string]string)
 	StartPhase(name string, ts time.Time)
 	EndPhase(name string, ts time.Time) bool
@@ -39,6 +41,13 @@ type ReplayOptions struct {
 	// OnStep, if set, gets the record of every step event; an error from it stops Replay.
 	OnStep func(*step.Record) error
 }
+
+// refusedError is a recorded scrape whose connection was refused, as the run's tracker was told
+// of it (step.Refused).
+type refusedError string
+
+func (e refusedError) Error() string { return string(e) }
+func (e refusedError) Unwrap() error { return syscall.ECONNREFUSED }
 
 // Replay feeds the events of r, one segment (one run), to t. It returns nil at the end of r,
 // and otherwise the error that stopped it: r's (see Reader.Next; a context's end is one), a
@@ -72,6 +81,8 @@ func Replay(r *Reader, t Tracker, opt ReplayOptions) error {
 				if serr != nil && opt.OnBadPage != nil {
 					opt.OnBadPage(e, serr)
 				}
+			} else if e.Refused {
+				serr = refusedError(e.Error)
 			} else {
 				serr = errors.New(e.Error)
 			}
@@ -80,6 +91,8 @@ func Replay(r *Reader, t Tracker, opt ReplayOptions) error {
 			gone = append(gone, e.Target)
 		case KindTarget:
 			t.SetTargetLabels(e.Target, e.Labels)
+		case KindAdd:
+			t.Added(e.Target)
 		case KindStart:
 			t.Begin(e.TS)
 		case KindPhase:

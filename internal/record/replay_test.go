@@ -28,6 +28,8 @@ func (c *callLog) Begin(ts time.Time) { c.calls = append(c.calls, "begin "+c.at(
 
 func (c *callLog) Observe(ts time.Time, target string, page *page.Page, err error) bool {
 	switch {
+	case err != nil && step.Refused(err):
+		c.calls = append(c.calls, fmt.Sprintf("observe %s %s refused err=%v", c.at(ts), target, err))
 	case err != nil:
 		c.calls = append(c.calls, fmt.Sprintf("observe %s %s err=%v", c.at(ts), target, err))
 	case page == nil:
@@ -41,6 +43,8 @@ func (c *callLog) Observe(ts time.Time, target string, page *page.Page, err erro
 func (c *callLog) Forget(targets ...string) {
 	c.calls = append(c.calls, "forget "+strings.Join(targets, ","))
 }
+
+func (c *callLog) Added(target string) { c.calls = append(c.calls, "added "+target) }
 
 func (c *callLog) SetTargetLabels(target string, labels map[string]string) {
 	var kv []string
@@ -100,7 +104,8 @@ func body(s string) *string { return &s }
 
 // TestReplayCalls: every kind of event becomes its tracker call, in order; removals in a row
 // are forgotten in one call before the next event; a gap and a page that is not Prometheus text
-// are told to their hooks, the page also observed as a failed scrape.
+// are told to their hooks, the page also observed as a failed scrape; a refused scrape is one
+// that step.Refused tells, as the run's was, and an error that only reads so is not.
 func TestReplayCalls(t *testing.T) {
 	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	const a, b = "http://a:8000/metrics", "http://b:8000/metrics"
@@ -108,8 +113,10 @@ func TestReplayCalls(t *testing.T) {
 	in := recording(t0,
 		Event{Kind: KindStart},
 		Event{Kind: KindTarget, Target: a, Labels: map[string]string{"team": "x", "zone": "z"}},
+		Event{Kind: KindAdd, Target: b},
 		Event{Kind: KindScrape, Target: a, Body: body(page)},
 		Event{Kind: KindScrape, Target: b, Error: "connection refused"},
+		Event{Kind: KindScrape, Target: b, Error: "dial tcp: connect: connection refused", Refused: true},
 		Event{Kind: KindPhase, Phase: "rollout", Edge: EdgeStart},
 		Event{Kind: KindScrape, Target: b, Body: body("<html>oops</html>")},
 		Event{Kind: KindPhase, Phase: "rollout", Edge: EdgeEnd},
@@ -134,21 +141,23 @@ func TestReplayCalls(t *testing.T) {
 	want := []string{
 		"begin 0",
 		"labels " + a + " {team=x,zone=z}",
-		"observe 2 " + a + " engines=2",
-		"observe 3 " + b + " err=connection refused",
-		"phase start rollout 4",
-		"observe 5 " + b + " err=" + errorOf(t, "<html>oops</html>"),
-		"phase end rollout 6",
-		"end step 4 8",
+		"added " + b,
+		"observe 3 " + a + " engines=2",
+		"observe 4 " + b + " err=connection refused",
+		"observe 5 " + b + " refused err=dial tcp: connect: connection refused",
+		"phase start rollout 6",
+		"observe 7 " + b + " err=" + errorOf(t, "<html>oops</html>"),
+		"phase end rollout 8",
+		"end step 4 10",
 		"forget " + a + "," + b,
-		"observe 11 " + a + " engines=2",
+		"observe 13 " + a + " engines=2",
 		"forget " + a,
 	}
 	if !slices.Equal(log.calls, want) {
 		t.Errorf("calls:\n%s\nwant:\n%s", strings.Join(log.calls, "\n"), strings.Join(want, "\n"))
 	}
-	if len(kinds) != 13 || kinds[7] != KindGap {
-		t.Errorf("OnEvent told of %q, want all 13 events, the gap 8th", kinds)
+	if len(kinds) != 15 || kinds[9] != KindGap {
+		t.Errorf("OnEvent told of %q, want all 15 events, the gap 10th", kinds)
 	}
 	if !slices.Equal(bad, []string{b}) || !slices.Equal(steps, []int64{4}) {
 		t.Errorf("bad pages %q, steps %v; want %s's page and step 4", bad, steps, b)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/vllmstat/vllmstat/internal/appendlog"
 	"github.com/vllmstat/vllmstat/internal/sink"
+	"github.com/vllmstat/vllmstat/internal/step"
 )
 
 // WriterOptions configure a Writer.
@@ -111,7 +112,7 @@ func (rw *Writer) Stats() *sink.Stats { return &rw.stats }
 func (rw *Writer) Scrape(ts time.Time, target string, body []byte, scrapeErr error) error {
 	e := Event{Kind: KindScrape, TS: ts.UTC(), Target: target}
 	if scrapeErr != nil {
-		e.Error = scrapeErr.Error()
+		e.Error, e.Refused = scrapeErr.Error(), step.Refused(scrapeErr)
 	} else {
 		s := string(body)
 		e.Body = &s
@@ -152,6 +153,11 @@ func (rw *Writer) EngineVersion(ts time.Time, target string, v int64, reports bo
 // Removed records that target left the run.
 func (rw *Writer) Removed(ts time.Time, target string) error {
 	return rw.add(&Event{Kind: KindRemove, TS: ts.UTC(), Target: target})
+}
+
+// Added records that target was added while the run ran (see step.Tracker.Added).
+func (rw *Writer) Added(ts time.Time, target string) error {
+	return rw.add(&Event{Kind: KindAdd, TS: ts.UTC(), Target: target})
 }
 
 // TargetLabels records that target's labels are now labels (none: nil or empty).

@@ -2,7 +2,10 @@ package run
 
 import (
 	"log/slog"
+	"net"
+	"net/netip"
 
+	"github.com/vllmstat/vllmstat/internal/api"
 	"github.com/vllmstat/vllmstat/internal/config"
 	"github.com/vllmstat/vllmstat/internal/target"
 )
@@ -26,4 +29,17 @@ func apiAuth(cfg config.Config, log *slog.Logger) func(url string) target.Auth {
 		}
 		return a
 	}
+}
+
+// targetPolicy is what the API refuses to add as a target: cfg's allow_targets let addresses
+// through, its own targets are kept when listed again, and the API listens on ln.
+func targetPolicy(cfg config.Config, ln net.Listener) api.TargetPolicy {
+	tp := api.TargetPolicy{Allow: cfg.AllowedTargets()}
+	for _, t := range cfg.Targets {
+		tp.Configured = append(tp.Configured, t.URL)
+	}
+	if a, ok := ln.Addr().(*net.TCPAddr); ok {
+		tp.API = netip.AddrPortFrom(a.AddrPort().Addr().Unmap(), a.AddrPort().Port())
+	}
+	return tp
 }

@@ -163,6 +163,15 @@ func (p *Pipeline) listen(context.Context) error {
 	return nil
 }
 
+// onLoopback reports that ln listens on a loopback address. Callers of an API that listens on a
+// network address without a token (allow_insecure_listen) name it as they reach it: by the
+// node's name or address, which the API cannot know; on loopback, only localhost or a loopback
+// address name it.
+func onLoopback(ln net.Listener) bool {
+	a, ok := ln.Addr().(*net.TCPAddr)
+	return ok && a.IP.IsLoopback()
+}
+
 // closeListener closes the API's address, which the API server's shutdown closed already if it
 // served.
 func (p *Pipeline) closeListener(context.Context) error {
@@ -180,8 +189,14 @@ func (p *Pipeline) checkSinks(context.Context) error {
 
 func (p *Pipeline) openSteps(ctx context.Context) error {
 	path := filepath.Join(p.cfg.OutDir, "steps.jsonl")
+	var held []heldStep
 	if p.opt.Fresh {
 		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	} else {
+		var err error
+		if held, err = sinkSteps(p.planned); err != nil {
 			return err
 		}
 	}
@@ -191,12 +206,14 @@ func (p *Pipeline) openSteps(ctx context.Context) error {
 	}
 	// An out_dir that holds steps is a run resumed (a trainer restarted from a checkpoint): its
 	// steps go on after the last one, in steps.jsonl and in every sink, on one step axis. Read
-	// once steps.jsonl is open, which repairs a last line a killed run left.
+	// once steps.jsonl is open, which repairs a last line a killed run left; the sinks' files
+	// count too, when they hold steps that steps.jsonl does not.
 	after, resume, err := lastStep(path)
 	if err != nil {
 		steps.Close(ctx)
 		return err
 	}
+	after, resume = continueAfterSinks(held, path, after, resume, p.log)
 	p.self.AddStepsFile(steps.Stats())
 	p.steps, p.after, p.resume = steps, after, resume
 	if resume {
@@ -265,7 +282,7 @@ func (p *Pipeline) assemble(context.Context) error {
 	if p.ln != nil {
 		p.srv = &http.Server{
 			Handler: api.New(api.Options{Collector: p.c, Token: cfg.APIToken.Reveal(), MetricsPublic: cfg.MetricsPublic,
-				Metrics: p.self.Handler(), Report: report.Handler(cfg.OutDir, nil), Logger: p.log}),
+				AnyHost: !onLoopback(p.ln), Targets: targetPolicy(cfg, p.ln), Metrics: p.self.Handler(), Report: report.Handler(cfg.OutDir, nil), Logger: p.log}),
 			ReadHeaderTimeout: apiReadHeaderTimeout,
 			ReadTimeout:       apiReadTimeout,
 			WriteTimeout:      apiWriteTimeout(cfg.Timeout()),

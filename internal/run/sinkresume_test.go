@@ -2,13 +2,16 @@ package run
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/csv"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -140,5 +143,75 @@ func TestSinkNoResumeNewRun(t *testing.T) {
 	sinkResumeRun(t, cfg, false, sinkResumeRecords(0, 2))
 	if ids := wandbRunIDs(t, out); len(ids) != 2 || ids[0] == ids[1] {
 		t.Errorf("W&B instances of run ids %v, want two runs", ids)
+	}
+}
+
+// TestContinueAfterSinks: the steps that the sinks' files hold count when steps.jsonl holds
+// fewer, or none (deleted): the run continues after the last of them all and names each file
+// that holds steps past steps.jsonl's. A sink's step that no run can continue after refuses the
+// run, naming the file.
+func TestContinueAfterSinks(t *testing.T) {
+	out := t.TempDir()
+	cfg := sinkResumeConfig(t, out)
+	sinkResumeRun(t, cfg, false, sinkResumeRecords(0, 3)) // steps 0-2 everywhere
+	planned, err := parseSinks(cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := sinkSteps(planned)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var files []string
+	for _, h := range held {
+		if h.Step != 2 {
+			t.Errorf("%s holds step %d, want 2", h.File, h.Step)
+		}
+		files = append(files, h.sinkType+" "+filepath.Base(filepath.Dir(h.File))+"/"+filepath.Base(h.File))
+	}
+	tb, _ := filepath.Glob(filepath.Join(out, "tensorboard", "events.out.tfevents.*"))
+	if want := []string{"tensorboard tensorboard/" + filepath.Base(tb[0]), "csv " + filepath.Base(out) + "/steps.csv"}; !slices.Equal(files, want) {
+		t.Errorf("files that hold steps %q, want %q (W&B starts a run of its own when it does not continue)", files, want)
+	}
+
+	path := filepath.Join(out, "steps.jsonl")
+	for _, tt := range []struct {
+		name       string
+		after      int64
+		resume     bool
+		want       int64
+		warnings   int
+		stepsJSONL string
+	}{
+		{"steps.jsonl deleted", 0, false, 2, 2, "steps_last_step=none"},
+		{"steps.jsonl holds fewer", 1, true, 2, 2, "steps_last_step=1"},
+		{"steps.jsonl holds as many", 2, true, 2, 0, ""},
+		{"steps.jsonl holds more", 9, true, 9, 0, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var logs bytes.Buffer
+			after, resume := continueAfterSinks(held, path, tt.after, tt.resume, slog.New(slog.NewTextHandler(&logs, nil)))
+			if after != tt.want || !resume {
+				t.Errorf("continues after %d (%v), want %d", after, resume, tt.want)
+			}
+			if n := strings.Count(logs.String(), "holds steps that steps.jsonl does not"); n != tt.warnings {
+				t.Errorf("%d warnings, want %d:\n%s", n, tt.warnings, logs.String())
+			}
+			if tt.warnings > 0 && (!strings.Contains(logs.String(), "file="+filepath.Join(out, "steps.csv")) ||
+				!strings.Contains(logs.String(), "file="+tb[0]) || !strings.Contains(logs.String(), tt.stepsJSONL)) {
+				t.Errorf("warnings do not name the files and steps.jsonl's last step:\n%s", logs.String())
+			}
+		})
+	}
+
+	for _, bad := range []string{"-5", "9007199254740992"} {
+		if err := os.WriteFile(filepath.Join(out, "steps.csv"), []byte("step,end\n1,x\n"+bad+",x\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := sinkSteps(planned)
+		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("%q", filepath.Join(out, "steps.csv"))) || !strings.Contains(err.Error(), "ends at step "+bad) ||
+			!strings.Contains(err.Error(), "move that file away") {
+			t.Errorf("steps.csv ending at step %s: %v", bad, err)
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 
@@ -108,5 +109,12 @@ func pageEncoding(enc string) (gzip bool, err error) {
 	case strings.EqualFold(enc, "gzip") || strings.EqualFold(enc, "x-gzip"):
 		return true, nil
 	}
-	return false, fmt.Errorf("unsupported Content-Encoding %q: vllmstat reads gzip or identity", enc)
+	if slices.Contains(knownEncodings, strings.ToLower(enc)) {
+		return false, fmt.Errorf("unsupported Content-Encoding %q: vllmstat reads gzip or identity", strings.ToLower(enc))
+	}
+	// Any other value is not named: it is the target's bytes, and may be anything.
+	return false, fmt.Errorf("unsupported Content-Encoding of %d bytes: vllmstat reads gzip or identity", len(enc))
 }
+
+// knownEncodings are the registered content codings vllmstat does not read, named in errors.
+var knownEncodings = []string{"br", "compress", "deflate", "x-compress", "zstd", "dcb", "dcz", "aes128gcm", "exi", "pack200-gzip"}

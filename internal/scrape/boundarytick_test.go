@@ -9,6 +9,7 @@ import (
 
 	"github.com/vllmstat/vllmstat/internal/clock"
 	"github.com/vllmstat/vllmstat/internal/target"
+	"github.com/vllmstat/vllmstat/internal/testkit"
 )
 
 // TestBoundaryTakesPendingTick: a target asked for a boundary scrape while a tick waits for it
@@ -39,13 +40,9 @@ func TestBoundaryTakesPendingTick(t *testing.T) {
 		// The goroutine scrapes for boundary next and waits to hand the result over.
 		want := served.Load() + 1
 		p.Boundary(next)
-		deadline := time.Now().Add(5 * time.Second)
-		for served.Load() < want || inst.busy.Load() {
-			if time.Now().After(deadline) {
-				t.Fatal("the target's goroutine never finished its scrape")
-			}
-			time.Sleep(time.Millisecond)
-		}
+		testkit.WaitFor(t, 5*time.Second, "the target's goroutine to finish its scrape", func() bool {
+			return served.Load() >= want && !inst.busy.Load()
+		})
 		if skipped := p.Tick(); len(skipped) != 0 {
 			t.Fatalf("round %d: the tick was skipped", round)
 		}

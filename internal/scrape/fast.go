@@ -25,12 +25,19 @@ import (
 // kept between scrapes). vllmstat adds two things only:
 //   - a kept connection with bytes to read before a request is sent had an answer out of turn,
 //     which would be read as the request's answer: turnConn fails the request instead (see
-//     errOutOfTurn), and fasthttp drops the connection;
+//     errOutOfTurn), and fasthttp drops the connection. The target is not trusted with a kept
+//     connection again: its later requests go through fresh, each on a new connection closed
+//     after its answer (see fastTransport.newConnections);
 //   - the last target at an address ending (removed, or the pool closed) closes the address's
 //     connections, which fails a scrape in flight at once rather than when its timeout runs
 //     out.
 type fastClient struct {
 	c fasthttp.Client
+	// fresh sends the requests of targets that answered out of turn, each asking for its
+	// connection to close after the answer: it never has an idle connection to give, not even
+	// one that another target at the same address left (c's are shared by an address's
+	// targets).
+	fresh fasthttp.Client
 
 	mu    sync.Mutex
 	hosts map[string]*fastHost // by address (host:port)
@@ -60,7 +67,14 @@ const fastIdle = 15 * time.Second
 
 func newFastClient(maxBody int64) *fastClient {
 	f := &fastClient{hosts: map[string]*fastHost{}}
-	f.c = fasthttp.Client{
+	f.c = f.client(maxBody)
+	f.fresh = f.client(maxBody)
+	return f
+}
+
+// client returns the settings of f's fasthttp clients.
+func (f *fastClient) client(maxBody int64) fasthttp.Client {
+	return fasthttp.Client{
 		DialTimeout: f.dial,
 		// A target's scrapes never overlap, and an address is nearly always one target's; a
 		// second connection only while a scrape is aborted.
@@ -78,7 +92,6 @@ func newFastClient(maxBody int64) *fastClient {
 		DisablePathNormalizing:        true, // the request URI goes as built
 		NoDefaultUserAgentHeader:      true,
 	}
-	return f
 }
 
 // join counts a target at addr.
@@ -144,6 +157,7 @@ func (f *fastClient) has(addr string) bool {
 type fastTransport struct {
 	client *fastClient
 	addr   string
+	fresh  bool               // each request on a new connection: see newConnections
 	left   atomic.Bool        // the target left the client
 	stop   func() bool        // stops leaving when the target's context ends
 	resp   *fasthttp.Response // the answer of the scrape in progress, whose bytes are its page
@@ -228,8 +242,13 @@ func (f *fastTransport) get(r *request, restrict bool, buf *bytes.Buffer, deadli
 	if err := r.setHeaders(&req.Header); err != nil {
 		return nil, err
 	}
+	c := &f.client.c
+	if f.fresh {
+		c = &f.client.fresh
+		req.SetConnectionClose()
+	}
 	f.resp = fasthttp.AcquireResponse()
-	if err := f.client.c.DoDeadline(req, f.resp, deadline); err != nil {
+	if err := c.DoDeadline(req, f.resp, deadline); err != nil {
 		return nil, r.fetchError(fastError(err, f.client.c.MaxResponseBodySize))
 	}
 	switch code := f.resp.StatusCode(); {
@@ -241,15 +260,19 @@ func (f *fastTransport) get(r *request, restrict bool, buf *bytes.Buffer, deadli
 	return decodePage(string(f.resp.Header.ContentEncoding()), f.resp.Body(), int64(f.client.c.MaxResponseBodySize), buf)
 }
 
-// fastError says what a HostClient's failure means, in the scraper's terms.
+// newConnections sends every later request on a new connection, closed after its answer.
+func (f *fastTransport) newConnections() { f.fresh = true }
+
+// fastError says what a HostClient's failure means, in the scraper's terms, and never with the
+// answer's bytes, which fasthttp quotes (see quiet).
 func fastError(err error, maxBody int) error {
 	switch {
 	case errors.Is(err, fasthttp.ErrBodyTooLarge):
 		return fmt.Errorf("%w of %d bytes", ErrBodyTooLarge, maxBody)
 	case isSmallBuffer(err):
-		return fmt.Errorf("answer's status line and headers are larger than %d bytes: %w", fastReadBuffer, err)
+		return fmt.Errorf("answer's status line and headers are larger than %d bytes", fastReadBuffer)
 	}
-	return err
+	return quiet(err)
 }
 
 func isSmallBuffer(err error) bool {

@@ -4,6 +4,7 @@
 package scrape
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -25,6 +26,24 @@ const DefaultFirstTimeout = 10 * time.Second
 // ErrBodyTooLarge is the failure of a page over the size limit.
 var ErrBodyTooLarge = errors.New("body exceeds size limit")
 
+// ErrTruncated is the failure of a page cut short: its last line has no final newline.
+var ErrTruncated = errors.New("page truncated")
+
+// cutShort returns ErrTruncated, with where the page was cut, when page's last line has no
+// final newline: the exposition format ends every line with one, and OpenMetrics every line
+// but its closing "# EOF". An empty page is whole.
+func cutShort(page []byte) error {
+	if len(page) == 0 || page[len(page)-1] == '\n' {
+		return nil
+	}
+	start := bytes.LastIndexByte(page, '\n') + 1
+	if string(page[start:]) == "# EOF" {
+		return nil
+	}
+	return fmt.Errorf("%w: its last line, line %d (bytes %d to %d of %d), has no final newline: the answer was cut short",
+		ErrTruncated, bytes.Count(page[:start], []byte{'\n'})+1, start+1, len(page), len(page))
+}
+
 // Result is one scrape of one target.
 type Result struct {
 	// Target is the target's URL (never with user info).
@@ -44,6 +63,10 @@ type Result struct {
 	ParseErr error
 	// Boundary is the id of the step-boundary request this scrape answers, 0 for a tick.
 	Boundary uint64
+	// NewConnections is set once the target has answered out of turn on a kept-alive
+	// connection (see errOutOfTurn), from the scrape that found it on: every scrape of it then
+	// goes on a new connection, closed after its answer, for as long as it is a target.
+	NewConnections bool
 	// Version is the engine's weight version, read after the page at boundary scrapes and at
 	// scrapes asked for it (Pool.AskVersion); nil when not read (see scraper.readVersion).
 	Version *VersionReading
@@ -58,7 +81,7 @@ func (r *Result) Err() error {
 }
 
 // Reason classifies a failure for counting: "timeout", "refused", "http_status",
-// "body_too_large", "limit", "parse", "credentials", "protocol" (a server that answered out of
+// "body_too_large", "truncated" (a page whose last line has no final newline), "limit", "parse", "credentials", "protocol" (a server that answered out of
 // turn), "network", "other"; "" for success.
 func (r *Result) Reason() string {
 	switch err := r.FetchErr; {
@@ -74,6 +97,8 @@ func (r *Result) Reason() string {
 		return "refused"
 	case errors.Is(err, ErrBodyTooLarge):
 		return "body_too_large"
+	case errors.Is(err, ErrTruncated):
+		return "truncated"
 	case errors.Is(err, target.ErrCredentials):
 		return "credentials"
 	case errors.Is(err, errOutOfTurn):

@@ -79,8 +79,8 @@ func TestFetch(t *testing.T) {
 						t.Fatalf("page %+v body %q", r.Page, r.Body)
 					}
 				}
-				if tt.reason == "parse" && string(r.Body) != "<html>oops</html>" {
-					t.Fatalf("a page that does not parse keeps its body for the recording: %q", r.Body)
+				if tt.reason == "parse" && r.Body != nil {
+					t.Fatalf("a page that does not parse is kept for the recording (%q): it may hold anything, and its failure is recorded instead", r.Body)
 				}
 			})
 		}

@@ -38,6 +38,10 @@ type scraper struct {
 	// pool's learning.
 	scrapes  int
 	learning bool
+	// fresh is set once the target answered out of turn on a kept-alive connection: every
+	// later scrape goes on a new connection (see transport.newConnections), for the target's
+	// lifetime.
+	fresh bool
 	// buildErr is why the request could not be built (a URL that does not parse, credentials
 	// that cannot be read).
 	buildErr error
@@ -65,7 +69,7 @@ func newScraper(ctx context.Context, t target.Target, opt *Options) *scraper {
 	}
 	s.setAuth(&t.Auth)
 	if s.buildErr == nil {
-		s.tr = newTransport(ctx, s.req, opt)
+		s.setTransport(newTransport(ctx, s.req, opt))
 	}
 	return s
 }
@@ -83,6 +87,7 @@ func (s *scraper) scrape() Result {
 	res := s.fetch(opt)
 	res.Start = start
 	res.Duration = opt.Clock.Now().Sub(start)
+	res.NewConnections = s.fresh
 	if s.scrapes < firstScrapes {
 		if s.scrapes++; s.scrapes == firstScrapes {
 			s.learnt()
@@ -130,8 +135,7 @@ func (s *scraper) fetch(opt *Options) Result {
 	learn := opt.RequestNames && !restricted && s.names.learning() // a full page, to learn the target's names from
 	body, err := s.get(restricted, buf, deadline)
 	if err == nil {
-		// The page keeps no reference into body, so the buffer is reused.
-		res.Page, res.ParseErr = s.parse(body)
+		err = s.read(&res, body)
 	}
 	if restricted {
 		body, err = s.checkRestricted(&res, opt, body, err, checked, buf, deadline)
@@ -143,7 +147,9 @@ func (s *scraper) fetch(opt *Options) Result {
 		s.ver.reset()
 		return res
 	}
-	if opt.KeepBody && !errors.Is(res.ParseErr, page.ErrLimit) { // a page over the limits is not kept
+	// A page that failed to parse is not kept: one over the limits would grow the recording,
+	// and one that is not Prometheus text may hold anything (its server's secrets too).
+	if opt.KeepBody && res.ParseErr == nil {
 		res.Body = bytes.Clone(body)
 	}
 	switch {
@@ -175,10 +181,28 @@ func (s *scraper) checkRestricted(res *Result, opt *Options, body []byte, err er
 	res.Page, res.ParseErr = nil, nil
 	buf.Reset()
 	if body, err = s.get(false, buf, deadline); err == nil {
-		res.Page, res.ParseErr = s.parse(body)
-		s.fullAfterRestricted(opt, body, se, missing)
+		if err = s.read(res, body); err == nil {
+			s.fullAfterRestricted(opt, body, se, missing)
+		}
 	}
 	return body, err
+}
+
+// read parses the page body into res. A page that parses but whose last line has no final
+// newline was cut short (a Content-Length shorter than the page, a connection closed mid-way):
+// its last number may have lost digits ("2700" read as "27"), so it is a failed fetch, never a
+// page. The page keeps no reference into body, so the buffer is reused.
+func (s *scraper) read(res *Result, body []byte) error {
+	res.Page, res.ParseErr = s.parse(body)
+	if res.ParseErr != nil {
+		return nil
+	}
+	if err := cutShort(body); err != nil {
+		res.Page.Release() // nobody else saw it
+		res.Page = nil
+		return s.req.fetchError(err)
+	}
+	return nil
 }
 
 // fullAfterRestricted learns from a full page fetched after a restricted request was refused
@@ -209,16 +233,34 @@ func (s *scraper) get(restrict bool, buf *bytes.Buffer, deadline time.Time) ([]b
 		return nil, s.buildErr
 	}
 	if s.tr == nil { // the first request that could be built
-		s.tr = newTransport(s.ctx, s.req, s.opt)
+		s.setTransport(newTransport(s.ctx, s.req, s.opt))
 	}
 	body, err := s.tr.get(s.req, restrict, buf, deadline)
 	if err == errRedirect {
 		s.tr.close()
-		s.tr = newStdTransport(s.ctx, s.opt)
+		s.setTransport(newStdTransport(s.ctx, s.opt))
 		buf.Reset()
 		body, err = s.tr.get(s.req, restrict, buf, deadline)
 	}
+	if !s.fresh && errors.Is(err, errOutOfTurn) {
+		// A target that sends answers nobody asked for may send one just after a request
+		// goes out, where no check before sending it can see: it would be read as the
+		// request's answer. A step end's scrape often comes right after a tick's.
+		s.fresh = true
+		s.tr.newConnections()
+		s.opt.Logger.Warn("target answered out of turn on a kept-alive connection (an answer nobody asked for): "+
+			"every scrape of it goes on a new connection from now on", "target", s.url)
+	}
 	return body, err
+}
+
+// setTransport makes tr the target's transport, on new connections once the target answered
+// out of turn.
+func (s *scraper) setTransport(tr transport) {
+	s.tr = tr
+	if s.fresh {
+		tr.newConnections()
+	}
 }
 
 // release says the page of the last get has been read.

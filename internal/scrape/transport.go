@@ -22,6 +22,10 @@ type transport interface {
 	get(r *request, restrict bool, buf *bytes.Buffer, deadline time.Time) ([]byte, error)
 	// release says the page of the last get has been read.
 	release()
+	// newConnections sends every later request on a new connection, closed after its answer:
+	// the target answered out of turn on a kept one, and an answer it sends nobody knows when
+	// could be read as the answer to any request on a connection it keeps.
+	newConnections()
 	// close closes the transport's connections: the target's goroutine is done.
 	close()
 }
@@ -53,6 +57,7 @@ type stdTransport struct {
 	client  *http.Client
 	maxBody int64
 	ctx     context.Context // the target's: a scrape in flight ends with it
+	fresh   bool            // each request on a new connection: see newConnections
 }
 
 func newStdTransport(ctx context.Context, opt *Options) *stdTransport {
@@ -71,14 +76,16 @@ func (t *stdTransport) get(r *request, restrict bool, buf *bytes.Buffer, deadlin
 		return nil, err
 	}
 	req.URL, req.Host = u, u.Host
+	req.Close = t.fresh
 	if err := r.setHeaders(req.Header); err != nil {
 		return nil, err
 	}
 	resp, err := t.client.Do(req)
 	if err != nil {
-		return nil, r.fetchError(err)
+		return nil, r.fetchError(quiet(err))
 	}
 	defer resp.Body.Close()
+	resp.Body = quietBody{resp.Body}
 	if resp.StatusCode != http.StatusOK {
 		io.Copy(io.Discard, io.LimitReader(resp.Body, 4096)) // so that net/http may keep the connection
 		return nil, &StatusError{Code: resp.StatusCode}
@@ -91,5 +98,35 @@ func (t *stdTransport) get(r *request, restrict bool, buf *bytes.Buffer, deadlin
 
 func (t *stdTransport) release() {}
 
+// newConnections sends every later request on a connection of its own: through a copy of the
+// client's transport that keeps none (closing each after its answer is not enough: net/http
+// would still send a request on an idle connection another target left).
+func (t *stdTransport) newConnections() {
+	t.fresh = true
+	rt := t.client.Transport
+	if rt == nil {
+		rt = http.DefaultTransport
+	}
+	if tr, ok := rt.(*http.Transport); ok {
+		tr = tr.Clone()
+		tr.DisableKeepAlives = true
+		c := *t.client
+		c.Transport = tr
+		t.client = &c
+	}
+}
+
 // close leaves the connection to net/http's pool of idle ones, which closes it in time.
 func (t *stdTransport) close() {}
+
+// quietBody is an answer's body whose read errors hold nothing of the answer (see quiet):
+// net/http quotes a malformed chunk trailer.
+type quietBody struct{ io.ReadCloser }
+
+func (b quietBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && err != io.EOF {
+		err = quiet(err)
+	}
+	return n, err
+}

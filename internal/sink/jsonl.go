@@ -40,9 +40,10 @@ type JSONL struct {
 }
 
 // OpenJSONL opens path for appending, creating its directory. A last line left partial by a
-// run killed in the middle of a write is cut off (and logged with its size) so that the next
-// record starts a line of its own; a last line that is a whole JSON value without its newline
-// gets the newline instead.
+// run killed in the middle of a write, and a whole last line that is not JSON, are moved out of
+// the file into path.corrupt-N (and logged with that name and their size) so that the next
+// record starts a line of its own after a line of JSON; a last line that is a whole JSON value
+// without its newline gets the newline instead.
 func OpenJSONL(path string, opt JSONLOptions) (*JSONL, error) {
 	opt = opt.withDefaults()
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
@@ -80,30 +81,51 @@ func (o JSONLOptions) withDefaults() JSONLOptions {
 	return o
 }
 
-// repairTail makes f end with a newline (or be empty), cutting off a partial last line.
+// repairTail makes f end with a whole line of JSON (or be empty). A last line that is a whole
+// JSON value without its newline gets the newline. What else ends the file is taken out and
+// kept in path.corrupt-N: a partial last line (a run killed in the middle of a write), and a
+// whole last line that is not JSON, which no reader could take for a step and which would
+// otherwise stay in the file, before every step written after it.
 func repairTail(f *os.File, path string, log *slog.Logger) error {
 	tail, err := appendlog.LastLine(f)
 	if err != nil {
 		return fmt.Errorf("read the end of %q: %w", path, err)
 	}
-	if len(tail) == 0 {
-		return nil
-	}
-	if json.Valid(tail) {
+	if len(tail) > 0 && json.Valid(tail) {
 		if _, err := f.Write([]byte("\n")); err != nil {
 			return fmt.Errorf("end the last line of %q: %w", path, err)
 		}
 		log.Warn("steps file's last line had no newline; added it", "path", path)
 		return nil
 	}
+	line, err := appendlog.LastWholeLine(f)
+	if err != nil {
+		return fmt.Errorf("read the end of %q: %w", path, err)
+	}
+	garbage := len(line) > 0 && !json.Valid(line)
+	cut := tail
+	if garbage {
+		cut = append(line, tail...)
+	}
+	if len(cut) == 0 {
+		return nil
+	}
+	kept, err := appendlog.KeepAside(path, cut)
+	if err != nil {
+		return err
+	}
 	size, err := f.Seek(0, io.SeekEnd)
 	if err != nil {
 		return fmt.Errorf("read the end of %q: %w", path, err)
 	}
-	if err := f.Truncate(size - int64(len(tail))); err != nil {
-		return fmt.Errorf("cut the partial last line off %q: %w", path, err)
+	if err := f.Truncate(size - int64(len(cut))); err != nil {
+		return fmt.Errorf("cut the broken end off %q (kept in %q): %w", path, kept, err)
 	}
-	log.Warn("steps file ended with a partial line (a run stopped in the middle of a write); cut it off", "path", path, "bytes", len(tail))
+	if garbage {
+		log.Warn("steps file's last line is not JSON, so no step; moved it out of the file", "path", path, "kept_as", kept, "bytes", len(cut))
+	} else {
+		log.Warn("steps file ended with a partial line (a run stopped in the middle of a write); moved it out of the file", "path", path, "kept_as", kept, "bytes", len(cut))
+	}
 	return nil
 }
 

@@ -147,17 +147,27 @@ func TestJSONLMemoryBound(t *testing.T) {
 func TestJSONLRepairsTail(t *testing.T) {
 	whole := `{"step":1,"duration_s":1}` + "\n"
 	for _, tt := range []struct {
-		name, in, want, log string
+		name, in, want, kept, log string
 	}{
-		{"whole", whole, whole, ""},
-		{"partial line cut off", whole + `{"step":2,"dura`, whole, "bytes=15"},
-		{"only a partial line", `{"st`, "", "bytes=4"},
-		{"whole record without newline", whole + `{"step":2}`, whole + `{"step":2}` + "\n", "added it"},
-		{"empty", "", "", ""},
+		{"whole", whole, whole, "", ""},
+		{"partial line cut off", whole + `{"step":2,"dura`, whole, `{"step":2,"dura`, "bytes=15"},
+		{"only a partial line", `{"st`, "", `{"st`, "bytes=4"},
+		{"whole record without newline", whole + `{"step":2}`, whole + `{"step":2}` + "\n", "", "added it"},
+		{"empty", "", "", "", ""},
+		{"a last line that is not JSON", whole + "not json\n", whole, "not json\n", "is not JSON"},
+		{"not JSON, then a partial line", whole + "not json\n" + `{"step":2,"d`, whole, "not json\n" + `{"step":2,"d`, "is not JSON"},
+		{"not JSON before the last line", "not json\n" + whole, "not json\n" + whole, "", ""},
+		{"only a line that is not JSON", "<html>\n", "", "<html>\n", "bytes=7"},
+		{"a blank last line", whole + "\n", whole, "\n", "bytes=1"},
+		{"JSON but no step", whole + "null\n", whole + "null\n", "", ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "steps.jsonl")
+			dir := t.TempDir()
+			path := filepath.Join(dir, "steps.jsonl")
 			os.WriteFile(path, []byte(tt.in), 0o644)
+			if tt.kept != "" { // an earlier repair's file is kept too
+				os.WriteFile(path+".corrupt-1", []byte("earlier"), 0o644)
+			}
 			var logs bytes.Buffer
 			j, err := OpenJSONL(path, JSONLOptions{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 			if err != nil {
@@ -173,6 +183,20 @@ func TestJSONLRepairsTail(t *testing.T) {
 			}
 			if tt.log == "" && logs.Len() > 0 || !strings.Contains(logs.String(), tt.log) {
 				t.Errorf("log %q, want %q", logs.String(), tt.log)
+			}
+			files, _ := filepath.Glob(path + ".corrupt-*")
+			if tt.kept == "" {
+				if len(files) > 0 {
+					t.Errorf("nothing taken out, but %v written", files)
+				}
+				return
+			}
+			kept, err := os.ReadFile(path + ".corrupt-2")
+			if err != nil || string(kept) != tt.kept || len(files) != 2 {
+				t.Errorf("kept %q (%v) in %v, want %q in steps.jsonl.corrupt-2 beside the earlier one", kept, err, files, tt.kept)
+			}
+			if !strings.Contains(logs.String(), "kept_as="+path+".corrupt-2") {
+				t.Errorf("log %q does not name the file the bytes went to", logs.String())
 			}
 		})
 	}

@@ -12,8 +12,9 @@ type Env struct {
 	MetricPrefix string // the run's metric prefix, e.g. "vllm"
 	Logger       *slog.Logger
 	// Resume: the out_dir holds an earlier run's steps, which this run continues (its steps
-	// number on after the last one in steps.jsonl). Sinks then continue what that run wrote
-	// (the same W&B run, the same CSV file) rather than start over.
+	// number on after the last one in steps.jsonl, or in a sink's files, see StepKeeper).
+	// Sinks then continue what that run wrote (the same W&B run, the same CSV file) rather
+	// than start over.
 	Resume bool
 }
 
@@ -70,3 +71,27 @@ func (p Parsed) Caps() Caps { return p.t.Caps }
 
 // Open creates the sink.
 func (p Parsed) Open(env Env) (Sink, error) { return p.t.open(env, p.set) }
+
+// Held is the last step that a sink's files hold already, written by the runs before this one.
+type Held struct {
+	Step int64
+	File string // the file that holds it
+}
+
+// StepKeeper is implemented by the settings of a sink type whose files keep the step numbers
+// written into them (the CSV file, TensorBoard's event files). A run reads them before it opens
+// the sinks, so that on an out_dir whose steps.jsonl is gone, or holds fewer steps, it does not
+// write those numbers again. LastStep reads the last step the files hold, without changing
+// them; ok is false when they hold none.
+type StepKeeper interface {
+	LastStep() (h Held, ok bool, err error)
+}
+
+// LastStep is the last step that the entry's files hold already (see StepKeeper); ok is false
+// when they hold none, or its type keeps no step numbers in files of its own.
+func (p Parsed) LastStep() (Held, bool, error) {
+	if k, ok := p.set.(StepKeeper); ok {
+		return k.LastStep()
+	}
+	return Held{}, false, nil
+}

@@ -10,7 +10,9 @@ import (
 // from the fleet. If a target comes back, its engines are new workers: the first scrape of each
 // is a baseline, unless its _created says the engine started after the target last answered
 // (or, when it never did, after the latest timestamp the tracker had been fed), in which case
-// all of its count is new; and its first scrape stands for no busy or idle time. What the
+// all of its count is new; and its first scrape stands for no busy or idle time. An engine the
+// run never saw on the target counts whole (see Observe): the target's pages before it was
+// forgotten did not show it. What the
 // targets' workers already gave the open step stays in it, with their labels. Forgetting many
 // targets in one call costs one pass over the workers, not one per target.
 func (t *Tracker) Forget(targets ...string) {
@@ -24,23 +26,24 @@ func (t *Tracker) Forget(targets ...string) {
 	for id := range t.workers {
 		if gone[id.Target] {
 			delete(t.workers, id)
+			t.departed.add(id)
 		}
 	}
 	for _, target := range targets {
 		// The collector forgets a target some time after it left (it may come back meanwhile):
 		// an engine that restarted in between is new since the target's last answer.
 		// A target forgotten again before it answered keeps the time of its last answer.
-		since := t.now
-		if f, ok := t.forgot[target]; ok {
-			since = f
+		f := forgotten{at: t.now}
+		if old, ok := t.forgot[target]; ok {
+			f = old
 		}
 		if tgt := t.targets[target]; tgt != nil && tgt.hasLastOK {
-			since = tgt.lastOK
+			f = forgotten{at: tgt.lastOK, answered: true}
 		}
 		delete(t.targets, target)
 		t.labels.forget(target)
 		if t.started {
-			t.forgot[target] = since
+			t.forgot[target] = f
 		}
 	}
 }
@@ -63,6 +66,7 @@ func (t *Tracker) forgetDeparted() []WorkerID {
 		if tgt := t.targets[id.Target]; tgt != nil && tgt.answered == t.seq && tgt.pages-ws.page >= 2 {
 			// tgt.engines, the workers of its last page (in this step), do not hold it.
 			delete(t.workers, id)
+			t.departed.add(id)
 			gone = append(gone, id)
 		}
 	}

@@ -39,13 +39,18 @@ func propsRuns(t *testing.T) int {
 // count. An event counts, in the step of the scrape where its series next shows a finite value,
 // when the series is "tracked": the observer has a baseline for it, or knows that it started
 // from zero since (an engine with _created that started after the observer last heard from its
-// target, a series that left ±Inf). It stops being tracked when its target is removed, and
-// becomes tracked at its first finite value. What cannot be known is never generated: an engine
+// target). It stops being tracked when its target is removed, and becomes tracked at its first
+// finite value. A NaN or ±Inf shown in place of a value is no sample: the series goes on
+// counting, and what it counted meanwhile lands at its next finite value. What cannot be known is never generated: an engine
 // restarts only when all its events have been counted, and an engine without _created only so
 // that its next finite values are below the last ones shown (else no one could see the restart).
 // An engine that no page of its target showed in a step in which the target answered, nor its
 // last two pages, is forgotten at the step's close: the observer has no baseline for it any
 // more, and tracks it only if it restarted since the target's last answer and _created says so.
+// An engine that comes up on a target that has answered in the run without it, and that no
+// page has shown yet, is tracked from the start: its target's pages are evidence that it was
+// not there, and the observer counts it whole when it first sees it (a target removed meanwhile
+// does not change that).
 
 var (
 	simBounds = []string{"0.25", "0.5", "1", "+Inf"}
@@ -75,7 +80,7 @@ type simSeries struct {
 	base      bool    // the observer holds a finite baseline
 	lastShown float64 // the counter value, or histogram count, of that baseline
 	limit     float64 // > 0: keep the value (count) below it until the next finite value is shown
-	inf       bool    // shows ±Inf; counts nothing until it leaves Inf
+	inf       bool    // shows ±Inf in place of a value (its events go on)
 	infSeen   bool    // a successful scrape showed the Inf
 }
 
@@ -93,6 +98,7 @@ type simEngine struct {
 	created    float64
 	series     [2]*simSeries // generation_tokens, time_to_first_token_seconds
 	shown      bool          // a page of its target showed it in the open step
+	everShown  bool          // a page of its target showed it in the run
 	lastPage   int           // the number of the last page of its target that showed it
 }
 
@@ -159,7 +165,8 @@ func TestStepTotalsMatchReference(t *testing.T) {
 		}
 	}
 	t.Logf("%d runs: %v", n, seen)
-	for _, k := range []string{"forget", "restart", "restart without _created", "restart past the old values", "Inf", "NaN", "failed scrape", "worker forgotten"} {
+	for _, k := range []string{"forget", "restart", "restart without _created", "restart past the old values", "Inf", "NaN", "failed scrape", "worker forgotten",
+		"first seen late"} {
 		if seen[k] == 0 {
 			t.Errorf("no %q in %d runs: the test does not exercise it", k, n)
 		}
@@ -211,8 +218,11 @@ func propRun(seed uint64, seen map[string]int) string {
 					// its _created says so when the target comes back, and all it counted since
 					// its restart is counted then.
 					restarted := e.hasCreated && tg.hasOK && e.created > unix(tg.lastOK)
+					if !e.everShown {
+						continue // the observer never had it: nothing to forget
+					}
 					for _, s := range e.series {
-						if restarted && s.tracked && !s.inf {
+						if restarted && s.tracked {
 							seen["restart before a forget"]++
 							s.base, s.limit, s.infSeen = false, 0, false
 							continue
@@ -235,6 +245,9 @@ func propRun(seed uint64, seen map[string]int) string {
 					// a new life of the engine: it starts from zero
 					e.up, e.created = true, unix(ts-0.1)
 					seen["restart"]++
+					if !e.everShown && !e.hasCreated {
+						seen["first seen late"]++
+					}
 					burst := e.hasCreated && p(2)
 					for _, s := range e.series {
 						old := s.val
@@ -242,6 +255,8 @@ func propRun(seed uint64, seen map[string]int) string {
 						switch {
 						case e.hasCreated:
 							s.tracked = true // _created says it started since the observer last looked
+						case !e.everShown && tg.hasOK:
+							s.tracked = true // its target's pages did not show it: it counts whole
 						case s.base && s.lastShown > 0:
 							seen["restart without _created"]++
 							s.limit = s.lastShown // a drop shows the restart
@@ -269,8 +284,8 @@ func propRun(seed uint64, seen map[string]int) string {
 						s.inf = true
 						seen["Inf"]++
 					case s.inf && s.infSeen && p(3):
-						// the series starts again from zero, which the Inf before it makes a reset
-						s.inf, s.infSeen, s.val, s.tracked, s.base, s.limit = false, false, simVals{}, true, false, 0
+						// the series shows its values again, on from its last finite one
+						s.inf, s.infSeen = false, false
 					}
 				}
 			}
@@ -282,9 +297,6 @@ func propRun(seed uint64, seen map[string]int) string {
 					continue
 				}
 				for _, s := range e.series {
-					if s.inf {
-						continue
-					}
 					var d simVals
 					if s.hist {
 						for range rng.IntN(4) {
@@ -350,11 +362,11 @@ func propRun(seed uint64, seen map[string]int) string {
 			tg.answered = true
 			tg.pages++
 			for _, sh := range shownPage {
-				sh.e.shown, sh.e.lastPage = true, tg.pages
+				sh.e.shown, sh.e.everShown, sh.e.lastPage = true, true, tg.pages
 				for i, s := range sh.e.series {
 					switch {
-					case math.IsInf(sh.shows[i].bad, 0):
-						s.infSeen, s.base = true, false
+					case math.IsInf(sh.shows[i].bad, 0): // as if not shown
+						s.infSeen = true
 					case sh.shows[i].bad != 0: // NaN: as if not shown
 						seen["NaN"]++
 					default:
@@ -379,7 +391,7 @@ func propRun(seed uint64, seen map[string]int) string {
 			}
 			for _, tg := range targets {
 				for _, e := range tg.engines {
-					if tg.answered && !e.shown && tg.pages-e.lastPage >= 2 {
+					if e.everShown && tg.answered && !e.shown && tg.pages-e.lastPage >= 2 {
 						seen["worker forgotten"]++
 						restarted := e.up && e.hasCreated // since the target's last answer, which did not show it
 						for _, s := range e.series {

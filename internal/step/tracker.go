@@ -82,10 +82,12 @@ type Tracker struct {
 	start   time.Time // start of the open step
 	seq     uint64    // the open step's number in this tracker, from 1
 	open    *acc
-	forgot  map[string]time.Time // when each target was forgotten, until it answers again
-	now     time.Time            // the latest timestamp fed in
-	labels  targetLabels
-	values  []IntervalValue // the Values of every Interval, emptied after each
+	forgot  map[string]forgotten // each target forgotten, until it answers again
+	// departed are the workers forgotten: one back is no new worker (see Observe).
+	departed departedWorkers
+	now      time.Time // the latest timestamp fed in
+	labels   targetLabels
+	values   []IntervalValue // the Values of every Interval, emptied after each
 	// scratch holds the increases of the worker observed last: every worker's Increase is
 	// added to the step (and its phase, and OnInterval's) before the next worker is observed.
 	scratch window.Scratch
@@ -114,10 +116,18 @@ type workerState struct {
 	pv     policyWorker
 }
 
+// forgotten is a target forgotten: when, and whether it had answered in the run before.
+type forgotten struct {
+	at       time.Time
+	answered bool
+}
+
 // targetState is what the tracker keeps of a target across steps.
 type targetState struct {
-	tried, lastOK       time.Time // its last scrape, and its last successful one
+	triedAt, lastOK     time.Time // its last scrape, and its last successful one
 	hasTried, hasLastOK bool
+	late                bool    // added while the run ran (Added)
+	refused             bool    // every scrape of it so far was refused
 	undated             bool    // Observe reported it undated
 	answered            uint64  // the seq of the last step in which it answered
 	pages               uint64  // its successful pages so far
@@ -217,7 +227,7 @@ func NewTracker(opt Options) *Tracker {
 	}
 	untimed := opt
 	untimed.NoTimeline = true
-	return &Tracker{opt: opt, workers: map[WorkerID]*workerState{}, targets: map[string]*targetState{}, seq: 1, open: newAcc(), forgot: map[string]time.Time{},
+	return &Tracker{opt: opt, workers: map[WorkerID]*workerState{}, targets: map[string]*targetState{}, seq: 1, open: newAcc(), forgot: map[string]forgotten{},
 		keep: newKeep(opt), phaseKeep: newKeep(untimed), phases: map[string]*phaseAcc{}}
 }
 
@@ -227,6 +237,19 @@ func newAcc() *acc { return &acc{workers: map[WorkerID]*workerAcc{}} }
 // fail. Timestamps must not go backwards. It reports undated the first time a page of target
 // shows a worker for the first time with counts already made and no _created to date them:
 // they are taken as a baseline, though the engine may have made them after the run started.
+//
+// One rule decides whether a worker's first page is a baseline: a worker first seen after
+// evidence that it was not there counts whole, with or without _created, as a series that
+// appears on a worker seen before does (package window). The evidence is
+//   - earlier pages of its target in the run that did not show it (an SGLang server's tokenizer
+//     series, a worker of their own with data parallelism, appear with its first finished
+//     request; a data-parallel engine that comes up late), unless the run saw the worker before
+//     and forgot it (see Forget, forgetDeparted), whose return forgetting's rule decides;
+//   - every scrape of its target since the run started refused (Refused): its server started
+//     during the run; unless the target was added while the run ran (Added).
+//
+// Without evidence a worker's first page is a baseline, unless _created dates its counts after
+// its target's last answer.
 func (t *Tracker) Observe(ts time.Time, target string, pg *page.Page, err error) (undated bool) {
 	if !t.started {
 		t.started, t.start = true, ts
@@ -237,10 +260,11 @@ func (t *Tracker) Observe(ts time.Time, target string, pg *page.Page, err error)
 		tgt = &targetState{}
 		t.targets[target] = tgt
 	}
-	prevTry, tried := tgt.tried, tgt.hasTried
-	tgt.tried, tgt.hasTried = ts, true
+	prevTry, tried := tgt.triedAt, tgt.hasTried
+	tgt.triedAt, tgt.hasTried = ts, true
 	pa := t.openPhase()
 	if err != nil || pg == nil {
+		tgt.tried(!tried, err)
 		t.open.failed++
 		if pa != nil {
 			pa.acc.failed++
@@ -251,23 +275,28 @@ func (t *Tracker) Observe(ts time.Time, target string, pg *page.Page, err error)
 	if pa != nil {
 		pa.acc.ok++
 	}
-	// An engine first seen on this page counts from zero if it was created after the last time
-	// the target answered without it: on the target's first answer, after the run started (after
-	// the step start for a recording without a start event); on its first answer since Forget,
-	// after it was forgotten. Everything it counted happened since, so it all belongs to this
-	// scrape's step. An engine that ran before the run is a baseline: its earlier counts are
-	// nobody's.
+	// A worker first seen on this page counts whole if there is evidence that it was not there
+	// before: the target's earlier pages in the run did not show it, or its server refused
+	// every connection since the run started. Otherwise it counts from zero if
+	// it was created after the last time the target answered without it: on the target's first
+	// answer, after the run started (after the step start for a recording without a start
+	// event); on its first answer since Forget, after it was forgotten. Everything it counted
+	// happened since, so it all belongs to this scrape's step. An engine that ran before the run
+	// is a baseline: its earlier counts are nobody's.
 	since := t.start
 	if t.hasRunStart {
 		since = t.runStart
 	}
+	absent := tgt.pages > 0 || tgt.refused && !tgt.late
 	if f, ok := t.forgot[target]; ok {
-		since = f
+		since = f.at
+		absent = absent || f.answered
 		delete(t.forgot, target)
 	}
 	if tgt.hasLastOK {
 		since = tgt.lastOK
 	}
+	tgt.refused = false
 	tgt.lastOK, tgt.hasLastOK = ts, true
 	tgt.answered = t.seq
 	tgt.pages++
@@ -287,6 +316,9 @@ func (t *Tracker) Observe(ts time.Time, target string, pg *page.Page, err error)
 			if ref.ws == nil {
 				ref.ws = &workerState{w: window.NewWorkerSharing(&t.scratch)}
 				t.workers[id] = ref.ws
+				if absent && !t.departed.has(id) {
+					ref.ws.w.Absent()
+				}
 			}
 		}
 		if ref.wa == nil {

@@ -194,12 +194,13 @@ func TestWorkerAppearingMidStep(t *testing.T) {
 		scrape(2, eng{engine: "0", gen: 110, created: unix(-50)}, eng{engine: "1", gen: 40, created: unix(1.5)}),
 		scrape(3, eng{engine: "0", gen: 120, created: unix(-50)}, eng{engine: "1", gen: 45, created: unix(1.5)}),
 		end(3, 2),
-		// engine 2 has been up since before the step: its first scrape is only a baseline
+		// engine 2's _created is from before the run, but the target's pages did not show it
+		// until now: that is the evidence, and it counts whole (see TestFirstSeenAfterEvidence)
 		scrape(4, eng{engine: "0", gen: 120, created: unix(-50)}, eng{engine: "1", gen: 45, created: unix(1.5)}, eng{engine: "2", gen: 999, created: unix(-10)}),
 		end(5, 3),
 	})
 	want(t, recs[1].Metrics, "vllm/generation_tokens", 20+45)
-	want(t, recs[2].Metrics, "vllm/generation_tokens", 0)
+	want(t, recs[2].Metrics, "vllm/generation_tokens", 999)
 	if recs[2].Workers != 3 {
 		t.Errorf("workers = %d, want 3", recs[2].Workers)
 	}

@@ -1,6 +1,6 @@
 // Package window turns the successive pages of an inference engine's worker (package page) into
 // windowed values: counter increases that survive engine restarts, and histogram bucket
-// increases, with the reset and NaN rules of Observe.
+// increases, with the reset and non-finite sample rules of Observe.
 //
 // It is pure logic: no clock, no I/O. The step package pools its output per training step.
 package window
@@ -16,7 +16,11 @@ import (
 // Worker keeps what one engine's previous successful scrape said, to turn the next one into
 // increases. A Worker is owned by one goroutine.
 type Worker struct {
-	seen     bool
+	seen   bool
+	absent bool   // known not to have been there before its first page (see Absent)
+	pages  uint64 // the pages observed, numbering them from 1
+	// Every series the worker's pages have shown, kept while the worker is: one that leaves a
+	// page and comes back goes on from its last value.
 	counters map[seriesID]*counterState
 	hists    map[seriesID]*histState
 	// The states of the previous page's series, in its order: a worker's page nearly always
@@ -97,14 +101,16 @@ type seriesID struct {
 }
 
 // counterState is what a worker knows of one counter series. A series that has shown no finite
-// value since it appeared, or since a ±Inf, has no baseline (base false): its next finite value
-// counts whole if whole is set or its _created is after since, and is only a baseline otherwise.
+// value since it appeared, or since its worker restarted, has no baseline (base false): its next
+// finite value counts whole if whole is set or its _created is after since, and is only a
+// baseline otherwise. at is the worker's page that showed value.
 type counterState struct {
 	value, created float64
 	hasCreated     bool
 	base           bool
 	whole          bool
 	since          float64
+	at             uint64
 }
 
 // histState keeps a histogram's bucket counts beside its bounds, which come from the scratch's
@@ -119,6 +125,7 @@ type histState struct {
 	base       bool // as in counterState
 	whole      bool
 	since      float64
+	at         uint64
 }
 
 // Increase is what changed in one engine between its previous successful scrape and this one.
@@ -177,36 +184,42 @@ func NewWorkerSharing(s *Scratch) *Worker {
 	return &Worker{counters: map[seriesID]*counterState{}, hists: map[seriesID]*histState{}, s: s}
 }
 
-// Seen reports whether the worker has had a successful scrape.
-func (w *Worker) Seen() bool { return w.seen }
+// Absent tells a worker that has observed nothing yet that there is evidence it was not there
+// before its first page (its target's earlier pages did not show it, or its target's server
+// refused every connection until then): all of that page's counts were made since, and count
+// whole, as a series new on a worker seen before does.
+func (w *Worker) Absent() { w.absent = true }
 
 // Observe takes an engine's samples from a successful scrape and returns the increases since the
 // previous one. A worker seen for the first time contributes only the series whose _created is
 // after since (Unix seconds): the engine started after that moment, so all of its count is new;
-// otherwise its first scrape is only the baseline. A series that appears on a worker seen
-// before started from zero, and all of it counts.
+// otherwise its first scrape is only the baseline, unless the worker is known Absent before it.
+// A series that appears on a worker seen before started from zero, and all of it counts.
 //
 // A counter that went down, or whose _created changed, was reset by an engine restart, and its
 // increase is the new value (what Prometheus' increase() does, plus the _created check that
 // catches a restart whose counter has already passed its old value). Never clamped to zero.
+// On pages without _created (vLLM in multiprocess mode, SGLang, simulators) a counter going
+// down is the only sign of a restart, and the restart is the worker's process': every series
+// of the page without _created restarted with it (see restart), including one that a restart
+// no scrape saw left above its old value.
 //
 // A histogram is reset as a whole when any of its _bucket, _sum and _count series went down
 // (each follows the counter rule), its _created changed or its bucket layout changed; its
 // increase is then its new values. So no bucket, sum or count increase is ever negative. _sum
 // could go down without a reset only through negative observations, which vLLM's latencies never
-// are; pages without _created (vLLM in multiprocess mode, simulators) have no other sign of a
-// restart.
+// are.
 //
-// A NaN value is no value: the series is absent from this scrape, its last finite value stays
-// the baseline, and the increase lands when a finite value returns. A ±Inf value is absent too,
-// and the next finite value counts as a reset, whole (as in Prometheus, where every finite value
-// after +Inf is lower, hence a reset; the jump to Inf itself, infinite there, counts nothing
-// here). A histogram series with any non-finite _bucket, _sum or _count is treated so as a
-// whole.
+// A NaN or ±Inf value is no value: the series is absent from this scrape, its last finite value
+// stays the baseline, and the increase lands when a finite value returns (a finite value below
+// the last one is a reset, as always). Prometheus' increase() sees every finite value after
+// +Inf as a reset, and counts a whole counter again after a single non-finite sample. A
+// histogram series with any non-finite _bucket, _sum or _count sits out as a whole.
 func (w *Worker) Observe(p *page.EnginePage, since float64) Increase {
 	var inc Increase
-	first := !w.seen
+	first := !w.seen && !w.absent
 	w.seen = true
+	w.pages++
 	for c := range w.s.shares {
 		w.s.shares[c] = w.s.shares[c][:0]
 	}
@@ -215,17 +228,20 @@ func (w *Worker) Observe(p *page.EnginePage, since float64) Increase {
 		cstates = w.counterLayout.learn(len(p.Counters), func(i int) seriesID { return seriesID{int(p.Counters[i].Family), p.Counters[i].Key} },
 			w.counters, func() *counterState { return &counterState{whole: !first, since: since} })
 	}
+	hstates := w.histLayout.states
+	if !sameHists(w.histLayout.ids, p.Hists) {
+		hstates = w.histLayout.learn(len(p.Hists), func(i int) seriesID { return seriesID{int(p.Hists[i].Family), p.Hists[i].Key} },
+			w.hists, func() *histState { return &histState{whole: !first, since: since} })
+	}
+	w.restart(p, cstates, hstates)
 	for i := range p.Counters {
 		cs := &p.Counters[i]
 		st := cstates[i]
 		old := *st
 		if !finite(cs.Value) {
-			if !math.IsNaN(cs.Value) {
-				*st = counterState{whole: true}
-			}
 			continue
 		}
-		*st = counterState{value: cs.Value, created: cs.Created, hasCreated: cs.HasCreated, base: true}
+		*st = counterState{value: cs.Value, created: cs.Created, hasCreated: cs.HasCreated, base: true, at: w.pages}
 		var d float64
 		switch {
 		case !old.base:
@@ -245,19 +261,10 @@ func (w *Worker) Observe(p *page.EnginePage, since float64) Increase {
 			w.share(cs.Family, cs.Reason, d)
 		}
 	}
-	hstates := w.histLayout.states
-	if !sameHists(w.histLayout.ids, p.Hists) {
-		hstates = w.histLayout.learn(len(p.Hists), func(i int) seriesID { return seriesID{int(p.Hists[i].Family), p.Hists[i].Key} },
-			w.hists, func() *histState { return &histState{whole: !first, since: since} })
-	}
 	for i := range p.Hists {
 		hs := &p.Hists[i]
 		old := hstates[i]
-		switch nonFinite(hs) {
-		case nan:
-			continue
-		case inf:
-			*old = histState{whole: true}
+		if !finiteHist(hs) {
 			continue
 		}
 		// The family's first series' increase is the family's so far; a later one's is added
@@ -293,7 +300,7 @@ func (w *Worker) Observe(p *page.EnginePage, since float64) Increase {
 			d.Bounds = old.bounds
 		}
 		old.sum, old.count, old.created, old.hasCreated, old.hasSum = hs.Sum, hs.Count, hs.Created, hs.HasCreated, hs.HasSum
-		old.base, old.whole, old.since = true, false, 0
+		old.base, old.whole, old.since, old.at = true, false, 0, w.pages
 		switch {
 		case d == nil:
 		case acc == nil:
@@ -340,6 +347,62 @@ func (w *Worker) share(c vllm.Counter, value string, d float64) {
 	w.s.shares[c] = sh
 }
 
+// restart applies the rule of pages without _created: a series without _created whose value
+// went down means that the worker's process restarted since that series' last value, and every
+// series of the page without _created restarted with it. Each of them whose last value came no
+// later than the last value of a series that went down (so before the restart) loses its
+// baseline, and counts whole from this page's value, or from its next finite one. A series shown
+// after that may have been shown after the restart already: it keeps its baseline, and goes by
+// its own values; so does a series absent from the page, which shows a restart by going down
+// when it is back. Series with _created go by their own _created, which is exact.
+func (w *Worker) restart(p *page.EnginePage, cstates []*counterState, hstates []*histState) {
+	var before uint64 // the restart came after this page
+	down := false
+	for i := range p.Counters {
+		cs, st := &p.Counters[i], cstates[i]
+		// v-v == 0 keeps out NaN and ±Inf (-Inf is below everything).
+		if st.base && !st.hasCreated && !cs.HasCreated && cs.Value-cs.Value == 0 && cs.Value < st.value {
+			down, before = true, max(before, st.at)
+		}
+	}
+	for i := range p.Hists {
+		hs, st := &p.Hists[i], hstates[i]
+		if st.base && !st.hasCreated && !hs.HasCreated && finiteHist(hs) && histDown(st, hs) {
+			down, before = true, max(before, st.at)
+		}
+	}
+	if !down {
+		return
+	}
+	for i, st := range cstates {
+		if st.base && !st.hasCreated && !p.Counters[i].HasCreated && st.at <= before {
+			st.base, st.whole = false, true
+		}
+	}
+	for i, st := range hstates {
+		if st.base && !st.hasCreated && !p.Hists[i].HasCreated && st.at <= before {
+			st.base, st.whole = false, true
+		}
+	}
+}
+
+// histDown reports whether any of a histogram's values went down between its old state and hs:
+// its _count, its _sum, or a bucket of an unchanged layout.
+func histDown(old *histState, hs *page.HistSeries) bool {
+	if hs.Count < old.count || hs.Sum < old.sum {
+		return true
+	}
+	if len(hs.Buckets) != len(old.bounds) {
+		return false
+	}
+	for j, b := range hs.Buckets {
+		if b.Le == old.bounds[j] && b.Count < old.counts[j] {
+			return true
+		}
+	}
+	return false
+}
+
 // histReset reports whether a histogram was reset between its old state and hs: its _created
 // changed, its layout changed or any of its counters went down.
 func histReset(old *histState, hs *page.HistSeries) bool {
@@ -355,39 +418,18 @@ func histReset(old *histState, hs *page.HistSeries) bool {
 	return false
 }
 
-const (
-	allFinite = iota
-	nan
-	inf
-)
-
-// nonFinite reports whether a histogram series holds a ±Inf (which wins) or a NaN value.
-func nonFinite(hs *page.HistSeries) int {
-	// v-v is 0 for a finite v and NaN for a NaN or ±Inf: one test per value on the usual path.
-	bad := hs.Sum-hs.Sum != 0 || hs.Count-hs.Count != 0
+// finiteHist reports whether every value of a histogram series is finite.
+func finiteHist(hs *page.HistSeries) bool {
+	// v-v is 0 for a finite v and NaN for a NaN or ±Inf: one test per value.
+	if hs.Sum-hs.Sum != 0 || hs.Count-hs.Count != 0 {
+		return false
+	}
 	for _, b := range hs.Buckets {
 		if b.Count-b.Count != 0 {
-			bad = true
-			break
+			return false
 		}
 	}
-	if !bad {
-		return allFinite
-	}
-	r := allFinite
-	check := func(v float64) {
-		if math.IsInf(v, 0) {
-			r = inf
-		} else if math.IsNaN(v) && r == allFinite {
-			r = nan
-		}
-	}
-	check(hs.Sum)
-	check(hs.Count)
-	for _, b := range hs.Buckets {
-		check(b.Count)
-	}
-	return r
+	return true
 }
 
 // fullHist sets d to all of hs, in d's own slice; its Bounds are the caller's to set.

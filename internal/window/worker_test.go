@@ -63,9 +63,12 @@ func TestWorkerCounterRules(t *testing.T) {
 		{"NaN on the first scrape of an engine started after since", []scrape{
 			{preempt("NaN", 200), 150, "-"}, {preempt("30", 200), 160, "30"}}},
 		{"NaN when the series appears on a seen worker", []scrape{{other, 0, "-"}, {other + preempt("NaN", 0), 0, "-"}, {other + preempt("5", 0), 0, "5"}}},
-		{"+Inf then a finite value: a reset", []scrape{{preempt("100", 0), 0, "-"}, {preempt("+Inf", 0), 0, "-"}, {preempt("130", 0), 0, "130"}, {preempt("135", 0), 0, "5"}}},
-		{"-Inf then a finite value: a reset", []scrape{{preempt("100", 0), 0, "-"}, {preempt("-Inf", 0), 0, "-"}, {preempt("30", 0), 0, "30"}}},
-		{"+Inf on the first scrape", []scrape{{preempt("+Inf", 0), 0, "-"}, {preempt("30", 0), 0, "30"}}},
+		{"+Inf between numbers is no sample: the next number continues from the last one", []scrape{
+			{preempt("800", 0), 0, "-"}, {preempt("+Inf", 0), 0, "-"}, {preempt("1400", 0), 0, "600"}, {preempt("1405", 0), 0, "5"}}},
+		{"-Inf between numbers is no sample", []scrape{{preempt("100", 0), 0, "-"}, {preempt("-Inf", 0), 0, "-"}, {preempt("-Inf", 0), 0, "-"}, {preempt("130", 0), 0, "30"}}},
+		{"-Inf, then a number below the last one: a reset", []scrape{{preempt("100", 0), 0, "-"}, {preempt("-Inf", 0), 0, "-"}, {preempt("30", 0), 0, "30"}}},
+		{"+Inf on the first scrape: the first finite value is the baseline", []scrape{{preempt("+Inf", 0), 0, "-"}, {preempt("30", 0), 0, "-"}, {preempt("32", 0), 0, "2"}}},
+		{"+Inf when the series appears on a seen worker", []scrape{{other, 0, "-"}, {other + preempt("+Inf", 0), 0, "-"}, {other + preempt("5", 0), 0, "5"}}},
 		{"NaN _created is no _created", []scrape{{preempt("10", 100), 150, "-"}, {preempt("12", math.NaN()), 150, "2"}}},
 	}
 	for _, tt := range tests {
@@ -177,10 +180,14 @@ func TestWorkerHistogramRules(t *testing.T) {
 			{ttft("2", "10", "50", "10", 0), 0, "-"},
 			{ttft("NaN", "11", "51", "11", 0), 0, "-"},
 			{ttft("2", "12", "52", "12", 0), 0, "0.1:0 +Inf:2 s=2 n=2"}}},
-		{"+Inf count: the next finite values are a reset", []histStep{
+		{"+Inf count: no sample, the next finite values continue from the last ones", []histStep{
 			{ttft("2", "10", "50", "10", 0), 0, "-"},
 			{ttft("2", "10", "50", "+Inf", 0), 0, "-"},
-			{ttft("3", "11", "51", "11", 0), 0, "0.1:3 +Inf:11 s=51 n=11"}}},
+			{ttft("3", "11", "51", "11", 0), 0, "0.1:1 +Inf:1 s=1 n=1"}}},
+		{"-Inf bucket, then values below the last ones: a reset", []histStep{
+			{ttft("2", "10", "50", "10", 0), 0, "-"},
+			{ttft("-Inf", "10", "50", "10", 0), 0, "-"},
+			{ttft("1", "4", "9", "4", 0), 0, "0.1:1 +Inf:4 s=9 n=4"}}},
 		{"no _count: taken from the +Inf bucket", []histStep{
 			{ttft("2", "10", "50", "", 0), 0, "-"},
 			{ttft("3", "14", "53", "", 0), 0, "0.1:1 +Inf:4 s=3 n=4"}}},

@@ -19,7 +19,9 @@ computed over each phase alone, and :func:`scalars` flattens them as ``"vllm/rol
 
 A metrics sidecar must never crash a training run: by default a connection failure or an error
 answer makes a call return an empty result and warn once, with the reason, until vllmstat
-answers again. ``strict=True`` raises :class:`VllmstatError` instead.
+answers again. ``strict=True`` raises :class:`VllmstatError` instead. A vllmstat that takes
+connections and never answers (stopped, or hung) costs one call ``hang_timeout`` (15 s) at
+most; later calls fail at once until it answers ``/healthz`` again, asked every 5 s at most.
 
 Example::
 
@@ -128,6 +130,10 @@ class VllmstatError(Exception):
         self.status = status
 
 
+class _NoAnswer(VllmstatError):
+    """vllmstat took the request and did not answer in time."""
+
+
 class Client:
     """Talks to one vllmstat sidecar.
 
@@ -137,20 +143,43 @@ class Client:
             ``http://127.0.0.1:9400``, vllmstat's default.
         token: bearer token (``api_token``); defaults to the ``VLLMSTAT_API_TOKEN`` environment
             variable.
-        timeout: seconds to wait for an answer. Ending a step waits for one scrape of every
-            engine, at most twice vllmstat's scrape timeout.
+        timeout: seconds to wait for an answer. Ending a step (or a phase) waits for one scrape
+            of every engine, at most twice vllmstat's scrape timeout (which is 10 s at most
+            unless set); vllmstat itself gives up on an answer after that plus 30 s.
         strict: raise :class:`VllmstatError` on failure instead of warning and returning empty.
+        hang_timeout: seconds after which a call without an answer gives up when vllmstat does
+            not answer ``/healthz`` either (asked then, with ``probe_timeout``): it takes
+            connections but does nothing, as when stopped (SIGSTOP). While ``/healthz``
+            answers, vllmstat is busy (a boundary scrape of a slow engine) and the call waits
+            on, up to ``timeout``, asking again every ``hang_timeout - probe_timeout``. A
+            ``timeout`` no longer than ``hang_timeout`` is the call's bound by itself.
+        probe_timeout: seconds to wait for ``/healthz`` when asking whether vllmstat answers.
+        probe_every: after a call that got no answer in time, vllmstat counts as not answering:
+            calls fail at once, without a request, until ``/healthz`` answers again; it is asked
+            at most once every ``probe_every`` seconds, by the call that comes then.
+        clock: the monotonic clock in seconds that ``probe_every`` is read on.
 
     After its first answered call the client asks ``/healthz`` for vllmstat's version, once,
     and warns (once per process and vllmstat) when it is not this client's ``__version__``.
     """
 
     def __init__(self, url: Optional[str] = None, token: Optional[str] = None, timeout: float = 60.0,
-                 strict: bool = False) -> None:
+                 strict: bool = False, hang_timeout: float = 15.0, probe_timeout: float = 1.0,
+                 probe_every: float = 5.0, clock: Callable[[], float] = time.monotonic) -> None:
+        if not 0 < probe_timeout < hang_timeout:
+            raise ValueError("probe_timeout must be > 0 and less than hang_timeout, got %r and %r"
+                             % (probe_timeout, hang_timeout))
         self.url = _base_url(url)
         self.token = token if token is not None else os.environ.get("VLLMSTAT_API_TOKEN") or None
         self.timeout = timeout
         self.strict = strict
+        self.hang_timeout = hang_timeout
+        self.probe_timeout = probe_timeout
+        self.probe_every = probe_every
+        self.clock = clock
+        # Why vllmstat counts as not answering (None while it answers), and when to ask again.
+        self._silent: Optional[str] = None
+        self._next_probe = 0.0
         self._failing = False
         self._warned: set = set()  # kinds of phase-call failures warned about already
         self._version_checked = False
@@ -277,7 +306,10 @@ class Client:
         return out.get("targets", []) if out else []
 
     def health(self) -> bool:
-        """Returns True when vllmstat answers its health check (and compares its version)."""
+        """Returns True when vllmstat answers its health check (and compares its version).
+
+        False at once while vllmstat counts as not answering (see ``probe_every``).
+        """
         out = self._call("GET", "/healthz", empty={})
         if out:
             self._version_checked = True
@@ -359,6 +391,78 @@ class Client:
         return empty
 
     def _request(self, method, path, body):
+        """Sends one call, or fails it at once while vllmstat counts as not answering."""
+        self._skip_if_silent(method, path)
+        try:
+            out = self._bounded(method, path, body)
+        except _NoAnswer as e:
+            self._silent = str(e)
+            self._next_probe = self.clock() + self.probe_every
+            raise
+        except VllmstatError as e:
+            if e.status is not None:
+                self._silent = None  # an error answer is an answer
+            raise
+        self._silent = None
+        return out
+
+    def _skip_if_silent(self, method, path):
+        """Raises while vllmstat counts as not answering, unless /healthz is due and answers."""
+        why = self._silent
+        if why is None:
+            return
+        now = self.clock()
+        if now >= self._next_probe:
+            self._next_probe = now + self.probe_every
+            why = self._probe()
+            if why is None:
+                self._silent = None
+                return
+            self._silent = why
+        raise VllmstatError("%s %s: not sent: vllmstat does not answer (%s); calls fail at once until it "
+                            "answers /healthz again, asked every %gs at most" % (method, path, why, self.probe_every))
+
+    def _probe(self):
+        """Asks /healthz with the short timeout; returns None when vllmstat answers, else why not."""
+        try:
+            self._http("GET", "/healthz", None, min(self.probe_timeout, self.timeout))
+        except VllmstatError as e:
+            return None if e.status is not None else str(e)
+        return None
+
+    def _bounded(self, method, path, body):
+        """The request, given up after hang_timeout when vllmstat does not answer /healthz either.
+
+        A step end or phase edge may take longer than hang_timeout (a boundary scrape of an
+        engine slower than that), which is why a silent call asks /healthz, on a connection of
+        its own, rather than giving up: vllmstat answers it at once unless it is stopped. The
+        request runs on a thread of its own, which ends within timeout; a late answer is dropped.
+        """
+        if self.timeout <= self.hang_timeout:
+            return self._http(method, path, body, self.timeout)
+        result: List[Any] = []
+        done = threading.Event()
+
+        def run():
+            try:
+                result.append((None, self._http(method, path, body, self.timeout)))
+            except BaseException as e:  # handed to the caller
+                result.append((e, None))
+            finally:
+                done.set()
+
+        threading.Thread(target=run, name="vllmstat-call", daemon=True).start()
+        while not done.wait(self.hang_timeout - self.probe_timeout):
+            why = self._probe()
+            if why is not None and not done.is_set():
+                raise _NoAnswer("%s %s: no answer from %s within %gs, nor to /healthz (%s): it looks stopped "
+                                "or hung" % (method, path, self.url, self.hang_timeout - self.probe_timeout, why))
+        err, out = result[0]
+        if err is not None:
+            raise err
+        return out
+
+    def _http(self, method, path, body, timeout):
         data = None
         headers = {"Accept": "application/json"}
         if body is not None:
@@ -368,7 +472,7 @@ class Client:
             headers["Authorization"] = "Bearer " + self.token
         req = urllib.request.Request(self.url + path, data=data, headers=headers, method=method)
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+            with urllib.request.urlopen(req, timeout=timeout) as resp:
                 raw = resp.read()
         except urllib.error.HTTPError as e:
             try:
@@ -382,6 +486,9 @@ class Client:
             raise VllmstatError("%s %s: HTTP %d: %s" % (method, path, e.code, msg), e.code) from None
         except (urllib.error.URLError, OSError) as e:
             reason = getattr(e, "reason", e)
+            if isinstance(reason, socket.timeout):
+                raise _NoAnswer("%s %s: no answer from %s: timed out after %gs" % (
+                    method, path, self.url, timeout)) from None
             raise VllmstatError("%s %s: cannot reach %s: %s" % (method, path, self.url, reason)) from None
         except http.client.HTTPException as e:  # an answer that is not HTTP, or cut short
             raise VllmstatError("%s %s: bad answer from %s: %s: %s" % (
@@ -910,7 +1017,7 @@ def start(config: Union[str, os.PathLike, Mapping[str, Any], None] = None, *, bi
         probe = Client(url, timeout=2.0, strict=True)
         while True:
             try:
-                health = probe._request("GET", "/healthz", None)
+                health = probe._http("GET", "/healthz", None, probe.timeout)
                 break
             except VllmstatError as e:
                 if proc.poll() is not None:

@@ -76,6 +76,30 @@ func parse(e sink.Env, spec config.SinkSpec) (Settings, error) {
 	return s, spec.Problems(es)
 }
 
+// LastStep is the step of the file's last whole row (a part row a kill left is none). A file
+// whose last row does not start with a whole number (the header alone, or a file of other
+// columns) holds no step.
+func (s Settings) LastStep() (sink.Held, bool, error) {
+	f, err := os.Open(s.Path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return sink.Held{}, false, nil
+	}
+	if err != nil {
+		return sink.Held{}, false, fmt.Errorf("read the steps of %q: %w", s.Path, err)
+	}
+	defer f.Close()
+	line, err := appendlog.LastWholeLine(f)
+	if err != nil {
+		return sink.Held{}, false, fmt.Errorf("read the steps of %q: %w", s.Path, err)
+	}
+	first, _, _ := bytes.Cut(line, []byte{','})
+	n, err := strconv.ParseInt(string(bytes.TrimSpace(first)), 10, 64)
+	if err != nil {
+		return sink.Held{}, false, nil
+	}
+	return sink.Held{Step: n, File: s.Path}, true, nil
+}
+
 // Writer appends one row per step, each row whole or not at all (a failed write is cut back
 // before the retry).
 type Writer struct {

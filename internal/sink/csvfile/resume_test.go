@@ -177,3 +177,49 @@ func TestNotACSVHeader(t *testing.T) {
 	}
 	checkRows(t, readCSV(t, path), []string{"vllm/a"}, records(0, 2))
 }
+
+// TestLastStep reads the step of the file's last whole row, as a run does before it opens the
+// sinks: none without a file, with the header alone, or with rows that are no steps.
+func TestLastStep(t *testing.T) {
+	out := t.TempDir()
+	env := sink.Env{OutDir: out, MetricPrefix: "vllm"}
+	p, err := csvfile.Type.Parse(env, sinkspec.Parse(t, "sinks[0]", "{type: csv, keys: [vllm/a]}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(out, "steps.csv")
+	check := func(name string, want int64, wantOK bool) {
+		t.Helper()
+		h, ok, err := p.LastStep()
+		if err != nil || ok != wantOK || ok && (h.Step != want || h.File != path) {
+			t.Errorf("%s: %+v %v %v, want step %d of %s (%v)", name, h, ok, err, want, path, wantOK)
+		}
+	}
+	check("no file", 0, false)
+	runInto(t, out, "{type: csv, keys: [vllm/a]}", false, nil)
+	check("the header alone", 0, false)
+	runInto(t, out, "{type: csv, keys: [vllm/a]}", true, records(0, 3))
+	check("rows", 2, true)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString("9,2025-07-01T12:0")
+	f.Close()
+	check("a part row after the last", 2, true)
+	for _, tt := range []struct {
+		name, content string
+		want          int64
+		ok            bool
+	}{
+		{"2^53", "step,end\n9007199254740992,x\n", 1 << 53, true},
+		{"negative", "step,end\n-5,x\n", -5, true},
+		{"other columns", "when,loss\n2025-07-01,0.5\n", 0, false},
+		{"empty", "", 0, false},
+	} {
+		if err := os.WriteFile(path, []byte(tt.content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		check(tt.name, tt.want, tt.ok)
+	}
+}
