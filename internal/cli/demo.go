@@ -36,10 +36,17 @@ With --engine sglang the simulated servers are SGLang servers, and the table sho
 under the prefix sglang: the same figures where SGLang has them, read from its own families.
 
 With --colocated the fleet runs a colocated RL loop: after each rollout batch (and, every
---eval-every steps, an eval batch) the engines sleep for the training time, then wake for the
-next batch. The demo marks each rollout batch as phase "rollout" and each eval batch as phase
-"eval", and ends the step when the engines wake; the table shows the rollout's figures where the
-rest of the step would water them down.
+--eval-every steps, an eval batch) the engines sleep for the training time, then wake up with
+the step's weights (the weights, a load of the trainer's new version, the KV cache). The demo
+marks each rollout batch as phase "rollout" and each eval batch as phase "eval", and ends the
+step when the engines are awake; the table shows the rollout's figures where the rest of the
+step would water them down.
+
+With --async the engines never sleep: rollout batches run one after another while the trainer
+publishes a new policy version every --step-time, and each engine pauses and loads it at its
+own time, one of them --lag late. The demo ends a step at each publish.
+
+In both loops the trainer publishes a version per step, which the demo hands to vllmstat.
 
 Flags:
 `
@@ -71,6 +78,8 @@ func demoWith(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	colocated := fs.Bool("colocated", false, colocatedHelp)
 	trainTime := fs.Duration("train-time", 0, trainTimeHelp)
 	evalEvery := fs.Int("eval-every", 0, evalEveryHelp)
+	var lw sim.WorkloadConfig // the timing of the loops that sync weights
+	loopTimingFlags(fs, &lw)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), demoHelp)
 		fs.PrintDefaults()
@@ -94,6 +103,10 @@ func demoWith(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintln(stderr, "vllmstat demo: "+msg)
 		return exitUsage
 	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	lw.Colocated = *colocated
+	settleLoopTiming(&lw, set)
 	level := slog.LevelWarn
 	if *verbose {
 		level = slog.LevelInfo
@@ -109,8 +122,6 @@ func demoWith(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			return exitUsage
 		}
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	for _, name := range strings.Split(*sinks, ",") {
 		if name = strings.TrimSpace(name); name != "" {
 			cfg.Sinks = append(cfg.Sinks, config.SinkSpec{Type: name, Path: "--sinks"})
@@ -132,12 +143,22 @@ func demoWith(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	sc.Workload.Colocated = *colocated
 	sc.Workload.TrainTime = *trainTime
 	sc.Workload.EvalEvery = *evalEvery
+	sc.Workload.Async, sc.Workload.StepTime, sc.Workload.Lag = lw.Async, lw.StepTime, lw.Lag
+	sc.Workload.LoadTime, sc.Workload.WakeTime = lw.LoadTime, lw.WakeTime
+	if lw.Async {
+		// Batches one after another for as long as the demo runs: its steps are the trainer's.
+		sc.Workload.Pause, sc.Workload.Batches = 0, 0
+	}
 	if sc.KVConnector {
 		// Two batches per epoch: from the third batch on, questions come back after the
 		// engines' own caches have evicted them, and the external cache can serve them.
 		sc.Workload.Dataset = 2 * sc.Workload.Prompts
 	}
 	sc.Logger = log
+	if err := sc.Validate(); err != nil { // before anything is printed
+		fmt.Fprintf(stderr, "vllmstat demo: invalid flags:\n  %s\n", strings.ReplaceAll(err.Error(), "\n", "\n  "))
+		return exitUsage
+	}
 	fleetCtx, stopFleet := context.WithCancel(ctx)
 	defer stopFleet()
 	fleet, err := sim.Start(fleetCtx, sc)
@@ -198,10 +219,20 @@ func demoWith(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			fmt.Fprintf(stdout, "; an eval batch after the rollout every %d steps", *evalEvery)
 		}
 		fmt.Fprintln(stdout, ".")
-		fmt.Fprintf(stdout, "Scraping every %gs; a step ends when the engines wake after the training time.\n", cfg.Interval)
+		fmt.Fprintf(stdout, "Then they wake up: the weights (%s), a load of the trainer's new version (%s), the KV cache (%s).\n",
+			lw.WakeTime, lw.LoadTime, lw.WakeTime)
+		fmt.Fprintf(stdout, "Scraping every %gs; a step ends when the engines are awake after the training time.\n", cfg.Interval)
 		table.phase = phaseRollout
 		fmt.Fprintln(stdout, table.legend())
 		fmt.Fprintln(stdout)
+	} else if lw.Async {
+		fmt.Fprintf(stdout, "Async loop: the trainer publishes a new policy version every %s (simulated); each engine pauses and loads it (%s) at its own time",
+			lw.StepTime, lw.LoadTime)
+		if srv, eng, ok := fleet.Laggard(); ok {
+			fmt.Fprintf(stdout, ", %s %d of %s %s late", unit, eng, cfg.Targets[srv], lw.Lag)
+		}
+		fmt.Fprintln(stdout, ".")
+		fmt.Fprintf(stdout, "Scraping every %gs; a step ends at each publish.\n\n", cfg.Interval)
 	} else {
 		fmt.Fprintf(stdout, "Scraping every %gs; a step ends when a rollout batch has finished on every engine.\n\n", cfg.Interval)
 	}
@@ -230,7 +261,7 @@ func demoWith(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	// straggler request is cut at the model length anyway. The colocated loop's longest wait is
 	// the training time.
 	batchTimeout := time.Duration(float64(2*time.Minute) * min(*straggler, 64))
-	batchTimeout += time.Duration(float64(*trainTime) / *speed)
+	batchTimeout += time.Duration(float64(*trainTime+2*lw.WakeTime+lw.LoadTime+lw.StepTime) / *speed)
 	code := exitOK
 	fail := func(format string, args ...any) {
 		fmt.Fprintf(stderr, "vllmstat demo: "+format+"\n", args...)
@@ -252,10 +283,10 @@ func demoWith(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 		return true
 	}
-	// In the colocated loop the edges mark the phases and end the steps; otherwise the end of
-	// each rollout batch ends a step.
-	batches, edges := fleet.Batches(), fleet.Edges()
-	if edges != nil {
+	// In the colocated loop the edges mark the phases and end the steps, in the async loop the
+	// publishes end them; otherwise the end of each rollout batch ends a step.
+	batches, edges, publishes := fleet.Batches(), fleet.Edges(), fleet.Publishes()
+	if edges != nil || lw.Async {
 		batches = nil
 	}
 	for done := 0; done < *steps; {
@@ -279,11 +310,22 @@ func demoWith(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 				fail("step %d: %v", e.Step, err)
 				done = *steps
 			}
+		case p := <-publishes:
+			publishPolicy(log, p)
+			if lw.Async && p.Version > 0 { // version k ends step k
+				if !endStep(p.Version) {
+					done = *steps
+					break
+				}
+				done++
+			}
 		case <-ctx.Done():
 			done = *steps
 		case <-time.After(batchTimeout):
 			if edges != nil {
 				fail("the colocated loop went on to no next batch or step in %s", batchTimeout)
+			} else if lw.Async {
+				fail("the trainer published no new version in %s", batchTimeout)
 			} else {
 				fail("no rollout batch finished in %s", batchTimeout)
 			}
@@ -338,6 +380,12 @@ func markPhase(ctx context.Context, c phaseCalls, k sim.LoopEdgeKind) error {
 		return fmt.Errorf("mark %s: %w", k, err)
 	}
 	return nil
+}
+
+// publishPolicy hands the trainer's publish of a new policy version to vllmstat. vllmstat's
+// collector takes no policy versions yet, so for now the demo only logs each publish.
+func publishPolicy(log *slog.Logger, p sim.Publish) {
+	log.Info("publish policy", "version", p.Version, "sim_time", p.At)
 }
 
 // checkLoopFlags checks the colocated loop's flags, returning the problem or "".

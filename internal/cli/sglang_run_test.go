@@ -148,7 +148,8 @@ func TestRunSGLangFleet(t *testing.T) {
 
 // TestReplaySGLangRecording replays a kept recording of a run against a simulated SGLang fleet
 // (testdata/recordings/sglang): its output must equal the steps.jsonl the live run wrote, byte
-// for byte. -update records it again.
+// for byte. -update records it again; -update-steps only rewrites steps.jsonl from replay (see
+// TestReplayRecordings).
 func TestReplaySGLangRecording(t *testing.T) {
 	dir := filepath.Join("testdata", "recordings", "sglang")
 	rec := filepath.Join(dir, "run.jsonl.gz")
@@ -170,6 +171,12 @@ func TestReplaySGLangRecording(t *testing.T) {
 	var out, errb bytes.Buffer
 	if code := Run([]string{"replay", "--per-worker", rec}, &out, &errb); code != 0 || errb.Len() > 0 {
 		t.Fatalf("replay exited %d: %s", code, errb.String())
+	}
+	if *updateSteps && !testkit.Update() {
+		if err := os.WriteFile(filepath.Join(dir, "steps.jsonl"), out.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		want = out.Bytes()
 	}
 	if !bytes.Equal(out.Bytes(), want) {
 		t.Fatalf("replay differs from the live steps.jsonl\nreplay:\n%s\nlive:\n%s", out.String(), want)

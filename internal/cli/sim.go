@@ -52,8 +52,21 @@ clock; fault times are wall-clock offsets from the start.
 
 With --colocated the grpo workload is a colocated synchronous RL loop: after each rollout batch
 (and, every --eval-every steps, an eval batch) the engines sleep for --train-time, their pages
-showing vllm:engine_sleep_state (0.20 pages) with no load and an empty KV cache, then wake; the
-next rollout starts --pause after the wake-up.
+showing vllm:engine_sleep_state (0.20 pages) with no load and an empty KV cache, then wake up
+with the step's weights: the weights come back (--wake-time), the engines load the trainer's new
+version into them (--load-time), then the KV cache comes back (--wake-time); the next rollout
+starts --pause after the wake-up. The first rollout waits for a load of the initial version.
+
+With --async the engines never sleep: the workload runs on (grpo batches one after another,
+with --pause 0 unless set) while the trainer publishes a new policy version every --step-time,
+and each engine pauses and loads it (--load-time) at its own time, one of them --lag late, so
+that it generates on stale weights that much longer.
+
+Both loops run the servers as vLLM's dev mode does: 0.20 pages show the sleep resource state,
+engine_fully_awake and the rl_weight_update families, and GET /weight_info answers the server's
+weight version (its engines' lowest, null before the first load). SGLang servers answer GET
+/model_info with their weight_version, and their pages show num_paused_reqs while a sync holds
+requests and weight_load_duration_seconds after each load.
 
 Faults (--fault, repeatable): KIND@TIME[+DURATION][:server=N]
   restart@30s         the server restarts: counters reset, new _created, caches and requests lost
@@ -78,7 +91,49 @@ const (
 		"for the training time, then wake for the next batch"
 	trainTimeHelp = "colocated: simulated training time the engines sleep after each step's batches; 0 means as long as the step's rollout batch"
 	evalEveryHelp = "colocated: every `N` steps, run a smaller eval batch after the rollout batch, before the training time; 0 runs none"
+	asyncHelp     = "run an async RL loop: the engines never sleep; the trainer publishes a new policy version every step time, " +
+		"and each engine pauses and loads it at its own time, one of them late by the lag"
+	stepTimeHelp = "async: simulated time between two of the trainer's publishes"
+	lagHelp      = "async: how much later than its own time the lagging engine syncs each version (simulated)"
+	loadTimeHelp = "colocated, async: simulated time a weight load takes"
+	wakeTimeHelp = "colocated: simulated time each half of a wake-up takes: the weights', then, after the load, the KV cache's"
 )
+
+// The defaults of the loops' timing flags; each applies only to its loops.
+const (
+	defaultStepTime = 10 * time.Second
+	defaultLag      = 3 * time.Second
+	defaultLoadTime = 2 * time.Second
+	defaultWakeTime = time.Second
+)
+
+// loopTimingFlags adds the flags of the loops that sync weights to fs, writing into w.
+func loopTimingFlags(fs *flag.FlagSet, w *sim.WorkloadConfig) {
+	fs.BoolVar(&w.Async, "async", w.Async, asyncHelp)
+	fs.DurationVar(&w.StepTime, "step-time", defaultStepTime, stepTimeHelp)
+	fs.DurationVar(&w.Lag, "lag", defaultLag, lagHelp)
+	fs.DurationVar(&w.LoadTime, "load-time", defaultLoadTime, loadTimeHelp)
+	fs.DurationVar(&w.WakeTime, "wake-time", defaultWakeTime, wakeTimeHelp)
+}
+
+// settleLoopTiming drops the defaults of the timing flags whose loop is off; the ones set on the
+// command line stay, for the workload's validation to refuse.
+func settleLoopTiming(w *sim.WorkloadConfig, set map[string]bool) {
+	if !w.Async {
+		if !set["step-time"] {
+			w.StepTime = 0
+		}
+		if !set["lag"] {
+			w.Lag = 0
+		}
+	}
+	if !w.Colocated && !set["wake-time"] {
+		w.WakeTime = 0
+	}
+	if !w.Async && !w.Colocated && !set["load-time"] {
+		w.LoadTime = 0
+	}
+}
 
 // runSim is `vllmstat sim`.
 func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -110,7 +165,7 @@ func runSimContext(parent context.Context, args []string, stdout, stderr io.Writ
 	fs.IntVar(&w.Samples, "samples", w.Samples, "grpo: samples per prompt (all on one engine)")
 	fs.IntVar(&w.Dataset, "dataset", w.Dataset, "grpo: distinct questions the batches cycle through, epoch after epoch; 0 never repeats one")
 	fs.IntVar(&w.Batches, "batches", w.Batches, "grpo: stop after this many batches; 0 runs forever")
-	fs.DurationVar(&w.Pause, "pause", w.Pause, "grpo: simulated pause between batches (the trainer's update); colocated: from the wake-up to the next rollout (the weight sync)")
+	fs.DurationVar(&w.Pause, "pause", w.Pause, "grpo: simulated pause between batches (the trainer's update; 0 with --async unless set); colocated: from the wake-up to the next rollout")
 	fs.DurationVar(&w.StartDelay, "start-delay", w.StartDelay, "simulated time before the first request")
 	fs.Float64Var(&w.Rate, "rate", w.Rate, "poisson: requests per simulated second, fleet-wide")
 	fs.IntVar(&w.Questions, "questions", w.Questions, "poisson: distinct questions requests draw from")
@@ -125,6 +180,7 @@ func runSimContext(parent context.Context, args []string, stdout, stderr io.Writ
 	fs.DurationVar(&w.TrainTime, "train-time", w.TrainTime, trainTimeHelp)
 	fs.IntVar(&w.EvalEvery, "eval-every", w.EvalEvery, evalEveryHelp)
 	fs.IntVar(&w.EvalPrompts, "eval-prompts", w.EvalPrompts, "colocated: held-out questions per eval batch, each sampled --samples times; 0 means a quarter of --prompts")
+	loopTimingFlags(fs, w)
 	fs.IntVar(&cfg.BlocksPerEngine, "blocks", cfg.BlocksPerEngine, "KV-cache blocks of 16 tokens per engine")
 	fs.IntVar(&cfg.MaxNumSeqs, "max-num-seqs", cfg.MaxNumSeqs, "cap on each engine's running batch")
 	fs.IntVar(&cfg.MaxNumBatchedTokens, "max-num-batched-tokens", cfg.MaxNumBatchedTokens, "token budget of one engine iteration")
@@ -147,6 +203,12 @@ func runSimContext(parent context.Context, args []string, stdout, stderr io.Writ
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
 		fmt.Fprintf(stderr, "vllmstat sim: invalid value %q for flag -log-level: want debug, info, warn or error\n", *logLevel)
 		return exitUsage
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	settleLoopTiming(w, set)
+	if w.Async && !set["pause"] {
+		w.Pause = 0 // the async loop's engines generate continuously
 	}
 	cfg.Faults = faults
 	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))

@@ -44,6 +44,9 @@ type meta struct {
 	rank  int
 	group int
 	split string // the family's split label, whose value a series keeps as its Reason
+	// splitWith is a gauge's second split label: a series' Reason is then split's value, ":"
+	// and this one's (see vllm.Family.SplitWith).
+	splitWith string
 }
 
 // slot numbers the meta's family and engine among the families of its kind, for the choice of
@@ -74,7 +77,7 @@ func buildNames() *nameTable {
 			for i, base := range f.Spellings(e) {
 				for j, p := range prefixes {
 					grp := i*len(prefixes) + j
-					t.add(p+base, meta{kind: kGauge, fam: g, eng: e, role: rValue, rank: grp, group: grp, split: f.Split})
+					t.add(p+base, meta{kind: kGauge, fam: g, eng: e, role: rValue, rank: grp, group: grp, split: f.Split, splitWith: f.SplitWith})
 				}
 			}
 		}

@@ -138,6 +138,7 @@ func (rd *rawReader) sample(s *expo.Sample) {
 	wk := workerKey{kind: m.eng}
 	es := &vllm.Engines[m.eng]
 	rd.kv = rd.kv[:0]
+	var with string // the value of the family's second split label
 	for _, l := range s.Labels {
 		switch l.Name {
 		case "engine":
@@ -155,6 +156,10 @@ func (rd *rawReader) sample(s *expo.Sample) {
 		default:
 			if m.split != "" && l.Name == m.split {
 				r.reason = l.Value // and it stays in the key
+				break
+			}
+			if m.splitWith != "" && l.Name == m.splitWith {
+				with = l.Value
 				break
 			}
 			if slices.Contains(rd.wl, l.Name) || slices.Contains(es.WorkerLabels, l.Name) {
@@ -180,6 +185,11 @@ func (rd *rawReader) sample(s *expo.Sample) {
 		rd.last, rd.lastIdx = wk, rd.worker(wk, s.Line)
 	}
 	r.worker = rd.lastIdx
+	if m.splitWith != "" {
+		// Labels come in any order: the pair is joined once both are read.
+		rd.buf = append(append(append(rd.buf[:0], r.reason...), ':'), with...)
+		r.reason = rd.intern(rd.buf)
+	}
 	if m.role == rBucket && !hasLabel(s.Labels, "le") && rd.bad == nil {
 		rd.bad = fmt.Errorf("line %d: %s: bucket without le label", s.Line, s.Name)
 	}

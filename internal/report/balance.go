@@ -13,13 +13,14 @@ import (
 )
 
 // The fleet-balance keys of a step record, without their prefix: how long the fleet was busy,
-// how far the last worker trailed the others, how idle the workers were and how unevenly the
-// work was shared. Records written before these keys existed have none of them, and the report
+// how far the last worker trailed the others, how idle and how long asleep the workers were and
+// how unevenly the work was shared. Records written before these keys existed have none of them, and the report
 // then shows no fleet-balance group.
 var balanceCharts = []string{
 	step.NameStragglerTail,
 	step.NameFleetBusy,
 	step.NameWorkerIdle,
+	step.NameWorkerAsleep,
 	step.KeyImbalance,
 	step.KeyWorstHitRate,
 	step.KeyWorstPreemptions,

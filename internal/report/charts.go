@@ -28,6 +28,12 @@ type chart struct {
 	// Frac marks values in 0..1.
 	Frac bool  `json:"frac,omitempty"`
 	Keys []int `json:"keys"` // indexes into pageData.Keys
+	// Kind is how the page draws the chart: "" lines, chartStack the engine-seconds stacked
+	// by state, chartStates lines in the states' colours.
+	Kind string `json:"kind,omitempty"`
+	// Names name the lines of keys whose names their statistics do not give (the ledger's
+	// states, the trainer's and the engines' versions), by the whole step's key.
+	Names map[string]string `json:"names,omitempty"`
 }
 
 // groupOf names the group of a key without its prefix: the fleet balance for the step's
@@ -219,46 +225,58 @@ func groupKeys(keys []string) []group {
 			plain[rest[i]] = true
 		}
 	}
-	type placed struct {
-		chart
-		rank int
-	}
 	byGroup := map[string][]placed{}
-	where := map[string][2]int{} // chart id -> its group's index in vllm.Groups, its index there
+	where := map[string][2]int{} // chart id -> its group's index in pageGroups, its index there
+	add := func(i int, c placed, line string) {
+		if w, ok := where[c.ID]; ok {
+			cs := byGroup[pageGroups[w[0]]]
+			cs[w[1]].Keys = append(cs[w[1]].Keys, i)
+			if line != "" {
+				cs[w[1]].Names[keys[i]] = line
+			}
+			return
+		}
+		c.Keys = []int{i}
+		if line != "" {
+			c.Names = map[string]string{keys[i]: line}
+		}
+		where[c.ID] = [2]int{slices.Index(pageGroups, c.group), len(byGroup[c.group])}
+		byGroup[c.group] = append(byGroup[c.group], c)
+	}
+	ledger := newLedgerPlacer(keys)
 	for i, v := range vs {
+		if c, line, ok := ledger.place(keys[i]); ok {
+			add(i, c, line)
+			continue
+		}
 		id := chartOf(v)
 		if v.Stat != "" && v.Stat != vllm.WorstWorker && plain[id] && !strings.HasSuffix(v.Name, "_rate") {
 			id += perInterval
 		}
 		name := groupOf(v)
-		if w, ok := where[id]; ok {
-			cs := byGroup[vllm.Groups[w[0]]]
-			cs[w[1]].Keys = append(cs[w[1]].Keys, i)
-			continue
-		}
 		title, unit, frac := describe(id, v)
-		where[id] = [2]int{slices.Index(vllm.Groups, name), len(byGroup[name])}
-		byGroup[name] = append(byGroup[name], placed{chart{ID: id, Title: title, Unit: unit, Frac: frac, Keys: []int{i}}, rankOf(v)})
+		rank := rankOf(v)
+		if name == vllm.GroupBalance {
+			// In the order of balanceCharts, the straggler's tail first: not by name.
+			rank = slices.Index(balanceCharts, id)
+			if rank < 0 {
+				rank = len(balanceCharts)
+			}
+		}
+		add(i, placed{chart: chart{ID: id, Title: title, Unit: unit, Frac: frac}, group: name, rank: rank}, "")
 	}
 	var gs []group
-	for _, name := range vllm.Groups {
+	for _, name := range pageGroups {
 		ps := byGroup[name]
 		if len(ps) == 0 {
 			continue
 		}
-		rank := func(p placed) int { return p.rank }
-		if name == vllm.GroupBalance {
-			// In the order of balanceCharts, the straggler's tail first: not by name.
-			rank = func(p placed) int {
-				if i := slices.Index(balanceCharts, p.ID); i >= 0 {
-					return i
-				}
-				return len(balanceCharts)
-			}
-		}
-		slices.SortStableFunc(ps, func(a, b placed) int { return rank(a) - rank(b) })
+		slices.SortStableFunc(ps, func(a, b placed) int { return a.rank - b.rank })
 		g := group{Name: name}
 		for _, p := range ps {
+			if p.Names != nil {
+				sortLines(&p.chart, keys)
+			}
 			g.Charts = append(g.Charts, p.chart)
 		}
 		gs = append(gs, g)
@@ -267,9 +285,10 @@ func groupKeys(keys []string) []group {
 }
 
 // foldZeros takes the keys that are 0 in every step that has them out of the charts: a chart
-// keeps its other keys, or goes when it has none. A phase's key goes only with the whole step's
-// key that it is the phase's value of (of[k], -1 for none): a phase without preemptions is news
-// beside a step with some. The keys taken out come back as charts of their own, in page order,
+// keeps its other keys, or goes when it has none; the ledger's stacked chart keeps all its
+// keys unless all are 0. A phase's key goes only with the whole step's key that it is the
+// phase's value of (of[k], -1 for none): a phase without preemptions is news beside a step
+// with some. The keys taken out come back as charts of their own, in page order,
 // for the page's one line that names them.
 func foldZeros(gs []group, vals []values, of []int) ([]group, []chart) {
 	zero := func(vs values) bool {
@@ -300,6 +319,11 @@ func foldZeros(gs []group, vals []values, of []int) ([]group, []chart) {
 				} else {
 					keep = append(keep, k)
 				}
+			}
+			if c.Kind == chartStack && len(keep) > 0 {
+				// A stack keeps its states that are zero in every step: its legend and tips
+				// name every state, and 0 s unreachable is news too.
+				keep, zeros = c.Keys, nil
 			}
 			if len(zeros) > 0 {
 				z := c

@@ -68,6 +68,9 @@ func TestChartTitlesFromSpec(t *testing.T) {
 		}
 	}
 	for _, f := range vllm.Gauges {
+		if f.StateOnly {
+			continue // read for the time ledger's states alone: no keys
+		}
 		if f.Split != "" {
 			add(f.Name, f.Title, f.Name+"/x")
 			continue
@@ -102,5 +105,33 @@ func TestChartTitlesFromSpec(t *testing.T) {
 	}
 	if seen != len(want) {
 		t.Errorf("%d charts, want %d", seen, len(want))
+	}
+}
+
+// The workers' asleep fraction is charted beside their idle fraction in the fleet balance,
+// not under "Other", and after the ledger's charts when the records have the ledger.
+func TestAsleepBesideIdle(t *testing.T) {
+	keys := []string{
+		"vllm/fleet_busy_s", "vllm/straggler_tail_s",
+		"vllm/time/engine_s", "vllm/time/idle_s", "vllm/time/idle_fraction",
+		"vllm/worker_asleep_fraction/max", "vllm/worker_asleep_fraction/mean",
+		"vllm/worker_idle_fraction/max", "vllm/worker_idle_fraction/mean",
+	}
+	var got []string
+	for _, g := range groupKeys(keys) {
+		for _, c := range g.Charts {
+			got = append(got, g.Name+": "+c.ID)
+		}
+	}
+	want := []string{
+		"Fleet balance: time/<state>_s",
+		"Fleet balance: time/<state>_fraction",
+		"Fleet balance: straggler_tail_s",
+		"Fleet balance: fleet_busy_s",
+		"Fleet balance: worker_idle_fraction",
+		"Fleet balance: worker_asleep_fraction",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("charts %q\nwant %q", got, want)
 	}
 }

@@ -38,8 +38,8 @@ var (
 )
 
 // headline sums up the run of d, whose keys and values are built from recs: the steps, the
-// workers, the prefix-cache hit rate, the preemptions, the generation throughput, the time to
-// first token and the straggler tail. A figure whose keys no step has is left out. Figures
+// workers, the prefix-cache hit rate, the preemptions, the generation throughput, the engines'
+// generating share and stale-token share, the time to first token and the straggler tail. A figure whose keys no step has is left out. Figures
 // over the whole run are exact where the records allow it (the hit rate is all hits over all
 // queries, the throughput all tokens over all the steps' time); quantiles cannot be combined
 // across steps, so TTFT is the median of the steps' own.
@@ -128,6 +128,12 @@ func headline(d *pageData, recs []*step.Record) []tile {
 		if r, ok := d.throughput("", nameGenRate, rolloutPhase); ok {
 			t.Sub += " · in the rollout " + perSecond(r)
 		}
+		out = append(out, t)
+	}
+	if t, ok := generatingTile(d); ok {
+		out = append(out, t)
+	}
+	if t, ok := staleTile(d); ok {
 		out = append(out, t)
 	}
 

@@ -1,11 +1,11 @@
 // Package report builds the run report: one self-contained HTML page with a headline of the run
-// (steps, workers, hit rate, preemptions, throughput, TTFT, straggler tail), the step metrics
-// charted across steps in the spec's groups under the spec's titles and units (a phase's values
-// beside the whole step's; keys that are 0 in every step named in one line instead), each
-// step's phases and per-worker timelines (a worker in one colour throughout) and a table of all
-// steps, its columns grouped as the charts. The page needs no network: its data, script and
-// style are inlined. vllmstat report writes it to a file; Handler serves it live, built by the
-// same code.
+// (steps, workers, hit rate, preemptions, throughput, generating and stale-token shares, TTFT,
+// straggler tail), the step metrics charted across steps in the spec's groups under the spec's
+// titles and units (a phase's values beside the whole step's; keys that are 0 in every step
+// named in one line instead; the engine time ledger stacked by state), each step's phases and
+// per-worker timelines (a worker in one colour throughout) and a table of all steps, its
+// columns grouped as the charts. The page needs no network: its data, script and style are
+// inlined. vllmstat report writes it to a file; Handler serves it live, built by the same code.
 package report
 
 import (

@@ -10,6 +10,12 @@
   // A statistic has one colour in every chart; split labels' values take the others in turn.
   var STAT_COLORS = { step: '#1f77b4', mean: '#ff7f0e', max: '#d62728', p50: '#2ca02c', p95: '#9467bd', p99: '#8c564b' };
   var OTHER_COLORS = ['#17becf', '#e377c2', '#bcbd22', '#7f7f7f', '#00488c', '#b05000', '#006e3c', '#96003c', '#5a3c96', '#646428'];
+  // The engine time ledger's states have one colour each, in every chart: generating green,
+  // idle orange (the time to win back), the sleep family in purples.
+  var STATE_COLORS = { generating: '#2ca02c', idle: '#ff7f0e', asleep: '#9467bd', waking: '#c5b0d5', paused: '#bcbd22',
+    loading_weights: '#1f77b4', unreachable: '#d62728', total: '#333' };
+  // The policy version's lines: the trainer's dark, drawn over the engines' lowest and highest.
+  var NAMED_COLORS = { trainer: '#111', "engines' min": '#9467bd', "engines' max": '#e377c2' };
   // The timelines' series by name: the spec's title and unit, in the spec's order.
   var SERIES = {};
   (D.series || []).forEach(function (x, i) { SERIES[x.name] = { title: x.title, unit: x.unit, frac: x.frac, rank: i }; });
@@ -80,17 +86,7 @@
     var pw = W - M.l - M.r, ph = H - M.t - M.b;
     function X(x) { return M.l + (x - x0) / (x1 - x0) * pw; }
     function Y(y) { return M.t + ph - (y - y0) / (y1 - y0) * ph; }
-    var axes = sv('g', { 'class': 'axes' }, svg);
-    ticks(y0, y1, 4).forEach(function (t) {
-      sv('line', { x1: M.l, x2: W - M.r, y1: Y(t), y2: Y(t), 'class': 'grid' }, axes);
-      sv('text', { x: M.l - 6, y: Y(t) + 4, 'text-anchor': 'end' }, axes).textContent = fmtTick(t);
-    });
-    ticks(x0, x1, 6, o.xLabel === 'step').forEach(function (t) {
-      sv('line', { x1: X(t), x2: X(t), y1: M.t + ph, y2: M.t + ph + 4, 'class': 'tick' }, axes);
-      sv('text', { x: X(t), y: H - M.b + 17, 'text-anchor': 'middle' }, axes).textContent = fmt(t);
-    });
-    sv('text', { x: M.l + pw / 2, y: H - 2, 'text-anchor': 'middle', 'class': 'label' }, axes).textContent = o.xLabel;
-    if (o.yLabel) sv('text', { x: 10, y: M.t + ph / 2, transform: 'rotate(-90 10 ' + (M.t + ph / 2) + ')', 'text-anchor': 'middle', 'class': 'label' }, axes).textContent = o.yLabel;
+    drawAxes(svg, X, Y, x0, x1, y0, y1, o);
     var sw = o.stepW || 0;
     function pt(x, y) { return X(x).toFixed(1) + ' ' + Y(y).toFixed(1); }
     if (o.band) {
@@ -139,18 +135,125 @@
       el('div', { 'class': 'tip-head' }, tip, sw ? fmt(xs[i]) + '–' + fmt(xs[i] + sw) + ' s' : o.xLabel + ' ' + fmt(xs[i]));
       var rows = o.series.map(function (s) { return [s, s.ys[i]]; });
       if (o.band) rows.push([{ name: 'min', color: '#9db4dc' }, o.band.lo[i]], [{ name: 'max', color: '#9db4dc' }, o.band.hi[i]]);
-      rows.slice(0, 24).forEach(function (row) {
-        var line = el('div', {}, tip);
-        el('span', { 'class': 'swatch', style: 'background:' + row[0].color }, line);
-        line.appendChild(document.createTextNode(row[0].name + ': ' + fmt(row[1])));
-      });
-      tip.hidden = false;
-      var r = wrap.getBoundingClientRect();
-      var left = ev.clientX - r.left + 14;
-      tip.style.left = Math.min(left, r.width - tip.offsetWidth - 4) + 'px';
-      tip.style.top = (ev.clientY - r.top + 10) + 'px';
+      rows.slice(0, 24).forEach(function (row) { tipRow(tip, row[0].color, row[0].name + ': ' + fmt(row[1])); });
+      showTip(wrap, tip, ev);
     });
     hit.addEventListener('mouseleave', function () { cursor.setAttribute('visibility', 'hidden'); tip.hidden = true; });
+    if (o.onPick) hit.addEventListener('click', function (ev) { var i = nearest(ev); if (i >= 0) o.onPick(xs[i]); });
+    return svg;
+  }
+
+  // drawAxes draws a chart's grid, ticks and labels for the scales X and Y over x0..x1 and
+  // y0..y1; o gives the labels (o.xLabel 'step' ticks whole numbers).
+  function drawAxes(svg, X, Y, x0, x1, y0, y1, o) {
+    var pw = W - M.l - M.r, ph = H - M.t - M.b;
+    var axes = sv('g', { 'class': 'axes' }, svg);
+    ticks(y0, y1, 4).forEach(function (t) {
+      sv('line', { x1: M.l, x2: W - M.r, y1: Y(t), y2: Y(t), 'class': 'grid' }, axes);
+      sv('text', { x: M.l - 6, y: Y(t) + 4, 'text-anchor': 'end' }, axes).textContent = fmtTick(t);
+    });
+    ticks(x0, x1, 6, o.xLabel === 'step').forEach(function (t) {
+      sv('line', { x1: X(t), x2: X(t), y1: M.t + ph, y2: M.t + ph + 4, 'class': 'tick' }, axes);
+      sv('text', { x: X(t), y: H - M.b + 17, 'text-anchor': 'middle' }, axes).textContent = fmt(t);
+    });
+    sv('text', { x: M.l + pw / 2, y: H - 2, 'text-anchor': 'middle', 'class': 'label' }, axes).textContent = o.xLabel;
+    if (o.yLabel) sv('text', { x: 10, y: M.t + ph / 2, transform: 'rotate(-90 10 ' + (M.t + ph / 2) + ')', 'text-anchor': 'middle', 'class': 'label' }, axes).textContent = o.yLabel;
+  }
+
+  // showTip shows a chart's tip beside the pointer, inside the chart.
+  function showTip(wrap, tip, ev) {
+    tip.hidden = false;
+    var r = wrap.getBoundingClientRect();
+    var left = ev.clientX - r.left + 14;
+    tip.style.left = Math.min(left, r.width - tip.offsetWidth - 4) + 'px';
+    tip.style.top = (ev.clientY - r.top + 10) + 'px';
+  }
+  function tipRow(tip, color, text) {
+    var line = el('div', {}, tip);
+    el('span', { 'class': 'swatch', style: 'background:' + color }, line);
+    line.appendChild(document.createTextNode(text));
+  }
+
+  // stackChart draws, for each step, a bar of the layers' values stacked in the layers' order,
+  // bottom up, and beside it a thin bar for each further bar of o.bars (a phase), stacked of
+  // the phase's values. o: {xs, bars: ['', phase...], layers: [{name, color, ys: {bar:
+  // values}}], totals: {bar: values}, xLabel, yLabel, onPick}. A layer is one path of
+  // rectangles per bar; a value that is null or 0 draws nothing.
+  function stackChart(parent, o) {
+    var wrap = el('div', { 'class': 'chart-wrap' }, parent);
+    var svg = sv('svg', { viewBox: '0 0 ' + W + ' ' + H, 'class': 'chart stacked' }, wrap);
+    var xs = o.xs, n = xs.length, gap = Infinity;
+    for (var i = 1; i < n; i++) gap = Math.min(gap, xs[i] - xs[i - 1]);
+    if (!(gap > 0 && isFinite(gap))) gap = 1;
+    var x0 = n ? xs[0] - gap / 2 : 0, x1 = n ? xs[n - 1] + gap / 2 : 1, y1 = 0;
+    o.bars.forEach(function (b) {
+      var tot = o.totals[b] || [];
+      xs.forEach(function (x, i) {
+        var sum = 0;
+        o.layers.forEach(function (l) { var y = l.ys[b] && l.ys[b][i]; if (y > 0) sum += y; });
+        y1 = Math.max(y1, sum, tot[i] > 0 ? tot[i] : 0);
+      });
+    });
+    if (!(y1 > 0)) y1 = 1;
+    var pw = W - M.l - M.r, ph = H - M.t - M.b;
+    function X(x) { return M.l + (x - x0) / (x1 - x0) * pw; }
+    function Y(y) { return M.t + ph - y / y1 * ph; }
+    drawAxes(svg, X, Y, x0, x1, 0, y1, o);
+    // In a step's slot: the whole step's bar, then each phase's thin bar, a little apart.
+    var nb = o.bars.length, slot = 0.86 * gap, sep = nb > 1 ? 0.04 * slot : 0;
+    var wide = nb > 1 ? 0.5 * slot : slot, thin = nb > 1 ? (slot - wide - sep * (nb - 1)) / (nb - 1) : 0;
+    o.bars.forEach(function (b, bi) {
+      var base = xs.map(function () { return 0; });
+      var off = bi ? wide + bi * sep + (bi - 1) * thin : 0, w = bi ? thin : wide;
+      o.layers.forEach(function (l) {
+        var ys = l.ys[b], d = [], cnt = 0;
+        if (!ys) return;
+        ys.forEach(function (y, i) {
+          if (!(y > 0)) return;
+          var lx = X(xs[i] - slot / 2 + off).toFixed(1), rx = X(xs[i] - slot / 2 + off + w).toFixed(1);
+          d.push('M' + lx + ' ' + Y(base[i] + y).toFixed(1) + 'H' + rx + 'V' + Y(base[i]).toFixed(1) + 'H' + lx + 'Z');
+          base[i] += y; cnt++;
+        });
+        sv('path', { d: d.join(''), 'class': bi ? 'stack phase' : 'stack', style: 'fill:' + l.color, 'data-key': l.name, 'data-bar': b, 'data-n': cnt }, svg);
+      });
+    });
+    var tip = el('div', { 'class': 'tip', hidden: '' }, wrap);
+    var hit = sv('rect', { x: M.l, y: M.t, width: pw, height: ph, 'class': 'hit' }, svg);
+    function nearest(ev) {
+      var r = svg.getBoundingClientRect();
+      var x = x0 + ((ev.clientX - r.left) / r.width * W - M.l) / pw * (x1 - x0);
+      var best = -1, bd = Infinity;
+      for (var i = 0; i < n; i++) { var dd = Math.abs(xs[i] - x); if (dd < bd) { bd = dd; best = i; } }
+      return best;
+    }
+    // The tip: a line per layer with the whole step's value and share, then each phase's.
+    hit.addEventListener('mousemove', function (ev) {
+      var i = nearest(ev);
+      if (i < 0) return;
+      tip.textContent = '';
+      function total(b) {
+        var t = o.totals[b] && o.totals[b][i];
+        if (t != null) return t;
+        var sum = null;
+        o.layers.forEach(function (l) { var y = l.ys[b] && l.ys[b][i]; if (y != null) sum = (sum || 0) + y; });
+        return sum;
+      }
+      var whole = total(o.bars[0]);
+      el('div', { 'class': 'tip-head' }, tip, o.xLabel + ' ' + fmt(xs[i]) + ' · ' + fmt(whole) + ' ' + o.unit);
+      o.layers.forEach(function (l) {
+        var parts = [];
+        o.bars.forEach(function (b, bi) {
+          var y = l.ys[b] ? l.ys[b][i] : null;
+          if (!bi) parts.push(fmt(y) + (whole > 0 && y != null ? ' (' + Math.round(100 * y / whole) + '%)' : ''));
+          else if (y != null) parts.push(b + ' ' + fmt(y));
+        });
+        tipRow(tip, l.color, l.name + ': ' + parts.join(' · '));
+      });
+      var phases = o.bars.slice(1).filter(function (b) { return total(b) != null; });
+      if (phases.length) el('div', {}, tip, phases.map(function (b) { return b + ' ' + fmt(total(b)); }).join(' · ') + ' ' + o.unit);
+      showTip(wrap, tip, ev);
+    });
+    hit.addEventListener('mouseleave', function () { tip.hidden = true; });
     if (o.onPick) hit.addEventListener('click', function (ev) { var i = nearest(ev); if (i >= 0) o.onPick(xs[i]); });
     return svg;
   }
@@ -240,9 +343,10 @@
   var current = null;
   function pick(step) { showStep(step); }
 
-  // statOf names key k in chart c: its statistic or split label's value, 'step' for the
-  // chart's plain key.
+  // statOf names key k in chart c: the name the chart gives it (a ledger's state), else its
+  // statistic or split label's value, 'step' for the chart's plain key.
   function statOf(c, k) {
+    if (c.names && c.names[KO[k]] != null) return c.names[KO[k]];
     var name = shortKey(KO[k]), base = c.id.replace(/ per interval$/, '');
     return name.indexOf(base + '/') === 0 ? name.slice(base.length + 1) : name === base ? 'step' : name;
   }
@@ -298,9 +402,10 @@
     g.charts.forEach(function (c) {
       var fig = el('figure', { 'data-chart': c.id }, grid);
       caption(fig, c.title, c.id);
+      if (c.kind === 'stack') { ledgerChart(fig, c); return; }
       var others = [];
       var series = c.keys.map(function (k) {
-        var stat = statOf(c, k), color = STAT_COLORS[stat];
+        var stat = statOf(c, k), color = c.kind === 'states' ? STATE_COLORS[stat] : STAT_COLORS[stat] || NAMED_COLORS[stat];
         if (!color) {
           var i = others.indexOf(stat);
           if (i < 0) { i = others.length; others.push(stat); }
@@ -318,6 +423,34 @@
       else legend(fig, series);
     });
   });
+
+  // ledgerChart draws chart c of the engine time ledger: the step's engine-seconds stacked by
+  // state, a thin bar beside it for each phase, the states named by colour in a fixed order
+  // and the bars left to right below them.
+  function ledgerChart(fig, c) {
+    var layers = [], byName = {}, totals = {}, bars = [''];
+    c.keys.forEach(function (k) {
+      var state = statOf(c, k), bar = KP[k] || '';
+      if (bar && bars.indexOf(bar) < 0) bars.push(bar);
+      if (state === 'total') { totals[bar] = D.values[k]; return; }
+      var l = byName[state];
+      if (!l) {
+        l = byName[state] = { name: state, ys: {}, color: STATE_COLORS[state] || OTHER_COLORS[layers.length % OTHER_COLORS.length] };
+        layers.push(l);
+      }
+      l.ys[bar] = D.values[k];
+    });
+    // The phases in the page's order: the rollout first.
+    bars = [''].concat(P.map(function (p) { return p.name; }).filter(function (p) { return bars.indexOf(p) >= 0; }));
+    stackChart(fig, { xs: D.steps, bars: bars, layers: layers, totals: totals, xLabel: 'step', yLabel: c.unit || '', unit: 'engine-s', onPick: pick });
+    var l = el('div', { 'class': 'legend' }, fig);
+    layers.forEach(function (x) {
+      var s = el('span', { 'data-state': x.name }, l);
+      el('span', { 'class': 'swatch block', style: 'background:' + x.color }, s);
+      s.appendChild(document.createTextNode(x.name));
+    });
+    if (bars.length > 1) el('div', { 'class': 'stack-key' }, fig, 'Bars of a step, left to right: the whole step, then ' + bars.slice(1).join(', ') + ' (thin)');
+  }
 
   // Timelines of the chosen step.
   var tls = el('section', { id: 'timelines-section' }, app);

@@ -363,12 +363,19 @@ func TestColocatedPages(t *testing.T) {
 		}
 	}
 
-	// Without the loop the page has no sleep family; a release without it (0.10) shows none in
-	// the loop either, but the same empty engines while they sleep.
+	// Without the loop the page has the sleep family too, awake, as vLLM serves it, but none of
+	// the loop's (the sleep resources, the RL families); a release without it (0.10) shows none
+	// in the loop either, but the same empty engines while they sleep.
 	plain := DefaultConfig()
 	plain.DP = 2
-	if strings.Contains(string(mustSim(t, plain).Page(0, testStart)), "sleep_state") {
-		t.Error("a page outside the colocated loop shows the sleep state")
+	fams := parsePage(t, mustSim(t, plain).Page(0, testStart))
+	if g := gaugesOf(t, fams, "1"); !g.hasSleep || g.awake != 1 || g.offloaded != 0 || g.discarded != 0 {
+		t.Errorf("a page outside the colocated loop shows the sleep state %+v", g)
+	}
+	for name := range fams {
+		if strings.Contains(name, "sleep_resource") || strings.Contains(name, "fully_awake") || strings.Contains(name, "rl_weight") {
+			t.Errorf("a page outside the colocated loop has %s", name)
+		}
 	}
 	cfg.Version = "0.10"
 	s = mustSim(t, cfg)
@@ -378,7 +385,7 @@ func TestColocatedPages(t *testing.T) {
 			break
 		}
 	}
-	fams := page()
+	fams = page()
 	for _, eng := range []string{"0", "1"} {
 		if g := gaugesOf(t, fams, eng); g.hasSleep || g.running != 0 || g.waiting != 0 || g.kv != 0 {
 			t.Errorf("0.10 page of a sleeping engine %s: %+v", eng, g)
@@ -388,7 +395,7 @@ func TestColocatedPages(t *testing.T) {
 
 // TestColocatedSleepFamilyLayout checks the family's place and lines on an idle 0.20 page: after
 // num_requests_waiting, where vLLM registers it, its children state by state, as vLLM creates
-// them.
+// them, and the sleep resource families after it.
 func TestColocatedSleepFamilyLayout(t *testing.T) {
 	cfg := goldenConfig("0.20")
 	cfg.Workload.Colocated = true
@@ -403,17 +410,29 @@ vllm:engine_sleep_state{engine="0",` + m + `,sleep_state="weights_offloaded"} 0.
 vllm:engine_sleep_state{engine="1",` + m + `,sleep_state="weights_offloaded"} 0.0
 vllm:engine_sleep_state{engine="0",` + m + `,sleep_state="discard_all"} 0.0
 vllm:engine_sleep_state{engine="1",` + m + `,sleep_state="discard_all"} 0.0
-# HELP vllm:kv_cache_usage_perc `
+# HELP vllm:engine_sleep_resource_state `
 	if !strings.Contains(page, want) {
 		t.Errorf("page lacks\n%s\n", want)
 	}
-	// Apart from the family, the page is the one without the loop.
+	// Apart from the loop's families, whose children come with the first sleep and the first
+	// load, the page is the one without the loop.
 	cfg.Workload.Colocated = false
 	plain := string(mustSim(t, cfg).Page(0, testStart))
-	i := strings.Index(page, "# HELP vllm:engine_sleep_state")
+	i := strings.Index(page, "# HELP vllm:engine_sleep_resource_state")
 	j := strings.Index(page, "# HELP vllm:kv_cache_usage_perc")
-	if page[:i]+page[j:] != plain {
-		t.Error("the colocated page differs from the plain one outside the sleep family")
+	k := strings.Index(page, "# HELP vllm:rl_weight_update_total")
+	l := strings.Index(page, "# HELP http_requests_total")
+	if i < 0 || j < i || k < j || l < k {
+		t.Fatalf("the loop's families are not where vLLM lists them:\n%s", page)
+	}
+	loopFams := page[i:j] + page[k:l]
+	if page[:i]+page[j:k]+page[l:] != plain {
+		t.Error("the colocated page differs from the plain one outside the loop's families")
+	}
+	for _, line := range strings.Split(strings.TrimSpace(loopFams), "\n") {
+		if !strings.HasPrefix(line, "# ") {
+			t.Errorf("an idle page of the loop has a child of the loop's families: %s", line)
+		}
 	}
 }
 

@@ -183,6 +183,10 @@ func (c Config) engineConfig() EngineConfig {
 	}
 }
 
+// syncsWeights reports whether the fleet runs a loop that syncs weights, colocated or async: its
+// vLLM servers run in dev mode, with the RL families and /weight_info.
+func (c Config) syncsWeights() bool { return c.Workload.Colocated || c.Workload.Async }
+
 // simTime converts a wall-clock offset to simulated time.
 func (c Config) simTime(wall time.Duration) time.Duration {
 	return time.Duration(float64(wall) * c.Speed)

@@ -118,6 +118,15 @@ type Engine struct {
 	server, index int
 	onEvent       func(Event)
 
+	// led is the engine's ground truth (see ledger.go); showsSleep says that its pages have
+	// vLLM's sleep families (and the RL families when the fleet syncs weights).
+	led        ledger
+	showsSleep bool
+	// trace, if set, sees the raw events the ground truth is made of, for tests that recompute it.
+	trace func(traceEvent)
+	// sync is the engine's part in the weight syncs (see weights.go and async.go).
+	sync engineSync
+
 	scheduled []scheduledReq // scratch, reused each step
 }
 
@@ -137,7 +146,9 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 }
 
 func newEngine(cfg EngineConfig, b *bucketSet) *Engine {
-	return &Engine{cfg: cfg, buckets: b, pool: newBlockPool(cfg.NumBlocks)}
+	e := &Engine{cfg: cfg, buckets: b, pool: newBlockPool(cfg.NumBlocks)}
+	e.led = ledger{sched: &schedule{}, state: StateIdle}
+	return e
 }
 
 // OnEvent makes fn see every event of the engine.
@@ -168,6 +179,9 @@ func (e *Engine) Submit(spec RequestSpec) {
 // RunUntil runs iterations until the clock reaches t, idling forward to arrivals in between. An
 // iteration that starts before t may end after it, as a real forward pass would.
 func (e *Engine) RunUntil(t time.Duration) {
+	if e.halted() {
+		return
+	}
 	for e.now < t {
 		if !e.Busy() {
 			idle := len(e.pending) == 0 || e.pending[0].Arrival > t
@@ -210,6 +224,7 @@ func (e *Engine) Step() time.Duration {
 	if e.cfg.SGLang && decoded > 0 {
 		e.sgDecodeBatch(decoded)
 	}
+	e.note(e.now)
 	return d
 }
 
@@ -470,6 +485,10 @@ func (e *Engine) complete(sched []scheduledReq) (decoded int) {
 		}
 	}
 	e.stats.generationTokens += int64(genTokens)
+	e.led.tokens(now, genTokens, e.stats.currentVersion())
+	if e.trace != nil && genTokens > 0 {
+		e.trace(traceEvent{at: now, kind: traceTokens, n: genTokens})
+	}
 	if genTokens > 0 {
 		e.stats.iterationTokens.observe(b.iteration, float64(promptTokens+genTokens))
 	}
@@ -518,26 +537,6 @@ func (e *Engine) finish(r *request) {
 	e.emit(EventFinish, r, e.now)
 }
 
-// sleepLevel is the level the colocated loop puts engines to sleep at, LLM.sleep()'s default:
-// weights offloaded to CPU memory, KV cache discarded.
-const sleepLevel = 1
-
-// Asleep reports whether the engine is asleep.
-func (e *Engine) Asleep() bool { return e.stats.sleepLevel > 0 }
-
-// sleep puts the idle engine to sleep at the given level, as vLLM's sleep mode does: the KV
-// cache is discarded, and the prefix cache with it, so nothing runs, nothing waits and no block
-// is used. The colocated loop puts engines to sleep only once every engine is idle, with no
-// request submitted.
-func (e *Engine) sleep(level int) {
-	e.pool.reset()
-	e.stats.running, e.stats.waiting, e.stats.kvUsage = 0, 0, 0
-	e.stats.sleepLevel = level
-}
-
-// wake wakes the engine with an empty KV cache.
-func (e *Engine) wake() { e.stats.sleepLevel = 0 }
-
 // restart models the engine's server process restarting: every request in it is lost, the KV
 // cache is empty, the stats start from zero and a sleeping engine comes back awake. It returns
 // how many requests were lost.
@@ -561,8 +560,16 @@ func (e *Engine) restart() int {
 	lost += n
 	e.pending = append(e.pending[:0], e.pending[n:]...)
 	e.pool.reset()
+	if e.stats.hasVersion {
+		e.led.versions = append(e.led.versions, VersionChange{NoVersion, e.now})
+	}
 	e.stats = engineStats{}
 	e.sg = sglangEngine{lastLog: e.now, lastDecodeLog: e.now}
+	e.sync.restart()
+	e.note(e.now)
+	if e.trace != nil {
+		e.trace(traceEvent{at: e.now, kind: traceRestart})
+	}
 	return lost
 }
 

@@ -15,6 +15,7 @@ const (
 	famCounter           // <name>_total, then a <name>_created gauge family
 	famHistogram         // _bucket/_count/_sum per child, then a <name>_created gauge family
 	famInfo              // vllm:cache_config_info: a gauge fixed at 1 whose labels carry the data
+	famCustom            // written by its own function, for children that come and go
 )
 
 // family is one vLLM metric family as a page version shows it. Every family has one child per
@@ -33,6 +34,9 @@ type family struct {
 	// hist reads a histogram; buckets names its bucket bounds in bucketSet.
 	hist    func(s *engineStats) *histogram
 	buckets string
+
+	// write writes a famCustom family.
+	write func(r *renderer, dst []byte, f *family, st *pageState) []byte
 }
 
 // version is one vLLM release style of the /metrics page.
@@ -40,7 +44,8 @@ type version struct {
 	name        string
 	engineLabel bool // 0.8's pages have no engine label
 	// sleepState says that the release exports vllm:engine_sleep_state (vLLM PR #24176, after
-	// 0.10), which pages show only in the colocated loop.
+	// 0.10), which every page shows, and, when the fleet syncs weights, the sleep resource
+	// families and the dev-mode RL families (see withOptions).
 	sleepState bool
 	families   []family
 	python     pythonInfo
@@ -166,16 +171,27 @@ var (
 		func(s *engineStats) *histogram { return &s.iterationTokens })
 	famCacheConfig = family{name: "vllm:cache_config_info", help: "Information of the LLMEngine CacheConfig", kind: famInfo}
 
-	// famSleepState is vLLM's sleep state, one child per state and engine, which vLLM creates
-	// state by state (PrometheusStatLogger.__init__), so a page lists them that way.
+	// famSleepState is vLLM's legacy sleep state, one child per state and engine, which vLLM
+	// creates state by state when its logger starts, awake (PrometheusStatLogger.__init__), so
+	// a page lists them that way. It follows the resource state (docs/design/engine_sleep_state.md):
+	// awake is the fully-awake predicate, weights_offloaded is set while the weights are
+	// offloaded, discard_all while they are discarded and the KV cache released.
 	famSleepState = family{
 		name: "vllm:engine_sleep_state",
 		help: "Engine sleep state; awake = 0 means engine is sleeping; awake = 1 means engine is awake; " +
 			"weights_offloaded = 1 means sleep level 1; discard_all = 1 means sleep level 2.",
 		kind: famGauge, extraLabel: "sleep_state", extraValues: []string{"awake", "weights_offloaded", "discard_all"},
 		value: func(s *engineStats, i int) float64 {
-			// awake is state 0, sleep level l is state l
-			if s.sleepLevel == i {
+			var on bool
+			switch i {
+			case 0:
+				on = s.res.fullyAwake()
+			case 1:
+				on = s.res.weights == weightsOffloaded
+			default:
+				on = s.res.weights == weightsDiscarded && s.res.kv == kvReleased
+			}
+			if on {
 				return 1
 			}
 			return 0
@@ -202,22 +218,26 @@ func specDecodeFamilies(k int) []family {
 	}
 }
 
-// withOptions returns v with the families of cfg's optional features: the sleep state after
-// num_requests_waiting, where vLLM registers it, in the colocated loop, and the speculative
-// decoding counters after v's own.
+// withOptions returns v with the families of cfg's optional features: in a fleet that syncs
+// weights (the colocated or the async loop), which runs vLLM's sleep mode and its dev-mode RL
+// endpoints, the sleep resource families after the legacy sleep state and the RL families after
+// vLLM's own; and the speculative decoding counters after v's own.
 func (v *version) withOptions(cfg Config) *version {
-	sleep := cfg.Workload.Colocated && v.sleepState
-	if cfg.SpecDecode == 0 && !sleep {
+	rl := cfg.syncsWeights() && v.sleepState
+	if cfg.SpecDecode == 0 && !rl {
 		return v
 	}
 	o := *v
 	o.families = slices.Clone(v.families)
-	if sleep {
-		i := slices.IndexFunc(o.families, func(f family) bool { return f.name == famWaiting.name })
-		o.families = slices.Insert(o.families, i+1, famSleepState)
+	if rl {
+		i := slices.IndexFunc(o.families, func(f family) bool { return f.name == famSleepState.name })
+		o.families = slices.Insert(o.families, i+1, famSleepResources, famFullyAwake)
 	}
 	if cfg.SpecDecode > 0 {
 		o.families = append(o.families, specDecodeFamilies(cfg.SpecDecode)...)
+	}
+	if rl {
+		o.families = append(o.families, rlFamilies...)
 	}
 	return &o
 }
@@ -227,12 +247,12 @@ func prefixQueries(s *engineStats) int64     { return s.prefixQueries }
 func prefixHits(s *engineStats) int64        { return s.prefixHits }
 func itlHistogram(s *engineStats) *histogram { return &s.itl }
 
-// v020 is the current layout: new names only, engine label, five finish reasons, prompt tokens
-// by source.
+// v020 is the current layout: new names only, engine label, the sleep state, five finish
+// reasons, prompt tokens by source.
 var v020 = version{
 	name: "0.20", engineLabel: true, sleepState: true, python: pythonInfo{"3", "12", "11"},
 	families: []family{
-		famRunning, famWaiting, famKVUsage, famPrefixQueries, famPrefixHits,
+		famRunning, famWaiting, famSleepState, famKVUsage, famPrefixQueries, famPrefixHits,
 		famExternalQueries, famExternalHits, famMMQueries, famMMHits,
 		famPreemptions, famPromptTokens, famPromptBySource, famPromptCached, famGenerationTokens,
 		successFamily(5),

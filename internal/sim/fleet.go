@@ -18,19 +18,25 @@ import (
 // (scaled by Speed) and publishes each server's page state; each server answers HTTP on its own
 // port. Start it, read URLs, and Close it.
 type Fleet struct {
-	cfg      Config
-	log      *slog.Logger
-	clock    clock.Clock
-	start    time.Time
-	sim      *Sim // owned by the run goroutine
-	servers  []*server
-	router   *router // SGLang's router in front of the servers, nil without one
-	batches  chan int
-	edges    chan LoopEdge
-	restarts []int // per server, as last logged; owned by the run goroutine
-	// edgesFull is set once an edge was dropped, so that the drops are logged once; owned by
-	// the run goroutine.
-	edgesFull bool
+	cfg       Config
+	log       *slog.Logger
+	clock     clock.Clock
+	start     time.Time
+	sim       *Sim // owned by the run goroutine
+	servers   []*server
+	router    *router // SGLang's router in front of the servers, nil without one
+	batches   chan int
+	edges     chan LoopEdge
+	publishes chan Publish
+	restarts  []int // per server, as last logged; owned by the run goroutine
+	// edgesFull and publishesFull are set once an edge or a publish was dropped, so that the
+	// drops are logged once; owned by the run goroutine.
+	edgesFull, publishesFull bool
+	// truth takes GroundTruth's requests to the run goroutine, which owns the simulation;
+	// stopped is closed when that goroutine has ended, leaving the last ground truth in final.
+	truth   chan chan GroundTruth
+	stopped chan struct{}
+	final   GroundTruth // guarded by mu; set when the run goroutine ends
 
 	mu     sync.Mutex
 	totals map[string]float64 // guarded by mu; as of the last publish
@@ -83,12 +89,16 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 			return nil, fmt.Errorf("start fleet: router: %w", err)
 		}
 	}
-	f := &Fleet{cfg: cfg, log: log, clock: cfg.Clock, start: cfg.Clock.Now(), sim: s, restarts: make([]int, cfg.Servers)}
+	f := &Fleet{cfg: cfg, log: log, clock: cfg.Clock, start: cfg.Clock.Now(), sim: s, restarts: make([]int, cfg.Servers),
+		truth: make(chan chan GroundTruth), stopped: make(chan struct{})}
 	if cfg.Workload.Kind == WorkloadGRPO {
 		f.batches = make(chan int, 1024)
 	}
 	if cfg.Workload.Colocated {
 		f.edges = make(chan LoopEdge, 1024)
+	}
+	if cfg.syncsWeights() {
+		f.publishes = make(chan Publish, 1024)
 	}
 	ctx, f.cancel = context.WithCancel(ctx)
 	for i, ln := range lns {
@@ -143,6 +153,37 @@ func (f *Fleet) Batches() <-chan int { return f.batches }
 // rather than stalling the simulation.
 func (f *Fleet) Edges() <-chan LoopEdge { return f.edges }
 
+// Publishes delivers the trainer's publishes of new policy versions, in order, each once the
+// simulation has reached it (the engines load it after that): the moments a trainer would tell
+// vllmstat its new version. It is nil unless the workload runs the colocated or the async loop.
+// It is never closed; if nobody reads it, publishes past its buffer of 1024 are dropped rather
+// than stalling the simulation.
+func (f *Fleet) Publishes() <-chan Publish { return f.publishes }
+
+// Laggard returns the server and engine of the async loop's lagging engine; ok is false outside
+// the async loop.
+func (f *Fleet) Laggard() (server, engine int, ok bool) {
+	if !f.cfg.Workload.Async {
+		return 0, 0, false
+	}
+	e := f.sim.engines[f.sim.async.laggard] // fixed at the start
+	return e.server, e.index, true
+}
+
+// GroundTruth returns what the simulation did, as of the simulated time it has reached (see
+// Sim.GroundTruth); after Close, as of the time it stopped.
+func (f *Fleet) GroundTruth() GroundTruth {
+	c := make(chan GroundTruth, 1)
+	select {
+	case f.truth <- c:
+		return <-c
+	case <-f.stopped:
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return f.final
+	}
+}
+
 // Totals returns the simulator's own cumulative event counts summed over the fleet since start,
 // restarts included (the true increase, which the pages' counters lose at a restart), as of the
 // last publish. Keys are vLLM family names without "vllm:" and "_total": "prefix_cache_queries",
@@ -180,6 +221,13 @@ func (f *Fleet) Close() error {
 // A simulation slower than the wall clock falls behind and catches up as it can; its events stay
 // the same, only their publication is late.
 func (f *Fleet) run(ctx context.Context) {
+	defer func() {
+		g := f.sim.GroundTruth()
+		f.mu.Lock()
+		f.final = g
+		f.mu.Unlock()
+		close(f.stopped)
+	}()
 	for {
 		f.sim.AdvanceTo(f.cfg.simTime(f.clock.Now().Sub(f.start)))
 		f.publish()
@@ -204,12 +252,30 @@ func (f *Fleet) run(ctx context.Context) {
 			}
 			f.edgesFull = false
 		}
+		for _, p := range f.sim.takePublishes() {
+			f.log.Info("policy published", "version", p.Version, "sim_time", p.At)
+			select {
+			case f.publishes <- p:
+				f.publishesFull = false
+			default:
+				if !f.publishesFull {
+					f.publishesFull = true
+					f.log.Warn("publish channel full, dropping publishes", "version", p.Version)
+				}
+			}
+		}
 		tick := f.clock.NewTimer(f.cfg.Tick)
-		select {
-		case <-ctx.Done():
-			tick.Stop()
-			return
-		case <-tick.C():
+	wait:
+		for {
+			select {
+			case <-ctx.Done():
+				tick.Stop()
+				return
+			case c := <-f.truth:
+				c <- f.sim.GroundTruth()
+			case <-tick.C():
+				break wait
+			}
 		}
 	}
 }

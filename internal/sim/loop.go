@@ -15,14 +15,22 @@ import (
 //	              a handoff later
 //	EvalEnd       the eval batch has finished on every engine
 //	Sleep         a handoff after the last batch's end: every engine is asleep
-//	Wake          TrainTime later: every engine is awake, the trainer's step is over
+//	Wake          TrainTime later, and the wake-up's time after that: every engine is awake with
+//	              the step's weights, the trainer's step is over
 //
 // A handoff is the trainer's turn between two things it asks of the engines: it marks where a
 // batch starts before it sends the batch, and where one ends before it asks for more. LLM.sleep()
 // also takes that long to offload the weights before vLLM records the sleep state. A Fleet
 // delivers an edge once the simulation has reached it, so a handoff is also the time a reader of
 // Fleet.Edges has to act on an edge before the next thing happens.
-
+//
+// Each rollout runs on weights synced just before it. At StartDelay the trainer publishes version
+// 0, its initial policy, and every engine pauses and loads it for LoadTime; the first rollout
+// starts when the load ends. At the end of step n's training the trainer publishes version n, and
+// the engines wake up in vLLM's order for a weight sync: the weights come back (WakeTime), the
+// engines load version n into them (LoadTime, the scheduler still paused), then the KV cache comes
+// back (WakeTime) and the scheduler resumes: that is Wake. An engine that is awake when a load
+// begins (its server restarted during the sleep) pauses for it instead.
 // handoff is the simulated time of a handoff.
 const handoff = 500 * time.Millisecond
 
@@ -61,14 +69,19 @@ type LoopEdge struct {
 type loopState uint8
 
 const (
-	loopIdle       loopState = iota // awake; the next rollout starts at at
-	loopRolloutDue                  // the rollout batch arrives at at
-	loopRollout                     // a rollout batch is being served
-	loopEvalDue                     // the eval starts at at
-	loopEvalArrive                  // the eval batch arrives at at
-	loopEval                        // an eval batch is being served
-	loopSleepDue                    // the engines fall asleep at at
-	loopAsleep                      // the engines wake at at
+	loopIdle        loopState = iota // awake; the next rollout starts at at
+	loopRolloutDue                   // the rollout batch arrives at at
+	loopRollout                      // a rollout batch is being served
+	loopEvalDue                      // the eval starts at at
+	loopEvalArrive                   // the eval batch arrives at at
+	loopEval                         // an eval batch is being served
+	loopSleepDue                     // the engines fall asleep at at
+	loopAsleep                       // the training ends at at: publish, and the wake-up begins
+	loopWakeWeights                  // the weights are back at at, and the load begins
+	loopLoading                      // the load ends at at
+	loopWakeKV                       // the KV cache is back at at: Wake
+	loopStart                        // the initial sync begins at at
+	loopStartLoad                    // the initial load ends at at
 )
 
 // loop is the colocated loop's state in a Sim.
@@ -116,6 +129,17 @@ func (s *Sim) advanceLoop(t time.Duration) {
 			return
 		}
 		switch l.state {
+		case loopStart:
+			s.publish(0, l.at)
+			for _, e := range s.engines {
+				e.beginSync(l.at)
+			}
+			l.state, l.at = loopStartLoad, l.at+w.LoadTime
+		case loopStartLoad:
+			for _, e := range s.engines {
+				e.endSync(l.at, 0)
+			}
+			l.state = loopIdle // the first rollout starts now
 		case loopIdle:
 			s.batch++
 			s.edge(RolloutStart, l.at)
@@ -133,7 +157,7 @@ func (s *Sim) advanceLoop(t time.Duration) {
 			l.state = loopEval
 		case loopSleepDue:
 			for _, e := range s.engines {
-				e.sleep(sleepLevel)
+				e.sleep(sleepLevel, l.at)
 			}
 			s.edge(Sleep, l.at)
 			train := w.TrainTime
@@ -141,9 +165,25 @@ func (s *Sim) advanceLoop(t time.Duration) {
 				train = l.rolloutTime
 			}
 			l.state, l.at = loopAsleep, l.at+train
+			// The step ends at the wake-up, which nothing can move from now on.
+			s.sched.ends = append(s.sched.ends, l.at+2*w.WakeTime+w.LoadTime)
 		case loopAsleep:
+			s.publish(s.batch, l.at)
+			l.state, l.at = loopWakeWeights, l.at+w.WakeTime
+		case loopWakeWeights:
 			for _, e := range s.engines {
-				e.wake()
+				e.wakeWeights(l.at)
+				e.beginSync(l.at)
+			}
+			l.state, l.at = loopLoading, l.at+w.LoadTime
+		case loopLoading:
+			for _, e := range s.engines {
+				e.endSync(l.at, s.batch)
+			}
+			l.state, l.at = loopWakeKV, l.at+w.WakeTime
+		case loopWakeKV:
+			for _, e := range s.engines {
+				e.wakeKV(l.at)
 			}
 			s.edge(Wake, l.at)
 			l.state, l.at = loopIdle, l.at+w.Pause

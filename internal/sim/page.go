@@ -3,6 +3,7 @@ package sim
 import (
 	"math"
 	"strconv"
+	"time"
 )
 
 // pageState is what one server's page shows, copied out of the simulation and the HTTP side so
@@ -17,12 +18,19 @@ type pageState struct {
 	http   httpStats
 	// restarts counts the server's restarts, which give an SGLang page's processes new pids.
 	restarts int
+	// epoch is the Unix time of simulated time 0 and speed the simulation's, which date the
+	// children that appear while the server runs.
+	epoch, speed float64
 }
+
+// unixOf is the Unix time of simulated time d.
+func (st *pageState) unixOf(d time.Duration) float64 { return st.epoch + d.Seconds()/st.speed }
 
 // httpStats are the counts the API server's HTTP instrumentation keeps, apart from
 // /v1/completions, whose count is the engines' finished requests.
 type httpStats struct {
 	metrics, health int64
+	weightInfo      int64 // GET /weight_info, served by a fleet that syncs weights
 	duration        dynHistogram
 }
 
@@ -77,12 +85,13 @@ type renderer struct {
 	numBlocks string
 	les       map[string][]string
 	httpLes   []string
+	rlLes     []string
 	engines   []string
 }
 
 func newRenderer(v *version, model string, b *bucketSet, numBlocks, dp int) *renderer {
 	r := &renderer{v: v, model: model, numBlocks: strconv.Itoa(numBlocks), les: map[string][]string{},
-		httpLes: leStrings(httpDurationBounds)}
+		httpLes: leStrings(httpDurationBounds), rlLes: leStrings(rlDurationBounds)}
 	for _, f := range v.families {
 		if f.kind == famHistogram {
 			r.les[f.buckets] = leStrings(b.bounds(f.buckets))
@@ -144,6 +153,8 @@ func (r *renderer) appendFamily(dst []byte, f *family, st *pageState) []byte {
 			ls := r.engineLabels(i)
 			dst = appendSample(dst, f.name, "_created", &ls, "", st.createdAt)
 		}
+	case famCustom:
+		dst = f.write(r, dst, f, st)
 	case famInfo:
 		dst = appendHelp(dst, f.name, f.help, "gauge")
 		for i := range st.engines {
@@ -243,6 +254,12 @@ func (r *renderer) appendHTTP(dst []byte, st *pageState) []byte {
 		{"/v1/chat/completions", "POST", 0},
 		{"/metrics", "GET", st.http.metrics},
 		{"/health", "GET", st.http.health},
+	}
+	if st.http.weightInfo > 0 { // the instrumentation creates a handler's child at its first request
+		handlers = append(handlers, struct {
+			path, method string
+			n            int64
+		}{"/weight_info", "GET", st.http.weightInfo})
 	}
 	const help = "Total number of requests by method, status and handler."
 	for pass, suffix := range []string{"_total", "_created"} {

@@ -31,6 +31,11 @@ type server struct {
 	faults  []Fault       // down, slow and garbage faults aimed at this server
 	garbage []atomic.Bool // per fault: the garbage answer was sent
 
+	// versions is the engine whose version endpoint the server answers, if any, and model its
+	// served model.
+	versions versionAPI
+	model    string
+
 	mu    sync.Mutex
 	state pageState // guarded by mu
 	http  httpStats // guarded by mu; reset when the simulated process restarts
@@ -42,7 +47,7 @@ type server struct {
 
 func newServer(ctx context.Context, idx int, ln net.Listener, r pageRenderer, cfg Config, start time.Time, log *slog.Logger) *server {
 	s := &server{idx: idx, addr: ln.Addr().String(), renderer: r, clock: cfg.Clock, start: start, done: ctx.Done(),
-		log: log.With("server", idx, "addr", ln.Addr().String()), slow: cfg.SlowDelay}
+		log: log.With("server", idx, "addr", ln.Addr().String()), slow: cfg.SlowDelay, versions: cfg.versionAPI(), model: cfg.Model}
 	for _, f := range cfg.Faults {
 		if f.Kind != FaultRestart && f.hits(idx) {
 			s.faults = append(s.faults, f)
@@ -79,6 +84,7 @@ func (s *server) serve(ln net.Listener, wg *sync.WaitGroup) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /metrics", s.handleMetrics)
 	mux.HandleFunc("GET /health", s.handleHealth)
+	s.handleVersions(mux)
 	hs := &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: 5 * time.Second,
@@ -205,11 +211,11 @@ func (s *server) handleMetrics(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	var st pageState
 	s.mu.Lock()
-	st.engines = append(st.engines, s.state.engines...)
-	st.createdAt, st.uptime, st.restarts = s.state.createdAt, s.state.uptime, s.state.restarts
-	st.http.metrics, st.http.health = s.http.metrics, s.http.health
+	st := s.state
+	st.engines = slices.Clone(s.state.engines)
+	st.http = s.http
+	st.http.duration = dynHistogram{}
 	st.http.duration.copyFrom(&s.http.duration)
 	s.mu.Unlock()
 

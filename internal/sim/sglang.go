@@ -38,6 +38,8 @@ type sglangGauges struct {
 	genThroughput              float64
 	specLen, specRate          float64
 	cacheHitRate               float64
+	// paused is the number of requests an asynchronous weight sync holds (see Engine.pause).
+	paused int
 }
 
 // sglangStats are an SGLang engine's figures of its page: the last log point's gauges, the
@@ -54,6 +56,10 @@ type sglangStats struct {
 	// The scheduler's.
 	prefillCompute, prefillCache, decode int64 // realtime_tokens_total by mode
 	queue                                histogram
+	// weightLoad is the duration of the last weight load, in seconds, once there was one
+	// (weightLoaded): SGLang sets weight_load_duration_seconds at the end of each load.
+	weightLoad   float64
+	weightLoaded bool
 }
 
 func (s *sglangStats) addCounters(o *sglangStats) {
@@ -258,7 +264,7 @@ var sglangGaugeFamilies = []struct {
 	{"spec_accept_rate", "The average acceptance rate of speculative decoding (`accepted tokens / total draft tokens` in batch).", false,
 		func(g *sglangGauges) float64 { return g.specRate }},
 	{"num_retracted_reqs", "The number of retracted requests.", true, func(*sglangGauges) float64 { return 0 }},
-	{"num_paused_reqs", "The number of paused requests by async weight sync.", true, func(*sglangGauges) float64 { return 0 }},
+	{"num_paused_reqs", "The number of paused requests by async weight sync.", true, func(g *sglangGauges) float64 { return float64(g.paused) }},
 }
 
 func (r *sglangRenderer) render(dst []byte, st *pageState) []byte {
@@ -305,6 +311,7 @@ func (r *sglangRenderer) render(dst []byte, st *pageState) []byte {
 			dst = appendSample(dst, "sglang:"+f.name, "", &ls, "", f.value(&st.engines[i].sg.logged))
 		}
 	}
+	dst = r.appendWeightLoad(dst, st)
 	dst = appendHelp(dst, "sglang:num_retracted_requests_total", "Total number of retracted requests.", "counter")
 	for i := range st.engines {
 		ls := r.schedulerLabels(i)
@@ -351,4 +358,29 @@ func appendMultiprocessHistogram(dst []byte, name string, ls *labelSet, les []st
 		dst = appendSample(dst, name, "_bucket", ls, le, float64(cum))
 	}
 	return appendSample(dst, name, "_count", ls, "", float64(cum))
+}
+
+// weightLoadHelp is SGLang's HELP text of weight_load_duration_seconds (SGLang PR #27363).
+const weightLoadHelp = "Wall time of the most recent update_weights_from_<source> call on this scheduler rank (seconds). " +
+	"`source` label is one of: disk, distributed, tensor, ipc. Event-detection via changes(...[<range>]) > 0 — no separate counter needed."
+
+// appendWeightLoad writes weight_load_duration_seconds: one series per engine that has loaded
+// weights, all from the trainer (source "distributed", update_weights_from_distributed). The
+// multiprocess collector shows the family only once some scheduler has set it.
+func (r *sglangRenderer) appendWeightLoad(dst []byte, st *pageState) []byte {
+	help := false
+	for i := range st.engines {
+		sg := &st.engines[i].sg
+		if !sg.weightLoaded {
+			continue
+		}
+		if !help {
+			dst = appendHelp(dst, "sglang:weight_load_duration_seconds", weightLoadHelp, "gauge")
+			help = true
+		}
+		ls := r.schedulerLabels(i)
+		ls.add("source", "distributed")
+		dst = appendSample(dst, "sglang:weight_load_duration_seconds", "", &ls, "", sg.weightLoad)
+	}
+	return dst
 }

@@ -26,6 +26,13 @@ type Sim struct {
 	nextBatchAt time.Duration // when the next batch arrives, if none is in flight
 	done        []BatchDone   // finished batches not yet taken
 	loop        loop          // the colocated loop, when the workload is one
+	async       asyncLoop     // the async loop, when the workload is one
+
+	// sched is the trainer's timeline, shared with every engine's ledger; published counts its
+	// publishes taken into effect, and publishes are those not yet taken by takePublishes.
+	sched     *schedule
+	published int
+	publishes []Publish
 
 	onEvent func(Event)
 }
@@ -59,13 +66,15 @@ func NewSim(cfg Config) (*Sim, error) {
 	if err != nil { // an SGLang fleet's version is no layout of its pages
 		v = &v020
 	}
-	s := &Sim{cfg: cfg, version: v.withOptions(cfg), buckets: newBucketSet(cfg.MaxModelLen)}
+	s := &Sim{cfg: cfg, version: v.withOptions(cfg), buckets: newBucketSet(cfg.MaxModelLen), sched: &schedule{}}
 	ec := cfg.engineConfig()
 	for i := range cfg.Servers {
 		srv := &simServer{carry: make([]engineStats, cfg.DP)}
 		for j := range cfg.DP {
 			e := newEngine(ec, s.buckets)
 			e.server, e.index = i, j
+			e.led.sched = s.sched
+			e.showsSleep = cfg.Engine != EngineSGLang && s.version.sleepState
 			srv.engines = append(srv.engines, e)
 			s.engines = append(s.engines, e)
 		}
@@ -78,9 +87,14 @@ func NewSim(cfg Config) (*Sim, error) {
 			e.ext = ext
 		}
 	}
-	s.gen = newGenerator(cfg.Workload, len(s.engines), cfg.MaxModelLen, cfg.Seed)
-	s.nextBatchAt = cfg.Workload.StartDelay
-	s.loop.at = cfg.Workload.StartDelay
+	w := cfg.Workload
+	if w.Async {
+		s.initAsync()
+		w.StartDelay = s.async.start
+	}
+	s.gen = newGenerator(w, len(s.engines), cfg.MaxModelLen, cfg.Seed)
+	s.nextBatchAt = w.StartDelay
+	s.loop.state, s.loop.at = loopStart, cfg.Workload.StartDelay
 	for _, f := range cfg.Faults {
 		if f.Kind != FaultRestart {
 			continue
@@ -109,11 +123,22 @@ func (s *Sim) Now() time.Duration { return s.now }
 // AdvanceTo runs the model up to simulated time t: arrivals, iterations, finished batches and
 // restarts. Engines whose last iteration started before t may end up a little past it.
 func (s *Sim) AdvanceTo(t time.Duration) {
-	for len(s.restarts) > 0 && s.restarts[0].at <= t {
-		r := s.restarts[0]
-		s.restarts = s.restarts[1:]
-		s.advance(r.at)
-		s.restart(r.server, r.at)
+	for {
+		at, kind, i := s.nextEvent()
+		if kind == evNone || at > t {
+			break
+		}
+		s.advance(at)
+		switch kind {
+		case evRestart:
+			r := s.restarts[0]
+			s.restarts = s.restarts[1:]
+			s.restart(r.server, r.at)
+		case evPublish:
+			s.asyncPublish()
+		case evSync:
+			s.asyncSync(s.engines[i])
+		}
 	}
 	s.advance(t)
 	s.now = max(s.now, t)
@@ -145,6 +170,9 @@ func (s *Sim) advance(t time.Duration) {
 		end := s.batchEnd(s.nextBatchAt)
 		s.inFlight = false
 		s.done = append(s.done, BatchDone{s.batch, end})
+		if !s.cfg.Workload.Async { // the async loop's steps end at its publishes
+			s.sched.ends = append(s.sched.ends, end)
+		}
 		s.nextBatchAt = end + s.cfg.Workload.Pause
 		if s.nextBatchAt > t {
 			return
@@ -249,4 +277,5 @@ func (s *Sim) fillPage(i int, start time.Time, st *pageState) {
 	st.createdAt = float64(startedWall.UnixMicro()) / 1e6
 	st.uptime = s.cfg.wallTime(s.now - srv.startedAt).Seconds()
 	st.restarts = srv.restarts
+	st.epoch, st.speed = float64(start.UnixMicro())/1e6, s.cfg.Speed
 }

@@ -1,6 +1,9 @@
 package sim
 
-import "sort"
+import (
+	"sort"
+	"time"
+)
 
 // maxBounds is the largest number of finite bucket bounds an engine histogram may have (SGLang's
 // queue_time_seconds has 36). Engine histograms are fixed-size arrays so that engineStats is a
@@ -50,8 +53,19 @@ var reasonNames = [numReasons]string{"stop", "length", "abort", "error", "repeti
 type engineStats struct {
 	running, waiting int
 	kvUsage          float64
-	// sleepLevel is the level of the sleep the engine is in, 0 while it is awake.
-	sleepLevel int
+	// res is the engine's scheduler and memory state, as vLLM's sleep families show it; its
+	// zero value is an engine fully awake.
+	res resources
+	// snapshot is set once the engine has sent vLLM a sleep-state snapshot (at its first sleep or
+	// pause), at snapshotAt: the sleep resource families have its children from then on.
+	snapshot   bool
+	snapshotAt time.Duration
+	// rl is what vLLM's dev-mode RL families show of the engine's weight loads.
+	rl rlStats
+	// version is the weight version of the engine's last load, if it had one (hasVersion) since
+	// it (re)started.
+	version    int
+	hasVersion bool
 
 	prefixQueries, prefixHits int64
 	preemptions               int64

@@ -61,9 +61,10 @@ type WorkloadConfig struct {
 	// shares the engines' GPUs. Once a batch has finished on every engine (and its eval batch
 	// after it, when one is due), every engine is put to sleep as vLLM's LLM.sleep() does at
 	// level 1: weights offloaded, KV cache and prefix cache discarded, nothing running. It
-	// sleeps for TrainTime, the trainer's update, and wakes; the next rollout starts Pause
-	// after the wake-up (the weight sync). Pages that have vLLM's vllm:engine_sleep_state
-	// family (0.20) show it. See LoopEdge for the loop's timeline.
+	// sleeps for TrainTime, the trainer's update, and wakes up with the step's weights
+	// (WakeTime, LoadTime); the next rollout starts Pause after the wake-up. Pages of vLLM 0.20
+	// show the sleep, the wake-up and the loads (see weights.go). See LoopEdge for the loop's
+	// timeline.
 	Colocated bool
 	// TrainTime is how long the engines sleep in each step of the colocated loop; 0 means as
 	// long as the step's rollout batch took.
@@ -76,6 +77,22 @@ type WorkloadConfig struct {
 	// means a quarter of Prompts (at least one). Every eval batch asks the same held-out
 	// questions, none of which is a training question.
 	EvalPrompts int
+	// WakeTime is how long each half of the colocated loop's wake-up takes: the weights', then,
+	// after the load, the KV cache's. 0 wakes the engines at once.
+	WakeTime time.Duration
+
+	// Async makes the workload (GRPO batches, one after another, or Poisson arrivals) run under
+	// an asynchronous RL trainer: the engines never sleep, the trainer publishes a new policy
+	// version every StepTime, and each engine pauses and loads it at its own time, one of them
+	// Lag late (see async.go).
+	Async bool
+	// StepTime is the async trainer's step: the time between two publishes.
+	StepTime time.Duration
+	// Lag is how much later than its own time the async loop's lagging engine syncs each
+	// version.
+	Lag time.Duration
+	// LoadTime is how long a weight load takes, in the colocated and the async loop.
+	LoadTime time.Duration
 }
 
 // DefaultWorkload returns the GRPO workload DefaultConfig uses: sized so that a fleet of four
@@ -129,6 +146,9 @@ func (w WorkloadConfig) validate(maxModelLen int) error {
 			bad("workload eval prompts must be 0 (a quarter of the prompts) or positive, got %d", w.EvalPrompts)
 		}
 		if !w.Colocated {
+			if w.WakeTime != 0 {
+				bad("workload wake time %s needs the colocated loop, whose engines wake up", w.WakeTime)
+			}
 			if w.TrainTime != 0 {
 				bad("workload train time %s needs the colocated loop: the engines sleep for it", w.TrainTime)
 			}
@@ -148,6 +168,21 @@ func (w WorkloadConfig) validate(maxModelLen int) error {
 	}
 	if w.Colocated && w.Kind != WorkloadGRPO {
 		bad("the colocated loop needs the %q workload, got %q", WorkloadGRPO, w.Kind)
+	}
+	if w.WakeTime < 0 || w.LoadTime < 0 || w.StepTime < 0 || w.Lag < 0 {
+		bad("workload wake time, load time, step time and lag must not be negative, got %s, %s, %s and %s",
+			w.WakeTime, w.LoadTime, w.StepTime, w.Lag)
+	}
+	switch {
+	case w.Async && w.Colocated:
+		bad("the async loop and the colocated loop exclude each other: the async loop's engines never sleep")
+	case w.Async && w.StepTime <= w.Lag+w.LoadTime+2*handoff:
+		bad("workload step time %s must be longer than the lag (%s), the load time (%s) and two handoffs (%s), "+
+			"so that every engine has synced a version before the next", w.StepTime, w.Lag, w.LoadTime, 2*handoff)
+	case !w.Async && (w.StepTime != 0 || w.Lag != 0):
+		bad("workload step time and lag need the async loop, whose trainer publishes every step time")
+	case !w.Async && !w.Colocated && w.LoadTime != 0:
+		bad("workload load time %s needs the colocated or the async loop, which load weights", w.LoadTime)
 	}
 	if w.StartDelay < 0 {
 		bad("workload start delay must not be negative, got %s", w.StartDelay)

@@ -28,6 +28,13 @@ import (
 //     before the step end is normally that last sample).
 //
 // The resolution of every figure is the scrape interval.
+//
+// These figures predate the time ledger (ledger.go) and keep their values; they are views of
+// it. Per worker, on pages whose every sample has num_requests_running and no state family but
+// engine_sleep_state: asleep_s = time/asleep_s, busy_s + idle_s = time/generating_s +
+// time/idle_s, and busy_s - time/generating_s is the time of the samples with requests waiting
+// and none running (busy here, idle in the ledger). A failed scrape's span is unreachable in the
+// ledger and in none of these.
 
 // maxStragglers bounds the stragglers a record names.
 const maxStragglers = 3

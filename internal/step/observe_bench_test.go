@@ -1,6 +1,7 @@
 package step
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/vllmstat/vllmstat/internal/benchpage"
@@ -81,4 +82,33 @@ func BenchmarkObserveScrapes(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkObserveSGLang measures the tracker's work per page of an SGLang server of two DP
+// ranks (and its tokenizer) whose ranks change state at every scrape, the worst case of the
+// ledger's span lists (every sample a span of its own), with a weight load every 60 scrapes.
+func BenchmarkObserveSGLang(b *testing.B) {
+	pages := make([]*page.Page, scrapesPerStep)
+	lbl := `dp_rank="1",engine_type="unified",model_name="m",moe_ep_rank="0",pp_rank="0",tp_rank="0"`
+	for k := range pages {
+		body := sglangPage(sgl{dp: "0", running: float64(k % 2 * 3), gen: float64(10 * k)}, sgl{dp: "1", running: float64((k + 1) % 2 * 3)})
+		body += fmt.Sprintf("sglang:weight_load_duration_seconds{%s,source=\"distributed\"} %v\n", lbl, 1+k/60)
+		pg, err := page.ParsePage([]byte(body))
+		if err != nil {
+			b.Fatal(err)
+		}
+		pages[k] = pg
+	}
+	tr := NewTracker(Options{Scalars: true})
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		i++
+		tr.Observe(at(float64(i)/2), target, pages[i%len(pages)], nil)
+		if i%len(pages) == 0 {
+			b.StopTimer()
+			tr.EndStep(int64(i/len(pages)), at(float64(i)/2))
+			b.StartTimer()
+		}
+	}
 }

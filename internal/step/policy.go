@@ -4,17 +4,19 @@ import (
 	"slices"
 	"time"
 
-	"github.com/vllmstat/vllmstat/internal/page"
 	"github.com/vllmstat/vllmstat/internal/vllm"
 )
 
 // Policy versions. The trainer publishes versions of its weights (Publish): whole numbers that
 // only grow. An engine holds a version: the one its target reports (EngineVersion), or, for a
-// target that reports none, the one inferred from its samples' states: a version V lands on
-// the worker at the end of its first pause, sleep or weight load that started after V was
-// published (its first sample in that state came after the publish), and until then it holds
-// what it held before; before any publish nothing is known of it, and after one, a worker on
-// which no version landed holds a version older than every one published.
+// target that reports none, the one inferred from its samples' states in the time ledger: a
+// version V lands on the worker at the end of its first pause, sleep, waking or weight load
+// that started after V was published (its first sample in that state came after the publish;
+// it ends at its first sample in another state), and until then it holds what it held before;
+// before any publish nothing is known of it, and after one, a worker on which no version landed
+// holds a version older than every one published. Waking counts apart from the sleep before
+// it: a colocated trainer puts its engines to sleep before it trains, and syncs the new weights
+// into them as they wake.
 //
 // Stale tokens. A worker's sample at t_k ends the interval (t_k-1, t_k] since its previous
 // sample, whose generation-token increase is attributed to the interval's start: it is stale
@@ -34,18 +36,25 @@ const (
 	stateOther weightState = iota
 	statePaused
 	stateAsleep
+	stateWaking
 	stateLoadingWeights
 )
 
-// sampleState is the weight state of a worker's sample. It reads what pages show: vLLM's
-// sleep-state family (asleep at any level) and SGLang's requests paused by a weight sync; no
-// family says a weight load is in progress yet.
-func sampleState(ep *page.EnginePage) weightState {
-	switch {
-	case vllm.Asleep(ep.SplitGauges[vllm.SleepState]):
-		return stateAsleep
-	case ep.HasGauge[vllm.PausedReqs] && ep.Gauges[vllm.PausedReqs] > 0:
+// weightStateOf is the weight state of a sample in ledger state s: generating and idle are one
+// state, other; a worker whose pages do not show it is an engine (engine false) has no states.
+func weightStateOf(s State, engine bool) weightState {
+	if !engine {
+		return stateOther
+	}
+	switch s {
+	case Paused:
 		return statePaused
+	case Asleep:
+		return stateAsleep
+	case Waking:
+		return stateWaking
+	case LoadingWeights:
+		return stateLoadingWeights
 	}
 	return stateOther
 }

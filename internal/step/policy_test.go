@@ -227,3 +227,39 @@ func TestPolicyPhaseName(t *testing.T) {
 		t.Fatal(`phase "policy" accepted: its keys would be the policy keys`)
 	}
 }
+
+// TestPolicyColocatedWake: a colocated engine sleeps before the policy trains, and the new
+// weights are synced into it as it wakes. The sleep began before the publish and lands nothing;
+// the waking (weights back, KV cache not yet) began after it, and its end lands the version. A
+// weight update the engine reports (rl_weight_update_active) is a weight load, which lands the
+// next version at its end.
+func TestPolicyColocatedWake(t *testing.T) {
+	tr := NewTracker(Options{PerWorker: true})
+	awake := states(resources("running", "resident", "resident"), []string{"engine_fully_awake 1"})
+	obs := func(ts, running, gen float64, st []string) { observeText(t, tr, ts, vpage(running, gen, st...)) }
+	obs(0, 2, 0, awake)
+	obs(1, 2, 100, awake)
+	obs(2, 0, 100, states(resources("paused", "offloaded", "released"), []string{"engine_fully_awake 0"})) // asleep
+	tr.Publish(1, at(2.5))
+	obs(3, 0, 100, states(resources("paused", "offloaded", "released"), []string{"engine_fully_awake 0"}))
+	obs(4, 0, 100, states(resources("paused", "resident", "released"), []string{"engine_fully_awake 0"})) // waking
+	obs(5, 0, 100, states(resources("paused", "resident", "released"), []string{"engine_fully_awake 0"}))
+	obs(6, 2, 100, awake) // the waking ends: 1 lands
+	obs(7, 2, 180, awake) // fresh
+	rec := tr.EndStep(1, at(7))
+	want(t, rec.Metrics, "vllm/policy/stale_generation_tokens", 0)
+	want(t, rec.PerWorker[0].Metrics, "vllm/policy/version", 1)
+	want(t, rec.Metrics, "vllm/policy/publish_lag_s/max", 6-2.5)
+	want(t, rec.Metrics, "vllm/policy/engines_behind", 0)
+
+	// the next publish, while the engine generates: the update it reports lands the version
+	tr.Publish(2, at(7.5))
+	obs(8, 2, 250, awake) // began before the publish: fresh
+	obs(9, 2, 300, states(awake, []string{"rl_weight_update_active{} 1"}))
+	obs(10, 2, 330, awake)
+	obs(11, 2, 400, awake)
+	rec = tr.EndStep(2, at(11))
+	want(t, rec.Metrics, "vllm/policy/stale_generation_tokens", 50+30)
+	want(t, rec.PerWorker[0].Metrics, "vllm/policy/version", 2)
+	want(t, rec.Metrics, "vllm/policy/publish_lag_s/max", 10-7.5)
+}

@@ -108,12 +108,17 @@ type Tracker struct {
 // workerState is what the tracker keeps of a worker across steps, until it is forgotten (see
 // forgetDeparted).
 type workerState struct {
-	w      *window.Worker
-	seen   bool
-	seenAt time.Time // its last successful scrape, when seen
-	inStep uint64    // the seq of the last step in which a page of its target showed it
-	page   uint64    // the number of the last successful page of its target that showed it
-	pv     policyWorker
+	w    *window.Worker
+	seen bool
+	kind vllm.Engine // the kind of its last page
+	// engine is set once a page shows the worker is an engine: only then is it in the time
+	// ledger (see isEngine). slept is whether its last sample was asleep or waking from sleep.
+	engine, slept bool
+	seenAt        time.Time          // its last successful scrape, when seen
+	inStep        uint64             // the seq of the last step in which a page of its target showed it
+	page          uint64             // the number of the last successful page of its target that showed it
+	loads         map[string]float64 // SGLang's last weight load durations by source; nil without the family
+	pv            policyWorker
 }
 
 // forgotten is a target forgotten: when, and whether it had answered in the run before.
@@ -188,8 +193,8 @@ type acc struct {
 type workerAcc struct {
 	kind    vllm.Engine // the kind of the worker's pages
 	scrapes int
-	gauges  [vllm.NumGauges]series
-	splitG  [vllm.NumGauges]map[string]*floats // split gauges' samples by the label's value
+	gauges  [vllm.NumKeyedGauges]series
+	splitG  [vllm.NumKeyedGauges]map[string]*floats // split gauges' samples by the label's value
 	deltas  [vllm.NumCounters]series
 	ratios  []ratioSeries // per vllm.Ratios entry: the per-interval ratios
 	totals  [vllm.NumCounters]float64
@@ -197,6 +202,7 @@ type workerAcc struct {
 	split   [vllm.NumCounters]map[string]float64 // by the split label's value
 	hists   [vllm.NumHists]*histAcc
 	act     activity
+	led     ledger
 	stale   float64 // generation tokens made on a version older than the trainer's latest
 }
 
@@ -269,6 +275,7 @@ func (t *Tracker) Observe(ts time.Time, target string, pg *page.Page, err error)
 		if pa != nil {
 			pa.acc.failed++
 		}
+		t.unreachable(target, tgt, prevTry, tried, ts, pa)
 		return false
 	}
 	t.open.ok++
@@ -338,11 +345,28 @@ func (t *Tracker) Observe(ts time.Time, target string, pg *page.Page, err error)
 		if inc.Undated && !tgt.undated {
 			tgt.undated, undated = true, true
 		}
-		wa.add(k, at, spanStart(prevTry, tried, t.start), ts, ep, &inc)
-		if pa != nil {
-			pa.acc.worker(id).add(&t.phaseKeep, at, spanStart(prevTry, tried, pa.since), ts, ep, &inc)
+		ws.kind = ep.Kind
+		ws.engine = ws.engine || isEngine(ep)
+		var state State
+		var load int64
+		if ws.engine {
+			state, ws.slept = classify(ep, ws.slept)
+			load = ws.newLoads(ep, ws.seen)
 		}
-		stale, before, after := ws.pv.sample(ts, sampleState(ep), inc.Counters[vllm.GenerationTokens], inc.HasCounter[vllm.GenerationTokens], tgt.reported, t.pol.latest)
+		from := spanStart(prevTry, tried, t.start)
+		wa.add(k, at, from, ts, ep, &inc)
+		if ws.engine {
+			wa.led.add(from, ts, state, load, keepsSpans[ep.Kind])
+		}
+		if pa != nil {
+			pw := pa.acc.worker(id)
+			from := spanStart(prevTry, tried, pa.since)
+			pw.add(&t.phaseKeep, at, from, ts, ep, &inc)
+			if ws.engine {
+				pw.led.add(from, ts, state, load, keepsSpans[ep.Kind])
+			}
+		}
+		stale, before, after := ws.pv.sample(ts, weightStateOf(state, ws.engine), inc.Counters[vllm.GenerationTokens], inc.HasCounter[vllm.GenerationTokens], tgt.reported, t.pol.latest)
 		wa.stale += stale
 		ws.pv.kind = ep.Kind
 		t.landed(ws, before, after, ts)
@@ -355,6 +379,33 @@ func (t *Tracker) Observe(ts time.Time, target string, pg *page.Page, err error)
 	return undated
 }
 
+// unreachable books the span of a failed scrape of target at ts (since its previous scrape,
+// prevTry when tried) as unreachable to every engine its last page showed, in the open step
+// and in the open phase pa.
+func (t *Tracker) unreachable(target string, tgt *targetState, prevTry time.Time, tried bool, ts time.Time, pa *phaseAcc) {
+	for i := range tgt.engines {
+		ref := &tgt.engines[i]
+		ws := ref.ws
+		if ws == nil || !ws.engine {
+			continue
+		}
+		id := WorkerID{Target: target, Engine: ref.engine, Labels: ref.labels}
+		if ref.wa == nil {
+			ref.wa = t.open.worker(id)
+		}
+		book := func(wa *workerAcc, since time.Time) {
+			if wa.scrapes == 0 {
+				wa.kind = ws.kind // down since the start: of its last page's kind
+			}
+			wa.led.add(spanStart(prevTry, tried, since), ts, Unreachable, 0, keepsSpans[ws.kind])
+		}
+		book(ref.wa, t.start)
+		if pa != nil {
+			book(pa.acc.worker(id), pa.since)
+		}
+	}
+}
+
 // add adds one scrape of the worker to its share of a step or phase: the page's gauges, the
 // increases inc, and the activity of the span from..ts; at is the scrape's offset from the step
 // start, for the series k keeps with their times.
@@ -362,16 +413,16 @@ func (wa *workerAcc) add(k *keep, at time.Duration, from, ts time.Time, ep *page
 	wa.scrapes++
 	wa.kind = ep.Kind
 	state := ep.SplitGauges[vllm.SleepState]
-	asleep := vllm.Asleep(state)
+	asleep := vllm.EngineAsleep(state, ep.SplitGauges[vllm.ResourceState])
 	wa.act.add(from, ts, ep, state != nil, asleep)
-	for g := range ep.Gauges {
+	for g := range vllm.NumKeyedGauges {
 		if !k.gauges[g] || asleep && vllm.Load[g] {
 			continue
 		}
 		if ep.HasGauge[g] {
 			wa.gauges[g].add(at, ep.Gauges[g], k.timedGauges[g])
 		}
-		for v, x := range ep.SplitGauges[vllm.Gauge(g)] {
+		for v, x := range ep.SplitGauges[g] {
 			if wa.splitG[g] == nil {
 				wa.splitG[g] = map[string]*floats{}
 			}
@@ -560,10 +611,27 @@ func (t *Tracker) fill(r *Record, a *acc, start time.Time, durS float64, perWork
 	for _, p := range pools {
 		r.Values = append(r.Values, p.tag(t.metrics(p.of(was), durS))...)
 	}
+	// The ledger's engines are the step's workers and those whose targets failed every scrape
+	// of it: their unreachable time is the fleet's, though they have no per_worker record (it
+	// lists the workers that answered).
+	var down []*workerAcc
+	for _, wa := range a.workers {
+		if wa.scrapes == 0 && wa.led.engine() > 0 {
+			down = append(down, wa)
+		}
+	}
+	led := was
+	if len(down) > 0 {
+		led = append(slices.Clone(was), down...)
+	}
+	for _, p := range poolsByKind(led) {
+		r.Values = append(r.Values, p.tag(ledgerValues(p.of(led)))...)
+	}
 	for i, id := range ids {
 		if perWorker {
+			vs := append(t.metrics(was[i:i+1], durS), ledgerValues(was[i:i+1])...)
 			r.PerWorker = append(r.PerWorker, WorkerRecord{Target: id.Target, Engine: id.Engine, Labels: id.LabelMap(),
-				Values: kindPool{kind: was[i].kind}.tag(t.metrics(was[i:i+1], durS)), TargetLabels: t.labels.of(id.Target)})
+				Values: kindPool{kind: was[i].kind}.tag(vs), TargetLabels: t.labels.of(id.Target)})
 		}
 		if r.Timeline != nil {
 			r.Timeline.Workers = append(r.Timeline.Workers, timeline(id, was[i]))
@@ -710,7 +778,7 @@ func (t *Tracker) metrics(was []*workerAcc, durS float64) []vllm.Value {
 	}
 	if t.opt.Scalars {
 		var buf []float64 // one pool's samples at a time
-		for g, f := range vllm.Gauges {
+		for g, f := range vllm.Gauges[:vllm.NumKeyedGauges] {
 			switch {
 			case !f.Scalars:
 			case f.Split != "":
@@ -836,7 +904,7 @@ func timeline(id WorkerID, wa *workerAcc) WorkerTimeline {
 			wt.Series[name] = ps
 		}
 	}
-	for g, f := range vllm.Gauges {
+	for g, f := range vllm.Gauges[:vllm.NumKeyedGauges] {
 		if f.Timeline {
 			add(f.Name, &wa.gauges[g])
 		}

@@ -44,11 +44,12 @@ var stats = func() map[string]bool {
 const WorstWorker = "worst_worker"
 
 // splitLabels maps the names that carry a split label to the Prometheus label name its value
-// becomes: request_success's finished_reason is "reason", as in earlier releases.
+// becomes: request_success's finished_reason is "reason", as in earlier releases. A family read
+// for the ledger's states alone has no keys, so its labels name none.
 var splitLabels = func() map[string]string {
 	m := map[string]string{}
 	for _, f := range allFamilies() {
-		if f.Split == "" {
+		if f.Split == "" || f.StateOnly {
 			continue
 		}
 		name := f.Split

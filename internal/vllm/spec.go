@@ -10,6 +10,8 @@
 // SGLang's name.
 package vllm
 
+import "strings"
+
 // Prefix is the default first part of every step metric key ("vllm/prefix_cache_hit_rate"),
 // which a run's metric prefix replaces.
 const Prefix = "vllm"
@@ -83,6 +85,12 @@ type Family struct {
 	// Split names a label whose values make one key each ("request_success/stop"); its series
 	// are added up by value within a worker. "" for families read as one value.
 	Split string
+	// SplitWith names a second label of a gauge whose state set has two labels: a series' split
+	// value is then Split's value, ":" and SplitWith's ("weights:offloaded").
+	SplitWith string
+	// StateOnly marks a family read for the time ledger's states alone: it gets no keys, and
+	// its labels name no label of vllmstat's series.
+	StateOnly bool
 	// Combine is how a gauge's series add up within a worker (by Split value if it has one).
 	Combine Combine
 	// Total gives a counter a step-total key.
@@ -138,7 +146,17 @@ const (
 	SpecAcceptLength
 	SpecAcceptRate
 	PausedReqs
+	ResourceState
+	FullyAwake
+	PauseState
+	WeightUpdateActive
+	WeightLoad
 	NumGauges
+
+	// NumKeyedGauges counts the gauges before the families read for the time ledger's states
+	// alone (StateOnly, from ResourceState on): only these may have keys, so a step keeps
+	// samples of these alone.
+	NumKeyedGauges = ResourceState
 )
 
 // Counter identifies a counter family.
@@ -219,6 +237,34 @@ var Gauges = [NumGauges]Family{
 	// Requests held by an asynchronous weight sync since the previous log point.
 	PausedReqs: {Name: "num_paused_reqs", SGLang: []string{"num_paused_reqs"}, SGLangOnly: true, Combine: Sum, Scalars: true,
 		Title: "Requests paused by a weight sync", Unit: "requests", Group: GroupQueue},
+
+	// The families below give the time ledger's states (package step) and no keys of their own.
+	//
+	// vLLM's resource states (docs/design/engine_sleep_state.md): 1 for the current state of
+	// each resource, 0 for its others; resource scheduler is running or paused, weights
+	// resident, offloaded, discarded or unknown, kv_cache resident, released or unknown. One
+	// set per engine (data parallelism too); the series appear at the engine's first snapshot,
+	// in practice its first sleep or pause. Read by "resource:state".
+	ResourceState: {Name: "engine_sleep_resource_state", Split: "resource", SplitWith: "state", Combine: Sum, StateOnly: true,
+		Title: "Engine resource state", Unit: "state", Group: GroupOther},
+	// vLLM: 1 when scheduling runs and the weights and KV cache are resident (same document).
+	FullyAwake: {Name: "engine_fully_awake", Combine: Sum, StateOnly: true,
+		Title: "Engine fully awake", Unit: "state", Group: GroupOther},
+	// vLLM's pause state, proposed in vLLM PR #45524 (not merged when this was written): a
+	// value above 0 is paused.
+	PauseState: {Name: "engine_pause_state", Combine: Sum, StateOnly: true,
+		Title: "Engine pause state", Unit: "state", Group: GroupOther},
+	// vLLM's dev mode (VLLM_SERVER_DEV_MODE=1, vllm/entrypoints/serve/dev/rlhf/metrics.py): 1
+	// between start_weight_update and finish_weight_update, a weight load in progress.
+	WeightUpdateActive: {Name: "rl_weight_update_active", Combine: Sum, StateOnly: true,
+		Title: "Weight update in progress", Unit: "state", Group: GroupOther},
+	// SGLang (PR #27363, observability/metrics_collector.py observe_weight_load): set at the
+	// end of each update_weights_from_{disk,distributed,tensor,ipc} call to its duration, per
+	// source; the engine is paused meanwhile. Kept by source: a new load shows as a series
+	// appearing or a value changing.
+	WeightLoad: {Name: "weight_load_duration_seconds", SGLang: []string{"weight_load_duration_seconds"}, SGLangOnly: true,
+		Split: "source", Combine: Sum, StateOnly: true,
+		Title: "Weight load duration (engine's gauge)", Unit: "seconds", Group: GroupOther},
 }
 
 // Load lists the gauges that measure an engine's load: a sample taken while it sleeps is no
@@ -233,6 +279,50 @@ func Asleep(state map[string]float64) bool {
 	}
 	return state["weights_offloaded"] > 0 || state["discard_all"] > 0
 }
+
+// EngineAsleep reports whether an engine sleeps, from its resource states when its page has
+// them, else from the legacy sleep state. vLLM's design (docs/design/engine_sleep_state.md) sets
+// the legacy awake flag to the fully-awake predicate, so it reads 0 during a scheduler pause or a
+// partial wake too: only the weights' state tells a sleep from those.
+func EngineAsleep(sleepState, resources map[string]float64) bool {
+	if len(resources) > 0 {
+		return WeightsAsleep(resources)
+	}
+	return Asleep(sleepState)
+}
+
+// WeightsAsleep reports whether an engine's resource states (ResourceState's by
+// "resource:state") say it sleeps: its weights are offloaded (sleep level 1) or discarded
+// (level 2).
+func WeightsAsleep(rs map[string]float64) bool {
+	return rs["weights:offloaded"] > 0 || rs["weights:discarded"] > 0
+}
+
+// NotAllBack reports whether an engine's resource states show a resource that is not back:
+// a current state other than running (the scheduler's) or resident (the weights' and KV
+// cache's). Without the family nothing shows.
+func NotAllBack(rs map[string]float64) bool {
+	for k, v := range rs {
+		if v > 0 && !strings.HasSuffix(k, ":running") && !strings.HasSuffix(k, ":resident") {
+			return true
+		}
+	}
+	return false
+}
+
+// SchedulerPaused reports whether an engine's resource states show its scheduler paused with
+// its weights resident: a pause, or sleep(level=0), rather than a sleep that moved the weights.
+func SchedulerPaused(rs map[string]float64) bool {
+	return rs["scheduler:paused"] > 0 && rs["weights:resident"] > 0
+}
+
+// LedgerGauges are the gauges whose presence on a worker's page makes it an engine in the time
+// ledger: the running requests and the state families. A worker without any of them is no
+// engine: SGLang's tokenizer of a data-parallel server is a worker of its own (its series
+// carry no dp_rank) that counts tokens and requests but schedules nothing, and its time is no
+// engine's.
+var LedgerGauges = [NumGauges]bool{Running: true, SleepState: true, PausedReqs: true, ResourceState: true, FullyAwake: true,
+	PauseState: true, WeightUpdateActive: true, WeightLoad: true}
 
 // Counters are the counter families, by Counter. On a page each is <name>_total with a
 // <name>_created; Ray's exporter may drop _total, read only when no _total spelling is there.

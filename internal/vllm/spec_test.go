@@ -2,6 +2,7 @@ package vllm
 
 import (
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -97,5 +98,74 @@ func TestTimelineSeries(t *testing.T) {
 			t.Errorf("%s listed twice", s.Name)
 		}
 		seen[s.Name] = true
+	}
+}
+
+// The time ledger's keys name Prometheus families of their own, and the labels of the families
+// read for its states alone are no labels of vllmstat's series (a target label may use them).
+func TestLedgerKeyNames(t *testing.T) {
+	for key, family := range map[string]string{
+		"vllm/time/generating_s":                  "vllm_time_generating_seconds",
+		"vllm/time/loading_weights_fraction":      "vllm_time_loading_weights_fraction",
+		"sglang/time/engine_s":                    "sglang_time_engine_seconds",
+		"vllm/generation_tokens_per_generating_s": "vllm_generation_tokens_per_generating_seconds",
+		"sglang/prompt_tokens_per_generating_s":   "sglang_prompt_tokens_per_generating_seconds",
+		"rollout/vllm/time/unreachable_s":         "rollout_vllm_time_unreachable_seconds",
+	} {
+		prefix := Prefix
+		if p, _, ok := strings.Cut(key, "/vllm/"); ok {
+			prefix = p + "/vllm"
+		}
+		fam, ls := PromName(prefix, key, nil)
+		if fam != family || len(ls) != 0 {
+			t.Errorf("PromName(%q) = %q, %v; want %q, no labels", key, fam, ls, family)
+		}
+		v, ok := ParseKey(prefix, key)
+		if !ok || v.Key(prefix) != key || v.Stat != "" || v.Label != "" {
+			t.Errorf("ParseKey(%q) = %+v, %v", key, v, ok)
+		}
+	}
+	for _, l := range PromLabels() {
+		if l == "resource" || l == "state" || l == "source" {
+			t.Errorf("PromLabels has %q, a label of a family read for the ledger alone", l)
+		}
+	}
+}
+
+func TestResourceStates(t *testing.T) {
+	rs := func(sched, weights, kv string) map[string]float64 {
+		m := map[string]float64{}
+		for _, s := range []string{"scheduler:running", "scheduler:paused", "weights:resident", "weights:offloaded", "weights:discarded",
+			"weights:unknown", "kv_cache:resident", "kv_cache:released", "kv_cache:unknown"} {
+			m[s] = 0
+		}
+		m["scheduler:"+sched], m["weights:"+weights], m["kv_cache:"+kv] = 1, 1, 1
+		return m
+	}
+	for _, tt := range []struct {
+		rs                     map[string]float64
+		asleep, notBack, pause bool
+	}{
+		{nil, false, false, false},
+		{rs("running", "resident", "resident"), false, false, false},
+		{rs("paused", "offloaded", "released"), true, true, false}, // sleep(level=1)
+		{rs("paused", "discarded", "released"), true, true, false}, // sleep(level=2)
+		{rs("paused", "resident", "resident"), false, true, true},  // sleep(level=0), a pause
+		{rs("paused", "resident", "released"), false, true, true},  // weights woken alone
+		{rs("running", "unknown", "resident"), false, true, false}, // not known to be back
+	} {
+		if got := [3]bool{WeightsAsleep(tt.rs), NotAllBack(tt.rs), SchedulerPaused(tt.rs)}; got != [3]bool{tt.asleep, tt.notBack, tt.pause} {
+			t.Errorf("%v: asleep, not back, paused %v; want %v", tt.rs, got, [3]bool{tt.asleep, tt.notBack, tt.pause})
+		}
+	}
+}
+
+// The families read for the ledger's states alone come last among the gauges, where a step
+// keeps no samples (NumKeyedGauges), and have no statistics, timelines or totals.
+func TestStateOnlyGaugesLast(t *testing.T) {
+	for g, f := range Gauges {
+		if f.StateOnly != (Gauge(g) >= NumKeyedGauges) || f.StateOnly && (f.Scalars || f.Timeline || f.Total) {
+			t.Errorf("%s: state only %v, index %d of which the first %d may have keys, scalars %v, timeline %v", f.Name, f.StateOnly, g, NumKeyedGauges, f.Scalars, f.Timeline)
+		}
 	}
 }

@@ -1,0 +1,169 @@
+package sim
+
+import (
+	"slices"
+	"time"
+)
+
+// The families of a vLLM 0.20 fleet that syncs weights (Config.syncsWeights): vLLM's sleep
+// resource state and fully-awake gauges, whose children for an engine appear with its first
+// sleep-state snapshot (its first sleep or pause), and the RL families of its dev-mode server
+// (VLLM_SERVER_DEV_MODE=1, vllm/entrypoints/serve/dev/rlhf/metrics.py), labelled by engine
+// only, whose children appear with the engine's first weight load. prometheus_client lists a
+// family's children in the order they were created, so engines are listed in the order their
+// children appeared.
+
+// sleepResources are the resource and state label values of engine_sleep_resource_state, in
+// the order vLLM creates an engine's children.
+var sleepResources = []struct {
+	resource, state string
+	on              func(r resources) bool
+}{
+	{"scheduler", "running", func(r resources) bool { return !r.paused }},
+	{"scheduler", "paused", func(r resources) bool { return r.paused }},
+	{"weights", "resident", func(r resources) bool { return r.weights == weightsResident }},
+	{"weights", "offloaded", func(r resources) bool { return r.weights == weightsOffloaded }},
+	{"weights", "discarded", func(r resources) bool { return r.weights == weightsDiscarded }},
+	{"weights", "unknown", func(resources) bool { return false }},
+	{"kv_cache", "resident", func(r resources) bool { return r.kv == kvResident }},
+	{"kv_cache", "released", func(r resources) bool { return r.kv == kvReleased }},
+	{"kv_cache", "unknown", func(resources) bool { return false }},
+}
+
+// The HELP texts of the two sleep resource families say what vLLM's design document says of
+// them; no captured page of a release with them was at hand.
+var (
+	famSleepResources = family{
+		name: "vllm:engine_sleep_resource_state",
+		help: "Engine sleep resource state; 1 for the current state of each resource (scheduler, weights, kv_cache), 0 for its other states.",
+		kind: famCustom, write: (*renderer).appendSleepResources,
+	}
+	famFullyAwake = family{
+		name: "vllm:engine_fully_awake",
+		help: "Engine fully awake; 1 when scheduling is running and the weights and the KV cache are resident, 0 otherwise.",
+		kind: famCustom, write: (*renderer).appendFullyAwake,
+	}
+	// rlFamilies are the dev-mode RL families, in the order metrics.py registers them, with its
+	// HELP texts.
+	rlFamilies = []family{
+		{name: "vllm:rl_weight_update", help: "Number of completed weight update cycles (finish_weight_update calls).",
+			kind: famCustom, write: (*renderer).appendRLUpdates},
+		{name: "vllm:rl_weight_update_duration_seconds", help: "Wall-clock seconds from start_weight_update to finish_weight_update.",
+			kind: famCustom, write: (*renderer).appendRLDuration},
+		{name: "vllm:rl_weight_gen", help: "Current weight generation counter (auto-incremented by finish_weight_update).",
+			kind: famCustom, write: (*renderer).appendRLGen},
+		{name: "vllm:rl_weight_update_active", help: "1 while a weight update is in progress (between start and finish), 0 otherwise.",
+			kind: famCustom, write: (*renderer).appendRLActive},
+	}
+)
+
+// childOrder returns the indexes of the engines whose child exists (has), ordered by the time
+// it appeared (at), then by index.
+func childOrder(st *pageState, has func(*engineStats) bool, at func(*engineStats) time.Duration) []int {
+	var idx []int
+	for i := range st.engines {
+		if has(&st.engines[i]) {
+			idx = append(idx, i)
+		}
+	}
+	slices.SortStableFunc(idx, func(a, b int) int { return int(at(&st.engines[a]) - at(&st.engines[b])) })
+	return idx
+}
+
+func snapshotOrder(st *pageState) []int {
+	return childOrder(st, func(s *engineStats) bool { return s.snapshot }, func(s *engineStats) time.Duration { return s.snapshotAt })
+}
+
+func (r *renderer) appendSleepResources(dst []byte, f *family, st *pageState) []byte {
+	dst = appendHelp(dst, f.name, f.help, "gauge")
+	for _, i := range snapshotOrder(st) {
+		for _, rs := range sleepResources {
+			ls := r.engineLabels(i)
+			ls.add("resource", rs.resource)
+			ls.add("state", rs.state)
+			dst = appendSample(dst, f.name, "", &ls, "", boolValue(rs.on(st.engines[i].res)))
+		}
+	}
+	return dst
+}
+
+func (r *renderer) appendFullyAwake(dst []byte, f *family, st *pageState) []byte {
+	dst = appendHelp(dst, f.name, f.help, "gauge")
+	for _, i := range snapshotOrder(st) {
+		ls := r.engineLabels(i)
+		dst = appendSample(dst, f.name, "", &ls, "", boolValue(st.engines[i].res.fullyAwake()))
+	}
+	return dst
+}
+
+// rlLabels are the labels of engine i's RL children: the engine alone.
+func (r *renderer) rlLabels(i int) labelSet {
+	var ls labelSet
+	ls.add("engine", r.engines[i])
+	return ls
+}
+
+func finishedOrder(st *pageState) []int {
+	return childOrder(st, func(s *engineStats) bool { return s.rl.finished }, func(s *engineStats) time.Duration { return s.rl.finishedAt })
+}
+
+func (r *renderer) appendRLUpdates(dst []byte, f *family, st *pageState) []byte {
+	dst = appendHelp(dst, f.name+"_total", f.help, "counter")
+	order := finishedOrder(st)
+	for _, i := range order {
+		ls := r.rlLabels(i)
+		dst = appendSample(dst, f.name, "_total", &ls, "", float64(st.engines[i].rl.updates))
+	}
+	if len(order) > 0 {
+		dst = appendHelp(dst, f.name+"_created", f.help, "gauge")
+		for _, i := range order {
+			ls := r.rlLabels(i)
+			dst = appendSample(dst, f.name, "_created", &ls, "", st.unixOf(st.engines[i].rl.finishedAt))
+		}
+	}
+	return dst
+}
+
+func (r *renderer) appendRLDuration(dst []byte, f *family, st *pageState) []byte {
+	dst = appendHelp(dst, f.name, f.help, "histogram")
+	order := finishedOrder(st)
+	for _, i := range order {
+		ls := r.rlLabels(i)
+		h := &st.engines[i].rl.duration
+		dst = appendHistogramChild(dst, f.name, &ls, r.rlLes, h.counts[:len(r.rlLes)], h.sum)
+	}
+	if len(order) > 0 {
+		dst = appendHelp(dst, f.name+"_created", f.help, "gauge")
+		for _, i := range order {
+			ls := r.rlLabels(i)
+			dst = appendSample(dst, f.name, "_created", &ls, "", st.unixOf(st.engines[i].rl.finishedAt))
+		}
+	}
+	return dst
+}
+
+func (r *renderer) appendRLGen(dst []byte, f *family, st *pageState) []byte {
+	dst = appendHelp(dst, f.name, f.help, "gauge")
+	for _, i := range finishedOrder(st) {
+		ls := r.rlLabels(i)
+		dst = appendSample(dst, f.name, "", &ls, "", float64(st.engines[i].rl.updates))
+	}
+	return dst
+}
+
+func (r *renderer) appendRLActive(dst []byte, f *family, st *pageState) []byte {
+	dst = appendHelp(dst, f.name, f.help, "gauge")
+	order := childOrder(st, func(s *engineStats) bool { return s.rl.started }, func(s *engineStats) time.Duration { return s.rl.startedAt })
+	for _, i := range order {
+		ls := r.rlLabels(i)
+		dst = appendSample(dst, f.name, "", &ls, "", boolValue(st.engines[i].rl.active))
+	}
+	return dst
+}
+
+func boolValue(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}

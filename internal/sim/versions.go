@@ -1,0 +1,110 @@
+package sim
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+)
+
+// The weight version endpoints of the simulated servers. A vLLM server of a fleet that syncs
+// weights runs in dev mode and answers GET /weight_info with {"weight_version": "<N>"}, null
+// before its first load (vllm/entrypoints/serve/dev/rlhf/api_router.py); other vLLM servers
+// have no such endpoint. An SGLang server answers GET /model_info with its model and its
+// weight_version, "default" (SGLang's --weight-version default) before its first load; the
+// older /weight_version and /get_weight_version answer 404, as on current servers.
+//
+// A server answers one version for all its engines, while with data parallelism each engine
+// loads at its own time: it answers the lowest version among its engines, and none (null,
+// "default") while any of them has none. So a reader of the endpoint never takes an engine for
+// newer than it is; Sim.GroundTruth keeps every engine's own versions. Of the faults, only a
+// down one (the port closed) reaches these endpoints.
+
+// versionAPI is the version endpoint a server answers.
+type versionAPI uint8
+
+const (
+	noVersionAPI versionAPI = iota
+	vllmWeightInfo
+	sglangModelInfo
+)
+
+// versionAPI returns the version endpoint the fleet's servers answer.
+func (c Config) versionAPI() versionAPI {
+	if c.Engine == EngineSGLang {
+		return sglangModelInfo
+	}
+	if v, err := parseVersion(c.Version); err == nil && v.sleepState && c.syncsWeights() {
+		return vllmWeightInfo
+	}
+	return noVersionAPI
+}
+
+// serverVersion is the version a server of these engines answers, NoVersion for none.
+func serverVersion(engines []engineStats) int {
+	v := NoVersion
+	for i := range engines {
+		e := engines[i].currentVersion()
+		if e == NoVersion {
+			return NoVersion
+		}
+		if i == 0 || e < v {
+			v = e
+		}
+	}
+	return v
+}
+
+func (s *server) handleVersions(mux *http.ServeMux) {
+	switch s.versions {
+	case vllmWeightInfo:
+		mux.HandleFunc("GET /weight_info", s.handleWeightInfo)
+	case sglangModelInfo:
+		mux.HandleFunc("GET /model_info", s.handleModelInfo)
+		for _, p := range []string{"GET /weight_version", "GET /get_weight_version"} {
+			mux.HandleFunc(p, func(w http.ResponseWriter, _ *http.Request) {
+				writeJSON(w, http.StatusNotFound, map[string]string{"error": "deprecated, use /model_info"})
+			})
+		}
+	}
+}
+
+// version returns the server's answer now.
+func (s *server) version() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return serverVersion(s.state.engines)
+}
+
+func (s *server) handleWeightInfo(w http.ResponseWriter, _ *http.Request) {
+	begin := s.clock.Now()
+	var body struct {
+		WeightVersion *string `json:"weight_version"`
+	}
+	if v := s.version(); v != NoVersion {
+		str := strconv.Itoa(v)
+		body.WeightVersion = &str
+	}
+	writeJSON(w, http.StatusOK, body)
+	s.count(func(h *httpStats) { h.weightInfo++ }, begin)
+}
+
+func (s *server) handleModelInfo(w http.ResponseWriter, _ *http.Request) {
+	version := "default"
+	if v := s.version(); v != NoVersion {
+		version = strconv.Itoa(v)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"model_path":                s.model,
+		"tokenizer_path":            s.model,
+		"is_generation":             true,
+		"preferred_sampling_params": nil,
+		"weight_version":            version,
+	})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	b, _ := json.Marshal(v) // maps and structs of strings: nothing that fails
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	w.Write(b)
+}

@@ -1,0 +1,292 @@
+package step
+
+import (
+	"sort"
+	"time"
+
+	"github.com/vllmstat/vllmstat/internal/page"
+	"github.com/vllmstat/vllmstat/internal/vllm"
+)
+
+// The time ledger assigns every span of an engine's time in a step (and in each phase) to one
+// state. As for busy and idle (see balance.go), a successful scrape's sample stands for the
+// span since the previous scrape of its target, clipped to the step start (the phase's start
+// for a phase); a failed scrape's span is unreachable for every worker of the target's last
+// page. A span is in the state of its sample, by this precedence, highest first:
+//
+//	unreachable      the scrape failed
+//	loading_weights  vLLM's rl_weight_update_active > 0; or SGLang's weight load (below)
+//	asleep           vLLM's engine_sleep_state says asleep, or the resource states say the
+//	                 weights are offloaded or discarded
+//	waking           after an asleep sample, while the page shows engine_fully_awake 0 or a
+//	                 resource state other than running and resident, until it shows all back
+//	paused           engine_pause_state > 0, the scheduler paused with the weights resident,
+//	                 or SGLang's num_paused_reqs > 0
+//	generating       num_requests_running > 0
+//	idle             any other sample
+//
+// A page without a family has no time in the states that family tells: nothing is guessed.
+// SGLang's weight_load_duration_seconds tells a load's length once it is over: when a page
+// shows a new one (a source's series appears on a worker seen before, or its value changes),
+// the span of that many seconds before the scrape (clipped to the step, or the phase) is
+// re-attributed to loading_weights, taken from the states it had, but unreachable time. Two
+// successive loads of one source that last exactly as long (to the float) read as one, and
+// loads of several sources that show on one page are put end to end before the scrape.
+//
+// Time is kept in integer nanoseconds by state, so the states add up to engine_s exactly; the
+// keys are time.Duration(ns).Seconds() of those sums, and a fraction is a state's ns over
+// engine_s's ns. Time no sample stands for (before a target's first scrape, between a page that
+// did not show a worker and its next sample, after the last sample) is in no state, and no
+// engine's time: engine_s is the time the scrapes of engines covered.
+
+// State is one state of the time ledger.
+type State uint8
+
+// The states, in the order of their keys' documentation.
+const (
+	Generating State = iota
+	Idle
+	Asleep
+	Waking
+	Paused
+	LoadingWeights
+	Unreachable
+	NumStates
+
+	gap = NumStates // time no sample stands for, in a span list
+)
+
+var stateNames = [NumStates]string{"generating", "idle", "asleep", "waking", "paused", "loading_weights", "unreachable"}
+
+func (s State) String() string { return stateNames[s] }
+
+// Names of the ledger's keys (without prefix): the engine-seconds of each state and their sum,
+// each state's share of it, and the tokens per second of generating.
+var (
+	stateKeys, fractionKeys = func() (s, f [NumStates]string) {
+		for i, n := range stateNames {
+			s[i], f[i] = "time/"+n+"_s", "time/"+n+"_fraction"
+		}
+		return s, f
+	}()
+	NameGenerationPerGenerating = vllm.Counters[vllm.GenerationTokens].Name + "_per_generating_s"
+	NamePromptPerGenerating     = vllm.Counters[vllm.PromptTokens].Name + "_per_generating_s"
+	perGeneratingOf             = [...]vllm.Counter{vllm.GenerationTokens, vllm.PromptTokens}
+	perGeneratingNames          = [...]string{NameGenerationPerGenerating, NamePromptPerGenerating}
+	keepsSpans                  = func() (k [vllm.NumEngines]bool) {
+		for e := range vllm.NumEngines {
+			k[e] = len(vllm.Gauges[vllm.WeightLoad].Spellings(e)) > 0
+		}
+		return k
+	}()
+)
+
+// NameEngineTime is the key name (without prefix) of the engines' time: the sum of the states'.
+const NameEngineTime = "time/engine_s"
+
+// StateKey is the key name (without prefix) of state s's engine-seconds: "time/idle_s".
+func StateKey(s State) string { return stateKeys[s] }
+
+// FractionKey is the key name (without prefix) of state s's share of engine_s.
+func FractionKey(s State) string { return fractionKeys[s] }
+
+// isEngine reports whether ep shows the worker is an engine: it has the running requests or a
+// state family (see vllm.LedgerGauges).
+func isEngine(ep *page.EnginePage) bool {
+	for g, has := range ep.HasGauge {
+		if has && vllm.LedgerGauges[g] {
+			return true
+		}
+	}
+	return false
+}
+
+// classify returns the state of an engine's sample ep, and whether the engine is then asleep
+// or waking from sleep; slept is that of its previous sample.
+func classify(ep *page.EnginePage, slept bool) (State, bool) {
+	rs := ep.SplitGauges[vllm.ResourceState]
+	asleep := vllm.EngineAsleep(ep.SplitGauges[vllm.SleepState], rs)
+	notBack := ep.HasGauge[vllm.FullyAwake] && ep.Gauges[vllm.FullyAwake] == 0 || vllm.NotAllBack(rs)
+	waking := !asleep && slept && notBack
+	slept = asleep || waking
+	// An absent gauge is 0 on the page.
+	switch {
+	case ep.Gauges[vllm.WeightUpdateActive] > 0:
+		return LoadingWeights, slept
+	case asleep:
+		return Asleep, slept
+	case waking:
+		return Waking, slept
+	case ep.Gauges[vllm.PauseState] > 0 || vllm.SchedulerPaused(rs) || ep.Gauges[vllm.PausedReqs] > 0:
+		return Paused, slept
+	case ep.Gauges[vllm.Running] > 0:
+		return Generating, slept
+	}
+	return Idle, slept
+}
+
+// maxLoad bounds a load's length (about 13 days) so that its nanoseconds, and their sum over
+// a page's sources, stay far within an int64.
+const maxLoad = int64(1) << 50
+
+// newLoads returns the nanoseconds of the weight loads ep shows that the worker's previous
+// pages did not (see the ledger's comment), and remembers the page's durations; seen is whether
+// a page showed the worker before. A duration's seconds are rounded down to the nanosecond.
+func (ws *workerState) newLoads(ep *page.EnginePage, seen bool) int64 {
+	vs := ep.SplitGauges[vllm.WeightLoad]
+	if len(vs) == 0 {
+		return 0
+	}
+	if ws.loads == nil {
+		ws.loads = make(map[string]float64, len(vs))
+	}
+	var d int64
+	for src, v := range vs {
+		if old, had := ws.loads[src]; seen && (!had || old != v) && v > 0 {
+			d += int64(min(v*1e9, float64(maxLoad)))
+		}
+		ws.loads[src] = v
+	}
+	return d
+}
+
+// ledger is a worker's time in the open step, or in one phase of it, by state.
+type ledger struct {
+	ns [NumStates]int64
+	// spans are the states of the time in order, for the re-attribution of SGLang's weight
+	// loads: kept only for the workers of engine kinds whose pages have the family (see
+	// keepsSpans), since a load's series first appears at the load's end.
+	spans *spanList
+}
+
+// add books the span from..ts in state s, then re-attributes the load nanoseconds before ts
+// to loading_weights; keep says whether the worker keeps its span list. A zero from stands for
+// no time.
+func (l *ledger) add(from, ts time.Time, s State, load int64, keep bool) {
+	if keep && l.spans == nil {
+		l.spans = &spanList{}
+	}
+	if !from.IsZero() && ts.After(from) {
+		a, b := from.UnixNano(), ts.UnixNano()
+		l.ns[s] += b - a
+		if l.spans != nil {
+			l.spans.add(a, b, s)
+		}
+	}
+	if load > 0 && l.spans != nil {
+		l.spans.load(ts.UnixNano()-load, &l.ns)
+	}
+}
+
+// engine is the worker's engine time in nanoseconds: the sum of its states'.
+func (l *ledger) engine() int64 {
+	var n int64
+	for _, v := range l.ns {
+		n += v
+	}
+	return n
+}
+
+// span is a part of a span list, from the previous span's end (or the list's start) to end.
+type span struct {
+	end int64 // Unix nanoseconds
+	s   State
+}
+
+// spanList is a worker's time in order, adjacent spans of one state merged.
+type spanList struct {
+	start int64
+	spans []span
+}
+
+// add appends the span a..b in state s; a is at or after the list's end.
+func (l *spanList) add(a, b int64, s State) {
+	n := len(l.spans)
+	switch {
+	case n == 0:
+		l.start = a
+	case a > l.spans[n-1].end:
+		l.spans = append(l.spans, span{a, gap})
+	}
+	l.push(span{b, s})
+}
+
+// push appends sp, merged into the last span when they have one state.
+func (l *spanList) push(sp span) {
+	if n := len(l.spans); n > 0 && l.spans[n-1].s == sp.s {
+		l.spans[n-1].end = sp.end
+		return
+	}
+	l.spans = append(l.spans, sp)
+}
+
+// load re-attributes the list's time from a on to loading_weights, but its unreachable time and
+// its gaps, moving the nanoseconds in ns.
+func (l *spanList) load(a int64, ns *[NumStates]int64) {
+	i := sort.Search(len(l.spans), func(k int) bool { return l.spans[k].end > a })
+	if i == len(l.spans) {
+		return
+	}
+	start := l.start
+	if i > 0 {
+		start = l.spans[i-1].end
+	}
+	tail := make([]span, 0, len(l.spans)-i+1) // loads are rare: a copy of the tail is cheap
+	if start < a {
+		tail = append(tail, span{a, l.spans[i].s}) // the part before a keeps its state
+		start = a
+	}
+	for _, sp := range l.spans[i:] {
+		if s := sp.s; s != gap && s != Unreachable && s != LoadingWeights {
+			ns[s] -= sp.end - start
+			ns[LoadingWeights] += sp.end - start
+			sp.s = LoadingWeights
+		}
+		tail = append(tail, sp)
+		start = sp.end
+	}
+	l.spans = l.spans[:i]
+	for _, sp := range tail {
+		l.push(sp)
+	}
+}
+
+// ledgerValues are the ledger's keys over a pool of workers (all of a kind, or one): none when
+// they have no engine time.
+func ledgerValues(was []*workerAcc) []vllm.Value {
+	var ns [NumStates]int64
+	var tokens [len(perGeneratingOf)]float64
+	var has [len(perGeneratingOf)]bool
+	for _, wa := range was {
+		for s, v := range wa.led.ns {
+			ns[s] += v
+		}
+		for i, c := range perGeneratingOf {
+			if wa.has[c] {
+				has[i] = true
+				tokens[i] += wa.totals[c]
+			}
+		}
+	}
+	var engine int64
+	for _, v := range ns {
+		engine += v
+	}
+	if engine <= 0 {
+		return nil
+	}
+	vs := make([]vllm.Value, 0, 2*int(NumStates)+1+len(tokens))
+	for s, v := range ns {
+		vs = append(vs, vllm.Value{Name: stateKeys[s], V: time.Duration(v).Seconds()},
+			vllm.Value{Name: fractionKeys[s], V: float64(v) / float64(engine)})
+	}
+	vs = append(vs, vllm.Value{Name: NameEngineTime, V: time.Duration(engine).Seconds()})
+	if g := ns[Generating]; g > 0 {
+		for i, name := range perGeneratingNames {
+			if v := tokens[i] / time.Duration(g).Seconds(); has[i] && finite(v) {
+				vs = append(vs, vllm.Value{Name: name, V: v})
+			}
+		}
+	}
+	return vs
+}
