@@ -273,8 +273,8 @@ func (h *handler) phase(edge func(context.Context, string) (collector.PhaseEdge,
 }
 
 // policy handles a publish of the trainer's weights, {"version": N}: N must be greater than the
-// last version published (409 otherwise). It answers {"version", "ts"} at once: a publish takes
-// no boundary scrape.
+// last version published (409 otherwise). It answers {"version", "ts"} once the publish took
+// effect, after a boundary scrape of every target.
 func (h *handler) policy(r *http.Request) (any, *apiError) {
 	var body struct {
 		Version *json.RawMessage `json:"version"`

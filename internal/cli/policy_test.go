@@ -71,10 +71,10 @@ func (e *policyEngine) set(gen int, asleep bool, version string) {
 
 // TestPolicyStaleTokensEndToEnd runs "vllmstat run" through RunContext against two engines on
 // loopback: one that reports its weight version, one that reports none and sleeps while its
-// weights are synced. Every scrape is a boundary scrape (a step end or a phase edge; the
-// interval is an hour), so the test knows each interval's tokens: the stale tokens are exact,
-// the trainer's repeated version is 409, and the recording, with its policy and engine_version
-// events, replays to steps.jsonl byte for byte.
+// weights are synced. Every scrape is a boundary scrape (a step end, a phase edge or a publish;
+// the interval is an hour), so the test knows each interval's tokens: the stale tokens are
+// exact, the trainer's repeated version is 409, and the recording, with its policy and
+// engine_version events, replays to steps.jsonl byte for byte.
 func TestPolicyStaleTokensEndToEnd(t *testing.T) {
 	a := newPolicyEngine(t, "0")
 	b := newPolicyEngine(t, "")
@@ -97,13 +97,13 @@ func TestPolicyStaleTokensEndToEnd(t *testing.T) {
 	// The scrape at start saw 0 and 0.
 	a.set(100, false, "0")
 	b.set(100, false, "")
-	l.endStep(1) // no publish: no policy keys
-	post("/v1/policy", `{"version": 1}`, 200)
-	a.set(150, false, "0") // +50 and +30: the intervals began before the publish
+	l.endStep(1)                              // no publish: no policy keys
+	post("/v1/policy", `{"version": 1}`, 200) // its boundary scrape reads a's 0, b's none
+	a.set(150, false, "0")                    // +50 and +30 stale: a holds 0, b one older than 1
 	b.set(130, false, "")
-	post("/v1/phases/start", `{"phase": "rollout"}`, 200) // reads a's 0, b's none
-	a.set(230, false, "1")                                // +80 stale: a held 0; it now reports 1
-	b.set(170, true, "")                                  // +40 stale; b sleeps, after the publish
+	post("/v1/phases/start", `{"phase": "rollout"}`, 200)
+	a.set(230, false, "1") // +80 stale: a held 0; it now reports 1
+	b.set(170, true, "")   // +40 stale; b sleeps, after the publish
 	post("/v1/phases/end", `{"phase": "rollout"}`, 200)
 	a.set(260, false, "1") // +30 fresh
 	b.set(170, false, "")  // b wakes: version 1 from here
@@ -132,8 +132,8 @@ func TestPolicyStaleTokensEndToEnd(t *testing.T) {
 		}
 	}
 	exact(2, "vllm/generation_tokens", 50+80+30+30+40)
-	exact(2, "vllm/policy/stale_generation_tokens", 80+40)
-	exact(2, "vllm/policy/stale_token_fraction", 120.0/230)
+	exact(2, "vllm/policy/stale_generation_tokens", 50+30+80+40)
+	exact(2, "vllm/policy/stale_token_fraction", 200.0/230)
 	exact(2, "vllm/policy/version", 1)
 	exact(2, "vllm/policy/engine_version_min", 1)
 	exact(2, "vllm/policy/engine_version_max", 1)

@@ -12,7 +12,7 @@ import (
 // PolicyVersion is a version of the trainer's weights, as published.
 type PolicyVersion struct {
 	Version int64     `json:"version"`
-	TS      time.Time `json:"ts"` // when it was published: the collector's stamp of the call
+	TS      time.Time `json:"ts"` // when it took effect: after a boundary scrape of every target
 }
 
 // ErrPolicyOrder is returned for a policy version not greater than the last one published.
@@ -22,22 +22,25 @@ var ErrPolicyOrder = errors.New("policy version must be greater than the last on
 // numbers, survive JSON readers that keep numbers as float64.
 var ErrPolicyRange = fmt.Errorf("policy version must be from 0 to %d (2^53)", MaxStep)
 
-// Publish says that the trainer published version v of its weights now. Versions only grow: v
-// must be greater than every version published before (ErrPolicyOrder). From then on boundary
-// scrapes read the engines' versions, and the next scrape of each engine that has not reported
-// v yet reads it; an engine that then reports a version below v is read again at its next
-// scrape, until it reports v or more (see step's policy.go for what the step records make of
-// them).
+// Publish says that the trainer published version v of its weights, and returns once it took
+// effect: after a boundary scrape of every target, as a phase edge, so that every scrape's
+// tokens were generated wholly before or after it. Versions only grow: v must be greater than
+// every version published or being published (ErrPolicyOrder, at once). From the first call on
+// boundary scrapes read the engines' versions (this one's too: an engine that loaded v before
+// the call holds it at the publish), and after the publish the next scrape of each engine that
+// has not reported v yet reads it; an engine that then reports a version below v is read again
+// at its next scrape, until it reports v or more (see step's policy.go for what the step
+// records make of them).
 func (c *Collector) Publish(ctx context.Context, v int64) (PolicyVersion, error) {
 	if v < 0 || v > MaxStep {
 		return PolicyVersion{}, fmt.Errorf("policy version %d: %w", v, ErrPolicyRange)
 	}
-	var out PolicyVersion
-	var err error
-	if cerr := c.call(ctx, func(s *state) { out, err = s.publish(v) }); cerr != nil {
-		return PolicyVersion{}, cerr
+	reply := make(chan endResult, 1)
+	if err := c.call(ctx, func(s *state) { s.requestPublish(v, reply) }); err != nil {
+		return PolicyVersion{}, err
 	}
-	return out, err
+	r := c.wait(ctx, reply)
+	return r.policy, r.err
 }
 
 // policyState is what the collector knows of versions: the trainer's latest, and what each
@@ -45,7 +48,11 @@ func (c *Collector) Publish(ctx context.Context, v int64) (PolicyVersion, error)
 type policyState struct {
 	latest    int64
 	published bool
-	targets   map[string]engineVersion
+	// requested is the latest version published or queued for its boundary scrapes, which a
+	// new one must exceed.
+	requested    int64
+	anyRequested bool
+	targets      map[string]engineVersion
 }
 
 // engineVersion is what a target's engine reported last.
@@ -55,18 +62,28 @@ type engineVersion struct {
 	failed  bool // its last reading failed
 }
 
-func (s *state) publish(v int64) (PolicyVersion, error) {
+// requestPublish queues the publish of version v. Whether v may be published is decided here,
+// against the versions queued before it, so that a wrong one fails at once.
+func (s *state) requestPublish(v int64, reply chan endResult) {
 	p := &s.policy
-	if p.published && v <= p.latest {
-		return PolicyVersion{}, fmt.Errorf("policy version %d: %w (the last one published is %d)", v, ErrPolicyOrder, p.latest)
+	if p.anyRequested && v <= p.requested {
+		reply <- endResult{err: fmt.Errorf("policy version %d: %w (the last one published is %d)", v, ErrPolicyOrder, p.requested)}
+		return
 	}
-	ts := s.stamp()
+	p.requested, p.anyRequested = v, true
+	s.pool.ReadVersions()
+	s.enqueue(endQuery{kind: queryPolicy, n: v, reply: reply})
+}
+
+// publish makes the publish q take effect at ts, after its boundary scrapes.
+func (s *state) publish(q endQuery, ts time.Time) {
+	p := &s.policy
+	v := q.n
 	s.tracker.Publish(v, ts)
 	if rw := s.c.opt.Recorder; rw != nil {
 		s.recordFailed(rw.Policy(ts, v))
 	}
 	p.latest, p.published = v, true
-	s.pool.ReadVersions()
 	var ask []string
 	for _, u := range s.pool.Targets() {
 		if ev := p.targets[u]; !ev.reports || ev.v < v {
@@ -74,7 +91,9 @@ func (s *state) publish(v int64) (PolicyVersion, error) {
 		}
 	}
 	s.pool.AskVersion(ask)
-	return PolicyVersion{Version: v, TS: ts}, nil
+	if q.reply != nil {
+		q.reply <- endResult{policy: PolicyVersion{Version: v, TS: ts}}
+	}
 }
 
 // engineVersion takes the version reading of target's scrape at ts: the tracker and the

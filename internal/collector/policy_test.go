@@ -47,10 +47,11 @@ func newVersionServer(t *testing.T, value, version int64) *versionServer {
 }
 
 // TestPolicyLiveAndReplayed drives publishes through the collector against an engine that
-// reports its version and one that reports none: versions are read at boundary scrapes once
-// the trainer published one, and at the next tick's scrape of an engine behind; the stale
-// tokens are exact; a version that does not grow is refused; the recording replays to the same
-// records; and before the first publish no engine is asked.
+// reports its version and one that reports none: a publish takes effect after a boundary
+// scrape; versions are read at boundary scrapes from the first publish on (its own too), and at
+// the next tick's scrape of an engine behind; the stale tokens are exact; a version that does
+// not grow is refused; the recording replays to the same records; and before the first publish
+// no engine is asked.
 func TestPolicyLiveAndReplayed(t *testing.T) {
 	a := newVersionServer(t, 100, 0)
 	b := newVersionServer(t, 1000, -1) // no version endpoint
@@ -72,11 +73,11 @@ func TestPolicyLiveAndReplayed(t *testing.T) {
 	if err != nil || p1.Version != 1 {
 		t.Fatalf("publish 1: %+v %v", p1, err)
 	}
-	a.value.Store(150) // fresh: the interval began before the publish
+	a.value.Store(150) // stale: a holds 0, read at the publish's boundary scrape
 	b.value.Store(1010)
-	endStep(t, c, 2, &live) // reads a's 0
-	a.value.Store(200)      // stale: a holds 0
-	b.value.Store(1030)     // stale: b holds a version older than 1
+	endStep(t, c, 2, &live)
+	a.value.Store(200)  // stale
+	b.value.Store(1030) // stale: b holds a version older than 1
 	a.version.Store(1)
 	endStep(t, c, 3, &live) // reads a's 1
 	a.value.Store(230)
@@ -117,7 +118,7 @@ func TestPolicyLiveAndReplayed(t *testing.T) {
 		}
 	}
 	for i, w := range []struct{ version, stale, behind, min, max float64 }{
-		{1, 0, 2, 0, 0},
+		{1, 40 + 10, 2, 0, 0},
 		{1, 50 + 20, 1, 1, 1},
 		{1, 0, 1, 1, 1},
 		{2, 0, 1, 2, 2},

@@ -54,19 +54,21 @@ const (
 	queryPhaseStart        // open a phase
 	queryPhaseEnd          // end the open phase
 	queryExit              // hand the open step to OnOpenStep, unclosed
+	queryPolicy            // publish a policy version
 )
 
 type endQuery struct {
 	kind  int
-	n     int64          // queryStep: the step's number
+	n     int64          // queryStep: the step's number; queryPolicy: the version
 	phase string         // queryPhase*: the phase's name
 	reply chan endResult // nil for timer and shutdown steps
 }
 
 type endResult struct {
-	rec  step.Record
-	edge PhaseEdge
-	err  error
+	rec    step.Record
+	edge   PhaseEdge
+	policy PolicyVersion
+	err    error
 }
 
 // boundary is a step end or phase edge waiting for every target's boundary scrape.
@@ -395,6 +397,8 @@ func (s *state) closeStep() {
 		s.endStep(q, ts)
 	case queryPhaseStart, queryPhaseEnd:
 		s.phaseEdge(q, ts)
+	case queryPolicy:
+		s.publish(q, ts)
 	case queryExit:
 		if s.c.opt.OnOpenStep != nil {
 			rec := s.tracker.Peek(ts)

@@ -31,7 +31,8 @@
 // collecting: its first step starts there, and a worker first seen later counts whole what it
 // created after it (a segment without one, written by earlier versions, is replayed by the
 // earlier rule: see step.Tracker.Begin). A phase event is a phase's start or end edge, at the
-// moment it took effect. A policy event is the trainer's publish of a version of its weights. An
+// moment it took effect. A policy event is the trainer's publish of a version of its weights, at
+// the moment it took effect. An
 // engine_version event is what a target's engine reported as its weight version, read right
 // after its scrape of the same ts: without version, it reports none (written only when it
 // reported one before). Readers that do not know a kind skip it.

@@ -19,15 +19,16 @@ import (
 // into them as they wake.
 //
 // Stale tokens. A worker's sample at t_k ends the interval (t_k-1, t_k] since its previous
-// sample, whose generation-token increase is attributed to the interval's start: it is stale
-// when, as of the previous sample (after that scrape's own version reading), the worker's
-// version was older than the trainer's latest version. A version change observed at t_k, read
-// from the engine or inferred from a pause that ended before t_k, counts from t_k on; a
-// publish between two samples counts from the next interval. So when versions change at the
-// end of a pause or a weight load, during which the engine generates nothing, and a scrape
-// right after observes it, the count is exact: the interval before that scrape holds tokens of
-// the old version only. A worker's first sample (what it counted before vllmstat saw it) is
-// never stale: nothing is known of its version then.
+// sample, whose generation-token increase is stale when the worker's version at t_k-1 (after
+// that scrape's own version reading) is older than the trainer's latest version at t_k. So the
+// engine's side of an interval is its start: a version change observed at t_k, read from the
+// engine or inferred from a pause that ended before t_k, counts from t_k on; when versions
+// change at the end of a pause or a weight load, during which the engine generates nothing, and
+// a scrape right after observes it, the interval before that scrape holds tokens of the old
+// version only. The trainer's side is its end: the collector makes a publish take effect after
+// a boundary scrape of every target, so that the interval in progress ends just before it and
+// the next one's tokens are all generated after it. A worker's first sample (what it counted
+// before vllmstat saw it) is never stale: nothing is known of its version then.
 
 // weightState is what a worker's sample says of its weights, for the version inference.
 type weightState uint8
@@ -93,9 +94,9 @@ type policyWorker struct {
 	// lands when it ends (none when the span began before any publish, or is no span).
 	spanTo   version
 	inferred version
-	// fromV and fromL are the worker's version and the trainer's latest at its last sample: the
-	// interval that began there is stale when fromV is older than fromL.
-	fromV, fromL version
+	// from is the worker's version at its last sample: the interval that began there is stale
+	// when from is older than the trainer's latest version at its end.
+	from version
 }
 
 // sample takes the worker's sample at ts in state s, whose generation-token increase is gen
@@ -103,7 +104,7 @@ type policyWorker struct {
 // trainer's latest version latest. It returns the interval's stale tokens, and the worker's
 // versions before and after the sample.
 func (p *policyWorker) sample(ts time.Time, s weightState, gen float64, hasGen bool, reported, latest version) (stale float64, before, after version) {
-	if p.sampled && hasGen && p.fromV.older(p.fromL) {
+	if p.sampled && hasGen && p.from.older(latest) {
 		stale = gen
 	}
 	before = p.held(reported)
@@ -121,7 +122,7 @@ func (p *policyWorker) sample(ts time.Time, s weightState, gen float64, hasGen b
 	}
 	p.state, p.last, p.sampled = s, ts, true
 	after = p.held(reported)
-	p.fromV, p.fromL = after, latest
+	p.from = after
 	return stale, before, after
 }
 
@@ -145,16 +146,13 @@ func (t *Tracker) Publish(v int64, ts time.Time) bool {
 	t.now = ts
 	t.pol.latest = version{n: v, ok: true}
 	t.pol.pubs = append(t.pol.pubs, publish{v: v, at: ts})
-	for id, ws := range t.workers {
+	for id, ws := range t.workers { // the order does not matter: the lags are sorted
 		p := &ws.pv
 		if !p.sampled {
 			continue
 		}
 		if cur := p.held(t.reported(id.Target)); cur.ok && cur.n >= v {
 			t.pol.lags[p.kind] = append(t.pol.lags[p.kind], 0) // it holds v already
-		}
-		if p.last.Equal(ts) {
-			p.fromL = t.pol.latest
 		}
 	}
 	return true
@@ -191,7 +189,7 @@ func (t *Tracker) EngineVersion(ts time.Time, target string, v int64, reports bo
 		after := p.held(nv)
 		t.landed(ws, before, after, ts)
 		if p.last.Equal(ts) {
-			p.fromV = after
+			p.from = after
 		}
 	}
 }

@@ -30,7 +30,8 @@ vllm:engine_sleep_state{engine="0",model_name="m",sleep_state="discard_all"} 0
 // TestPolicyInferredAtSleepEnd pins the inference rule for an engine that reports no version:
 // a version lands at the end of the first sleep that started after its publish, a sleep that
 // started before the publish lands nothing, and each interval's tokens are stale by the
-// versions at its start.
+// engine's version at its start and the trainer's at its end. Each publish follows a sample, as
+// the collector's follows its boundary scrape.
 func TestPolicyInferredAtSleepEnd(t *testing.T) {
 	tr := NewTracker(Options{PerWorker: true})
 	obs := func(ts, gen float64, asleep bool) { tr.Observe(at(ts), target, policyPage(t, gen, asleep), nil) }
@@ -45,15 +46,15 @@ func TestPolicyInferredAtSleepEnd(t *testing.T) {
 	if !tr.Publish(1, at(1.5)) {
 		t.Fatal("first publish refused")
 	}
-	obs(2, 150, false) // (1, 2] began before the publish: fresh
-	obs(3, 200, false) // stale: the engine holds a version older than 1
+	obs(2, 150, false) // stale: the engine holds a version older than 1
+	obs(3, 200, false) // stale
 	obs(4, 230, true)  // stale; the sleep starts after the publish
 	obs(5, 230, true)
 	rec = tr.EndStep(2, at(5))
 	want(t, rec.Metrics, "vllm/policy/version", 1)
 	want(t, rec.Metrics, "vllm/policy/engines_behind", 1)
-	want(t, rec.Metrics, "vllm/policy/stale_generation_tokens", 80)
-	want(t, rec.Metrics, "vllm/policy/stale_token_fraction", 80.0/130)
+	want(t, rec.Metrics, "vllm/policy/stale_generation_tokens", 130)
+	want(t, rec.Metrics, "vllm/policy/stale_token_fraction", 1)
 	absent(t, rec.Metrics, "vllm/policy/engine_version_min")
 	absent(t, rec.Metrics, "vllm/policy/publish_lag_s/mean")
 	absent(t, rec.PerWorker[0].Metrics, "vllm/policy/version")
@@ -64,7 +65,7 @@ func TestPolicyInferredAtSleepEnd(t *testing.T) {
 	if !tr.Publish(2, at(8.5)) {
 		t.Fatal("publish 2 refused")
 	}
-	obs(9, 320, false)  // lands nothing: the sleep started before the publish
+	obs(9, 320, false)  // stale (nothing made); lands nothing: the sleep started before the publish
 	obs(10, 360, false) // stale: version 1, the trainer's is 2
 	rec = tr.EndStep(3, at(10))
 	want(t, rec.Metrics, "vllm/policy/version", 2)
@@ -112,14 +113,14 @@ func TestPolicyStates(t *testing.T) {
 	}{
 		{stateOther, none, 0, 0, none}, // first sample: never stale
 		{stateLoadingWeights, none, 10, 0, none},
-		{stateOther, v(1), 10, 0, none},  // the load began before any publish
-		{stateOther, v(1), 10, 10, none}, // older than 1
+		{stateOther, v(1), 10, 10, none}, // the load began before any publish; older than 1 at the end
+		{stateOther, v(1), 10, 10, none},
 		{stateLoadingWeights, v(1), 5, 5, none},
 		{statePaused, v(2), 0, 0, v(1)}, // the load ends: 1; a pause begins after 2
 		{stateAsleep, v(3), 0, 0, v(2)}, // the pause ends: 2; a sleep begins after 3
 		{stateOther, v(3), 0, 0, v(3)},  // the sleep ends: 3
-		{stateOther, v(4), 7, 0, v(3)},  // 4 published since the last sample: fresh
-		{stateOther, v(4), 7, 7, v(3)},  // stale
+		{stateOther, v(3), 7, 0, v(3)},  // fresh
+		{stateOther, v(4), 7, 7, v(3)},  // 4 published since the last sample: stale
 	}
 	for i, st := range steps {
 		stale, _, after := p.sample(at(float64(i)), st.s, st.gen, true, none, st.latest)
@@ -138,7 +139,7 @@ func TestPolicyStates(t *testing.T) {
 }
 
 // TestPolicyReportedVersion: a target that reports its version holds it from the reading on;
-// the reading comes right after its scrape, so it counts from that scrape's interval on. A
+// the reading comes right after its scrape, so it counts from the interval that begins there. A
 // version reported before the trainer publishes it lands at the publish, with no lag.
 func TestPolicyReportedVersion(t *testing.T) {
 	tr := NewTracker(Options{PerWorker: true})
@@ -155,21 +156,22 @@ func TestPolicyReportedVersion(t *testing.T) {
 	absent(t, rec.PerWorker[0].Metrics, "vllm/policy/lag")
 
 	tr.Publish(5, at(1.5))
-	obs(2, 20) // fresh: began before the publish
+	obs(2, 20) // stale: the engine holds 4
 	obs(3, 35) // stale
 	tr.EngineVersion(at(3), target, 5, true)
 	obs(4, 60) // fresh: the reading at 3 said 5
 	tr.Publish(6, at(4.5))
-	tr.EngineVersion(at(4.6), target, 7, true) // ahead of the trainer
-	tr.Publish(7, at(5))                       // lands at once
-	obs(6, 70)                                 // began at 4: the trainer's was 5, the engine's 5
+	obs(5, 65)                               // stale
+	tr.EngineVersion(at(5), target, 7, true) // ahead of the trainer
+	tr.Publish(7, at(5.5))                   // lands at once
+	obs(6, 70)                               // fresh
 	rec = tr.EndStep(2, at(6))
 	want(t, rec.Metrics, "vllm/policy/version", 7)
-	want(t, rec.Metrics, "vllm/policy/stale_generation_tokens", 15)
-	want(t, rec.Metrics, "vllm/policy/stale_token_fraction", 15.0/60)
+	want(t, rec.Metrics, "vllm/policy/stale_generation_tokens", 30)
+	want(t, rec.Metrics, "vllm/policy/stale_token_fraction", 30.0/60)
 	want(t, rec.Metrics, "vllm/policy/engines_behind", 0)
-	// 5 landed 1.5 s after its publish, 6 0.1 s after, 7 at its publish
-	want(t, rec.Metrics, "vllm/policy/publish_lag_s/mean", (1.5+0.1+0)/3)
+	// 5 landed 1.5 s after its publish, 6 0.5 s after, 7 at its publish
+	want(t, rec.Metrics, "vllm/policy/publish_lag_s/mean", (1.5+0.5+0)/3)
 	want(t, rec.Metrics, "vllm/policy/publish_lag_s/max", 1.5)
 	want(t, rec.Metrics, "vllm/policy/engine_version_max", 7)
 
@@ -209,13 +211,13 @@ func TestPolicySGLangPaused(t *testing.T) {
 	}
 	obs(0, 0, 0)
 	tr.Publish(1, at(0.5))
-	obs(1, 10, 0) // fresh
+	obs(1, 10, 0) // stale
 	obs(2, 30, 3) // stale; paused after the publish
 	obs(3, 30, 0) // lands 1
 	obs(4, 50, 0)
 	rec := tr.EndStep(1, at(4))
 	want(t, rec.Metrics, "sglang/policy/version", 1)
-	want(t, rec.Metrics, "sglang/policy/stale_generation_tokens", 20)
+	want(t, rec.Metrics, "sglang/policy/stale_generation_tokens", 30)
 	want(t, rec.Metrics, "sglang/policy/publish_lag_s/max", 2.5)
 	want(t, rec.PerWorker[0].Metrics, "sglang/policy/version", 1)
 	absent(t, rec.Metrics, "vllm/policy/version")
@@ -254,12 +256,12 @@ func TestPolicyColocatedWake(t *testing.T) {
 
 	// the next publish, while the engine generates: the update it reports lands the version
 	tr.Publish(2, at(7.5))
-	obs(8, 2, 250, awake) // began before the publish: fresh
+	obs(8, 2, 250, awake) // stale until the load ends
 	obs(9, 2, 300, states(awake, []string{"rl_weight_update_active{} 1"}))
 	obs(10, 2, 330, awake)
-	obs(11, 2, 400, awake)
+	obs(11, 2, 400, awake) // fresh
 	rec = tr.EndStep(2, at(11))
-	want(t, rec.Metrics, "vllm/policy/stale_generation_tokens", 50+30)
+	want(t, rec.Metrics, "vllm/policy/stale_generation_tokens", 70+50+30)
 	want(t, rec.PerWorker[0].Metrics, "vllm/policy/version", 2)
 	want(t, rec.Metrics, "vllm/policy/publish_lag_s/max", 10-7.5)
 }

@@ -236,15 +236,17 @@ class Client:
 
     def set_policy_version(self, version: int) -> Optional[Dict[str, Any]]:
         """Says that the trainer published version ``version`` of its weights now; returns
-        ``{"version", "ts"}`` (``None`` on failure).
+        ``{"version", "ts"}`` once it took effect (``None`` on failure).
 
         Versions are whole numbers from 0 to 2**53 that only grow, such as the step whose
         update made the weights: a version not greater than the last one is refused (409). Call
         it as soon as the trainer has the new weights, before the engines load them: an engine
         that reports no version of its own is taken to hold it from the end of its first pause,
-        sleep or weight load that starts after the call. The step records then say which
-        engines are behind and how many tokens they generated on older weights. Never raises
-        unless the client is strict; a refusal is warned about once.
+        sleep, waking or weight load that starts after the call. Like a phase edge, the publish
+        takes effect after a boundary scrape of every engine, so the call takes about as long
+        as :meth:`end_step`. The step records then say which engines are behind and how many
+        tokens they generated on older weights. Never raises unless the client is strict; a
+        refusal is warned about once.
         """
         if isinstance(version, bool) or not isinstance(version, int) or not 0 <= version <= 2 ** 53:
             msg = "vllmstat: policy version must be an int from 0 to 2**53, got %r" % (version,)
