@@ -104,6 +104,9 @@ type TargetState struct {
 	reason   string // of the last failure, "" when up
 	late     bool   // added while the run ran, not at its start
 	hint     string // the setup hint last logged (see page.Hint)
+	// ratioOver is set once a warning named the target for counters that contradict each
+	// other (step.RatioOver): it is named once.
+	ratioOver bool
 
 	// Labels are the labels discovery gave the target (file_sd); read only.
 	Labels map[string]string `json:"labels,omitempty"`
@@ -197,7 +200,7 @@ func (s *state) observe(in scrape.Result) {
 	if res.Page != nil && res.Err() == nil {
 		// The workers a target has had within the step are bounded, as those of one page are:
 		// a page over the bound is a failed scrape, recorded as one, and never observed.
-		if err := s.c.opt.Limits.CheckStepWorkers(s.tracker.StepWorkers(res.Target, res.Page)); err != nil {
+		if err := s.c.opt.Limits.CheckStepWorkers(res.Page, s.tracker.StepWorkers(res.Target, res.Page), s.tracker.StepTokenizers(res.Target, res.Page)); err != nil {
 			res.Page, res.ParseErr = nil, err
 		}
 	}
@@ -415,6 +418,7 @@ func (s *state) closeStep() {
 // endStep closes the open step as step q.n at ts.
 func (s *state) endStep(q endQuery, ts time.Time) {
 	rec := s.tracker.EndStep(q.n, ts)
+	s.ratiosOver(&rec)
 	if rw := s.c.opt.Recorder; rw != nil {
 		err := rw.StepEnd(ts, q.n)
 		if err == nil {
@@ -441,6 +445,21 @@ func (s *state) endStep(q endQuery, ts time.Time) {
 	}
 }
 
+// ratiosOver warns of the targets whose counters contradicted each other over the step (a
+// ratio of two counts above 1, left out of the record), once per target.
+func (s *state) ratiosOver(rec *step.Record) {
+	for _, ro := range rec.RatiosOver {
+		t := s.targets[ro.Target]
+		if t == nil || t.ratioOver {
+			continue
+		}
+		t.ratioOver = true
+		s.c.log.Warn("target's counters contradict each other: a ratio's numerator rose more than its denominator over the step; the ratio is left out of the records while they do",
+			"target", t.URL, "step", rec.Step, "ratio", ro.Ratio, "numerator", ro.Num, "numerator_increase", ro.NumV,
+			"denominator", ro.Den, "denominator_increase", ro.DenV)
+	}
+}
+
 // recordFailed logs the recording's first failure; the run goes on without it.
 func (s *state) recordFailed(err error) {
 	if err != nil && !s.recordErr {
@@ -450,12 +469,12 @@ func (s *state) recordFailed(err error) {
 }
 
 // keepable returns rec as Steps keeps it: Steps serves records as JSON, which carries neither
-// their timeline (every sample of the step), their Values (what Metrics spells as keys) nor the
-// workers forgotten, so the kept copy goes without them rather than holding them for the last
+// their timeline (every sample of the step), their Values (what Metrics spells as keys), the
+// workers forgotten nor the targets over a ratio, so the kept copy goes without them rather than holding them for the last
 // Keep steps. rec itself stays whole: the sinks may still be reading it.
 func keepable(rec *step.Record) step.Record {
 	kept := *rec
-	kept.Timeline, kept.Values, kept.Forgotten = nil, nil, nil
+	kept.Timeline, kept.Values, kept.Forgotten, kept.RatiosOver = nil, nil, nil, nil
 	if rec.PerWorker != nil {
 		kept.PerWorker = slices.Clone(rec.PerWorker)
 		for i := range kept.PerWorker {

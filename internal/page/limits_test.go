@@ -109,3 +109,60 @@ func BenchmarkParsePageHuge(b *testing.B) {
 		}
 	}
 }
+
+// routerPage is a router's page of SGLang servers (names with '_', worker_addr added), each a
+// scheduler of DP rank 0 with a copy per TP rank (tps of them) and a tokenizer, and tokenizers
+// more servers of a tokenizer alone.
+func routerPage(servers, tps, tokenizers int) []byte {
+	var b bytes.Buffer
+	for i := range servers + tokenizers {
+		addr := fmt.Sprintf("http://10.0.%d.%d:30000", i/250, i%250)
+		if i < servers {
+			for tp := range tps {
+				fmt.Fprintf(&b, "sglang_num_running_reqs{dp_rank=\"0\",model_name=\"m\",pp_rank=\"0\",tp_rank=\"%d\",worker_addr=%q} 2\n", tp, addr)
+			}
+		}
+		fmt.Fprintf(&b, "sglang_prompt_tokens_total{model_name=\"m\",worker_addr=%q} 100\n", addr)
+	}
+	return b.Bytes()
+}
+
+// The worker limit counts an SGLang page's workers by server and DP rank: not the copies its
+// TP ranks export, nor its tokenizers, which are bounded by the same number on their own. An
+// error names the labels that made the workers.
+func TestWorkerLimitSGLang(t *testing.T) {
+	for _, tt := range []struct {
+		name                 string
+		servers, tps, tokens int
+		want                 string // error substring, "" for none
+	}{
+		{"64 servers and their tokenizers", 64, 1, 0, ""},
+		{"a server of 100 TP ranks", 1, 100, 0, ""},
+		{"65 servers", 65, 1, 0, `engine "" with dp_rank="0",worker_addr="http://10.0.0.64:30000" is one more than the limit of 64 workers (engines) per target; its workers are told apart by dp_rank, worker_addr`},
+		{"64 servers and 1 tokenizer more", 64, 1, 1, `worker_addr="http://10.0.0.64:30000" is one more than the limit of 64 SGLang tokenizers`},
+		{"65 tokenizers", 0, 0, 65, `worker_addr="http://10.0.0.64:30000" is one more than the limit of 64 SGLang tokenizers (workers without ranks) per target; its workers are told apart by worker_addr`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			body := routerPage(tt.servers, tt.tps, tt.tokens)
+			p, err := ParsePageLimits(body, DefaultLimits)
+			if tt.want != "" {
+				if !errors.Is(err, ErrLimit) || !strings.Contains(err.Error(), tt.want) {
+					t.Fatalf("error %v, want ErrLimit with %q", err, tt.want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("page within limits: %v", err)
+			}
+			n := 0
+			for _, ep := range p.Engines {
+				if ep.Tokenizer() {
+					n++
+				}
+			}
+			if n != tt.servers+tt.tokens || len(p.Engines) != 2*tt.servers+tt.tokens {
+				t.Errorf("%d workers, %d of them tokenizers; want %d and %d", len(p.Engines), n, 2*tt.servers+tt.tokens, tt.servers+tt.tokens)
+			}
+		})
+	}
+}

@@ -43,10 +43,13 @@ type meta struct {
 	role  role
 	rank  int
 	group int
-	split string // the family's split label, whose value a series keeps as its Reason
+	split string // the family's split (or parts) label, whose value a series keeps as its Reason
 	// splitWith is a gauge's second split label: a series' Reason is then split's value, ":"
 	// and this one's (see vllm.Family.SplitWith).
 	splitWith string
+	// parts is set when split is the label of a gauge's parts (vllm.Family.Parts): a sample
+	// whose value of it is not "" is a part of the total whose value is "".
+	parts bool
 }
 
 // slot numbers the meta's family and engine among the families of its kind, for the choice of
@@ -77,7 +80,11 @@ func buildNames() *nameTable {
 			for i, base := range f.Spellings(e) {
 				for j, p := range prefixes {
 					grp := i*len(prefixes) + j
-					t.add(p+base, meta{kind: kGauge, fam: g, eng: e, role: rValue, rank: grp, group: grp, split: f.Split, splitWith: f.SplitWith})
+					m := meta{kind: kGauge, fam: g, eng: e, role: rValue, rank: grp, group: grp, split: f.Split, splitWith: f.SplitWith}
+					if f.Parts != "" {
+						m.split, m.parts = f.Parts, true
+					}
+					t.add(p+base, m)
 				}
 			}
 		}

@@ -40,10 +40,29 @@ type EnginePage struct {
 	Gauges   [vllm.NumGauges]float64
 	HasGauge [vllm.NumGauges]bool
 	// SplitGauges holds, for a gauge family with a split label, its value by the label's value
-	// (Gauges then holds the combined value of all its series); nil when the page has none.
+	// (Gauges then holds the combined value of all its series), and for one with parts
+	// (vllm.Family.Parts), its parts' values by the label's value; nil when the page has none.
 	SplitGauges map[vllm.Gauge]map[string]float64
 	Counters    []CounterSeries
 	Hists       []HistSeries
+	// Copy names the copy of the worker's figures that its ranked samples are of, when
+	// processes of several ranks export copies of them (SGLang's TP and PP ranks; see
+	// vllm.EngineSpec.RankLabels): the copy's rank labels as a series key
+	// (`pp_rank="0",tp_rank="1"`), "" for a worker whose samples carry no ranks. A worker's page
+	// reads the copy of its lowest ranks; Copies are the worker read from each of its other
+	// copies on the page (its samples without ranks and that copy's), in rank order, nil when
+	// it has one copy or none. A reader of successive pages keeps to one copy (see package
+	// window's Worker.Pick): copies need not agree, and one may be missing from a page.
+	Copy   string
+	Copies []EnginePage
+}
+
+// Tokenizer reports whether ep is a worker of an engine kind whose processes carry ranks
+// (SGLang) whose samples carry none: SGLang's tokenizer, which counts a server's tokens,
+// requests and latencies beside its schedulers' DP ranks, and which Limits.MaxWorkers counts
+// apart.
+func (ep *EnginePage) Tokenizer() bool {
+	return len(vllm.Engines[ep.Kind].RankLabels) > 0 && ep.Copy == ""
 }
 
 // CounterSeries is one series of a counter family: its labels other than engine identify it.
@@ -54,6 +73,7 @@ type CounterSeries struct {
 	Value      float64
 	Created    float64 // Unix seconds; valid when HasCreated
 	HasCreated bool
+	Ranked     bool // a series of the worker's copy (see EnginePage.Copy), not of its samples without ranks
 }
 
 // HistSeries is one series of a histogram family. Its Count is the _count sample, or the +Inf
@@ -67,6 +87,7 @@ type HistSeries struct {
 	HasSum     bool // the page had a _sum sample; without it there is no mean
 	Created    float64
 	HasCreated bool
+	Ranked     bool // as CounterSeries.Ranked
 }
 
 // Bucket is a cumulative histogram bucket.
@@ -102,25 +123,31 @@ func chosen(m meta, best [3][]int) bool {
 }
 
 func assemble(raws []raw, best [3][]int, pageWorkers []workerKey) *Page {
-	group, workers := groupWorkers(pageWorkers)
-	byWorker := make([]*EnginePage, len(workers))
+	g := groupWorkers(pageWorkers)
+	nv, base := g.views()
+	n := base[len(g.keys)]
+	// Each reported worker has a view per copy (one without copies), in rank order, numbered
+	// from base: its samples without ranks go to every view, each copy's to its own.
+	views := make([]*EnginePage, n)
 	type hkey struct {
 		fam vllm.Hist
 		key string
 	}
-	hists := make([]map[hkey]*histAsm, len(workers))
+	hists := make([]map[hkey]*histAsm, n)
 	type ckey struct {
 		fam vllm.Counter
 		key string
 	}
-	counters := make([]map[ckey]*CounterSeries, len(workers))
-	gaugeN := make([][vllm.NumGauges]int, len(workers))
+	counters := make([]map[ckey]*CounterSeries, n)
+	gaugeN := make([][vllm.NumGauges]int, n)
 	type splitKey struct {
-		worker int32
-		g      vllm.Gauge
-		value  string
+		view  int32
+		g     vllm.Gauge
+		value string
 	}
 	var splitN map[splitKey]int // series per split value, for averaged split gauges only
+	// The parts of gauges with parts (vllm.Family.Parts), by view: nil while the page has none.
+	var parts [][vllm.NumGauges]partAcc
 	for g, f := range vllm.Gauges {
 		for e := range vllm.NumEngines {
 			if f.Split != "" && f.Combine == vllm.Mean && best[kGauge][int(e)*int(vllm.NumGauges)+g] != math.MaxInt {
@@ -128,30 +155,45 @@ func assemble(raws []raw, best [3][]int, pageWorkers []workerKey) *Page {
 			}
 		}
 	}
-	for _, r := range raws {
-		m := table.metas[r.meta]
-		wk := group[r.worker]
-		if wk < 0 || !chosen(m, best) {
-			continue
-		}
-		ep := byWorker[wk]
+	add := func(v int32, r *raw, m *meta, ranked bool) {
+		ep := views[v]
 		if ep == nil {
-			ep = &EnginePage{Kind: workers[wk].kind, Engine: workers[wk].engine, Labels: workers[wk].labels}
-			byWorker[wk] = ep
-			hists[wk] = map[hkey]*histAsm{}
-			counters[wk] = map[ckey]*CounterSeries{}
+			rw := g.of[r.worker]
+			wk := g.keys[rw]
+			ep = &EnginePage{Kind: wk.kind, Engine: wk.engine, Labels: wk.labels}
+			if cs := g.copies; cs != nil && len(cs[rw]) > 0 {
+				ep.Copy = pageWorkers[cs[rw][v-base[rw]]].rank.id
+			}
+			views[v] = ep
+			hists[v] = map[hkey]*histAsm{}
+			counters[v] = map[ckey]*CounterSeries{}
 		}
 		switch m.kind {
 		case kGauge:
 			g := vllm.Gauge(m.fam)
-			if math.IsNaN(r.value) || math.IsInf(r.value, 0) {
-				continue // not a sample: it would make a mean, a max and a p95 disagree
+			part := m.parts && r.reason != ""
+			if m.parts && !part {
+				if parts == nil {
+					parts = make([][vllm.NumGauges]partAcc, n)
+				}
+				parts[v][g].total = true // whatever its value: a total is read alone
 			}
-			// Combined as the spec says: summed, or averaged below.
-			ep.Gauges[g] += r.value
-			ep.HasGauge[g] = true
-			gaugeN[wk][g]++
-			if m.split != "" {
+			if math.IsNaN(r.value) || math.IsInf(r.value, 0) {
+				return // not a sample: it would make a mean, a max and a p95 disagree
+			}
+			if part {
+				if parts == nil {
+					parts = make([][vllm.NumGauges]partAcc, n)
+				}
+				parts[v][g].sum += r.value
+				parts[v][g].n++
+			} else {
+				// Combined as the spec says: summed, or averaged below.
+				ep.Gauges[g] += r.value
+				ep.HasGauge[g] = true
+				gaugeN[v][g]++
+			}
+			if m.split != "" && (!m.parts || part) {
 				if ep.SplitGauges == nil {
 					ep.SplitGauges = map[vllm.Gauge]map[string]float64{}
 				}
@@ -160,16 +202,17 @@ func assemble(raws []raw, best [3][]int, pageWorkers []workerKey) *Page {
 				}
 				ep.SplitGauges[g][r.reason] += r.value
 				if vllm.Gauges[g].Combine == vllm.Mean {
-					splitN[splitKey{wk, g, r.reason}]++
+					splitN[splitKey{v, g, r.reason}]++
 				}
 			}
 		case kCounter:
 			k := ckey{vllm.Counter(m.fam), r.key}
-			cs := counters[wk][k]
+			cs := counters[v][k]
 			if cs == nil {
 				cs = &CounterSeries{Family: k.fam, Key: r.key, Reason: r.reason}
-				counters[wk][k] = cs
+				counters[v][k] = cs
 			}
+			cs.Ranked = cs.Ranked || ranked
 			if m.role == rCreated {
 				if finite(r.value) { // a non-finite creation time says nothing
 					cs.Created, cs.HasCreated = r.value, true
@@ -179,12 +222,13 @@ func assemble(raws []raw, best [3][]int, pageWorkers []workerKey) *Page {
 			}
 		case kHist:
 			k := hkey{vllm.Hist(m.fam), r.key}
-			h := hists[wk][k]
+			h := hists[v][k]
 			if h == nil {
 				h = &histAsm{HistSeries: HistSeries{Family: k.fam, Key: r.key}}
-				hists[wk][k] = h
+				hists[v][k] = h
 			}
 			hs := &h.HistSeries
+			hs.Ranked = hs.Ranked || ranked
 			switch m.role {
 			case rBucket:
 				hs.Buckets = append(hs.Buckets, Bucket{Le: r.le, Count: r.value})
@@ -199,26 +243,49 @@ func assemble(raws []raw, best [3][]int, pageWorkers []workerKey) *Page {
 			}
 		}
 	}
-	p := &Page{}
-	for e, ep := range byWorker {
+	for i := range raws {
+		r := &raws[i]
+		m := &table.metas[r.meta]
+		if !chosen(*m, best) {
+			continue
+		}
+		rw := g.of[r.worker]
+		from, to := base[rw], base[rw]+nv[rw]
+		c := g.copy[r.worker]
+		if c >= 0 {
+			from += c
+			to = from + 1
+		}
+		for v := from; v < to; v++ {
+			add(v, r, m, c >= 0)
+		}
+	}
+	for v, ep := range views {
 		if ep == nil {
 			continue // only samples of spellings not chosen
 		}
-		for g, n := range gaugeN[e] {
-			if n > 1 && vllm.Gauges[g].Combine == vllm.Mean {
-				ep.Gauges[g] /= float64(n)
-				for v := range ep.SplitGauges[vllm.Gauge(g)] {
-					ep.SplitGauges[vllm.Gauge(g)][v] /= float64(splitN[splitKey{int32(e), vllm.Gauge(g), v}])
+		if parts != nil {
+			for g, pa := range parts[v] {
+				if !pa.total && pa.n > 0 { // the parts make the value only without a total
+					ep.Gauges[g], ep.HasGauge[g], gaugeN[v][g] = pa.sum, true, pa.n
 				}
 			}
 		}
-		for _, cs := range counters[e] {
+		for g, n := range gaugeN[v] {
+			if n > 1 && vllm.Gauges[g].Combine == vllm.Mean {
+				ep.Gauges[g] /= float64(n)
+				for val := range ep.SplitGauges[vllm.Gauge(g)] {
+					ep.SplitGauges[vllm.Gauge(g)][val] /= float64(splitN[splitKey{int32(v), vllm.Gauge(g), val}])
+				}
+			}
+		}
+		for _, cs := range counters[v] {
 			ep.Counters = append(ep.Counters, *cs)
 		}
 		slices.SortFunc(ep.Counters, func(a, b CounterSeries) int {
 			return cmp.Or(cmp.Compare(a.Family, b.Family), strings.Compare(a.Key, b.Key))
 		})
-		for _, h := range hists[e] {
+		for _, h := range hists[v] {
 			if h.complete() {
 				ep.Hists = append(ep.Hists, h.HistSeries)
 			}
@@ -226,12 +293,34 @@ func assemble(raws []raw, best [3][]int, pageWorkers []workerKey) *Page {
 		slices.SortFunc(ep.Hists, func(a, b HistSeries) int {
 			return cmp.Or(cmp.Compare(a.Family, b.Family), strings.Compare(a.Key, b.Key))
 		})
-		p.Engines = append(p.Engines, *ep)
+	}
+	p := &Page{}
+	for rw := range g.keys {
+		var main *EnginePage
+		for _, ep := range views[base[rw]:base[rw+1]] {
+			switch {
+			case ep == nil:
+			case main == nil:
+				main = ep
+			default:
+				main.Copies = append(main.Copies, *ep)
+			}
+		}
+		if main != nil {
+			p.Engines = append(p.Engines, *main)
+		}
 	}
 	slices.SortFunc(p.Engines, func(a, b EnginePage) int {
 		return cmp.Or(strings.Compare(a.Engine, b.Engine), strings.Compare(a.Labels, b.Labels), cmp.Compare(a.Kind, b.Kind))
 	})
 	return p
+}
+
+// partAcc adds up the parts of a gauge with parts on one worker (see vllm.Family.Parts).
+type partAcc struct {
+	sum   float64
+	n     int
+	total bool // the worker has a total series, which is its value alone
 }
 
 // histAsm is a histogram series being assembled from its samples.

@@ -171,21 +171,29 @@ func (pg *Page) Release() {
 func clonePage(src *Page) *Page {
 	pg := &Page{Engines: slices.Clone(src.Engines)}
 	for i := range pg.Engines {
-		ep := &pg.Engines[i]
-		ep.Counters = slices.Clone(ep.Counters)
-		ep.Hists = slices.Clone(ep.Hists)
-		for j := range ep.Hists {
-			ep.Hists[j].Buckets = slices.Clone(ep.Hists[j].Buckets)
-		}
-		if ep.SplitGauges != nil {
-			m := make(map[vllm.Gauge]map[string]float64, len(ep.SplitGauges))
-			for g, vs := range ep.SplitGauges {
-				m[g] = maps.Clone(vs)
-			}
-			ep.SplitGauges = m
-		}
+		cloneEngine(&pg.Engines[i])
 	}
 	return pg
+}
+
+// cloneEngine gives ep storage of its own, its copies' too.
+func cloneEngine(ep *EnginePage) {
+	ep.Counters = slices.Clone(ep.Counters)
+	ep.Hists = slices.Clone(ep.Hists)
+	for j := range ep.Hists {
+		ep.Hists[j].Buckets = slices.Clone(ep.Hists[j].Buckets)
+	}
+	if ep.SplitGauges != nil {
+		m := make(map[vllm.Gauge]map[string]float64, len(ep.SplitGauges))
+		for g, vs := range ep.SplitGauges {
+			m[g] = maps.Clone(vs)
+		}
+		ep.SplitGauges = m
+	}
+	ep.Copies = slices.Clone(ep.Copies)
+	for j := range ep.Copies {
+		cloneEngine(&ep.Copies[j])
+	}
 }
 
 // program fills a page of a known structure with the values of a page of the same lines: it
@@ -199,6 +207,28 @@ type program struct {
 	gauges []gaugeSlot
 	splits []splitSlot
 	hists  []histFix
+	// views are where the EnginePages that ops name are, on a page whose workers have copies
+	// (EnginePage.Copies): ops name views, not engines. nil on any other page.
+	views []viewRef
+	// dups write the samples that go to several views (those without ranks of a worker with
+	// copies), after ops, which writes each one's first.
+	dups []dup
+}
+
+// viewRef is where an EnginePage is on a page: engine e, or its a-th copy (-1 for e itself).
+type viewRef struct{ e, a int32 }
+
+func (r viewRef) of(pg *Page) *EnginePage {
+	if r.a < 0 {
+		return &pg.Engines[r.e]
+	}
+	return &pg.Engines[r.e].Copies[r.a]
+}
+
+// dup is a write of sample k besides its op.
+type dup struct {
+	k int32
+	o op
 }
 
 type opKind uint8
@@ -206,6 +236,7 @@ type opKind uint8
 const (
 	opSkip opKind = iota // a spelling not read, or a histogram series left out
 	opGauge
+	opPart // a gauge's part beside its total: its split slot only
 	opCounter
 	opCounterCreated
 	opBucket
@@ -214,8 +245,9 @@ const (
 	opHistCreated
 )
 
-// op writes one sample's value: e is the engine's index in the page, i the gauge, counter or
-// histogram's, j the bucket's or (for gauges) the split slot's, -1 for none.
+// op writes one sample's value: e is the engine's index in the page (the view's, on a page with
+// views), i the gauge, counter or histogram's, j the bucket's or (for gauges) the split slot's,
+// -1 for none.
 type op struct {
 	kind opKind
 	e    int32
@@ -253,22 +285,47 @@ type histFix struct {
 // or two buckets of one series with one bound, whose order after sorting no bound tells.
 func compile(raws []raw, best [3][]int, workers []workerKey, pg *Page) *program {
 	pr := &program{ops: make([]op, len(raws))}
-	group, keys := groupWorkers(workers)
-	engine := make([]int32, len(workers)) // the page worker's EnginePage, -1 for a copy left out
-	for w := range workers {
-		engine[w] = -1
-		if group[w] < 0 {
-			continue
-		}
-		wk := keys[group[w]]
-		for e := range pg.Engines {
-			if pg.Engines[e].Engine == wk.engine && pg.Engines[e].Labels == wk.labels && pg.Engines[e].Kind == wk.kind {
-				engine[w] = int32(e)
+	g := groupWorkers(workers)
+	nv, base := g.views()
+	// The EnginePages the ops write, in page order: the page's engines, or on a page with
+	// copies every view, engines and their copies; slot gives each view's (see assemble), -1
+	// for a view assemble left out.
+	var eps []*EnginePage
+	copies := false
+	for e := range pg.Engines {
+		copies = copies || pg.Engines[e].Copies != nil
+	}
+	for e := range pg.Engines {
+		for a := -1; a < len(pg.Engines[e].Copies); a++ {
+			view := viewRef{int32(e), int32(a)}
+			eps = append(eps, view.of(pg))
+			if copies {
+				pr.views = append(pr.views, view)
 			}
 		}
 	}
-	// Slots by engine and family, -1 for none yet; split slots are few and keyed by a map.
-	gauges := make([]int32, len(pg.Engines)*int(vllm.NumGauges))
+	slot := make([]int32, base[len(g.keys)])
+	for i := range slot {
+		slot[i] = -1
+	}
+	for rw, wk := range g.keys {
+		for e, ep := range eps {
+			if ep.Engine != wk.engine || ep.Labels != wk.labels || ep.Kind != wk.kind {
+				continue
+			}
+			v := base[rw]
+			if cs := g.copies; cs != nil && len(cs[rw]) > 1 {
+				for v < base[rw+1] && workers[cs[rw][v-base[rw]]].rank.id != ep.Copy {
+					v++
+				}
+			}
+			if v < base[rw+1] {
+				slot[v] = int32(e)
+			}
+		}
+	}
+	// Slots by view and family, -1 for none yet; split slots are few and keyed by a map.
+	gauges := make([]int32, len(eps)*int(vllm.NumGauges))
 	for i := range gauges {
 		gauges[i] = -1
 	}
@@ -278,101 +335,152 @@ func compile(raws []raw, best [3][]int, workers []workerKey, pg *Page) *program 
 		reason string
 	}
 	var splits map[skey]int
-	histBase := make([]int, len(pg.Engines)+1) // engine e's series are fixes[histBase[e]:histBase[e+1]]
-	for e := range pg.Engines {
-		histBase[e+1] = histBase[e] + len(pg.Engines[e].Hists)
+	// The views' gauges with parts that have a total series, which is read alone.
+	var totals map[skey]bool
+	histBase := make([]int, len(eps)+1) // view e's series are fixes[histBase[e]:histBase[e+1]]
+	for e, ep := range eps {
+		histBase[e+1] = histBase[e] + len(ep.Hists)
 	}
-	fixes := make([]histFix, histBase[len(pg.Engines)])
-	for k, r := range raws {
+	fixes := make([]histFix, histBase[len(eps)])
+	// each calls f with the slot of every view raw r's sample goes to.
+	each := func(r *raw, f func(e int32) bool) bool {
+		rw := g.of[r.worker]
+		from, to := base[rw], base[rw]+nv[rw]
+		if c := g.copy[r.worker]; c >= 0 {
+			from += c
+			to = from + 1
+		}
+		for v := from; v < to; v++ {
+			if e := slot[v]; e >= 0 && !f(e) {
+				return false
+			}
+		}
+		return true
+	}
+	for i := range raws {
+		r := &raws[i]
+		if m := table.metas[r.meta]; m.parts && r.reason == "" && chosen(m, best) {
+			each(r, func(e int32) bool {
+				if totals == nil {
+					totals = map[skey]bool{}
+				}
+				totals[skey{e: e, g: vllm.Gauge(m.fam)}] = true
+				return true
+			})
+		}
+	}
+	for k := range raws {
+		r := &raws[k]
 		m := table.metas[r.meta]
-		e := engine[r.worker]
-		if e < 0 || !chosen(m, best) {
+		if !chosen(m, best) {
 			continue
 		}
-		ep := &pg.Engines[e]
-		o := op{e: e, j: -1}
-		switch m.kind {
-		case kGauge:
-			if !finite(r.value) {
-				return nil
-			}
-			g := vllm.Gauge(m.fam)
-			o.kind, o.i = opGauge, int32(g)
-			gs := &gauges[int(e)*int(vllm.NumGauges)+int(g)]
-			if *gs < 0 {
-				*gs = int32(len(pr.gauges))
-				pr.gauges = append(pr.gauges, gaugeSlot{e: e, g: g, mean: vllm.Gauges[g].Combine == vllm.Mean})
-			}
-			pr.gauges[*gs].n++
-			if m.split != "" {
-				sk := skey{e, g, r.reason}
-				if splits == nil {
-					splits = map[skey]int{}
-				}
-				if _, ok := splits[sk]; !ok {
-					splits[sk] = len(pr.splits)
-					pr.splits = append(pr.splits, splitSlot{e: e, g: g, reason: r.reason})
-				}
-				o.j = int32(splits[sk])
-				pr.splits[o.j].n++
-			}
-			pr.finite = append(pr.finite, int32(k))
-		case kCounter:
-			i, ok := slices.BinarySearchFunc(ep.Counters, r.key, func(cs CounterSeries, key string) int {
-				return cmp.Or(cmp.Compare(cs.Family, vllm.Counter(m.fam)), strings.Compare(cs.Key, key))
-			})
-			if !ok {
-				return nil
-			}
-			o.kind, o.i = opCounter, int32(i)
-			if m.role == rCreated {
+		first := true
+		ok := each(r, func(e int32) bool {
+			ep := eps[e]
+			o := op{e: e, j: -1}
+			switch m.kind {
+			case kGauge:
 				if !finite(r.value) {
-					return nil
+					return false
 				}
-				o.kind = opCounterCreated
-				pr.finite = append(pr.finite, int32(k))
-			}
-		case kHist:
-			h, ok := slices.BinarySearchFunc(ep.Hists, r.key, func(hs HistSeries, key string) int {
-				return cmp.Or(cmp.Compare(hs.Family, vllm.Hist(m.fam)), strings.Compare(hs.Key, key))
-			})
-			if !ok {
-				break // an incomplete series, left out whatever its values
-			}
-			hs := &ep.Hists[h]
-			o.i = int32(h)
-			fix := &fixes[histBase[e]+h]
-			if !fix.seen {
-				*fix = histFix{e: e, h: int32(h), countFromInf: true, infFromCount: true, seen: true}
-			}
-			switch m.role {
-			case rBucket:
-				o.kind = opBucket
-				// Buckets are sorted by cmp.Compare of their bounds. Two bucket lines with one
-				// bound (le="1" and le="1.0") are two buckets that sorting leaves in an order
-				// no bound tells.
-				j, _ := slices.BinarySearchFunc(hs.Buckets, r.le, func(b Bucket, le float64) int { return cmp.Compare(b.Le, le) })
-				if j+1 < len(hs.Buckets) && cmp.Compare(hs.Buckets[j+1].Le, r.le) == 0 {
-					return nil
+				g := vllm.Gauge(m.fam)
+				part := m.parts && r.reason != ""
+				o.kind, o.i = opGauge, int32(g)
+				if part && totals[skey{e: e, g: g}] {
+					o.kind = opPart
+				} else {
+					gs := &gauges[int(e)*int(vllm.NumGauges)+int(g)]
+					if *gs < 0 {
+						*gs = int32(len(pr.gauges))
+						pr.gauges = append(pr.gauges, gaugeSlot{e: e, g: g, mean: vllm.Gauges[g].Combine == vllm.Mean})
+					}
+					pr.gauges[*gs].n++
 				}
-				o.j = int32(j)
-				if math.IsInf(r.le, 1) {
-					fix.infFromCount = false
+				if m.split != "" && (!m.parts || part) {
+					sk := skey{e, g, r.reason}
+					if splits == nil {
+						splits = map[skey]int{}
+					}
+					if _, ok := splits[sk]; !ok {
+						splits[sk] = len(pr.splits)
+						pr.splits = append(pr.splits, splitSlot{e: e, g: g, reason: r.reason})
+					}
+					o.j = int32(splits[sk])
+					pr.splits[o.j].n++
 				}
-			case rSum:
-				o.kind = opSum
-			case rCount:
-				o.kind = opCount
-				fix.countFromInf = false
-			case rCreated:
-				if !finite(r.value) {
-					return nil
+				if first {
+					pr.finite = append(pr.finite, int32(k))
 				}
-				o.kind = opHistCreated
-				pr.finite = append(pr.finite, int32(k))
+			case kCounter:
+				i, ok := slices.BinarySearchFunc(ep.Counters, r.key, func(cs CounterSeries, key string) int {
+					return cmp.Or(cmp.Compare(cs.Family, vllm.Counter(m.fam)), strings.Compare(cs.Key, key))
+				})
+				if !ok {
+					return false
+				}
+				o.kind, o.i = opCounter, int32(i)
+				if m.role == rCreated {
+					if !finite(r.value) {
+						return false
+					}
+					o.kind = opCounterCreated
+					if first {
+						pr.finite = append(pr.finite, int32(k))
+					}
+				}
+			case kHist:
+				h, ok := slices.BinarySearchFunc(ep.Hists, r.key, func(hs HistSeries, key string) int {
+					return cmp.Or(cmp.Compare(hs.Family, vllm.Hist(m.fam)), strings.Compare(hs.Key, key))
+				})
+				if !ok {
+					return true // an incomplete series, left out whatever its values
+				}
+				hs := &ep.Hists[h]
+				o.i = int32(h)
+				fix := &fixes[histBase[e]+h]
+				if !fix.seen {
+					*fix = histFix{e: e, h: int32(h), countFromInf: true, infFromCount: true, seen: true}
+				}
+				switch m.role {
+				case rBucket:
+					o.kind = opBucket
+					// Buckets are sorted by cmp.Compare of their bounds. Two bucket lines with one
+					// bound (le="1" and le="1.0") are two buckets that sorting leaves in an order
+					// no bound tells.
+					j, _ := slices.BinarySearchFunc(hs.Buckets, r.le, func(b Bucket, le float64) int { return cmp.Compare(b.Le, le) })
+					if j+1 < len(hs.Buckets) && cmp.Compare(hs.Buckets[j+1].Le, r.le) == 0 {
+						return false
+					}
+					o.j = int32(j)
+					if math.IsInf(r.le, 1) {
+						fix.infFromCount = false
+					}
+				case rSum:
+					o.kind = opSum
+				case rCount:
+					o.kind = opCount
+					fix.countFromInf = false
+				case rCreated:
+					if !finite(r.value) {
+						return false
+					}
+					o.kind = opHistCreated
+					if first {
+						pr.finite = append(pr.finite, int32(k))
+					}
+				}
 			}
+			if first {
+				pr.ops[k], first = o, false
+			} else {
+				pr.dups = append(pr.dups, dup{k: int32(k), o: o})
+			}
+			return true
+		})
+		if !ok {
+			return nil
 		}
-		pr.ops[k] = o
 	}
 	for i := range pr.splits {
 		s := &pr.splits[i]
@@ -402,34 +510,28 @@ func (pr *program) fits(vals []float64) bool {
 // the split slots' sums meanwhile.
 func (pr *program) fill(pg *Page, vals, sums []float64) {
 	for _, s := range pr.gauges {
-		pg.Engines[s.e].Gauges[s.g] = 0
+		pr.engine(pg, s.e).Gauges[s.g] = 0
 	}
 	clear(sums)
-	for k, o := range pr.ops {
-		v := vals[k]
-		switch o.kind {
-		case opGauge:
-			pg.Engines[o.e].Gauges[o.i] += v
-			if o.j >= 0 {
-				sums[o.j] += v
+	if pr.views == nil {
+		for k, o := range pr.ops {
+			if o.kind != opSkip {
+				o.write(&pg.Engines[o.e], vals[k], sums)
 			}
-		case opCounter:
-			pg.Engines[o.e].Counters[o.i].Value = v
-		case opCounterCreated:
-			pg.Engines[o.e].Counters[o.i].Created = v
-		case opBucket:
-			pg.Engines[o.e].Hists[o.i].Buckets[o.j].Count = v
-		case opSum:
-			pg.Engines[o.e].Hists[o.i].Sum = v
-		case opCount:
-			pg.Engines[o.e].Hists[o.i].Count = v
-		case opHistCreated:
-			pg.Engines[o.e].Hists[o.i].Created = v
+		}
+	} else {
+		for k, o := range pr.ops {
+			if o.kind != opSkip {
+				o.write(pr.views[o.e].of(pg), vals[k], sums)
+			}
+		}
+		for _, d := range pr.dups {
+			d.o.write(pr.views[d.o.e].of(pg), vals[d.k], sums)
 		}
 	}
 	for _, s := range pr.gauges {
 		if s.n > 1 && s.mean {
-			pg.Engines[s.e].Gauges[s.g] /= float64(s.n)
+			pr.engine(pg, s.e).Gauges[s.g] /= float64(s.n)
 		}
 	}
 	for i, s := range pr.splits {
@@ -437,15 +539,48 @@ func (pr *program) fill(pg *Page, vals, sums []float64) {
 		if s.div {
 			v /= float64(s.n)
 		}
-		pg.Engines[s.e].SplitGauges[s.g][s.reason] = v
+		pr.engine(pg, s.e).SplitGauges[s.g][s.reason] = v
 	}
 	for _, f := range pr.hists {
-		hs := &pg.Engines[f.e].Hists[f.h]
+		hs := &pr.engine(pg, f.e).Hists[f.h]
 		last := &hs.Buckets[len(hs.Buckets)-1]
 		if f.countFromInf {
 			hs.Count = last.Count
 		} else if f.infFromCount {
 			last.Count = hs.Count
 		}
+	}
+}
+
+// engine returns the EnginePage that the program's slots name e.
+func (pr *program) engine(pg *Page, e int32) *EnginePage {
+	if pr.views == nil {
+		return &pg.Engines[e]
+	}
+	return pr.views[e].of(pg)
+}
+
+// write writes one sample's value v into ep, and its split slot's sum into sums.
+func (o op) write(ep *EnginePage, v float64, sums []float64) {
+	switch o.kind {
+	case opGauge:
+		ep.Gauges[o.i] += v
+		if o.j >= 0 {
+			sums[o.j] += v
+		}
+	case opPart:
+		sums[o.j] += v
+	case opCounter:
+		ep.Counters[o.i].Value = v
+	case opCounterCreated:
+		ep.Counters[o.i].Created = v
+	case opBucket:
+		ep.Hists[o.i].Buckets[o.j].Count = v
+	case opSum:
+		ep.Hists[o.i].Sum = v
+	case opCount:
+		ep.Hists[o.i].Count = v
+	case opHistCreated:
+		ep.Hists[o.i].Created = v
 	}
 }

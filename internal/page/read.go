@@ -53,9 +53,15 @@ type rawReader struct {
 	bad  error
 	kv   []string
 	wkv  []string
+	rkv  []string
 	buf  []byte
 	keys map[string]string // series keys repeat across a page's families: build each once
-	wt   workerTable       // counted against lim.MaxWorkers
+	wt   workerTable       // the page's workers, copies and tokenizers apart (see workerKey)
+	// The workers the page reports (workerKey without ranks) of engine kinds with ranks, as
+	// counted against lim.MaxWorkers (see count); counted and tokenizers number them.
+	reported   map[workerKey]bool // true: counted; false: a tokenizer so far
+	counted    int
+	tokenizers int
 	// Consecutive samples mostly belong to one worker; its engine and labels are interned
 	// strings, so comparing them with the last sample's is cheap.
 	last    workerKey
@@ -114,12 +120,64 @@ func (rd *rawReader) room(line int) {
 func (rd *rawReader) worker(wk workerKey, line int) int32 {
 	i := rd.wt.find(wk)
 	if i < 0 {
-		if rd.lim.MaxWorkers > 0 && len(rd.wt.keys) >= rd.lim.MaxWorkers {
-			panic(stop{fmt.Errorf("%w: line %d: %s is one more than the limit of %d workers (engines) per target", ErrLimit, line, wk, rd.lim.MaxWorkers)})
-		}
+		rd.count(wk, line)
 		i = rd.wt.add(wk)
 	}
 	return i
+}
+
+// count counts a page worker new to the page against lim.MaxWorkers, and stops the parse when
+// it makes one worker too many. The limit counts the workers the page reports: not the copies
+// of one worker's figures that its ranks export, nor SGLang's tokenizers (a worker of an engine
+// kind with ranks whose samples carry none), which every server has beside its schedulers' DP
+// ranks; those are bounded by the same number on their own.
+func (rd *rawReader) count(wk workerKey, line int) {
+	if rd.lim.MaxWorkers <= 0 {
+		return
+	}
+	if len(vllm.Engines[wk.kind].RankLabels) == 0 {
+		rd.counted++ // a worker of its own: no copies, no tokenizer
+	} else {
+		if rd.reported == nil {
+			rd.reported = map[workerKey]bool{}
+		}
+		rk := workerKey{engine: wk.engine, labels: wk.labels, kind: wk.kind}
+		counted, seen := rd.reported[rk]
+		switch {
+		case seen && (counted || !wk.rank.ranked):
+			return // another copy, or the tokenizer of a worker already counted
+		case !wk.rank.ranked:
+			rd.reported[rk] = false
+			if rd.tokenizers++; rd.tokenizers > rd.lim.MaxWorkers {
+				panic(stop{fmt.Errorf("%w: line %d: %s is one more than the limit of %d SGLang tokenizers (workers without ranks) per target%s",
+					ErrLimit, line, rk, rd.lim.MaxWorkers, rd.madeBy(rk))})
+			}
+			return
+		case seen: // a tokenizer's worker, which its ranks make one of the counted
+			rd.tokenizers--
+		}
+		rd.reported[rk] = true
+		rd.counted++
+		wk = rk
+	}
+	if rd.counted > rd.lim.MaxWorkers {
+		note := ""
+		if rd.reported != nil {
+			note = " (SGLang's tokenizers and the copies its ranks export are not counted)"
+		}
+		panic(stop{fmt.Errorf("%w: line %d: %s is one more than the limit of %d workers (engines) per target%s%s",
+			ErrLimit, line, wk, rd.lim.MaxWorkers, rd.madeBy(wk), note)})
+	}
+}
+
+// madeBy says which labels tell the page's workers apart, for a limit's error: the engine label
+// and the worker labels of the workers so far and of wk.
+func (rd *rawReader) madeBy(wk workerKey) string {
+	names := workerLabelNames(append(slices.Clip(rd.wt.keys), wk))
+	if len(names) == 0 {
+		return ""
+	}
+	return "; its workers are told apart by " + strings.Join(names, ", ")
 }
 
 // keep adds a raw whose worker is numbered.
@@ -168,6 +226,7 @@ func (rd *rawReader) sample(s *expo.Sample) {
 			}
 			if i := slices.Index(es.RankLabels, l.Name); i >= 0 {
 				wk.rank.set(i, l.Value)
+				rd.rkv = append(rd.rkv, l.Name, l.Value)
 				continue
 			}
 		}
@@ -180,6 +239,14 @@ func (rd *rawReader) sample(s *expo.Sample) {
 			wk.labels = rd.intern(rd.buf)
 		}
 		rd.wkv = rd.wkv[:0]
+	}
+	if len(rd.rkv) > 0 {
+		sortPairs(rd.rkv)
+		rd.buf = appendKey(rd.buf[:0], rd.rkv)
+		if wk.rank.id = rd.last.rank.id; string(rd.buf) != wk.rank.id {
+			wk.rank.id = rd.intern(rd.buf)
+		}
+		rd.rkv = rd.rkv[:0]
 	}
 	if rd.lastIdx < 0 || wk != rd.last {
 		rd.last, rd.lastIdx = wk, rd.worker(wk, s.Line)

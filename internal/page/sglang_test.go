@@ -1,6 +1,7 @@
 package page
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -270,6 +271,106 @@ func TestHint(t *testing.T) {
 	} {
 		if got := Hint(tt.page, tt.notFound); got != tt.want {
 			t.Errorf("%s: Hint = %q, want %q", tt.name, got, tt.want)
+		}
+	}
+}
+
+// With priority scheduling, SGLang exports its running and queue gauges per priority and as a
+// total under priority="": a worker reads its total alone, or the sum of its priorities without
+// one, never both; the priorities' values are kept by priority. A Parser reads the next pages,
+// values changed, as ParsePage does.
+func TestSGLangPriorities(t *testing.T) {
+	render := func(total bool, k float64) string {
+		var b strings.Builder
+		for _, g := range []struct {
+			name  string
+			parts [3]float64 // total, priority 0, priority 1
+		}{{"num_running_reqs", [3]float64{7, 3, 4}}, {"num_queue_reqs", [3]float64{4, 1, 3}}} {
+			for i, p := range []string{"", "0", "1"} {
+				if i > 0 || total {
+					fmt.Fprintf(&b, "sglang:%s{model_name=\"m\",priority=%q,tp_rank=\"0\"} %v\n", g.name, p, k*g.parts[i])
+				}
+			}
+		}
+		return b.String()
+	}
+	for _, total := range []bool{true, false} {
+		ps := NewParser(Options{})
+		for i := range 3 {
+			k := float64(i)
+			body := []byte(render(total, k+1))
+			p, err := ParsePage(body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(p.Engines) != 1 {
+				t.Fatalf("total %v: %d workers", total, len(p.Engines))
+			}
+			ep := p.Engines[0]
+			running, waiting := ep.Gauges[vllm.Running], ep.Gauges[vllm.Waiting]
+			if running != 7*(k+1) || waiting != 4*(k+1) || !ep.HasGauge[vllm.Running] || !ep.HasGauge[vllm.Waiting] {
+				t.Errorf("total %v, page %v: running %v, waiting %v; want %v and %v", total, k, running, waiting, 7*(k+1), 4*(k+1))
+			}
+			want := map[string]float64{"0": 3 * (k + 1), "1": 4 * (k + 1)}
+			if got := ep.SplitGauges[vllm.Running]; !reflect.DeepEqual(got, want) {
+				t.Errorf("total %v, page %v: running by priority %v, want %v", total, k, got, want)
+			}
+			pg, err := ps.Parse(body)
+			if err != nil || !reflect.DeepEqual(stripOwner(pg), p) {
+				t.Errorf("total %v, page %v: Parser's page %+v (%v), ParsePage's %+v", total, k, pg, err, p)
+			}
+			if k > 0 && !ps.Replayed() {
+				t.Errorf("total %v, page %v: not read by the previous page's lines", total, k)
+			}
+		}
+	}
+}
+
+// Two copies whose ranks are one number (tp_rank="0" and "00") are two copies, not one worker's
+// series twice: the page reads the one of the smaller labels, the other is among its copies.
+func TestSGLangTiedCopies(t *testing.T) {
+	const tiedPage = `sglang:prompt_tokens_total{model_name="m"} 100
+sglang:num_running_reqs{model_name="m",pp_rank="0",tp_rank="00"} 5
+sglang:num_retracted_requests_total{model_name="m",pp_rank="0",tp_rank="00"} 9
+sglang:num_running_reqs{model_name="m",pp_rank="0",tp_rank="0"} 5
+sglang:num_retracted_requests_total{model_name="m",pp_rank="0",tp_rank="0"} 7
+`
+	p, err := ParsePage([]byte(tiedPage))
+	if err != nil || len(p.Engines) != 1 {
+		t.Fatalf("%v, %+v", err, p)
+	}
+	ep := p.Engines[0]
+	if ep.Copy != `pp_rank="0",tp_rank="0"` || len(ep.Copies) != 1 || ep.Copies[0].Copy != `pp_rank="0",tp_rank="00"` {
+		t.Fatalf("copy %q, copies %+v", ep.Copy, ep.Copies)
+	}
+	for _, c := range []struct {
+		ep   *EnginePage
+		want float64
+	}{{&ep, 7}, {&ep.Copies[0], 9}} {
+		var retracted, prompt float64
+		for _, cs := range c.ep.Counters {
+			switch cs.Family {
+			case vllm.Preemptions:
+				retracted += cs.Value
+				if !cs.Ranked {
+					t.Errorf("%s: retractions not of the copy", c.ep.Copy)
+				}
+			case vllm.PromptTokens:
+				prompt += cs.Value
+				if cs.Ranked {
+					t.Errorf("%s: the tokenizer's prompt tokens of the copy", c.ep.Copy)
+				}
+			}
+		}
+		if retracted != c.want || prompt != 100 || c.ep.Gauges[vllm.Running] != 5 {
+			t.Errorf("%s: retractions %v, prompt tokens %v, running %v; want %v, 100 and 5", c.ep.Copy, retracted, prompt, c.ep.Gauges[vllm.Running], c.want)
+		}
+	}
+	ps := NewParser(Options{})
+	for range 2 {
+		pg, err := ps.Parse([]byte(tiedPage))
+		if err != nil || !reflect.DeepEqual(stripOwner(pg), p) {
+			t.Fatalf("Parser: %v, %+v; want %+v", err, pg, p)
 		}
 	}
 }

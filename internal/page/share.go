@@ -70,47 +70,58 @@ func shareTemplate(pg *Page) *template {
 }
 
 // structureKey is everything of a page that fill does not write: its workers, which gauges and
-// split values they have, and their series with their labels and bucket bounds.
+// split values they have, their series with their labels and bucket bounds, and their copies.
 func structureKey(pg *Page) string {
 	var b keyBuf
 	b.int(len(pg.Engines))
 	for i := range pg.Engines {
-		ep := &pg.Engines[i]
-		b.int(int(ep.Kind))
-		b.str(ep.Engine)
-		b.str(ep.Labels)
-		for _, has := range ep.HasGauge {
-			b.bool(has)
-		}
-		b.int(len(ep.SplitGauges))
-		for _, g := range slices.Sorted(maps.Keys(ep.SplitGauges)) {
-			b.int(int(g))
-			vs := ep.SplitGauges[g]
-			b.int(len(vs))
-			for _, v := range slices.Sorted(maps.Keys(vs)) {
-				b.str(v)
-			}
-		}
-		b.int(len(ep.Counters))
-		for _, c := range ep.Counters {
-			b.int(int(c.Family))
-			b.str(c.Key)
-			b.str(c.Reason)
-			b.bool(c.HasCreated)
-		}
-		b.int(len(ep.Hists))
-		for _, h := range ep.Hists {
-			b.int(int(h.Family))
-			b.str(h.Key)
-			b.bool(h.HasSum)
-			b.bool(h.HasCreated)
-			b.int(len(h.Buckets))
-			for _, bk := range h.Buckets {
-				b = binary.LittleEndian.AppendUint64(b, math.Float64bits(bk.Le))
-			}
-		}
+		b.engine(&pg.Engines[i])
 	}
 	return string(b)
+}
+
+// engine writes the structure of ep, its copies' too.
+func (b *keyBuf) engine(ep *EnginePage) {
+	b.int(int(ep.Kind))
+	b.str(ep.Engine)
+	b.str(ep.Labels)
+	b.str(ep.Copy)
+	for _, has := range ep.HasGauge {
+		b.bool(has)
+	}
+	b.int(len(ep.SplitGauges))
+	for _, g := range slices.Sorted(maps.Keys(ep.SplitGauges)) {
+		b.int(int(g))
+		vs := ep.SplitGauges[g]
+		b.int(len(vs))
+		for _, v := range slices.Sorted(maps.Keys(vs)) {
+			b.str(v)
+		}
+	}
+	b.int(len(ep.Counters))
+	for _, c := range ep.Counters {
+		b.int(int(c.Family))
+		b.str(c.Key)
+		b.str(c.Reason)
+		b.bool(c.HasCreated)
+		b.bool(c.Ranked)
+	}
+	b.int(len(ep.Hists))
+	for _, h := range ep.Hists {
+		b.int(int(h.Family))
+		b.str(h.Key)
+		b.bool(h.HasSum)
+		b.bool(h.HasCreated)
+		b.bool(h.Ranked)
+		b.int(len(h.Buckets))
+		for _, bk := range h.Buckets {
+			*b = binary.LittleEndian.AppendUint64(*b, math.Float64bits(bk.Le))
+		}
+	}
+	b.int(len(ep.Copies))
+	for i := range ep.Copies {
+		b.engine(&ep.Copies[i])
+	}
 }
 
 // shareProgram returns the shared program equal to pr (pr itself when it is the first); nil
@@ -207,6 +218,19 @@ func (pr *program) key() string {
 		b.bool(f.infFromCount)
 		b.bool(f.seen)
 	}
+	b.int(len(pr.views))
+	for _, v := range pr.views {
+		b.int(int(v.e))
+		b.int(int(v.a))
+	}
+	b.int(len(pr.dups))
+	for _, d := range pr.dups {
+		b.int(int(d.k))
+		b.int(int(d.o.kind))
+		b.int(int(d.o.e))
+		b.int(int(d.o.i))
+		b.int(int(d.o.j))
+	}
 	return string(b)
 }
 
@@ -237,6 +261,7 @@ func (kr *keptRaws) key() string {
 		b.bool(w.rank.ranked)
 		b.int(int(w.rank.of[0]))
 		b.int(int(w.rank.of[1]))
+		b.str(w.rank.id)
 	}
 	return string(b)
 }

@@ -79,17 +79,39 @@ func (t *Tracker) forgetDeparted() []WorkerID {
 func (t *Tracker) KeptWorkers() int { return len(t.workers) }
 
 // StepWorkers is how many workers target will have had in the open step once pg is observed:
-// those its pages showed so far in the step, and those on pg new to it. The live collector
-// bounds it by the per-target worker limit before a page is recorded or observed, so that a
-// target whose engines change from scrape to scrape holds a bounded number of workers per step.
+// those its pages showed so far in the step, and those on pg new to it, SGLang's tokenizers
+// apart (see StepTokenizers). The live collector bounds it by the per-target worker limit before
+// a page is recorded or observed, so that a target whose engines change from scrape to scrape
+// holds a bounded number of workers per step.
 func (t *Tracker) StepWorkers(target string, pg *page.Page) int {
+	return t.stepCount(target, pg, false)
+}
+
+// StepTokenizers is StepWorkers for SGLang's tokenizers (page.EnginePage.Tokenizer), which the
+// per-target worker limit bounds on their own.
+func (t *Tracker) StepTokenizers(target string, pg *page.Page) int {
+	return t.stepCount(target, pg, true)
+}
+
+// stepCount is StepWorkers, or StepTokenizers when tokenizers is set.
+func (t *Tracker) stepCount(target string, pg *page.Page, tokenizers bool) int {
 	tgt := t.targets[target]
-	if tgt == nil {
-		return len(pg.Engines)
+	n := 0
+	if tgt != nil {
+		n = tgt.stepWorkers
+		if tokenizers {
+			n = tgt.stepTokenizers
+		}
 	}
-	n := tgt.stepWorkers
 	for i := range pg.Engines {
 		ep := &pg.Engines[i]
+		if ep.Tokenizer() != tokenizers {
+			continue
+		}
+		if tgt == nil {
+			n++
+			continue
+		}
 		var ws *workerState
 		if i < len(tgt.engines) {
 			// the workers of its last page, found without hashing their names (see Observe)

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/vllmstat/vllmstat/internal/vllm"
+	"github.com/vllmstat/vllmstat/internal/window"
 )
 
 // Policy versions. The trainer publishes versions of its weights (Publish): whole numbers that
@@ -126,6 +127,50 @@ func (p *policyWorker) sample(ts time.Time, s weightState, gen float64, hasGen b
 	return stale, before, after
 }
 
+// policySample takes a worker's sample at ts in weight state s with the increases inc, and
+// returns its stale tokens. A worker whose pages show no engine (SGLang's tokenizer, which
+// counts a server's tokens beside its DP ranks' schedulers) has no states of its own: its tokens
+// are stale by the lowest version its target's engines held at its previous scrape, and it is
+// no engine of the policy keys.
+func (t *Tracker) policySample(ws *workerState, tgt *targetState, ts time.Time, s weightState, inc *window.Increase) float64 {
+	p := &ws.pv
+	gen, hasGen := inc.Counters[vllm.GenerationTokens], inc.HasCounter[vllm.GenerationTokens]
+	shared := !ws.engine && tgt.hasEngines
+	wasSampled, from := p.sampled, tgt.engVer
+	stale, before, after := p.sample(ts, s, gen, hasGen, tgt.reported, t.pol.latest)
+	p.kind = ws.kind
+	if !shared {
+		t.landed(ws, before, after, ts)
+	}
+	if shared {
+		stale = 0
+		if wasSampled && hasGen && from.older(t.pol.latest) {
+			stale = gen
+		}
+	}
+	return stale
+}
+
+// policyEngine reports whether a worker of target is an engine of the policy keys: all are but
+// those that share their engines' versions (see policySample).
+func (tgt *targetState) policyEngine(ws *workerState) bool { return ws.engine || !tgt.hasEngines }
+
+// engineVersions keeps the lowest version the engines of target's last page hold.
+func (tgt *targetState) engineVersions() {
+	tgt.engVer, tgt.hasEngines = version{}, false
+	for i := range tgt.engines {
+		ws := tgt.engines[i].ws
+		if ws == nil || !ws.engine || !ws.pv.sampled {
+			continue
+		}
+		v := ws.pv.held(tgt.reported)
+		if !tgt.hasEngines || tgt.engVer.ok && (!v.ok || v.n < tgt.engVer.n) {
+			tgt.engVer = v
+		}
+		tgt.hasEngines = true
+	}
+}
+
 // held is the worker's version: its target's when the target reports one, else the inferred.
 func (p *policyWorker) held(reported version) version {
 	if reported.ok {
@@ -148,10 +193,11 @@ func (t *Tracker) Publish(v int64, ts time.Time) bool {
 	t.pol.pubs = append(t.pol.pubs, publish{v: v, at: ts})
 	for id, ws := range t.workers { // the order does not matter: the lags are sorted
 		p := &ws.pv
-		if !p.sampled {
+		tgt := t.targets[id.Target]
+		if !p.sampled || tgt == nil || !tgt.policyEngine(ws) {
 			continue
 		}
-		if cur := p.held(t.reported(id.Target)); cur.ok && cur.n >= v {
+		if cur := p.held(tgt.reported); cur.ok && cur.n >= v {
 			t.pol.lags[p.kind] = append(t.pol.lags[p.kind], 0) // it holds v already
 		}
 	}
@@ -187,19 +233,14 @@ func (t *Tracker) EngineVersion(ts time.Time, target string, v int64, reports bo
 			p.inferred = old // it held what it reported last
 		}
 		after := p.held(nv)
-		t.landed(ws, before, after, ts)
+		if tgt.policyEngine(ws) {
+			t.landed(ws, before, after, ts)
+		}
 		if p.last.Equal(ts) {
 			p.from = after
 		}
 	}
-}
-
-// reported is target's reported version, none when it reports none.
-func (t *Tracker) reported(target string) version {
-	if tgt := t.targets[target]; tgt != nil {
-		return tgt.reported
-	}
-	return version{}
+	tgt.engineVersions()
 }
 
 // landed counts, when a worker's version went from a to b at ts, the lag of every version it
@@ -258,11 +299,11 @@ func (t *Tracker) policyKeys(r *Record, ids []WorkerID, was []*workerAcc, p kind
 		if wa.has[vllm.GenerationTokens] {
 			gen += wa.totals[vllm.GenerationTokens]
 		}
-		ws := t.workers[ids[i]]
-		if ws == nil || !ws.pv.sampled {
-			return // its target left the fleet: no engine at the step end
+		ws, tgt := t.workers[ids[i]], t.targets[ids[i].Target]
+		if ws == nil || tgt == nil || !ws.pv.sampled || !tgt.policyEngine(ws) {
+			return // its target left the fleet, or it is no engine
 		}
-		v := ws.pv.held(t.reported(ids[i].Target))
+		v := ws.pv.held(tgt.reported)
 		if v.older(latest) {
 			behind++
 		}

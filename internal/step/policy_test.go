@@ -265,3 +265,48 @@ func TestPolicyColocatedWake(t *testing.T) {
 	want(t, rec.PerWorker[0].Metrics, "vllm/policy/version", 2)
 	want(t, rec.Metrics, "vllm/policy/publish_lag_s/max", 10-7.5)
 }
+
+// TestPolicySGLangTokenizer: with data parallelism SGLang counts a server's tokens in its
+// tokenizer, a worker beside its DP ranks' schedulers, which pause apart. The tokenizer has no
+// states: its tokens are stale by the lowest version the server's DP ranks held at its
+// previous scrape, and it is no engine of the policy keys.
+func TestPolicySGLangTokenizer(t *testing.T) {
+	tr := NewTracker(Options{PerWorker: true})
+	obs := func(ts, gen, paused0, paused1 float64) {
+		body := sglangPage(sgl{dp: "0", gen: gen, running: 1}, sgl{dp: "1", running: 1})
+		for dp, p := range []float64{paused0, paused1} {
+			body += fmt.Sprintf("sglang:num_paused_reqs{dp_rank=\"%d\",engine_type=\"unified\",model_name=\"m\",moe_ep_rank=\"0\",pp_rank=\"0\",tp_rank=\"0\"} %v\n", dp, p)
+		}
+		p, err := page.ParsePage([]byte(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr.Observe(at(ts), target, p, nil)
+	}
+	obs(0, 0, 0, 0)
+	tr.Publish(1, at(0.5))
+	obs(1, 10, 0, 0)  // stale: both ranks hold a version older than 1
+	obs(2, 30, 2, 0)  // stale; rank 0 pauses
+	obs(3, 30, 0, 2)  // rank 0 holds 1; rank 1 pauses
+	obs(4, 50, 0, 2)  // stale: rank 1 held an older version
+	obs(5, 60, 0, 0)  // stale; rank 1 holds 1
+	obs(6, 100, 0, 0) // fresh
+	rec := tr.EndStep(1, at(6))
+	if rec.Workers != 3 {
+		t.Fatalf("%d workers, want the tokenizer and two DP ranks", rec.Workers)
+	}
+	want(t, rec.Metrics, "sglang/generation_tokens", 100)
+	want(t, rec.Metrics, "sglang/policy/stale_generation_tokens", 10+20+20+10)
+	want(t, rec.Metrics, "sglang/policy/engines_behind", 0)
+	want(t, rec.Metrics, "sglang/policy/engine_version_min", 1)
+	want(t, rec.Metrics, "sglang/policy/publish_lag_s/max", 5-0.5)
+	versions := 0
+	for _, w := range rec.PerWorker {
+		if _, ok := w.Metrics["sglang/policy/version"]; ok {
+			versions++
+		}
+	}
+	if versions != 2 {
+		t.Errorf("%d workers have a version, want the two DP ranks", versions)
+	}
+}

@@ -47,6 +47,10 @@ type Record struct {
 	// answered in the step, but no page showed them (see Tracker.EndStep). Whatever keeps
 	// something per worker drops theirs. Not part of the JSON line.
 	Forgotten []WorkerID `json:"-"`
+	// RatiosOver name the targets whose counters of a ratio of two counts contradicted each
+	// other over the step, the ratio's key left out (see RatioOver); nil when none did. Not
+	// part of the JSON line.
+	RatiosOver []RatioOver `json:"-"`
 }
 
 // flatten makes the keys of the record's and its workers' Values under prefix: the one place

@@ -163,3 +163,23 @@ func TestMixedFleetKeys(t *testing.T) {
 		t.Errorf("PhaseKey = %q", got)
 	}
 }
+
+// A target's SGLang tokenizers are counted apart from its workers within a step: a server with
+// DP ranks is its DP ranks' workers and a tokenizer.
+func TestStepTokenizers(t *testing.T) {
+	tr := NewTracker(Options{})
+	t0 := time.Unix(1_700_000_000, 0)
+	two := mustSGLangPage(t, sgl{dp: "0", prompt: 1}, sgl{dp: "1"})
+	if w, k := tr.StepWorkers("sg", two), tr.StepTokenizers("sg", two); w != 2 || k != 1 {
+		t.Fatalf("a page of 2 DP ranks and a tokenizer: %d workers, %d tokenizers", w, k)
+	}
+	tr.Observe(t0, "sg", two, nil)
+	three := mustSGLangPage(t, sgl{dp: "0", prompt: 1}, sgl{dp: "2"})
+	if w, k := tr.StepWorkers("sg", three), tr.StepTokenizers("sg", three); w != 3 || k != 1 {
+		t.Errorf("then DP ranks 0 and 2: %d workers, %d tokenizers; want 3 and 1", w, k)
+	}
+	tr.EndStep(1, t0.Add(time.Second))
+	if w, k := tr.StepWorkers("sg", three), tr.StepTokenizers("sg", three); w != 2 || k != 1 {
+		t.Errorf("in the next step: %d workers, %d tokenizers; want 2 and 1", w, k)
+	}
+}

@@ -118,6 +118,7 @@ type workerState struct {
 	inStep        uint64             // the seq of the last step in which a page of its target showed it
 	page          uint64             // the number of the last successful page of its target that showed it
 	loads         map[string]float64 // SGLang's last weight load durations by source; nil without the family
+	lag           uint32             // the ratios whose counters last moved apart (see apart)
 	pv            policyWorker
 }
 
@@ -136,8 +137,13 @@ type targetState struct {
 	undated             bool    // Observe reported it undated
 	answered            uint64  // the seq of the last step in which it answered
 	pages               uint64  // its successful pages so far
-	stepWorkers         int     // the workers its pages have shown in the open step
+	stepWorkers         int     // the workers its pages have shown in the open step, tokenizers apart
+	stepTokenizers      int     // the SGLang tokenizers they have shown (see page.EnginePage.Tokenizer)
 	reported            version // the version its engine reports; none when it reports none
+	// engVer is the lowest version the engines of its last page held (hasEngines: it had
+	// some), which the workers of the page that are no engines hold (see policySample).
+	engVer     version
+	hasEngines bool
 	// The workers of its last successful page, in page order: its next page nearly always has
 	// the same ones in the same order, found so without hashing their names.
 	engines []engineRef
@@ -203,6 +209,7 @@ type workerAcc struct {
 	hists   [vllm.NumHists]*histAcc
 	act     activity
 	led     ledger
+	apart   uint32  // the ratios whose counters moved apart in the step (see apart), by index
 	stale   float64 // generation tokens made on a version older than the trainer's latest
 }
 
@@ -338,9 +345,14 @@ func (t *Tracker) Observe(ts time.Time, target string, pg *page.Page, err error)
 		ws, wa := ref.ws, ref.wa
 		if ws.inStep != t.seq {
 			ws.inStep = t.seq
-			tgt.stepWorkers++
+			if ep.Tokenizer() {
+				tgt.stepTokenizers++
+			} else {
+				tgt.stepWorkers++
+			}
 		}
 		ws.page = tgt.pages
+		ep = ws.w.Pick(ep) // the copy of its figures the worker keeps to
 		inc := ws.w.Observe(ep, stepStart)
 		if inc.Undated && !tgt.undated {
 			tgt.undated, undated = true, true
@@ -355,6 +367,8 @@ func (t *Tracker) Observe(ts time.Time, target string, pg *page.Page, err error)
 		}
 		from := spanStart(prevTry, tried, t.start)
 		wa.add(k, at, from, ts, ep, &inc)
+		mis := apart(&inc, &ws.lag)
+		wa.apart |= mis
 		if ws.engine {
 			wa.led.add(from, ts, state, load, keepsSpans[ep.Kind])
 		}
@@ -362,20 +376,19 @@ func (t *Tracker) Observe(ts time.Time, target string, pg *page.Page, err error)
 			pw := pa.acc.worker(id)
 			from := spanStart(prevTry, tried, pa.since)
 			pw.add(&t.phaseKeep, at, from, ts, ep, &inc)
+			pw.apart |= mis
 			if ws.engine {
 				pw.led.add(from, ts, state, load, keepsSpans[ep.Kind])
 			}
 		}
-		stale, before, after := ws.pv.sample(ts, weightStateOf(state, ws.engine), inc.Counters[vllm.GenerationTokens], inc.HasCounter[vllm.GenerationTokens], tgt.reported, t.pol.latest)
-		wa.stale += stale
-		ws.pv.kind = ep.Kind
-		t.landed(ws, before, after, ts)
+		wa.stale += t.policySample(ws, tgt, ts, weightStateOf(state, ws.engine), &inc)
 		if t.opt.OnInterval != nil {
 			t.opt.OnInterval(t.interval(id, ws, ts, ep, &inc))
 			t.values = t.values[:0]
 		}
 		ws.seen, ws.seenAt = true, ts
 	}
+	tgt.engineVersions()
 	return undated
 }
 
@@ -421,6 +434,9 @@ func (wa *workerAcc) add(k *keep, at time.Duration, from, ts time.Time, ep *page
 		}
 		if ep.HasGauge[g] {
 			wa.gauges[g].add(at, ep.Gauges[g], k.timedGauges[g])
+		}
+		if vllm.Gauges[g].Split == "" {
+			continue // a gauge's parts make no keys
 		}
 		for v, x := range ep.SplitGauges[g] {
 			if wa.splitG[g] == nil {
@@ -526,6 +542,7 @@ func (t *Tracker) EndStep(n int64, ts time.Time) Record {
 		t.started, t.start = true, ts
 	}
 	r := t.build(n, t.start, ts)
+	r.RatiosOver = t.ratiosOver(t.open)
 	r.Forgotten = t.forgetDeparted()
 	t.seq++
 	t.labels.stepEnded()
@@ -537,7 +554,7 @@ func (t *Tracker) EndStep(n int64, ts time.Time) Record {
 		t.phases[t.phase] = &phaseAcc{acc: newAcc(), first: ts, since: ts, intervals: 1}
 	}
 	for _, tgt := range t.targets {
-		tgt.stepWorkers = 0
+		tgt.stepWorkers, tgt.stepTokenizers = 0, 0
 		for i := range tgt.engines {
 			tgt.engines[i].wa = nil
 		}
@@ -757,13 +774,14 @@ func (t *Tracker) metrics(was []*workerAcc, durS float64) []vllm.Value {
 			add(f.Name, "", "", totals[c])
 		}
 	}
-	for _, rt := range vllm.Ratios {
-		if v, ok := ratio(rt, &totals, &has); ok {
+	for i, rt := range vllm.Ratios {
+		tog := together(was, i)
+		if v, ok := stepRatio(rt, tog, &totals, &has); ok {
 			add(rt.Name, "", "", v)
 		}
 		if vllm.Counters[rt.Num].Split != "" {
 			for r, v := range split[rt.Num] {
-				if q, ok := quotient(rt, v, totals[rt.Den]); ok {
+				if q, ok := stepQuotient(rt, tog, v, totals[rt.Den]); ok {
 					add(rt.Name, r, "", q)
 				}
 			}

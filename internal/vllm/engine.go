@@ -27,8 +27,9 @@ type EngineSpec struct {
 	// router's merged page adds.
 	WorkerLabels []string
 	// RankLabels name the ranks of processes that export copies of one worker's figures. Their
-	// series count once: a worker's samples are those of the lowest ranks on the page, in the
-	// order listed (see package page's groupWorkers), and the labels are no part of series keys.
+	// series count once: a worker reads one copy, the lowest ranks' (in the order listed) when
+	// first seen, and keeps to it while the page has it (see package page's EnginePage.Copies
+	// and package window's Worker.Pick); the labels are no part of series keys.
 	RankLabels []string
 	// HitRate is the ratio that is the engine's prefix_cache_hit_rate, which fleet balance
 	// compares workers by.
@@ -52,8 +53,8 @@ var Engines = [NumEngines]EngineSpec{
 		// SGLang's schedulers of one DP rank (its TP and PP ranks) run the same scheduling
 		// over the same batch; only attn_tp_rank 0 exports unless the server runs with
 		// --enable-metrics-for-all-schedulers (scheduler_metrics_mixin.py,
-		// current_scheduler_metrics_enabled), and then every rank exports a copy. The lowest
-		// pp_rank, then the lowest tp_rank (attn_tp_rank 0 of the first stage) is read.
+		// current_scheduler_metrics_enabled), and then every rank exports a copy. A worker first
+		// reads the lowest pp_rank, then the lowest tp_rank (attn_tp_rank 0 of the first stage).
 		RankLabels: []string{"pp_rank", "tp_rank"},
 		HitRate:    &SGLangPrefixHitRate,
 	},

@@ -91,6 +91,13 @@ type Family struct {
 	// StateOnly marks a family read for the time ledger's states alone: it gets no keys, and
 	// its labels name no label of vllmstat's series.
 	StateOnly bool
+	// Parts names a label whose values other than "" split a summed gauge's series into parts of
+	// the series whose value is "" (or which lacks the label): SGLang's priority, under which a
+	// server with --enable-priority-scheduling exports its running and queue gauges per priority
+	// and as a total under priority="". A worker's value is that of its total series, or the sum
+	// of its parts when it has none, never both; the parts' values are kept by the label's value
+	// (page.EnginePage.SplitGauges) and make no keys.
+	Parts string
 	// Combine is how a gauge's series add up within a worker (by Split value if it has one).
 	Combine Combine
 	// Total gives a counter a step-total key.
@@ -205,9 +212,9 @@ const (
 // decode_log_interval decode batches (scheduler_metrics_mixin.py, log_prefill_stats and
 // log_decode_stats), so a sample repeats the value of the last log point.
 var Gauges = [NumGauges]Family{
-	Running: {Name: "num_requests_running", SGLang: []string{"num_running_reqs"}, Combine: Sum, Scalars: true, Timeline: true,
+	Running: {Name: "num_requests_running", SGLang: []string{"num_running_reqs"}, Parts: "priority", Combine: Sum, Scalars: true, Timeline: true,
 		Title: "Requests running", Unit: "requests", Group: GroupQueue},
-	Waiting: {Name: "num_requests_waiting", SGLang: []string{"num_queue_reqs"}, Combine: Sum, Scalars: true, Timeline: true,
+	Waiting: {Name: "num_requests_waiting", SGLang: []string{"num_queue_reqs"}, Parts: "priority", Combine: Sum, Scalars: true, Timeline: true,
 		Title: "Requests waiting", Unit: "requests", Group: GroupQueue},
 	// SGLang's token_usage is the fraction of its KV pool's tokens in use.
 	KVUsage: {Name: "kv_cache_usage_perc", Old: []string{"gpu_cache_usage_perc"}, SGLang: []string{"token_usage"}, Combine: Mean, Scalars: true, Timeline: true,

@@ -169,3 +169,25 @@ func TestStateOnlyGaugesLast(t *testing.T) {
 		}
 	}
 }
+
+// A family with parts is a summed gauge without a split label: its parts add up to its total,
+// and the parts' label makes no keys.
+func TestPartsSummedGauges(t *testing.T) {
+	n := 0
+	for _, f := range Gauges {
+		if f.Parts != "" {
+			n++
+			if f.Combine != Sum || f.Split != "" {
+				t.Errorf("%s: parts by %s, combined %v, split by %q", f.Name, f.Parts, f.Combine, f.Split)
+			}
+		}
+	}
+	for _, f := range append(Counters[:], Hists[:]...) {
+		if f.Parts != "" {
+			t.Errorf("%s: parts of a counter or histogram", f.Name)
+		}
+	}
+	if n == 0 || Gauges[Running].Parts != "priority" || Gauges[Waiting].Parts != "priority" {
+		t.Error("SGLang's running and queue gauges have no parts by priority")
+	}
+}

@@ -31,6 +31,9 @@ type Worker struct {
 	histLayout    layout[histState]
 	// What Observe returns the increases in, reused from one call to the next.
 	s *Scratch
+	// copy is the copy of the worker's figures it reads (page.EnginePage.Copy), "" before
+	// any: see Pick.
+	copy string
 }
 
 // Scratch is where Observe writes the histograms and shares of the Increases it returns, reused
@@ -51,14 +54,14 @@ type layout[S any] struct {
 }
 
 // learn makes l the layout of a page of n series, the i-th named by id(i), and returns their
-// states, in order: from byID, where a series not seen before gets a state made by fresh.
-func (l *layout[S]) learn(n int, id func(int) seriesID, byID map[seriesID]*S, fresh func() *S) []*S {
+// states, in order: from byID, where a series not seen before gets a state made by fresh(i).
+func (l *layout[S]) learn(n int, id func(int) seriesID, byID map[seriesID]*S, fresh func(int) *S) []*S {
 	l.ids, l.states = l.ids[:0], l.states[:0]
 	for i := range n {
 		k := id(i)
 		st := byID[k]
 		if st == nil {
-			st = fresh()
+			st = fresh(i)
 			byID[k] = st
 		}
 		l.ids = append(l.ids, k)
@@ -103,12 +106,14 @@ type seriesID struct {
 // counterState is what a worker knows of one counter series. A series that has shown no finite
 // value since it appeared, or since its worker restarted, has no baseline (base false): its next
 // finite value counts whole if whole is set or its _created is after since, and is only a
-// baseline otherwise. at is the worker's page that showed value.
+// baseline otherwise (a quiet one when copied is set: see Pick). ranked marks a series of the
+// worker's copy; at is the worker's page that showed value.
 type counterState struct {
 	value, created float64
 	hasCreated     bool
 	base           bool
 	whole          bool
+	ranked, copied bool
 	since          float64
 	at             uint64
 }
@@ -124,6 +129,8 @@ type histState struct {
 	hasSum     bool
 	base       bool // as in counterState
 	whole      bool
+	ranked     bool
+	copied     bool
 	since      float64
 	at         uint64
 }
@@ -190,6 +197,50 @@ func NewWorkerSharing(s *Scratch) *Worker {
 // whole, as a series new on a worker seen before does.
 func (w *Worker) Absent() { w.absent = true }
 
+// Pick returns the EnginePage of p that the worker reads: p itself, or one of p.Copies. Where
+// processes of several ranks export copies of a worker's figures (SGLang's TP and PP ranks), a
+// worker keeps to the copy it first read, the lowest ranks' (p's own), for as long as a page
+// has it: copies need not agree (their processes may have started apart), and reading another
+// at each scrape would turn their differences into counts. When its copy is missing from a page
+// that has others, it reads p's own, whose series Observe starts as a baseline.
+func (w *Worker) Pick(p *page.EnginePage) *page.EnginePage {
+	if w.copy == "" || p.Copy == w.copy || p.Copies == nil {
+		return p
+	}
+	for i := range p.Copies {
+		if p.Copies[i].Copy == w.copy {
+			return &p.Copies[i]
+		}
+	}
+	return p
+}
+
+// switchCopy makes the copy of p (see Pick) the worker's own, and reports whether it had another
+// one, whose series are then forgotten: a copy's counts are not another's, and the new copy's
+// series start as a baseline, counting nothing until its next scrape.
+func (w *Worker) switchCopy(p *page.EnginePage) bool {
+	if p.Copy == "" || p.Copy == w.copy {
+		return false
+	}
+	had := w.copy != ""
+	w.copy = p.Copy
+	if !had {
+		return false
+	}
+	for id, st := range w.counters {
+		if st.ranked {
+			delete(w.counters, id)
+		}
+	}
+	for id, st := range w.hists {
+		if st.ranked {
+			delete(w.hists, id)
+		}
+	}
+	w.counterLayout.ids, w.histLayout.ids = w.counterLayout.ids[:0], w.histLayout.ids[:0]
+	return true
+}
+
 // Observe takes an engine's samples from a successful scrape and returns the increases since the
 // previous one. A worker seen for the first time contributes only the series whose _created is
 // after since (Unix seconds): the engine started after that moment, so all of its count is new;
@@ -215,23 +266,34 @@ func (w *Worker) Absent() { w.absent = true }
 // the last one is a reset, as always). Prometheus' increase() sees every finite value after
 // +Inf as a reset, and counts a whole counter again after a single non-finite sample. A
 // histogram series with any non-finite _bucket, _sum or _count sits out as a whole.
+//
+// A page of another copy of the worker's figures than the previous one's (see Pick) starts the
+// copy's series anew, each as a baseline: the increase between the two copies' values is no
+// count, and neither is what they differ by.
 func (w *Worker) Observe(p *page.EnginePage, since float64) Increase {
 	var inc Increase
 	first := !w.seen && !w.absent
 	w.seen = true
 	w.pages++
+	switched := w.switchCopy(p)
 	for c := range w.s.shares {
 		w.s.shares[c] = w.s.shares[c][:0]
 	}
 	cstates := w.counterLayout.states
 	if !sameCounters(w.counterLayout.ids, p.Counters) {
 		cstates = w.counterLayout.learn(len(p.Counters), func(i int) seriesID { return seriesID{int(p.Counters[i].Family), p.Counters[i].Key} },
-			w.counters, func() *counterState { return &counterState{whole: !first, since: since} })
+			w.counters, func(i int) *counterState {
+				r := p.Counters[i].Ranked
+				return &counterState{whole: !first && !(switched && r), since: since, ranked: r, copied: switched && r}
+			})
 	}
 	hstates := w.histLayout.states
 	if !sameHists(w.histLayout.ids, p.Hists) {
 		hstates = w.histLayout.learn(len(p.Hists), func(i int) seriesID { return seriesID{int(p.Hists[i].Family), p.Hists[i].Key} },
-			w.hists, func() *histState { return &histState{whole: !first, since: since} })
+			w.hists, func(i int) *histState {
+				r := p.Hists[i].Ranked
+				return &histState{whole: !first && !(switched && r), since: since, ranked: r, copied: switched && r}
+			})
 	}
 	w.restart(p, cstates, hstates)
 	for i := range p.Counters {
@@ -241,9 +303,11 @@ func (w *Worker) Observe(p *page.EnginePage, since float64) Increase {
 		if !finite(cs.Value) {
 			continue
 		}
-		*st = counterState{value: cs.Value, created: cs.Created, hasCreated: cs.HasCreated, base: true, at: w.pages}
+		*st = counterState{value: cs.Value, created: cs.Created, hasCreated: cs.HasCreated, base: true, ranked: old.ranked, at: w.pages}
 		var d float64
 		switch {
+		case old.copied:
+			continue // the first value of a copy read after another: a baseline
 		case !old.base:
 			if !old.whole && (!cs.HasCreated || cs.Created <= old.since) {
 				inc.Undated = inc.Undated || !cs.HasCreated && cs.Value > 0
@@ -277,6 +341,9 @@ func (w *Worker) Observe(p *page.EnginePage, since float64) Increase {
 		// The counts are copied into the state's own slice: the page is handed back to its
 		// parser after Observe (page.Page.Release) and its buckets are overwritten by the next scrape.
 		switch {
+		case old.copied: // the first value of a copy read after another: a baseline
+			d = nil
+			w.keep(old, hs)
 		case !old.base:
 			if old.whole || hs.HasCreated && hs.Created > old.since {
 				fullHist(d, hs)
@@ -300,7 +367,7 @@ func (w *Worker) Observe(p *page.EnginePage, since float64) Increase {
 			d.Bounds = old.bounds
 		}
 		old.sum, old.count, old.created, old.hasCreated, old.hasSum = hs.Sum, hs.Count, hs.Created, hs.HasCreated, hs.HasSum
-		old.base, old.whole, old.since, old.at = true, false, 0, w.pages
+		old.base, old.whole, old.copied, old.since, old.at = true, false, false, 0, w.pages
 		switch {
 		case d == nil:
 		case acc == nil:

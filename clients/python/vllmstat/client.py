@@ -1275,7 +1275,8 @@ def _routed_address(vllmstat):
 # The samples a vllmstat scrape asks a vLLM page for, in vLLM's spelling (internal/scrape's tests
 # keep these lists equal to the name[] parameters it sends).
 _ASKED_GAUGES = ("num_requests_running", "num_requests_waiting", "kv_cache_usage_perc", "gpu_cache_usage_perc",
-                 "num_requests_waiting_by_reason", "engine_sleep_state")
+                 "num_requests_waiting_by_reason", "engine_sleep_state", "engine_sleep_resource_state",
+                 "engine_fully_awake", "engine_pause_state", "rl_weight_update_active")
 _ASKED_COUNTERS = ("prefix_cache_queries", "gpu_prefix_cache_queries", "prefix_cache_hits", "gpu_prefix_cache_hits",
                    "num_preemptions", "prompt_tokens", "generation_tokens", "request_success",
                    "external_prefix_cache_queries", "external_prefix_cache_hits", "mm_cache_queries", "mm_cache_hits",
