@@ -37,6 +37,7 @@ type Collector interface {
 	RemoveTargets(ctx context.Context, urls []string) error
 	StartPhase(ctx context.Context, name string) (collector.PhaseEdge, error)
 	EndPhase(ctx context.Context, name string) (collector.PhaseEdge, error)
+	Publish(ctx context.Context, v int64) (collector.PolicyVersion, error)
 }
 
 // Options configure the handler.
@@ -88,6 +89,7 @@ func New(opt Options) http.Handler {
 	change("POST /v1/steps/end", h.endStep)
 	change("POST /v1/phases/start", h.phase(h.opt.Collector.StartPhase))
 	change("POST /v1/phases/end", h.phase(h.opt.Collector.EndPhase))
+	change("POST /v1/policy", h.policy)
 	v1("GET /v1/steps/{n}", h.getStep)
 	v1("GET /v1/steps", h.listSteps)
 	v1("GET /v1/live", h.live)
@@ -98,7 +100,7 @@ func New(opt Options) http.Handler {
 	mux.Handle("/v1/", h.auth(h.wrap(func(r *http.Request) (any, *apiError) {
 		switch p := r.URL.Path; {
 		case p == "/v1/steps/end", p == "/v1/steps", p == "/v1/live", p == "/v1/targets", strings.HasPrefix(p, "/v1/steps/"),
-			p == "/v1/phases/start", p == "/v1/phases/end":
+			p == "/v1/phases/start", p == "/v1/phases/end", p == "/v1/policy":
 			return nil, errorf(http.StatusMethodNotAllowed, "method %s not allowed on %s", r.Method, p)
 		}
 		return nil, errorf(http.StatusNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path)
@@ -204,9 +206,9 @@ func decode(r *http.Request, v any) *apiError {
 
 func collectorError(err error) *apiError {
 	switch {
-	case errors.Is(err, collector.ErrStepOrder):
+	case errors.Is(err, collector.ErrStepOrder), errors.Is(err, collector.ErrPolicyOrder):
 		return errorf(http.StatusConflict, "%v", err)
-	case errors.Is(err, collector.ErrStepRange), errors.Is(err, collector.ErrPhaseName):
+	case errors.Is(err, collector.ErrStepRange), errors.Is(err, collector.ErrPhaseName), errors.Is(err, collector.ErrPolicyRange):
 		return errorf(http.StatusBadRequest, "%v", err)
 	case errors.Is(err, collector.ErrPhaseNotOpen):
 		return errorf(http.StatusConflict, "%v", err)
@@ -268,6 +270,31 @@ func (h *handler) phase(edge func(context.Context, string) (collector.PhaseEdge,
 		}
 		return e, nil
 	}
+}
+
+// policy handles a publish of the trainer's weights, {"version": N}: N must be greater than the
+// last version published (409 otherwise). It answers {"version", "ts"} once the publish took
+// effect, after a boundary scrape of every target.
+func (h *handler) policy(r *http.Request) (any, *apiError) {
+	var body struct {
+		Version *json.RawMessage `json:"version"`
+	}
+	if err := decode(r, &body); err != nil {
+		return nil, err
+	}
+	if body.Version == nil {
+		return nil, errorf(http.StatusBadRequest, `missing "version": want {"version": <the version of the weights published>}`)
+	}
+	// Read as text, as a step number, so that a number too large for int64 gets the same answer.
+	v, err := strconv.ParseInt(string(*body.Version), 10, 64)
+	if err != nil || v < 0 || v > collector.MaxStep {
+		return nil, errorf(http.StatusBadRequest, `"version" must be a whole number from 0 to %d (2^53), got %s`, collector.MaxStep, *body.Version)
+	}
+	pv, cerr := h.opt.Collector.Publish(r.Context(), v)
+	if cerr != nil {
+		return nil, collectorError(cerr)
+	}
+	return pv, nil
 }
 
 func (h *handler) getStep(r *http.Request) (any, *apiError) {

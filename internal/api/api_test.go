@@ -25,6 +25,9 @@ type fakeCollector struct {
 	targets []string
 	auth    map[string]target.Auth
 	phase   string // the open phase
+
+	version   int64 // the last policy version published, when published
+	published bool
 }
 
 // StartPhase and EndPhase keep the open phase as the collector does, with its errors.

@@ -11,8 +11,8 @@ import (
 )
 
 // TestAsyncDemo runs the async demo: the trainer publishes version 0 and then one version per
-// step, the demo hands every publish to publishPolicy (which logs it) and ends step k at the
-// publish of version k, and says what the loop does.
+// step, the demo hands every publish to publishPolicy (which logs it and publishes it to the
+// collector) and ends step k at the publish of version k, and says what the loop does.
 func TestAsyncDemo(t *testing.T) {
 	dir := t.TempDir()
 	var out, errb bytes.Buffer
@@ -23,11 +23,20 @@ func TestAsyncDemo(t *testing.T) {
 	}
 	steps, _ := readSteps(t, filepath.Join(dir, "steps.jsonl"))
 	var nums []int64
+	var stale, gen float64
 	for _, s := range steps {
 		nums = append(nums, s.Step)
 		if s.Metrics["vllm/generation_tokens"] <= 0 {
 			t.Errorf("step %d generated nothing", s.Step)
 		}
+		if v := s.Metrics["vllm/policy/version"]; v != float64(s.Step) {
+			t.Errorf("step %d: policy version %v, want the version published at its end", s.Step, v)
+		}
+		stale += s.Metrics["vllm/policy/stale_generation_tokens"]
+		gen += s.Metrics["vllm/generation_tokens"]
+	}
+	if !(stale > 0 && stale < gen) { // the engines generate on the old weights until they load the new
+		t.Errorf("%v stale tokens of %v", stale, gen)
 	}
 	if !slices.Equal(nums, []int64{1, 2, 3}) {
 		t.Fatalf("steps %v, want 1 to 3\n%s", nums, out.String())

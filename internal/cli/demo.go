@@ -326,7 +326,11 @@ func demoWith(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 				done = *steps
 			}
 		case p := <-publishes:
-			publishPolicy(log, p)
+			if err := publishPolicy(ctx, c, log, p); err != nil {
+				fail("%v", err)
+				done = *steps
+				break
+			}
 			if lw.Async && p.Version > 0 { // version k ends step k
 				if !endStep(p.Version) {
 					done = *steps
@@ -397,10 +401,16 @@ func markPhase(ctx context.Context, c phaseCalls, k sim.LoopEdgeKind) error {
 	return nil
 }
 
-// publishPolicy hands the trainer's publish of a new policy version to vllmstat. vllmstat's
-// collector takes no policy versions yet, so for now the demo only logs each publish.
-func publishPolicy(log *slog.Logger, p sim.Publish) {
+// publishPolicy hands the trainer's publish of a new policy version to vllmstat, as a trainer's
+// set_policy_version does.
+func publishPolicy(ctx context.Context, c interface {
+	Publish(ctx context.Context, v int64) (collector.PolicyVersion, error)
+}, log *slog.Logger, p sim.Publish) error {
 	log.Info("publish policy", "version", p.Version, "sim_time", p.At)
+	if _, err := c.Publish(ctx, int64(p.Version)); err != nil {
+		return fmt.Errorf("publish policy version %d: %w", p.Version, err)
+	}
+	return nil
 }
 
 // checkLoopFlags checks the colocated loop's flags, returning the problem or "".

@@ -231,6 +231,7 @@ func (s *state) forget(urls []string) {
 		// Removed targets' labels are no longer known (the tracker keeps them for the open step
 		// itself), so a target that comes back with labels gets them again.
 		delete(s.labels, u)
+		delete(s.policy.targets, u)
 		if rw := s.c.opt.Recorder; rw != nil {
 			s.recordFailed(rw.Removed(s.stamp(), u))
 		}

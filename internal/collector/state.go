@@ -44,6 +44,8 @@ type state struct {
 	removedAt   map[string]time.Time // removed targets not forgotten yet, by removal time
 	forgetQueue []forgetLater        // the same, in the order they were removed
 	forgetMore  bool                 // forgetExpired left expired ones for the next batch
+
+	policy policyState // the trainer's policy versions and the engines' (see policy.go)
 }
 
 // A query's kind: what happens once its boundary scrapes are in.
@@ -52,19 +54,21 @@ const (
 	queryPhaseStart        // open a phase
 	queryPhaseEnd          // end the open phase
 	queryExit              // hand the open step to OnOpenStep, unclosed
+	queryPolicy            // publish a policy version
 )
 
 type endQuery struct {
 	kind  int
-	n     int64          // queryStep: the step's number
+	n     int64          // queryStep: the step's number; queryPolicy: the version
 	phase string         // queryPhase*: the phase's name
 	reply chan endResult // nil for timer and shutdown steps
 }
 
 type endResult struct {
-	rec  step.Record
-	edge PhaseEdge
-	err  error
+	rec    step.Record
+	edge   PhaseEdge
+	policy PolicyVersion
+	err    error
 }
 
 // boundary is a step end or phase edge waiting for every target's boundary scrape.
@@ -215,6 +219,9 @@ func (s *state) observe(in scrape.Result) {
 	}
 	err := res.Err()
 	undated := s.tracker.Observe(ts, res.Target, res.Page, err)
+	if res.Version != nil && err == nil {
+		s.engineVersion(ts, res.Target, res.Version) // read right after the page
+	}
 	s.c.opt.Observer.Scraped(res)
 	if t := s.targets[res.Target]; t != nil {
 		s.updateTarget(t, ts, res)
@@ -393,6 +400,8 @@ func (s *state) closeStep() {
 		s.endStep(q, ts)
 	case queryPhaseStart, queryPhaseEnd:
 		s.phaseEdge(q, ts)
+	case queryPolicy:
+		s.publish(q, ts)
 	case queryExit:
 		if s.c.opt.OnOpenStep != nil {
 			rec := s.tracker.Peek(ts)

@@ -177,13 +177,17 @@ func (r *Reader) Next() (*Event, error) {
 			if e.Body == nil && e.Error == "" {
 				e.Error = "recorded without body or error"
 			}
-		case KindRemove, KindTarget, KindAdd:
+		case KindRemove, KindTarget, KindAdd, KindEngineVersion:
 			if e.Target == "" {
 				return nil, fmt.Errorf("line %d: %s event without a target", r.line, e.Kind)
 			}
 		case KindPhase:
 			if e.Phase == "" || e.Edge != EdgeStart && e.Edge != EdgeEnd {
 				return nil, fmt.Errorf("line %d: phase event needs a phase and an edge %q or %q", r.line, EdgeStart, EdgeEnd)
+			}
+		case KindPolicy:
+			if e.Version == nil {
+				return nil, fmt.Errorf("line %d: policy event without a version", r.line)
 			}
 		case KindStep, KindGap, KindStart:
 		default:

@@ -13,6 +13,8 @@
 //	{"kind":"add","ts":"…","target":"…"}
 //	{"kind":"start","ts":"…"}
 //	{"kind":"phase","ts":"…","phase":"rollout","edge":"start"}
+//	{"kind":"policy","ts":"…","version":12}
+//	{"kind":"engine_version","ts":"…","target":"…","version":12}
 //
 // Events are in time order. A failed scrape whose connection was refused (nothing listened on
 // the target's port) says so (refused), and an add event marks a target added while the run
@@ -29,7 +31,11 @@
 // collecting: its first step starts there, and a worker first seen later counts whole what it
 // created after it (a segment without one, written by earlier versions, is replayed by the
 // earlier rule: see step.Tracker.Begin). A phase event is a phase's start or end edge, at the
-// moment it took effect. Readers that do not know a kind skip it.
+// moment it took effect. A policy event is the trainer's publish of a version of its weights, at
+// the moment it took effect. An
+// engine_version event is what a target's engine reported as its weight version, read right
+// after its scrape of the same ts: without version, it reports none (written only when it
+// reported one before). Readers that do not know a kind skip it.
 //
 // A recording is never truncated: a run whose recording path exists writes the next segment
 // (see SegmentPath), and each segment is one run.
@@ -57,6 +63,9 @@ type Event struct {
 	// Phase and Edge are a phase event's phase name and EdgeStart or EdgeEnd.
 	Phase string `json:"phase,omitempty"`
 	Edge  string `json:"edge,omitempty"`
+	// Version is a policy event's version, and an engine_version event's (nil: the engine
+	// reports none).
+	Version *int64 `json:"version,omitempty"`
 }
 
 // TimeFormat is how ts is written: RFC 3339 in UTC, always with nine fractional digits, so that
@@ -87,6 +96,9 @@ const (
 	KindAdd    = "add"
 	KindStart  = "start"
 	KindPhase  = "phase"
+	KindPolicy = "policy"
+	// KindEngineVersion is an engine's reported weight version.
+	KindEngineVersion = "engine_version"
 )
 
 // Edges of a phase event.

@@ -23,6 +23,8 @@ type Tracker interface {
 	StartPhase(name string, ts time.Time)
 	EndPhase(name string, ts time.Time) bool
 	EndStep(n int64, ts time.Time) step.Record
+	Publish(v int64, ts time.Time) bool
+	EngineVersion(ts time.Time, target string, v int64, reports bool)
 }
 
 // ReplayOptions configure Replay.
@@ -49,7 +51,8 @@ func (e refusedError) Unwrap() error { return syscall.ECONNREFUSED }
 
 // Replay feeds the events of r, one segment (one run), to t. It returns nil at the end of r,
 // and otherwise the error that stopped it: r's (see Reader.Next; a context's end is one), a
-// phase event whose name is no phase (with its line), or OnStep's.
+// phase event whose name is no phase or a policy event whose version is not greater than the
+// one before (with its line), or OnStep's.
 func Replay(r *Reader, t Tracker, opt ReplayOptions) error {
 	// Removals come in runs (a fleet leaving at once): the run forgot each run of them in one
 	// pass, before the next event of another kind, and so does replay.
@@ -101,6 +104,16 @@ func Replay(r *Reader, t Tracker, opt ReplayOptions) error {
 			} else {
 				t.EndPhase(e.Phase, e.TS)
 			}
+		case KindPolicy:
+			if !t.Publish(*e.Version, e.TS) {
+				return fmt.Errorf("line %d: policy version %d is not greater than the one before: versions only grow", r.Line(), *e.Version)
+			}
+		case KindEngineVersion:
+			var v int64
+			if e.Version != nil {
+				v = *e.Version
+			}
+			t.EngineVersion(e.TS, e.Target, v, e.Version != nil)
 		case KindStep:
 			rec := t.EndStep(e.Step, e.TS)
 			if opt.OnStep != nil {

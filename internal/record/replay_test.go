@@ -16,8 +16,10 @@ import (
 // callLog is a Tracker that writes down every call, one line each, with times as seconds after
 // t0.
 type callLog struct {
-	t0    time.Time
-	calls []string
+	t0        time.Time
+	calls     []string
+	latest    int64 // the last version published, when published
+	published bool
 }
 
 func (c *callLog) at(ts time.Time) string { return fmt.Sprint(ts.Sub(c.t0).Seconds()) }
@@ -59,6 +61,23 @@ func (c *callLog) StartPhase(name string, ts time.Time) {
 func (c *callLog) EndPhase(name string, ts time.Time) bool {
 	c.calls = append(c.calls, "phase end "+name+" "+c.at(ts))
 	return true
+}
+
+func (c *callLog) Publish(v int64, ts time.Time) bool {
+	c.calls = append(c.calls, fmt.Sprintf("publish %d %s", v, c.at(ts)))
+	if c.published && v <= c.latest {
+		return false
+	}
+	c.latest, c.published = v, true
+	return true
+}
+
+func (c *callLog) EngineVersion(ts time.Time, target string, v int64, reports bool) {
+	if !reports {
+		c.calls = append(c.calls, fmt.Sprintf("engine version %s %s none", c.at(ts), target))
+		return
+	}
+	c.calls = append(c.calls, fmt.Sprintf("engine version %s %s %d", c.at(ts), target, v))
 }
 
 func (c *callLog) EndStep(n int64, ts time.Time) step.Record {

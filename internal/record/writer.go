@@ -135,6 +135,21 @@ func (rw *Writer) PhaseEdge(ts time.Time, name, edge string) error {
 	return rw.add(&Event{Kind: KindPhase, TS: ts.UTC(), Phase: name, Edge: edge})
 }
 
+// Policy records that the trainer published version v of its weights.
+func (rw *Writer) Policy(ts time.Time, v int64) error {
+	return rw.add(&Event{Kind: KindPolicy, TS: ts.UTC(), Version: &v})
+}
+
+// EngineVersion records what target's engine reported as its weight version: v when reports
+// is set, none otherwise.
+func (rw *Writer) EngineVersion(ts time.Time, target string, v int64, reports bool) error {
+	e := Event{Kind: KindEngineVersion, TS: ts.UTC(), Target: target}
+	if reports {
+		e.Version = &v
+	}
+	return rw.add(&e)
+}
+
 // Removed records that target left the run.
 func (rw *Writer) Removed(ts time.Time, target string) error {
 	return rw.add(&Event{Kind: KindRemove, TS: ts.UTC(), Target: target})

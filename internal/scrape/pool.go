@@ -135,6 +135,8 @@ type Pool struct {
 	inFlight chan struct{}
 	// starting is the last Add's batch of goroutines (see Started), nil before the first.
 	starting *startBatch
+	// versions is set once boundary scrapes read the engines' weight versions (ReadVersions).
+	versions atomic.Bool
 }
 
 // instance is a target while it is in the pool: removing its URL and adding it again makes a new
@@ -146,6 +148,7 @@ type instance struct {
 	tick     chan struct{}
 	boundary chan uint64
 	busy     atomic.Bool
+	version  atomic.Bool // its next scrape reads the engine's weight version (AskVersion)
 	cancel   context.CancelFunc
 	start    *startBatch // of the Add that started it
 }
@@ -393,6 +396,21 @@ func (p *Pool) ScrapeNow(urls []string) {
 	}
 }
 
+// ReadVersions makes every boundary scrape from now on read the engine's weight version after
+// its page. A run whose trainer never publishes a version asks the engines nothing more than
+// their pages.
+func (p *Pool) ReadVersions() { p.versions.Store(true) }
+
+// AskVersion asks the targets with these URLs to read their engines' weight version at their
+// next scrape; other URLs are ignored.
+func (p *Pool) AskVersion(urls []string) {
+	for _, u := range urls {
+		if t := p.targets[u]; t != nil {
+			t.version.Store(true)
+		}
+	}
+}
+
 // Close stops every target and waits for their goroutines.
 func (p *Pool) Close() {
 	p.cancel()
@@ -460,7 +478,14 @@ func (p *Pool) loop(ctx context.Context, t *instance) {
 			auth = a
 			s.setAuth(a)
 		}
+		version := t.version.Swap(false) || id != 0 && p.versions.Load()
 		res := s.scrape()
+		// A boundary scrape reads the version too (see ReadVersions): the step or phase it
+		// closes gets the engines' versions as of its end. The scrape's duration is its page's
+		// alone.
+		if version && res.Err() == nil {
+			res.Version = s.readVersion(res.Page)
+		}
 		if asked {
 			<-p.inFlight
 		}

@@ -24,6 +24,7 @@ type request struct {
 	query, uri string
 	mask       nsMask
 	encoding   string // Accept-Encoding
+	accept     string // Accept: a page's, unless another endpoint's
 	auth       *target.Auth
 	// authorization is the Authorization header when the credentials are not read from files
 	// ("" for none); see header.
@@ -35,7 +36,7 @@ func newRequest(rawURL string, auth *target.Auth, c Compression, names *restrict
 	if err != nil {
 		return nil, err
 	}
-	r := &request{url: rawURL, parsed: u, fullURI: u.RequestURI(), encoding: c.acceptEncoding(), auth: auth, names: names}
+	r := &request{url: rawURL, parsed: u, fullURI: u.RequestURI(), encoding: c.acceptEncoding(), accept: acceptPage, auth: auth, names: names}
 	if !auth.FromFile() {
 		if r.authorization, err = authHeader(auth); err != nil {
 			return nil, err
@@ -104,7 +105,7 @@ func (r *request) setHeaders(h headerSetter) error {
 	if err != nil {
 		return err
 	}
-	h.Set("Accept", acceptPage)
+	h.Set("Accept", r.accept)
 	h.Set("Accept-Encoding", r.encoding)
 	h.Set("User-Agent", userAgent)
 	if auth != "" {

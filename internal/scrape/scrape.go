@@ -71,6 +71,9 @@ type Result struct {
 	// connection (see errOutOfTurn), from the scrape that found it on: every scrape of it then
 	// goes on a new connection, closed after its answer, for as long as it is a target.
 	NewConnections bool
+	// Version is the engine's weight version, read after the page at boundary scrapes and at
+	// scrapes asked for it (Pool.AskVersion); nil when not read (see scraper.readVersion).
+	Version *VersionReading
 }
 
 // Err returns why the scrape failed, or nil.

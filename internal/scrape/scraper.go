@@ -23,6 +23,8 @@ type scraper struct {
 	// what it learnt from the target's previous pages) is set up here, in newScraper, and lives
 	// as long as the target's goroutine.
 	parse func(body []byte) (*page.Page, error)
+	// ver is how the target's engine is asked for its weight version (see version.go).
+	ver versionProbe
 	// replayed reports that parse read its last page by the lines of the previous one (see
 	// page.Parser.Replayed); nil when parse has no memory.
 	replayed func() bool
@@ -142,6 +144,7 @@ func (s *scraper) fetch(opt *Options) Result {
 	if err != nil {
 		res.FetchErr = err
 		s.names.reset() // the target may come back as another server: learn its page again
+		s.ver.reset()
 		return res
 	}
 	// A page that failed to parse is not kept: one over the limits would grow the recording,

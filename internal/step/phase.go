@@ -56,7 +56,7 @@ func ValidPhase(name string) error {
 var keyNames = func() map[string]bool {
 	m := map[string]bool{NameFleetBusy: true, NameStragglerTail: true, NameWorkerIdle: true, KeyImbalance: true,
 		NameWorkerAsleep: true, "busy_s": true, "idle_s": true, "last_busy_s": true, "asleep_s": true,
-		"time": true, NameGenerationPerGenerating: true, NamePromptPerGenerating: true}
+		"time": true, NameGenerationPerGenerating: true, NamePromptPerGenerating: true, policyKeyName: true}
 	for _, f := range vllm.Gauges {
 		m[f.Name] = true
 	}

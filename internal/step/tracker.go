@@ -101,6 +101,8 @@ type Tracker struct {
 	phase     string               // the open phase, "" when none
 	phases    map[string]*phaseAcc // the phases of the open step
 	phaseKeep keep                 // what a phase keeps: the open step's series, untimed
+
+	pol policy // the trainer's policy versions (see policy.go)
 }
 
 // workerState is what the tracker keeps of a worker across steps, until it is forgotten (see
@@ -117,6 +119,7 @@ type workerState struct {
 	page          uint64             // the number of the last successful page of its target that showed it
 	loads         map[string]float64 // SGLang's last weight load durations by source; nil without the family
 	lag           uint32             // the ratios whose counters last moved apart (see apart)
+	pv            policyWorker
 }
 
 // forgotten is a target forgotten: when, and whether it had answered in the run before.
@@ -129,13 +132,18 @@ type forgotten struct {
 type targetState struct {
 	triedAt, lastOK     time.Time // its last scrape, and its last successful one
 	hasTried, hasLastOK bool
-	late                bool   // added while the run ran (Added)
-	refused             bool   // every scrape of it so far was refused
-	undated             bool   // Observe reported it undated
-	answered            uint64 // the seq of the last step in which it answered
-	pages               uint64 // its successful pages so far
-	stepWorkers         int    // the workers its pages have shown in the open step, tokenizers apart
-	stepTokenizers      int    // the SGLang tokenizers they have shown (see page.EnginePage.Tokenizer)
+	late                bool    // added while the run ran (Added)
+	refused             bool    // every scrape of it so far was refused
+	undated             bool    // Observe reported it undated
+	answered            uint64  // the seq of the last step in which it answered
+	pages               uint64  // its successful pages so far
+	stepWorkers         int     // the workers its pages have shown in the open step, tokenizers apart
+	stepTokenizers      int     // the SGLang tokenizers they have shown (see page.EnginePage.Tokenizer)
+	reported            version // the version its engine reports; none when it reports none
+	// engVer is the lowest version the engines of its last page held (hasEngines: it had
+	// some), which the workers of the page that are no engines hold (see policySample).
+	engVer     version
+	hasEngines bool
 	// The workers of its last successful page, in page order: its next page nearly always has
 	// the same ones in the same order, found so without hashing their names.
 	engines []engineRef
@@ -201,7 +209,8 @@ type workerAcc struct {
 	hists   [vllm.NumHists]*histAcc
 	act     activity
 	led     ledger
-	apart   uint32 // the ratios whose counters moved apart in the step (see apart), by index
+	apart   uint32  // the ratios whose counters moved apart in the step (see apart), by index
+	stale   float64 // generation tokens made on a version older than the trainer's latest
 }
 
 // series is one per-interval series of a worker in the open step: its values in the order of
@@ -372,12 +381,14 @@ func (t *Tracker) Observe(ts time.Time, target string, pg *page.Page, err error)
 				pw.led.add(from, ts, state, load, keepsSpans[ep.Kind])
 			}
 		}
+		wa.stale += t.policySample(ws, tgt, ts, weightStateOf(state, ws.engine), &inc)
 		if t.opt.OnInterval != nil {
 			t.opt.OnInterval(t.interval(id, ws, ts, ep, &inc))
 			t.values = t.values[:0]
 		}
 		ws.seen, ws.seenAt = true, ts
 	}
+	tgt.engineVersions()
 	return undated
 }
 
@@ -537,6 +548,7 @@ func (t *Tracker) EndStep(n int64, ts time.Time) Record {
 	t.labels.stepEnded()
 	t.start, t.now = ts, ts
 	t.open = newAcc()
+	t.pol.lags = [vllm.NumEngines][]float64{}
 	t.phases = map[string]*phaseAcc{}
 	if t.phase != "" {
 		t.phases[t.phase] = &phaseAcc{acc: newAcc(), first: ts, since: ts, intervals: 1}
@@ -644,6 +656,13 @@ func (t *Tracker) fill(r *Record, a *acc, start time.Time, durS float64, perWork
 	}
 	for _, p := range pools {
 		t.balance(r, ids, was, p, start, perWorker)
+		if a == t.open {
+			t.policyKeys(r, ids, was, p, perWorker)
+		}
+	}
+	if len(pools) == 0 && a == t.open && t.pol.latest.ok {
+		// no engine in the step: the trainer's version alone, under the run's own prefix
+		r.Values = append(r.Values, vllm.Value{Name: NamePolicyVersion, V: float64(t.pol.latest.n)})
 	}
 }
 

@@ -32,6 +32,8 @@ Example::
         with vs.phase("rollout"):       # the engines' work in this phase is counted apart
             batch = generate_rollouts(...)
         train(batch)
+        vs.set_policy_version(step)     # the new weights, before the engines load them
+        sync_weights_to_engines()
         record = vs.end_step(step)      # {} if vllmstat is unreachable
         metrics.update(scalars(record)) # "vllm/...", and "vllm/rollout/..." for the phase
         logger.log(metrics, step)       # or, with a wandb run: log_to(wandb_run, record)
@@ -231,6 +233,40 @@ class Client:
                 warnings.warn("vllmstat: %s" % e, RuntimeWarning, stacklevel=3)
             raise
         self._phase_edge("end", name, depth=3)
+
+    def set_policy_version(self, version: int) -> Optional[Dict[str, Any]]:
+        """Says that the trainer published version ``version`` of its weights now; returns
+        ``{"version", "ts"}`` once it took effect (``None`` on failure).
+
+        Versions are whole numbers from 0 to 2**53 that only grow, such as the step whose
+        update made the weights: a version not greater than the last one is refused (409). Call
+        it as soon as the trainer has the new weights, before the engines load them: an engine
+        that reports no version of its own is taken to hold it from the end of its first pause,
+        sleep, waking or weight load that starts after the call. Like a phase edge, the publish
+        takes effect after a boundary scrape of every engine, so the call takes about as long
+        as :meth:`end_step`. The step records then say which engines are behind and how many
+        tokens they generated on older weights. Never raises unless the client is strict; a
+        refusal is warned about once.
+        """
+        if isinstance(version, bool) or not isinstance(version, int) or not 0 <= version <= 2 ** 53:
+            msg = "vllmstat: policy version must be an int from 0 to 2**53, got %r" % (version,)
+            if self.strict:
+                raise ValueError(msg)
+            self._warn_once(("policy", type(version).__name__, repr(version)), msg + "; skipping the call", stacklevel=3)
+            return None
+        try:
+            out = self._request("POST", "/v1/policy", {"version": version})
+        except VllmstatError as e:
+            if self.strict:
+                raise
+            if e.status is None or e.status >= 500:
+                return self._failed(e, stacklevel=3)
+            # vllmstat answers, and refuses the version: a mistake in the trainer's calls that
+            # would repeat every step, so it is told once (per status)
+            self._warn_once(("policy", e.status), "vllmstat: %s" % e, stacklevel=3)
+            return None
+        self._failing = False
+        return out
 
     def live(self) -> Dict[str, Any]:
         """Returns the open step so far and every target's state: ``{"step": ..., "targets": [...]}``."""

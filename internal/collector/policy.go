@@ -1,0 +1,138 @@
+package collector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/vllmstat/vllmstat/internal/scrape"
+)
+
+// PolicyVersion is a version of the trainer's weights, as published.
+type PolicyVersion struct {
+	Version int64     `json:"version"`
+	TS      time.Time `json:"ts"` // when it took effect: after a boundary scrape of every target
+}
+
+// ErrPolicyOrder is returned for a policy version not greater than the last one published.
+var ErrPolicyOrder = errors.New("policy version must be greater than the last one")
+
+// ErrPolicyRange is returned for a policy version outside 0..MaxStep: versions, like step
+// numbers, survive JSON readers that keep numbers as float64.
+var ErrPolicyRange = fmt.Errorf("policy version must be from 0 to %d (2^53)", MaxStep)
+
+// Publish says that the trainer published version v of its weights, and returns once it took
+// effect: after a boundary scrape of every target, as a phase edge, so that every scrape's
+// tokens were generated wholly before or after it. Versions only grow: v must be greater than
+// every version published or being published (ErrPolicyOrder, at once). From the first call on
+// boundary scrapes read the engines' versions (this one's too: an engine that loaded v before
+// the call holds it at the publish), and after the publish the next scrape of each engine that
+// has not reported v yet reads it; an engine that then reports a version below v is read again
+// at its next scrape, until it reports v or more (see step's policy.go for what the step
+// records make of them).
+func (c *Collector) Publish(ctx context.Context, v int64) (PolicyVersion, error) {
+	if v < 0 || v > MaxStep {
+		return PolicyVersion{}, fmt.Errorf("policy version %d: %w", v, ErrPolicyRange)
+	}
+	reply := make(chan endResult, 1)
+	if err := c.call(ctx, func(s *state) { s.requestPublish(v, reply) }); err != nil {
+		return PolicyVersion{}, err
+	}
+	r := c.wait(ctx, reply)
+	return r.policy, r.err
+}
+
+// policyState is what the collector knows of versions: the trainer's latest, and what each
+// target's engine reported last.
+type policyState struct {
+	latest    int64
+	published bool
+	// requested is the latest version published or queued for its boundary scrapes, which a
+	// new one must exceed.
+	requested    int64
+	anyRequested bool
+	targets      map[string]engineVersion
+}
+
+// engineVersion is what a target's engine reported last.
+type engineVersion struct {
+	v       int64
+	reports bool // it reported v; false: none, or not read yet
+	failed  bool // its last reading failed
+}
+
+// requestPublish queues the publish of version v. Whether v may be published is decided here,
+// against the versions queued before it, so that a wrong one fails at once.
+func (s *state) requestPublish(v int64, reply chan endResult) {
+	p := &s.policy
+	if p.anyRequested && v <= p.requested {
+		reply <- endResult{err: fmt.Errorf("policy version %d: %w (the last one published is %d)", v, ErrPolicyOrder, p.requested)}
+		return
+	}
+	p.requested, p.anyRequested = v, true
+	s.pool.ReadVersions()
+	s.enqueue(endQuery{kind: queryPolicy, n: v, reply: reply})
+}
+
+// publish makes the publish q take effect at ts, after its boundary scrapes.
+func (s *state) publish(q endQuery, ts time.Time) {
+	p := &s.policy
+	v := q.n
+	s.tracker.Publish(v, ts)
+	if rw := s.c.opt.Recorder; rw != nil {
+		s.recordFailed(rw.Policy(ts, v))
+	}
+	p.latest, p.published = v, true
+	var ask []string
+	for _, u := range s.pool.Targets() {
+		if ev := p.targets[u]; !ev.reports || ev.v < v {
+			ask = append(ask, u)
+		}
+	}
+	s.pool.AskVersion(ask)
+	if q.reply != nil {
+		q.reply <- endResult{policy: PolicyVersion{Version: v, TS: ts}}
+	}
+}
+
+// engineVersion takes the version reading of target's scrape at ts: the tracker and the
+// recording get what changed, and an engine still behind the trainer's latest version is read
+// again at its next scrape (after a failed reading, once).
+func (s *state) engineVersion(ts time.Time, target string, r *scrape.VersionReading) {
+	p := &s.policy
+	if p.targets == nil {
+		p.targets = map[string]engineVersion{}
+	}
+	cur := p.targets[target]
+	again := false
+	switch {
+	case r.Err != nil:
+		if !cur.failed {
+			s.c.log.Warn("reading the engine's weight version failed; its version is what it reported last", "target", target, "err", r.Err)
+			again = true
+		}
+		cur.failed = true
+	case r.Reports:
+		if !cur.reports || cur.v != r.Version {
+			s.tracker.EngineVersion(ts, target, r.Version, true)
+			if rw := s.c.opt.Recorder; rw != nil {
+				s.recordFailed(rw.EngineVersion(ts, target, r.Version, true))
+			}
+		}
+		cur = engineVersion{v: r.Version, reports: true}
+		again = r.Version < p.latest
+	default:
+		if cur.reports {
+			s.tracker.EngineVersion(ts, target, 0, false)
+			if rw := s.c.opt.Recorder; rw != nil {
+				s.recordFailed(rw.EngineVersion(ts, target, 0, false))
+			}
+		}
+		cur = engineVersion{}
+	}
+	p.targets[target] = cur
+	if again && p.published {
+		s.pool.AskVersion([]string{target})
+	}
+}
