@@ -37,6 +37,17 @@ var keyNames = sync.OnceValue(func() map[string]vllm.KeyName {
 		v := vllm.ParseName(key)
 		add(vllm.KeyName{Name: v.Name, Stats: []string{v.Stat}})
 	}
+	// the time ledger's and the policy versions' keys
+	for s := range step.NumStates {
+		add(vllm.KeyName{Name: step.StateKey(s), Stats: []string{""}})
+		add(vllm.KeyName{Name: step.FractionKey(s), Stats: []string{""}})
+	}
+	for _, name := range []string{step.NameEngineTime, step.NameGenerationPerGenerating, step.NamePromptPerGenerating,
+		step.NamePolicyVersion, step.NameEngineVersionMin, step.NameEngineVersionMax, step.NameEnginesBehind,
+		step.NameStaleTokens, step.NameStaleFraction} {
+		add(vllm.KeyName{Name: name, Stats: []string{""}})
+	}
+	add(vllm.KeyName{Name: step.NamePublishLag, Stats: []string{vllm.StatMean, vllm.StatMax}})
 	return m
 })
 
