@@ -14,6 +14,7 @@ import (
 	"github.com/vllmstat/vllmstat/internal/collector"
 	"github.com/vllmstat/vllmstat/internal/sim"
 	"github.com/vllmstat/vllmstat/internal/step"
+	"github.com/vllmstat/vllmstat/internal/vllm"
 )
 
 // TestColocatedDemo runs the colocated demo as the issue asks for it: four steps, an eval batch
@@ -124,18 +125,36 @@ func TestColocatedDemo(t *testing.T) {
 	if !strings.Contains(out.String(), "Columns kv mean, run mean, wait mean, gen tok/s show each step's rollout phase; roll s is its duration.") {
 		t.Errorf("no legend:\n%s", out.String())
 	}
+	// Under each row, where the step's engine-seconds went: the engines generated and slept.
+	var ledger []string
+	for _, l := range strings.Split(out.String(), "\n") {
+		if strings.HasPrefix(l, "     time ") {
+			ledger = append(ledger, strings.TrimSpace(l))
+		}
+	}
+	if len(ledger) != len(steps) {
+		t.Fatalf("%d ledger lines for %d steps:\n%s", len(ledger), len(steps), out.String())
+	}
+	for i, s := range steps {
+		if want := ledgerLine(s.Metrics, "vllm", vllm.VLLM); ledger[i] != want || !strings.Contains(want, " gen ") || !strings.Contains(want, " asleep ") {
+			t.Errorf("step %d: ledger line %q, want %q with the engines generating and asleep", s.Step, ledger[i], want)
+		}
+	}
 }
 
 // tableRows finds the demo table's rows in its output, by step, each column's text under its
-// head (the last head "straggler" aside).
+// head (the last head "straggler" aside). A row's ledger line is part of the table.
 func tableRows(t *testing.T, out string) map[int64]map[string]string {
 	t.Helper()
 	rows := map[int64]map[string]string{}
 	var header string
-	inTable := false // the line before was the header or a row
+	inTable := false // the line before was the header, a row or a ledger line
 	for _, l := range strings.Split(out, "\n") {
 		if strings.HasPrefix(l, "step ") && strings.HasSuffix(l, " straggler") {
 			header, inTable = l, true
+			continue
+		}
+		if inTable && strings.HasPrefix(l, "     time ") {
 			continue
 		}
 		n, err := strconv.ParseInt(firstOr(strings.Fields(l)), 10, 64)

@@ -424,7 +424,8 @@ func checkLoopFlags(colocated bool, trainTime time.Duration, evalEvery int) stri
 	return ""
 }
 
-// stepTable prints closed steps as the rows of an aligned table.
+// stepTable prints closed steps as the rows of an aligned table, each followed by its ledger
+// line (see ledgerLine).
 type stepTable struct {
 	w      io.Writer
 	prefix string
@@ -530,6 +531,11 @@ func (t *stepTable) row(r *step.Record) {
 	}
 	// The latest straggler, and how many more, in a last column of free width.
 	fmt.Fprintln(t.w, " "+cmp.Or(stragglerName(r), "-"))
+	// Where the whole step's engine-seconds went, under its row from the secs column on: one
+	// line, since a column per state would widen a table already wider than most terminals.
+	if l := ledgerLine(r.Metrics, t.prefix, t.kind); l != "" {
+		fmt.Fprintf(t.w, "%4s %s\n", "", l)
+	}
 }
 
 // demoBlocks sizes each simulated engine's KV cache so that every rollout batch fills it and

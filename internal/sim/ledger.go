@@ -92,6 +92,8 @@ type EngineTruth struct {
 	Through        time.Duration
 	// Time is the engine's time in each state; it adds up to Through.
 	Time [NumStates]time.Duration
+	// State is the engine's state at Through: where its next time goes until it changes.
+	State State
 	// GenerationTokens and StaleTokens count its generated tokens, and those of them that were
 	// stale, over every life of its server.
 	GenerationTokens, StaleTokens int64
@@ -238,7 +240,7 @@ func (s *Sim) GroundTruth() GroundTruth {
 		l.steps = slices.Clone(l.steps)
 		through := max(l.since, s.now)
 		l.account(through)
-		t := EngineTruth{Server: e.server, Engine: e.index, Through: through, Versions: slices.Clone(l.versions),
+		t := EngineTruth{Server: e.server, Engine: e.index, Through: through, State: l.state, Versions: slices.Clone(l.versions),
 			Steps: make([]StepTruth, len(g.StepEnds)+1)}
 		for i, st := range l.steps {
 			j := min(i, len(g.StepEnds))

@@ -156,6 +156,39 @@ func TestGroundTruthAddsUp(t *testing.T) {
 	}
 }
 
+// TestGroundTruthState: an engine's State is where its time goes next: whenever the time an
+// engine gained between two ground truths is in one state, it is the earlier truth's State; and
+// a colocated vLLM engine is seen in every state the loop has.
+func TestGroundTruthState(t *testing.T) {
+	cfg := syncedColocatedConfig()
+	s := mustSim(t, cfg)
+	seen := map[State]bool{}
+	prev := s.GroundTruth()
+	for at := 50 * time.Millisecond; at <= 40*time.Second; at += 50 * time.Millisecond {
+		s.AdvanceTo(at)
+		g := s.GroundTruth()
+		for i, e := range g.Engines {
+			seen[e.State] = true
+			var in []State
+			for st := range NumStates {
+				if e.Time[st] > prev.Engines[i].Time[st] {
+					in = append(in, st)
+				}
+			}
+			if len(in) == 1 && in[0] != prev.Engines[i].State {
+				t.Fatalf("engine %d/%d: from %s to %s all its time is %s, its state at %s was %s",
+					e.Server, e.Engine, prev.Engines[i].Through, e.Through, in[0], prev.Engines[i].Through, prev.Engines[i].State)
+			}
+		}
+		prev = g
+	}
+	for _, st := range []State{StateGenerating, StateIdle, StateAsleep, StateWaking, StateLoadingWeights} {
+		if !seen[st] {
+			t.Errorf("no engine was ever %s", st)
+		}
+	}
+}
+
 // staleFromTrace recomputes each engine's stale tokens, in all and per step, from its raw
 // trace and the publishes: a token is stale when a version newer than the engine's was
 // published at or before the end of the iteration that generated it; its step is the first

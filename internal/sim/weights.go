@@ -16,7 +16,10 @@ import "time"
 // start_weight_update .. finish_weight_update, which sets the engine's weight version.
 //
 // SGLang shows a load's duration at its end (weight_load_duration_seconds) and the requests an
-// asynchronous weight sync holds (num_paused_reqs); it has no sleep families.
+// asynchronous weight sync holds (num_paused_reqs); it has no sleep families. It times the whole
+// update_weights_from_* call, a little longer than the load (callOverhead), so that no two loads
+// show the same duration: the simulation's loads all last LoadTime, and a gauge set to the value
+// it has already shows nothing of the second load.
 
 // weightsState is the state of an engine's weights.
 type weightsState uint8
@@ -167,13 +170,20 @@ func (e *Engine) finishLoad(at time.Duration, version int) {
 	rl.active = false
 	rl.updates++
 	rl.duration.observe(rlDurationBounds, d)
-	e.stats.sg.weightLoad, e.stats.sg.weightLoaded = d, true
+	e.stats.sg.weightLoad, e.stats.sg.weightLoaded = d+e.callOverhead(rl.updates).Seconds(), true
 	e.stats.version, e.stats.hasVersion = version, true
 	e.led.versions = append(e.led.versions, VersionChange{version, at})
 	e.note(at)
 	if e.trace != nil {
 		e.trace(traceEvent{at: at, kind: traceLoaded, n: version})
 	}
+}
+
+// callOverhead is how much longer than the load itself SGLang's update call of the engine's nth
+// load takes (see the top of this file): from 100 µs to 1 ms, drawn from the engine and n.
+func (e *Engine) callOverhead(n int64) time.Duration {
+	h := mix64(uint64(e.server)<<40 ^ uint64(e.index)<<20 ^ uint64(n) ^ 0x636f7374)
+	return 100*time.Microsecond + time.Duration(unit(h)*float64(900*time.Microsecond))
 }
 
 // beginSync starts a weight sync at at: the engine loads new weights with its scheduler paused,
