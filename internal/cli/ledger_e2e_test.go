@@ -226,7 +226,7 @@ func compareLedger(t *testing.T, p *pacedFleet, run ledgerRun, truth sim.GroundT
 	for _, e := range truth.Engines {
 		tol := ledgerTolerance(p, run, truth, e.Server, e.Engine, kind)
 		for k, rec := range steps {
-			w := workerOf(rec, p.urls[e.Server], e.Engine)
+			w := ledgerWorkerOf(rec, p.urls[e.Server], e.Engine)
 			if w == nil {
 				t.Errorf("step %d: no per_worker record of engine %d of %s", rec.Step, e.Engine, p.urls[e.Server])
 				continue
@@ -277,9 +277,9 @@ func compareLedger(t *testing.T, p *pacedFleet, run ledgerRun, truth sim.GroundT
 	return simulated
 }
 
-// workerOf returns the per_worker record of engine i of target (vLLM's engine label, SGLang's
+// ledgerWorkerOf returns the per_worker record of engine i of target (vLLM's engine label, SGLang's
 // dp_rank), nil if none.
-func workerOf(rec step.Record, target string, i int) *step.WorkerRecord {
+func ledgerWorkerOf(rec step.Record, target string, i int) *step.WorkerRecord {
 	for j := range rec.PerWorker {
 		w := &rec.PerWorker[j]
 		if w.Target == target && (w.Engine == strconv.Itoa(i) || w.Engine == "" && w.Labels["dp_rank"] == strconv.Itoa(i)) {
