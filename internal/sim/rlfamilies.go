@@ -114,12 +114,19 @@ func (r *renderer) appendRLUpdates(dst []byte, f *family, st *pageState) []byte 
 		ls := r.rlLabels(i)
 		dst = appendSample(dst, f.name, "_total", &ls, "", float64(st.engines[i].rl.updates))
 	}
-	if len(order) > 0 {
-		dst = appendHelp(dst, f.name+"_created", f.help, "gauge")
-		for _, i := range order {
-			ls := r.rlLabels(i)
-			dst = appendSample(dst, f.name, "_created", &ls, "", st.unixOf(st.engines[i].rl.finishedAt))
-		}
+	return r.appendRLCreated(dst, f, st, order)
+}
+
+// appendRLCreated writes the _created gauge of an RL family's children, which appear at their
+// engine's first finished weight update (order).
+func (r *renderer) appendRLCreated(dst []byte, f *family, st *pageState, order []int) []byte {
+	if len(order) == 0 {
+		return dst
+	}
+	dst = appendHelp(dst, f.name+"_created", f.help, "gauge")
+	for _, i := range order {
+		ls := r.rlLabels(i)
+		dst = appendSample(dst, f.name, "_created", &ls, "", st.unixOf(st.engines[i].rl.finishedAt))
 	}
 	return dst
 }
@@ -132,14 +139,7 @@ func (r *renderer) appendRLDuration(dst []byte, f *family, st *pageState) []byte
 		h := &st.engines[i].rl.duration
 		dst = appendHistogramChild(dst, f.name, &ls, r.rlLes, h.counts[:len(r.rlLes)], h.sum)
 	}
-	if len(order) > 0 {
-		dst = appendHelp(dst, f.name+"_created", f.help, "gauge")
-		for _, i := range order {
-			ls := r.rlLabels(i)
-			dst = appendSample(dst, f.name, "_created", &ls, "", st.unixOf(st.engines[i].rl.finishedAt))
-		}
-	}
-	return dst
+	return r.appendRLCreated(dst, f, st, order)
 }
 
 func (r *renderer) appendRLGen(dst []byte, f *family, st *pageState) []byte {
