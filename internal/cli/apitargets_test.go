@@ -47,15 +47,7 @@ func TestRunRefusesMetadataTargets(t *testing.T) {
 	send := func(method string, urls ...string) (int, string) {
 		t.Helper()
 		b, _ := json.Marshal(map[string][]string{"targets": urls})
-		req, _ := http.NewRequest(method, base+"/v1/targets", bytes.NewReader(b))
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		out, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(out)
+		return apiCall(t, method, base+"/v1/targets", string(b), map[string]string{"Content-Type": "application/json"})
 	}
 	for _, tt := range []struct{ url, rule string }{
 		{"http://169.254.169.254/latest/meta-data/", "169.254.169.254 is a link-local address, where cloud metadata services answer; a target added through the API may not be there unless allow_targets lists the address"},

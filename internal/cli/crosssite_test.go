@@ -36,24 +36,7 @@ func TestRunRefusesWebPages(t *testing.T) {
 	u, _ := url.Parse(base)
 	call := func(method, path, body string, header map[string]string) (int, string) {
 		t.Helper()
-		req, err := http.NewRequest(method, base+path, strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for k, v := range header {
-			if k == "Host" {
-				req.Host = v
-			} else {
-				req.Header.Set(k, v)
-			}
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		return apiCall(t, method, base+path, body, header)
 	}
 	for _, tt := range []struct {
 		name         string

@@ -279,6 +279,30 @@ func TestRunStepTotalsPerStep(t *testing.T) {
 }
 
 // apiURL waits for the run's "api listening" line and returns its URL.
+// apiCall sends a request with body and header (a "Host" entry sets the request's host) and
+// returns the answer's status and body.
+func apiCall(t *testing.T, method, url, body string, header map[string]string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range header {
+		if k == "Host" {
+			req.Host = v
+		} else {
+			req.Header.Set(k, v)
+		}
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
 func apiURL(t *testing.T, stderr *syncbuf.Buffer) string {
 	t.Helper()
 	re := regexp.MustCompile(`api listening" url=(\S+)`)
