@@ -155,6 +155,9 @@ var specNames = func() map[string]described {
 	for _, f := range vllm.Hists {
 		add(f.Name, described{title: f.Title, unit: f.Unit, frac: f.Fraction, kind: kindHist})
 	}
+	for _, sm := range vllm.Sums {
+		add(sm.Name, described{title: sm.Title, unit: sm.Unit, kind: kindCounter})
+	}
 	return m
 }()
 

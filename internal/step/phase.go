@@ -72,6 +72,9 @@ var keyNames = func() map[string]bool {
 	for _, r := range vllm.Rates {
 		m[r.Name()] = true
 	}
+	for _, sm := range vllm.Sums {
+		m[sm.Name] = true
+	}
 	return m
 }()
 

@@ -774,7 +774,22 @@ func (t *Tracker) metrics(was []*workerAcc, durS float64) []vllm.Value {
 			add(f.Name, "", "", totals[c])
 		}
 	}
+	for _, sm := range vllm.Sums {
+		var v float64
+		var any bool
+		for _, c := range sm.Of {
+			if has[c] {
+				v, any = v+totals[c], true
+			}
+		}
+		if any {
+			add(sm.Name, "", "", v)
+		}
+	}
 	for i, rt := range vllm.Ratios {
+		if rt.Paired && !paired(was, rt) {
+			continue
+		}
 		tog := together(was, i)
 		if v, ok := stepRatio(rt, tog, &totals, &has); ok {
 			add(rt.Name, "", "", v)
@@ -848,6 +863,17 @@ func (t *Tracker) metrics(was []*workerAcc, durS float64) []vllm.Value {
 	// Trackers take finite numbers only. A sum beyond the float limit stays infinite (or NaN)
 	// through every sum, rate and mean computed from it, so the keys that depend on it go here.
 	return slices.DeleteFunc(m, func(v vllm.Value) bool { return !finite(v.V) })
+}
+
+// paired reports whether every worker of a pool that has rt's numerator on its page has its
+// denominator too (see vllm.Ratio.Paired).
+func paired(was []*workerAcc, rt vllm.Ratio) bool {
+	for _, wa := range was {
+		if wa.has[rt.Num] && !wa.has[rt.Den] {
+			return false
+		}
+	}
+	return true
 }
 
 // finite reports whether v is a number a float holds: not NaN, not ±Inf. A counter's increase

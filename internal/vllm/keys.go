@@ -190,6 +190,9 @@ var groups = func() map[string]string {
 	for _, r := range Rates {
 		m[r.Name()] = r.Group
 	}
+	for _, sm := range Sums {
+		m[sm.Name] = sm.Group
+	}
 	return m
 }()
 
@@ -248,6 +251,9 @@ func KeyNames() []KeyName {
 	}
 	for _, r := range Rates {
 		add(r.Name(), false, "")
+	}
+	for _, sm := range Sums {
+		add(sm.Name, false, "")
 	}
 	for _, f := range Hists {
 		stats := []string{}

@@ -63,11 +63,13 @@ const (
 	GroupSpecDecode  = "Speculative decoding"
 	GroupBalance     = "Fleet balance" // step's own balance keys, not vLLM families
 	GroupLatency     = "Latency"
+	GroupPD          = "PD disaggregation"
 	GroupOther       = "Other"
 )
 
 // Groups lists the report's groups in page order.
-var Groups = []string{GroupPrefixCache, GroupPreemptions, GroupKVCache, GroupQueue, GroupThroughput, GroupSpecDecode, GroupBalance, GroupLatency, GroupOther}
+var Groups = []string{GroupPrefixCache, GroupPreemptions, GroupKVCache, GroupQueue, GroupThroughput, GroupSpecDecode, GroupBalance, GroupLatency, GroupPD,
+	GroupOther}
 
 // Family describes one metric family vllmstat reads.
 type Family struct {
@@ -127,6 +129,20 @@ type Ratio struct {
 	Unit     string
 	Fraction bool
 	Group    string
+	// Paired leaves the ratio out of a pool of workers when one of them has the numerator's
+	// family without the denominator's: that worker's numerator is no part of what the
+	// denominator counts (a server without speculative decoding generates tokens but verifies no
+	// drafts).
+	Paired bool
+}
+
+// CounterSum is a key that adds up the step totals of counters that count one quantity in parts; it
+// is present when any of them is on a page.
+type CounterSum struct {
+	Name        string
+	Of          []Counter
+	Title, Unit string
+	Group       string
 }
 
 // Rate is a counter's increase per second over the step (and per interval).
@@ -153,6 +169,10 @@ const (
 	SpecAcceptLength
 	SpecAcceptRate
 	PausedReqs
+	KVAvailableTokens
+	KVEvictableTokens
+	KVUsedTokens
+	MaxTotalTokens
 	ResourceState
 	FullyAwake
 	PauseState
@@ -190,6 +210,14 @@ const (
 	NumRequests
 	AbortedRequests
 	RealtimeTokens
+	RetractedInputTokens
+	RetractedOutputTokens
+	SpecVerifyCalls
+	PrefillEffectiveTokens
+	ForwardSeconds
+	BootstrapFailed
+	TransferFailed
+	PrefillRetries
 	NumCounters
 )
 
@@ -203,6 +231,11 @@ const (
 	E2E
 	QueueTime
 	PrefillKVComputed
+	KVTransferLatency
+	KVTransferSpeed
+	KVTransferSize
+	KVTransferBootstrap
+	KVTransferAlloc
 	NumHists
 )
 
@@ -244,6 +277,18 @@ var Gauges = [NumGauges]Family{
 	// Requests held by an asynchronous weight sync since the previous log point.
 	PausedReqs: {Name: "num_paused_reqs", SGLang: []string{"num_paused_reqs"}, SGLangOnly: true, Combine: Sum, Scalars: true,
 		Title: "Requests paused by a weight sync", Unit: "requests", Group: GroupQueue},
+	// The full-attention KV pool's token slots, set at the log points: free, holding
+	// radix-cached data that may be evicted, and locked by running requests; their sum stays at
+	// or below max_total_num_tokens, the pool's size, set once at start (SGLang's
+	// SchedulerStats and emit_constants).
+	KVAvailableTokens: {Name: "kv_available_tokens", SGLang: []string{"kv_available_tokens"}, SGLangOnly: true, Combine: Sum, Scalars: true,
+		Title: "KV pool: free token slots", Unit: "tokens", Group: GroupKVCache},
+	KVEvictableTokens: {Name: "kv_evictable_tokens", SGLang: []string{"kv_evictable_tokens"}, SGLangOnly: true, Combine: Sum, Scalars: true,
+		Title: "KV pool: evictable (cached) token slots", Unit: "tokens", Group: GroupKVCache},
+	KVUsedTokens: {Name: "kv_used_tokens", SGLang: []string{"kv_used_tokens"}, SGLangOnly: true, Combine: Sum, Scalars: true,
+		Title: "KV pool: token slots in use", Unit: "tokens", Group: GroupKVCache},
+	MaxTotalTokens: {Name: "max_total_num_tokens", SGLang: []string{"max_total_num_tokens"}, SGLangOnly: true, Combine: Sum, Scalars: true,
+		Title: "KV pool size", Unit: "tokens", Group: GroupKVCache},
 
 	// The families below give the time ledger's states (package step) and no keys of their own.
 	//
@@ -382,6 +427,34 @@ var Counters = [NumCounters]Family{
 	// The tokens the scheduler computed, by mode: prefill_compute, prefill_cache, decode.
 	RealtimeTokens: {Name: "realtime_tokens", SGLang: []string{"realtime_tokens"}, SGLangOnly: true, Split: "mode", Total: true,
 		Title: "Tokens processed by mode", Unit: "tokens", Group: GroupThroughput},
+	// A retraction frees a running request's KV cache; the request's input tokens and the
+	// output tokens it had are computed again when it is scheduled again
+	// (SchedulerMetricsCollector.increment_retracted_reqs). See RecomputedTokens.
+	RetractedInputTokens: {Name: "num_retracted_input_tokens", SGLang: []string{"num_retracted_input_tokens"}, SGLangOnly: true, Total: true,
+		Title: "Retracted input tokens", Unit: "tokens", Group: GroupPreemptions},
+	RetractedOutputTokens: {Name: "num_retracted_output_tokens", SGLang: []string{"num_retracted_output_tokens"}, SGLangOnly: true, Total: true,
+		Title: "Retracted output tokens", Unit: "tokens", Group: GroupPreemptions},
+	// The verify passes of speculative decoding, counted by the tokenizer at a request's finish
+	// (observe_one_finished_request's spec_verify_ct); no series without speculative decoding.
+	SpecVerifyCalls: {Name: "spec_verify_calls", SGLang: []string{"spec_verify_calls"}, SGLangOnly: true, Total: true,
+		Title: "Speculative verify calls", Unit: "calls", Group: GroupSpecDecode},
+	// The prefill tokens by where they came from, a retracted request's second prefill left out:
+	// input (computed), device_hit, host_hit and storage_hit (found in one of the cache's tiers).
+	// Every mode's series is there from the start (increment_effective_prefill_tokens).
+	PrefillEffectiveTokens: {Name: "prefill_effective_tokens", SGLang: []string{"prefill_effective_tokens"}, SGLangOnly: true, Split: "mode", Total: true,
+		Title: "Effective prefill tokens by tier", Unit: "tokens", Group: GroupPrefixCache},
+	// The time the GPU executed forward passes, by category "forward_" and the forward mode
+	// (forward_extend, forward_decode, ...); exported with SGLANG_ENABLE_METRICS_DEVICE_TIMER
+	// (utils/device_timer.py).
+	ForwardSeconds: {Name: "forward_execution_seconds", SGLang: []string{"forward_execution_seconds"}, SGLangOnly: true, Split: "category", Total: true,
+		Title: "GPU busy in forward passes", Unit: "seconds", Group: GroupThroughput},
+	// PD disaggregation: requests whose bootstrap or KV transfer failed, and prefill retries.
+	BootstrapFailed: {Name: "num_bootstrap_failed_reqs", SGLang: []string{"num_bootstrap_failed_reqs"}, SGLangOnly: true, Total: true,
+		Title: "Requests whose bootstrap failed", Unit: "requests", Group: GroupPD},
+	TransferFailed: {Name: "num_transfer_failed_reqs", SGLang: []string{"num_transfer_failed_reqs"}, SGLangOnly: true, Total: true,
+		Title: "Requests whose KV transfer failed", Unit: "requests", Group: GroupPD},
+	PrefillRetries: {Name: "num_prefill_retries", SGLang: []string{"num_prefill_retries"}, SGLangOnly: true, Total: true,
+		Title: "Prefill retries", Unit: "retries", Group: GroupPD},
 }
 
 // Hists are the histogram families, by Hist; each gets HistQuantiles and a mean per step.
@@ -396,6 +469,18 @@ var Hists = [NumHists]Family{
 		Title: "Queue time", Unit: "seconds", Group: GroupQueue},
 	// New KV tokens computed in a request's prefill, cached tokens excluded.
 	PrefillKVComputed: {Name: "request_prefill_kv_computed_tokens", Title: "Prefill KV tokens computed", Unit: "tokens", Group: GroupPrefixCache},
+	// SGLang's PD disaggregation, per KV transfer (SchedulerMetricsCollector's
+	// observe_kv_transfer_metrics and observe_kv_transfer_bootstrap), in SGLang's units.
+	KVTransferLatency: {Name: "kv_transfer_latency_ms", SGLang: []string{"kv_transfer_latency_ms"}, SGLangOnly: true,
+		Title: "KV transfer latency", Unit: "milliseconds", Group: GroupPD},
+	KVTransferSpeed: {Name: "kv_transfer_speed_gb_s", SGLang: []string{"kv_transfer_speed_gb_s"}, SGLangOnly: true,
+		Title: "KV transfer speed", Unit: "GB per second", Group: GroupPD},
+	KVTransferSize: {Name: "kv_transfer_total_mb", SGLang: []string{"kv_transfer_total_mb"}, SGLangOnly: true,
+		Title: "KV transfer size", Unit: "MB", Group: GroupPD},
+	KVTransferBootstrap: {Name: "kv_transfer_bootstrap_ms", SGLang: []string{"kv_transfer_bootstrap_ms"}, SGLangOnly: true,
+		Title: "KV transfer bootstrap time", Unit: "milliseconds", Group: GroupPD},
+	KVTransferAlloc: {Name: "kv_transfer_alloc_ms", SGLang: []string{"kv_transfer_alloc_ms"}, SGLangOnly: true,
+		Title: "KV transfer allocation wait", Unit: "milliseconds", Group: GroupPD},
 }
 
 // The derived metrics.
@@ -428,11 +513,34 @@ var (
 	SpecAcceptanceRatePerPos = Ratio{Name: "spec_decode_acceptance_rate_per_pos", Num: SpecAcceptedPerPos, Den: SpecDrafts,
 		Title: "Acceptance rate by draft position", Unit: "accepted / drafts (0–1)", Fraction: true, Group: GroupSpecDecode}
 
+	// SGLangSpecAcceptLength is SGLang's mean acceptance length from its counters: the tokens
+	// generated per verify pass, as SGLang's own server log computes it. It counts each
+	// request's first token, which its prefill made, so it exceeds the accepted tokens per draft
+	// plus one by the requests over the verify calls. Exact over a step, where the gauge
+	// spec_accept_length is the last log interval's.
+	SGLangSpecAcceptLength = Ratio{Name: "spec_decode_mean_acceptance_length", Num: GenerationTokens, Den: SpecVerifyCalls, Paired: true,
+		Title: "Mean acceptance length", Unit: "tokens per verify pass", Group: GroupSpecDecode}
+	// PrefillTierShare is each mode's share of SGLang's effective prefill tokens: device_hit,
+	// host_hit and storage_hit are the hit rates of the cache's tiers, input the share
+	// computed. Their sum over the hit modes is the step's prefix-cache hit rate with
+	// retracted requests' second prefills left out.
+	PrefillTierShare = Ratio{Name: "prefill_effective_share", Num: PrefillEffectiveTokens, Den: PrefillEffectiveTokens,
+		Title: "Effective prefill tokens by tier (share)", Unit: "tier tokens / prefill tokens (0–1)", Fraction: true, Group: GroupPrefixCache}
+
 	// Ratios are every ratio a step record gets. Two may share a name when they are one
 	// metric of two engines: a worker has the counters of one of them only.
 	Ratios = []Ratio{PrefixHitRate, ExternalHitRate, MMHitRate, SpecAcceptanceRate, SpecMeanAcceptanceLength, SpecAcceptanceRatePerPos,
-		SGLangPrefixHitRate}
+		SGLangPrefixHitRate, SGLangSpecAcceptLength, PrefillTierShare}
 
 	// Rates are the per-second throughputs.
-	Rates = []Rate{{Of: GenerationTokens, Group: GroupThroughput}, {Of: PromptTokens, Group: GroupThroughput}}
+	Rates = []Rate{{Of: GenerationTokens, Group: GroupThroughput}, {Of: PromptTokens, Group: GroupThroughput},
+		// engine-seconds of forward passes per second of the step: the fleet's busy GPUs
+		{Of: ForwardSeconds, Group: GroupThroughput}}
+
+	// RecomputedTokens are SGLang's tokens computed again because their request was retracted.
+	RecomputedTokens = CounterSum{Name: "recomputed_tokens", Of: []Counter{RetractedInputTokens, RetractedOutputTokens},
+		Title: "Tokens computed again after a retraction", Unit: "tokens", Group: GroupPreemptions}
+
+	// Sums are every sum of counters a step record gets.
+	Sums = []CounterSum{RecomputedTokens}
 )
