@@ -78,6 +78,7 @@ func demoWith(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	colocated := fs.Bool("colocated", false, colocatedHelp)
 	trainTime := fs.Duration("train-time", 0, trainTimeHelp)
 	evalEvery := fs.Int("eval-every", 0, evalEveryHelp)
+	gpu := fs.String("gpu", "", gpuUsage)
 	var lw sim.WorkloadConfig // the timing of the loops that sync weights
 	loopTimingFlags(fs, &lw)
 	fs.Usage = func() {
@@ -191,6 +192,10 @@ func demoWith(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	if set["per-worker"] || *configPath == "" {
 		cfg.PerWorker = *perWorker
+	}
+	if set["gpu"] {
+		cfg.GPU = *gpu
+		cfg.SetPath("gpu", "--gpu")
 	}
 	cfg.Listen = ""
 	cfg.Record = ""

@@ -43,6 +43,7 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	scalars := fs.Bool("log-scalars", true, "add mean/max/p95 of the per-interval samples")
 	maxLine := fs.Int("max-line-bytes", record.DefaultMaxLine, "longest line (decompressed) accepted; a longer one stops replay")
 	workerLabels := fs.String("worker-labels", strings.Join(page.DefaultWorkerLabels(), ","), workerLabelsUsage)
+	gpu := fs.String("gpu", "", gpuUsage)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), replayHelp)
 		fs.PrintDefaults()
@@ -64,7 +65,14 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintf(stderr, "vllmstat replay: %v\n", err)
 		return exitUsage
 	}
-	opt := step.Options{Prefix: *prefix, PerWorker: *perWorker, Scalars: *scalars}
+	var peak vllm.Peak
+	if *gpu != "" {
+		if peak, err = vllm.GPUPeak(*gpu); err != nil {
+			fmt.Fprintf(stderr, "vllmstat replay: --gpu: %v\n", err)
+			return exitUsage
+		}
+	}
+	opt := step.Options{Prefix: *prefix, PerWorker: *perWorker, Scalars: *scalars, Peak: peak}
 	return replayAll(ctx, segs, opt, wl, *maxLine, stdout, stderr)
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/vllmstat/vllmstat/internal/discovery"
 	"github.com/vllmstat/vllmstat/internal/run"
 	"github.com/vllmstat/vllmstat/internal/target"
+	"github.com/vllmstat/vllmstat/internal/vllm"
 )
 
 // listFlag collects a repeatable flag.
@@ -36,6 +37,7 @@ type runFlags struct {
 	workerLabels  string
 	targetsFile   string
 	sinks         string
+	gpu           string
 	args          []string // targets given as arguments
 }
 
@@ -56,7 +58,11 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.workerLabels, "worker-labels", strings.Join(def.WorkerLabels, ","), workerLabelsUsage)
 	fs.StringVar(&f.targetsFile, "targets-file", "", "read targets from `FILE`: one /metrics URL or host:port per line, # starts a comment (adds to the config's targets)")
 	fs.StringVar(&f.sinks, "sinks", "", "comma-separated tracker `sinks` to add to the config's, e.g. tensorboard,wandb,csv")
+	fs.StringVar(&f.gpu, "gpu", "", gpuUsage)
 }
+
+// gpuUsage documents --gpu, for run, demo and replay alike.
+var gpuUsage = "the engines' `GPU` (gpu), whose peak makes MFU and MBU of the engines' compute estimates: " + strings.Join(vllm.GPUNames(), ", ")
 
 // workerLabelsUsage documents --worker-labels, for run and replay alike.
 const workerLabelsUsage = "comma-separated `labels` that, with target and engine, tell workers apart (worker_labels); \"\" for none"
@@ -119,6 +125,9 @@ func (f *runFlags) load(fs *flag.FlagSet) (config.Config, error) {
 		case "metric-prefix":
 			c.MetricPrefix = f.prefix
 			c.SetPath("metric_prefix", path)
+		case "gpu":
+			c.GPU = f.gpu
+			c.SetPath("gpu", path)
 		case "per-worker":
 			c.PerWorker = f.perWorker
 		case "log-scalars":

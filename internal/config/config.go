@@ -96,6 +96,12 @@ type Config struct {
 	// AllowTargets are the IP addresses and CIDRs, as written, where a target added through the
 	// API may be although the API refuses such an address (link-local, a metadata service's,
 	// its own; see api.TargetPolicy). AllowedTargets reads them.
+	// GPU names the engines' GPU (gpu: H100; see vllm.GPUNames), whose peak the compute keys'
+	// MFU and MBU are shares of. PeakTFLOPS and PeakGBps give a peak, or override the GPU's.
+	GPU        string  `yaml:"gpu"`
+	PeakTFLOPS float64 `yaml:"peak_tflops_per_gpu"`
+	PeakGBps   float64 `yaml:"peak_gbps_per_gpu"`
+
 	AllowTargets []string `yaml:"allow_targets" want:"a list of IP addresses or CIDRs, e.g. [169.254.0.0/16]" item:"an IP address or a CIDR such as 169.254.0.0/16"`
 
 	// DNS are the targets given as dns+ or dnssrv+ URLs, resolved again every RefreshInterval;
@@ -282,6 +288,18 @@ func (c *Config) Validate(checks ...Check) error {
 	if c.Enabled && len(c.Targets) == 0 && c.Listen == "" && !c.HasDiscovery() {
 		ps = append(ps, fmt.Sprintf("%s: no targets, no file_sd, and no API (listen is \"\") to add them through: give at least one /metrics URL (or host:port)", c.Path("targets")))
 	}
+	if c.GPU != "" {
+		if _, err := vllm.GPUPeak(c.GPU); err != nil {
+			path, line := c.at("gpu")
+			ps = append(ps, fmt.Sprintf("%s: %v%s", path, err, line))
+		}
+	}
+	if c.PeakTFLOPS < 0 {
+		bad("peak_tflops_per_gpu", c.PeakTFLOPS, "must be a number of TFLOP/s >= 0 (0: the GPU's, or none)")
+	}
+	if c.PeakGBps < 0 {
+		bad("peak_gbps_per_gpu", c.PeakGBps, "must be a number of GB/s >= 0 (0: the GPU's, or none)")
+	}
 	ps = append(ps, c.validateDiscovery()...)
 	if c.Listen != "" {
 		host, port, err := net.SplitHostPort(c.Listen)
@@ -380,4 +398,21 @@ func isLoopback(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// Peak is the GPU peak the compute keys are shares of: the GPU's, with peak_tflops_per_gpu and
+// peak_gbps_per_gpu in its place where given; zero where none is known. The GPU's name is
+// checked by Validate.
+func (c Config) Peak() vllm.Peak {
+	var p vllm.Peak
+	if c.GPU != "" {
+		p, _ = vllm.GPUPeak(c.GPU)
+	}
+	if c.PeakTFLOPS > 0 {
+		p.TFLOPS = c.PeakTFLOPS
+	}
+	if c.PeakGBps > 0 {
+		p.GBps = c.PeakGBps
+	}
+	return p
 }

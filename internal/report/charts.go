@@ -42,6 +42,9 @@ func groupOf(v vllm.Value) string {
 	if isBalance(v) {
 		return vllm.GroupBalance
 	}
+	if _, ok := computeDescribed[v.Name]; ok {
+		return vllm.GroupThroughput
+	}
 	return cmp.Or(vllm.Group(v.Name), vllm.GroupOther)
 }
 
@@ -106,6 +109,18 @@ var balanceDescribed = map[string]described{
 	step.KeyImbalance:      {title: "Generation imbalance", unit: "busiest worker's tokens / mean"},
 }
 
+// computeDescribed are the compute keys, which the step package derives from the engines'
+// estimates; they are charted with the throughput.
+var computeDescribed = map[string]described{
+	step.NameTFLOPS:           {title: "Achieved TFLOP/s per GPU", unit: "TFLOP/s over the step"},
+	step.NameTFLOPSGenerating: {title: "Achieved TFLOP/s per GPU while generating", unit: "TFLOP/s over the generating time"},
+	step.NameReadGBps:         {title: "Memory read per GPU", unit: "GB/s over the step"},
+	step.NameWriteGBps:        {title: "Memory written per GPU", unit: "GB/s over the step"},
+	step.NameMFU:              {title: "MFU", unit: "achieved / peak TFLOP/s (0–1)", frac: true},
+	step.NameMFUGenerating:    {title: "MFU while generating", unit: "achieved / peak TFLOP/s (0–1)", frac: true},
+	step.NameMBU:              {title: "MBU", unit: "bytes read and written / peak bandwidth (0–1)", frac: true},
+}
+
 // specNames describes every name the spec gives a title, by name.
 var specNames = func() map[string]described {
 	m := map[string]described{}
@@ -158,6 +173,13 @@ var specNames = func() map[string]described {
 	for _, sm := range vllm.Sums {
 		add(sm.Name, described{title: sm.Title, unit: sm.Unit, kind: kindCounter})
 	}
+	for _, pt := range vllm.LabelParts {
+		if pt.Share {
+			add(pt.Name, described{title: pt.Title, unit: pt.Unit, frac: true, kind: kindRatio})
+		} else {
+			add(pt.Name, described{title: pt.Title, unit: pt.Unit, kind: kindCounter})
+		}
+	}
 	return m
 }()
 
@@ -168,6 +190,9 @@ func describe(id string, v vllm.Value) (title, unit string, frac bool) {
 	d, ok := specNames[v.Name]
 	if !ok {
 		if b, ok := balanceDescribed[v.Name]; ok {
+			return b.title, b.unit, b.frac
+		}
+		if b, ok := computeDescribed[v.Name]; ok {
 			return b.title, b.unit, b.frac
 		}
 		return id, "", false

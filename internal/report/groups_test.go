@@ -68,8 +68,8 @@ func TestChartTitlesFromSpec(t *testing.T) {
 		}
 	}
 	for _, f := range vllm.Gauges {
-		if f.StateOnly {
-			continue // read for the time ledger's states alone: no keys
+		if f.StateOnly || f.Split != "" && !f.Scalars {
+			continue // read for the time ledger's states or derived keys alone: no keys
 		}
 		if f.Split != "" {
 			add(f.Name, f.Title, f.Name+"/x")
@@ -78,6 +78,9 @@ func TestChartTitlesFromSpec(t *testing.T) {
 		add(f.Name, f.Title, f.Name+"/mean")
 	}
 	for _, f := range vllm.Counters {
+		if f.Split != "" && !f.Total {
+			continue // read for derived keys alone
+		}
 		if f.Split != "" {
 			add(f.Name, f.Title, f.Name+"/x")
 			continue

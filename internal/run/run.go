@@ -385,5 +385,5 @@ func collectorOptions(cfg config.Config) collector.Options {
 func trackerOptions(cfg config.Config) step.Options {
 	// A run that draws, writes and prints no timelines need not keep their samples.
 	noTimeline := !cfg.TimelinePlots && !cfg.RecordTimelines && !cfg.TerminalTimelines
-	return step.Options{Prefix: cfg.MetricPrefix, PerWorker: cfg.PerWorker, Scalars: cfg.LogScalars, NoTimeline: noTimeline}
+	return step.Options{Prefix: cfg.MetricPrefix, PerWorker: cfg.PerWorker, Scalars: cfg.LogScalars, NoTimeline: noTimeline, Peak: cfg.Peak()}
 }

@@ -364,7 +364,9 @@ func TestNamesQuery(t *testing.T) {
 			t.Errorf("%v: query asks for %d names, want %d", tt.pref, len(q["name[]"]), len(want))
 		}
 	}
-	if n := len(sn.query(1)); n > 5<<10 {
+	// A proxy in front of an engine holds the request line in a buffer of 8 KB (nginx's
+	// large_client_header_buffers by default), with the method, path and version beside it.
+	if n := len(sn.query(1)); n > 7680 {
 		t.Errorf("the query of vllm: names is %d bytes: servers limit request lines", n)
 	}
 }

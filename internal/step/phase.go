@@ -75,6 +75,12 @@ var keyNames = func() map[string]bool {
 	for _, sm := range vllm.Sums {
 		m[sm.Name] = true
 	}
+	for _, pt := range vllm.LabelParts {
+		m[pt.Name] = true
+	}
+	for _, name := range ComputeNames {
+		m[name] = true
+	}
 	return m
 }()
 

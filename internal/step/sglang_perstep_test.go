@@ -38,7 +38,7 @@ func TestSGLangPerStepFamilies(t *testing.T) {
 		t.Fatal(err)
 	}
 	tr := NewTracker(Options{Scalars: true, PerWorker: true})
-	t0 := time.Unix(1_700_000_000, 0)
+	t0 := time.Unix(2_000_000_000, 0) // after the pages' _created
 	tr.Begin(t0)
 	tr.Observe(t0, "sg", read("sglang-perstep-a.prom"), nil)
 	tr.Observe(t0.Add(time.Second), "sg", read("sglang-perstep-b.prom"), nil)
@@ -79,7 +79,7 @@ func TestSGLangAcceptLengthPaired(t *testing.T) {
 	}
 	for _, mixed := range []bool{false, true} {
 		tr := NewTracker(Options{})
-		t0 := time.Unix(1_700_000_000, 0)
+		t0 := time.Unix(2_000_000_000, 0) // after the pages' _created
 		tr.Begin(t0)
 		tr.Observe(t0, "spec", spec(100, 20), nil)
 		if mixed {

@@ -29,6 +29,9 @@ type Options struct {
 	// keeps a Clone. A fleet has thousands of intervals a second: a map for each was a fifth of
 	// the garbage vllmstat made, and one map reused, written and read by key, 4 % of its CPU.
 	OnInterval func(Interval)
+	// Peak is one GPU's peak, which the compute keys' MFU and MBU are shares of (see
+	// computeValues); zero fields leave them out.
+	Peak vllm.Peak
 }
 
 // Interval is one worker's values at one successful scrape: its gauges, the counter increases
@@ -644,9 +647,13 @@ func (t *Tracker) fill(r *Record, a *acc, start time.Time, durS float64, perWork
 	for _, p := range poolsByKind(led) {
 		r.Values = append(r.Values, p.tag(ledgerValues(p.of(led)))...)
 	}
+	for _, p := range pools {
+		r.Values = append(r.Values, p.tag(computeValues(p.of(was), durS, t.opt.Peak))...)
+	}
 	for i, id := range ids {
 		if perWorker {
 			vs := append(t.metrics(was[i:i+1], durS), ledgerValues(was[i:i+1])...)
+			vs = append(vs, computeValues(was[i:i+1], durS, t.opt.Peak)...)
 			r.PerWorker = append(r.PerWorker, WorkerRecord{Target: id.Target, Engine: id.Engine, Labels: id.LabelMap(),
 				Values: kindPool{kind: was[i].kind}.tag(vs), TargetLabels: t.labels.of(id.Target)})
 		}
@@ -784,6 +791,21 @@ func (t *Tracker) metrics(was []*workerAcc, durS float64) []vllm.Value {
 		}
 		if any {
 			add(sm.Name, "", "", v)
+		}
+	}
+	for _, pt := range vllm.LabelParts {
+		if !has[pt.Of] {
+			continue
+		}
+		var v float64
+		for _, val := range pt.Values {
+			v += split[pt.Of][val]
+		}
+		switch {
+		case !pt.Share:
+			add(pt.Name, "", "", v)
+		case totals[pt.Of] > 0 && finite(v) && finite(totals[pt.Of]):
+			add(pt.Name, "", "", v/totals[pt.Of])
 		}
 	}
 	for i, rt := range vllm.Ratios {

@@ -1,6 +1,9 @@
 package vllm
 
-import "strings"
+import (
+	"cmp"
+	"strings"
+)
 
 // Engine is a kind of inference engine whose pages vllmstat reads. A family of the spec is read
 // from the pages of every engine that exports it (see Family.Spellings); a worker is of one kind,
@@ -87,7 +90,7 @@ func (f Family) Spellings(e Engine) []string {
 		if f.SGLangOnly {
 			return nil
 		}
-		return append([]string{f.Name}, f.Old...)
+		return append([]string{cmp.Or(f.PageName, f.Name)}, f.Old...)
 	case SGLang:
 		return f.SGLang
 	}

@@ -45,11 +45,11 @@ const WorstWorker = "worst_worker"
 
 // splitLabels maps the names that carry a split label to the Prometheus label name its value
 // becomes: request_success's finished_reason is "reason", as in earlier releases. A family read
-// for the ledger's states alone has no keys, so its labels name none.
+// for the ledger's states or for derived keys alone has no keys, so its labels name none.
 var splitLabels = func() map[string]string {
 	m := map[string]string{}
 	for _, f := range allFamilies() {
-		if f.Split == "" || f.StateOnly {
+		if f.Split == "" || f.StateOnly || !f.Total && !f.Scalars { // no key of its own
 			continue
 		}
 		name := f.Split
@@ -193,6 +193,9 @@ var groups = func() map[string]string {
 	for _, sm := range Sums {
 		m[sm.Name] = sm.Group
 	}
+	for _, pt := range LabelParts {
+		m[pt.Name] = pt.Group
+	}
 	return m
 }()
 
@@ -254,6 +257,9 @@ func KeyNames() []KeyName {
 	}
 	for _, sm := range Sums {
 		add(sm.Name, false, "")
+	}
+	for _, pt := range LabelParts {
+		add(pt.Name, false, "")
 	}
 	for _, f := range Hists {
 		stats := []string{}

@@ -63,12 +63,13 @@ const (
 	GroupSpecDecode  = "Speculative decoding"
 	GroupBalance     = "Fleet balance" // step's own balance keys, not vLLM families
 	GroupLatency     = "Latency"
+	GroupRequests    = "Requests"
 	GroupPD          = "PD disaggregation"
 	GroupOther       = "Other"
 )
 
 // Groups lists the report's groups in page order.
-var Groups = []string{GroupPrefixCache, GroupPreemptions, GroupKVCache, GroupQueue, GroupThroughput, GroupSpecDecode, GroupBalance, GroupLatency, GroupPD,
+var Groups = []string{GroupPrefixCache, GroupPreemptions, GroupKVCache, GroupQueue, GroupThroughput, GroupSpecDecode, GroupBalance, GroupLatency, GroupRequests, GroupPD,
 	GroupOther}
 
 // Family describes one metric family vllmstat reads.
@@ -76,6 +77,8 @@ type Family struct {
 	// Name is the family's current name without namespace and without _total: the name of its
 	// keys ("prefix_cache_queries" gives vllm/prefix_cache_queries).
 	Name string
+	// PageName is the family's current name on vLLM's pages where it is not Name.
+	PageName string
 	// Old lists older spellings, best first, read only when no better one is on a page (vLLM
 	// 0.9.2 to 0.10 export old and new with equal values; reading both would count twice).
 	Old []string
@@ -141,6 +144,18 @@ type Ratio struct {
 type CounterSum struct {
 	Name        string
 	Of          []Counter
+	Title, Unit string
+	Group       string
+}
+
+// Part is a key made of some values of a split counter's label: their step total, or with Share
+// their share of the family's total over the step (absent when it did not move). A total is
+// present when the family is on a page, 0 when none of the values came.
+type Part struct {
+	Name        string
+	Of          Counter
+	Values      []string
+	Share       bool
 	Title, Unit string
 	Group       string
 }
@@ -218,6 +233,11 @@ const (
 	BootstrapFailed
 	TransferFailed
 	PrefillRetries
+	PromptBySource
+	RecomputedExecutions
+	EstFlops
+	EstReadBytes
+	EstWriteBytes
 	NumCounters
 )
 
@@ -236,6 +256,16 @@ const (
 	KVTransferSize
 	KVTransferBootstrap
 	KVTransferAlloc
+	ReqPromptTokens
+	ReqGenerationTokens
+	ReqMaxGenerationTokens
+	ReqPrefillTime
+	ReqDecodeTime
+	ReqInferenceTime
+	IterationTokens
+	KVBlockLifetime
+	KVBlockIdleBeforeEvict
+	KVBlockReuseGap
 	NumHists
 )
 
@@ -455,6 +485,24 @@ var Counters = [NumCounters]Family{
 		Title: "Requests whose KV transfer failed", Unit: "requests", Group: GroupPD},
 	PrefillRetries: {Name: "num_prefill_retries", SGLang: []string{"num_prefill_retries"}, SGLangOnly: true, Total: true,
 		Title: "Prefill retries", Unit: "retries", Group: GroupPD},
+
+	// vLLM's prompt tokens by where their KV came from: local_compute, local_cache_hit,
+	// external_kv_transfer (vLLM PR #33290, 0.16 on); they add up to prompt_tokens. Read for
+	// its parts (PromptComputed, PromptCached, PromptTransferred).
+	PromptBySource: {Name: "prompt_tokens_by_source", Split: "source",
+		Title: "Prompt tokens by source", Unit: "tokens", Group: GroupPrefixCache},
+	// vLLM after 0.20: token positions executed again after a preemption (see RecomputedTokens).
+	RecomputedExecutions: {Name: "recomputed_token_executions",
+		Title: "Token positions executed again", Unit: "tokens", Group: GroupPreemptions},
+	// The engines' estimates of their floating point operations and memory traffic per GPU,
+	// with --enable-mfu-metrics (vLLM PR #30950, vllm/v1/metrics/perf.py; SGLang's
+	// SchedulerMetricsCollector, same names). Read for the compute keys (package step).
+	EstFlops: {Name: "estimated_flops_per_gpu", SGLang: []string{"estimated_flops_per_gpu"},
+		Title: "Estimated FLOPs per GPU", Unit: "FLOPs", Group: GroupThroughput},
+	EstReadBytes: {Name: "estimated_read_bytes_per_gpu", SGLang: []string{"estimated_read_bytes_per_gpu"},
+		Title: "Estimated bytes read per GPU", Unit: "bytes", Group: GroupThroughput},
+	EstWriteBytes: {Name: "estimated_write_bytes_per_gpu", SGLang: []string{"estimated_write_bytes_per_gpu"},
+		Title: "Estimated bytes written per GPU", Unit: "bytes", Group: GroupThroughput},
 }
 
 // Hists are the histogram families, by Hist; each gets HistQuantiles and a mean per step.
@@ -481,6 +529,33 @@ var Hists = [NumHists]Family{
 		Title: "KV transfer bootstrap time", Unit: "milliseconds", Group: GroupPD},
 	KVTransferAlloc: {Name: "kv_transfer_alloc_ms", SGLang: []string{"kv_transfer_alloc_ms"}, SGLangOnly: true,
 		Title: "KV transfer allocation wait", Unit: "milliseconds", Group: GroupPD},
+
+	// The shape of the requests that finished (vllm/v1/metrics/loggers.py, observed at a
+	// request's finish): its prompt and generated tokens (SGLang's TokenizerMetricsCollector
+	// observes the same at the same moment), the max_tokens it asked for, and its time in
+	// prefill (first scheduled to first token), decode (first to last token) and running (first
+	// scheduled to last token).
+	ReqPromptTokens: {Name: "request_prompt_tokens", SGLang: []string{"prompt_tokens_histogram"},
+		Title: "Prompt length", Unit: "tokens per request", Group: GroupRequests},
+	ReqGenerationTokens: {Name: "request_generation_tokens", SGLang: []string{"generation_tokens_histogram"},
+		Title: "Generation length", Unit: "tokens per request", Group: GroupRequests},
+	ReqMaxGenerationTokens: {Name: "request_max_num_generation_tokens",
+		Title: "Requested max tokens", Unit: "tokens per request", Group: GroupRequests},
+	ReqPrefillTime: {Name: "request_prefill_time_seconds", Title: "Prefill time per request", Unit: "seconds", Group: GroupRequests},
+	ReqDecodeTime:  {Name: "request_decode_time_seconds", Title: "Decode time per request", Unit: "seconds", Group: GroupRequests},
+	ReqInferenceTime: {Name: "request_inference_time_seconds", Title: "Running time per request", Unit: "seconds",
+		Group: GroupRequests},
+	// The tokens of each engine step: the batch size in tokens. vLLM names the histogram
+	// iteration_tokens_total, a name the key leaves out: it is no counter's total. Up to 0.20 it
+	// counts prompt and generated tokens, after it computed prompt tokens only (PR #43346).
+	IterationTokens: {Name: "iteration_tokens", PageName: "iteration_tokens_total",
+		Title: "Tokens per engine step", Unit: "tokens", Group: GroupRequests},
+	// With --kv-cache-metrics, sampled KV blocks: from allocation to eviction, idle before
+	// eviction, and between two reuses.
+	KVBlockLifetime: {Name: "kv_block_lifetime_seconds", Title: "KV block lifetime", Unit: "seconds", Group: GroupKVCache},
+	KVBlockIdleBeforeEvict: {Name: "kv_block_idle_before_evict_seconds", Title: "KV block idle before eviction", Unit: "seconds",
+		Group: GroupKVCache},
+	KVBlockReuseGap: {Name: "kv_block_reuse_gap_seconds", Title: "KV block reuse gap", Unit: "seconds", Group: GroupKVCache},
 }
 
 // The derived metrics.
@@ -538,9 +613,32 @@ var (
 		{Of: ForwardSeconds, Group: GroupThroughput}}
 
 	// RecomputedTokens are SGLang's tokens computed again because their request was retracted.
-	RecomputedTokens = CounterSum{Name: "recomputed_tokens", Of: []Counter{RetractedInputTokens, RetractedOutputTokens},
-		Title: "Tokens computed again after a retraction", Unit: "tokens", Group: GroupPreemptions}
+	// RecomputedTokens are the tokens computed again because their request was preempted:
+	// vLLM's token positions executed again, SGLang's retracted input and output tokens.
+	RecomputedTokens = CounterSum{Name: "recomputed_tokens", Of: []Counter{RetractedInputTokens, RetractedOutputTokens, RecomputedExecutions},
+		Title: "Tokens computed again after a preemption", Unit: "tokens", Group: GroupPreemptions}
+	// FinishedRequests are the requests that finished, for any reason (aborts included).
+	FinishedRequests = CounterSum{Name: "finished_requests", Of: []Counter{RequestSuccess},
+		Title: "Requests finished", Unit: "requests", Group: GroupRequests}
 
 	// Sums are every sum of counters a step record gets.
-	Sums = []CounterSum{RecomputedTokens}
+	Sums = []CounterSum{RecomputedTokens, FinishedRequests}
+
+	// LabelParts are the keys made of parts of split counters.
+	LabelParts = []Part{
+		// The share of the finished requests that stopped at their max_tokens (or the model's
+		// length), and that were aborted: the clip ratio a trainer needs, exact per step.
+		{Name: "truncated_fraction", Of: RequestSuccess, Values: []string{"length"}, Share: true,
+			Title: "Requests truncated at their length limit", Unit: "of finished requests (0–1)", Group: GroupRequests},
+		{Name: "aborted_fraction", Of: RequestSuccess, Values: []string{"abort"}, Share: true,
+			Title: "Requests aborted", Unit: "of finished requests (0–1)", Group: GroupRequests},
+		// The prefill split: computed, found in the local prefix cache, brought by a KV
+		// connector. They add up to prompt_tokens.
+		{Name: "prompt_tokens_computed", Of: PromptBySource, Values: []string{"local_compute"},
+			Title: "Prompt tokens computed", Unit: "tokens", Group: GroupPrefixCache},
+		{Name: "prompt_tokens_cached", Of: PromptBySource, Values: []string{"local_cache_hit"},
+			Title: "Prompt tokens from the local prefix cache", Unit: "tokens", Group: GroupPrefixCache},
+		{Name: "prompt_tokens_transferred", Of: PromptBySource, Values: []string{"external_kv_transfer"},
+			Title: "Prompt tokens transferred by a KV connector", Unit: "tokens", Group: GroupPrefixCache},
+	}
 )

@@ -1281,10 +1281,15 @@ _ASKED_COUNTERS = ("prefix_cache_queries", "gpu_prefix_cache_queries", "prefix_c
                    "num_preemptions", "prompt_tokens", "generation_tokens", "request_success",
                    "external_prefix_cache_queries", "external_prefix_cache_hits", "mm_cache_queries", "mm_cache_hits",
                    "spec_decode_num_drafts", "spec_decode_num_draft_tokens", "spec_decode_num_accepted_tokens",
-                   "spec_decode_num_accepted_tokens_per_pos", "corrupted_requests")
+                   "spec_decode_num_accepted_tokens_per_pos", "corrupted_requests", "prompt_tokens_by_source",
+                   "recomputed_token_executions", "estimated_flops_per_gpu", "estimated_read_bytes_per_gpu",
+                   "estimated_write_bytes_per_gpu")
 _ASKED_HISTOGRAMS = ("time_to_first_token_seconds", "inter_token_latency_seconds", "time_per_output_token_seconds",
                      "e2e_request_latency_seconds", "request_queue_time_seconds",
-                     "request_prefill_kv_computed_tokens")
+                     "request_prefill_kv_computed_tokens", "request_prompt_tokens", "request_generation_tokens",
+                     "request_max_num_generation_tokens", "request_prefill_time_seconds",
+                     "request_decode_time_seconds", "request_inference_time_seconds", "iteration_tokens_total",
+                     "kv_block_lifetime_seconds", "kv_block_idle_before_evict_seconds", "kv_block_reuse_gap_seconds")
 _ASKED = frozenset(["vllm:" + g for g in _ASKED_GAUGES]
                    + ["vllm:" + c + s for c in _ASKED_COUNTERS for s in ("_total", "_created")]
                    + ["vllm:" + h + s for h in _ASKED_HISTOGRAMS

@@ -48,6 +48,9 @@ var keyNames = sync.OnceValue(func() map[string]vllm.KeyName {
 		add(vllm.KeyName{Name: name, Stats: []string{""}})
 	}
 	add(vllm.KeyName{Name: step.NamePublishLag, Stats: []string{vllm.StatMean, vllm.StatMax}})
+	for _, name := range step.ComputeNames {
+		add(vllm.KeyName{Name: name, Stats: []string{""}})
+	}
 	return m
 })
 
