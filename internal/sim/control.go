@@ -311,4 +311,3 @@ func (s *server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 	}
 	fmt.Fprint(w, "data: [DONE]\n\n")
 }
-

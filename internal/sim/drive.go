@@ -27,9 +27,9 @@ type Sample struct {
 type drive struct {
 	nextID  uint64
 	waiting map[uint64]*drivenSpec // by request id, until the request finishes or is lost
-	held    [][]*drivenSpec       // per engine: requests that reached it while it slept
-	loads   []drivenLoad          // SGLang loads under way, in end order
-	done    []func()              // answers to give once the pages show the results
+	held    [][]*drivenSpec        // per engine: requests that reached it while it slept
+	loads   []drivenLoad           // SGLang loads under way, in end order
+	done    []func()               // answers to give once the pages show the results
 }
 
 // drivenReq is one HTTP request's samples: reply gets them once every one has finished.

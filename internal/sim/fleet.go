@@ -38,8 +38,8 @@ type Fleet struct {
 	truth   chan chan GroundTruth
 	stopped chan struct{}
 	// ops takes the HTTP side's requests and control calls to the run goroutine (see drive.go).
-	ops chan fleetOp
-	final   GroundTruth // guarded by mu; set when the run goroutine ends
+	ops   chan fleetOp
+	final GroundTruth // guarded by mu; set when the run goroutine ends
 
 	mu     sync.Mutex
 	totals map[string]float64 // guarded by mu; as of the last publish
