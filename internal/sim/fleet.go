@@ -37,9 +37,9 @@ type Fleet struct {
 	// stopped is closed when that goroutine has ended, leaving the last ground truth in final.
 	truth   chan chan GroundTruth
 	stopped chan struct{}
+	final   GroundTruth // guarded by mu; set when the run goroutine ends
 	// ops takes the HTTP side's requests and control calls to the run goroutine (see drive.go).
-	ops   chan fleetOp
-	final GroundTruth // guarded by mu; set when the run goroutine ends
+	ops chan fleetOp
 
 	mu     sync.Mutex
 	totals map[string]float64 // guarded by mu; as of the last publish
