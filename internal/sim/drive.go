@@ -111,6 +111,18 @@ func (s *Sim) releaseHeld(e *Engine, at time.Duration) {
 	s.drive.held[k] = nil
 }
 
+// loseHeld fails the requests engine e held while it slept, which its server's restart lost; it
+// returns how many there were.
+func (s *Sim) loseHeld(e *Engine) int {
+	k := s.engineIndex(e)
+	held := s.drive.held[k]
+	s.drive.held[k] = nil
+	for _, ds := range held {
+		s.requestDone(&request{RequestSpec: ds.spec}, true)
+	}
+	return len(held)
+}
+
 // requestDone is every engine's hook at a request's finish or loss.
 func (s *Sim) requestDone(r *request, lost bool) {
 	ds, ok := s.drive.waiting[r.ID]

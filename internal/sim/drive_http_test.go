@@ -223,6 +223,22 @@ func TestDrivenVLLMControl(t *testing.T) {
 		}
 		return 0
 	}
+	// The refit of a colocated loop, as docs/simulator.md shows it.
+	call("POST", "/sleep?level=1", "", 200)
+	if sleepState("weights_offloaded") != 1 {
+		t.Error("the page does not show the level 1 sleep")
+	}
+	call("POST", "/wake_up?tags=weights", "", 200)
+	call("POST", "/start_weight_update", "", 200)
+	call("POST", "/finish_weight_update", `{"weight_version": "3"}`, 200)
+	if got := call("GET", "/is_sleeping", "", 200); got != `{"is_sleeping":true}` {
+		t.Errorf("is_sleeping %s before the KV cache's wake-up", got)
+	}
+	call("POST", "/wake_up?tags=kv_cache", "", 200)
+	if got := call("GET", "/weight_info", "", 200); got != `{"weight_version":"3"}` || sleepState("awake") != 1 {
+		t.Errorf("after the refit: weight_info %s, awake %v", got, sleepState("awake"))
+	}
+
 	call("POST", "/sleep?level=2", "", 200)
 	if got := call("GET", "/is_sleeping", "", 200); got != `{"is_sleeping":true}` {
 		t.Errorf("is_sleeping %s", got)
@@ -243,15 +259,15 @@ func TestDrivenVLLMControl(t *testing.T) {
 	if !strings.Contains(page, `vllm:rl_weight_update_active{engine="0"} 1.0`) {
 		t.Errorf("the page does not show the load:\n%s", page)
 	}
-	call("POST", "/finish_weight_update", `{"weight_version": "3"}`, 200)
-	call("POST", "/finish_weight_update", `{"weight_version": "3"}`, http.StatusConflict)
-	if got := call("GET", "/weight_info", "", 200); got != `{"weight_version":"3"}` {
+	call("POST", "/finish_weight_update", `{"weight_version": "5"}`, 200)
+	call("POST", "/finish_weight_update", `{"weight_version": "5"}`, http.StatusConflict)
+	if got := call("GET", "/weight_info", "", 200); got != `{"weight_version":"5"}` {
 		t.Errorf("weight_info %s", got)
 	}
 	call("POST", "/resume", "", 200)
-	call("POST", "/update_weight_version", `{"new_version": 4}`, 200)
-	call("POST", "/update_weight_version", `{"new_version": "v4"}`, http.StatusBadRequest)
-	if got := call("GET", "/weight_info", "", 200); got != `{"weight_version":"4"}` {
+	call("POST", "/update_weight_version", `{"new_version": 6}`, 200)
+	call("POST", "/update_weight_version", `{"new_version": "v6"}`, http.StatusBadRequest)
+	if got := call("GET", "/weight_info", "", 200); got != `{"weight_version":"6"}` {
 		t.Errorf("weight_info %s", got)
 	}
 	if got := call("GET", "/is_paused", "", 200); got != `{"is_paused":false}` {

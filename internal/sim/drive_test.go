@@ -217,16 +217,25 @@ func TestDrivenPauseAndWeightUpdate(t *testing.T) {
 	}
 }
 
-// TestDrivenRestartLosesRequests checks that a request a restart loses is answered with an
-// error.
+// TestDrivenRestartLosesRequests checks that the requests a restart loses, running or held by a
+// sleeping engine, are answered with an error.
 func TestDrivenRestartLosesRequests(t *testing.T) {
 	cfg := drivenConfig()
-	cfg.Faults = []Fault{{Kind: FaultRestart, At: time.Second, Server: 0}}
+	cfg.Faults = []Fault{{Kind: FaultRestart, At: time.Second, Server: AllServers}}
 	s := newDrivenSim(t, cfg)
-	r := submit(t, s, 0, Prompt{Tokens: Tokenize("a b c"), MaxTokens: 1000, IgnoreEOS: true}, 2)
+	running := submit(t, s, 0, Prompt{Tokens: Tokenize("a b c"), MaxTokens: 1000, IgnoreEOS: true}, 2)
+	if err := s.Sleep(1, 1); err != nil {
+		t.Fatal(err)
+	}
+	held := submit(t, s, 1, Prompt{Tokens: Tokenize("a b c"), MaxTokens: 10}, 1)
 	advance(s, 2*time.Second)
-	if !r.done || r.err == nil {
-		t.Fatalf("after a restart: done %v, err %v; want an error", r.done, r.err)
+	for name, r := range map[string]*drivenResult{"running": running, "held": held} {
+		if !r.done || r.err == nil {
+			t.Errorf("%s request after a restart: done %v, err %v; want an error", name, r.done, r.err)
+		}
+	}
+	if lost := s.Totals()["requests_lost"]; lost != 3 {
+		t.Errorf("%v requests lost, want 3", lost)
 	}
 }
 

@@ -229,7 +229,7 @@ func (s *Sim) restart(server int, at time.Duration) {
 		srv.carry[i].addCounters(&e.stats)
 		e.now = max(e.now, at)
 		e.lastBusy = max(e.lastBusy, at)
-		srv.lost += int64(e.restart())
+		srv.lost += int64(e.restart() + s.loseHeld(e))
 	}
 	srv.startedAt = at
 	srv.restarts++
