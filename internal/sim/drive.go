@@ -63,7 +63,8 @@ func (d *drive) init(engines int) {
 // same engine for every sample, chosen by the prompt, as a prefix-aware router of data-parallel
 // engines would. Reply gets their lengths, in order, once every sample has finished, or an
 // error when the server's restart lost one. An engine that sleeps holds them until it wakes up.
-// The Sim's owner calls reply after takeDriven. Submit refuses a prompt the model cannot take.
+// Reply is called once the Sim's owner has published the pages that count the samples (the
+// Fleet's run goroutine, after takeDriven). Submit refuses a prompt the model cannot take.
 func (s *Sim) Submit(server int, p Prompt, n int, reply func([]Sample, error)) error {
 	if server < 0 || server >= len(s.servers) {
 		return fmt.Errorf("submit: no server %d", server)
