@@ -32,6 +32,7 @@ import (
 func (s *server) handleDriven(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/completions", s.handleCompletions)
 	mux.HandleFunc("POST /v1/chat/completions", s.handleChat)
+	mux.HandleFunc("GET /v1/models", s.handleModels)
 	mux.HandleFunc("POST /update_weight_version", s.handleSetVersion)
 	if s.engine == EngineSGLang {
 		mux.HandleFunc("POST /generate", s.handleGenerate)

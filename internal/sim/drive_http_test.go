@@ -178,6 +178,16 @@ func TestDrivenCompletionsUsageIsWhatThePageGained(t *testing.T) {
 			t.Errorf("page gained %v prompt tokens, usage says %d; want 2 samples of 4", got, last.Usage.PromptTokens)
 		}
 	})
+	var models struct {
+		Data []struct {
+			ID          string `json:"id"`
+			MaxModelLen int    `json:"max_model_len"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal([]byte(mustGet(t, base+"/v1/models")), &models); err != nil || len(models.Data) != 1 ||
+		models.Data[0].ID != "Qwen/Qwen3-1.7B" || models.Data[0].MaxModelLen != 4096 {
+		t.Errorf("/v1/models: %+v (%v)", models, err)
+	}
 	for _, tc := range []struct {
 		name, body string
 		code       int

@@ -147,6 +147,17 @@ func openAIError(w http.ResponseWriter, code int, msg string) {
 		"message": msg, "type": http.StatusText(code), "param": nil, "code": code}})
 }
 
+// handleModels lists the served model, as the OpenAI servers do.
+func (s *server) handleModels(w http.ResponseWriter, _ *http.Request) {
+	owner := "vllm"
+	if s.engine == EngineSGLang {
+		owner = "sglang"
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []map[string]any{{
+		"id": s.model, "object": "model", "created": s.start.Unix(), "owned_by": owner, "root": s.model,
+		"max_model_len": s.maxModelLen}}})
+}
+
 func (s *server) handleCompletions(w http.ResponseWriter, r *http.Request) { s.complete(w, r, false) }
 
 func (s *server) handleChat(w http.ResponseWriter, r *http.Request) { s.complete(w, r, true) }
