@@ -15,7 +15,8 @@ trains, and the refit (wake the weights, load the new ones, wake the KV cache) t
 sleep and dev-mode weight endpoints. So each phase holds exactly its requests' tokens: the
 trainer's own count (the answers' `usage`, logged as rollout/prompt_tokens and
 rollout/completion_tokens) is the phase's vllm/rollout/prompt_tokens and
-vllm/rollout/generation_tokens. ($VLLM_URLS lists the engines' servers.)
+vllm/rollout/generation_tokens (on the simulator; vLLM's own usage counts a prompt once per
+request, its counters once per sample). $VLLM_URLS lists the engines' servers.
 
 In NeMo-RL itself: keep the config's vllm_cfg logger keys, add the `vllmstat:` section of
 examples/grpo.yaml (with the engines' /metrics URLs as `targets`, or register them at run time,

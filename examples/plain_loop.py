@@ -9,8 +9,9 @@ what the loop asks for:
 
 With real vLLM servers, point --target at their /metrics (one per API server; data-parallel
 engines behind one server show up as separate workers) and $VLLM_URLS at the same servers.
-Each step prints the tokens the engines' answers counted (their `usage`), which are the
-rollout and eval phases' vllm/prompt_tokens and vllm/generation_tokens.
+Each step prints the tokens of the answers' `usage`, which on the simulator are exactly the
+rollout and eval phases' vllm/prompt_tokens and vllm/generation_tokens (vLLM's own usage counts
+a prompt once per request, its counters once per sample).
 """
 
 import json
