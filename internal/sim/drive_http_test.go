@@ -342,4 +342,9 @@ func TestDrivenSGLang(t *testing.T) {
 	if code, body := post(t, base+"/v1/completions", `{"prompt": "a b", "max_tokens": 3}`); code != 200 || !strings.Contains(body, `"prompt_tokens":2`) {
 		t.Errorf("completions on SGLang: %d %s", code, body)
 	}
+	code, body = post(t, base+"/generate", `{"input_ids": [5, 6, 7], "sampling_params": {"max_new_tokens": 2, "ignore_eos": true}, "stream": true}`)
+	if events := strings.Split(strings.TrimSpace(body), "\n\n"); code != 200 || len(events) != 2 ||
+		!strings.Contains(events[0], `"prompt_tokens":3`) || events[1] != "data: [DONE]" {
+		t.Errorf("streamed generate: %d %q", code, body)
+	}
 }
