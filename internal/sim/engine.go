@@ -578,6 +578,7 @@ func (e *Engine) restart() int {
 	return lost
 }
 
+// lose reports r lost in its server's restart.
 func (e *Engine) lose(r *request) {
 	e.emit(EventLost, r, e.now)
 	if e.done != nil {
