@@ -10,8 +10,10 @@ every marker names a test here that exists.
 Run: VLLMSTAT_BIN=path/to/vllmstat /usr/bin/python3 -m unittest discover -s clients/python -p '*_test.py'
 """
 
+import ast
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -54,9 +56,9 @@ class Examples(unittest.TestCase):
         self.addCleanup(stop)
         return p, stop
 
-    def sim(self):
-        """`vllmstat sim --servers 2 --dp 2`, on free ports: its two /metrics URLs."""
-        p, _ = self.start([self.bin, "sim", "--servers", "2", "--dp", "2", "--port", "0"],
+    def sim(self, *flags):
+        """`vllmstat sim --servers 2 --dp 2 FLAGS`, on free ports: its two /metrics URLs."""
+        p, _ = self.start([self.bin, "sim", "--servers", "2", "--dp", "2", "--port", "0"] + list(flags),
                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         urls = [p.stdout.readline().strip() for _ in range(2)]
         for u in urls:
@@ -72,9 +74,10 @@ class Examples(unittest.TestCase):
         url = log.expect(r"api listening\"? url=(\S+)").group(1)
         return p, stop, log, url
 
-    def example(self, script, url):
-        """Runs examples/SCRIPT as the docs do, from the repository's root; its stdout."""
-        env = dict(os.environ, VLLMSTAT_URL=url)
+    def example(self, script, url, engines):
+        """Runs examples/SCRIPT as the docs do, from the repository's root, with the engines'
+        servers (their /metrics URLs) in $VLLM_URLS; its stdout."""
+        env = dict(os.environ, VLLMSTAT_URL=url, VLLM_URLS=",".join(u[:-len("/metrics")] for u in engines))
         env.pop("VLLMSTAT_API_TOKEN", None)
         p = subprocess.run([PYTHON, os.path.join("examples", script)], cwd=REPO, env=env,
                            capture_output=True, text=True, timeout=WAIT * 4)
@@ -95,14 +98,26 @@ class Examples(unittest.TestCase):
             self.assertEqual(s["workers"], 4, s["step"])
         self.assertGreater(sum(s["phases"]["rollout"]["metrics"].get("vllm/generation_tokens", 0) for s in steps), 0)
 
+    def check_usage(self, steps, usage):
+        """Each step's phases hold exactly the tokens of the requests the loop sent in them:
+        usage[step][phase] is the (prompt, completion) tokens of the answers' usage."""
+        self.assertEqual(sorted(usage), [s["step"] for s in steps])
+        for s in steps:
+            self.assertEqual(sorted(usage[s["step"]]), sorted(s["phases"]), s["step"])
+            for phase, (prompt, completion) in usage[s["step"]].items():
+                m = s["phases"][phase]["metrics"]
+                self.assertGreater(prompt, 0)
+                self.assertEqual((m.get("vllm/prompt_tokens"), m.get("vllm/generation_tokens")), (prompt, completion),
+                                 "step %d %s: the phase's tokens, then the answers' usage" % (s["step"], phase))
+
     def test_nemo_rl_grpo(self):
-        # vllmstat sim --servers 2 --dp 2 --port 8100 &
+        # vllmstat sim --workload none --servers 2 --dp 2 --port 8100 &
         # vllmstat run --config examples/grpo.yaml --target 127.0.0.1:8100 --target 127.0.0.1:8101 &
         # python3 examples/nemo_rl_grpo.py
-        urls = self.sim()
+        urls = self.sim("--workload", "none")
         _, stop, log, url = self.run_vllmstat(["--config", os.path.join("examples", "grpo.yaml"),
                                                "--target", urls[0], "--target", urls[1]])
-        out = self.example("nemo_rl_grpo.py", url)
+        out = self.example("nemo_rl_grpo.py", url, urls)
         # the config's vllm_cfg keys were read: a 0.5 s interval, steps only through the API
         self.assertRegex(log.text(), r"msg=scraping targets=2 interval_s=0\.5 step_every=0s")
         lines = out.splitlines()
@@ -111,19 +126,39 @@ class Examples(unittest.TestCase):
                           "validation step 4", "train step 4"], out)
         self.assertTrue(all("'loss': 0.1" in line and "vllm/" in line for line in lines if line.startswith("train")), out)
         stop()
-        self.check_loop(self.steps(), 4, 2)
+        steps = self.steps()
+        self.check_loop(steps, 4, 2)
+        usage = {}
+        for line in lines:
+            kind, step, logged = re.match(r"^(train|validation) step (\d+): (.*)$", line).groups()
+            logged = ast.literal_eval(logged)
+            if kind == "train":
+                usage.setdefault(int(step), {})["rollout"] = (logged["rollout/prompt_tokens"], logged["rollout/completion_tokens"])
+                self.assertEqual(logged["vllm/policy/version"], int(step), line)
+            else:
+                usage.setdefault(int(step), {})["eval"] = (logged["prompt_tokens"], logged["completion_tokens"])
+        self.check_usage(steps, usage)
+        # the engines slept while the policy trained, as the loop asked them to
+        self.assertTrue(all(s["metrics"].get("vllm/time/asleep_s", 0) > 0 for s in steps), [s["metrics"] for s in steps])
 
     def test_plain_loop(self):
-        # vllmstat sim --servers 2 --dp 2 --port 8100 &
+        # vllmstat sim --workload none --servers 2 --dp 2 --port 8100 &
         # vllmstat run --target 127.0.0.1:8100 --target 127.0.0.1:8101 --step-every 0 --interval 0.5 &
         # python3 examples/plain_loop.py
-        urls = self.sim()
+        urls = self.sim("--workload", "none")
         _, stop, _, url = self.run_vllmstat(["--target", urls[0], "--target", urls[1], "--step-every", "0",
                                              "--interval", "0.5"])
-        out = self.example("plain_loop.py", url)
+        out = self.example("plain_loop.py", url, urls)
         self.assertEqual([line.split(":")[0] for line in out.splitlines()], ["step %d" % i for i in range(1, 6)], out)
         stop()
-        self.check_loop(self.steps(), 5, 2)
+        steps = self.steps()
+        self.check_loop(steps, 5, 2)
+        usage = {}
+        for line in out.splitlines():
+            step = int(line.split(":")[0].split()[1])
+            usage[step] = {phase: (int(p), int(c)) for phase, p, c in
+                           re.findall(r"(rollout|eval) usage (\d+) prompt \+ (\d+) completion tokens", line)}
+        self.check_usage(steps, usage)
 
     def test_readme_fleet(self):
         # vllmstat sim --servers 2 --dp 2 --port 8100 &

@@ -68,6 +68,17 @@ weight version (its engines' lowest, null before the first load). SGLang servers
 /model_info with their weight_version, and their pages show num_paused_reqs while a sync holds
 requests and weight_load_duration_seconds after each load.
 
+With --workload none the servers run no workload of their own: clients drive them as they drive
+vLLM (or SGLang), on the wall clock times --speed. POST /v1/completions and /v1/chat/completions
+(n, max_tokens, ignore_eos, stream) run each request on one engine of the server (its samples
+together), answered when it finishes, with usage equal to what the page's counters gained; the
+prompt is one token per whitespace-separated word. vLLM servers answer POST /sleep?level=N,
+/wake_up, GET /is_sleeping, POST /pause, /resume, GET /is_paused, POST /start_weight_update,
+/finish_weight_update, /update_weight_version and GET /weight_info; SGLang servers POST
+/generate, /release_memory_occupation, /resume_memory_occupation, /update_weights_from_disk
+(--load-time), /pause_generation, /continue_generation, /update_weight_version and GET
+/model_info. See docs/simulator.md.
+
 Faults (--fault, repeatable): KIND@TIME[+DURATION][:server=N]
   restart@30s         the server restarts: counters reset, new _created, caches and requests lost
   down@30s+10s        the port refuses connections for 10s, then comes back
@@ -95,7 +106,7 @@ const (
 		"and each engine pauses and loads it at its own time, one of them late by the lag"
 	stepTimeHelp = "async: simulated time between two of the trainer's publishes"
 	lagHelp      = "async: how much later than its own time the lagging engine syncs each version (simulated)"
-	loadTimeHelp = "colocated, async: simulated time a weight load takes"
+	loadTimeHelp = "colocated, async, workload none on sglang: simulated time a weight load takes"
 	wakeTimeHelp = "colocated: simulated time each half of a wake-up takes: the weights', then, after the load, the KV cache's"
 )
 
@@ -130,7 +141,7 @@ func settleLoopTiming(w *sim.WorkloadConfig, set map[string]bool) {
 	if !w.Colocated && !set["wake-time"] {
 		w.WakeTime = 0
 	}
-	if !w.Async && !w.Colocated && !set["load-time"] {
+	if !w.Async && !w.Colocated && w.Kind != sim.WorkloadNone && !set["load-time"] {
 		w.LoadTime = 0
 	}
 }
@@ -160,7 +171,7 @@ func runSimContext(parent context.Context, args []string, stdout, stderr io.Writ
 	fs.Int64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the workload; the same seed gives the same events")
 	fs.Float64Var(&cfg.Speed, "speed", cfg.Speed, "simulated seconds per wall second")
 	fs.StringVar(&cfg.Model, "model", cfg.Model, "served model name (model_name label)")
-	fs.StringVar(&w.Kind, "workload", w.Kind, "workload: grpo (rollout batches) or poisson (steady serving)")
+	fs.StringVar(&w.Kind, "workload", w.Kind, "workload: grpo (rollout batches), poisson (steady serving) or none (only the requests and calls clients send, see above)")
 	fs.IntVar(&w.Prompts, "prompts", w.Prompts, "grpo: prompts per batch")
 	fs.IntVar(&w.Samples, "samples", w.Samples, "grpo: samples per prompt (all on one engine)")
 	fs.IntVar(&w.Dataset, "dataset", w.Dataset, "grpo: distinct questions the batches cycle through, epoch after epoch; 0 never repeats one")

@@ -17,7 +17,8 @@ func TestSimHelp(t *testing.T) {
 		t.Fatalf("exit %d, stderr %s", code, stderr.String())
 	}
 	for _, want := range []string{"Usage: vllmstat sim", "-servers", "-dp", "-vllm-version", "-fault", "restart@30s", ":server=N",
-		"-colocated", "-train-time", "-eval-every", "-eval-prompts", "vllm:engine_sleep_state"} {
+		"-colocated", "-train-time", "-eval-every", "-eval-prompts", "vllm:engine_sleep_state",
+		"With --workload none", "POST /v1/completions", "/wake_up", "/update_weights_from_disk"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("help lacks %q", want)
 		}
@@ -31,7 +32,9 @@ func TestSimBadFlags(t *testing.T) {
 	}{
 		{[]string{"--servers", "x"}, `invalid value "x" for flag -servers`},
 		{[]string{"--servers", "0"}, "servers must be at least 1"},
-		{[]string{"--workload", "burst"}, `workload kind "burst" is not "grpo" or "poisson"`},
+		{[]string{"--workload", "burst"}, `workload kind "burst" is not "grpo", "poisson" or "none"`},
+		{[]string{"--workload", "none", "--colocated"}, `the async and the colocated loop need a built-in workload, not "none"`},
+		{[]string{"--workload", "poisson", "--load-time", "1s"}, "workload load time 1s needs the colocated or the async loop"},
 		{[]string{"--vllm-version", "0.9"}, "use 0.20 (current names), 0.10"},
 		{[]string{"--vllm-version", "0.8", "--dp", "2"}, "use dp 1"},
 		{[]string{"--fault", "boom@1s"}, `unknown kind "boom" (want restart, down, slow or garbage)`},
@@ -97,6 +100,69 @@ func TestSimServesUntilCancelled(t *testing.T) {
 	http.DefaultClient.CloseIdleConnections()
 	cancel()
 	go io.Copy(io.Discard, pr)
+	select {
+	case c := <-code:
+		if c != exitOK {
+			t.Fatalf("exit %d, stderr %s", c, stderr.String())
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("did not stop")
+	}
+}
+
+// TestSimWorkloadNoneAnswersCompletions runs `vllmstat sim --workload none` in-process: its
+// pages stay empty until a client sends a completion, whose usage the page then shows.
+func TestSimWorkloadNoneAnswersCompletions(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pr, pw := io.Pipe()
+	var stderr bytes.Buffer
+	code := make(chan int, 1)
+	go func() {
+		code <- runSimContext(ctx, []string{"--workload", "none", "--port", "0", "--servers", "1", "--speed", "10",
+			"--log-level", "error"}, pw, &stderr)
+		pw.Close()
+	}()
+	sc := bufio.NewScanner(pr)
+	if !sc.Scan() {
+		t.Fatalf("printed nothing; stderr %s", stderr.String())
+	}
+	metrics := sc.Text()
+	go io.Copy(io.Discard, pr)
+	counter := func(name string) string {
+		t.Helper()
+		resp, err := http.Get(metrics)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		for _, line := range strings.Split(string(body), "\n") {
+			if v, ok := strings.CutPrefix(line, name+`{engine="0",model_name="Qwen/Qwen3-1.7B"} `); ok {
+				return v
+			}
+		}
+		t.Fatalf("page has no %s", name)
+		return ""
+	}
+	if got := counter("vllm:prompt_tokens_total"); got != "0.0" {
+		t.Errorf("prompt tokens %s before any request, want 0.0: the workload is not off", got)
+	}
+	resp, err := http.Post(strings.TrimSuffix(metrics, "/metrics")+"/v1/completions", "application/json",
+		strings.NewReader(`{"prompt": "one two three four five", "n": 2, "max_tokens": 4, "ignore_eos": true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"usage":{"prompt_tokens":10,"total_tokens":18,"completion_tokens":8}`) {
+		t.Fatalf("%s: %s", resp.Status, body)
+	}
+	if p, g := counter("vllm:prompt_tokens_total"), counter("vllm:generation_tokens_total"); p != "10.0" || g != "8.0" {
+		t.Errorf("the page counted %s prompt and %s generation tokens, want the usage's 10 and 8", p, g)
+	}
+	http.DefaultClient.CloseIdleConnections()
+	cancel()
 	select {
 	case c := <-code:
 		if c != exitOK {

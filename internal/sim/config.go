@@ -183,9 +183,12 @@ func (c Config) engineConfig() EngineConfig {
 	}
 }
 
-// syncsWeights reports whether the fleet runs a loop that syncs weights, colocated or async: its
-// vLLM servers run in dev mode, with the RL families and /weight_info.
-func (c Config) syncsWeights() bool { return c.Workload.Colocated || c.Workload.Async }
+// syncsWeights reports whether the fleet runs a loop that syncs weights, colocated or async, or
+// is driven by its clients, who may: its vLLM servers run in dev mode, with the RL families and
+// /weight_info.
+func (c Config) syncsWeights() bool {
+	return c.Workload.Colocated || c.Workload.Async || c.Workload.Kind == WorkloadNone
+}
 
 // simTime converts a wall-clock offset to simulated time.
 func (c Config) simTime(wall time.Duration) time.Duration {

@@ -10,5 +10,7 @@
 // be checked against the simulator's own totals.
 //
 // Simulated time is separate from wall time: Sim advances the model as fast as it is asked to (that
-// is what tests use), and Fleet paces a Sim against the wall clock and serves it over HTTP.
+// is what tests use), and Fleet paces a Sim against the wall clock and serves it over HTTP. With
+// the workload "none" the Fleet's servers also answer the completion and control endpoints of
+// vLLM's and SGLang's servers, and only those requests drive the engines (see drive.go).
 package sim

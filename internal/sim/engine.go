@@ -126,6 +126,8 @@ type Engine struct {
 	trace func(traceEvent)
 	// sync is the engine's part in the weight syncs (see weights.go and async.go).
 	sync engineSync
+	// done, if set, sees every request that finishes (lost false) or that a restart loses.
+	done func(r *request, lost bool)
 
 	scheduled []scheduledReq // scratch, reused each step
 }
@@ -535,6 +537,9 @@ func (e *Engine) finish(r *request) {
 	s.reqGeneration.observe(b.tokens, float64(r.numOutput))
 	s.paramsMaxTokens.observe(b.tokens, float64(r.MaxTokens))
 	e.emit(EventFinish, r, e.now)
+	if e.done != nil {
+		e.done(r, false)
+	}
 }
 
 // restart models the engine's server process restarting: every request in it is lost, the KV
@@ -543,10 +548,10 @@ func (e *Engine) finish(r *request) {
 func (e *Engine) restart() int {
 	lost := len(e.running) + e.waiting.len()
 	for _, r := range e.running {
-		e.emit(EventLost, r, e.now)
+		e.lose(r)
 	}
 	for i := range e.waiting.len() {
-		e.emit(EventLost, e.waiting.buf[(e.waiting.head+i)%len(e.waiting.buf)], e.now)
+		e.lose(e.waiting.buf[(e.waiting.head+i)%len(e.waiting.buf)])
 	}
 	clear(e.running)
 	e.running = e.running[:0]
@@ -554,7 +559,7 @@ func (e *Engine) restart() int {
 	// Requests that reached the server but not yet the scheduler die with it too.
 	n := 0
 	for n < len(e.pending) && e.pending[n].Arrival <= e.now {
-		e.emit(EventLost, e.pending[n], e.now)
+		e.lose(e.pending[n])
 		n++
 	}
 	lost += n
@@ -571,6 +576,14 @@ func (e *Engine) restart() int {
 		e.trace(traceEvent{at: e.now, kind: traceRestart})
 	}
 	return lost
+}
+
+// lose reports r lost in its server's restart.
+func (e *Engine) lose(r *request) {
+	e.emit(EventLost, r, e.now)
+	if e.done != nil {
+		e.done(r, true)
+	}
 }
 
 // acceptDrafts draws how many of a draft's k tokens the target model accepts and counts the

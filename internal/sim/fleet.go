@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -37,6 +38,8 @@ type Fleet struct {
 	truth   chan chan GroundTruth
 	stopped chan struct{}
 	final   GroundTruth // guarded by mu; set when the run goroutine ends
+	// ops takes the HTTP side's requests and control calls to the run goroutine (see drive.go).
+	ops chan fleetOp
 
 	mu     sync.Mutex
 	totals map[string]float64 // guarded by mu; as of the last publish
@@ -90,7 +93,7 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 		}
 	}
 	f := &Fleet{cfg: cfg, log: log, clock: cfg.Clock, start: cfg.Clock.Now(), sim: s, restarts: make([]int, cfg.Servers),
-		truth: make(chan chan GroundTruth), stopped: make(chan struct{})}
+		truth: make(chan chan GroundTruth), stopped: make(chan struct{}), ops: make(chan fleetOp)}
 	if cfg.Workload.Kind == WorkloadGRPO {
 		f.batches = make(chan int, 1024)
 	}
@@ -103,7 +106,9 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 	ctx, f.cancel = context.WithCancel(ctx)
 	for i, ln := range lns {
 		r := s.renderer()
-		f.servers = append(f.servers, newServer(ctx, i, ln, r, cfg, f.start, log))
+		srv := newServer(ctx, i, ln, r, cfg, f.start, log)
+		srv.drive = f.do
+		f.servers = append(f.servers, srv)
 	}
 	f.publish()
 	for i, srv := range f.servers {
@@ -231,9 +236,19 @@ func (f *Fleet) run(ctx context.Context) {
 		f.mu.Unlock()
 		close(f.stopped)
 	}()
+	var opsDone []chan struct{}
 	for {
 		f.sim.AdvanceTo(f.cfg.simTime(f.clock.Now().Sub(f.start)))
 		f.publish()
+		// The pages show what the calls did and what the requests generated before the callers
+		// hear of it, so that a scrape right after the answer counts it.
+		for _, c := range opsDone {
+			close(c)
+		}
+		opsDone = opsDone[:0]
+		for _, reply := range f.sim.takeDriven() {
+			reply()
+		}
 		for _, b := range f.sim.takeBatches() {
 			f.log.Info("batch done", "batch", b.N, "sim_time", b.At)
 			select {
@@ -276,6 +291,12 @@ func (f *Fleet) run(ctx context.Context) {
 				return
 			case c := <-f.truth:
 				c <- f.sim.GroundTruth()
+			case op := <-f.ops:
+				f.sim.AdvanceTo(f.cfg.simTime(f.clock.Now().Sub(f.start)))
+				op.fn(f.sim)
+				opsDone = append(opsDone, op.done)
+				tick.Stop()
+				break wait
 			case <-tick.C():
 				break wait
 			}
@@ -295,4 +316,32 @@ func (f *Fleet) publish() {
 	f.mu.Lock()
 	f.totals = t
 	f.mu.Unlock()
+}
+
+// fleetOp is a call of the HTTP side on the Sim: fn runs in the run goroutine at the simulated
+// time of its arrival, and done is closed once the pages show its effect.
+type fleetOp struct {
+	fn   func(*Sim)
+	done chan struct{}
+}
+
+// errStopped answers the calls that come as the fleet stops.
+var errStopped = errors.New("the fleet is stopping")
+
+// do runs fn on the Sim in the run goroutine and returns once the pages show what it did.
+func (f *Fleet) do(ctx context.Context, fn func(*Sim)) error {
+	op := fleetOp{fn, make(chan struct{})}
+	select {
+	case f.ops <- op:
+	case <-f.stopped:
+		return errStopped
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case <-op.done:
+		return nil
+	case <-f.stopped:
+		return errStopped
+	}
 }

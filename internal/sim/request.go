@@ -26,6 +26,9 @@ type RequestSpec struct {
 	OutputLen int
 	MaxTokens int
 	Batch     int // rollout batch number, or 0 outside a rollout
+	// prompt, when set, holds the prompt's token ids, PromptLen of them, which a client sent (see
+	// drive.go); the seeds then give the output tokens only. A pointer keeps specs comparable.
+	prompt *Prompt
 }
 
 // request is a RequestSpec in flight inside one engine.
@@ -59,6 +62,8 @@ func (r *request) numTokens() int { return r.PromptLen + r.numOutput }
 func (r *request) token(i int) uint64 {
 	var x uint64
 	switch {
+	case r.prompt != nil && i < r.PromptLen:
+		return r.prompt.Tokens[i]
 	case i < r.SystemLen:
 		x = mix64(r.SystemSeed + uint64(i)*0x9e3779b97f4a7c15)
 	case i < r.PromptLen:

@@ -36,6 +36,14 @@ type server struct {
 	versions versionAPI
 	model    string
 
+	// drive runs a call on the Sim and returns once the pages show it (Fleet.do); driven says
+	// that clients drive the engines (workload none), which opens the completion and control
+	// endpoints, and engine is the fleet's engine, whose endpoints they are.
+	drive       func(ctx context.Context, fn func(*Sim)) error
+	driven      bool
+	engine      string
+	maxModelLen int
+
 	mu    sync.Mutex
 	state pageState // guarded by mu
 	http  httpStats // guarded by mu; reset when the simulated process restarts
@@ -47,7 +55,8 @@ type server struct {
 
 func newServer(ctx context.Context, idx int, ln net.Listener, r pageRenderer, cfg Config, start time.Time, log *slog.Logger) *server {
 	s := &server{idx: idx, addr: ln.Addr().String(), renderer: r, clock: cfg.Clock, start: start, done: ctx.Done(),
-		log: log.With("server", idx, "addr", ln.Addr().String()), slow: cfg.SlowDelay, versions: cfg.versionAPI(), model: cfg.Model}
+		log: log.With("server", idx, "addr", ln.Addr().String()), slow: cfg.SlowDelay, versions: cfg.versionAPI(), model: cfg.Model,
+		driven: cfg.Workload.Kind == WorkloadNone, engine: cfg.Engine, maxModelLen: cfg.MaxModelLen}
 	for _, f := range cfg.Faults {
 		if f.Kind != FaultRestart && f.hits(idx) {
 			s.faults = append(s.faults, f)
@@ -85,6 +94,9 @@ func (s *server) serve(ln net.Listener, wg *sync.WaitGroup) {
 	mux.HandleFunc("GET /metrics", s.handleMetrics)
 	mux.HandleFunc("GET /health", s.handleHealth)
 	s.handleVersions(mux)
+	if s.driven {
+		s.handleDriven(mux)
+	}
 	hs := &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: 5 * time.Second,

@@ -35,6 +35,9 @@ type Sim struct {
 	publishes []Publish
 
 	onEvent func(Event)
+
+	// drive is what clients sent over HTTP (see drive.go).
+	drive drive
 }
 
 // simServer is one API server's part of the model.
@@ -79,6 +82,10 @@ func NewSim(cfg Config) (*Sim, error) {
 			s.engines = append(s.engines, e)
 		}
 		s.servers = append(s.servers, srv)
+	}
+	s.drive.init(len(s.engines))
+	for _, e := range s.engines {
+		e.done = s.requestDone
 	}
 	if cfg.KVConnector {
 		// Room for four times what the engines hold: a host-memory store is larger than HBM.
@@ -145,6 +152,11 @@ func (s *Sim) AdvanceTo(t time.Duration) {
 }
 
 func (s *Sim) advance(t time.Duration) {
+	s.advanceDriven(t)
+	if s.cfg.Workload.Kind == WorkloadNone {
+		s.runEngines(t)
+		return
+	}
 	if s.cfg.Workload.Colocated {
 		s.advanceLoop(t)
 		return
@@ -217,7 +229,7 @@ func (s *Sim) restart(server int, at time.Duration) {
 		srv.carry[i].addCounters(&e.stats)
 		e.now = max(e.now, at)
 		e.lastBusy = max(e.lastBusy, at)
-		srv.lost += int64(e.restart())
+		srv.lost += int64(e.restart() + s.loseHeld(e))
 	}
 	srv.startedAt = at
 	srv.restarts++

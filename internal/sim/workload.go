@@ -12,11 +12,15 @@ import (
 const (
 	WorkloadGRPO    = "grpo"
 	WorkloadPoisson = "poisson"
+	// WorkloadNone is no built-in workload: only the requests and control calls that clients
+	// send over HTTP drive the engines (see drive.go).
+	WorkloadNone = "none"
 )
 
 // WorkloadConfig describes the requests the fleet serves. Times are simulated time.
 type WorkloadConfig struct {
-	// Kind is "grpo" (rollout batches, the default) or "poisson" (steady serving).
+	// Kind is "grpo" (rollout batches, the default), "poisson" (steady serving) or "none" (only
+	// what clients send).
 	Kind string
 
 	// Prompts and Samples shape a GRPO batch: Prompts questions, each sampled Samples times.
@@ -163,8 +167,12 @@ func (w WorkloadConfig) validate(maxModelLen int) error {
 		if w.Questions < 1 {
 			bad("workload questions must be positive, got %d", w.Questions)
 		}
+	case WorkloadNone:
+		if w.Async || w.Colocated {
+			bad("the async and the colocated loop need a built-in workload, not %q: with it, clients sync the weights", w.Kind)
+		}
 	default:
-		bad("workload kind %q is not %q or %q", w.Kind, WorkloadGRPO, WorkloadPoisson)
+		bad("workload kind %q is not %q, %q or %q", w.Kind, WorkloadGRPO, WorkloadPoisson, WorkloadNone)
 	}
 	if w.Colocated && w.Kind != WorkloadGRPO {
 		bad("the colocated loop needs the %q workload, got %q", WorkloadGRPO, w.Kind)
@@ -181,8 +189,8 @@ func (w WorkloadConfig) validate(maxModelLen int) error {
 			"so that every engine has synced a version before the next", w.StepTime, w.Lag, w.LoadTime, 2*handoff)
 	case !w.Async && (w.StepTime != 0 || w.Lag != 0):
 		bad("workload step time and lag need the async loop, whose trainer publishes every step time")
-	case !w.Async && !w.Colocated && w.LoadTime != 0:
-		bad("workload load time %s needs the colocated or the async loop, which load weights", w.LoadTime)
+	case !w.Async && !w.Colocated && w.Kind != WorkloadNone && w.LoadTime != 0:
+		bad("workload load time %s needs the colocated or the async loop, or workload %q, which load weights", w.LoadTime, WorkloadNone)
 	}
 	if w.StartDelay < 0 {
 		bad("workload start delay must not be negative, got %s", w.StartDelay)

@@ -1,0 +1,377 @@
+package sim
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// The completion endpoints of a driven fleet's servers (workload none): OpenAI's POST
+// /v1/completions and /v1/chat/completions as vLLM's and SGLang's servers answer them, and
+// SGLang's POST /generate. Each request is simulated on one engine of the server it reaches
+// (see Sim.Submit) and answered when its last sample finishes, with usage counts equal to what
+// the page's counters gained from it: prompt_tokens counts the prompt once per sample, as the
+// engines' prompt token counters do (vLLM's own usage counts it once per prompt). The text is
+// filler, one word per token. Streaming answers (stream: true) send their chunks, one per token,
+// once the request has finished, then data: [DONE].
+
+// maxRequestBody bounds a request's body.
+const maxRequestBody = 64 << 20
+
+// completionRequest is the part of OpenAI's completion and chat completion requests the
+// simulator reads; vLLM's ignore_eos is read too.
+type completionRequest struct {
+	Model               string          `json:"model"`
+	Prompt              json.RawMessage `json:"prompt"`
+	Messages            []chatMessage   `json:"messages"`
+	N                   *int            `json:"n"`
+	MaxTokens           *int            `json:"max_tokens"`
+	MaxCompletionTokens *int            `json:"max_completion_tokens"`
+	Stream              bool            `json:"stream"`
+	StreamOptions       *struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
+	IgnoreEOS bool `json:"ignore_eos"`
+}
+
+type chatMessage struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+}
+
+// promptTexts reads a completion request's prompt: a string, a list of strings, a list of token
+// ids or a list of such lists. Each is one prompt.
+func promptTexts(raw json.RawMessage) ([][]uint64, error) {
+	var one string
+	if json.Unmarshal(raw, &one) == nil {
+		return [][]uint64{Tokenize(one)}, nil
+	}
+	var texts []string
+	if json.Unmarshal(raw, &texts) == nil && len(texts) > 0 {
+		out := make([][]uint64, len(texts))
+		for i, t := range texts {
+			out[i] = Tokenize(t)
+		}
+		return out, nil
+	}
+	var ids []int64
+	if json.Unmarshal(raw, &ids) == nil && len(ids) > 0 {
+		return [][]uint64{TokenIDs(ids)}, nil
+	}
+	var lists [][]int64
+	if json.Unmarshal(raw, &lists) == nil && len(lists) > 0 {
+		out := make([][]uint64, len(lists))
+		for i, l := range lists {
+			out[i] = TokenIDs(l)
+		}
+		return out, nil
+	}
+	return nil, errors.New("prompt must be a string, a list of strings, a list of token ids or a list of such lists")
+}
+
+// chatText is the text the simulator tokenizes for a conversation: each message's role and its
+// text, in order, so that conversations with the same beginning share a prefix.
+func chatText(msgs []chatMessage) (string, error) {
+	if len(msgs) == 0 {
+		return "", errors.New("messages must not be empty")
+	}
+	var b strings.Builder
+	for _, m := range msgs {
+		b.WriteString(m.Role)
+		b.WriteString(": ")
+		var s string
+		if json.Unmarshal(m.Content, &s) == nil {
+			b.WriteString(s)
+		} else {
+			var parts []struct {
+				Type string `json:"type"`
+				Text string `json:"text"`
+			}
+			if err := json.Unmarshal(m.Content, &parts); err != nil && len(m.Content) > 0 && string(m.Content) != "null" {
+				return "", fmt.Errorf("message content must be a string or a list of parts: %w", err)
+			}
+			for _, p := range parts {
+				b.WriteString(p.Text)
+				b.WriteString(" ")
+			}
+		}
+		b.WriteString("\n")
+	}
+	return b.String(), nil
+}
+
+// filler is the words the simulated model writes.
+var filler = strings.Fields("the model writes these words in place of an answer so that a client can read some text back")
+
+// fillerText is sample index's output of n tokens, one word each.
+func fillerText(n, index int) string {
+	var b strings.Builder
+	for i := range n {
+		b.WriteString(" ")
+		b.WriteString(filler[(i+index)%len(filler)])
+	}
+	return b.String()
+}
+
+// completionIDs numbers the answers of all servers.
+var completionIDs atomic.Uint64
+
+type usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	TotalTokens      int `json:"total_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+}
+
+func usageOf(results [][]Sample) usage {
+	var u usage
+	for _, samples := range results {
+		for _, s := range samples {
+			u.PromptTokens += s.PromptTokens
+			u.CompletionTokens += s.CompletionTokens
+		}
+	}
+	u.TotalTokens = u.PromptTokens + u.CompletionTokens
+	return u
+}
+
+// openAIError writes an error as vLLM's OpenAI server does.
+func openAIError(w http.ResponseWriter, code int, msg string) {
+	writeJSON(w, code, map[string]any{"error": map[string]any{
+		"message": msg, "type": http.StatusText(code), "param": nil, "code": code}})
+}
+
+// handleModels lists the served model, as the OpenAI servers do.
+func (s *server) handleModels(w http.ResponseWriter, _ *http.Request) {
+	owner := "vllm"
+	if s.engine == EngineSGLang {
+		owner = "sglang"
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []map[string]any{{
+		"id": s.model, "object": "model", "created": s.start.Unix(), "owned_by": owner, "root": s.model,
+		"max_model_len": s.maxModelLen}}})
+}
+
+func (s *server) handleCompletions(w http.ResponseWriter, r *http.Request) { s.complete(w, r, false) }
+
+func (s *server) handleChat(w http.ResponseWriter, r *http.Request) { s.complete(w, r, true) }
+
+func (s *server) complete(w http.ResponseWriter, r *http.Request, chat bool) {
+	var req completionRequest
+	if err := decodeBody(r, &req); err != nil {
+		openAIError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if req.Model != "" && req.Model != s.model {
+		openAIError(w, http.StatusNotFound, fmt.Sprintf("the model `%s` does not exist", req.Model))
+		return
+	}
+	var toks [][]uint64
+	if chat {
+		text, err := chatText(req.Messages)
+		if err != nil {
+			openAIError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		toks = [][]uint64{Tokenize(text)}
+	} else {
+		var err error
+		if toks, err = promptTexts(req.Prompt); err != nil {
+			openAIError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+	}
+	n := 1
+	if req.N != nil {
+		n = *req.N
+	}
+	maxTokens := 0
+	if !chat {
+		maxTokens = 16 // OpenAI's default for completions, which vLLM keeps
+	}
+	for _, m := range []*int{req.MaxTokens, req.MaxCompletionTokens} {
+		if m != nil {
+			if *m < 1 {
+				openAIError(w, http.StatusBadRequest, fmt.Sprintf("max_tokens must be at least 1, got %d", *m))
+				return
+			}
+			maxTokens = *m
+		}
+	}
+	prompts := make([]Prompt, len(toks))
+	for i, t := range toks {
+		prompts[i] = Prompt{Tokens: t, MaxTokens: maxTokens, IgnoreEOS: req.IgnoreEOS}
+	}
+	results, code, err := s.generate(r.Context(), w, prompts, n)
+	if err != nil {
+		if code != 0 {
+			openAIError(w, code, err.Error())
+		}
+		return
+	}
+	id := strconv.FormatUint(completionIDs.Add(1), 16)
+	c := completion{chat: chat, id: "cmpl-" + id, created: s.clock.Now().Unix(), model: s.model, results: results}
+	if chat {
+		c.id = "chatcmpl-" + id
+	}
+	if req.Stream {
+		c.stream(w, req.StreamOptions != nil && req.StreamOptions.IncludeUsage)
+		return
+	}
+	writeJSON(w, http.StatusOK, c.body())
+}
+
+// decodeBody reads a JSON body into v.
+func decodeBody(r *http.Request, v any) error {
+	b, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, maxRequestBody))
+	if err != nil {
+		return fmt.Errorf("read request body: %w", err)
+	}
+	if len(b) == 0 {
+		return nil
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("decode request body: %w", err)
+	}
+	return nil
+}
+
+// generate runs n samples of each prompt on the server and waits for them. On an error, code is
+// the status to answer, 0 when the client left.
+func (s *server) generate(ctx context.Context, w http.ResponseWriter, prompts []Prompt, n int) ([][]Sample, int, error) {
+	// A rollout may take longer than the server's write timeout, which is for pages.
+	http.NewResponseController(w).SetWriteDeadline(time.Time{})
+	out := make([][]Sample, len(prompts))
+	finished := make(chan struct{})
+	var failed, refused error
+	err := s.drive(ctx, func(sim *Sim) {
+		for _, p := range prompts {
+			if _, refused = p.check(sim.cfg.MaxModelLen); refused != nil {
+				return
+			}
+		}
+		left := len(prompts)
+		for i, p := range prompts {
+			// Checked above: Submit refuses nothing here. The replies run in the same goroutine.
+			refused = sim.Submit(s.idx, p, n, func(samples []Sample, err error) {
+				out[i] = samples
+				if err != nil {
+					failed = err
+				}
+				if left--; left == 0 {
+					close(finished)
+				}
+			})
+		}
+	})
+	switch {
+	case err != nil:
+		return nil, http.StatusServiceUnavailable, err
+	case refused != nil:
+		return nil, http.StatusBadRequest, refused
+	}
+	select {
+	case <-finished:
+	case <-ctx.Done():
+		return nil, 0, ctx.Err()
+	case <-s.done:
+		return nil, http.StatusServiceUnavailable, errStopped
+	}
+	if failed != nil {
+		return nil, http.StatusInternalServerError, failed
+	}
+	return out, 0, nil
+}
+
+// completion is one answer of the OpenAI endpoints.
+type completion struct {
+	chat    bool
+	id      string
+	created int64
+	model   string
+	results [][]Sample // per prompt, per sample
+}
+
+func (c *completion) object() string {
+	if c.chat {
+		return "chat.completion"
+	}
+	return "text_completion"
+}
+
+// body is the answer without streaming; choices are numbered prompt by prompt, sample by
+// sample, as vLLM numbers them.
+func (c *completion) body() map[string]any {
+	var choices []map[string]any
+	for _, samples := range c.results {
+		for _, smp := range samples {
+			i := len(choices)
+			text := fillerText(smp.CompletionTokens, i)
+			ch := map[string]any{"index": i, "logprobs": nil, "finish_reason": smp.Reason, "stop_reason": nil}
+			if c.chat {
+				ch["message"] = map[string]any{"role": "assistant", "content": text, "tool_calls": []any{}}
+			} else {
+				ch["text"] = text
+			}
+			choices = append(choices, ch)
+		}
+	}
+	return map[string]any{"id": c.id, "object": c.object(), "created": c.created, "model": c.model,
+		"choices": choices, "usage": usageOf(c.results)}
+}
+
+// stream writes the answer as server-sent events: per choice, a chunk per token (after the
+// role's chunk in a chat), the last one with the finish reason; then the usage chunk when asked
+// for; then data: [DONE].
+func (c *completion) stream(w http.ResponseWriter, includeUsage bool) {
+	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	object := c.object()
+	if c.chat {
+		object = "chat.completion.chunk"
+	}
+	chunk := func(choices []map[string]any, u *usage) {
+		m := map[string]any{"id": c.id, "object": object, "created": c.created, "model": c.model, "choices": choices}
+		if u != nil {
+			m["usage"] = u
+		}
+		b, _ := json.Marshal(m)
+		fmt.Fprintf(w, "data: %s\n\n", b)
+	}
+	i := 0
+	for _, samples := range c.results {
+		for _, smp := range samples {
+			if c.chat {
+				chunk([]map[string]any{{"index": i, "delta": map[string]any{"role": "assistant", "content": ""},
+					"logprobs": nil, "finish_reason": nil}}, nil)
+			}
+			for t := range smp.CompletionTokens {
+				var reason any
+				if t == smp.CompletionTokens-1 {
+					reason = smp.Reason
+				}
+				text := " " + filler[(t+i)%len(filler)]
+				ch := map[string]any{"index": i, "logprobs": nil, "finish_reason": reason, "stop_reason": nil}
+				if c.chat {
+					ch["delta"] = map[string]any{"content": text}
+				} else {
+					ch["text"] = text
+				}
+				chunk([]map[string]any{ch}, nil)
+			}
+			i++
+		}
+	}
+	if includeUsage {
+		u := usageOf(c.results)
+		chunk([]map[string]any{}, &u)
+	}
+	fmt.Fprint(w, "data: [DONE]\n\n")
+}
