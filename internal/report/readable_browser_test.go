@@ -85,6 +85,7 @@ func TestBrowserChartsReadable(t *testing.T) {
 		if got.Label == "" {
 			t.Errorf("the hit rate chart's y axis has no label")
 		}
+		screenshot(t, ctx, "report-hit-rate-zoomed.png")
 		errs.check(t)
 	})
 
@@ -115,6 +116,7 @@ func TestBrowserChartsReadable(t *testing.T) {
 				t.Errorf("legends of %s: %s, want %s", chart, s, want)
 			}
 		}
+		screenshot(t, ctx, "report-legends.png")
 		errs.check(t)
 	})
 
