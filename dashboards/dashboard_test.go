@@ -18,6 +18,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -664,4 +665,130 @@ func labelValuesOf(ctx context.Context, srv *promtest.Server, sel, label string,
 	}
 	sort.Strings(out.Data)
 	return out.Data, nil
+}
+
+// importable is what Grafana's import reads of a dashboard shared as a file: the inputs it asks
+// for (a data source) and what the dashboard requires.
+type importable struct {
+	Inputs []struct {
+		Name     string `json:"name"`
+		Label    string `json:"label"`
+		Type     string `json:"type"`
+		PluginID string `json:"pluginId"`
+	} `json:"__inputs"`
+	Requires []struct {
+		Type    string `json:"type"`
+		ID      string `json:"id"`
+		Name    string `json:"name"`
+		Version string `json:"version"`
+	} `json:"__requires"`
+}
+
+// inputRef is a ${NAME} in the dashboard's text, which Grafana's import replaces by the value
+// of the input NAME.
+var inputRef = regexp.MustCompile(`\$\{(\w+)\}`)
+
+// TestDashboardImport checks the dashboard as Grafana's import reads it: it asks for one
+// Prometheus data source, which the data-source variable starts at and so every panel uses;
+// every ${NAME} is an input, a variable or one of Grafana's own; and it requires a Grafana at
+// least as new as its panels' form, the panel types it has and the Prometheus data source.
+func TestDashboardImport(t *testing.T) {
+	raw, err := os.ReadFile(dashboardFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var im importable
+	if err := json.Unmarshal(raw, &im); err != nil {
+		t.Fatal(err)
+	}
+	d := load(t)
+	if len(im.Inputs) != 1 || im.Inputs[0].Type != "datasource" || im.Inputs[0].PluginID != "prometheus" || im.Inputs[0].Name == "" || im.Inputs[0].Label == "" {
+		t.Fatalf("__inputs %+v: want one input of a prometheus data source, named and labelled", im.Inputs)
+	}
+	in := im.Inputs[0].Name
+
+	// Every ${NAME} is the input, a variable or Grafana's.
+	used := false
+	for _, m := range inputRef.FindAllStringSubmatch(string(raw), -1) {
+		switch name := m[1]; {
+		case name == in:
+			used = true
+		case d.variable(name) != nil, slices.Contains(builtins, name):
+		default:
+			t.Errorf("${%s} is neither the input %s, a variable nor Grafana's", name, in)
+		}
+	}
+	if !used {
+		t.Errorf("the input %s is used nowhere", in)
+	}
+
+	// The import replaces ${input} everywhere by the data source chosen; the data-source
+	// variable then starts at it, and every panel and query follows the variable.
+	const chosen = "chosen-prometheus-uid"
+	var imported struct {
+		Templating struct {
+			List []struct {
+				Name    string `json:"name"`
+				Current struct {
+					Value any `json:"value"`
+				} `json:"current"`
+			} `json:"list"`
+		} `json:"templating"`
+	}
+	if err := json.Unmarshal([]byte(strings.ReplaceAll(string(raw), "${"+in+"}", chosen)), &imported); err != nil {
+		t.Fatal(err)
+	}
+	var current any
+	for _, v := range imported.Templating.List {
+		if v.Name == "datasource" {
+			current = v.Current.Value
+		}
+	}
+	if current != chosen {
+		t.Errorf("after import, the data-source variable starts at %v, want the data source chosen (%s)", current, chosen)
+	}
+	for _, p := range d.queryPanels() {
+		if p.Datasource == nil || p.Datasource.UID != "${datasource}" {
+			t.Errorf("panel %q: datasource %+v, want the data-source variable", p.Title, p.Datasource)
+		}
+	}
+
+	// What it requires.
+	req := map[string]string{}
+	for _, r := range im.Requires {
+		if r.Name == "" {
+			t.Errorf("__requires %+v: no name", r)
+		}
+		req[r.Type+"/"+r.ID] = r.Version
+	}
+	least, ok := req["grafana/grafana"]
+	if !ok || version(least) == nil {
+		t.Fatalf("__requires %+v: want Grafana with a minimum version", im.Requires)
+	}
+	if _, ok := req["datasource/prometheus"]; !ok {
+		t.Errorf("__requires %+v: want the prometheus data source", im.Requires)
+	}
+	for _, p := range d.queryPanels() {
+		if _, ok := req["panel/"+p.Type]; !ok {
+			t.Errorf("__requires lacks the panel type %s (panel %q)", p.Type, p.Title)
+		}
+		// A panel saved in a newer Grafana's form than the minimum may hold options an older one
+		// does not know.
+		if slices.Compare(version(p.PluginVersion), version(least)) > 0 {
+			t.Errorf("panel %q is of Grafana %s, newer than the minimum required, %s", p.Title, p.PluginVersion, least)
+		}
+	}
+}
+
+// version is a version "12.2.0" as numbers, nil when it is not one.
+func version(s string) []int {
+	var out []int
+	for _, p := range strings.Split(s, ".") {
+		n, err := strconv.Atoi(p)
+		if err != nil {
+			return nil
+		}
+		out = append(out, n)
+	}
+	return out
 }

@@ -86,9 +86,12 @@ func lineBefore(f *os.File, end int64) ([]byte, error) {
 // KeepAside writes b, bytes taken out of the file at path, to the first free
 // <path>.corrupt-<n> (n from 1), so that a repair of the file throws nothing away, and returns
 // that name.
-func KeepAside(path string, b []byte) (string, error) {
+func KeepAside(path string, b []byte) (string, error) { return keepAside(path, ".corrupt-", b) }
+
+// keepAside writes b to the first free <path><kind><n> (n from 1) and returns that name.
+func keepAside(path, kind string, b []byte) (string, error) {
 	for n := 1; ; n++ {
-		p := path + ".corrupt-" + strconv.Itoa(n)
+		p := path + kind + strconv.Itoa(n)
 		f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 		if errors.Is(err, fs.ErrExist) {
 			continue

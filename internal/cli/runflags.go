@@ -29,6 +29,7 @@ type runFlags struct {
 	stepEvery     string
 	scrapeTimeout string
 	outDir        string
+	resumeFrom    int64
 	prefix        string
 	perWorker     bool
 	logScalars    bool
@@ -50,6 +51,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.stepEvery, "step-every", def.StepEvery.String(), "close a step this often, e.g. 30s; 0 closes steps only on request and at exit")
 	fs.StringVar(&f.scrapeTimeout, "scrape-timeout", "", "timeout of one scrape (default 80% of the interval, at most 10s)")
 	fs.StringVar(&f.outDir, "out", def.OutDir, "output `directory` (steps.jsonl, ...)")
+	fs.Int64Var(&f.resumeFrom, "resume-from", 0, "cut the output directory's steps back to step `N`, keeping those after it in .cut-K files beside theirs, and go on with step N+1, for a trainer resumed from its checkpoint of step N (resume_from)")
 	fs.StringVar(&f.prefix, "metric-prefix", def.MetricPrefix, "replaces the leading \"vllm\" of every metric key")
 	fs.BoolVar(&f.perWorker, "per-worker", def.PerWorker, "add per-worker metrics to every step record")
 	fs.BoolVar(&f.logScalars, "log-scalars", def.LogScalars, "add mean/max/p95 of the per-interval samples (vllm_metrics_log_scalars)")
@@ -122,6 +124,10 @@ func (f *runFlags) load(fs *flag.FlagSet) (config.Config, error) {
 		case "out":
 			c.OutDir = f.outDir
 			c.SetPath("out_dir", path)
+		case "resume-from":
+			n := f.resumeFrom
+			c.ResumeFrom = &n
+			c.SetPath("resume_from", path)
 		case "metric-prefix":
 			c.MetricPrefix = f.prefix
 			c.SetPath("metric_prefix", path)

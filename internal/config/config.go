@@ -56,6 +56,11 @@ type Config struct {
 	ScrapeTimeout time.Duration `yaml:"scrape_timeout"`
 	// OutDir receives steps.jsonl and whatever else a run writes.
 	OutDir string `yaml:"out_dir"`
+	// ResumeFrom, when set, cuts the out_dir's steps back to this step before the run continues
+	// them, for a trainer resumed from its checkpoint of step N: the records of the steps after
+	// N in steps.jsonl and the sinks' files go into files beside them (steps.jsonl.cut-<n>, ...),
+	// and the run's next step is N+1. nil: the run continues after the out_dir's last step.
+	ResumeFrom *int64 `yaml:"resume_from"`
 	// MetricPrefix replaces the leading "vllm" of every metric key.
 	MetricPrefix string `yaml:"metric_prefix"`
 	// PerWorker adds per-worker records to every step.
@@ -279,6 +284,11 @@ func (c *Config) Validate(checks ...Check) error {
 	}
 	if c.OutDir == "" {
 		bad("out_dir", `""`, "must be a directory path")
+	}
+	// A step number is at most 2^53 (collector.MaxStep), so a run resumed from 2^53 - 1 is the
+	// last that has a step to write.
+	if c.ResumeFrom != nil && (*c.ResumeFrom < 0 || *c.ResumeFrom > 1<<53-1) {
+		bad("resume_from", *c.ResumeFrom, "must be a step number from 0 to 2^53-1 (the checkpoint's step, after which the run goes on)")
 	}
 	if c.MetricPrefix == "" || strings.ContainsAny(c.MetricPrefix, " \t\n") {
 		bad("metric_prefix", strconv.Quote(c.MetricPrefix), "must be a non-empty name without spaces")

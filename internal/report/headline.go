@@ -167,17 +167,20 @@ func headline(d *pageData, recs []*step.Record) []tile {
 			if len(ys) == 1 {
 				t.Sub = "one step"
 			} else {
-				t.Value = seconds(ys[0]) + " → " + seconds(ys[len(ys)-1])
-				word, slope := trend(xs, ys)
-				t.Sub = fmt.Sprintf("first → last step · %s", word)
-				if word != "flat" {
+				// The figures are the fitted line's at the first and last step, so that they
+				// move as the word says: a first step with nothing to wait for (42.5 µs) before
+				// a tail that falls from over a second is falling, not a rise to the last value.
+				f := trend(xs, ys)
+				t.Value = seconds(f.from) + " → " + seconds(f.to)
+				t.Sub = "fit, first → last step · " + f.word
+				if f.word != "flat" {
 					sign := "+"
-					if slope < 0 {
+					if f.slope < 0 {
 						sign = "−"
 					}
-					t.Sub += fmt.Sprintf(", %s%s per step", sign, seconds(math.Abs(slope)))
+					t.Sub += fmt.Sprintf(", %s%s per step", sign, seconds(math.Abs(f.slope)))
 				}
-				t.Sub += fmt.Sprintf(" (fit over %d steps)", len(ys))
+				t.Sub += fmt.Sprintf(" (over %d steps) · last step %s", len(ys), seconds(ys[len(ys)-1]))
 			}
 			out = append(out, t)
 		}
@@ -245,10 +248,17 @@ func (d *pageData) throughput(name, rateName, phase string) (float64, bool) {
 	return sum / secs, true
 }
 
+// fit is a least-squares line through a figure's steps: whether it is "rising", "falling" or
+// "flat", its slope per step, and its values at the first and last step (not below 0: a tail
+// or a time is never negative).
+type fit struct {
+	word            string
+	slope, from, to float64
+}
+
 // trend fits a line to the points by least squares: "rising" or "falling" when it moves by
-// more than a tenth of the values' mean size over the steps, else "flat"; and its slope per
-// step.
-func trend(xs, ys []float64) (string, float64) {
+// more than a tenth of the values' mean size over the steps, else "flat".
+func trend(xs, ys []float64) fit {
 	n := float64(len(xs))
 	var mx, my, size float64
 	for i := range xs {
@@ -262,17 +272,20 @@ func trend(xs, ys []float64) (string, float64) {
 		sxx += (xs[i] - mx) * (xs[i] - mx)
 	}
 	if sxx == 0 {
-		return "flat", 0
+		return fit{word: "flat", from: my, to: my}
 	}
 	slope := sxy / sxx
+	f := fit{word: "flat", slope: slope,
+		from: max(0, my+slope*(xs[0]-mx)), to: max(0, my+slope*(xs[len(xs)-1]-mx))}
 	change := slope * (xs[len(xs)-1] - xs[0])
 	switch {
 	case !isFinite(change) || math.Abs(change) <= 0.1*size:
-		return "flat", slope
 	case change > 0:
-		return "rising", slope
+		f.word = "rising"
+	default:
+		f.word = "falling"
 	}
-	return "falling", slope
+	return f
 }
 
 func isFinite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -75,7 +76,7 @@ func TestHeadline(t *testing.T) {
 		// rollout 180 tok/s in its 5 s.
 		"throughput | Generation throughput | 160 tok/s | all tokens / all steps' time · prompt 200 tok/s · in the rollout 180 tok/s | 1",
 		"ttft | TTFT p50 / p95 | 250 ms / 2.5 s | median of the steps' · last step 400 ms / 4 s | 2",
-		"straggler-tail | Straggler tail | 10 ms → 40 ms | first → last step · rising, +10 ms per step (fit over 4 steps) | 1",
+		"straggler-tail | Straggler tail | 10 ms → 40 ms | fit, first → last step · rising, +10 ms per step (over 4 steps) · last step 40 ms | 1",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("headline:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -115,9 +116,13 @@ func TestTrend(t *testing.T) {
 		for i := range xs {
 			xs[i] = float64(i + 1)
 		}
-		word, slope := trend(xs, tt.ys)
-		if word != tt.word || math.Abs(slope-tt.slope) > 1e-9 {
-			t.Errorf("trend(%v) = %s, %g; want %s, %g", tt.ys, word, slope, tt.word, tt.slope)
+		f := trend(xs, tt.ys)
+		if f.word != tt.word || math.Abs(f.slope-tt.slope) > 1e-9 {
+			t.Errorf("trend(%v) = %s, %g; want %s, %g", tt.ys, f.word, f.slope, tt.word, tt.slope)
+		}
+		// The fit's ends are on its line.
+		if got := f.to - f.from; f.from > 0 && f.to > 0 && math.Abs(got-f.slope*(xs[len(xs)-1]-xs[0])) > 1e-9 {
+			t.Errorf("trend(%v) goes from %g to %g, at slope %g", tt.ys, f.from, f.to, f.slope)
 		}
 	}
 }
@@ -282,4 +287,73 @@ func TestColorWorkers(t *testing.T) {
 			t.Errorf("step %s: colours %v, want %v", n, got, want)
 		}
 	}
+}
+
+// TestStragglerTileAgrees checks that the straggler tail tile's figures and words say the same:
+// a tail that starts at 42.5 µs in a step with nothing to wait for, jumps to over a second and
+// then falls to 495 ms is falling by its fit, so the figures shown are the fit's, from higher to
+// lower, with the last step's own value beside them.
+func TestStragglerTileAgrees(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		ys   []float64
+		word string
+	}{
+		{"a first step without stragglers, then falling", []float64{42.5e-6, 1.2, 1.1, 1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.495}, "falling"},
+		{"rising", []float64{0.01, 0.02, 0.03, 0.04}, "rising"},
+		{"a last step without stragglers after a rise", []float64{0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1e-6}, "rising"},
+		{"flat", []float64{0.5, 0.51, 0.5, 0.49, 0.5}, "flat"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			start := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
+			var recs []*step.Record
+			for i, y := range tt.ys {
+				recs = append(recs, &step.Record{Step: int64(i + 1), Start: start, End: start.Add(10 * time.Second), DurationS: 10, Workers: 4,
+					Metrics: map[string]float64{"vllm/straggler_tail_s": y}})
+				start = start.Add(10 * time.Second)
+			}
+			d, err := build("t", recs, nil, newDirSource(t.TempDir()), Options{}.withDefaults(), time.Unix(0, 0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			i := slices.IndexFunc(d.Headline, func(x tile) bool { return x.ID == "straggler-tail" })
+			if i < 0 {
+				t.Fatalf("no straggler tail tile in %+v", d.Headline)
+			}
+			tl := d.Headline[i]
+			from, to, ok := strings.Cut(strings.ReplaceAll(tl.Value, nbsp, " "), " → ")
+			if !ok {
+				t.Fatalf("value %q: want first → last", tl.Value)
+			}
+			a, b := parseSeconds(t, from), parseSeconds(t, to)
+			sub := strings.ReplaceAll(tl.Sub, nbsp, " ")
+			if !strings.Contains(sub, " "+tt.word) {
+				t.Errorf("sub %q: want %s", sub, tt.word)
+			}
+			switch tt.word {
+			case "falling":
+				if !(b < a) || !strings.Contains(sub, "−") {
+					t.Errorf("falling, but the tile shows %q · %q", tl.Value, sub)
+				}
+			case "rising":
+				if !(b > a) || !strings.Contains(sub, "+") {
+					t.Errorf("rising, but the tile shows %q · %q", tl.Value, sub)
+				}
+			}
+			if want := "last step " + strings.ReplaceAll(seconds(tt.ys[len(tt.ys)-1]), nbsp, " "); !strings.Contains(sub, want) {
+				t.Errorf("sub %q: want %q", sub, want)
+			}
+		})
+	}
+}
+
+// parseSeconds reads a time as seconds() writes it.
+func parseSeconds(t *testing.T, s string) float64 {
+	t.Helper()
+	num, unit, _ := strings.Cut(s, " ")
+	v, err := strconv.ParseFloat(num, 64)
+	if err != nil {
+		t.Fatalf("time %q: %v", s, err)
+	}
+	return v * map[string]float64{"s": 1, "ms": 1e-3, "µs": 1e-6}[unit]
 }

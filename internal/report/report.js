@@ -63,12 +63,21 @@
     return out;
   }
 
+  // fracRange is the axis of fractions from lo to hi: zoomed to them with a margin, within
+  // [0, 1] (unless a value is outside it), so that a hit rate of 93-95% is not a flat line at
+  // the top of 0-1.
+  function fracRange(lo, hi) {
+    var pad = Math.max(0.15 * (hi - lo), 0.005);
+    return [Math.min(lo, Math.max(0, lo - pad)), Math.max(hi, Math.min(1, hi + pad))];
+  }
+
   // lineChart draws series over shared xs into parent and returns the svg. o: {xs, series:
   // [{name, ys, color, cls, width, dash, dots}], band: {lo, hi}, marks: [{x, label}], xLabel,
-  // yLabel, yMax, onPick}. With o.stepW, each value is a step held from xs[i] to xs[i] + stepW
-  // (the timelines' grid). A mark is a labelled vertical line at x. A series with dots gets a
-  // dot at each value without a value beside it, which a line would not show (a phase that
-  // runs every few steps).
+  // yLabel, yMax, frac, onPick}. With o.stepW, each value is a step held from xs[i] to xs[i] +
+  // stepW (the timelines' grid). A mark is a labelled vertical line at x. o.frac zooms the y
+  // axis of fractions to the values (fracRange). A series with dots (a phase that runs every
+  // few steps) is drawn over the steps without a value, from each value to the next, and gets
+  // a dot at each value without a value beside it, which marks the steps it has.
   function lineChart(parent, o) {
     var wrap = el('div', { 'class': 'chart-wrap' }, parent);
     var svg = sv('svg', { viewBox: '0 0 ' + W + ' ' + H, 'class': 'chart ' + (o.cls || '') }, wrap);
@@ -80,8 +89,13 @@
     o.series.forEach(function (s) { s.ys.forEach(function (y) { if (y != null) { y0 = Math.min(y0, y); y1 = Math.max(y1, y); } }); });
     if (o.band) o.band.hi.forEach(function (y) { if (y != null) y1 = Math.max(y1, y); });
     if (!isFinite(y0)) { y0 = 0; y1 = 1; }
-    y0 = Math.min(0, y0);
-    if (o.yMax != null && y1 <= o.yMax) y1 = o.yMax;
+    if (o.frac) {
+      var fr = fracRange(y0, y1);
+      y0 = fr[0]; y1 = fr[1];
+    } else {
+      y0 = Math.min(0, y0);
+      if (o.yMax != null && y1 <= o.yMax) y1 = o.yMax;
+    }
     if (!(y1 > y0)) y1 = y0 + 1;
     var pw = W - M.l - M.r, ph = H - M.t - M.b;
     function X(x) { return M.l + (x - x0) / (x1 - x0) * pw; }
@@ -104,8 +118,8 @@
     o.series.forEach(function (s) {
       var d = [], n = 0, pen = 'M', alone = [];
       s.ys.forEach(function (y, i) {
-        if (y == null) { pen = 'M'; return; }
-        if (s.dots && pen === 'M' && (i + 1 >= s.ys.length || s.ys[i + 1] == null)) alone.push(i);
+        if (y == null) { if (!s.dots) pen = 'M'; return; }
+        if (s.dots && (i === 0 || s.ys[i - 1] == null) && (i + 1 >= s.ys.length || s.ys[i + 1] == null)) alone.push(i);
         d.push(pen + pt(xs[i], y));
         if (sw) d.push('L' + pt(xs[i] + sw, y));
         pen = 'L'; n++;
@@ -259,9 +273,9 @@
   }
 
   // legend names items by their colour, or, for an item with a lineStyle (a dash array, '' for
-  // solid), by a short line drawn in that style.
-  function legend(parent, items) {
-    var l = el('div', { 'class': 'legend' }, parent);
+  // solid), by a short line drawn in that style; what is the legend's data-legend.
+  function legend(parent, items, what) {
+    var l = el('div', what ? { 'class': 'legend', 'data-legend': what } : { 'class': 'legend' }, parent);
     items.forEach(function (it) {
       var s = el('span', it.lineStyle != null ? { 'class': 'style-item' } : {}, l);
       if (it.lineStyle != null) {
@@ -278,27 +292,30 @@
   // phase's dash: the rollout's dashed, the next phase's dotted.
   var DASHES = ['6 3', '1.5 2.5', '8 3 2 3', '3 3'];
   function dashOf(phase) { var i = P.findIndex(function (p) { return p.name === phase; }); return DASHES[Math.max(i, 0) % DASHES.length]; }
-  // phaseLegend names a chart's lines whose phases have lines in it: its figures by colour
-  // (unless the chart has one, the step's), then the whole step's and each phase's line style.
+  // phaseLegend names a chart's lines whose phases have lines in it in two legends: its figures
+  // by colour (unless the chart has one, the step's), then below, apart, the whole step's and
+  // each phase's line style, which any colour may have.
   function phaseLegend(parent, series) {
     var figures = [], phases = [];
     series.forEach(function (x) {
       if (x.phase && phases.indexOf(x.phase) < 0) phases.push(x.phase);
       if (!figures.some(function (f) { return f.name === x.stat; })) figures.push({ name: x.stat, color: x.color });
     });
-    if (figures.length === 1 && figures[0].name === 'step') figures = [];
-    legend(parent, figures.concat([{ name: 'whole step', lineStyle: '' }], P.filter(function (p) { return phases.indexOf(p.name) >= 0; }).map(function (p) {
+    if (figures.length > 1 || (figures.length === 1 && figures[0].name !== 'step')) legend(parent, figures, 'figures');
+    legend(parent, [{ name: 'whole step', lineStyle: '' }].concat(P.filter(function (p) { return phases.indexOf(p.name) >= 0; }).map(function (p) {
       return { name: p.name, lineStyle: dashOf(p.name) };
-    })));
+    })), 'phases');
   }
 
   // spark draws the steps' values of a headline figure small, a line each (the first lighter),
-  // without axes: its shape over the run.
+  // without axes: its shape over the run. Fractions are drawn on an axis zoomed to them
+  // (fracRange), which a line below the spark labels.
   function spark(parent, lines, frac) {
-    var w = 160, h = 30, lo = frac ? 0 : Infinity, hi = frac ? 1 : -Infinity;
+    var w = 160, h = 30, lo = Infinity, hi = -Infinity;
     lines.forEach(function (ys) { ys.forEach(function (y) { if (y != null) { lo = Math.min(lo, y); hi = Math.max(hi, y); } }); });
     if (!isFinite(lo)) return;
-    if (!frac) lo = Math.min(lo, 0);
+    if (frac) { var fr = fracRange(lo, hi); lo = fr[0]; hi = fr[1]; }
+    else lo = Math.min(lo, 0);
     if (!(hi > lo)) hi = lo + 1;
     var svg = sv('svg', { viewBox: '0 0 ' + w + ' ' + h, 'class': 'spark', preserveAspectRatio: 'none' }, parent);
     lines.forEach(function (ys, li) {
@@ -311,6 +328,7 @@
       });
       sv('path', { d: d.join(''), stroke: lines.length > 1 && li === 0 ? '#8fb3d9' : '#1f77b4', 'stroke-width': 1.5, 'vector-effect': 'non-scaling-stroke' }, svg);
     });
+    if (frac) el('div', { 'class': 'spark-axis' }, parent, 'axis ' + +(100 * lo).toFixed(1) + '–' + +(100 * hi).toFixed(1) + '%');
   }
 
   // Summary and notes.
@@ -418,7 +436,7 @@
         }
         return x;
       });
-      lineChart(fig, { xs: D.steps, series: series, xLabel: 'step', yLabel: c.unit || '', yMax: c.frac ? 1 : null, onPick: pick });
+      lineChart(fig, { xs: D.steps, series: series, xLabel: 'step', yLabel: c.unit || '', frac: c.frac, onPick: pick });
       if (series.some(function (x) { return x.phase; })) phaseLegend(fig, series);
       else legend(fig, series);
     });

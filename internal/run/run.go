@@ -195,6 +195,11 @@ func (p *Pipeline) openSteps(ctx context.Context) error {
 			return err
 		}
 	} else {
+		if n := p.cfg.ResumeFrom; n != nil {
+			if err := cutAfter(path, *n, p.planned, p.log); err != nil {
+				return err
+			}
+		}
 		var err error
 		if held, err = sinkSteps(p.planned); err != nil {
 			return err

@@ -1,6 +1,7 @@
 package sink
 
 import (
+	"fmt"
 	"log/slog"
 
 	"github.com/vllmstat/vllmstat/internal/config"
@@ -94,4 +95,31 @@ func (p Parsed) LastStep() (Held, bool, error) {
 		return k.LastStep()
 	}
 	return Held{}, false, nil
+}
+
+// Cut is what a resume from an earlier step took out of one of a sink's files: how many steps'
+// records, kept in Side.
+type Cut struct {
+	File, Side string
+	Records    int
+}
+
+// StepCutter is implemented by the settings of a StepKeeper whose files can be cut back to a
+// step: CutAfter takes the records of the steps after n out of the files, into files beside them
+// that the sink and its readers do not read, so that a run resumed from step n writes n+1 once.
+type StepCutter interface {
+	CutAfter(n int64) ([]Cut, error)
+}
+
+// CutAfter cuts the entry's files back to step n (see StepCutter); nothing for a type that
+// keeps no step numbers in files of its own. A StepKeeper that cannot cut is an error, as its
+// files would hold the steps after n twice.
+func (p Parsed) CutAfter(n int64) ([]Cut, error) {
+	if c, ok := p.set.(StepCutter); ok {
+		return c.CutAfter(n)
+	}
+	if _, ok := p.set.(StepKeeper); ok {
+		return nil, fmt.Errorf("its files keep step numbers but cannot be cut back to step %d", n)
+	}
+	return nil, nil
 }

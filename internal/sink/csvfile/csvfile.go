@@ -254,3 +254,17 @@ func row(cells []string) []byte {
 	cw.Flush()
 	return b.Bytes()
 }
+
+// CutAfter takes the rows of the steps after n out of the file, into steps.csv.cut-<k> beside
+// it (see appendlog.CutLines); the header and rows of no step stay.
+func (s Settings) CutAfter(n int64) ([]sink.Cut, error) {
+	side, rows, err := appendlog.CutLines(s.Path, func(line []byte) bool {
+		first, _, _ := bytes.Cut(line, []byte{','})
+		k, err := strconv.ParseInt(string(bytes.TrimSpace(first)), 10, 64)
+		return err == nil && k > n
+	})
+	if err != nil || rows == 0 {
+		return nil, err
+	}
+	return []sink.Cut{{File: s.Path, Side: side, Records: rows}}, nil
+}
