@@ -49,6 +49,9 @@ type Settings struct {
 	// appended to; one with other columns is kept under another name (steps.1.csv, the first
 	// free number) and a new file started.
 	Path string `yaml:"path"`
+	// defaults is set for an entry without keys: its columns are DefaultKeys under the
+	// prefixes of the engines of the fleet, known at its first step (see Writer.Write).
+	defaults bool
 }
 
 func (Settings) UnknownKey() string { return "unknown setting of a csv sink: the settings are" }
@@ -60,13 +63,7 @@ func parse(e sink.Env, spec config.SinkSpec) (Settings, error) {
 	at, es := spec.Decode(&s)
 	switch {
 	case !at.Has("keys"): // "--sinks csv": the figures the step summary shows
-		prefix := e.MetricPrefix
-		if prefix == "" {
-			prefix = vllm.Prefix
-		}
-		for _, k := range DefaultKeys {
-			s.Keys = append(s.Keys, prefix+"/"+k)
-		}
+		s.defaults = true
 	case len(s.Keys) == 0:
 		es = append(es, at.Problem("keys", "empty: list the metric keys of the columns, e.g. [vllm/prefix_cache_hit_rate], or leave keys out for the default ones"))
 	}
@@ -103,9 +100,11 @@ func (s Settings) LastStep() (sink.Held, bool, error) {
 // Writer appends one row per step, each row whole or not at all (a failed write is cut back
 // before the retry).
 type Writer struct {
-	f      *appendlog.Log
+	f      *appendlog.Log // nil until the first step of an entry without keys
 	keys   []string
 	prefix string // the run's metric prefix, to find phase keys
+	path   string
+	log    *slog.Logger
 }
 
 // open opens the file for appending. A part row at its end (a run killed in the middle of a
@@ -123,21 +122,64 @@ func open(e sink.Env, set Settings) (sink.Sink, error) {
 	if err := os.MkdirAll(filepath.Dir(set.Path), 0o755); err != nil {
 		return nil, fmt.Errorf("create csv directory: %w", err)
 	}
-	header := append([]string{"step", "end"}, set.Keys...)
-	f, err := openFile(set.Path, header, log)
-	if err != nil {
+	w := &Writer{keys: set.Keys, prefix: prefix, path: set.Path, log: log}
+	if set.defaults {
+		return w, nil
+	}
+	if err := w.openWith(set.Keys); err != nil {
 		return nil, err
 	}
-	rf, err := appendlog.New(f, set.Path)
+	warnUnknownKeys(log, prefix, set.Keys)
+	return w, nil
+}
+
+// openWith opens the file with keys as its columns.
+func (w *Writer) openWith(keys []string) error {
+	header := append([]string{"step", "end"}, keys...)
+	f, err := openFile(w.path, header, w.log)
+	if err != nil {
+		return err
+	}
+	rf, err := appendlog.New(f, w.path)
 	if err == nil && rf.Size() == 0 {
 		err = rf.Append(row(header))
 	}
 	if err != nil {
 		f.Close()
-		return nil, err
+		return err
 	}
-	warnUnknownKeys(log, prefix, set.Keys)
-	return &Writer{f: rf, keys: set.Keys, prefix: prefix}, nil
+	w.f, w.keys = rf, keys
+	return nil
+}
+
+// defaultKeys are DefaultKeys under the prefix of each kind of engine whose keys r has, in the
+// engines' order; vLLM's when it has none (a step of no engine).
+func defaultKeys(prefix string, r *step.Record) []string {
+	var keys []string
+	for e := range vllm.NumEngines {
+		p := vllm.EnginePrefix(prefix, e) + "/"
+		if e != vllm.VLLM && p == prefix+"/" {
+			continue // a prefix that names every engine's keys alike
+		}
+		has := false
+		for k := range r.Metrics {
+			if strings.HasPrefix(k, p) {
+				has = true
+				break
+			}
+		}
+		if has {
+			for _, k := range DefaultKeys {
+				keys = append(keys, p+k)
+			}
+		}
+	}
+	if keys == nil {
+		for _, k := range DefaultKeys {
+			keys = append(keys, prefix+"/"+k)
+		}
+	}
+	return keys
 }
 
 // warnUnknownKeys warns of each key that no step record has, whose column would stay empty
@@ -231,6 +273,11 @@ func moveAside(path string) (string, error) {
 
 // Write appends r's row. The record is shared and only read.
 func (w *Writer) Write(_ context.Context, r *step.Record) error {
+	if w.f == nil {
+		if err := w.openWith(defaultKeys(w.prefix, r)); err != nil {
+			return err
+		}
+	}
 	m := r.Scalars(w.prefix)
 	cells := []string{strconv.FormatInt(r.Step, 10), r.End.UTC().Format(time.RFC3339Nano)}
 	for _, k := range w.keys {
@@ -245,7 +292,12 @@ func (w *Writer) Write(_ context.Context, r *step.Record) error {
 }
 
 // Close closes the file.
-func (w *Writer) Close(context.Context) error { return w.f.Close() }
+func (w *Writer) Close(context.Context) error {
+	if w.f == nil {
+		return nil
+	}
+	return w.f.Close()
+}
 
 func row(cells []string) []byte {
 	var b bytes.Buffer

@@ -1,17 +1,19 @@
 package csvfile_test
 
 import (
+	"context"
 	"encoding/csv"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vllmstat/vllmstat/internal/e2etest"
 	"github.com/vllmstat/vllmstat/internal/sink"
 	"github.com/vllmstat/vllmstat/internal/sink/csvfile"
+	"github.com/vllmstat/vllmstat/internal/step"
 	"github.com/vllmstat/vllmstat/internal/testkit/sinkspec"
 )
 
@@ -29,12 +31,54 @@ func TestSettings(t *testing.T) {
 			t.Errorf("%s: %v, want %q", tt.yaml, err, tt.err)
 		}
 	}
-	p, err := csvfile.Type.Parse(sink.Env{OutDir: t.TempDir(), MetricPrefix: "rollout"}, sinkspec.Parse(t, "sinks[0]", "{type: csv}"))
-	if err != nil {
-		t.Fatal(err)
+}
+
+// An entry without keys gets the step summary's figures of the fleet's engines, under their
+// prefixes: an SGLang fleet's csv is not a file of empty vLLM columns, and a mixed fleet's has
+// both kinds'.
+func TestDefaultColumnsFollowTheFleet(t *testing.T) {
+	rec := func(keys ...string) *step.Record {
+		r := &step.Record{Step: 1, End: time.Unix(1_700_000_000, 0), Metrics: map[string]float64{}}
+		for _, k := range keys {
+			r.Metrics[k] = 0.5
+		}
+		return r
 	}
-	if got := fmt.Sprint(p); !strings.Contains(got, "rollout/prefix_cache_hit_rate") || !strings.Contains(got, "rollout/straggler_tail_s") {
-		t.Errorf("default keys %s: want the summary's figures under the run's prefix", got)
+	for _, tt := range []struct {
+		name, prefix string
+		r            *step.Record
+		want         []string // the first column after step and end, and the last
+	}{
+		{"vLLM", "vllm", rec("vllm/prefix_cache_hit_rate"), []string{"vllm/prefix_cache_hit_rate", "vllm/straggler_tail_s"}},
+		{"SGLang", "vllm", rec("sglang/prefix_cache_hit_rate"), []string{"sglang/prefix_cache_hit_rate", "sglang/straggler_tail_s"}},
+		{"mixed", "vllm", rec("vllm/generation_tokens", "sglang/generation_tokens"), []string{"vllm/prefix_cache_hit_rate", "sglang/straggler_tail_s"}},
+		{"no engine", "vllm", rec(), []string{"vllm/prefix_cache_hit_rate", "vllm/straggler_tail_s"}},
+		{"run's prefix", "rollout/vllm", rec("rollout/sglang/num_preemptions"), []string{"rollout/sglang/prefix_cache_hit_rate", "rollout/sglang/straggler_tail_s"}},
+		{"one prefix for all", "rollout", rec("rollout/num_preemptions"), []string{"rollout/prefix_cache_hit_rate", "rollout/straggler_tail_s"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			out := t.TempDir()
+			env := sink.Env{OutDir: out, MetricPrefix: tt.prefix}
+			p, err := csvfile.Type.Parse(env, sinkspec.Parse(t, "sinks[0]", "{type: csv}"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := p.Open(env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Write(context.Background(), tt.r); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Close(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			rows := readCSV(t, filepath.Join(out, "steps.csv"))
+			h := rows[0]
+			if len(rows) != 2 || h[2] != tt.want[0] || h[len(h)-1] != tt.want[1] {
+				t.Errorf("columns %v (%d rows), want %s ... %s", h, len(rows), tt.want[0], tt.want[1])
+			}
+		})
 	}
 }
 
