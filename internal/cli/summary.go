@@ -48,8 +48,8 @@ func summaryLine(r *step.Record, prefix string) string {
 // step's stragglers after the tail, "" for none.
 func engineParts(metrics map[string]float64, prefix string, kind vllm.Engine, straggler string) []string {
 	v := formatter(metrics, prefix, kind)
-	return []string{
-		"hit " + v(keyHitRate, "%.1f%%", 100),
+	parts := []string{
+		"hit " + v(keyHitRate, "%.1f%%", 100) + parens(computedShare(metrics, prefix, kind)),
 		"preempt " + v(keyPreemptions, "%.0f", 1),
 		"kv " + v(keyKVMean, "%.2f", 1) + "/" + v(keyKVMax, "%.2f", 1),
 		"run " + v(keyRunMean, "%.1f", 1) + " wait " + v(keyWaitMean, "%.1f", 1),
@@ -57,6 +57,37 @@ func engineParts(metrics map[string]float64, prefix string, kind vllm.Engine, st
 		"ttft p50 " + v(keyTTFTP50, "%.3fs", 1),
 		"tail " + v(keyTail, "%.1fs", 1) + parens(straggler),
 	}
+	// Figures of newer engines, shown only where the step has them.
+	if s := v(keyTruncated, "%.1f%%", 100); s != "-" {
+		parts = append(parts, "clipped "+s)
+	}
+	if s := v(keyMFU, "%.1f%%", 100); s != "-" {
+		parts = append(parts, "mfu "+s)
+	}
+	return parts
+}
+
+// computedShare is the share of the step's prompt tokens that the engines computed rather than
+// found cached or had transferred ("computed 12.5%"), "" where the page does not split them.
+func computedShare(metrics map[string]float64, prefix string, kind vllm.Engine) string {
+	key := func(v vllm.Value) (float64, bool) {
+		v.Kind = kind
+		x, ok := metrics[v.Key(prefix)]
+		return x, ok
+	}
+	c, ok := key(keyComputed)
+	if !ok {
+		return ""
+	}
+	var all float64
+	for _, k := range []vllm.Value{keyComputed, keyCached, keyTransferred} {
+		x, _ := key(k)
+		all += x
+	}
+	if all <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("computed %.1f%%", 100*c/all)
 }
 
 // recordKinds are the engine kinds whose keys the record (or one of its phases) holds, in the
@@ -160,6 +191,11 @@ var (
 	keyTTFTP50     = vllm.Value{Name: vllm.Hists[vllm.TTFT].Name, Stat: vllm.StatP50}
 	keyTTFTP95     = vllm.Value{Name: vllm.Hists[vllm.TTFT].Name, Stat: vllm.StatP95}
 	keyTail        = vllm.Value{Name: step.NameStragglerTail}
+	keyTruncated   = vllm.Value{Name: vllm.TruncatedFraction.Name}
+	keyMFU         = vllm.Value{Name: step.NameMFU}
+	keyComputed    = vllm.Value{Name: vllm.PromptComputed.Name}
+	keyCached      = vllm.Value{Name: vllm.PromptCached.Name}
+	keyTransferred = vllm.Value{Name: vllm.PromptTransferred.Name}
 )
 
 // stragglerName names the step's latest straggler and how many more there are ("h:8000#1 +2"),

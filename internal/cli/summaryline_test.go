@@ -39,6 +39,10 @@ func TestSummaryLine(t *testing.T) {
 		{"no values", &step.Record{Step: 1, DurationS: 2, Metrics: map[string]float64{}}, "step 1 | 2.0s | workers 0 | scrapes 0 ok 0 failed | hit - | preempt - | kv -/- | run - wait - | gen - | ttft p50 - | tail -"},
 		{"rollout phase", &phased, "step 3 | 30.0s | workers 4 | scrapes 240 ok 0 failed | hit 81.2% | preempt 3 | kv 0.42/0.97 | run 12.5 wait 3.1 | gen 1234 tok/s | ttft p50 0.120s | tail - | rollout 4.2s gen 2345 tok/s hit 81.0% kv 0.61/0.97"},
 		{"eval phase only", &evalOnly, "step 3 | 30.0s | workers 4 | scrapes 240 ok 0 failed | hit 81.2% | preempt 3 | kv 0.42/0.97 | run 12.5 wait 3.1 | gen 1234 tok/s | ttft p50 0.120s | tail -"},
+		{"newer engines' figures", &step.Record{Step: 2, DurationS: 2, Metrics: map[string]float64{
+			"vllm/prefix_cache_hit_rate": 0.5, "vllm/prompt_tokens_computed": 250, "vllm/prompt_tokens_cached": 700,
+			"vllm/prompt_tokens_transferred": 50, "vllm/truncated_fraction": 0.125, "vllm/mfu": 0.4123}},
+			"step 2 | 2.0s | workers 0 | scrapes 0 ok 0 failed | hit 50.0% (computed 25.0%) | preempt - | kv -/- | run - wait - | gen - | ttft p50 - | tail - | clipped 12.5% | mfu 41.2%"},
 		{"rollout phase without values", &emptyRollout, "step 1 | 2.0s | workers 0 | scrapes 0 ok 0 failed | hit - | preempt - | kv -/- | run - wait - | gen - | ttft p50 - | tail - | rollout 0.5s gen - hit - kv -/-"},
 	}
 	for _, tt := range tests {

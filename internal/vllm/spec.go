@@ -624,21 +624,22 @@ var (
 	// Sums are every sum of counters a step record gets.
 	Sums = []CounterSum{RecomputedTokens, FinishedRequests}
 
+	// TruncatedFraction and AbortedFraction are the shares of the finished requests that
+	// stopped at their max_tokens (or the model's length) and that were aborted: the clip
+	// ratio a trainer needs, exact per step.
+	TruncatedFraction = Part{Name: "truncated_fraction", Of: RequestSuccess, Values: []string{"length"}, Share: true,
+		Title: "Requests truncated at their length limit", Unit: "of finished requests (0–1)", Group: GroupRequests}
+	AbortedFraction = Part{Name: "aborted_fraction", Of: RequestSuccess, Values: []string{"abort"}, Share: true,
+		Title: "Requests aborted", Unit: "of finished requests (0–1)", Group: GroupRequests}
+	// The prefill split: the prompt tokens computed, found in the local prefix cache, brought
+	// by a KV connector. They add up to prompt_tokens.
+	PromptComputed = Part{Name: "prompt_tokens_computed", Of: PromptBySource, Values: []string{"local_compute"},
+		Title: "Prompt tokens computed", Unit: "tokens", Group: GroupPrefixCache}
+	PromptCached = Part{Name: "prompt_tokens_cached", Of: PromptBySource, Values: []string{"local_cache_hit"},
+		Title: "Prompt tokens from the local prefix cache", Unit: "tokens", Group: GroupPrefixCache}
+	PromptTransferred = Part{Name: "prompt_tokens_transferred", Of: PromptBySource, Values: []string{"external_kv_transfer"},
+		Title: "Prompt tokens transferred by a KV connector", Unit: "tokens", Group: GroupPrefixCache}
+
 	// LabelParts are the keys made of parts of split counters.
-	LabelParts = []Part{
-		// The share of the finished requests that stopped at their max_tokens (or the model's
-		// length), and that were aborted: the clip ratio a trainer needs, exact per step.
-		{Name: "truncated_fraction", Of: RequestSuccess, Values: []string{"length"}, Share: true,
-			Title: "Requests truncated at their length limit", Unit: "of finished requests (0–1)", Group: GroupRequests},
-		{Name: "aborted_fraction", Of: RequestSuccess, Values: []string{"abort"}, Share: true,
-			Title: "Requests aborted", Unit: "of finished requests (0–1)", Group: GroupRequests},
-		// The prefill split: computed, found in the local prefix cache, brought by a KV
-		// connector. They add up to prompt_tokens.
-		{Name: "prompt_tokens_computed", Of: PromptBySource, Values: []string{"local_compute"},
-			Title: "Prompt tokens computed", Unit: "tokens", Group: GroupPrefixCache},
-		{Name: "prompt_tokens_cached", Of: PromptBySource, Values: []string{"local_cache_hit"},
-			Title: "Prompt tokens from the local prefix cache", Unit: "tokens", Group: GroupPrefixCache},
-		{Name: "prompt_tokens_transferred", Of: PromptBySource, Values: []string{"external_kv_transfer"},
-			Title: "Prompt tokens transferred by a KV connector", Unit: "tokens", Group: GroupPrefixCache},
-	}
+	LabelParts = []Part{TruncatedFraction, AbortedFraction, PromptComputed, PromptCached, PromptTransferred}
 )
