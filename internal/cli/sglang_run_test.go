@@ -374,8 +374,12 @@ func checkSummaryLine(t *testing.T, logs string, r step.Record, name, prefix str
 		}
 		return v
 	}
-	want := name + fmt.Sprintf("hit %.1f%% | preempt %.0f | kv %.2f/%.2f | run %.1f wait %.1f | gen %.0f tok/s | ttft p50 %.3fs",
-		100*m("prefix_cache_hit_rate"), m("num_preemptions"), m("kv_cache_usage_perc/mean"), m("kv_cache_usage_perc/max"),
+	computed := ""
+	if c, ok := r.Metrics[prefix+"/prompt_tokens_computed"]; ok {
+		computed = fmt.Sprintf(" (computed %.1f%%)", 100*c/(c+m("prompt_tokens_cached")+m("prompt_tokens_transferred")))
+	}
+	want := name + fmt.Sprintf("hit %.1f%%%s | preempt %.0f | kv %.2f/%.2f | run %.1f wait %.1f | gen %.0f tok/s | ttft p50 %.3fs",
+		100*m("prefix_cache_hit_rate"), computed, m("num_preemptions"), m("kv_cache_usage_perc/mean"), m("kv_cache_usage_perc/max"),
 		m("num_requests_running/mean"), m("num_requests_waiting/mean"), m("generation_tokens_per_s"), m("time_to_first_token_seconds/p50"))
 	if !strings.Contains(line, want) {
 		t.Errorf("step %d's summary line lacks its %s figures %q:\n%s", r.Step, prefix, want, line)
