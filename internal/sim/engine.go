@@ -532,6 +532,7 @@ func (e *Engine) finish(r *request) {
 		e.sgFinish(r)
 	}
 	s.reqPrompt.observe(b.tokens, float64(r.PromptLen))
+	s.prefillKVComputed.observe(b.tokens, float64(r.PromptLen-r.cachedTokens-r.externalTokens))
 	s.reqGeneration.observe(b.tokens, float64(r.numOutput))
 	s.paramsMaxTokens.observe(b.tokens, float64(r.MaxTokens))
 	e.emit(EventFinish, r, e.now)

@@ -86,6 +86,9 @@ type engineStats struct {
 	ttft, itl, e2e, queue, inference, prefill, decode, reqTPOT  histogram
 	reqPrompt, reqGeneration, reqMaxGeneration, paramsMaxTokens histogram
 	paramsN, iterationTokens                                    histogram
+	// prefillKVComputed is observed at a request's finish with its prompt tokens not served by
+	// a cache, local or external (vLLM 0.20's request_prefill_kv_computed_tokens).
+	prefillKVComputed histogram
 
 	// sg is what an SGLang page shows (Config.Engine "sglang"); zero on a vLLM fleet.
 	sg sglangStats
@@ -143,6 +146,7 @@ var histogramFields = func() []histogramField {
 		{name: "request_params_max_tokens", get: func(s *engineStats) *histogram { return &s.paramsMaxTokens }},
 		{name: "request_params_n", get: func(s *engineStats) *histogram { return &s.paramsN }},
 		{name: "iteration_tokens_total", get: func(s *engineStats) *histogram { return &s.iterationTokens }},
+		{name: "request_prefill_kv_computed_tokens", get: func(s *engineStats) *histogram { return &s.prefillKVComputed }},
 	}
 	for i := range fs {
 		fs[i].countKey, fs[i].sumKey = fs[i].name+"_count", fs[i].name+"_sum"
@@ -229,7 +233,7 @@ func (b *bucketSet) bounds(name string) []float64 {
 		"request_prefill_time_seconds", "request_decode_time_seconds":
 		return b.requestPhase
 	case "request_prompt_tokens", "request_generation_tokens", "request_max_num_generation_tokens",
-		"request_params_max_tokens":
+		"request_params_max_tokens", "request_prefill_kv_computed_tokens":
 		return b.tokens
 	case "request_params_n":
 		return b.n
