@@ -221,6 +221,7 @@ func (e *Engine) Step() time.Duration {
 	e.stats.running = len(e.running)
 	e.stats.waiting = e.waiting.len()
 	e.stats.kvUsage = e.pool.usage()
+	e.stats.recorded = true
 	if e.cfg.SGLang && decoded > 0 {
 		e.sgDecodeBatch(decoded)
 	}

@@ -53,6 +53,10 @@ var reasonNames = [numReasons]string{"stop", "length", "abort", "error", "repeti
 type engineStats struct {
 	running, waiting int
 	kvUsage          float64
+	// recorded is set at the engine's first iteration since it (re)started: vLLM's frontend has
+	// scheduler stats of it, and has set its scheduler gauges, from then on. A multiprocess
+	// page shows those gauges only once set (multiproc.go).
+	recorded bool
 	// res is the engine's scheduler and memory state, as vLLM's sleep families show it; its
 	// zero value is an engine fully awake.
 	res resources
