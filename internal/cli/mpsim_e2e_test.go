@@ -81,11 +81,11 @@ func pageCounts(t *testing.T, u string) map[string]float64 {
 // servers with --api-server-count 2 and two engines each, whose pages are prometheus_client's
 // multiprocess pages (no _created), through two GRPO batches, ending a step at the end of each
 // batch and one after them. On the wall clock from the fleet's start (simulated time runs 10
-// times faster), the first batch runs from 2 s to about 3 s, the second from about 9 s to 10 s:
+// times faster), the first batch runs from 2 s to about 3 s, the second from about 11 s to 12 s:
 //   - server 1's port refuses connections from before the run's start until 4 s, after its
 //     engines ran the first batch: its first page already holds that work, and counts whole, in
 //     the first step;
-//   - server 0 restarts at 6.5 s, its port refusing connections from 5.5 s to 11.5 s, over the
+//   - server 0 restarts at 7.5 s, its port refusing connections from 6.5 s to 13.5 s, over the
 //     second batch: no scrape sees the restart, and the first page after it holds the second
 //     batch's work, some of its counters below their values before the restart and some above.
 //     A counter going down is a restart of every counter of the worker: all count from zero.
@@ -99,8 +99,8 @@ func TestRunMultiprocessSimulator(t *testing.T) {
 	sc.BlocksPerEngine = demoBlocks // the batches preempt
 	sc.Workload.Batches = 2
 	sc.Workload.StartDelay = 20 * time.Second
-	sc.Workload.Pause = 60 * time.Second
-	for _, f := range []string{"down@0s+4s:server=1", "down@5.5s+6s:server=0", "restart@6.5s:server=0"} {
+	sc.Workload.Pause = 80 * time.Second
+	for _, f := range []string{"down@0s+4s:server=1", "down@6.5s+7s:server=0", "restart@7.5s:server=0"} {
 		fault, err := sim.ParseFault(f)
 		if err != nil {
 			t.Fatal(err)
@@ -143,13 +143,13 @@ func TestRunMultiprocessSimulator(t *testing.T) {
 	if fleet.Totals()["restarts"] != 0 {
 		t.Fatal("server 0 restarted before the first batch's end")
 	}
+	before := pageCounts(t, urls[0]) // its counters are final until the restart
 	testkit.WaitFor(t, 30*time.Second, "server 1 to come back", func() bool { return !refuses(urls[1]) })
 	if n := engineTokens(fleet.GroundTruth(), 1); n == 0 {
 		t.Fatal("server 1 came back before its engines generated a token")
 	}
 	scraped("server 1 to be scraped", 6)
 	r.endStep(1)
-	before := pageCounts(t, urls[0])
 	waitBatch(2)
 	testkit.WaitFor(t, 30*time.Second, "server 0 to come back", func() bool { return !refuses(urls[0]) })
 	after := pageCounts(t, urls[0])
