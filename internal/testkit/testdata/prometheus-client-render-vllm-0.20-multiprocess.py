@@ -25,8 +25,9 @@ for the gauges that the stand-in for "mostrecent" creates only when it sets them
 _sum samples before its buckets; later versions list each child's _sum, buckets and _count
 together.
 
-Run with /usr/bin/python3 from the repository root:
-    /usr/bin/python3 internal/testkit/testdata/prometheus-client-render-vllm-0.20-multiprocess.py
+Run from the repository root with the system's Python and its prometheus_client (Debian's
+python3-prometheus-client):
+    python3 internal/testkit/testdata/prometheus-client-render-vllm-0.20-multiprocess.py
 """
 
 import glob
