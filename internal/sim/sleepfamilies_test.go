@@ -18,8 +18,9 @@ func TestSleepResourceChildrenAtFirstSleep(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			s := mustSim(t, cfg)
 			snapped := map[[2]int]bool{}
-			sawAwakeAgain := false
-			for at := 25 * time.Millisecond; at <= 20*time.Second; at += 100 * time.Millisecond {
+			sawAwakeAgain, sawBefore := false, false
+			// Until every engine had its snapshot and one page showed an engine awake after it.
+			for at := 25 * time.Millisecond; at <= 20*time.Second && (len(snapped) < cfg.Servers*cfg.DP || !sawAwakeAgain); at += 100 * time.Millisecond {
 				s.AdvanceTo(at)
 				for server := range cfg.Servers {
 					fams := parsePage(t, s.Page(server, testStart))
@@ -54,6 +55,8 @@ func TestSleepResourceChildrenAtFirstSleep(t *testing.T) {
 						wantR, wantF := 0, 0
 						if snapped[key] {
 							wantR, wantF = 9, 1
+						} else {
+							sawBefore = true
 						}
 						if resource[id] != wantR || fully[id] != wantF {
 							t.Fatalf("at %s: server %d engine %s (awake %v, slept or paused for a load before: %v) has %d resource and %d fully-awake children, want %d and %d",
@@ -62,8 +65,8 @@ func TestSleepResourceChildrenAtFirstSleep(t *testing.T) {
 					}
 				}
 			}
-			if len(snapped) != cfg.Servers*cfg.DP || !sawAwakeAgain {
-				t.Errorf("in 20 s, %d engines slept or paused, awake again after it: %v", len(snapped), sawAwakeAgain)
+			if len(snapped) != cfg.Servers*cfg.DP || !sawAwakeAgain || !sawBefore {
+				t.Errorf("in 20 s, %d engines slept or paused, awake again after it: %v; a page before it: %v", len(snapped), sawAwakeAgain, sawBefore)
 			}
 		})
 	}
