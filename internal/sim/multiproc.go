@@ -1,5 +1,7 @@
 package sim
 
+import "strings"
+
 // A vLLM server with more than one API server process (vllm serve --api-server-count N) runs
 // prometheus_client in multiprocess mode: vLLM sets PROMETHEUS_MULTIPROC_DIR
 // (vllm/v1/metrics/prometheus.py, setup_multiprocess_prometheus) and serves a registry holding
@@ -43,40 +45,28 @@ type mpRenderer struct {
 
 func newMultiprocessRenderer(r *renderer) *mpRenderer {
 	m := &mpRenderer{renderer: r}
+	var spec []*family
 	byName := map[string]*family{}
 	for i := range r.v.families {
 		f := &r.v.families[i]
 		byName[f.name] = f
-		switch f.kind {
-		case famCounter:
-			// SpecDecodingProm is built before the logger's own families.
-			if isSpecDecode(f.name) {
-				m.counters = append([]*family{f}, m.counters...)
-			} else {
-				m.counters = append(m.counters, f)
-			}
-		case famGauge, famInfo:
+		switch {
+		case f.kind == famCounter && strings.HasPrefix(f.name, "vllm:spec_decode_"):
+			spec = append(spec, f)
+		case f.kind == famCounter:
+			m.counters = append(m.counters, f)
+		case f.kind == famGauge || f.kind == famInfo:
 			m.gauges = append(m.gauges, f)
 		}
 	}
-	// The spec decode counters were moved to the front one by one, which reversed them.
-	n := 0
-	for n < len(m.counters) && isSpecDecode(m.counters[n].name) {
-		n++
-	}
-	for i, j := 0, n-1; i < j; i, j = i+1, j-1 {
-		m.counters[i], m.counters[j] = m.counters[j], m.counters[i]
-	}
+	// SpecDecodingProm is built before the logger's own families.
+	m.counters = append(spec, m.counters...)
 	for _, name := range mpHistograms {
 		if f := byName[name]; f != nil {
 			m.hists = append(m.hists, f)
 		}
 	}
 	return m
-}
-
-func isSpecDecode(name string) bool {
-	return len(name) > len("vllm:spec_decode_") && name[:len("vllm:spec_decode_")] == "vllm:spec_decode_"
 }
 
 // mpGaugeAlwaysSet are the gauges vLLM sets at start-up rather than from scheduler stats.

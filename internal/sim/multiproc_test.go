@@ -217,6 +217,21 @@ func TestMultiprocessPageFollowsTheSimulation(t *testing.T) {
 	}
 }
 
+// TestMultiprocessSpecDecodeFirst: vLLM builds SpecDecodingProm before its logger's own
+// families, so on a multiprocess page, listed as their children were first written, the
+// speculative decoding counters come first, in their own order.
+func TestMultiprocessSpecDecodeFirst(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.APIServerCount = 2
+	cfg.SpecDecode = 2
+	_, order := mpSeries(t, string(mustSim(t, cfg).Page(0, testStart)))
+	want := []string{"vllm:spec_decode_num_drafts_total", "vllm:spec_decode_num_draft_tokens_total",
+		"vllm:spec_decode_num_accepted_tokens_total", "vllm:spec_decode_num_accepted_tokens_per_pos_total", "vllm:prefix_cache_queries_total"}
+	if len(order) < len(want) || !slices.Equal(order[:len(want)], want) {
+		t.Errorf("families begin %q, want %q", order[:min(len(order), len(want))], want)
+	}
+}
+
 func TestAPIServerCountValidation(t *testing.T) {
 	for _, tt := range []struct {
 		mod  func(*Config)
