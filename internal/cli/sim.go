@@ -47,6 +47,12 @@ preemption is a retraction, and tokens are counted as requests finish. With --ro
 router listens on port --port + --servers: its /engine_metrics merges every server's page, each
 sample labelled worker_addr; its URL is printed after the servers'.
 
+With --api-server-count N above 1 each vLLM server runs N API server processes, as vllm serve
+--api-server-count does: its page is prometheus_client's multiprocess page, with no _created
+samples and no process or Python families, counters and histograms summed over the processes,
+and a scheduler gauge of an engine missing until the engine's first iteration (vLLM's gauges are
+"mostrecent"). vLLM 0.20 pages, outside the colocated and async loops.
+
 Server i listens on port --port + i. Simulated time runs --speed times faster than the wall
 clock; fault times are wall-clock offsets from the start.
 
@@ -166,6 +172,7 @@ func runSimContext(parent context.Context, args []string, stdout, stderr io.Writ
 	fs.StringVar(&cfg.Host, "host", cfg.Host, "address to listen on")
 	fs.StringVar(&cfg.Engine, "engine", cfg.Engine, engineHelp)
 	fs.StringVar(&cfg.Version, "vllm-version", cfg.Version, "vLLM page layout: 0.20, 0.10 or 0.8")
+	fs.IntVar(&cfg.APIServerCount, "api-server-count", cfg.APIServerCount, "vLLM's --api-server-count: above 1, pages are prometheus_client's multiprocess page (0.20 only)")
 	fs.BoolVar(&cfg.Router, "router", cfg.Router, "sglang: serve SGLang's router's /engine_metrics, every server's page merged, on port --port + --servers")
 	fs.IntVar(&cfg.DecodeLogInterval, "decode-log-interval", cfg.DecodeLogInterval, "sglang: decode batches between two of the scheduler's log points (SGLang's --decode-log-interval)")
 	fs.Int64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the workload; the same seed gives the same events")

@@ -394,14 +394,14 @@ func TestColocatedPages(t *testing.T) {
 }
 
 // TestColocatedSleepFamilyLayout checks the family's place and lines on an idle 0.20 page: after
-// num_requests_waiting, where vLLM registers it, its children state by state, as vLLM creates
-// them, and the sleep resource families after it.
+// num_requests_waiting and its split by reason, where vLLM registers it, its children state by
+// state, as vLLM creates them, and the sleep resource families after it.
 func TestColocatedSleepFamilyLayout(t *testing.T) {
 	cfg := goldenConfig("0.20")
 	cfg.Workload.Colocated = true
 	page := string(mustSim(t, cfg).Page(0, testStart))
 	const m = `model_name="Qwen/Qwen3-1.7B"`
-	want := `vllm:num_requests_waiting{engine="1",` + m + `} 0.0
+	want := `vllm:num_requests_waiting_by_reason{engine="1",` + m + `,reason="deferred"} 0.0
 # HELP vllm:engine_sleep_state Engine sleep state; awake = 0 means engine is sleeping; awake = 1 means engine is awake; weights_offloaded = 1 means sleep level 1; discard_all = 1 means sleep level 2.
 # TYPE vllm:engine_sleep_state gauge
 vllm:engine_sleep_state{engine="0",` + m + `,sleep_state="awake"} 1.0

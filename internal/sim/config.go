@@ -38,6 +38,10 @@ type Config struct {
 	// DecodeLogInterval is SGLang's --decode-log-interval: its scheduler sets its gauges every
 	// that many decode batches (and at every prefill batch).
 	DecodeLogInterval int
+	// APIServerCount is vLLM's --api-server-count: above 1 a server's API server processes
+	// share their metrics through prometheus_client's multiprocess mode, and its page is the
+	// multiprocess collector's (multiproc.go). vLLM 0.20 pages only.
+	APIServerCount int
 	// Router puts SGLang's router in front of an SGLang fleet, on port Port+Servers: its
 	// /engine_metrics merges every server's page (see router.go).
 	Router bool
@@ -131,6 +135,7 @@ func (c Config) Validate() error {
 	default:
 		bad("engine %q is not simulated: use vllm or sglang", c.Engine)
 	}
+	c.validateAPIServers(bad)
 	if c.Router && c.Engine != EngineSGLang {
 		bad("a router is SGLang's: use it with engine sglang")
 	}

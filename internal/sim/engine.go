@@ -223,6 +223,7 @@ func (e *Engine) Step() time.Duration {
 	e.stats.running = len(e.running)
 	e.stats.waiting = e.waiting.len()
 	e.stats.kvUsage = e.pool.usage()
+	e.stats.recorded = true
 	if e.cfg.SGLang && decoded > 0 {
 		e.sgDecodeBatch(decoded)
 	}
@@ -534,6 +535,7 @@ func (e *Engine) finish(r *request) {
 		e.sgFinish(r)
 	}
 	s.reqPrompt.observe(b.tokens, float64(r.PromptLen))
+	s.prefillKVComputed.observe(b.tokens, float64(r.PromptLen-r.cachedTokens-r.externalTokens))
 	s.reqGeneration.observe(b.tokens, float64(r.numOutput))
 	s.paramsMaxTokens.observe(b.tokens, float64(r.MaxTokens))
 	e.emit(EventFinish, r, e.now)

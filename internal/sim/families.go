@@ -103,6 +103,23 @@ var (
 		func(s *engineStats) float64 { return float64(s.running) })
 	famWaiting = gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.",
 		func(s *engineStats) float64 { return float64(s.waiting) })
+	// famWaitingByReason splits num_requests_waiting (vLLM PR #38435, in the 0.20 logger):
+	// "capacity" is the scheduler's num_waiting_reqs, "deferred" its num_skipped_waiting_reqs
+	// (LoRA budget, KV transfer, blocked requests). The simulated scheduler defers nothing, so
+	// every waiting request waits for capacity and the two add up to num_requests_waiting.
+	famWaitingByReason = family{
+		name: "vllm:num_requests_waiting_by_reason",
+		help: "Number of waiting requests by reason. Reason labels: 'capacity' = waiting for scheduling capacity; " +
+			"'deferred' = deferred by transient constraints (LoRA budget, KV transfer, blocked status). " +
+			"Sum of all reasons equals vllm:num_requests_waiting.",
+		kind: famGauge, extraLabel: "reason", extraValues: []string{"capacity", "deferred"},
+		value: func(s *engineStats, i int) float64 {
+			if i == 0 {
+				return float64(s.waiting)
+			}
+			return 0
+		},
+	}
 	famKVUsage = gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.",
 		func(s *engineStats) float64 { return s.kvUsage })
 	famPrefixQueries = counter("vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens.",
@@ -155,6 +172,11 @@ var (
 		func(s *engineStats) *histogram { return &s.prefill })
 	famDecode = hist("vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.",
 		func(s *engineStats) *histogram { return &s.decode })
+	// famPrefillKVComputed is observed at each request's finish with its prompt tokens minus
+	// the cached ones, local and external (vLLM PR #30189; PrometheusStatLogger.record).
+	famPrefillKVComputed = hist("vllm:request_prefill_kv_computed_tokens",
+		"Histogram of new KV tokens computed during prefill (excluding cached tokens).",
+		func(s *engineStats) *histogram { return &s.prefillKVComputed })
 	famReqTPOT = hist("vllm:request_time_per_output_token_seconds", "Histogram of time_per_output_token_seconds per request.",
 		func(s *engineStats) *histogram { return &s.reqTPOT })
 	famReqPrompt = hist("vllm:request_prompt_tokens", "Number of prefill tokens processed.",
@@ -252,12 +274,12 @@ func itlHistogram(s *engineStats) *histogram { return &s.itl }
 var v020 = version{
 	name: "0.20", engineLabel: true, sleepState: true, python: pythonInfo{"3", "12", "11"},
 	families: []family{
-		famRunning, famWaiting, famSleepState, famKVUsage, famPrefixQueries, famPrefixHits,
+		famRunning, famWaiting, famWaitingByReason, famSleepState, famKVUsage, famPrefixQueries, famPrefixHits,
 		famExternalQueries, famExternalHits, famMMQueries, famMMHits,
 		famPreemptions, famPromptTokens, famPromptBySource, famPromptCached, famGenerationTokens,
 		successFamily(5),
 		famTTFT, famITL, famE2E, famQueue,
-		famInference, famPrefill, famDecode, famReqTPOT,
+		famInference, famPrefill, famDecode, famPrefillKVComputed, famReqTPOT,
 		famReqPrompt, famReqGeneration, famReqMaxGeneration, famParamsMaxTokens, famParamsN,
 		famIterationTokens, famCacheConfig,
 	},

@@ -83,9 +83,16 @@ var knownHelpDifferences = map[string]map[string]string{
 
 // extraFamilies are families of the simulator's page that the rendered reference page of the
 // version leaves out: vLLM 0.20 creates engine_sleep_state, awake, whenever its logger starts
-// (PrometheusStatLogger.__init__ calls record_sleep_state()), so a real page always has it.
+// (PrometheusStatLogger.__init__ calls record_sleep_state()), so a real page always has it; and
+// its logger creates num_requests_waiting_by_reason and request_prefill_kv_computed_tokens for
+// every engine too (TestVLLM020Families checks their children).
 var extraFamilies = map[string]map[string]bool{
-	"0.20": {"vllm:engine_sleep_state": true},
+	"0.20": {
+		"vllm:engine_sleep_state":                         true,
+		"vllm:num_requests_waiting_by_reason":             true,
+		"vllm:request_prefill_kv_computed_tokens":         true,
+		"vllm:request_prefill_kv_computed_tokens_created": true,
+	},
 }
 
 // TestPageStructureMatchesFixtures compares an idle page of each version with the page

@@ -275,7 +275,11 @@ func (s *Sim) renderer() pageRenderer {
 	if s.cfg.Engine == EngineSGLang {
 		return newSGLangRenderer(s.cfg.Model, s.cfg.DP)
 	}
-	return newRenderer(s.version, s.cfg.Model, s.buckets, s.cfg.BlocksPerEngine, s.cfg.DP)
+	r := newRenderer(s.version, s.cfg.Model, s.buckets, s.cfg.BlocksPerEngine, s.cfg.DP)
+	if s.cfg.multiprocess() {
+		return newMultiprocessRenderer(r)
+	}
+	return r
 }
 
 // fillPage copies server i's engine stats into st, reusing st's slices.

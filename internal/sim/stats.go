@@ -53,6 +53,10 @@ var reasonNames = [numReasons]string{"stop", "length", "abort", "error", "repeti
 type engineStats struct {
 	running, waiting int
 	kvUsage          float64
+	// recorded is set at the engine's first iteration since it (re)started: vLLM's frontend has
+	// scheduler stats of it, and has set its scheduler gauges, from then on. A multiprocess
+	// page shows those gauges only once set (multiproc.go).
+	recorded bool
 	// res is the engine's scheduler and memory state, as vLLM's sleep families show it; its
 	// zero value is an engine fully awake.
 	res resources
@@ -86,6 +90,9 @@ type engineStats struct {
 	ttft, itl, e2e, queue, inference, prefill, decode, reqTPOT  histogram
 	reqPrompt, reqGeneration, reqMaxGeneration, paramsMaxTokens histogram
 	paramsN, iterationTokens                                    histogram
+	// prefillKVComputed is observed at a request's finish with its prompt tokens not served by
+	// a cache, local or external (vLLM 0.20's request_prefill_kv_computed_tokens).
+	prefillKVComputed histogram
 
 	// sg is what an SGLang page shows (Config.Engine "sglang"); zero on a vLLM fleet.
 	sg sglangStats
@@ -143,6 +150,7 @@ var histogramFields = func() []histogramField {
 		{name: "request_params_max_tokens", get: func(s *engineStats) *histogram { return &s.paramsMaxTokens }},
 		{name: "request_params_n", get: func(s *engineStats) *histogram { return &s.paramsN }},
 		{name: "iteration_tokens_total", get: func(s *engineStats) *histogram { return &s.iterationTokens }},
+		{name: "request_prefill_kv_computed_tokens", get: func(s *engineStats) *histogram { return &s.prefillKVComputed }},
 	}
 	for i := range fs {
 		fs[i].countKey, fs[i].sumKey = fs[i].name+"_count", fs[i].name+"_sum"
@@ -229,7 +237,7 @@ func (b *bucketSet) bounds(name string) []float64 {
 		"request_prefill_time_seconds", "request_decode_time_seconds":
 		return b.requestPhase
 	case "request_prompt_tokens", "request_generation_tokens", "request_max_num_generation_tokens",
-		"request_params_max_tokens":
+		"request_params_max_tokens", "request_prefill_kv_computed_tokens":
 		return b.tokens
 	case "request_params_n":
 		return b.n
