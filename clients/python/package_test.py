@@ -281,6 +281,49 @@ class Start(SidecarTest):
                 self.assertNotIn("Warning", p.stderr)
 
 
+    def test_exit_messages_are_kept_in_the_out_dir(self):
+        # What the sidecar says when it exits or dies also lands in OUT/sidecar.log: written by
+        # the sidecar itself, it is there after a trainer killed with SIGKILL too.
+        script = textwrap.dedent("""
+            import os, signal, sys
+            sys.path.insert(0, %r)
+            import vllmstat_client
+            vs = vllmstat_client.start(binary=%r, echo=False, listen="127.0.0.1:0", out_dir=sys.argv[1],
+                                       step_every=0)
+            print(vs.pid, flush=True)
+            os.kill(os.getpid(), signal.SIGKILL)
+        """) % (HERE, self.bin)
+        out = os.path.join(self.tmp, "killed")
+        p = subprocess.run([sys.executable, "-c", script, out], capture_output=True, text=True, timeout=WAIT)
+        self.assertEqual(p.returncode, -9, p.stderr)
+        pid = int(p.stdout.split()[0])
+        wait_for(lambda: not alive(pid), "the sidecar's end after the trainer's")
+        with open(os.path.join(out, "sidecar.log")) as f:
+            log = f.read()
+        self.assertIn("api listening", log)
+        self.assertIn("the step open at exit was not ended by the trainer", log)  # said after the trainer died
+
+        # a sidecar that dies under a living trainer: the warning's first line is kept too
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            vs = self.start(out_dir=self.out, step_every=0)
+            os.kill(vs.pid, signal.SIGKILL)
+            wait_for(lambda: any("exited with code -9" in str(x.message) for x in w), "the warning of the death")
+        with open(os.path.join(self.out, "sidecar.log")) as f:
+            lines = f.read().splitlines()
+        self.assertEqual(lines[-1], "vllmstat: the sidecar (pid %d) exited with code -9" % vs.pid)
+        vs.close()
+
+        # a later sidecar of the same out_dir adds to the file and is found at its own address
+        again = self.start(out_dir=self.out, step_every=0, strict=True)
+        self.assertTrue(again.health())
+        again.close()
+        with open(os.path.join(self.out, "sidecar.log")) as f:
+            log = f.read()
+        self.assertEqual(log.count("api listening"), 2, log)
+        self.assertTrue(log.startswith("\n".join(lines) + "\n"), log)
+
+
 class Versions(unittest.TestCase):
 
     def test_binary_package_and_file_agree(self):

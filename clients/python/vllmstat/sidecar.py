@@ -16,7 +16,7 @@ import threading
 import time
 import warnings
 from collections import deque
-from typing import IO, Any, Callable, Deque, Iterable, List, Mapping, Optional, Union
+from typing import IO, Any, Callable, Deque, Iterable, List, Mapping, Optional, Tuple, Union
 
 from ._common import _HERE, VllmstatError
 from .client import Client, _compare_version
@@ -85,6 +85,10 @@ class Sidecar(Client):
     When the process ends on its own, a warning gives its exit code and last output lines, and
     calls that find it gone fail with them (``strict``: :class:`VllmstatError`).
 
+    With an ``out_dir``, the process's output also goes to ``OUT_DIR/sidecar.log`` (added to,
+    run after run), written by the process itself: what it says when it stops is kept there
+    even when the trainer was killed first. The warning's first line is added when it dies.
+
     Attributes:
         url: the API's base URL, with the port the system chose for ``listen`` port 0.
         process: the ``subprocess.Popen`` of the binary.
@@ -93,11 +97,12 @@ class Sidecar(Client):
 
     def __init__(self, url: str, process: subprocess.Popen, output: _Output, out_dir: Optional[str] = None,
                  token: Optional[str] = None, timeout: float = 60.0, strict: bool = False,
-                 cleanup: Optional[str] = None) -> None:
+                 cleanup: Optional[str] = None, log: Optional[str] = None) -> None:
         super().__init__(url, token=token, timeout=timeout, strict=strict)
         self.process = process
         self.out_dir = out_dir
         self._output = output
+        self._log = log  # OUT_DIR/sidecar.log, when the process's output goes there
         self._cleanup = cleanup  # the directory of the config file start() wrote
         self._state = threading.Lock()
         self._closing = False
@@ -179,6 +184,13 @@ class Sidecar(Client):
             if self._closing or self._exit_warned:
                 return
             self._exit_warned = True
+        if self._log:
+            try:
+                with open(self._log, "a", encoding="utf-8") as f:
+                    f.write("vllmstat: the sidecar (pid %d) exited with code %s\n" % (self.process.pid,
+                                                                                    self.process.poll()))
+            except OSError:
+                pass  # the warning below says it all the same
         warnings.warn("vllmstat: the sidecar " + self._exit_story(), RuntimeWarning, stacklevel=2)
 
 
@@ -193,12 +205,13 @@ class _Output:
 
     _POLL = 0.05  # seconds between looks at the file while it has nothing new
 
-    def __init__(self, path: str, process: subprocess.Popen, echo: Union[bool, IO[str]]) -> None:
+    def __init__(self, path: str, process: subprocess.Popen, echo: Union[bool, IO[str]], offset: int = 0) -> None:
         self.tail: Deque[str] = deque(maxlen=_TAIL_LINES)
         self.url: Optional[str] = None
         self.changed = threading.Condition()
         self.ended = False  # the process has ended and its output was read to the end
         self._path = path
+        self._offset = offset  # where this process's output starts in the file
         self._process = process
         self._echo = echo
         self._on_end: Optional[Callable[[], None]] = None
@@ -207,19 +220,20 @@ class _Output:
 
     def _follow(self) -> None:
         try:
-            with open(self._path, encoding="utf-8", errors="replace") as f:
-                part = ""
+            with open(self._path, "rb") as f:
+                f.seek(self._offset)
+                part = b""
                 last_look = False
                 while True:
                     got = f.readline()
-                    if got.endswith("\n"):
-                        self._line(part + got)
-                        part = ""
+                    if got.endswith(b"\n"):
+                        self._line((part + got).decode("utf-8", "replace"))
+                        part = b""
                     elif got:
                         part += got  # the rest of the line is not written yet
                     elif last_look:
                         if part:
-                            self._line(part + "\n")
+                            self._line((part + b"\n").decode("utf-8", "replace"))
                         break
                     elif self._process.poll() is not None:
                         last_look = True  # read what it wrote before it ended, then stop
@@ -364,7 +378,8 @@ def start(config: Union[str, os.PathLike, Mapping[str, Any], None] = None, *, bi
         binary: the vllmstat binary to run; default :func:`binary_path`.
         echo: where the process's output lines (its step summaries and log) are copied:
             ``True`` for this process's stderr, ``False`` for nowhere, or a text stream. The
-            last 40 are kept either way for error messages (:meth:`Sidecar.output`).
+            last 40 are kept either way for error messages (:meth:`Sidecar.output`), and with
+            an ``out_dir`` all of them are in ``OUT_DIR/sidecar.log`` too.
         start_timeout: seconds to wait for the API to answer.
         timeout, strict: as for :class:`Client`.
 
@@ -416,15 +431,15 @@ def start(config: Union[str, os.PathLike, Mapping[str, Any], None] = None, *, bi
     if token:
         env["VLLMSTAT_API_TOKEN"] = token
     deadline = time.monotonic() + start_timeout
-    log = os.path.join(cleanup, "vllmstat.log")
     try:
-        with open(log, "wb") as logf:
+        log, logf, offset = _open_log(out_dir, cleanup)
+        with logf:
             proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT, env=env,
                                     preexec_fn=_parent_death_signal())
     except BaseException:
         shutil.rmtree(cleanup, ignore_errors=True)
         raise
-    output = _Output(log, proc, echo)
+    output = _Output(log, proc, echo, offset)
 
     def fail(why: str) -> VllmstatError:
         if proc.poll() is None:
@@ -463,7 +478,8 @@ def start(config: Union[str, os.PathLike, Mapping[str, Any], None] = None, *, bi
         shutil.rmtree(cleanup, ignore_errors=True)
         raise
     sidecar = Sidecar(url, proc, output, out_dir=out_dir, token=token or env.get("VLLMSTAT_API_TOKEN"),
-                      timeout=timeout, strict=strict, cleanup=cleanup)
+                      timeout=timeout, strict=strict, cleanup=cleanup,
+                      log=None if log.startswith(cleanup + os.sep) else log)
     sidecar._version_checked = True
     if isinstance(health, dict):
         _compare_version(url, health, stacklevel=2)
@@ -474,6 +490,22 @@ def start(config: Union[str, os.PathLike, Mapping[str, Any], None] = None, *, bi
             atexit.register(_close_sidecars)
             _sidecars_at_exit = True
     return sidecar
+
+
+def _open_log(out_dir: Optional[str], cleanup: str) -> Tuple[str, IO[bytes], int]:
+    """The file the process's output goes to, open for appending, and where this run's output
+    starts in it: OUT_DIR/sidecar.log, else (no out_dir, or one that cannot be made, which the
+    process then reports itself) a file in the private directory."""
+    if out_dir:
+        path = os.path.abspath(os.path.join(os.fspath(out_dir), "sidecar.log"))
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            f = open(path, "ab")
+            return path, f, f.seek(0, os.SEEK_END)
+        except OSError:
+            pass
+    path = os.path.join(cleanup, "vllmstat.log")
+    return path, open(path, "wb"), 0
 
 
 def _close_sidecars() -> None:
