@@ -475,8 +475,7 @@ def debian_python_builds():
     """Why Debian's Python cannot make and fill a venv without a network, or None when it can."""
     if not os.path.exists("/usr/bin/python3"):
         return "no /usr/bin/python3"
-    for mod, pkg in (("venv", "python3-venv"), ("ensurepip", "python3-venv"), ("setuptools", "python3-setuptools"),
-                     ("wheel", "python3-wheel"), ("pip", "python3-pip")):
+    for mod, pkg in (("venv", "python3-venv"), ("ensurepip", "python3-venv"), ("pip", "python3-pip")):
         if subprocess.run(["/usr/bin/python3", "-c", "import " + mod], capture_output=True).returncode != 0:
             return "Debian's Python cannot import %s (apt-get install %s)" % (mod, pkg)
     if not shutil.which("go"):
