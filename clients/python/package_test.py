@@ -385,6 +385,36 @@ class Types(unittest.TestCase):
                 self.assertIn("return", f.__annotations__, qual)
 
 
+class Modules(unittest.TestCase):
+    """The package's modules, and vllmstat.client (vllmstat_client), which offers all their names."""
+
+    def test_the_client_module_offers_the_names_of_the_others(self):
+        from vllmstat import exposition, page, sidecar
+        self.assertIs(vllmstat_client, vllmstat.client)
+        for name in vllmstat.__all__:
+            self.assertIs(getattr(vllmstat_client, name), getattr(vllmstat, name), name)
+        self.assertIs(vllmstat_client.start, sidecar.start)
+        self.assertIs(vllmstat_client._ASKED, page._ASKED)
+        # setting another module's state through it sets it where that module's functions read it
+        saved, mark = exposition._exposure, object()
+        try:
+            vllmstat_client._exposure = mark
+            self.assertIs(exposition._exposure, mark)
+            self.assertIs(vllmstat_client._exposure, mark)
+        finally:
+            vllmstat_client._exposure = saved
+        self.assertNotIn("_exposure", vars(vllmstat_client))
+        with self.assertRaises(AttributeError):
+            vllmstat_client.no_such_name
+
+    def test_no_module_is_over_800_lines(self):
+        pkg = os.path.dirname(vllmstat.__file__)
+        for name in sorted(os.listdir(pkg)):
+            if name.endswith(".py"):
+                with open(os.path.join(pkg, name), encoding="utf-8") as f:
+                    self.assertLessEqual(len(f.read().splitlines()), 800, name)
+
+
 class VersionWarning(unittest.TestCase):
     """The client warns once when vllmstat's version is not its own (a stand-in API)."""
 

@@ -548,7 +548,7 @@ def _image_factory(run):
 # The sidecar's and the page's names, which this module has offered since it held them all. The
 # modules that define them import Client from here, so they come last. Their other module-level
 # names are read, and set, through this module in the module that owns them, where that
-# module's functions see them (a test that sets vllmstat_client._exposure sets expose()'s).
+# module's functions see them: vllmstat_client._exposure = None forgets expose()'s page.
 from . import exposition as _exposition, page as _page, sidecar as _sidecar  # noqa: E402
 from .exposition import expose, ray_targets  # noqa: E402,F401
 from .sidecar import Sidecar, binary_path, start  # noqa: E402,F401
@@ -564,6 +564,8 @@ def __getattr__(name: str) -> Any:
 
 
 class _Module(types.ModuleType):
+    """This module's type: setting a name that another module owns sets it there."""
+
     def __setattr__(self, name: str, value: Any) -> None:
         if name not in vars(self):
             for mod in _OWNERS:
