@@ -281,6 +281,49 @@ class Start(SidecarTest):
                 self.assertNotIn("Warning", p.stderr)
 
 
+    def test_exit_messages_are_kept_in_the_out_dir(self):
+        # What the sidecar says when it exits or dies also lands in OUT/sidecar.log: written by
+        # the sidecar itself, it is there after a trainer killed with SIGKILL too.
+        script = textwrap.dedent("""
+            import os, signal, sys
+            sys.path.insert(0, %r)
+            import vllmstat_client
+            vs = vllmstat_client.start(binary=%r, echo=False, listen="127.0.0.1:0", out_dir=sys.argv[1],
+                                       step_every=0)
+            print(vs.pid, flush=True)
+            os.kill(os.getpid(), signal.SIGKILL)
+        """) % (HERE, self.bin)
+        out = os.path.join(self.tmp, "killed")
+        p = subprocess.run([sys.executable, "-c", script, out], capture_output=True, text=True, timeout=WAIT)
+        self.assertEqual(p.returncode, -9, p.stderr)
+        pid = int(p.stdout.split()[0])
+        wait_for(lambda: not alive(pid), "the sidecar's end after the trainer's")
+        with open(os.path.join(out, "sidecar.log")) as f:
+            log = f.read()
+        self.assertIn("api listening", log)
+        self.assertIn("the step open at exit was not ended by the trainer", log)  # said after the trainer died
+
+        # a sidecar that dies under a living trainer: the warning's first line is kept too
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            vs = self.start(out_dir=self.out, step_every=0)
+            os.kill(vs.pid, signal.SIGKILL)
+            wait_for(lambda: any("exited with code -9" in str(x.message) for x in w), "the warning of the death")
+        with open(os.path.join(self.out, "sidecar.log")) as f:
+            lines = f.read().splitlines()
+        self.assertEqual(lines[-1], "vllmstat: the sidecar (pid %d) exited with code -9" % vs.pid)
+        vs.close()
+
+        # a later sidecar of the same out_dir adds to the file and is found at its own address
+        again = self.start(out_dir=self.out, step_every=0, strict=True)
+        self.assertTrue(again.health())
+        again.close()
+        with open(os.path.join(self.out, "sidecar.log")) as f:
+            log = f.read()
+        self.assertEqual(log.count("api listening"), 2, log)
+        self.assertTrue(log.startswith("\n".join(lines) + "\n"), log)
+
+
 class Versions(unittest.TestCase):
 
     def test_binary_package_and_file_agree(self):
@@ -340,6 +383,36 @@ class Types(unittest.TestCase):
                 missing = [p for p in sig.parameters if p not in ("self", "cls") and p not in f.__annotations__]
                 self.assertEqual(missing, [], qual)
                 self.assertIn("return", f.__annotations__, qual)
+
+
+class Modules(unittest.TestCase):
+    """The package's modules, and vllmstat.client (vllmstat_client), which offers all their names."""
+
+    def test_the_client_module_offers_the_names_of_the_others(self):
+        from vllmstat import exposition, page, sidecar
+        self.assertIs(vllmstat_client, vllmstat.client)
+        for name in vllmstat.__all__:
+            self.assertIs(getattr(vllmstat_client, name), getattr(vllmstat, name), name)
+        self.assertIs(vllmstat_client.start, sidecar.start)
+        self.assertIs(vllmstat_client._ASKED, page._ASKED)
+        # setting another module's state through it sets it where that module's functions read it
+        saved, mark = exposition._exposure, object()
+        try:
+            vllmstat_client._exposure = mark
+            self.assertIs(exposition._exposure, mark)
+            self.assertIs(vllmstat_client._exposure, mark)
+        finally:
+            vllmstat_client._exposure = saved
+        self.assertNotIn("_exposure", vars(vllmstat_client))
+        with self.assertRaises(AttributeError):
+            vllmstat_client.no_such_name
+
+    def test_no_module_is_over_800_lines(self):
+        pkg = os.path.dirname(vllmstat.__file__)
+        for name in sorted(os.listdir(pkg)):
+            if name.endswith(".py"):
+                with open(os.path.join(pkg, name), encoding="utf-8") as f:
+                    self.assertLessEqual(len(f.read().splitlines()), 800, name)
 
 
 class VersionWarning(unittest.TestCase):
@@ -432,8 +505,7 @@ def debian_python_builds():
     """Why Debian's Python cannot make and fill a venv without a network, or None when it can."""
     if not os.path.exists("/usr/bin/python3"):
         return "no /usr/bin/python3"
-    for mod, pkg in (("venv", "python3-venv"), ("ensurepip", "python3-venv"), ("setuptools", "python3-setuptools"),
-                     ("wheel", "python3-wheel"), ("pip", "python3-pip")):
+    for mod, pkg in (("venv", "python3-venv"), ("ensurepip", "python3-venv"), ("pip", "python3-pip")):
         if subprocess.run(["/usr/bin/python3", "-c", "import " + mod], capture_output=True).returncode != 0:
             return "Debian's Python cannot import %s (apt-get install %s)" % (mod, pkg)
     if not shutil.which("go"):

@@ -11,8 +11,8 @@ import (
 	"github.com/vllmstat/vllmstat/internal/vllm"
 )
 
-// TestPythonPageKnowsTheQuery checks the Python client's page (expose() in
-// clients/python/vllmstat/client.py) against the query a scrape sends a vLLM page: the page
+// TestPythonPageKnowsTheQuery checks the Python client's page (expose(), whose page is
+// clients/python/vllmstat/page.py) against the query a scrape sends a vLLM page: the page
 // renders a restricted request itself only when every name asked for is in its list, so the
 // list must hold every name[] value of that query, and nothing else.
 func TestPythonPageKnowsTheQuery(t *testing.T) {
@@ -23,11 +23,11 @@ func TestPythonPageKnowsTheQuery(t *testing.T) {
 		}
 		t.Skip(msg)
 	}
-	// client.py imports only the standard library until a page is served
+	// the package imports only the standard library until a page is served
 	cmd := exec.Command(python, "-c", `import sys
 sys.path.insert(0, "../../clients/python")
-from vllmstat import client
-print("\n".join(sorted(client._ASKED)))`)
+from vllmstat import page
+print("\n".join(sorted(page._ASKED)))`)
 	cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1")
 	out, err := cmd.CombinedOutput()
 	if err != nil {

@@ -12,7 +12,7 @@ import os
 import subprocess
 import sys
 
-from .client import _bundled_binary
+from .sidecar import _bundled_binary
 
 
 def main(argv: list[str] | None = None) -> int:
