@@ -29,7 +29,7 @@ class VllmAsyncGenerationWorker:  # stands in for NeMo-RL's Ray actor of the sam
         self.llm = self._create_engine(config)  # AsyncLLM.from_engine_args(...), as before
 
         # -- vllmstat: serve this process's vLLM metrics and register them (never raises) --
-        from vllmstat_client import expose  # vllmstat_client.py on the actors' PYTHONPATH
+        from vllmstat_client import expose  # the vllmstat package installed in the actors' environment
 
         self.metrics_url = expose(os.environ.get("VLLMSTAT_URL", "http://TRAINER_HOST:9400"))
         # -- end of the vllmstat lines --

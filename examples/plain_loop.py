@@ -22,7 +22,7 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "clients", "python"))
-from vllmstat_client import Client, scalars  # noqa: E402  (or copy vllmstat_client.py next to your trainer)
+from vllmstat_client import Client, scalars  # noqa: E402  (or pip install ./clients/python)
 
 # The engines' OpenAI servers, comma-separated.
 ENGINES = os.environ.get("VLLM_URLS", "http://127.0.0.1:8100,http://127.0.0.1:8101").split(",")
