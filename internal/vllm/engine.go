@@ -43,8 +43,8 @@ type EngineSpec struct {
 // labels its series model_name, engine_type, tp_rank, pp_rank, moe_ep_rank and, with data
 // parallelism, dp_rank; TokenizerMetricsCollector labels its own model_name and engine_type
 // only, so a server's token and request counters and its latency histograms carry no rank. The
-// router's /engine_metrics (sgl-router, aggregate_metrics, SGLang PR #11456) merges every
-// worker's page and adds worker_addr; its older releases replace the ':' in every name with '_'.
+// router's /engine_metrics (sgl-model-gateway, core/metrics_aggregator.rs, SGLang PR #11456)
+// merges every worker's page and adds worker_addr, with every ':' of the pages replaced by '_'.
 var Engines = [NumEngines]EngineSpec{
 	VLLM: {Name: "vLLM", Prefix: Prefix, Namespaces: Namespaces, HitRate: &PrefixHitRate},
 	SGLang: {
