@@ -95,8 +95,8 @@ var sglangBuckets = struct{ ttft, itl, e2e, queue []float64 }{
 	itl: []float64{0.002, 0.004, 0.006, 0.008, 0.010, 0.015, 0.020, 0.025, 0.030, 0.035, 0.040, 0.060, 0.080, 0.100,
 		0.200, 0.400, 0.600, 0.800, 1.000, 2.000, 4.000, 6.000, 8.000},
 	e2e: []float64{0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400, 600, 1200, 1800, 2400},
-	queue: []float64{0.0, 0.1, 0.2, 0.5, 1, 2, 3, 4, 5, 10, 15, 20, 30, 40, 50, 60, 70, 80, 90, 100, 200, 300, 400, 500,
-		600, 700, 800, 900, 1000, 1200, 1400, 1600, 1800, 2000, 2500, 3000},
+	queue: []float64{0.0, 0.001, 0.005, 0.010, 0.050, 0.1, 0.2, 0.5, 1, 2, 3, 4, 5, 10, 15, 20, 30, 40, 50, 60, 70, 80, 90, 100,
+		200, 300, 400, 500, 600, 700, 800, 900, 1000, 1200, 1400, 1600, 1800, 2000, 2500, 3000},
 }
 
 // sgLog sets the scheduler's gauges at a log point at time at.
@@ -113,8 +113,10 @@ func (e *Engine) sgLog(at time.Duration, decode bool) {
 		}
 		g.specLen, g.specRate = 0, 0
 		if e.cfg.SpecTokens > 0 && e.sg.specDrafts > 0 {
+			// The accept length counts the bonus token of each forward, the rate does not: it is
+			// accepted drafts over proposed drafts (metrics_collector.py's HELP texts).
 			g.specLen = float64(e.sg.specAccepted) / float64(e.sg.specDrafts)
-			g.specRate = float64(e.sg.specAccepted) / float64(e.sg.specDrafts*int64(e.cfg.SpecTokens+1))
+			g.specRate = float64(e.sg.specAccepted-e.sg.specDrafts) / float64(e.sg.specDrafts*int64(e.cfg.SpecTokens))
 		}
 		e.sg.genSinceLog, e.sg.specAccepted, e.sg.specDrafts, e.sg.decodeBatches = 0, 0, 0, 0
 		e.sg.lastDecodeLog = at
@@ -260,8 +262,9 @@ var sglangGaugeFamilies = []struct {
 	{"gen_throughput", "The generation throughput (token/s).", false, func(g *sglangGauges) float64 { return g.genThroughput }},
 	{"num_queue_reqs", "The number of requests in the waiting queue.", false, func(g *sglangGauges) float64 { return float64(g.queue) }},
 	{"cache_hit_rate", "The prefix cache hit rate.", false, func(g *sglangGauges) float64 { return g.cacheHitRate }},
-	{"spec_accept_length", "The average acceptance length of speculative decoding.", false, func(g *sglangGauges) float64 { return g.specLen }},
-	{"spec_accept_rate", "The average acceptance rate of speculative decoding (`accepted tokens / total draft tokens` in batch).", false,
+	{"spec_accept_length", "Mean acceptance length of speculative decoding (accepted drafts + bonus token per forward).", false,
+		func(g *sglangGauges) float64 { return g.specLen }},
+	{"spec_accept_rate", "Speculative acceptance rate (`accepted drafts / proposed drafts` in batch).", false,
 		func(g *sglangGauges) float64 { return g.specRate }},
 	{"num_retracted_reqs", "The number of retracted requests.", true, func(*sglangGauges) float64 { return 0 }},
 	{"num_paused_reqs", "The number of paused requests by async weight sync.", true, func(g *sglangGauges) float64 { return float64(g.paused) }},
@@ -273,7 +276,15 @@ func (r *sglangRenderer) render(dst []byte, st *pageState) []byte {
 	for i := range st.engines {
 		tok.addCounters(&st.engines[i].sg)
 	}
+	// SGLang creates a tokenizer series at its first observation (a multiprocess registry shows
+	// a child once .labels() made it): the token and request counters and e2e at the first
+	// finished request, TTFT at the first token, ITL at the first later output, cached tokens
+	// at the first hit of each source, aborted requests at the first abort, which the
+	// simulator has none of. The simulated requests are not streamed (an RL rollout's are not):
+	// is_streaming="false" on the five families that carry it.
 	tl := r.tokenizerLabels()
+	sl := tl
+	sl.add("is_streaming", "false")
 	counter := func(name string, ls *labelSet, extra, value string, v float64) {
 		all := *ls
 		if extra != "" {
@@ -281,11 +292,13 @@ func (r *sglangRenderer) render(dst []byte, st *pageState) []byte {
 		}
 		dst = appendSample(dst, "sglang:"+name, "_total", &all, "", v)
 	}
-	dst = appendHelp(dst, "sglang:prompt_tokens_total", "Number of prefill tokens processed.", "counter")
-	counter("prompt_tokens", &tl, "", "", float64(tok.prompt))
-	dst = appendHelp(dst, "sglang:generation_tokens_total", "Number of generation tokens processed.", "counter")
-	counter("generation_tokens", &tl, "", "", float64(tok.generation))
-	if tok.cachedDevice+tok.cachedHost > 0 { // SGLang creates the series at its first cached token
+	if tok.requests > 0 {
+		dst = appendHelp(dst, "sglang:prompt_tokens_total", "Number of prefill tokens processed.", "counter")
+		counter("prompt_tokens", &sl, "", "", float64(tok.prompt))
+		dst = appendHelp(dst, "sglang:generation_tokens_total", "Number of generation tokens processed.", "counter")
+		counter("generation_tokens", &sl, "", "", float64(tok.generation))
+	}
+	if tok.cachedDevice+tok.cachedHost > 0 {
 		dst = appendHelp(dst, "sglang:cached_tokens_total", "Number of cached prompt tokens by source (device/host/storage).", "counter")
 		if tok.cachedDevice > 0 {
 			counter("cached_tokens", &tl, "cache_source", "device", float64(tok.cachedDevice))
@@ -294,10 +307,10 @@ func (r *sglangRenderer) render(dst []byte, st *pageState) []byte {
 			counter("cached_tokens", &tl, "cache_source", "host", float64(tok.cachedHost))
 		}
 	}
-	dst = appendHelp(dst, "sglang:num_requests_total", "Number of requests processed.", "counter")
-	counter("num_requests", &tl, "", "", float64(tok.requests))
-	dst = appendHelp(dst, "sglang:num_aborted_requests_total", "Number of requests aborted.", "counter")
-	counter("num_aborted_requests", &tl, "", "", 0)
+	if tok.requests > 0 {
+		dst = appendHelp(dst, "sglang:num_requests_total", "Number of requests processed.", "counter")
+		counter("num_requests", &sl, "", "", float64(tok.requests))
+	}
 
 	// The schedulers' families, one series per engine (DP rank).
 	pid := func(i int) string { return strconv.Itoa(2000 + 100*st.restarts + i) }
@@ -335,15 +348,19 @@ func (r *sglangRenderer) render(dst []byte, st *pageState) []byte {
 	// The tokenizer's histograms.
 	for _, h := range []struct {
 		name, help string
+		ls         *labelSet
 		les        []string
 		h          *histogram
+		seen       bool
 	}{
-		{"time_to_first_token_seconds", "Histogram of time to first token in seconds.", r.les.ttft, &tok.ttft},
-		{"inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", r.les.itl, &tok.itl},
-		{"e2e_request_latency_seconds", "Histogram of End-to-end request latency in seconds", r.les.e2e, &tok.e2e},
+		{"time_to_first_token_seconds", "Histogram of time to first token in seconds.", &sl, r.les.ttft, &tok.ttft, tok.ttft.count > 0},
+		{"inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", &tl, r.les.itl, &tok.itl, tok.itl.count > 0},
+		{"e2e_request_latency_seconds", "Histogram of End-to-end request latency in seconds", &sl, r.les.e2e, &tok.e2e, tok.requests > 0},
 	} {
-		dst = appendHelp(dst, "sglang:"+h.name, h.help, "histogram")
-		dst = appendMultiprocessHistogram(dst, "sglang:"+h.name, &tl, h.les, h.h)
+		if h.seen {
+			dst = appendHelp(dst, "sglang:"+h.name, h.help, "histogram")
+			dst = appendMultiprocessHistogram(dst, "sglang:"+h.name, h.ls, h.les, h.h)
+		}
 	}
 	return dst
 }
