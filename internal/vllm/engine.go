@@ -48,7 +48,9 @@ type EngineSpec struct {
 var Engines = [NumEngines]EngineSpec{
 	VLLM: {Name: "vLLM", Prefix: Prefix, Namespaces: Namespaces, HitRate: &PrefixHitRate},
 	SGLang: {
-		Name: "SGLang", Prefix: "sglang", Namespaces: []string{"sglang:", "sglang_"},
+		// Through Ray (SGLang 0.5.15 and later can record its metrics with Ray's), the names are
+		// sglang_… and Ray's exporter prefixes ray_, as for vLLM's (see Namespaces).
+		Name: "SGLang", Prefix: "sglang", Namespaces: []string{"sglang:", "sglang_", "ray_sglang_", "ray_sglang:"},
 		WorkerLabels: []string{"dp_rank", "worker_addr"},
 		// SGLang's schedulers of one DP rank (its TP and PP ranks) run the same scheduling
 		// over the same batch; only attn_tp_rank 0 exports unless the server runs with
