@@ -86,6 +86,13 @@ func TestRouterEngineMetrics(t *testing.T) {
 		}
 		if len(ep.Counters) != len(w.Counters) || len(ep.Hists) != len(w.Hists) {
 			t.Errorf("%q: %d counters %d histograms, the server's %d %d", ep.Labels, len(ep.Counters), len(ep.Hists), len(w.Counters), len(w.Hists))
+			continue
+		}
+		// Every bucket read back (le="1" for the server's le="1.0"), its sum and count.
+		for i := range ep.Hists {
+			if h, wh := ep.Hists[i], w.Hists[i]; h.Family != wh.Family || !slices.Equal(h.Buckets, wh.Buckets) || h.Sum != wh.Sum || h.Count != wh.Count {
+				t.Errorf("%q: histogram %+v, the server's %+v", ep.Labels, h, wh)
+			}
 		}
 	}
 	if len(got) != 6 || !slices.IsSorted(got) {
