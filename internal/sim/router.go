@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -17,7 +18,8 @@ import (
 // answers their pages merged as the router writes them (see mergeEnginePages). A server that
 // does not answer 200, or whose page the router's parser rejects, is left out.
 type router struct {
-	workers []string // the servers' base URLs, which worker_addr holds
+	workers []string      // the servers' base URLs, which worker_addr holds
+	answers atomic.Uint64 // pages answered: each one's families in another order
 	client  *http.Client
 	log     *slog.Logger
 	srv     *http.Server
@@ -87,7 +89,7 @@ func (r *router) handle(w http.ResponseWriter, req *http.Request) {
 	// get_engine_metrics (core/worker_manager.rs): the pages that came back are aggregated,
 	// none giving an empty page; an error of the aggregation fails the whole answer.
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	m, err := mergeEnginePages(packs)
+	m, err := mergeEnginePages(packs, r.answers.Add(1))
 	if err != nil {
 		w.WriteHeader(http.StatusInternalServerError)
 		io.WriteString(w, "Failed to aggregate metrics: "+err.Error())

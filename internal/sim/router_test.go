@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -101,10 +102,33 @@ func TestRouterEngineMetrics(t *testing.T) {
 	// The router's spelling: no ':' but in worker_addr, Rust's numbers, a blank line between
 	// families.
 	m := string(merged)
-	if !strings.Contains(m, "\n\n# HELP sglang_num_running_reqs The number of running requests.\n") ||
+	if !strings.Contains(m, "# HELP sglang_num_running_reqs The number of running requests.\n") || !strings.Contains(m, "\n\n# HELP ") ||
 		!strings.Contains(m, "\nsglang_num_running_reqs{dp_rank=\"0\",engine_type=\"unified\"") || strings.Contains(m, ".0\n") ||
 		strings.Count(m, ":") != 2*strings.Count(m, `worker_addr="http://127.0.0.1:`) {
 		t.Errorf("the merged page is not the router's:\n%.2000s", merged)
+	}
+	// The router's families come in another order at every answer (a HashMap's), which reads
+	// the same.
+	_, again := fetchPage(t, f.RouterURL())
+	if helps := func(b []byte) []string {
+		var h []string
+		for l := range strings.SplitSeq(string(b), "\n") {
+			if strings.HasPrefix(l, "# HELP ") {
+				h = append(h, l)
+			}
+		}
+		return h
+	}; slices.Equal(helps(merged), helps(again)) || !slices.Equal(slices.Sorted(slices.Values(helps(merged))), slices.Sorted(slices.Values(helps(again)))) {
+		t.Error("two answers have their families in the same order, or not the same families")
+	}
+	p2, err := page.ParsePage(again)
+	if err != nil || len(p2.Engines) != len(mp.Engines) {
+		t.Fatalf("the second answer: %v, %d workers", err, len(p2.Engines))
+	}
+	for i, ep := range p2.Engines { // gauges aside: an idle log point may fall between the two
+		if w := mp.Engines[i]; ep.Labels != w.Labels || !reflect.DeepEqual(ep.Counters, w.Counters) || !reflect.DeepEqual(ep.Hists, w.Hists) {
+			t.Errorf("worker %q of the second answer reads otherwise", ep.Labels)
+		}
 	}
 }
 
@@ -138,7 +162,7 @@ s:tokens_total{model="m:1"} 7.0
 `)}
 	bad := metricPack{"http://c:1", []byte("<html>502</html>")}
 	mixed := metricPack{"http://d:1", []byte("# HELP s:running Running.\n# TYPE s:running gauge\ns:running{model=\"m\"} 1.0\ns:running 2.0\n")}
-	got, err := mergeEnginePages([]metricPack{a, bad, mixed, b})
+	got, err := mergeEnginePages([]metricPack{a, bad, mixed, b}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +219,7 @@ func TestRouterLabelMismatch(t *testing.T) {
 	}
 	// The same servers' pages, each alone, merge.
 	for _, u := range []string{dp.URL, plain.URL} {
-		if _, err := mergeEnginePages([]metricPack{{u, []byte(fetchBody(t, u+"/metrics"))}}); err != nil {
+		if _, err := mergeEnginePages([]metricPack{{u, []byte(fetchBody(t, u+"/metrics"))}}, 0); err != nil {
 			t.Errorf("%s alone: %v", u, err)
 		}
 	}

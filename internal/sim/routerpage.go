@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,8 +23,9 @@ import (
 //   - numbers kept as i64 when their text reads as one, else as f64 printed by Rust's Display:
 //     "2.0" gives "2", "1e+06" gives "1000000", le="1.0" gives le="1", infinities "+Inf" and
 //     "-Inf";
-//   - a blank line between families (the crate's families are a HashMap, so their order is
-//     arbitrary: here, name order);
+//   - a blank line between families, in the order of the crate's HashMap of families, which
+//     its random hashing makes another at every answer (here: shuffled by a seed, or in name
+//     order for seed 0);
 //   - a page the parser rejects is left out whole (a metric name with an upper-case letter, a
 //     family whose samples differ in label names, a histogram without +Inf, ...);
 //   - a family whose label names differ between two servers (a DP server's dp_rank beside a
@@ -39,8 +41,9 @@ type metricPack struct {
 }
 
 // mergeEnginePages merges the servers' pages as the router does (see above), in the servers'
-// order; an error is the router's aggregation error, which fails the whole page.
-func mergeEnginePages(packs []metricPack) ([]byte, error) {
+// order, its families shuffled by seed (in name order for 0); an error is the router's
+// aggregation error, which fails the whole page.
+func mergeEnginePages(packs []metricPack, seed uint64) ([]byte, error) {
 	merged := map[string]*rFamily{}
 	for _, p := range packs {
 		fams, err := parseRouterPage(strings.ReplaceAll(string(p.page), ":", "_"))
@@ -66,8 +69,13 @@ func mergeEnginePages(packs []metricPack) ([]byte, error) {
 			}
 		}
 	}
+	names := slices.Sorted(maps.Keys(merged))
+	if seed != 0 {
+		r := rand.New(rand.NewPCG(seed, 0))
+		r.Shuffle(len(names), func(i, j int) { names[i], names[j] = names[j], names[i] })
+	}
 	var b []byte
-	for i, name := range slices.Sorted(maps.Keys(merged)) {
+	for i, name := range names {
 		if i > 0 {
 			b = append(b, '\n')
 		}
