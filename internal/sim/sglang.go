@@ -40,7 +40,19 @@ type sglangGauges struct {
 	cacheHitRate               float64
 	// paused is the number of requests an asynchronous weight sync holds (see Engine.pause).
 	paused int
+	// With priority scheduling: the running and waiting requests by priority; the priorities
+	// seen so far (SchedulerMetricsCollector._known_priorities), whose series each gauge sets
+	// at every log point from then on; and which of those series each gauge has set.
+	runningBy, queueBy   [numPriorities]int
+	known                [numPriorities]bool
+	hasRunning, hasQueue [numPriorities]bool
 }
+
+// numPriorities is how many priorities the simulated requests have (Config.Priority).
+const numPriorities = 2
+
+// priority is a request's priority under priority scheduling.
+func (r *request) priority() int { return int(r.ID % numPriorities) }
 
 // sglangStats are an SGLang engine's figures of its page: the last log point's gauges, the
 // scheduler's counters and queue-time histogram, and the tokenizer's counts of the engine's
@@ -107,6 +119,26 @@ func (e *Engine) sgLog(at time.Duration, decode bool) {
 	g.usage = e.pool.usage()
 	g.usedTokens = e.pool.numUsed() * BlockSize
 	g.cacheHitRate = 0 // a decode log point sets it to 0
+	if e.cfg.Priority {
+		g.runningBy, g.queueBy = [numPriorities]int{}, [numPriorities]int{}
+		for _, r := range e.running {
+			g.runningBy[r.priority()]++
+		}
+		for i := range e.waiting.len() {
+			g.queueBy[e.waiting.at(i).priority()]++
+		}
+		// _log_gauge_queue_count learns the running requests' priorities, sets the running
+		// gauge's series of every priority known, then does the same for the queue: a priority
+		// first seen in the queue gets its running series at the next log point.
+		for p := range numPriorities {
+			g.known[p] = g.known[p] || g.runningBy[p] > 0
+			g.hasRunning[p] = g.hasRunning[p] || g.known[p]
+		}
+		for p := range numPriorities {
+			g.known[p] = g.known[p] || g.queueBy[p] > 0
+			g.hasQueue[p] = g.hasQueue[p] || g.known[p]
+		}
+	}
 	if decode {
 		if d := at - e.sg.lastDecodeLog; d > 0 {
 			g.genThroughput = float64(e.sg.genSinceLog) / d.Seconds()
@@ -212,13 +244,14 @@ func (s *engineStats) addSGLangTotals(m map[string]float64) {
 
 // sglangRenderer writes one server's page in SGLang's layout.
 type sglangRenderer struct {
-	model string
-	dp    int
-	les   struct{ ttft, itl, e2e, queue []string }
+	model    string
+	dp       int
+	priority bool // --enable-priority-scheduling (Config.Priority)
+	les      struct{ ttft, itl, e2e, queue []string }
 }
 
-func newSGLangRenderer(model string, dp int) *sglangRenderer {
-	r := &sglangRenderer{model: model, dp: dp}
+func newSGLangRenderer(model string, dp int, priority bool) *sglangRenderer {
+	r := &sglangRenderer{model: model, dp: dp, priority: priority}
 	r.les.ttft = leStrings(sglangBuckets.ttft)
 	r.les.itl = leStrings(sglangBuckets.itl)
 	r.les.e2e = leStrings(sglangBuckets.e2e)
@@ -226,10 +259,18 @@ func newSGLangRenderer(model string, dp int) *sglangRenderer {
 	return r
 }
 
-// schedulerLabels are the labels of engine i's scheduler series (SchedulerMetricsMixin's
-// init_metrics): dp_rank only with data parallelism; one scheduler per DP rank exports.
-func (r *sglangRenderer) schedulerLabels(i int) labelSet {
+// schedulerLabels are the labels of engine i's scheduler series (SchedulerMetricsCollector's
+// init_new): dp_rank only with data parallelism, priority="" with priority scheduling; one
+// scheduler per DP rank exports.
+func (r *sglangRenderer) schedulerLabels(i int) labelSet { return r.priorityLabels(i, "") }
+
+// priorityLabels are engine i's scheduler labels with priority's value (one of a gauge's
+// priorities, or "" for every series) when priority scheduling is on.
+func (r *sglangRenderer) priorityLabels(i int, priority string) labelSet {
 	var ls labelSet
+	if r.priority {
+		ls.add("priority", priority)
+	}
 	if r.dp > 1 {
 		ls.add("dp_rank", strconv.Itoa(i))
 	}
@@ -255,19 +296,24 @@ var sglangGaugeFamilies = []struct {
 	name, help string
 	pid        bool
 	value      func(g *sglangGauges) float64
+	// byPriority gives a gauge's series per priority under priority scheduling: which it has
+	// set, and their values.
+	byPriority func(g *sglangGauges) (has *[numPriorities]bool, v *[numPriorities]int)
 }{
-	{"num_running_reqs", "The number of running requests.", false, func(g *sglangGauges) float64 { return float64(g.running) }},
-	{"num_used_tokens", "The number of used tokens.", false, func(g *sglangGauges) float64 { return float64(g.usedTokens) }},
-	{"token_usage", "The token usage.", false, func(g *sglangGauges) float64 { return g.usage }},
-	{"gen_throughput", "The generation throughput (token/s).", false, func(g *sglangGauges) float64 { return g.genThroughput }},
-	{"num_queue_reqs", "The number of requests in the waiting queue.", false, func(g *sglangGauges) float64 { return float64(g.queue) }},
-	{"cache_hit_rate", "The prefix cache hit rate.", false, func(g *sglangGauges) float64 { return g.cacheHitRate }},
+	{"num_running_reqs", "The number of running requests.", false, func(g *sglangGauges) float64 { return float64(g.running) },
+		func(g *sglangGauges) (*[numPriorities]bool, *[numPriorities]int) { return &g.hasRunning, &g.runningBy }},
+	{"num_used_tokens", "The number of used tokens.", false, func(g *sglangGauges) float64 { return float64(g.usedTokens) }, nil},
+	{"token_usage", "The token usage.", false, func(g *sglangGauges) float64 { return g.usage }, nil},
+	{"gen_throughput", "The generation throughput (token/s).", false, func(g *sglangGauges) float64 { return g.genThroughput }, nil},
+	{"num_queue_reqs", "The number of requests in the waiting queue.", false, func(g *sglangGauges) float64 { return float64(g.queue) },
+		func(g *sglangGauges) (*[numPriorities]bool, *[numPriorities]int) { return &g.hasQueue, &g.queueBy }},
+	{"cache_hit_rate", "The prefix cache hit rate.", false, func(g *sglangGauges) float64 { return g.cacheHitRate }, nil},
 	{"spec_accept_length", "Mean acceptance length of speculative decoding (accepted drafts + bonus token per forward).", false,
-		func(g *sglangGauges) float64 { return g.specLen }},
+		func(g *sglangGauges) float64 { return g.specLen }, nil},
 	{"spec_accept_rate", "Speculative acceptance rate (`accepted drafts / proposed drafts` in batch).", false,
-		func(g *sglangGauges) float64 { return g.specRate }},
-	{"num_retracted_reqs", "The number of retracted requests.", true, func(*sglangGauges) float64 { return 0 }},
-	{"num_paused_reqs", "The number of paused requests by async weight sync.", true, func(g *sglangGauges) float64 { return float64(g.paused) }},
+		func(g *sglangGauges) float64 { return g.specRate }, nil},
+	{"num_retracted_reqs", "The number of retracted requests.", true, func(*sglangGauges) float64 { return 0 }, nil},
+	{"num_paused_reqs", "The number of paused requests by async weight sync.", true, func(g *sglangGauges) float64 { return float64(g.paused) }, nil},
 }
 
 func (r *sglangRenderer) render(dst []byte, st *pageState) []byte {
@@ -321,7 +367,18 @@ func (r *sglangRenderer) render(dst []byte, st *pageState) []byte {
 			if f.pid {
 				ls.add("pid", pid(i))
 			}
-			dst = appendSample(dst, "sglang:"+f.name, "", &ls, "", f.value(&st.engines[i].sg.logged))
+			g := &st.engines[i].sg.logged
+			dst = appendSample(dst, "sglang:"+f.name, "", &ls, "", f.value(g))
+			if !r.priority || f.byPriority == nil {
+				continue
+			}
+			has, v := f.byPriority(g)
+			for p := range numPriorities {
+				if has[p] {
+					pl := r.priorityLabels(i, strconv.Itoa(p))
+					dst = appendSample(dst, "sglang:"+f.name, "", &pl, "", float64(v[p]))
+				}
+			}
 		}
 	}
 	dst = r.appendWeightLoad(dst, st)

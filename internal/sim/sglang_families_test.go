@@ -7,6 +7,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vllmstat/vllmstat/internal/page"
+	"github.com/vllmstat/vllmstat/internal/vllm"
 )
 
 // sglangDeclared is what SGLang declares of each family the simulator serves, written from
@@ -83,15 +86,16 @@ func TestSGLangFamiliesAsDeclared(t *testing.T) {
 	async.Servers = 1
 	seen := map[string]bool{}
 	for _, c := range []struct {
-		dp    int
-		async bool
-	}{{1, false}, {2, false}, {2, true}} {
+		dp              int
+		async, priority bool
+	}{{1, false, false}, {2, false, false}, {2, true, false}, {2, false, true}} {
 		dp := c.dp
 		cfg := sglangConfig(1, dp)
 		cfg.Workload.Batches = 1
 		if c.async {
 			cfg = async
 		}
+		cfg.Priority = c.priority
 		s, err := NewSim(cfg)
 		if err != nil {
 			t.Fatal(err)
@@ -113,6 +117,9 @@ func TestSGLangFamiliesAsDeclared(t *testing.T) {
 					want = append(want, "moe_ep_rank", "pp_rank", "tp_rank")
 					if dp > 1 {
 						want = append(want, "dp_rank")
+					}
+					if c.priority {
+						want = append(want, "priority")
 					}
 				}
 				want = append(want, d.extra...)
@@ -190,5 +197,72 @@ func TestSGLangTokenizerSeriesAtFirstRequest(t *testing.T) {
 	}
 	if !finished || !ttftFirst {
 		t.Errorf("finished %v, TTFT before the first finish %v: want both", finished, ttftFirst)
+	}
+}
+
+// With priority scheduling (Config.Priority), every scheduler series is labelled priority="",
+// and the running and queue gauges come per priority too, each total the sum of its
+// priorities' series (all the priorities known are set at every log point); the page parser
+// reads the totals.
+func TestSGLangPriorityGauges(t *testing.T) {
+	cfg := sglangConfig(1, 2)
+	cfg.Workload.Batches = 1
+	cfg.Priority = true
+	s, err := NewSim(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var parts int
+	for at := time.Second; at <= 20*time.Second; at += time.Second {
+		s.AdvanceTo(at)
+		body := s.Page(0, testStart)
+		totals := map[string]float64{} // by family and dp_rank
+		sums := map[string]float64{}
+		for _, f := range parseStructure(t, string(body)) {
+			if f.name != "sglang:num_running_reqs" && f.name != "sglang:num_queue_reqs" {
+				continue
+			}
+			for _, smp := range f.samples {
+				line := ""
+				for _, l := range strings.Split(string(body), "\n") {
+					if strings.HasPrefix(l, smp+" ") {
+						line = l
+					}
+				}
+				v, err := strconv.ParseFloat(line[len(smp)+1:], 64)
+				if err != nil {
+					t.Fatal(err)
+				}
+				dp := f.name + "/" + smp[strings.Index(smp, `dp_rank="`)+9:][:1]
+				if strings.Contains(smp, `priority=""`) {
+					totals[dp] += v
+				} else {
+					sums[dp] += v
+					parts++
+				}
+			}
+		}
+		for k, v := range totals {
+			if sums[k] != v {
+				t.Errorf("at %s: %s total %v, its priorities' series %v", at, k, v, sums[k])
+			}
+		}
+		p, err := page.ParsePage(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ep := range p.Engines {
+			if ep.Labels == "" {
+				continue // the tokenizer
+			}
+			dp := ep.Labels[len(`dp_rank="`):][:1]
+			if ep.Gauges[vllm.Running] != totals["sglang:num_running_reqs/"+dp] || ep.Gauges[vllm.Waiting] != totals["sglang:num_queue_reqs/"+dp] {
+				t.Errorf("at %s: %s reads running %v waiting %v, the totals %v %v", at, ep.Labels, ep.Gauges[vllm.Running], ep.Gauges[vllm.Waiting],
+					totals["sglang:num_running_reqs/"+dp], totals["sglang:num_queue_reqs/"+dp])
+			}
+		}
+	}
+	if parts == 0 {
+		t.Error("no series per priority")
 	}
 }
