@@ -18,12 +18,15 @@ import (
 )
 
 // TestRunSGLangRouterDPSteps runs "vllmstat run" against the router of a simulated SGLang fleet
-// of 2 servers with 2 DP ranks each, its /engine_metrics alone as the target (the router's own
-// spelling: sglang_ names, blank lines, Rust's numbers), ending a step at the end of each batch.
-// The fleet waits 30 simulated seconds before its first batch, so the run's first pages have no
-// tokenizer series (SGLang creates them at the first finished request); each server's
-// tokenizer worker, first seen with the first batch's requests, counts them whole: every step's
-// counts are the simulator's own counts of its batch.
+// of 2 servers with 2 DP ranks each and priority scheduling, its /engine_metrics alone as the
+// target (the router's own spelling: sglang_ names, blank lines, Rust's numbers, families in
+// another order at every answer), ending a step at the end of each batch. The fleet waits 30
+// simulated seconds before its first batch, so the run's first pages have no tokenizer series
+// (SGLang creates them at the first finished request); each server's tokenizer worker, first
+// seen with the first batch's requests, counts them whole: every step's counts are the
+// simulator's own counts of its batch. Each DP rank's running and queue gauges are its totals
+// (priority=""), not the totals and their priorities' series added up: a step's maximum is the
+// largest total its pages showed.
 func TestRunSGLangRouterDPSteps(t *testing.T) {
 	const batches = 2
 	sc := sim.DefaultConfig()
@@ -33,6 +36,7 @@ func TestRunSGLangRouterDPSteps(t *testing.T) {
 	sc.Workload.Batches = batches
 	sc.Workload.Pause = 20 * time.Second
 	sc.Workload.StartDelay = 30 * time.Second
+	sc.Priority = true
 	fleet, err := sim.Start(context.Background(), sc)
 	if err != nil {
 		t.Fatal(err)
@@ -62,6 +66,7 @@ func TestRunSGLangRouterDPSteps(t *testing.T) {
 	atBatch = append(atBatch, fleet.Totals()) // the step after the batches counts nothing
 
 	checkTokenizerArrives(t, rec)
+	maxima := pageMaxima(t, rec)
 	recs, live := readSteps(t, filepath.Join(out, "steps.jsonl"))
 	if len(recs) != batches+1 {
 		t.Fatalf("%d steps, want %d", len(recs), batches+1)
@@ -91,6 +96,20 @@ func TestRunSGLangRouterDPSteps(t *testing.T) {
 			w := workerOf(t, recs[0], fleet.RouterURL(), map[string]string{"dp_rank": dp, "worker_addr": addr})
 			if w.Metrics["sglang/realtime_tokens/decode"] == 0 {
 				t.Errorf("%s DP rank %s decoded nothing in the first batch", addr, dp)
+			}
+		}
+	}
+	for i, r := range recs {
+		for _, u := range fleet.URLs() {
+			addr := strings.TrimSuffix(u, "/metrics")
+			for _, dp := range []string{"0", "1"} {
+				m := workerOf(t, r, fleet.RouterURL(), map[string]string{"dp_rank": dp, "worker_addr": addr}).Metrics
+				for key, gauge := range map[string]string{"sglang/num_requests_running/max": "num_running_reqs", "sglang/num_requests_waiting/max": "num_queue_reqs"} {
+					want := maxima[i][gauge+`{dp_rank="`+dp+`",`+addr]
+					if m[key] != want || i == 0 && gauge == "num_running_reqs" && want == 0 {
+						t.Errorf("step %d, %s DP rank %s: %s = %v, its pages' largest total %v", r.Step, addr, dp, key, m[key], want)
+					}
+				}
 			}
 		}
 	}
@@ -136,6 +155,49 @@ func checkTokenizerArrives(t *testing.T, rec string) {
 	if without < 2 || with == 0 {
 		t.Fatalf("%d pages without the tokenizer's series, then %d with: want some of each", without, with)
 	}
+}
+
+// pageMaxima reads the recording's pages step by step and returns, per step, the largest value
+// of each DP rank's running and queue totals (priority="") on the step's pages, keyed
+// `num_running_reqs{dp_rank="0",http://host:port`.
+func pageMaxima(t *testing.T, rec string) []map[string]float64 {
+	t.Helper()
+	r, err := record.Open(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	maxima := []map[string]float64{{}}
+	for {
+		ev, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case ev.Kind == record.KindStep:
+			maxima = append(maxima, map[string]float64{})
+		case ev.Kind == record.KindScrape && ev.Body != nil:
+			for _, l := range strings.Split(*ev.Body, "\n") {
+				name, rest, ok := strings.Cut(l, "{")
+				if !ok || name != "sglang_num_running_reqs" && name != "sglang_num_queue_reqs" || !strings.Contains(rest, `priority="",`) {
+					continue
+				}
+				dp := rest[strings.Index(rest, `dp_rank="`):][:len(`dp_rank="0"`)]
+				addr := rest[strings.Index(rest, `worker_addr="`)+len(`worker_addr="`):]
+				addr = addr[:strings.IndexByte(addr, '"')]
+				var v float64
+				if _, err := fmt.Sscan(l[strings.LastIndexByte(l, ' ')+1:], &v); err != nil {
+					t.Fatalf("page line %q: %v", l, err)
+				}
+				k := strings.TrimPrefix(name, "sglang_") + "{" + dp + "," + addr
+				maxima[len(maxima)-1][k] = max(maxima[len(maxima)-1][k], v)
+			}
+		}
+	}
+	return maxima
 }
 
 // routerPriorityPage is the n-th page (from 1) of an SGLang router in front of one server
