@@ -45,7 +45,8 @@ labelled dp_rank, the tokenizer's without it). Their gauges change only at SGLan
 (every prefill batch, every --decode-log-interval decode batches, every 30s while idle), a
 preemption is a retraction, and tokens are counted as requests finish. With --router an SGLang
 router listens on port --port + --servers: its /engine_metrics merges every server's page, each
-sample labelled worker_addr; its URL is printed after the servers'.
+sample labelled worker_addr; its URL is printed after the servers'. With --priority the servers
+run SGLang's priority scheduling: the running and queue gauges come per priority too.
 
 With --api-server-count N above 1 each vLLM server runs N API server processes, as vllm serve
 --api-server-count does: its page is prometheus_client's multiprocess page, with no _created
@@ -174,6 +175,7 @@ func runSimContext(parent context.Context, args []string, stdout, stderr io.Writ
 	fs.StringVar(&cfg.Version, "vllm-version", cfg.Version, "vLLM page layout: 0.20, 0.10 or 0.8")
 	fs.IntVar(&cfg.APIServerCount, "api-server-count", cfg.APIServerCount, "vLLM's --api-server-count: above 1, pages are prometheus_client's multiprocess page (0.20 only)")
 	fs.BoolVar(&cfg.Router, "router", cfg.Router, "sglang: serve SGLang's router's /engine_metrics, every server's page merged, on port --port + --servers")
+	fs.BoolVar(&cfg.Priority, "priority", cfg.Priority, "sglang: SGLang's --enable-priority-scheduling: running and queue gauges per priority beside their totals")
 	fs.IntVar(&cfg.DecodeLogInterval, "decode-log-interval", cfg.DecodeLogInterval, "sglang: decode batches between two of the scheduler's log points (SGLang's --decode-log-interval)")
 	fs.Int64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the workload; the same seed gives the same events")
 	fs.Float64Var(&cfg.Speed, "speed", cfg.Speed, "simulated seconds per wall second")

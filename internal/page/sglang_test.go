@@ -18,7 +18,8 @@ import (
 //   - dp-attention: DP attention (DP 2, TP 2) without it: only tp_rank 0 exports, dp_rank 0.
 //   - openmetrics: one server without DP, in the OpenMetrics rendering (Accept header).
 //   - sgl-router-engine-metrics: two such servers merged by sgl-router's /engine_metrics: the
-//     text's ':' replaced by '_' (its older aggregator), worker_addr added to every sample.
+//     text's ':' replaced by '_', worker_addr added to every sample, in a layout of its own (the
+//     router's as it writes it today is sgl-model-gateway-engine-metrics, sglang_current_test.go).
 
 // sglangWorker is what a test expects of one worker of an SGLang page.
 type sglangWorker struct {

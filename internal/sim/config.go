@@ -45,6 +45,10 @@ type Config struct {
 	// Router puts SGLang's router in front of an SGLang fleet, on port Port+Servers: its
 	// /engine_metrics merges every server's page (see router.go).
 	Router bool
+	// Priority is SGLang's --enable-priority-scheduling: a request's priority is 0 or 1 (its ID's
+	// parity), every scheduler series is labelled priority="", and the running and queue gauges
+	// come per priority too, their totals under priority="" (see sglang.go).
+	Priority bool
 	// Seed makes the workload, and with it every simulated event, repeatable.
 	Seed int64
 	// Speed is simulated seconds per wall second.
@@ -139,6 +143,9 @@ func (c Config) Validate() error {
 	if c.Router && c.Engine != EngineSGLang {
 		bad("a router is SGLang's: use it with engine sglang")
 	}
+	if c.Priority && c.Engine != EngineSGLang {
+		bad("priority scheduling is SGLang's: use it with engine sglang")
+	}
 	if c.Port > 0 && c.Router && c.Port+c.Servers > 65535 {
 		bad("port %d does not leave room for %d servers and the router below 65536", c.Port, c.Servers)
 	}
@@ -185,6 +192,7 @@ func (c Config) engineConfig() EngineConfig {
 		SpecTokens:          c.SpecDecode,
 		SGLang:              c.Engine == EngineSGLang,
 		DecodeLogInterval:   c.DecodeLogInterval,
+		Priority:            c.Priority,
 	}
 }
 

@@ -41,6 +41,8 @@ type EngineConfig struct {
 	// decode log point every DecodeLogInterval decode batches.
 	SGLang            bool
 	DecodeLogInterval int
+	// Priority counts the running and waiting requests by priority at each log point (Config.Priority).
+	Priority bool
 }
 
 // maxSpecTokens bounds SpecTokens: engineStats counts accepted tokens per position in an array.

@@ -11,6 +11,9 @@ func (q *requestQueue) len() int { return q.size }
 
 func (q *requestQueue) front() *request { return q.buf[q.head] }
 
+// at is the i-th request from the front.
+func (q *requestQueue) at(i int) *request { return q.buf[(q.head+i)%len(q.buf)] }
+
 func (q *requestQueue) grow() {
 	n := max(2*len(q.buf), 16)
 	buf := make([]*request, n)

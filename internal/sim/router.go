@@ -1,29 +1,25 @@
 package sim
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
 	"log/slog"
-	"maps"
-	"math"
 	"net"
 	"net/http"
-	"slices"
-	"strconv"
-	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
 // router is SGLang's router in front of an SGLang fleet (Config.Router): its /engine_metrics
-// asks every server for its /metrics, as sgl-router does (WorkerManager.get_engine_metrics,
-// aggregate_metrics), and answers their pages merged: every sample labelled worker_addr with
-// the server's URL, the families of one name together, the numbers as Rust prints them. A
-// server that does not answer 200 is left out, as the router leaves it.
+// asks every server for its /metrics, as sgl-model-gateway does (core/worker_manager.rs,
+// WorkerManager::get_engine_metrics; core/metrics_aggregator.rs, aggregate_metrics), and
+// answers their pages merged as the router writes them (see mergeEnginePages). A server that
+// does not answer 200, or whose page the router's parser rejects, is left out.
 type router struct {
-	workers []string // the servers' base URLs, which worker_addr holds
+	workers []string      // the servers' base URLs, which worker_addr holds
+	answers atomic.Uint64 // pages answered: each one's families in another order
 	client  *http.Client
 	log     *slog.Logger
 	srv     *http.Server
@@ -90,117 +86,14 @@ func (r *router) handle(w http.ResponseWriter, req *http.Request) {
 			packs = append(packs, metricPack{addr: r.workers[i], page: p})
 		}
 	}
-	if len(packs) == 0 {
-		http.Error(w, "All backend requests failed", http.StatusInternalServerError)
+	// get_engine_metrics (core/worker_manager.rs): the pages that came back are aggregated,
+	// none giving an empty page; an error of the aggregation fails the whole answer.
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	m, err := mergeEnginePages(packs, r.answers.Add(1))
+	if err != nil {
+		w.WriteHeader(http.StatusInternalServerError)
+		io.WriteString(w, "Failed to aggregate metrics: "+err.Error())
 		return
 	}
-	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-	w.Write(mergeEnginePages(packs))
-}
-
-// metricPack is one server's page and its address.
-type metricPack struct {
-	addr string
-	page []byte
-}
-
-// mergeEnginePages merges servers' pages as the router does: each family once, by name, with
-// every server's samples in the servers' order, each labelled worker_addr; families in name
-// order. A page that is not Prometheus text in prometheus_client's layout (a HELP and a TYPE
-// line before each family's samples) is left out whole.
-func mergeEnginePages(packs []metricPack) []byte {
-	merged := map[string]*packFamily{}
-	for _, p := range packs {
-		fams, ok := readPack(p)
-		if !ok {
-			continue
-		}
-		for _, f := range fams {
-			if m := merged[f.name]; m != nil {
-				m.samples = append(m.samples, f.samples...)
-			} else {
-				merged[f.name] = &f
-			}
-		}
-	}
-	var b bytes.Buffer
-	for _, n := range slices.Sorted(maps.Keys(merged)) {
-		f := merged[n]
-		b.WriteString("# HELP " + n + " " + f.help + "\n")
-		b.WriteString("# TYPE " + n + " " + f.typ + "\n")
-		for _, s := range f.samples {
-			b.WriteString(s + "\n")
-		}
-	}
-	return b.Bytes()
-}
-
-// packFamily is one family of a server's page: its HELP and TYPE, and its sample lines.
-type packFamily struct {
-	name, help, typ string
-	samples         []string
-}
-
-// readPack reads a server's page into its families, each sample labelled with the server's
-// address; ok is false for a page in another layout.
-func readPack(p metricPack) (fams []packFamily, ok bool) {
-	for line := range strings.SplitSeq(strings.TrimSuffix(string(p.page), "\n"), "\n") {
-		switch {
-		case strings.HasPrefix(line, "# HELP "):
-			name, help, _ := strings.Cut(line[len("# HELP "):], " ")
-			fams = append(fams, packFamily{name: name, help: help})
-		case strings.HasPrefix(line, "# TYPE "):
-			if len(fams) == 0 {
-				return nil, false
-			}
-			_, fams[len(fams)-1].typ, _ = strings.Cut(line[len("# TYPE "):], " ")
-		case line == "" || strings.HasPrefix(line, "#"):
-		default:
-			s, good := withWorkerAddr(line, p.addr)
-			if len(fams) == 0 || !good {
-				return nil, false
-			}
-			fams[len(fams)-1].samples = append(fams[len(fams)-1].samples, s)
-		}
-	}
-	return fams, true
-}
-
-// withWorkerAddr adds worker_addr to a sample line's labels and writes its value as Rust
-// prints an f64; ok is false for a line that is not a sample.
-func withWorkerAddr(line, addr string) (string, bool) {
-	sp := strings.LastIndexByte(line, ' ')
-	if sp < 0 {
-		return line, false
-	}
-	head, val := line[:sp], line[sp+1:]
-	v, err := strconv.ParseFloat(val, 64)
-	if err != nil {
-		return line, false
-	}
-	label := `worker_addr="` + addr + `"`
-	if strings.HasSuffix(head, "}") {
-		if strings.HasSuffix(head, "{}") {
-			head = head[:len(head)-1] + label + "}"
-		} else {
-			head = head[:len(head)-1] + "," + label + "}"
-		}
-	} else {
-		head += "{" + label + "}"
-	}
-	return head + " " + rustFloat(v), true
-}
-
-// rustFloat formats v as Rust's Display does: the shortest decimal that reads back as v,
-// without an exponent, "inf", "-inf" and "NaN" for the others.
-func rustFloat(v float64) string {
-	switch {
-	case math.IsNaN(v):
-		return "NaN"
-	case math.IsInf(v, 1):
-		return "inf"
-	case math.IsInf(v, -1):
-		return "-inf"
-	}
-	return strconv.FormatFloat(v, 'f', -1, 64)
+	w.Write(m)
 }

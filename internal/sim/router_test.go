@@ -3,9 +3,14 @@ package sim
 import (
 	"context"
 	"io"
+	"log/slog"
+	"net"
 	"net/http"
+	"net/http/httptest"
+	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -82,33 +87,167 @@ func TestRouterEngineMetrics(t *testing.T) {
 		}
 		if len(ep.Counters) != len(w.Counters) || len(ep.Hists) != len(w.Hists) {
 			t.Errorf("%q: %d counters %d histograms, the server's %d %d", ep.Labels, len(ep.Counters), len(ep.Hists), len(w.Counters), len(w.Hists))
+			continue
+		}
+		// Every bucket read back (le="1" for the server's le="1.0"), its sum and count.
+		for i := range ep.Hists {
+			if h, wh := ep.Hists[i], w.Hists[i]; h.Family != wh.Family || !slices.Equal(h.Buckets, wh.Buckets) || h.Sum != wh.Sum || h.Count != wh.Count {
+				t.Errorf("%q: histogram %+v, the server's %+v", ep.Labels, h, wh)
+			}
 		}
 	}
 	if len(got) != 6 || !slices.IsSorted(got) {
 		t.Errorf("workers %q, want 2 servers' tokenizer and 2 DP ranks", got)
 	}
-	if !strings.Contains(string(merged), "sglang:num_running_reqs{dp_rank=\"0\",engine_type=\"unified\"") || strings.Contains(string(merged), ".0\n") {
-		t.Errorf("the merged page does not keep SGLang's names or writes Python's numbers:\n%.2000s", merged)
+	// The router's spelling: no ':' but in worker_addr, Rust's numbers, a blank line between
+	// families.
+	m := string(merged)
+	if !strings.Contains(m, "# HELP sglang_num_running_reqs The number of running requests.\n") || !strings.Contains(m, "\n\n# HELP ") ||
+		!strings.Contains(m, "\nsglang_num_running_reqs{dp_rank=\"0\",engine_type=\"unified\"") || strings.Contains(m, ".0\n") ||
+		strings.Count(m, ":") != 2*strings.Count(m, `worker_addr="http://127.0.0.1:`) {
+		t.Errorf("the merged page is not the router's:\n%.2000s", merged)
+	}
+	// The router's families come in another order at every answer (a HashMap's), which reads
+	// the same.
+	_, again := fetchPage(t, f.RouterURL())
+	if helps := func(b []byte) []string {
+		var h []string
+		for l := range strings.SplitSeq(string(b), "\n") {
+			if strings.HasPrefix(l, "# HELP ") {
+				h = append(h, l)
+			}
+		}
+		return h
+	}; slices.Equal(helps(merged), helps(again)) || !slices.Equal(slices.Sorted(slices.Values(helps(merged))), slices.Sorted(slices.Values(helps(again)))) {
+		t.Error("two answers have their families in the same order, or not the same families")
+	}
+	p2, err := page.ParsePage(again)
+	if err != nil || len(p2.Engines) != len(mp.Engines) {
+		t.Fatalf("the second answer: %v, %d workers", err, len(p2.Engines))
+	}
+	for i, ep := range p2.Engines { // gauges aside: an idle log point may fall between the two
+		if w := mp.Engines[i]; ep.Labels != w.Labels || !reflect.DeepEqual(ep.Counters, w.Counters) || !reflect.DeepEqual(ep.Hists, w.Hists) {
+			t.Errorf("worker %q of the second answer reads otherwise", ep.Labels)
+		}
 	}
 }
 
-// The merged page holds every page that is Prometheus text, each sample labelled with its
-// server, numbers as Rust prints them; a page that is not is left out.
+// The merged page is the router's (sgl-model-gateway, core/metrics_aggregator.rs over the
+// openmetrics-parser crate's Prometheus parser and Display): every ':' of a server's page turned
+// into '_' (names, HELP texts, label values), label names sorted with worker_addr among them
+// and le last, a histogram's buckets then _sum then _count (an integer), numbers as Rust prints
+// them, a blank line between families; a page the parser rejects is left out whole (here: not
+// Prometheus text, and a family whose samples differ in label names).
 func TestMergeEnginePages(t *testing.T) {
-	a := metricPack{"http://a:1", []byte("# HELP x:y X.\n# TYPE x:y gauge\nx:y{m=\"1\"} 2.0\nx:y 3.5\n")}
-	b := metricPack{"http://b:1", []byte("# HELP x:y X.\n# TYPE x:y gauge\nx:y{m=\"1\"} 1e+06\n# HELP a:b A.\n# TYPE a:b counter\na:b_total 7.0\n")}
+	a := metricPack{"http://a:1", []byte(`# HELP s:e2e_seconds Latency: e2e.
+# TYPE s:e2e_seconds histogram
+s:e2e_seconds_sum{model="m:1"} 2.5
+s:e2e_seconds_bucket{le="0.5",model="m:1"} 1.0
+s:e2e_seconds_bucket{le="1.0",model="m:1"} 2.0
+s:e2e_seconds_bucket{le="+Inf",model="m:1"} 3.0
+s:e2e_seconds_count{model="m:1"} 3.0
+# HELP s:tokens_total Tokens.
+# TYPE s:tokens_total counter
+s:tokens_total{model="m:1"} 1e+06
+# HELP s:running Running.
+# TYPE s:running gauge
+s:running{model="m:1",zone="z"} 2.0
+`)}
+	b := metricPack{"http://b:1", []byte(`# HELP s:running Running.
+# TYPE s:running gauge
+s:running{model="m:1",zone="z"} 0.25
+# HELP s:tokens_total Tokens.
+# TYPE s:tokens_total counter
+s:tokens_total{model="m:1"} 7.0
+`)}
 	bad := metricPack{"http://c:1", []byte("<html>502</html>")}
-	got := string(mergeEnginePages([]metricPack{a, bad, b}))
-	want := `# HELP a:b A.
-# TYPE a:b counter
-a:b_total{worker_addr="http://b:1"} 7
-# HELP x:y X.
-# TYPE x:y gauge
-x:y{m="1",worker_addr="http://a:1"} 2
-x:y{worker_addr="http://a:1"} 3.5
-x:y{m="1",worker_addr="http://b:1"} 1000000
+	mixed := metricPack{"http://d:1", []byte("# HELP s:running Running.\n# TYPE s:running gauge\ns:running{model=\"m\"} 1.0\ns:running 2.0\n")}
+	got, err := mergeEnginePages([]metricPack{a, bad, mixed, b}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `# HELP s_e2e_seconds Latency_ e2e.
+# TYPE s_e2e_seconds histogram
+s_e2e_seconds_bucket{model="m_1",worker_addr="http://a:1",le="0.5"} 1
+s_e2e_seconds_bucket{model="m_1",worker_addr="http://a:1",le="1"} 2
+s_e2e_seconds_bucket{model="m_1",worker_addr="http://a:1",le="+Inf"} 3
+s_e2e_seconds_sum{model="m_1",worker_addr="http://a:1"} 2.5
+s_e2e_seconds_count{model="m_1",worker_addr="http://a:1"} 3
+
+# HELP s_running Running.
+# TYPE s_running gauge
+s_running{model="m_1",worker_addr="http://a:1",zone="z"} 2
+s_running{model="m_1",worker_addr="http://b:1",zone="z"} 0.25
+
+# HELP s_tokens_total Tokens.
+# TYPE s_tokens_total counter
+s_tokens_total{model="m_1",worker_addr="http://a:1"} 1000000
+s_tokens_total{model="m_1",worker_addr="http://b:1"} 7
 `
-	if got != want {
+	if string(got) != want {
 		t.Errorf("merged:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// One family whose label names differ between two servers (a DP server's dp_rank beside a
+// server without DP) fails the router's whole page: aggregate_metrics' merge_family ensure!s
+// equal label names, and get_engine_metrics answers 500 with the error.
+func TestRouterLabelMismatch(t *testing.T) {
+	page := func(labels string) http.HandlerFunc {
+		return func(w http.ResponseWriter, _ *http.Request) {
+			io.WriteString(w, "# HELP sglang:num_running_reqs The number of running requests.\n# TYPE sglang:num_running_reqs gauge\n"+
+				"sglang:num_running_reqs{"+labels+"} 1.0\n")
+		}
+	}
+	dp := httptest.NewServer(page(`dp_rank="0",model_name="m"`))
+	defer dp.Close()
+	plain := httptest.NewServer(page(`model_name="m"`))
+	defer plain.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newRouter(ln, []string{dp.URL, plain.URL}, 5*time.Second, slog.New(slog.DiscardHandler))
+	var wg sync.WaitGroup
+	r.serve(ln, &wg)
+	defer wg.Wait()
+	defer r.stop(time.Second)
+	code, body := fetchPage(t, r.URL())
+	want := `Failed to aggregate metrics: Label names should agree a=["dp_rank", "model_name", "worker_addr"] b=["model_name", "worker_addr"]`
+	if code != http.StatusInternalServerError || string(body) != want {
+		t.Errorf("status %d body %q, want 500 %q", code, body, want)
+	}
+	// The same servers' pages, each alone, merge.
+	for _, u := range []string{dp.URL, plain.URL} {
+		if _, err := mergeEnginePages([]metricPack{{u, []byte(fetchBody(t, u+"/metrics"))}}, 0); err != nil {
+			t.Errorf("%s alone: %v", u, err)
+		}
+	}
+}
+
+func fetchBody(t *testing.T, url string) string {
+	t.Helper()
+	_, b := fetchPage(t, url)
+	return string(b)
+}
+
+// When no server answers a page the parser reads, the router answers 200 with an empty page:
+// get_engine_metrics leaves failed servers out and aggregates what is left, nothing.
+func TestRouterNoPages(t *testing.T) {
+	down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "down", http.StatusServiceUnavailable)
+	}))
+	defer down.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newRouter(ln, []string{down.URL}, 5*time.Second, slog.New(slog.DiscardHandler))
+	var wg sync.WaitGroup
+	r.serve(ln, &wg)
+	defer wg.Wait()
+	defer r.stop(time.Second)
+	if code, body := fetchPage(t, r.URL()); code != http.StatusOK || len(body) != 0 {
+		t.Errorf("status %d body %q, want 200 and nothing", code, body)
 	}
 }

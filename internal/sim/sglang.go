@@ -40,7 +40,19 @@ type sglangGauges struct {
 	cacheHitRate               float64
 	// paused is the number of requests an asynchronous weight sync holds (see Engine.pause).
 	paused int
+	// With priority scheduling: the running and waiting requests by priority; the priorities
+	// seen so far (SchedulerMetricsCollector._known_priorities), whose series each gauge sets
+	// at every log point from then on; and which of those series each gauge has set.
+	runningBy, queueBy   [numPriorities]int
+	known                [numPriorities]bool
+	hasRunning, hasQueue [numPriorities]bool
 }
+
+// numPriorities is how many priorities the simulated requests have (Config.Priority).
+const numPriorities = 2
+
+// priority is a request's priority under priority scheduling.
+func (r *request) priority() int { return int(r.ID % numPriorities) }
 
 // sglangStats are an SGLang engine's figures of its page: the last log point's gauges, the
 // scheduler's counters and queue-time histogram, and the tokenizer's counts of the engine's
@@ -95,8 +107,8 @@ var sglangBuckets = struct{ ttft, itl, e2e, queue []float64 }{
 	itl: []float64{0.002, 0.004, 0.006, 0.008, 0.010, 0.015, 0.020, 0.025, 0.030, 0.035, 0.040, 0.060, 0.080, 0.100,
 		0.200, 0.400, 0.600, 0.800, 1.000, 2.000, 4.000, 6.000, 8.000},
 	e2e: []float64{0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400, 600, 1200, 1800, 2400},
-	queue: []float64{0.0, 0.1, 0.2, 0.5, 1, 2, 3, 4, 5, 10, 15, 20, 30, 40, 50, 60, 70, 80, 90, 100, 200, 300, 400, 500,
-		600, 700, 800, 900, 1000, 1200, 1400, 1600, 1800, 2000, 2500, 3000},
+	queue: []float64{0.0, 0.001, 0.005, 0.010, 0.050, 0.1, 0.2, 0.5, 1, 2, 3, 4, 5, 10, 15, 20, 30, 40, 50, 60, 70, 80, 90, 100,
+		200, 300, 400, 500, 600, 700, 800, 900, 1000, 1200, 1400, 1600, 1800, 2000, 2500, 3000},
 }
 
 // sgLog sets the scheduler's gauges at a log point at time at.
@@ -107,14 +119,36 @@ func (e *Engine) sgLog(at time.Duration, decode bool) {
 	g.usage = e.pool.usage()
 	g.usedTokens = e.pool.numUsed() * BlockSize
 	g.cacheHitRate = 0 // a decode log point sets it to 0
+	if e.cfg.Priority {
+		g.runningBy, g.queueBy = [numPriorities]int{}, [numPriorities]int{}
+		for _, r := range e.running {
+			g.runningBy[r.priority()]++
+		}
+		for i := range e.waiting.len() {
+			g.queueBy[e.waiting.at(i).priority()]++
+		}
+		// _log_gauge_queue_count learns the running requests' priorities, sets the running
+		// gauge's series of every priority known, then does the same for the queue: a priority
+		// first seen in the queue gets its running series at the next log point.
+		for p := range numPriorities {
+			g.known[p] = g.known[p] || g.runningBy[p] > 0
+			g.hasRunning[p] = g.hasRunning[p] || g.known[p]
+		}
+		for p := range numPriorities {
+			g.known[p] = g.known[p] || g.queueBy[p] > 0
+			g.hasQueue[p] = g.hasQueue[p] || g.known[p]
+		}
+	}
 	if decode {
 		if d := at - e.sg.lastDecodeLog; d > 0 {
 			g.genThroughput = float64(e.sg.genSinceLog) / d.Seconds()
 		}
 		g.specLen, g.specRate = 0, 0
 		if e.cfg.SpecTokens > 0 && e.sg.specDrafts > 0 {
+			// The accept length counts the bonus token of each forward, the rate does not: it is
+			// accepted drafts over proposed drafts (metrics_collector.py's HELP texts).
 			g.specLen = float64(e.sg.specAccepted) / float64(e.sg.specDrafts)
-			g.specRate = float64(e.sg.specAccepted) / float64(e.sg.specDrafts*int64(e.cfg.SpecTokens+1))
+			g.specRate = float64(e.sg.specAccepted-e.sg.specDrafts) / float64(e.sg.specDrafts*int64(e.cfg.SpecTokens))
 		}
 		e.sg.genSinceLog, e.sg.specAccepted, e.sg.specDrafts, e.sg.decodeBatches = 0, 0, 0, 0
 		e.sg.lastDecodeLog = at
@@ -210,13 +244,14 @@ func (s *engineStats) addSGLangTotals(m map[string]float64) {
 
 // sglangRenderer writes one server's page in SGLang's layout.
 type sglangRenderer struct {
-	model string
-	dp    int
-	les   struct{ ttft, itl, e2e, queue []string }
+	model    string
+	dp       int
+	priority bool // --enable-priority-scheduling (Config.Priority)
+	les      struct{ ttft, itl, e2e, queue []string }
 }
 
-func newSGLangRenderer(model string, dp int) *sglangRenderer {
-	r := &sglangRenderer{model: model, dp: dp}
+func newSGLangRenderer(model string, dp int, priority bool) *sglangRenderer {
+	r := &sglangRenderer{model: model, dp: dp, priority: priority}
 	r.les.ttft = leStrings(sglangBuckets.ttft)
 	r.les.itl = leStrings(sglangBuckets.itl)
 	r.les.e2e = leStrings(sglangBuckets.e2e)
@@ -224,10 +259,18 @@ func newSGLangRenderer(model string, dp int) *sglangRenderer {
 	return r
 }
 
-// schedulerLabels are the labels of engine i's scheduler series (SchedulerMetricsMixin's
-// init_metrics): dp_rank only with data parallelism; one scheduler per DP rank exports.
-func (r *sglangRenderer) schedulerLabels(i int) labelSet {
+// schedulerLabels are the labels of engine i's scheduler series (SchedulerMetricsCollector's
+// init_new): dp_rank only with data parallelism, priority="" with priority scheduling; one
+// scheduler per DP rank exports.
+func (r *sglangRenderer) schedulerLabels(i int) labelSet { return r.priorityLabels(i, "") }
+
+// priorityLabels are engine i's scheduler labels with priority's value (one of a gauge's
+// priorities, or "" for every series) when priority scheduling is on.
+func (r *sglangRenderer) priorityLabels(i int, priority string) labelSet {
 	var ls labelSet
+	if r.priority {
+		ls.add("priority", priority)
+	}
 	if r.dp > 1 {
 		ls.add("dp_rank", strconv.Itoa(i))
 	}
@@ -253,18 +296,24 @@ var sglangGaugeFamilies = []struct {
 	name, help string
 	pid        bool
 	value      func(g *sglangGauges) float64
+	// byPriority gives a gauge's series per priority under priority scheduling: which it has
+	// set, and their values.
+	byPriority func(g *sglangGauges) (has *[numPriorities]bool, v *[numPriorities]int)
 }{
-	{"num_running_reqs", "The number of running requests.", false, func(g *sglangGauges) float64 { return float64(g.running) }},
-	{"num_used_tokens", "The number of used tokens.", false, func(g *sglangGauges) float64 { return float64(g.usedTokens) }},
-	{"token_usage", "The token usage.", false, func(g *sglangGauges) float64 { return g.usage }},
-	{"gen_throughput", "The generation throughput (token/s).", false, func(g *sglangGauges) float64 { return g.genThroughput }},
-	{"num_queue_reqs", "The number of requests in the waiting queue.", false, func(g *sglangGauges) float64 { return float64(g.queue) }},
-	{"cache_hit_rate", "The prefix cache hit rate.", false, func(g *sglangGauges) float64 { return g.cacheHitRate }},
-	{"spec_accept_length", "The average acceptance length of speculative decoding.", false, func(g *sglangGauges) float64 { return g.specLen }},
-	{"spec_accept_rate", "The average acceptance rate of speculative decoding (`accepted tokens / total draft tokens` in batch).", false,
-		func(g *sglangGauges) float64 { return g.specRate }},
-	{"num_retracted_reqs", "The number of retracted requests.", true, func(*sglangGauges) float64 { return 0 }},
-	{"num_paused_reqs", "The number of paused requests by async weight sync.", true, func(g *sglangGauges) float64 { return float64(g.paused) }},
+	{"num_running_reqs", "The number of running requests.", false, func(g *sglangGauges) float64 { return float64(g.running) },
+		func(g *sglangGauges) (*[numPriorities]bool, *[numPriorities]int) { return &g.hasRunning, &g.runningBy }},
+	{"num_used_tokens", "The number of used tokens.", false, func(g *sglangGauges) float64 { return float64(g.usedTokens) }, nil},
+	{"token_usage", "The token usage.", false, func(g *sglangGauges) float64 { return g.usage }, nil},
+	{"gen_throughput", "The generation throughput (token/s).", false, func(g *sglangGauges) float64 { return g.genThroughput }, nil},
+	{"num_queue_reqs", "The number of requests in the waiting queue.", false, func(g *sglangGauges) float64 { return float64(g.queue) },
+		func(g *sglangGauges) (*[numPriorities]bool, *[numPriorities]int) { return &g.hasQueue, &g.queueBy }},
+	{"cache_hit_rate", "The prefix cache hit rate.", false, func(g *sglangGauges) float64 { return g.cacheHitRate }, nil},
+	{"spec_accept_length", "Mean acceptance length of speculative decoding (accepted drafts + bonus token per forward).", false,
+		func(g *sglangGauges) float64 { return g.specLen }, nil},
+	{"spec_accept_rate", "Speculative acceptance rate (`accepted drafts / proposed drafts` in batch).", false,
+		func(g *sglangGauges) float64 { return g.specRate }, nil},
+	{"num_retracted_reqs", "The number of retracted requests.", true, func(*sglangGauges) float64 { return 0 }, nil},
+	{"num_paused_reqs", "The number of paused requests by async weight sync.", true, func(g *sglangGauges) float64 { return float64(g.paused) }, nil},
 }
 
 func (r *sglangRenderer) render(dst []byte, st *pageState) []byte {
@@ -273,7 +322,15 @@ func (r *sglangRenderer) render(dst []byte, st *pageState) []byte {
 	for i := range st.engines {
 		tok.addCounters(&st.engines[i].sg)
 	}
+	// SGLang creates a tokenizer series at its first observation (a multiprocess registry shows
+	// a child once .labels() made it): the token and request counters and e2e at the first
+	// finished request, TTFT at the first token, ITL at the first later output, cached tokens
+	// at the first hit of each source, aborted requests at the first abort, which the
+	// simulator has none of. The simulated requests are not streamed (an RL rollout's are not):
+	// is_streaming="false" on the five families that carry it.
 	tl := r.tokenizerLabels()
+	sl := tl
+	sl.add("is_streaming", "false")
 	counter := func(name string, ls *labelSet, extra, value string, v float64) {
 		all := *ls
 		if extra != "" {
@@ -281,11 +338,13 @@ func (r *sglangRenderer) render(dst []byte, st *pageState) []byte {
 		}
 		dst = appendSample(dst, "sglang:"+name, "_total", &all, "", v)
 	}
-	dst = appendHelp(dst, "sglang:prompt_tokens_total", "Number of prefill tokens processed.", "counter")
-	counter("prompt_tokens", &tl, "", "", float64(tok.prompt))
-	dst = appendHelp(dst, "sglang:generation_tokens_total", "Number of generation tokens processed.", "counter")
-	counter("generation_tokens", &tl, "", "", float64(tok.generation))
-	if tok.cachedDevice+tok.cachedHost > 0 { // SGLang creates the series at its first cached token
+	if tok.requests > 0 {
+		dst = appendHelp(dst, "sglang:prompt_tokens_total", "Number of prefill tokens processed.", "counter")
+		counter("prompt_tokens", &sl, "", "", float64(tok.prompt))
+		dst = appendHelp(dst, "sglang:generation_tokens_total", "Number of generation tokens processed.", "counter")
+		counter("generation_tokens", &sl, "", "", float64(tok.generation))
+	}
+	if tok.cachedDevice+tok.cachedHost > 0 {
 		dst = appendHelp(dst, "sglang:cached_tokens_total", "Number of cached prompt tokens by source (device/host/storage).", "counter")
 		if tok.cachedDevice > 0 {
 			counter("cached_tokens", &tl, "cache_source", "device", float64(tok.cachedDevice))
@@ -294,10 +353,10 @@ func (r *sglangRenderer) render(dst []byte, st *pageState) []byte {
 			counter("cached_tokens", &tl, "cache_source", "host", float64(tok.cachedHost))
 		}
 	}
-	dst = appendHelp(dst, "sglang:num_requests_total", "Number of requests processed.", "counter")
-	counter("num_requests", &tl, "", "", float64(tok.requests))
-	dst = appendHelp(dst, "sglang:num_aborted_requests_total", "Number of requests aborted.", "counter")
-	counter("num_aborted_requests", &tl, "", "", 0)
+	if tok.requests > 0 {
+		dst = appendHelp(dst, "sglang:num_requests_total", "Number of requests processed.", "counter")
+		counter("num_requests", &sl, "", "", float64(tok.requests))
+	}
 
 	// The schedulers' families, one series per engine (DP rank).
 	pid := func(i int) string { return strconv.Itoa(2000 + 100*st.restarts + i) }
@@ -308,7 +367,18 @@ func (r *sglangRenderer) render(dst []byte, st *pageState) []byte {
 			if f.pid {
 				ls.add("pid", pid(i))
 			}
-			dst = appendSample(dst, "sglang:"+f.name, "", &ls, "", f.value(&st.engines[i].sg.logged))
+			g := &st.engines[i].sg.logged
+			dst = appendSample(dst, "sglang:"+f.name, "", &ls, "", f.value(g))
+			if !r.priority || f.byPriority == nil {
+				continue
+			}
+			has, v := f.byPriority(g)
+			for p := range numPriorities {
+				if has[p] {
+					pl := r.priorityLabels(i, strconv.Itoa(p))
+					dst = appendSample(dst, "sglang:"+f.name, "", &pl, "", float64(v[p]))
+				}
+			}
 		}
 	}
 	dst = r.appendWeightLoad(dst, st)
@@ -335,15 +405,19 @@ func (r *sglangRenderer) render(dst []byte, st *pageState) []byte {
 	// The tokenizer's histograms.
 	for _, h := range []struct {
 		name, help string
+		ls         *labelSet
 		les        []string
 		h          *histogram
+		seen       bool
 	}{
-		{"time_to_first_token_seconds", "Histogram of time to first token in seconds.", r.les.ttft, &tok.ttft},
-		{"inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", r.les.itl, &tok.itl},
-		{"e2e_request_latency_seconds", "Histogram of End-to-end request latency in seconds", r.les.e2e, &tok.e2e},
+		{"time_to_first_token_seconds", "Histogram of time to first token in seconds.", &sl, r.les.ttft, &tok.ttft, tok.ttft.count > 0},
+		{"inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", &tl, r.les.itl, &tok.itl, tok.itl.count > 0},
+		{"e2e_request_latency_seconds", "Histogram of End-to-end request latency in seconds", &sl, r.les.e2e, &tok.e2e, tok.requests > 0},
 	} {
-		dst = appendHelp(dst, "sglang:"+h.name, h.help, "histogram")
-		dst = appendMultiprocessHistogram(dst, "sglang:"+h.name, &tl, h.les, h.h)
+		if h.seen {
+			dst = appendHelp(dst, "sglang:"+h.name, h.help, "histogram")
+			dst = appendMultiprocessHistogram(dst, "sglang:"+h.name, h.ls, h.les, h.h)
+		}
 	}
 	return dst
 }

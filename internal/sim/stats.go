@@ -6,10 +6,10 @@ import (
 )
 
 // maxBounds is the largest number of finite bucket bounds an engine histogram may have (SGLang's
-// queue_time_seconds has 36). Engine histograms are fixed-size arrays so that engineStats is a
+// queue_time_seconds has 40). Engine histograms are fixed-size arrays so that engineStats is a
 // plain value: publishing a snapshot to the HTTP side is a struct copy, with no allocation and
 // nothing shared.
-const maxBounds = 36
+const maxBounds = 40
 
 // histogram is one Prometheus histogram child. counts are per bucket (not cumulative); the last
 // used slot, counts[len(bounds)], is the +Inf bucket. The bounds live in the engine's bucketSet.

@@ -46,12 +46,14 @@ type EngineSpec struct {
 // labels its series model_name, engine_type, tp_rank, pp_rank, moe_ep_rank and, with data
 // parallelism, dp_rank; TokenizerMetricsCollector labels its own model_name and engine_type
 // only, so a server's token and request counters and its latency histograms carry no rank. The
-// router's /engine_metrics (sgl-router, aggregate_metrics, SGLang PR #11456) merges every
-// worker's page and adds worker_addr; its older releases replace the ':' in every name with '_'.
+// router's /engine_metrics (sgl-model-gateway, core/metrics_aggregator.rs, SGLang PR #11456)
+// merges every worker's page and adds worker_addr, with every ':' of the pages replaced by '_'.
 var Engines = [NumEngines]EngineSpec{
 	VLLM: {Name: "vLLM", Prefix: Prefix, Namespaces: Namespaces, HitRate: &PrefixHitRate},
 	SGLang: {
-		Name: "SGLang", Prefix: "sglang", Namespaces: []string{"sglang:", "sglang_"},
+		// Through Ray (SGLang 0.5.15 and later can record its metrics with Ray's), the names are
+		// sglang_… and Ray's exporter prefixes ray_, as for vLLM's (see Namespaces).
+		Name: "SGLang", Prefix: "sglang", Namespaces: []string{"sglang:", "sglang_", "ray_sglang_", "ray_sglang:"},
 		WorkerLabels: []string{"dp_rank", "worker_addr"},
 		// SGLang's schedulers of one DP rank (its TP and PP ranks) run the same scheduling
 		// over the same batch; only attn_tp_rank 0 exports unless the server runs with

@@ -279,7 +279,8 @@ var Gauges = [NumGauges]Family{
 		Title: "Requests running", Unit: "requests", Group: GroupQueue},
 	Waiting: {Name: "num_requests_waiting", SGLang: []string{"num_queue_reqs"}, Parts: "priority", Combine: Sum, Scalars: true, Timeline: true,
 		Title: "Requests waiting", Unit: "requests", Group: GroupQueue},
-	// SGLang's token_usage is the fraction of its KV pool's tokens in use.
+	// SGLang's token_usage is the largest fraction in use of its memory pools (full-attention KV,
+	// SWA, Mamba: SchedulerStats.token_usage in metrics_collector.py).
 	KVUsage: {Name: "kv_cache_usage_perc", Old: []string{"gpu_cache_usage_perc"}, SGLang: []string{"token_usage"}, Combine: Mean, Scalars: true, Timeline: true,
 		Title: "KV cache usage", Unit: "fraction of KV cache in use (0–1)", Fraction: true, Group: GroupKVCache},
 	// vLLM 0.20: the waiting requests by why they wait (capacity, deferred); they add up to
