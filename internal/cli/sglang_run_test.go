@@ -98,7 +98,9 @@ func TestRunSGLangFleet(t *testing.T) {
 	}
 	keys := map[string]string{"prompt_tokens": "prompt_tokens", "generation_tokens": "generation_tokens", "cached_tokens": "cached_tokens",
 		"num_requests": "num_requests", "num_retracted_requests": "num_preemptions", "realtime_tokens/prefill_compute": "realtime_tokens/prefill_compute",
-		"realtime_tokens/prefill_cache": "realtime_tokens/prefill_cache", "realtime_tokens/decode": "realtime_tokens/decode"}
+		"realtime_tokens/prefill_cache": "realtime_tokens/prefill_cache", "realtime_tokens/decode": "realtime_tokens/decode",
+		"num_retracted_input_tokens": "num_retracted_input_tokens", "num_retracted_output_tokens": "num_retracted_output_tokens",
+		"prefill_effective_tokens/input": "prefill_effective_tokens/input", "prefill_effective_tokens/device_hit": "prefill_effective_tokens/device_hit"}
 	sum := map[string]float64{}
 	for i, r := range recs {
 		// The simulator's counts of the step: from the previous batch's end to this one's.
@@ -116,6 +118,9 @@ func TestRunSGLangFleet(t *testing.T) {
 				t.Fatalf("step %d: key %s of an SGLang fleet", r.Step, k)
 			}
 			sum[strings.TrimPrefix(k, "sglang/")] += v
+		}
+		if in, out := r.Metrics["sglang/num_retracted_input_tokens"], r.Metrics["sglang/num_retracted_output_tokens"]; r.Metrics["sglang/recomputed_tokens"] != in+out {
+			t.Errorf("step %d: recomputed tokens %v, retracted %v + %v", r.Step, r.Metrics["sglang/recomputed_tokens"], in, out)
 		}
 		if p := r.Metrics["sglang/prompt_tokens"]; p > 0 {
 			if h, want := r.Metrics["sglang/prefix_cache_hit_rate"], r.Metrics["sglang/cached_tokens"]/p; h != want {

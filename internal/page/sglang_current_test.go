@@ -41,7 +41,7 @@ func TestSGLangCurrentFixturePages(t *testing.T) {
 		b = `worker_addr="http://10.0.0.2:30000"`
 	)
 	tok := func(labels string, prompt, cached float64) sglangWorker {
-		return sglangWorker{labels: labels, running: -1, retractions: -1, realtime: -1, prompt: prompt, cached: cached, hists: 3}
+		return sglangWorker{labels: labels, running: -1, retractions: -1, realtime: -1, prompt: prompt, cached: cached, hists: 4}
 	}
 	rank := func(labels string, running, waiting, kv, retractions, realtime float64) sglangWorker {
 		return sglangWorker{labels: labels, running: running, waiting: waiting, kv: kv, retractions: retractions, realtime: realtime, prompt: -1, hists: 1}
@@ -52,14 +52,14 @@ func TestSGLangCurrentFixturePages(t *testing.T) {
 		counts  map[string]sglangCounts // by worker labels
 	}{
 		{"prometheus-client-render-sglang-current-dp2-tp2.prom", []sglangWorker{
-			// TTFT and e2e a series per is_streaming value, beside ITL.
-			{labels: "", running: -1, retractions: -1, realtime: -1, prompt: 3*1024 + 2048, cached: 3 * 512, hists: 5},
+			// TTFT and e2e a series per is_streaming value, beside ITL and the prompt lengths.
+			{labels: "", running: -1, retractions: -1, realtime: -1, prompt: 3*1024 + 2048, cached: 3 * 512, hists: 6},
 			rank(`dp_rank="0"`, 3, 1, 0.25, 5, 113952),
 			rank(`dp_rank="1"`, 4, 2, 0.35, 10, 2*113952),
 		}, map[string]sglangCounts{"": {generation: 256 + 257 + 258 + 128, requests: 4, ttftCount: 4, e2eCount: 4}}},
 		{"prometheus-client-render-sglang-current-priority.prom", []sglangWorker{
 			// The totals under priority="", not the per-priority series added to them.
-			{labels: "", running: 3, waiting: 1, kv: 0.25, retractions: 5, realtime: 113952, prompt: 3 * 1024, cached: 3 * 512, hists: 4},
+			{labels: "", running: 3, waiting: 1, kv: 0.25, retractions: 5, realtime: 113952, prompt: 3 * 1024, cached: 3 * 512, hists: 5},
 		}, map[string]sglangCounts{"": {generation: 256 + 257 + 258, requests: 3, ttftCount: 3, e2eCount: 3}}},
 		{"sgl-model-gateway-engine-metrics.prom", []sglangWorker{
 			tok(a, 3*1024, 3*512),

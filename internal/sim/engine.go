@@ -338,6 +338,9 @@ func (e *Engine) schedule() []scheduledReq {
 		e.emitSchedule(r, hit*BlockSize)
 		if e.cfg.SGLang {
 			e.sgPrefill(r, n, (hit+ext)*BlockSize)
+			if !r.preempted {
+				e.stats.sg.more.firstPrefill(r)
+			}
 		}
 		sched = append(sched, scheduledReq{r, n, 0, ext * BlockSize})
 		budget -= n
@@ -408,6 +411,9 @@ func (e *Engine) preempt(r *request) {
 	r.preempted = true
 	e.waiting.pushFront(r)
 	e.stats.preemptions++
+	if e.cfg.SGLang {
+		e.stats.sg.more.retract(r)
+	}
 	e.emit(EventPreempt, r, e.now)
 }
 
@@ -451,6 +457,7 @@ func (e *Engine) complete(sched []scheduledReq) (decoded int) {
 			if e.cfg.SGLang {
 				e.sg.specAccepted += int64(a + 1)
 				e.sg.specDrafts++
+				r.verifies++
 			}
 		} else {
 			r.numComputed += s.tokens

@@ -43,6 +43,7 @@ type request struct {
 
 	everScheduled  bool
 	preempted      bool
+	verifies       int // SGLang's verify passes of speculative decoding (spec_verify_ct)
 	cachedTokens   int // prefix-cache hit at the first scheduling
 	externalTokens int // tokens loaded from the external prefix cache at the first scheduling
 

@@ -46,6 +46,8 @@ type sglangGauges struct {
 	runningBy, queueBy   [numPriorities]int
 	known                [numPriorities]bool
 	hasRunning, hasQueue [numPriorities]bool
+	// The KV pool's free and evictable (cached, unused) token slots (see sgLogPool).
+	kvAvailable, kvEvictable int
 }
 
 // numPriorities is how many priorities the simulated requests have (Config.Priority).
@@ -72,9 +74,11 @@ type sglangStats struct {
 	// (weightLoaded): SGLang sets weight_load_duration_seconds at the end of each load.
 	weightLoad   float64
 	weightLoaded bool
+	more         sglangMore // the families of sglang_more.go
 }
 
 func (s *sglangStats) addCounters(o *sglangStats) {
+	s.more.add(&o.more)
 	s.prompt += o.prompt
 	s.generation += o.generation
 	s.requests += o.requests
@@ -118,6 +122,7 @@ func (e *Engine) sgLog(at time.Duration, decode bool) {
 	g.queue = e.waiting.len()
 	g.usage = e.pool.usage()
 	g.usedTokens = e.pool.numUsed() * BlockSize
+	e.sgLogPool(g)
 	g.cacheHitRate = 0 // a decode log point sets it to 0
 	if e.cfg.Priority {
 		g.runningBy, g.queueBy = [numPriorities]int{}, [numPriorities]int{}
@@ -210,6 +215,7 @@ func (e *Engine) sgFinish(r *request) {
 	s.cachedDevice += int64(r.cachedTokens)
 	s.cachedHost += int64(r.externalTokens)
 	s.e2e.observe(sglangBuckets.e2e, (r.lastTokenAt - r.Arrival).Seconds())
+	s.more.finish(r)
 }
 
 // observeTokens is SGLang's inter-token latency: the interval since a request's previous output
@@ -233,6 +239,7 @@ func (s *engineStats) addSGLangTotals(m map[string]float64) {
 	m["realtime_tokens/prefill_compute"] += float64(g.prefillCompute)
 	m["realtime_tokens/prefill_cache"] += float64(g.prefillCache)
 	m["realtime_tokens/decode"] += float64(g.decode)
+	g.more.addTotals(m)
 	for _, h := range []struct {
 		name string
 		h    *histogram
@@ -247,6 +254,7 @@ type sglangRenderer struct {
 	model    string
 	dp       int
 	priority bool // --enable-priority-scheduling (Config.Priority)
+	maxTotal int  // an engine's KV pool in tokens, max_total_num_tokens
 	les      struct{ ttft, itl, e2e, queue []string }
 }
 
@@ -396,6 +404,7 @@ func (r *sglangRenderer) render(dst []byte, st *pageState) []byte {
 		counter("realtime_tokens", &ls, "mode", "prefill_cache", float64(s.prefillCache))
 		counter("realtime_tokens", &ls, "mode", "decode", float64(s.decode))
 	}
+	dst = r.appendMoreScheduler(dst, st)
 	dst = appendHelp(dst, "sglang:queue_time_seconds", "Histogram of queueing time in seconds.", "histogram")
 	for i := range st.engines {
 		ls := r.schedulerLabels(i)
@@ -419,7 +428,7 @@ func (r *sglangRenderer) render(dst []byte, st *pageState) []byte {
 			dst = appendMultiprocessHistogram(dst, "sglang:"+h.name, h.ls, h.les, h.h)
 		}
 	}
-	return dst
+	return r.appendMoreTokenizer(dst, &tok, &tl)
 }
 
 // appendMultiprocessHistogram writes one histogram child as prometheus_client's multiprocess

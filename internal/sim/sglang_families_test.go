@@ -55,7 +55,27 @@ var sglangDeclared = map[string]struct {
 			0.200, 0.400, 0.600, 0.800, 1.000, 2.000, 4.000, 6.000, 8.000}},
 	"sglang:e2e_request_latency_seconds": {typ: "histogram", help: "Histogram of End-to-end request latency in seconds", tokenizer: true,
 		extra: []string{"is_streaming"}, buckets: []float64{0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400, 600, 1200, 1800, 2400}},
+	"sglang:spec_verify_calls_total": {typ: "counter", help: "Number of speculative decoding verification calls.", tokenizer: true},
+	"sglang:prompt_tokens_histogram": {typ: "histogram", help: "Histogram of prompt token length.", tokenizer: true, buckets: sglangPromptBuckets},
+	"sglang:generation_tokens_histogram": {typ: "histogram", help: "Histogram of generation token length.", tokenizer: true,
+		buckets: sglangPromptBuckets},
+
+	"sglang:kv_available_tokens":               {typ: "gauge", help: "Number of free token slots in the KV cache pool."},
+	"sglang:kv_evictable_tokens":               {typ: "gauge", help: "Number of evictable (radix-cached) token slots in the KV cache pool."},
+	"sglang:kv_used_tokens":                    {typ: "gauge", help: "Number of actively used token slots in the KV cache pool."},
+	"sglang:max_total_num_tokens":              {typ: "gauge", help: "Maximum total number of tokens in the KV cache pool."},
+	"sglang:num_retracted_input_tokens_total":  {typ: "counter", help: "Total number of retracted input tokens."},
+	"sglang:num_retracted_output_tokens_total": {typ: "counter", help: "Total number of retracted output tokens."},
+	"sglang:prefill_effective_tokens_total": {typ: "counter", extra: []string{"mode"},
+		help: "Effective prefill tokens with retracted-request re-counts excluded, updated on each log interval. mode: device_hit, " +
+			"host_hit, storage_hit, input. Windowed prefix cache hit rate = rate(sum of *_hit) / rate(sum of all modes); " +
+			"per-tier rate uses a single *_hit mode in the numerator."},
 }
+
+// sglangPromptBuckets are TokenizerMetricsCollector's default_bucket_prompt_tokens.
+var sglangPromptBuckets = []float64{100, 300, 500, 700, 1000, 1500, 2000, 3000, 4000, 5000, 6000, 7000, 8000, 9000, 10000,
+	12500, 15000, 17500, 20000, 22500, 25000, 27500, 30000, 35000, 40000, 60000, 80000, 100000, 200000, 300000, 400000,
+	600000, 800000, 1000000, 1100000}
 
 // sampleLabels splits a sample (name and labels, no value) into its name and label names, and
 // gives le's value.
@@ -78,7 +98,8 @@ func sampleLabels(t *testing.T, s string) (name string, labels []string, le stri
 
 // Every family on the simulator's SGLang pages has SGLang's declared type, HELP text, labels and
 // bucket bounds, on a server with and without data parallelism, before and after requests have
-// finished, and in the asynchronous loop's weight syncs; every family declared is served but
+// finished, in the asynchronous loop's weight syncs and with speculative decoding; every family
+// declared is served but
 // aborted requests, which the simulator has none of.
 func TestSGLangFamiliesAsDeclared(t *testing.T) {
 	async := asyncConfig()
@@ -86,9 +107,9 @@ func TestSGLangFamiliesAsDeclared(t *testing.T) {
 	async.Servers = 1
 	seen := map[string]bool{}
 	for _, c := range []struct {
-		dp              int
-		async, priority bool
-	}{{1, false, false}, {2, false, false}, {2, true, false}, {2, false, true}} {
+		dp                    int
+		async, priority, spec bool
+	}{{1, false, false, false}, {2, false, false, false}, {2, true, false, false}, {2, false, true, false}, {2, false, false, true}} {
 		dp := c.dp
 		cfg := sglangConfig(1, dp)
 		cfg.Workload.Batches = 1
@@ -96,6 +117,9 @@ func TestSGLangFamiliesAsDeclared(t *testing.T) {
 			cfg = async
 		}
 		cfg.Priority = c.priority
+		if c.spec {
+			cfg.SpecDecode = 3
+		}
 		s, err := NewSim(cfg)
 		if err != nil {
 			t.Fatal(err)

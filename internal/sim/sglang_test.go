@@ -102,7 +102,9 @@ func pageCounters(t *testing.T, body []byte, m map[string]float64) {
 		t.Fatal(err)
 	}
 	names := map[vllm.Counter]string{vllm.PromptTokens: "prompt_tokens", vllm.GenerationTokens: "generation_tokens",
-		vllm.CachedTokens: "cached_tokens", vllm.NumRequests: "num_requests", vllm.Preemptions: "num_retracted_requests"}
+		vllm.CachedTokens: "cached_tokens", vllm.NumRequests: "num_requests", vllm.Preemptions: "num_retracted_requests",
+		vllm.RetractedInputTokens: "num_retracted_input_tokens", vllm.RetractedOutputTokens: "num_retracted_output_tokens",
+		vllm.SpecVerifyCalls: "spec_verify_calls"}
 	for _, ep := range p.Engines {
 		if ep.Kind != vllm.SGLang {
 			t.Fatalf("worker %+v is not SGLang's", ep)
@@ -111,8 +113,11 @@ func pageCounters(t *testing.T, body []byte, m map[string]float64) {
 			if n, ok := names[cs.Family]; ok {
 				m[n] += cs.Value
 			}
-			if cs.Family == vllm.RealtimeTokens {
+			switch cs.Family {
+			case vllm.RealtimeTokens:
 				m["realtime_tokens/"+cs.Reason] += cs.Value
+			case vllm.PrefillEffectiveTokens:
+				m["prefill_effective_tokens/"+cs.Reason] += cs.Value
 			}
 		}
 		for _, hs := range ep.Hists {

@@ -273,7 +273,9 @@ func (s *Sim) Page(i int, start time.Time) []byte {
 // renderer returns a writer of the fleet's pages: SGLang's layout, or the vLLM version's.
 func (s *Sim) renderer() pageRenderer {
 	if s.cfg.Engine == EngineSGLang {
-		return newSGLangRenderer(s.cfg.Model, s.cfg.DP, s.cfg.Priority)
+		r := newSGLangRenderer(s.cfg.Model, s.cfg.DP, s.cfg.Priority)
+		r.maxTotal = s.cfg.BlocksPerEngine * BlockSize
+		return r
 	}
 	r := newRenderer(s.version, s.cfg.Model, s.buckets, s.cfg.BlocksPerEngine, s.cfg.DP)
 	if s.cfg.multiprocess() {

@@ -103,6 +103,9 @@ class Tokenizer:
         self.prompt = Counter("sglang:prompt_tokens_total", "Number of prefill tokens processed.", labelnames=ln + ["is_streaming"])
         self.gen = Counter("sglang:generation_tokens_total", "Number of generation tokens processed.", labelnames=ln + ["is_streaming"])
         self.prompt_hist = Histogram("sglang:prompt_tokens_histogram", "Histogram of prompt token length.", labelnames=ln, buckets=PROMPT)
+        self.gen_hist = Histogram("sglang:generation_tokens_histogram", "Histogram of generation token length.", labelnames=ln,
+                                  buckets=PROMPT)
+        self.verify = Counter("sglang:spec_verify_calls_total", "Number of speculative decoding verification calls.", labelnames=ln)
         self.cached = Counter("sglang:cached_tokens_total", "Number of cached prompt tokens by source (device/host/storage).",
                               labelnames=ln + ["cache_source"])
         self.requests = Counter("sglang:num_requests_total", "Number of requests processed.", labelnames=ln + ["is_streaming"])
@@ -123,3 +126,4 @@ class Tokenizer:
         self.requests.labels(**sl).inc(1)
         self.e2e.labels(**sl).observe(e2e)
         self.prompt_hist.labels(**self.labels).observe(prompt)
+        self.gen_hist.labels(**self.labels).observe(gen)
