@@ -18,17 +18,6 @@ import (
 // the effective prefill tokens by tier and their shares, the forward passes' GPU time, the KV
 // pool gauges and the PD transfer families.
 func TestSGLangPerStepFamilies(t *testing.T) {
-	read := func(name string) *page.Page {
-		b, err := os.ReadFile("testdata/" + name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p, err := page.ParsePage(b)
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		return p
-	}
 	var want map[string]float64
 	b, err := os.ReadFile("testdata/sglang-perstep-want.json")
 	if err != nil {
@@ -40,8 +29,8 @@ func TestSGLangPerStepFamilies(t *testing.T) {
 	tr := NewTracker(Options{Scalars: true, PerWorker: true})
 	t0 := time.Unix(2_000_000_000, 0) // after the pages' _created
 	tr.Begin(t0)
-	tr.Observe(t0, "sg", read("sglang-perstep-a.prom"), nil)
-	tr.Observe(t0.Add(time.Second), "sg", read("sglang-perstep-b.prom"), nil)
+	tr.Observe(t0, "sg", readFixturePage(t, "sglang-perstep-a.prom"), nil)
+	tr.Observe(t0.Add(time.Second), "sg", readFixturePage(t, "sglang-perstep-b.prom"), nil)
 	r := tr.EndStep(1, t0.Add(2*time.Second))
 	var busy float64
 	for k, v := range want {
