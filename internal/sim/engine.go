@@ -41,6 +41,11 @@ type EngineConfig struct {
 	// decode log point every DecodeLogInterval decode batches.
 	SGLang            bool
 	DecodeLogInterval int
+	// MFU counts the work of each iteration by Compute; KVMetrics keeps the KV blocks'
+	// residency (see compute.go).
+	MFU       bool
+	Compute   ComputeModel
+	KVMetrics bool
 }
 
 // maxSpecTokens bounds SpecTokens: engineStats counts accepted tokens per position in an array.
@@ -150,6 +155,9 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 func newEngine(cfg EngineConfig, b *bucketSet) *Engine {
 	e := &Engine{cfg: cfg, buckets: b, pool: newBlockPool(cfg.NumBlocks)}
 	e.led = ledger{sched: &schedule{}, state: StateIdle}
+	if cfg.KVMetrics {
+		e.pool.kv = newKVResidency(cfg.NumBlocks, &e.now, &e.stats.shape)
+	}
 	return e
 }
 
@@ -213,6 +221,7 @@ func (e *Engine) Step() time.Duration {
 		return 0
 	}
 	sched := e.schedule()
+	e.shapeStep(sched)
 	if e.cfg.SGLang {
 		e.sgPrefillLog()
 	}
@@ -401,6 +410,7 @@ func (e *Engine) freeBlocks(r *request) {
 // at the head of the queue; its output so far is kept and recomputed with the prompt.
 func (e *Engine) preempt(r *request) {
 	e.freeBlocks(r)
+	r.recomputeUpTo = max(r.recomputeUpTo, r.numComputed)
 	r.numComputed = 0
 	r.preempted = true
 	e.waiting.pushFront(r)
@@ -535,6 +545,7 @@ func (e *Engine) finish(r *request) {
 	}
 	s.reqPrompt.observe(b.tokens, float64(r.PromptLen))
 	s.reqGeneration.observe(b.tokens, float64(r.numOutput))
+	e.led.finished(e.now, r.PromptLen, r.numOutput)
 	s.paramsMaxTokens.observe(b.tokens, float64(r.MaxTokens))
 	e.emit(EventFinish, r, e.now)
 	if e.done != nil {
