@@ -247,8 +247,8 @@ func (l *RequestLengths) observe(prompt, generated int) {
 	l.Generation[generated]++
 }
 
-// add adds o's counts to l, in maps of l's own.
-func (l *RequestLengths) add(o *RequestLengths) {
+// Add adds o's counts to l, in maps of l's own.
+func (l *RequestLengths) Add(o *RequestLengths) {
 	for n, c := range o.Prompt {
 		if l.Prompt == nil {
 			l.Prompt, l.Generation = map[int]int64{}, map[int]int64{}

@@ -252,7 +252,7 @@ func (s *Sim) GroundTruth() GroundTruth {
 			}
 			t.Steps[j].GenerationTokens += st.GenerationTokens
 			t.Steps[j].StaleTokens += st.StaleTokens
-			t.Steps[j].Lengths.add(&st.Lengths)
+			t.Steps[j].Lengths.Add(&st.Lengths)
 			t.GenerationTokens += st.GenerationTokens
 			t.StaleTokens += st.StaleTokens
 		}
