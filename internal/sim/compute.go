@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"errors"
 	"fmt"
 	"time"
 )
@@ -47,10 +48,17 @@ func DefaultComputeModel() ComputeModel {
 }
 
 func (m ComputeModel) validate() error {
-	if !(m.Params > 0) || !(m.BytesPerParam > 0) || !(m.KVBytesPerToken >= 0) || m.Params > 1e15 {
-		return fmt.Errorf("compute model needs positive params (at most 1e15) and bytes per param and non-negative KV bytes per token, got %+v", m)
+	var errs []error
+	if !(m.Params > 0 && m.Params <= 1e15) {
+		errs = append(errs, fmt.Errorf("model params must be a positive number up to 1e15, got %v", m.Params))
 	}
-	return nil
+	if !(m.BytesPerParam > 0 && m.BytesPerParam <= 8) {
+		errs = append(errs, fmt.Errorf("model bytes per param must be positive and at most 8, got %v", m.BytesPerParam))
+	}
+	if !(m.KVBytesPerToken >= 0 && m.KVBytesPerToken <= 1e9) {
+		errs = append(errs, fmt.Errorf("model KV bytes per token must be 0 to 1e9, got %v", m.KVBytesPerToken))
+	}
+	return errors.Join(errs...)
 }
 
 // shapeStats are an engine's counts of the families above. The float counters hold whole
