@@ -257,10 +257,13 @@ func (l *RequestLengths) observe(prompt, generated int) {
 
 // Add adds o's counts to l, in maps of l's own.
 func (l *RequestLengths) Add(o *RequestLengths) {
+	if len(o.Prompt) == 0 && len(o.Generation) == 0 {
+		return
+	}
+	if l.Prompt == nil {
+		l.Prompt, l.Generation = map[int]int64{}, map[int]int64{}
+	}
 	for n, c := range o.Prompt {
-		if l.Prompt == nil {
-			l.Prompt, l.Generation = map[int]int64{}, map[int]int64{}
-		}
 		l.Prompt[n] += c
 	}
 	for n, c := range o.Generation {
