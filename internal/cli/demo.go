@@ -156,6 +156,7 @@ func demoWith(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	sc.Workload.Straggler = *straggler
 	sc.SpecDecode = *specDecode
 	sc.KVConnector = *kvConnector
+	sc.MFUMetrics = true // the engines' estimated FLOPs and bytes, which --gpu makes MFU and MBU of
 	sc.Workload.Colocated = *colocated
 	sc.Workload.TrainTime = *trainTime
 	sc.Workload.EvalEvery = *evalEvery
@@ -264,6 +265,9 @@ func demoWith(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	if sc.KVConnector && kind == vllm.VLLM { // SGLang counts the external cache's hits as cached tokens
 		table.cols = append(table.cols, kvConnectorCol)
+	}
+	if cfg.Peak().TFLOPS > 0 && kind == vllm.VLLM { // only vLLM's simulated pages estimate FLOPs
+		table.cols = append(table.cols, mfuCol)
 	}
 	// A demo starts steps.jsonl anew, and ends every step itself.
 	p := run.New(cfg, run.Options{Logger: log, Fresh: true, NoFinalStep: true})
@@ -464,6 +468,10 @@ var sglangSpecDecodeCol = tableCol{"accept", vllm.Value{Name: vllm.Gauges[vllm.S
 
 // kvConnectorCol is the column a demo with a KV connector adds.
 var kvConnectorCol = tableCol{"ext hit", vllm.Value{Name: vllm.ExternalHitRate.Name}, "%7.1f%%", 100, false}
+
+// mfuCol is the column a demo with a GPU's peak (--gpu) adds: the achieved TFLOP/s per GPU
+// over the peak, in the table's phase when it has one (time outside it waters the rate down).
+var mfuCol = tableCol{"mfu", vllm.Value{Name: step.NameMFU}, "%5.1f%%", 100, true}
 
 var tableCols = []tableCol{
 	{"hit rate", keyHitRate, "%7.1f%%", 100, false},

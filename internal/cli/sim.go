@@ -207,6 +207,9 @@ func runSimContext(parent context.Context, args []string, stdout, stderr io.Writ
 	fs.BoolVar(&cfg.KVConnector, "kv-connector", cfg.KVConnector, "give the fleet a KV connector's external prefix cache, shared by all engines, that serves part of their prefix-cache misses")
 	fs.IntVar(&cfg.SpecDecode, "spec-decode", cfg.SpecDecode, "speculative tokens per decode step (vLLM's num_speculative_tokens); 0 is off")
 	fs.IntVar(&cfg.MaxModelLen, "max-model-len", cfg.MaxModelLen, "longest request in tokens; sets token histogram buckets")
+	fs.BoolVar(&cfg.MFUMetrics, "mfu-metrics", cfg.MFUMetrics, "vllm 0.20: serve the estimated FLOPs and bytes read and written per GPU (vLLM's --enable-mfu-metrics) of a model of --model-params parameters in BF16")
+	fs.Float64Var(&cfg.Compute.Params, "model-params", cfg.Compute.Params, "parameters of the model the MFU counters estimate the work of")
+	fs.BoolVar(&cfg.KVCacheMetrics, "kv-cache-metrics", cfg.KVCacheMetrics, "vllm 0.20: serve the KV block residency histograms (vLLM's --kv-cache-metrics), every block sampled")
 	fs.DurationVar(&cfg.SlowDelay, "slow-delay", cfg.SlowDelay, "how late /metrics answers during a slow fault")
 	var faults faultFlags
 	fs.Var(&faults, "fault", "fault to inject, KIND@TIME[+DURATION][:server=N] (repeatable, see above)")

@@ -273,6 +273,10 @@ func groupKeys(keys []string) []group {
 	}
 	ledger := newLedgerPlacer(keys)
 	for i, v := range vs {
+		if c, line, ok := placeSplit(v); ok {
+			add(i, c, line)
+			continue
+		}
 		if c, line, ok := ledger.place(keys[i]); ok {
 			add(i, c, line)
 			continue

@@ -136,6 +136,9 @@ func headline(d *pageData, recs []*step.Record) []tile {
 	if t, ok := staleTile(d); ok {
 		out = append(out, t)
 	}
+	if t, ok := mfuTile(d); ok {
+		out = append(out, t)
+	}
 
 	var stats, meds, lasts []string
 	var spark []values

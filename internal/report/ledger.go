@@ -225,6 +225,9 @@ func lineRank(line string) int {
 	if i := slices.Index(policyLineOrder, line); i >= 0 {
 		return 100 + i
 	}
+	if i := splitRank(line); i >= 0 {
+		return 200 + i
+	}
 	if line == "total" {
 		return 1000
 	}

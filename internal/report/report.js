@@ -420,7 +420,7 @@
     g.charts.forEach(function (c) {
       var fig = el('figure', { 'data-chart': c.id }, grid);
       caption(fig, c.title, c.id);
-      if (c.kind === 'stack') { ledgerChart(fig, c); return; }
+      if (c.kind === 'stack' || c.kind === 'split') { ledgerChart(fig, c); return; }
       var others = [];
       var series = c.keys.map(function (k) {
         var stat = statOf(c, k), color = c.kind === 'states' ? STATE_COLORS[stat] : STAT_COLORS[stat] || NAMED_COLORS[stat];
@@ -460,7 +460,7 @@
     });
     // The phases in the page's order: the rollout first.
     bars = [''].concat(P.map(function (p) { return p.name; }).filter(function (p) { return bars.indexOf(p) >= 0; }));
-    stackChart(fig, { xs: D.steps, bars: bars, layers: layers, totals: totals, xLabel: 'step', yLabel: c.unit || '', unit: 'engine-s', onPick: pick });
+    stackChart(fig, { xs: D.steps, bars: bars, layers: layers, totals: totals, xLabel: 'step', yLabel: c.unit || '', unit: c.kind === 'split' ? 'tokens' : 'engine-s', onPick: pick });
     var l = el('div', { 'class': 'legend' }, fig);
     layers.forEach(function (x) {
       var s = el('span', { 'data-state': x.name }, l);

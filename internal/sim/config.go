@@ -77,6 +77,14 @@ type Config struct {
 	// KVConnector gives the fleet an external prefix cache that every engine saves its blocks
 	// to and loads its local misses from (see externalCache), as a KV connector does.
 	KVConnector bool
+	// MFUMetrics serves vLLM's estimated FLOPs and bytes per GPU (--enable-mfu-metrics), of the
+	// model Compute describes, on 0.20 pages (see compute.go).
+	MFUMetrics bool
+	// Compute is the model the MFU counters estimate the work of.
+	Compute ComputeModel
+	// KVCacheMetrics serves vLLM's KV block residency histograms (--kv-cache-metrics) on 0.20
+	// pages, every block sampled.
+	KVCacheMetrics bool
 	// SlowDelay is how long /metrics takes to answer during a slow fault.
 	SlowDelay time.Duration
 	// Tick is how often the fleet catches the simulation up with the wall clock and publishes
@@ -109,6 +117,7 @@ func DefaultConfig() Config {
 		MaxNumBatchedTokens: 8192,
 		MaxModelLen:         4096,
 		Cost:                DefaultCostModel(),
+		Compute:             DefaultComputeModel(),
 		SlowDelay:           5 * time.Second,
 		Tick:                20 * time.Millisecond,
 	}
@@ -165,6 +174,11 @@ func (c Config) Validate() error {
 	if c.Cost.StepOverhead <= 0 || c.Cost.PerPrefillToken < 0 || c.Cost.PerDecodeRequest < 0 || c.Cost.PerContextToken < 0 {
 		bad("cost model needs a positive step overhead and non-negative per-token costs")
 	}
+	if c.MFUMetrics {
+		if err := c.Compute.validate(); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if err := c.Workload.validate(c.MaxModelLen); err != nil {
 		errs = append(errs, err)
 	}
@@ -193,6 +207,9 @@ func (c Config) engineConfig() EngineConfig {
 		SGLang:              c.Engine == EngineSGLang,
 		DecodeLogInterval:   c.DecodeLogInterval,
 		Priority:            c.Priority,
+		MFU:                 c.MFUMetrics,
+		Compute:             c.Compute,
+		KVMetrics:           c.KVCacheMetrics && c.Engine != EngineSGLang,
 	}
 }
 

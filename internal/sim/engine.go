@@ -43,6 +43,11 @@ type EngineConfig struct {
 	DecodeLogInterval int
 	// Priority counts the running and waiting requests by priority at each log point (Config.Priority).
 	Priority bool
+	// MFU counts the work of each iteration by Compute; KVMetrics keeps the KV blocks'
+	// residency (see compute.go).
+	MFU       bool
+	Compute   ComputeModel
+	KVMetrics bool
 }
 
 // maxSpecTokens bounds SpecTokens: engineStats counts accepted tokens per position in an array.
@@ -152,6 +157,9 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 func newEngine(cfg EngineConfig, b *bucketSet) *Engine {
 	e := &Engine{cfg: cfg, buckets: b, pool: newBlockPool(cfg.NumBlocks)}
 	e.led = ledger{sched: &schedule{}, state: StateIdle}
+	if cfg.KVMetrics {
+		e.pool.kv = newKVResidency(cfg.NumBlocks, &e.now, &e.stats.shape)
+	}
 	return e
 }
 
@@ -215,6 +223,7 @@ func (e *Engine) Step() time.Duration {
 		return 0
 	}
 	sched := e.schedule()
+	e.shapeStep(sched)
 	if e.cfg.SGLang {
 		e.sgPrefillLog()
 	}
@@ -407,6 +416,7 @@ func (e *Engine) freeBlocks(r *request) {
 // at the head of the queue; its output so far is kept and recomputed with the prompt.
 func (e *Engine) preempt(r *request) {
 	e.freeBlocks(r)
+	r.recomputeUpTo = max(r.recomputeUpTo, r.numComputed)
 	r.numComputed = 0
 	r.preempted = true
 	e.waiting.pushFront(r)
@@ -546,6 +556,7 @@ func (e *Engine) finish(r *request) {
 	s.reqPrompt.observe(b.tokens, float64(r.PromptLen))
 	s.prefillKVComputed.observe(b.tokens, float64(r.PromptLen-r.cachedTokens-r.externalTokens))
 	s.reqGeneration.observe(b.tokens, float64(r.numOutput))
+	e.led.finished(e.now, r.PromptLen, r.numOutput)
 	s.paramsMaxTokens.observe(b.tokens, float64(r.MaxTokens))
 	e.emit(EventFinish, r, e.now)
 	if e.done != nil {

@@ -198,8 +198,10 @@ func (f *Fleet) GroundTruth() GroundTruth {
 // "prefix_cache_hits", "num_preemptions", "prompt_tokens", "prompt_tokens_cached",
 // "generation_tokens", "prompt_tokens_by_source/<source>", "request_success/<reason>", and
 // "<histogram>_count" and "<histogram>_sum" for each histogram family (e.g.
-// "time_to_first_token_seconds_sum"); plus "requests_lost" (requests dropped by restarts) and
-// "restarts". An SGLang fleet's are its pages' family names without "sglang:" and "_total", as
+// "time_to_first_token_seconds_sum"); on 0.20 pages "recomputed_token_executions", and with
+// their flags "estimated_flops_per_gpu", "estimated_read_bytes_per_gpu",
+// "estimated_write_bytes_per_gpu" and the KV block residency histograms' (see compute.go);
+// plus "requests_lost" (requests dropped by restarts) and "restarts". An SGLang fleet's are its pages' family names without "sglang:" and "_total", as
 // SGLang counts: "prompt_tokens", "generation_tokens", "cached_tokens", "num_requests" (at each
 // request's finish), "num_retracted_requests", "realtime_tokens/<mode>", and "<histogram>_count"
 // and "<histogram>_sum" of its four histograms; plus "requests_lost" and "restarts".

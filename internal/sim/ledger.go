@@ -107,6 +107,8 @@ type EngineTruth struct {
 type StepTruth struct {
 	Time                          [NumStates]time.Duration
 	GenerationTokens, StaleTokens int64
+	// Lengths are the requests that finished in the step (see RequestLengths).
+	Lengths RequestLengths
 }
 
 // schedule is what every engine of a Sim shares of the trainer's timeline: the step ends and the
@@ -250,6 +252,7 @@ func (s *Sim) GroundTruth() GroundTruth {
 			}
 			t.Steps[j].GenerationTokens += st.GenerationTokens
 			t.Steps[j].StaleTokens += st.StaleTokens
+			t.Steps[j].Lengths.Add(&st.Lengths)
 			t.GenerationTokens += st.GenerationTokens
 			t.StaleTokens += st.StaleTokens
 		}

@@ -18,6 +18,8 @@ type blockPool struct {
 	head, tail int32
 	nfree      int
 	cached     map[uint64]int32
+	// kv, if set, sees every allocation and prefix-cache hit (see kvResidency).
+	kv *kvResidency
 }
 
 const nilBlock = -1
@@ -48,6 +50,9 @@ func (p *blockPool) reset() {
 	p.head, p.tail = 0, int32(n-1)
 	p.nfree = n
 	clear(p.cached)
+	if p.kv != nil {
+		p.kv.reset()
+	}
 }
 
 func (p *blockPool) numBlocks() int { return len(p.ref) }
@@ -74,6 +79,9 @@ func (p *blockPool) cachedBlock(h uint64) int32 { return p.cached[h] }
 
 // touch adds a user to block b, taking it off the free queue if it had none.
 func (p *blockPool) touch(b int32) {
+	if p.kv != nil {
+		p.kv.accessed(b)
+	}
 	if p.ref[b] == 0 {
 		p.unlink(b)
 	}
@@ -92,6 +100,9 @@ func (p *blockPool) allocate() int32 {
 		p.hashed[b] = false
 	}
 	p.ref[b] = 1
+	if p.kv != nil {
+		p.kv.allocated(b)
+	}
 	return b
 }
 

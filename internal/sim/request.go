@@ -40,6 +40,9 @@ type request struct {
 	hashes      []uint64
 	blocks      []int32 // the block table
 	numCached   int     // leading blocks of the table registered in the prefix cache
+	// recomputeUpTo is the furthest position computed before the request's last preemption:
+	// positions below it executed again are recomputed.
+	recomputeUpTo int
 
 	everScheduled  bool
 	preempted      bool

@@ -69,7 +69,7 @@ func NewSim(cfg Config) (*Sim, error) {
 	if err != nil { // an SGLang fleet's version is no layout of its pages
 		v = &v020
 	}
-	s := &Sim{cfg: cfg, version: v.withOptions(cfg), buckets: newBucketSet(cfg.MaxModelLen), sched: &schedule{}}
+	s := &Sim{cfg: cfg, version: v.withShape(cfg).withOptions(cfg), buckets: newBucketSet(cfg.MaxModelLen), sched: &schedule{}}
 	ec := cfg.engineConfig()
 	for i := range cfg.Servers {
 		srv := &simServer{carry: make([]engineStats, cfg.DP)}
@@ -259,6 +259,7 @@ func (s *Sim) Totals() map[string]float64 {
 		m["requests_lost"] += float64(srv.lost)
 		m["restarts"] += float64(srv.restarts)
 	}
+	s.addShapeTotals(m)
 	return m
 }
 

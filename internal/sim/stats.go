@@ -94,6 +94,9 @@ type engineStats struct {
 	// a cache, local or external (vLLM 0.20's request_prefill_kv_computed_tokens).
 	prefillKVComputed histogram
 
+	// shape is what the request shape and compute families show (see compute.go).
+	shape shapeStats
+
 	// sg is what an SGLang page shows (Config.Engine "sglang"); zero on a vLLM fleet.
 	sg sglangStats
 }
@@ -124,6 +127,7 @@ func (s *engineStats) addCounters(o *engineStats) {
 		f.get(s).add(f.get(o))
 	}
 	s.sg.addCounters(&o.sg)
+	s.shape.add(&o.shape)
 }
 
 // histogramField names one engineStats histogram by its vLLM family name (without "vllm:") and
@@ -243,6 +247,8 @@ func (b *bucketSet) bounds(name string) []float64 {
 		return b.n
 	case "iteration_tokens_total":
 		return b.iteration
+	case "kv_block_lifetime_seconds", "kv_block_idle_before_evict_seconds", "kv_block_reuse_gap_seconds":
+		return kvResidencyBounds
 	}
 	panic("sim: no buckets for histogram " + name)
 }
