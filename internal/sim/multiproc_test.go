@@ -132,7 +132,9 @@ func TestMultiprocessPageMatchesFixture(t *testing.T) {
 		}
 	}
 	for k := range got {
-		if _, ok := want[k]; !ok {
+		// The simulator's newest layout also serves vLLM's recomputed token executions, which
+		// came after 0.20 and so are on no 0.20 page.
+		if _, ok := want[k]; !ok && !strings.HasPrefix(k, "vllm:recomputed_token_executions_total ") {
 			t.Errorf("page has family %q, the fixture does not", k)
 		}
 	}
