@@ -60,6 +60,12 @@ var sglangDeclared = map[string]struct {
 	"sglang:generation_tokens_histogram": {typ: "histogram", help: "Histogram of generation token length.", tokenizer: true,
 		buckets: sglangPromptBuckets},
 
+	"sglang:estimated_flops_per_gpu_total": {typ: "counter",
+		help: "Estimated number of floating point operations per GPU (for Model FLOPs Utilization calculations)."},
+	"sglang:estimated_read_bytes_per_gpu_total": {typ: "counter",
+		help: "Estimated number of bytes read from memory per GPU (for Model FLOPs Utilization calculations)."},
+	"sglang:estimated_write_bytes_per_gpu_total": {typ: "counter",
+		help: "Estimated number of bytes written to memory per GPU (for Model FLOPs Utilization calculations)."},
 	"sglang:kv_available_tokens":               {typ: "gauge", help: "Number of free token slots in the KV cache pool."},
 	"sglang:kv_evictable_tokens":               {typ: "gauge", help: "Number of evictable (radix-cached) token slots in the KV cache pool."},
 	"sglang:kv_used_tokens":                    {typ: "gauge", help: "Number of actively used token slots in the KV cache pool."},
@@ -119,6 +125,7 @@ func TestSGLangFamiliesAsDeclared(t *testing.T) {
 		cfg.Priority = c.priority
 		if c.spec {
 			cfg.SpecDecode = 3
+			cfg.MFUMetrics = true
 		}
 		s, err := NewSim(cfg)
 		if err != nil {

@@ -11,6 +11,9 @@ package sim
 //     the start, as SGLang creates them at 0;
 //   - the scheduler's kv_available_tokens, kv_evictable_tokens and kv_used_tokens at its log
 //     points, and max_total_num_tokens, set once at start (emit_constants);
+//   - the scheduler's estimated_flops_per_gpu_total, estimated_read_bytes_per_gpu_total and
+//     estimated_write_bytes_per_gpu_total with Config.MFUMetrics, from the engine's compute model
+//     (compute.go), each engine's series from its first increment (increment_estimated_perf);
 //   - the tokenizer's prompt_tokens_histogram and generation_tokens_histogram of each finished
 //     request, and spec_verify_calls_total, the request's verify passes, with speculative
 //     decoding only (observe_one_finished_request).
@@ -119,6 +122,31 @@ func (r *sglangRenderer) appendMoreScheduler(dst []byte, st *pageState) []byte {
 	more := func(i int) *sglangMore { return &st.engines[i].sg.more }
 	counter("num_retracted_input_tokens", "Total number of retracted input tokens.", func(i int) int64 { return more(i).retractedIn })
 	counter("num_retracted_output_tokens", "Total number of retracted output tokens.", func(i int) int64 { return more(i).retractedOut })
+	for _, c := range []struct {
+		name, help string
+		v          func(s *shapeStats) float64
+	}{
+		{"estimated_flops_per_gpu", "Estimated number of floating point operations per GPU (for Model FLOPs Utilization calculations).",
+			func(s *shapeStats) float64 { return s.flops }},
+		{"estimated_read_bytes_per_gpu", "Estimated number of bytes read from memory per GPU (for Model FLOPs Utilization calculations).",
+			func(s *shapeStats) float64 { return s.readBytes }},
+		{"estimated_write_bytes_per_gpu", "Estimated number of bytes written to memory per GPU (for Model FLOPs Utilization calculations).",
+			func(s *shapeStats) float64 { return s.writeBytes }},
+	} {
+		help := false
+		for i := range st.engines {
+			v := c.v(&st.engines[i].shape)
+			if v <= 0 {
+				continue
+			}
+			if !help {
+				dst = appendHelp(dst, "sglang:"+c.name+"_total", c.help, "counter")
+				help = true
+			}
+			ls := r.schedulerLabels(i)
+			dst = appendSample(dst, "sglang:"+c.name, "_total", &ls, "", v)
+		}
+	}
 	dst = appendHelp(dst, "sglang:prefill_effective_tokens_total", "Effective prefill tokens with retracted-request re-counts "+
 		"excluded, updated on each log interval. mode: device_hit, host_hit, storage_hit, input. Windowed prefix cache hit "+
 		"rate = rate(sum of *_hit) / rate(sum of all modes); per-tier rate uses a single *_hit mode in the numerator.", "counter")

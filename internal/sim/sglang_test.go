@@ -104,7 +104,8 @@ func pageCounters(t *testing.T, body []byte, m map[string]float64) {
 	names := map[vllm.Counter]string{vllm.PromptTokens: "prompt_tokens", vllm.GenerationTokens: "generation_tokens",
 		vllm.CachedTokens: "cached_tokens", vllm.NumRequests: "num_requests", vllm.Preemptions: "num_retracted_requests",
 		vllm.RetractedInputTokens: "num_retracted_input_tokens", vllm.RetractedOutputTokens: "num_retracted_output_tokens",
-		vllm.SpecVerifyCalls: "spec_verify_calls"}
+		vllm.SpecVerifyCalls: "spec_verify_calls", vllm.EstFlops: "estimated_flops_per_gpu", vllm.EstReadBytes: "estimated_read_bytes_per_gpu",
+		vllm.EstWriteBytes: "estimated_write_bytes_per_gpu"}
 	for _, ep := range p.Engines {
 		if ep.Kind != vllm.SGLang {
 			t.Fatalf("worker %+v is not SGLang's", ep)
@@ -134,6 +135,7 @@ func pageCounters(t *testing.T, body []byte, m map[string]float64) {
 func TestSGLangPagesAgreeWithTotals(t *testing.T) {
 	cfg := sglangConfig(2, 2)
 	cfg.Workload.Batches = 2
+	cfg.MFUMetrics = true
 	s, err := NewSim(cfg)
 	if err != nil {
 		t.Fatal(err)
