@@ -266,7 +266,7 @@ func demoWith(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if sc.KVConnector && kind == vllm.VLLM { // SGLang counts the external cache's hits as cached tokens
 		table.cols = append(table.cols, kvConnectorCol)
 	}
-	if cfg.Peak().TFLOPS > 0 && kind == vllm.VLLM { // only vLLM's simulated pages estimate FLOPs
+	if cfg.Peak().TFLOPS > 0 {
 		table.cols = append(table.cols, mfuCol)
 	}
 	// A demo starts steps.jsonl anew, and ends every step itself.

@@ -15,17 +15,21 @@ import (
 // TestDemoMFU runs the demo with --gpu H100 and without: its engines estimate their FLOPs either
 // way, so every step has the achieved TFLOP/s per GPU; with the GPU named the step has MFU, the
 // achieved TFLOP/s over H100's peak, and the table an mfu column that prints it, which it lacks
-// without.
+// without; an SGLang fleet's likewise, from SGLang's counters.
 func TestDemoMFU(t *testing.T) {
 	peak, err := vllm.GPUPeak("H100")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, gpu := range []bool{true, false} {
-		t.Run("gpu "+strconv.FormatBool(gpu), func(t *testing.T) {
+	for _, c := range []struct {
+		gpu    bool
+		engine string
+	}{{true, "vllm"}, {false, "vllm"}, {true, "sglang"}} {
+		gpu, p := c.gpu, c.engine+"/"
+		t.Run(c.engine+" gpu "+strconv.FormatBool(gpu), func(t *testing.T) {
 			dir := t.TempDir()
 			args := []string{"--steps", "2", "--servers", "1", "--dp", "2", "--speed", "6", "--interval", "0.2",
-				"--plots=false", "--terminal-timelines=false", "--out", dir}
+				"--plots=false", "--terminal-timelines=false", "--out", dir, "--engine", c.engine}
 			if gpu {
 				args = append(args, "--gpu", "H100")
 			}
@@ -52,11 +56,11 @@ func TestDemoMFU(t *testing.T) {
 				t.Fatalf("table head %q: mfu column %v, want %v, last before the straggler", head, has, gpu)
 			}
 			for _, s := range steps {
-				tf, ok := s.Metrics["vllm/achieved_tflops_per_gpu"]
+				tf, ok := s.Metrics[p+"achieved_tflops_per_gpu"]
 				if !ok || !(tf > 0) {
 					t.Errorf("step %d: achieved TFLOP/s per GPU %v (present %v), want some", s.Step, tf, ok)
 				}
-				mfu, ok := s.Metrics["vllm/mfu"]
+				mfu, ok := s.Metrics[p+"mfu"]
 				if ok != gpu {
 					t.Errorf("step %d: has mfu %v, want %v", s.Step, ok, gpu)
 				}
