@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"slices"
 	"sort"
 	"strconv"
 	"time"
@@ -396,19 +397,35 @@ func (r *sglangRenderer) render(dst []byte, st *pageState) []byte {
 		}
 	}
 	dst = r.appendWeightLoad(dst, st)
-	dst = appendHelp(dst, "sglang:num_retracted_requests_total", "Total number of retracted requests.", "counter")
-	for i := range st.engines {
-		ls := r.schedulerLabels(i)
-		counter("num_retracted_requests", &ls, "", "", float64(st.engines[i].preemptions))
+	// The scheduler's counters show an engine's series from its first increment, as SGLang
+	// creates a labelled child then: the retractions' at the first retraction, each mode of
+	// realtime_tokens at its first tokens.
+	if slices.ContainsFunc(st.engines, func(e engineStats) bool { return e.preemptions > 0 }) {
+		dst = appendHelp(dst, "sglang:num_retracted_requests_total", "Total number of retracted requests.", "counter")
+		for i := range st.engines {
+			if st.engines[i].preemptions > 0 {
+				ls := r.schedulerLabels(i)
+				counter("num_retracted_requests", &ls, "", "", float64(st.engines[i].preemptions))
+			}
+		}
 	}
-	dst = appendHelp(dst, "sglang:realtime_tokens_total",
-		"Total number of tokens processed (updated on each log interval). mode: prefill_compute, prefill_cache, decode.", "counter")
+	if slices.ContainsFunc(st.engines, func(e engineStats) bool {
+		return e.sg.prefillCompute+e.sg.prefillCache+e.sg.decode > 0
+	}) {
+		dst = appendHelp(dst, "sglang:realtime_tokens_total",
+			"Total number of tokens processed (updated on each log interval). mode: prefill_compute, prefill_cache, decode.", "counter")
+	}
 	for i := range st.engines {
 		ls := r.schedulerLabels(i)
 		s := &st.engines[i].sg
-		counter("realtime_tokens", &ls, "mode", "prefill_compute", float64(s.prefillCompute))
-		counter("realtime_tokens", &ls, "mode", "prefill_cache", float64(s.prefillCache))
-		counter("realtime_tokens", &ls, "mode", "decode", float64(s.decode))
+		for _, m := range []struct {
+			mode string
+			n    int64
+		}{{"prefill_compute", s.prefillCompute}, {"prefill_cache", s.prefillCache}, {"decode", s.decode}} {
+			if m.n > 0 {
+				counter("realtime_tokens", &ls, "mode", m.mode, float64(m.n))
+			}
+		}
 	}
 	dst = r.appendMoreScheduler(dst, st)
 	dst = appendHelp(dst, "sglang:queue_time_seconds", "Histogram of queueing time in seconds.", "histogram")

@@ -1,5 +1,7 @@
 package sim
 
+import "slices"
+
 // SGLang's families beyond the core ones, as its collectors declare and count them
 // (python/sglang/srt/observability/metrics_collector.py):
 //   - the scheduler's num_retracted_input_tokens_total and num_retracted_output_tokens_total: a
@@ -115,13 +117,18 @@ func (r *sglangRenderer) appendMoreScheduler(dst []byte, st *pageState) []byte {
 	counter := func(name, help string, v func(i int) int64) {
 		dst = appendHelp(dst, "sglang:"+name+"_total", help, "counter")
 		for i := range st.engines {
+			if st.engines[i].preemptions == 0 {
+				continue // the engine's series comes with its first retraction
+			}
 			ls := r.schedulerLabels(i)
 			dst = appendSample(dst, "sglang:"+name, "_total", &ls, "", float64(v(i)))
 		}
 	}
 	more := func(i int) *sglangMore { return &st.engines[i].sg.more }
-	counter("num_retracted_input_tokens", "Total number of retracted input tokens.", func(i int) int64 { return more(i).retractedIn })
-	counter("num_retracted_output_tokens", "Total number of retracted output tokens.", func(i int) int64 { return more(i).retractedOut })
+	if slices.ContainsFunc(st.engines, func(e engineStats) bool { return e.preemptions > 0 }) {
+		counter("num_retracted_input_tokens", "Total number of retracted input tokens.", func(i int) int64 { return more(i).retractedIn })
+		counter("num_retracted_output_tokens", "Total number of retracted output tokens.", func(i int) int64 { return more(i).retractedOut })
+	}
 	for _, c := range []struct {
 		name, help string
 		v          func(s *shapeStats) float64
