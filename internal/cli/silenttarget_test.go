@@ -2,43 +2,12 @@ package cli
 
 import (
 	"encoding/json"
-	"net"
 	"net/http"
-	"sync"
 	"testing"
 	"time"
-)
 
-// hangingURL is the /metrics URL of a server that accepts connections and never answers.
-func hangingURL(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var conns []net.Conn
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		l.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
-		}
-	})
-	return "http://" + l.Addr().String() + "/metrics"
-}
+	"github.com/vllmstat/vllmstat/internal/testkit"
+)
 
 // TestRunStepEndAfterSilentTarget runs "vllmstat run" (interval 0.5 s, scrape timeout 1 s) and
 // registers a target that accepts connections and never answers, then ends a step. The target
@@ -49,7 +18,7 @@ func hangingURL(t *testing.T) string {
 func TestRunStepEndAfterSilentTarget(t *testing.T) {
 	a := newFakeServer(t, "prometheus-client-render-vllm-0.20.prom", 1)
 	p := startProcRun(t, "--target", a.url(), "--out", t.TempDir(), "--interval", "0.5", "--scrape-timeout", "1s", "--step-every", "0")
-	silent := hangingURL(t)
+	silent := testkit.SilentServer(t) + "/metrics"
 	// Its registration waits 2 s at most for the first scrape, which does not come.
 	if code, b, _, err := p.call("POST", "/v1/targets", `{"targets": ["`+silent+`"]}`, 10*time.Second); err != nil || code != http.StatusOK {
 		t.Fatalf("POST /v1/targets: %d %s %v\n%s", code, b, err, p.stderr.String())

@@ -3,10 +3,8 @@ package collector
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,37 +12,6 @@ import (
 	"github.com/vllmstat/vllmstat/internal/scrape"
 	"github.com/vllmstat/vllmstat/internal/testkit"
 )
-
-// silentServer accepts connections and never answers, as a server that hangs does.
-func silentServer(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var conns []net.Conn
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		l.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
-		}
-	})
-	return "http://" + l.Addr().String()
-}
 
 // heldServer answers a counter that grows by 100 per answer; while hold is set, its answers
 // wait until gate is closed.
@@ -79,7 +46,7 @@ func newHeldServer(t *testing.T) *heldServer {
 func TestBoundaryCutsTargetWithoutBaseline(t *testing.T) {
 	good := newCounterServer(t)
 	held := newHeldServer(t)
-	silent := silentServer(t)
+	silent := testkit.SilentServer(t)
 	obs := &recObserver{}
 	const timeout = 3 * time.Second // the scrape timeout
 	// No ticks: the scrapes are the one at start and those the test asks for.
