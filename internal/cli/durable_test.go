@@ -56,15 +56,21 @@ func startLive(t *testing.T, out string, args ...string) *liveRun {
 // endStep ends step n over the API.
 func (l *liveRun) endStep(n int) {
 	l.t.Helper()
+	if code, body := l.tryEndStep(n); code != 200 {
+		l.t.Fatalf("end step %d: %d %s", n, code, body)
+	}
+}
+
+// tryEndStep asks the API to end step n and returns the answer's status and body.
+func (l *liveRun) tryEndStep(n int) (int, string) {
+	l.t.Helper()
 	resp, err := http.Post(l.api+"/v1/steps/end", "application/json", strings.NewReader(fmt.Sprintf(`{"step": %d}`, n)))
 	if err != nil {
 		l.t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != 200 {
-		b, _ := io.ReadAll(resp.Body)
-		l.t.Fatalf("end step %d: %d %s", n, resp.StatusCode, b)
-	}
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }
 
 // liveScrapes is the number of scrapes in the open step.

@@ -31,13 +31,8 @@ func TestResumeAfterALastLineWithoutNewline(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := startLive(t, out, "--target", a.url())
-	resp, err := http.Post(l.api+"/v1/steps/end", "application/json", strings.NewReader(`{"step": 2}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusConflict {
-		t.Fatalf("step 2 again: %d, want 409", resp.StatusCode)
+	if code, _ := l.tryEndStep(2); code != http.StatusConflict {
+		t.Fatalf("step 2 again: %d, want 409", code)
 	}
 	l.endStep(3)
 	if code := l.stop(); code != 0 {
@@ -158,13 +153,8 @@ func TestResumePassesOverLinesThatAreNoStep(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := startLive(t, out, "--target", a.url())
-	resp, err := http.Post(l.api+"/v1/steps/end", "application/json", strings.NewReader(`{"step": 2}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusConflict {
-		t.Errorf("step 2 again: %d, want 409", resp.StatusCode)
+	if code, _ := l.tryEndStep(2); code != http.StatusConflict {
+		t.Errorf("step 2 again: %d, want 409", code)
 	}
 	l.endStep(3)
 	if code := l.stop(); code != 0 {
@@ -250,18 +240,7 @@ func csvSteps(t *testing.T, path string) []int64 {
 func TestResumeAfterTheStepsOfTheSinks(t *testing.T) {
 	a := newFakeServer(t, "prometheus-client-render-vllm-0.20.prom", 35)
 	out := t.TempDir()
-	cfg := filepath.Join(t.TempDir(), "vllmstat.yaml")
-	if err := os.WriteFile(cfg, []byte("vllm_metrics_log_timeline_plots: false\nsinks: [tensorboard, csv]\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	sinks := []string{"--target", a.url(), "--config", cfg}
-	l := startLive(t, out, sinks...)
-	for n := 1; n <= 3; n++ {
-		l.endStep(n)
-	}
-	if code := l.stop(); code != 0 {
-		t.Fatalf("exit %d\n%s", code, l.stderr.String())
-	}
+	sinks := runWithSinks(t, a, out, 3)
 	first, _ := filepath.Glob(filepath.Join(out, "tensorboard", "events.out.tfevents.*"))
 	if len(first) != 1 || fmt.Sprint(eventFileSteps(t, first[0])) != "[1 2 3]" {
 		t.Fatalf("first run's event files %v, want one with steps 1-3", first)
@@ -272,7 +251,7 @@ func TestResumeAfterTheStepsOfTheSinks(t *testing.T) {
 	}
 
 	// A timer run, stopped once it has written two steps.
-	l = startLive(t, out, append(sinks, "--step-every", "0.2s")...)
+	l := startLive(t, out, append(sinks, "--step-every", "0.2s")...)
 	if !testkit.Poll(20*time.Second, func() bool { return bytes.Count(mustReadOrNil(path), []byte("\n")) >= 2 }) {
 		t.Fatalf("no two timer steps\n%s", l.stderr.String())
 	}
@@ -311,4 +290,23 @@ func TestResumeAfterTheStepsOfTheSinks(t *testing.T) {
 func mustReadOrNil(path string) []byte {
 	b, _ := os.ReadFile(path)
 	return b
+}
+
+// runWithSinks runs "vllmstat run" against a with the tensorboard and csv sinks into out, ends
+// steps 1 to n over the API and stops; it returns the run's arguments, for a run after it.
+func runWithSinks(t *testing.T, a *fakeServer, out string, n int) []string {
+	t.Helper()
+	cfg := filepath.Join(t.TempDir(), "vllmstat.yaml")
+	if err := os.WriteFile(cfg, []byte("vllm_metrics_log_timeline_plots: false\nsinks: [tensorboard, csv]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--target", a.url(), "--config", cfg}
+	l := startLive(t, out, args...)
+	for i := 1; i <= n; i++ {
+		l.endStep(i)
+	}
+	if code := l.stop(); code != 0 {
+		t.Fatalf("exit %d\n%s", code, l.stderr.String())
+	}
+	return args
 }

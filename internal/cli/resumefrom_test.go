@@ -23,18 +23,7 @@ import (
 func TestResumeFrom(t *testing.T) {
 	a := newFakeServer(t, "prometheus-client-render-vllm-0.20.prom", 36)
 	out := t.TempDir()
-	cfg := filepath.Join(t.TempDir(), "vllmstat.yaml")
-	if err := os.WriteFile(cfg, []byte("vllm_metrics_log_timeline_plots: false\nsinks: [tensorboard, csv]\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	sinks := []string{"--target", a.url(), "--config", cfg}
-	l := startLive(t, out, sinks...)
-	for n := 1; n <= 5; n++ {
-		l.endStep(n)
-	}
-	if code := l.stop(); code != 0 {
-		t.Fatalf("exit %d\n%s", code, l.stderr.String())
-	}
+	sinks := runWithSinks(t, a, out, 5)
 	path := filepath.Join(out, "steps.jsonl")
 	before, old := readSteps(t, path)
 	csvPath := filepath.Join(out, "steps.csv")
@@ -45,14 +34,9 @@ func TestResumeFrom(t *testing.T) {
 		t.Fatal(err)
 	}
 	started := time.Now()
-	l = startLive(t, out, append(sinks, "--resume-from", "3")...)
-	resp, err := http.Post(l.api+"/v1/steps/end", "application/json", strings.NewReader(`{"step": 3}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusConflict {
-		t.Errorf("step 3 again: %d, want 409", resp.StatusCode)
+	l := startLive(t, out, append(sinks, "--resume-from", "3")...)
+	if code, _ := l.tryEndStep(3); code != http.StatusConflict {
+		t.Errorf("step 3 again: %d, want 409", code)
 	}
 	l.endStep(4)
 	if code := l.stop(); code != 0 {
