@@ -241,10 +241,13 @@ func (s *engineStats) addSGLangTotals(m map[string]float64) {
 	m["realtime_tokens/prefill_cache"] += float64(g.prefillCache)
 	m["realtime_tokens/decode"] += float64(g.decode)
 	g.more.addTotals(m)
-	for k, v := range map[string]float64{"estimated_flops_per_gpu": s.shape.flops, "estimated_read_bytes_per_gpu": s.shape.readBytes,
-		"estimated_write_bytes_per_gpu": s.shape.writeBytes} {
-		if v > 0 {
-			m[k] += v
+	for _, c := range [...]struct {
+		key string
+		v   float64
+	}{{"estimated_flops_per_gpu", s.shape.flops}, {"estimated_read_bytes_per_gpu", s.shape.readBytes},
+		{"estimated_write_bytes_per_gpu", s.shape.writeBytes}} {
+		if c.v > 0 { // SGLang's series come with their first increment
+			m[c.key] += c.v
 		}
 	}
 	for _, h := range []struct {

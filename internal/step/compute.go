@@ -28,6 +28,9 @@ var ComputeNames = []string{NameTFLOPS, NameTFLOPSGenerating, NameReadGBps, Name
 
 // computeValues are the compute keys over a pool of workers and durS seconds.
 func computeValues(was []*workerAcc, durS float64, peak vllm.Peak) []vllm.Value {
+	if durS <= 0 {
+		return nil
+	}
 	var sum [3]float64
 	var n [3]int
 	var generating int64
@@ -41,9 +44,6 @@ func computeValues(was []*workerAcc, durS float64, peak vllm.Peak) []vllm.Value 
 				}
 			}
 		}
-	}
-	if durS <= 0 {
-		return nil
 	}
 	var vs []vllm.Value
 	add := func(name string, v float64) {
