@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 )
 
 // The control endpoints of a driven fleet's servers (workload none), which a trainer calls as
@@ -134,14 +135,14 @@ func (s *server) control(fn func(sim *Sim, r *http.Request) (any, error)) http.H
 		var v any
 		var ferr error
 		if err := s.drive(r.Context(), func(sim *Sim) { v, ferr = fn(sim, r) }); err != nil {
-			openAIError(w, http.StatusServiceUnavailable, err.Error())
+			s.writeError(w, openAIErrors, &apiError{status: http.StatusServiceUnavailable, msg: err.Error()})
 			return
 		}
 		switch {
 		case errors.Is(ferr, ErrBusy) || errors.Is(ferr, ErrNoUpdate):
-			openAIError(w, http.StatusConflict, ferr.Error())
+			s.writeError(w, openAIErrors, &apiError{status: http.StatusConflict, msg: ferr.Error()})
 		case ferr != nil:
-			openAIError(w, http.StatusBadRequest, ferr.Error())
+			s.writeError(w, openAIErrors, ferr)
 		case v == nil:
 			w.WriteHeader(http.StatusOK)
 		default:
@@ -154,18 +155,20 @@ func (s *server) control(fn func(sim *Sim, r *http.Request) (any, error)) http.H
 // integer (a JSON string or number), or nil when the key is absent or null.
 func (s *server) withVersion(key string, fn func(sim *Sim, v *int) (any, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		v, err := readVersion(r, key)
+		v, err := s.readVersion(r, key)
 		if err != nil {
-			openAIError(w, http.StatusBadRequest, err.Error())
+			s.writeError(w, openAIErrors, err)
 			return
 		}
 		s.control(func(sim *Sim, _ *http.Request) (any, error) { return fn(sim, v) })(w, r)
 	}
 }
 
-func readVersion(r *http.Request, key string) (*int, error) {
+// readVersion reads the version at key of the body: digits only, from 0 to maxVersion, which is
+// what vllmstat reads back from the version endpoints (a larger one it would read as none).
+func (s *server) readVersion(r *http.Request, key string) (*int, error) {
 	var body map[string]json.RawMessage
-	if err := decodeBody(r, &body); err != nil {
+	if err := s.decodeBody(r, &body); err != nil {
 		return nil, err
 	}
 	raw, ok := body[key]
@@ -176,21 +179,22 @@ func readVersion(r *http.Request, key string) (*int, error) {
 	if json.Unmarshal(raw, &str) != nil {
 		str = string(raw)
 	}
+	digits := str != "" && len(str) <= 16 && strings.Trim(str, "0123456789") == ""
 	v, err := strconv.Atoi(str)
-	if err != nil || v < 0 {
-		return nil, fmt.Errorf("%s %s is not a decimal version number, the only versions the simulator keeps", key, raw)
+	if !digits || err != nil || v > maxVersion {
+		return nil, badRequest(key, nil, "%s %s is not a version from 0 to %d (2^53), the versions vllmstat reads", key, raw, int64(maxVersion))
 	}
 	return &v, nil
 }
 
 func (s *server) handleSetVersion(w http.ResponseWriter, r *http.Request) {
-	v, err := readVersion(r, "new_version")
+	v, err := s.readVersion(r, "new_version")
 	switch {
 	case err != nil:
-		openAIError(w, http.StatusBadRequest, err.Error())
+		s.writeError(w, openAIErrors, err)
 		return
 	case v == nil:
-		openAIError(w, http.StatusBadRequest, "new_version is missing")
+		s.writeError(w, openAIErrors, badRequest("new_version", nil, "new_version is missing"))
 		return
 	}
 	s.control(func(sim *Sim, _ *http.Request) (any, error) {
@@ -205,15 +209,15 @@ func (s *server) handleSetVersion(w http.ResponseWriter, r *http.Request) {
 
 // handleLoadFromDisk is SGLang's weight load, answered when the load has ended.
 func (s *server) handleLoadFromDisk(w http.ResponseWriter, r *http.Request) {
-	v, err := readVersion(r, "weight_version")
+	v, err := s.readVersion(r, "weight_version")
 	if err != nil {
-		openAIError(w, http.StatusBadRequest, err.Error())
+		s.writeError(w, openAIErrors, err)
 		return
 	}
 	loaded := make(chan struct{})
 	held := 0
 	if err := s.drive(r.Context(), func(sim *Sim) { held = sim.LoadWeights(s.idx, v, func() { close(loaded) }) }); err != nil {
-		openAIError(w, http.StatusServiceUnavailable, err.Error())
+		s.writeError(w, openAIErrors, &apiError{status: http.StatusServiceUnavailable, msg: err.Error()})
 		return
 	}
 	select {
@@ -221,7 +225,7 @@ func (s *server) handleLoadFromDisk(w http.ResponseWriter, r *http.Request) {
 	case <-r.Context().Done():
 		return
 	case <-s.done:
-		openAIError(w, http.StatusServiceUnavailable, errStopped.Error())
+		s.writeError(w, openAIErrors, &apiError{status: http.StatusServiceUnavailable, msg: errStopped.Error()})
 		return
 	}
 	msg := "Succeeded to update model weights."
@@ -244,42 +248,47 @@ type generateRequest struct {
 }
 
 // handleGenerate is SGLang's native generation: one result per sample (a list when there is more
-// than one), each with its meta_info counts.
+// than one), each with its meta_info counts. Its errors are SGLang's /generate errors.
 func (s *server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 	var req generateRequest
-	if err := decodeBody(r, &req); err != nil {
-		openAIError(w, http.StatusBadRequest, err.Error())
+	if err := s.decodeBody(r, &req); err != nil {
+		s.writeError(w, generateErrors, err)
 		return
 	}
-	raw := req.Text
-	if len(raw) == 0 {
-		raw = req.InputIDs
+	raw, field := req.Text, "text"
+	if len(raw) == 0 || string(raw) == "null" {
+		raw, field = req.InputIDs, "input_ids"
 	}
-	toks, err := promptTexts(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		s.writeError(w, generateErrors, badRequest("text", nil, "text or input_ids is required"))
+		return
+	}
+	in, err := readPrompt(raw, field)
 	if err != nil {
-		openAIError(w, http.StatusBadRequest, "text or input_ids: "+err.Error())
+		s.writeError(w, generateErrors, err)
 		return
 	}
-	n, maxTokens := 1, 128 // SGLang's default max_new_tokens
+	shape := requestShape{lens: in.lens(), n: 1, maxTokens: 128, maxParam: "max_new_tokens"} // SGLang's default max_new_tokens
 	if p := req.SamplingParams.N; p != nil {
-		n = *p
+		shape.n = *p
 	}
 	if m := req.SamplingParams.MaxNewTokens; m != nil {
-		if *m < 1 {
-			openAIError(w, http.StatusBadRequest, fmt.Sprintf("max_new_tokens must be at least 1, got %d", *m))
-			return
-		}
-		maxTokens = *m
+		shape.maxTokens, shape.given = *m, true
 	}
+	if err := s.check(shape); err != nil {
+		s.writeError(w, generateErrors, err)
+		return
+	}
+	toks := in.tokens()
 	prompts := make([]Prompt, len(toks))
 	for i, t := range toks {
-		prompts[i] = Prompt{Tokens: t, MaxTokens: maxTokens, IgnoreEOS: req.SamplingParams.IgnoreEOS}
+		prompts[i] = Prompt{Tokens: t, MaxTokens: shape.maxTokens, IgnoreEOS: req.SamplingParams.IgnoreEOS}
 	}
 	begin := s.clock.Now()
-	results, code, err := s.generate(r.Context(), w, prompts, n)
+	results, err := s.generate(r.Context(), w, prompts, shape.n)
 	if err != nil {
-		if code != 0 {
-			openAIError(w, code, err.Error())
+		if err != errClientLeft {
+			s.writeError(w, generateErrors, err)
 		}
 		return
 	}

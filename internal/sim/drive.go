@@ -69,8 +69,8 @@ func (s *Sim) Submit(server int, p Prompt, n int, reply func([]Sample, error)) e
 	if server < 0 || server >= len(s.servers) {
 		return fmt.Errorf("submit: no server %d", server)
 	}
-	if n < 1 {
-		return fmt.Errorf("n must be at least 1, got %d", n)
+	if n < 1 || n > maxN {
+		return fmt.Errorf("n must be from 1 to %d, got %d", maxN, n)
 	}
 	p, err := p.check(s.cfg.MaxModelLen)
 	if err != nil {

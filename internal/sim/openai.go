@@ -22,9 +22,6 @@ import (
 // filler, one word per token. Streaming answers (stream: true) send their chunks, one per token,
 // once the request has finished, then data: [DONE].
 
-// maxRequestBody bounds a request's body.
-const maxRequestBody = 64 << 20
-
 // completionRequest is the part of OpenAI's completion and chat completion requests the
 // simulator reads; vLLM's ignore_eos is read too.
 type completionRequest struct {
@@ -46,34 +43,60 @@ type chatMessage struct {
 	Content json.RawMessage `json:"content"`
 }
 
-// promptTexts reads a completion request's prompt: a string, a list of strings, a list of token
-// ids or a list of such lists. Each is one prompt.
-func promptTexts(raw json.RawMessage) ([][]uint64, error) {
+// promptInput is a request's prompts as sent, not yet tokenized: texts, or lists of token ids.
+type promptInput struct {
+	texts []string
+	ids   [][]int64
+}
+
+// readPrompt reads a prompt field: a string, a list of strings, a list of token ids or a list of
+// such lists, each one prompt. An absent or null field is an error, as on vLLM and SGLang,
+// whose prompt field is required.
+func readPrompt(raw json.RawMessage, field string) (promptInput, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return promptInput{}, badRequest(field, nil, "%s is required", field)
+	}
 	var one string
 	if json.Unmarshal(raw, &one) == nil {
-		return [][]uint64{Tokenize(one)}, nil
+		return promptInput{texts: []string{one}}, nil
 	}
 	var texts []string
 	if json.Unmarshal(raw, &texts) == nil && len(texts) > 0 {
-		out := make([][]uint64, len(texts))
-		for i, t := range texts {
-			out[i] = Tokenize(t)
-		}
-		return out, nil
+		return promptInput{texts: texts}, nil
 	}
 	var ids []int64
 	if json.Unmarshal(raw, &ids) == nil && len(ids) > 0 {
-		return [][]uint64{TokenIDs(ids)}, nil
+		return promptInput{ids: [][]int64{ids}}, nil
 	}
 	var lists [][]int64
 	if json.Unmarshal(raw, &lists) == nil && len(lists) > 0 {
-		out := make([][]uint64, len(lists))
-		for i, l := range lists {
-			out[i] = TokenIDs(l)
-		}
-		return out, nil
+		return promptInput{ids: lists}, nil
 	}
-	return nil, errors.New("prompt must be a string, a list of strings, a list of token ids or a list of such lists")
+	return promptInput{}, badRequest(field, nil, "%s must be a string, a list of strings, a list of token ids or a list of such lists", field)
+}
+
+// lens are the prompts' lengths in tokens, counted without tokenizing them.
+func (p promptInput) lens() []int {
+	var out []int
+	for _, t := range p.texts {
+		out = append(out, countTokens(t))
+	}
+	for _, l := range p.ids {
+		out = append(out, max(len(l), 1))
+	}
+	return out
+}
+
+// tokens tokenizes the prompts (see Tokenize and TokenIDs).
+func (p promptInput) tokens() [][]uint64 {
+	var out [][]uint64
+	for _, t := range p.texts {
+		out = append(out, Tokenize(t))
+	}
+	for _, l := range p.ids {
+		out = append(out, TokenIDs(l))
+	}
+	return out
 }
 
 // chatText is the text the simulator tokenizes for a conversation: each message's role and its
@@ -141,12 +164,6 @@ func usageOf(results [][]Sample) usage {
 	return u
 }
 
-// openAIError writes an error as vLLM's OpenAI server does.
-func openAIError(w http.ResponseWriter, code int, msg string) {
-	writeJSON(w, code, map[string]any{"error": map[string]any{
-		"message": msg, "type": http.StatusText(code), "param": nil, "code": code}})
-}
-
 // handleModels lists the served model, as the OpenAI servers do.
 func (s *server) handleModels(w http.ResponseWriter, _ *http.Request) {
 	owner := "vllm"
@@ -164,54 +181,58 @@ func (s *server) handleChat(w http.ResponseWriter, r *http.Request) { s.complete
 
 func (s *server) complete(w http.ResponseWriter, r *http.Request, chat bool) {
 	var req completionRequest
-	if err := decodeBody(r, &req); err != nil {
-		openAIError(w, http.StatusBadRequest, err.Error())
+	if err := s.decodeBody(r, &req); err != nil {
+		s.writeError(w, openAIErrors, err)
 		return
 	}
 	if req.Model != "" && req.Model != s.model {
-		openAIError(w, http.StatusNotFound, fmt.Sprintf("the model `%s` does not exist", req.Model))
+		s.writeError(w, openAIErrors, &apiError{status: http.StatusNotFound, param: "model",
+			msg: fmt.Sprintf("the model `%s` does not exist", req.Model)})
 		return
 	}
-	var toks [][]uint64
+	var in promptInput
 	if chat {
 		text, err := chatText(req.Messages)
 		if err != nil {
-			openAIError(w, http.StatusBadRequest, err.Error())
+			s.writeError(w, openAIErrors, badRequest("messages", nil, "%v", err))
 			return
 		}
-		toks = [][]uint64{Tokenize(text)}
+		in.texts = []string{text}
 	} else {
 		var err error
-		if toks, err = promptTexts(req.Prompt); err != nil {
-			openAIError(w, http.StatusBadRequest, err.Error())
+		if in, err = readPrompt(req.Prompt, "prompt"); err != nil {
+			s.writeError(w, openAIErrors, err)
 			return
 		}
 	}
-	n := 1
+	shape := requestShape{lens: in.lens(), n: 1, maxParam: "max_tokens"}
 	if req.N != nil {
-		n = *req.N
+		shape.n = *req.N
 	}
-	maxTokens := 0
 	if !chat {
-		maxTokens = 16 // OpenAI's default for completions, which vLLM keeps
+		shape.maxTokens = 16 // OpenAI's default for completions, which vLLM keeps
 	}
-	for _, m := range []*int{req.MaxTokens, req.MaxCompletionTokens} {
-		if m != nil {
-			if *m < 1 {
-				openAIError(w, http.StatusBadRequest, fmt.Sprintf("max_tokens must be at least 1, got %d", *m))
-				return
-			}
-			maxTokens = *m
+	for _, m := range []struct {
+		v     *int
+		param string
+	}{{req.MaxTokens, "max_tokens"}, {req.MaxCompletionTokens, "max_completion_tokens"}} {
+		if m.v != nil {
+			shape.maxTokens, shape.given, shape.maxParam = *m.v, true, m.param
 		}
 	}
+	if err := s.check(shape); err != nil {
+		s.writeError(w, openAIErrors, err)
+		return
+	}
+	toks := in.tokens()
 	prompts := make([]Prompt, len(toks))
 	for i, t := range toks {
-		prompts[i] = Prompt{Tokens: t, MaxTokens: maxTokens, IgnoreEOS: req.IgnoreEOS}
+		prompts[i] = Prompt{Tokens: t, MaxTokens: shape.maxTokens, IgnoreEOS: req.IgnoreEOS}
 	}
-	results, code, err := s.generate(r.Context(), w, prompts, n)
+	results, err := s.generate(r.Context(), w, prompts, shape.n)
 	if err != nil {
-		if code != 0 {
-			openAIError(w, code, err.Error())
+		if err != errClientLeft {
+			s.writeError(w, openAIErrors, err)
 		}
 		return
 	}
@@ -227,9 +248,14 @@ func (s *server) complete(w http.ResponseWriter, r *http.Request, chat bool) {
 	writeJSON(w, http.StatusOK, c.body())
 }
 
-// decodeBody reads a JSON body into v.
-func decodeBody(r *http.Request, v any) error {
-	b, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, maxRequestBody))
+// decodeBody reads a JSON body into v; a body longer than the server takes (maxBody) is a 413.
+func (s *server) decodeBody(r *http.Request, v any) error {
+	limit := maxBody(s.maxModelLen)
+	b, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, limit))
+	if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+		return &apiError{status: http.StatusRequestEntityTooLarge,
+			msg: fmt.Sprintf("the request body is larger than the %d bytes the simulator takes for a model length of %d", limit, s.maxModelLen)}
+	}
 	if err != nil {
 		return fmt.Errorf("read request body: %w", err)
 	}
@@ -242,9 +268,12 @@ func decodeBody(r *http.Request, v any) error {
 	return nil
 }
 
-// generate runs n samples of each prompt on the server and waits for them. On an error, code is
-// the status to answer, 0 when the client left.
-func (s *server) generate(ctx context.Context, w http.ResponseWriter, prompts []Prompt, n int) ([][]Sample, int, error) {
+// errClientLeft is generate's error when the client left before the answer: nothing to write.
+var errClientLeft = errors.New("the client left")
+
+// generate runs n samples of each prompt on the server and waits for them. Its errors are
+// apiErrors with the status to answer, or errClientLeft.
+func (s *server) generate(ctx context.Context, w http.ResponseWriter, prompts []Prompt, n int) ([][]Sample, error) {
 	// A rollout may take longer than the server's write timeout, which is for pages.
 	http.NewResponseController(w).SetWriteDeadline(time.Time{})
 	out := make([][]Sample, len(prompts))
@@ -272,21 +301,21 @@ func (s *server) generate(ctx context.Context, w http.ResponseWriter, prompts []
 	})
 	switch {
 	case err != nil:
-		return nil, http.StatusServiceUnavailable, err
+		return nil, &apiError{status: http.StatusServiceUnavailable, msg: err.Error()}
 	case refused != nil:
-		return nil, http.StatusBadRequest, refused
+		return nil, badRequest("", nil, "%v", refused)
 	}
 	select {
 	case <-finished:
 	case <-ctx.Done():
-		return nil, 0, ctx.Err()
+		return nil, errClientLeft
 	case <-s.done:
-		return nil, http.StatusServiceUnavailable, errStopped
+		return nil, &apiError{status: http.StatusServiceUnavailable, msg: errStopped.Error()}
 	}
 	if failed != nil {
-		return nil, http.StatusInternalServerError, failed
+		return nil, &apiError{status: http.StatusInternalServerError, msg: failed.Error()}
 	}
-	return out, 0, nil
+	return out, nil
 }
 
 // completion is one answer of the OpenAI endpoints.

@@ -52,7 +52,7 @@ func TokenIDs(ids []int64) []uint64 {
 }
 
 // check returns p with its default MaxTokens set, or what is wrong with it for a model of
-// maxModelLen tokens, in vLLM's words.
+// maxModelLen tokens.
 func (p Prompt) check(maxModelLen int) (Prompt, error) {
 	switch {
 	case p.MaxTokens < 0:
@@ -61,7 +61,7 @@ func (p Prompt) check(maxModelLen int) (Prompt, error) {
 		return p, fmt.Errorf("this model's maximum context length is %d tokens, but the prompt has %d tokens", maxModelLen, len(p.Tokens))
 	case p.MaxTokens == 0:
 		p.MaxTokens = maxModelLen - len(p.Tokens)
-	case len(p.Tokens)+p.MaxTokens > maxModelLen:
+	case p.MaxTokens > maxModelLen-len(p.Tokens): // len+MaxTokens could overflow
 		return p, fmt.Errorf("this model's maximum context length is %d tokens, but %d tokens were requested "+
 			"(%d in the prompt, %d for the completion)", maxModelLen, len(p.Tokens)+p.MaxTokens, len(p.Tokens), p.MaxTokens)
 	}
