@@ -8,14 +8,27 @@ import (
 )
 
 // fixtureDir is the folder of the shared fixtures: testdata beside this file, wherever the test
-// runs from.
+// runs from. A test binary built with -trimpath knows this file only by its import path; go test
+// runs a package's tests in the package's folder, so the folder is then found above it.
 func fixtureDir(t testing.TB) string {
 	t.Helper()
 	_, file, _, ok := runtime.Caller(0)
-	if !ok || !filepath.IsAbs(file) {
-		t.Fatalf("cannot find the shared fixtures: the test binary does not know testkit's source path %q (built with -trimpath?)", file)
+	if ok && filepath.IsAbs(file) {
+		return filepath.Join(filepath.Dir(file), "testdata")
 	}
-	return filepath.Join(filepath.Dir(file), "testdata")
+	if dir, err := os.Getwd(); err == nil {
+		for ; ; dir = filepath.Dir(dir) {
+			d := filepath.Join(dir, "internal", "testkit", "testdata")
+			if st, err := os.Stat(d); err == nil && st.IsDir() {
+				return d
+			}
+			if filepath.Dir(dir) == dir {
+				break
+			}
+		}
+	}
+	t.Fatalf("cannot find the shared fixtures: the test binary knows testkit's source only as %q (built with -trimpath), and no internal/testkit/testdata is above the working directory", file)
+	return ""
 }
 
 // Fixture returns the path of the shared fixture name, a file of testkit's testdata folder. A
