@@ -66,8 +66,12 @@ func watchWith(ctx context.Context, args []string, stdout, stderr io.Writer, clk
 	cfg.MetricPrefix = *prefix
 	cfg.SetPath("targets", "arguments")
 	cfg.SetPath(config.KeyInterval, "--interval")
-	if *timeout > 0 {
-		cfg.ScrapeTimeout = time.Duration(*timeout * float64(time.Second))
+	// 0 is the default; a negative timeout is Validate's problem, told with the others. The
+	// seconds are clamped to what a time.Duration holds, which would wrap around.
+	if *timeout != 0 {
+		secs := math.Max(-maxSeconds, math.Min(*timeout, maxSeconds))
+		cfg.ScrapeTimeout = time.Duration(secs * float64(time.Second))
+		cfg.SetPath("scrape_timeout", "--timeout")
 	}
 	cfg.Listen = ""
 	if err := cfg.Validate(); err != nil {
