@@ -100,3 +100,12 @@ func TestWatchRefusesANegativeTimeout(t *testing.T) {
 		t.Errorf("--timeout -1: exit %d:\n%s", code, stderr)
 	}
 }
+
+// TestGPUFlagTakesReportedName: --gpu takes the name torch.cuda.get_device_name() gives, which
+// was refused; the run here stops at its other problem (no targets) alone.
+func TestGPUFlagTakesReportedName(t *testing.T) {
+	code, _, stderr := runCLI("run", "--listen", "", "--gpu", "NVIDIA H100 80GB HBM3")
+	if code != exitUsage || strings.Contains(stderr, "--gpu") || !strings.Contains(stderr, "no targets") {
+		t.Errorf("--gpu \"NVIDIA H100 80GB HBM3\": exit %d:\n%s", code, stderr)
+	}
+}

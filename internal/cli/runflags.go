@@ -65,7 +65,8 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 }
 
 // gpuUsage documents --gpu, for run, demo and replay alike.
-var gpuUsage = "the engines' `GPU` (gpu), whose peak makes MFU and MBU of the engines' compute estimates: " + strings.Join(vllm.GPUNames(), ", ")
+var gpuUsage = "the engines' `GPU` (gpu), whose peak makes MFU and MBU of the engines' compute estimates: " + strings.Join(vllm.GPUNames(), ", ") +
+	", or the name the GPU reports, e.g. \"NVIDIA H100 80GB HBM3\""
 
 // workerLabelsUsage documents --worker-labels, for run and replay alike.
 const workerLabelsUsage = "comma-separated `labels` that, with target and engine, tell workers apart (worker_labels); \"\" for none"

@@ -72,3 +72,19 @@ func TestValidateRefusesNonFinitePeaks(t *testing.T) {
 		}
 	}
 }
+
+// TestGPUReportedName: gpu takes the name the GPU reports (torch.cuda.get_device_name(),
+// nvidia-smi), which was refused as unknown; an unknown one still lists the known names.
+func TestGPUReportedName(t *testing.T) {
+	c, err := Parse([]byte("targets: [h:8000]\ngpu: NVIDIA H100 80GB HBM3\n"))
+	if err == nil {
+		err = c.Validate()
+	}
+	if err != nil || c.Peak().TFLOPS != 989 || c.Peak().GBps != 3350 {
+		t.Errorf("gpu: NVIDIA H100 80GB HBM3: peak %v, %v; want the H100 SXM's", c.Peak(), err)
+	}
+	c, _ = Parse([]byte("targets: [h:8000]\ngpu: NVIDIA H100 PCIe\n"))
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), `gpu: unknown GPU "NVIDIA H100 PCIe"; known: H100, H200, B200, A100, A100-40GB, MI300X`) || !strings.Contains(err.Error(), "(line 2)") {
+		t.Errorf("gpu: NVIDIA H100 PCIe: %v", err)
+	}
+}
