@@ -84,11 +84,14 @@ func TestNumberFlagsAreDecimal(t *testing.T) {
 	}
 }
 
-// TestNumberFlagsReadLeadingZerosAsDecimal: --servers 010 is ten servers, not eight.
+// TestNumberFlagsReadLeadingZerosAsDecimal: --servers 010 is ten servers, not eight, and 09 is
+// nine, not a flag error. The port leaves no room for them, and sim says how many it read.
 func TestNumberFlagsReadLeadingZerosAsDecimal(t *testing.T) {
-	code, _, stderr := runCLI("demo", "--engine", "none", "--steps", "010")
-	if code != exitUsage || !strings.Contains(stderr, "--engine must be vllm or sglang") {
-		t.Errorf("--steps 010: exit %d:\n%s", code, stderr)
+	for _, tt := range []struct{ servers, want string }{{"010", "10 servers"}, {"09", "9 servers"}} {
+		code, _, stderr := runCLI("sim", "--servers", tt.servers, "--port", "65530")
+		if code != exitUsage || !strings.Contains(stderr, "port 65530 does not leave room for "+tt.want) {
+			t.Errorf("--servers %s: exit %d, want the port's problem with %s:\n%s", tt.servers, code, tt.want, stderr)
+		}
 	}
 }
 
