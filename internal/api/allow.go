@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -14,9 +15,11 @@ import (
 //
 //   - a link-local address (169.254.0.0/16, fe80::/10), where metadata services answer;
 //   - another metadata service's address (fd00:ec2::254, 100.100.100.200), or its name
-//     (metadata.google.internal);
+//     (metadata.google.internal, metadata, instance-data, instance-data.*.internal), in any
+//     case, with or without a trailing dot;
 //   - the unspecified address (0.0.0.0, ::), which reaches this machine;
-//   - the API's own address or a loopback one, or localhost, with the API's port;
+//   - the API's own address or a loopback one, or localhost, with the API's port (compared as
+//     a number, so 09400 is 9400);
 //   - a number that reads as an IPv4 address written otherwise (0xa9fea9fe, 2852039166), which
 //     some resolvers take for the address;
 //
@@ -34,8 +37,18 @@ type TargetPolicy struct {
 	API netip.AddrPort
 }
 
-// metadataNames are the names of cloud metadata services, without their trailing dot.
-var metadataNames = []string{"metadata.google.internal"}
+// metadataNames are the names of cloud metadata services, without their trailing dot: GCE's,
+// which also answers to the short name metadata through the instance's search domain, and
+// EC2's instance-data (instance-data.ec2.internal, instance-data.REGION.compute.internal).
+var metadataNames = []string{"metadata.google.internal", "metadata", "instance-data"}
+
+// isMetadataName reports whether name (lower case, without a trailing dot) is a cloud
+// metadata service's name: one of metadataNames, or EC2's name qualified by its internal
+// domain.
+func isMetadataName(name string) bool {
+	return slices.Contains(metadataNames, name) ||
+		strings.HasPrefix(name, "instance-data.") && strings.HasSuffix(name, ".internal")
+}
 
 // metadataAddrs are the addresses of cloud metadata services outside link-local ranges.
 var metadataAddrs = []netip.Addr{
@@ -68,17 +81,20 @@ func (p *TargetPolicy) check(rawURL string) error {
 	if port == "" {
 		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
 	}
-	own := p.API.IsValid() && port == fmt.Sprint(p.API.Port())
+	// The port as a number: the dialer reads 09400 as 9400, so the text would let the API's
+	// own port through written with a leading zero.
+	n, err := strconv.ParseUint(port, 10, 16)
+	own := p.API.IsValid() && err == nil && uint16(n) == p.API.Port()
 	unless := "; a target added through the API may not be there unless allow_targets lists the address"
 	host := u.Hostname()
 	a, err := netip.ParseAddr(host)
 	if err != nil {
 		name := strings.TrimSuffix(strings.ToLower(host), ".")
 		switch {
-		case slices.Contains(metadataNames, name):
+		case isMetadataName(name):
 			return fmt.Errorf("%s is a cloud metadata service's name; a target added through the API may not be there (allow_targets lists addresses, not names)", name)
 		case name == "localhost" && own:
-			return fmt.Errorf("localhost:%s is vllmstat's own API%s", port, unless)
+			return fmt.Errorf("localhost:%d is vllmstat's own API%s", p.API.Port(), unless)
 		case numericIPv4(name):
 			return fmt.Errorf("%s reads as an IPv4 address written otherwise; write it as four decimal numbers such as 10.0.0.1", host)
 		}

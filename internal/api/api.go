@@ -18,6 +18,7 @@ import (
 	"strings"
 
 	"github.com/vllmstat/vllmstat/internal/collector"
+	"github.com/vllmstat/vllmstat/internal/decimal"
 	"github.com/vllmstat/vllmstat/internal/step"
 	"github.com/vllmstat/vllmstat/internal/target"
 	"github.com/vllmstat/vllmstat/internal/version"
@@ -298,9 +299,9 @@ func (h *handler) policy(r *http.Request) (any, *apiError) {
 }
 
 func (h *handler) getStep(r *http.Request) (any, *apiError) {
-	n, err := strconv.ParseInt(r.PathValue("n"), 10, 64)
+	n, err := decimal.ParseInt(r.PathValue("n"), 64)
 	if err != nil {
-		return nil, errorf(http.StatusBadRequest, "step %q is not a number", r.PathValue("n"))
+		return nil, errorf(http.StatusBadRequest, "step %q is not allowed: %v", r.PathValue("n"), err)
 	}
 	recs, cerr := h.opt.Collector.Steps(r.Context(), n)
 	if cerr != nil {
@@ -318,8 +319,8 @@ func (h *handler) listSteps(r *http.Request) (any, *apiError) {
 	var since int64
 	if s := r.URL.Query().Get("since"); s != "" {
 		var err error
-		if since, err = strconv.ParseInt(s, 10, 64); err != nil {
-			return nil, errorf(http.StatusBadRequest, "since=%q is not a number", s)
+		if since, err = decimal.ParseInt(s, 64); err != nil {
+			return nil, errorf(http.StatusBadRequest, "since=%q is not allowed: %v", s, err)
 		}
 	}
 	recs, err := h.opt.Collector.Steps(r.Context(), since)

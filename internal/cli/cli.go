@@ -110,7 +110,9 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) (code int, do
 		}
 	}
 	fs.Usage = func() {} // the flag package would print it on -h too, to stderr
+	restore := decimalNumbers(fs)
 	err := fs.Parse(args)
+	restore()
 	fs.Usage = usage
 	switch {
 	case err == nil:

@@ -3,12 +3,13 @@ package cli
 import (
 	"flag"
 	"fmt"
+	"math"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/vllmstat/vllmstat/internal/config"
+	"github.com/vllmstat/vllmstat/internal/decimal"
 	"github.com/vllmstat/vllmstat/internal/discovery"
 	"github.com/vllmstat/vllmstat/internal/run"
 	"github.com/vllmstat/vllmstat/internal/target"
@@ -64,7 +65,8 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 }
 
 // gpuUsage documents --gpu, for run, demo and replay alike.
-var gpuUsage = "the engines' `GPU` (gpu), whose peak makes MFU and MBU of the engines' compute estimates: " + strings.Join(vllm.GPUNames(), ", ")
+var gpuUsage = "the engines' `GPU` (gpu), whose peak makes MFU and MBU of the engines' compute estimates: " + strings.Join(vllm.GPUNames(), ", ") +
+	", or the name the GPU reports, e.g. \"NVIDIA H100 80GB HBM3\""
 
 // workerLabelsUsage documents --worker-labels, for run and replay alike.
 const workerLabelsUsage = "comma-separated `labels` that, with target and engine, tell workers apart (worker_labels); \"\" for none"
@@ -204,8 +206,15 @@ func readTargetsFile(path string) ([]string, config.Problems) {
 	return ts, ps
 }
 
+// maxSeconds bounds a number of seconds that becomes a time.Duration, which holds up to
+// about 292 years; a larger one would wrap around to a negative duration.
+const maxSeconds = float64(math.MaxInt64 / int64(time.Second))
+
 func parseDuration(s string) (time.Duration, error) {
-	if f, err := strconv.ParseFloat(s, 64); err == nil && f >= 0 {
+	if f, err := decimal.ParseFloat(s); err == nil {
+		if f < 0 || f >= maxSeconds {
+			return 0, fmt.Errorf("out of range")
+		}
 		return time.Duration(f * float64(time.Second)), nil
 	}
 	d, err := time.ParseDuration(s)

@@ -16,8 +16,8 @@ func TestDemoBadStraggler(t *testing.T) {
 				t.Fatalf("exit %d, want %d; stderr %s", code, exitUsage, errb.String())
 			}
 			want := "--straggler must be a number of at least 1"
-			if v == "x" {
-				want = `invalid value "x" for flag -straggler`
+			if v == "x" || v == "NaN" {
+				want = `invalid value "` + v + `" for flag -straggler`
 			}
 			if !strings.Contains(errb.String(), want) {
 				t.Errorf("stderr %q lacks %q", errb.String(), want)

@@ -2,12 +2,14 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"maps"
 	"math"
+	"net/http"
 	"os"
 	"slices"
 	"sort"
@@ -18,6 +20,7 @@ import (
 
 	"github.com/vllmstat/vllmstat/internal/clock"
 	"github.com/vllmstat/vllmstat/internal/config"
+	"github.com/vllmstat/vllmstat/internal/page"
 	"github.com/vllmstat/vllmstat/internal/run"
 	"github.com/vllmstat/vllmstat/internal/scrape"
 	"github.com/vllmstat/vllmstat/internal/step"
@@ -66,8 +69,12 @@ func watchWith(ctx context.Context, args []string, stdout, stderr io.Writer, clk
 	cfg.MetricPrefix = *prefix
 	cfg.SetPath("targets", "arguments")
 	cfg.SetPath(config.KeyInterval, "--interval")
-	if *timeout > 0 {
-		cfg.ScrapeTimeout = time.Duration(*timeout * float64(time.Second))
+	// 0 is the default; a negative timeout is Validate's problem, told with the others. The
+	// seconds are clamped to what a time.Duration holds, which would wrap around.
+	if *timeout != 0 {
+		secs := math.Max(-maxSeconds, math.Min(*timeout, maxSeconds))
+		cfg.ScrapeTimeout = time.Duration(secs * float64(time.Second))
+		cfg.SetPath("scrape_timeout", "--timeout")
 	}
 	cfg.Listen = ""
 	if err := cfg.Validate(); err != nil {
@@ -109,6 +116,7 @@ type watcher struct {
 	drawn   int // rows drawn in place last round
 
 	down   map[string]string // target -> reason of its last failed scrape; absent when up
+	hints  map[string]string // target -> the setup hint last told; absent when none
 	failed map[string]int    // failed scrapes of the session by reason
 }
 
@@ -118,11 +126,12 @@ type roundResult struct {
 	skipped bool
 	reason  string
 	err     error
+	hint    string // page.Hint of the answer
 }
 
 func newWatcher(cfg config.Config, perWorker bool, out io.Writer, clk clock.Clock, log *slog.Logger) *watcher {
 	w := &watcher{prefix: cfg.MetricPrefix, perWorker: perWorker, out: out, height: 24, clock: clk, log: log,
-		round: map[string]roundResult{}, known: map[step.WorkerID]bool{}, down: map[string]string{}, failed: map[string]int{}}
+		round: map[string]roundResult{}, known: map[step.WorkerID]bool{}, down: map[string]string{}, hints: map[string]string{}, failed: map[string]int{}}
 	if f, ok := out.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 		w.tty = true
 		if _, h, err := term.GetSize(int(f.Fd())); err == nil && h > 4 {
@@ -145,7 +154,11 @@ func (w *watcher) Scraped(res *scrape.Result) {
 	}
 	w.ivs = append(w.ivs, w.fresh...)
 	w.fresh = w.fresh[:0]
-	w.round[res.Target] = roundResult{reason: res.Reason(), err: res.Err()}
+	// The setup hint of the answer, as the collector logs it for run (page.Hint): a 404 is
+	// most often a wrong port or path, which "HTTP status 404" alone does not say.
+	var se *scrape.StatusError
+	hint := page.Hint(res.Page, errors.As(res.Err(), &se) && se.Code == http.StatusNotFound, res.Declared)
+	w.round[res.Target] = roundResult{reason: res.Reason(), err: res.Err(), hint: hint}
 	if res.Err() != nil {
 		w.failed[res.Reason()]++
 	}
@@ -188,6 +201,7 @@ func (w *watcher) endRound() {
 			down++
 		}
 		w.logTransition(u, r)
+		w.logHint(u, r.hint)
 	}
 	clear(w.round)
 	for _, iv := range w.ivs {
@@ -216,6 +230,26 @@ func (w *watcher) logTransition(target string, r roundResult) {
 	}
 	if w.tty {
 		w.drawn = 0 // the message went between drawings: draw the next one below it
+	}
+}
+
+// logHint logs a target's setup hint when it appears or changes, worded as run's log words it.
+func (w *watcher) logHint(target, hint string) {
+	if hint == w.hints[target] {
+		return
+	}
+	if hint == "" {
+		delete(w.hints, target)
+		return
+	}
+	w.hints[target] = hint
+	if hint == page.HintNotFound {
+		w.log.Warn("no metrics page at "+target+": "+hint, "target", target)
+	} else {
+		w.log.Warn("target "+hint, "target", target)
+	}
+	if w.tty {
+		w.drawn = 0
 	}
 }
 

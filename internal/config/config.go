@@ -10,6 +10,7 @@ import (
 	"github.com/vllmstat/vllmstat/internal/vllm"
 
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -174,6 +175,9 @@ var intervalRule = fmt.Sprintf("must be a number of seconds > 0, at least %g (10
 
 func validInterval(s float64) bool { return s >= MinInterval && s <= 3600 } // false for NaN
 
+// validPeak reports whether p can be a peak setting: finite and >= 0 (0 is unset).
+func validPeak(p float64) bool { return p >= 0 && !math.IsInf(p, 0) } // false for NaN
+
 // TargetsOf returns targets as written (URLs or host:port, maybe with user info), for Validate
 // to normalise.
 func TargetsOf(raw []string) []target.Target {
@@ -304,11 +308,12 @@ func (c *Config) Validate(checks ...Check) error {
 			ps = append(ps, fmt.Sprintf("%s: %v%s", path, err, line))
 		}
 	}
-	if c.PeakTFLOPS < 0 {
-		bad("peak_tflops_per_gpu", c.PeakTFLOPS, "must be a number of TFLOP/s >= 0 (0: the GPU's, or none)")
+	// A peak of +Inf made every share 0 and NaN dropped them: neither is a peak.
+	if !validPeak(c.PeakTFLOPS) {
+		bad("peak_tflops_per_gpu", c.PeakTFLOPS, "must be a finite number of TFLOP/s >= 0 (0: the GPU's, or none)")
 	}
-	if c.PeakGBps < 0 {
-		bad("peak_gbps_per_gpu", c.PeakGBps, "must be a number of GB/s >= 0 (0: the GPU's, or none)")
+	if !validPeak(c.PeakGBps) {
+		bad("peak_gbps_per_gpu", c.PeakGBps, "must be a finite number of GB/s >= 0 (0: the GPU's, or none)")
 	}
 	ps = append(ps, c.validateDiscovery()...)
 	if c.Listen != "" {

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -23,6 +24,14 @@ func TestResumeFrom(t *testing.T) {
 		{"resume_from: 9007199254740992", 0, "resume_from: 9007199254740992 is not allowed"},
 		{"resume_from: 1.5", 0, "resume_from (line 2): \"1.5\" is not allowed: must be a whole number"},
 		{"resume_from: latest", 0, "resume_from (line 2): \"latest\" is not allowed: must be a whole number"},
+		// Step numbers are decimal: YAML 1.1 reads 010 as octal 8, which cut steps 9 and 10.
+		{"resume_from: 010", 10, ""},
+		{"resume_from: 000120", 120, ""},
+		{"resume_from: 08", 8, ""},
+		{"resume_from: 0x8", 0, "resume_from (line 2): \"0x8\" is not allowed: must be a whole number in decimal digits: 0x, 0b and 0o prefixes are not read"},
+		{"resume_from: 0b1000", 0, "resume_from (line 2): \"0b1000\" is not allowed: must be a whole number in decimal digits"},
+		{"resume_from: 0o10", 0, "resume_from (line 2): \"0o10\" is not allowed: must be a whole number in decimal digits"},
+		{"resume_from: 1_0", 0, "resume_from (line 2): \"1_0\" is not allowed: must be a whole number in decimal digits"},
 	} {
 		c, err := Parse([]byte("targets: [h:8000]\n" + tt.yaml + "\n"))
 		if err == nil {
@@ -32,7 +41,11 @@ func TestResumeFrom(t *testing.T) {
 		case tt.bad == "" && err != nil:
 			t.Errorf("%s: %v", tt.yaml, err)
 		case tt.bad == "" && (c.ResumeFrom == nil || *c.ResumeFrom != tt.want):
-			t.Errorf("%s: resume_from %v, want %d", tt.yaml, c.ResumeFrom, tt.want)
+			got := "unset"
+			if c.ResumeFrom != nil {
+				got = fmt.Sprint(*c.ResumeFrom)
+			}
+			t.Errorf("%s: resume_from %s, want %d", tt.yaml, got, tt.want)
 		case tt.bad != "" && (err == nil || !strings.Contains(err.Error(), tt.bad) || !strings.Contains(err.Error(), "line 2")):
 			t.Errorf("%s: error %v, want %q", tt.yaml, err, tt.bad)
 		}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/vllmstat/vllmstat/internal/decimal"
 )
 
 // Hook decodes n into dst, a value of a type that cannot carry an UnmarshalYAML method (another
@@ -173,17 +175,42 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, path string, f field, top
 		v.SetString(n.Value)
 		return true
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		var x int64
-		if !scalar || n.Tag != "!!int" || n.Decode(&x) != nil || v.OverflowInt(x) {
+		// The digits are read here, not by the YAML library, which reads 010 as octal 8 and 08
+		// as a float: a step number is decimal (see package decimal).
+		if !scalar || (n.Tag != "!!int" && n.Tag != "!!float") {
 			d.notAllowed(path, n, f, "must be a whole number")
+			return false
+		}
+		x, err := decimal.ParseInt(n.Value, 64)
+		if err == nil && v.OverflowInt(x) {
+			err = fmt.Errorf("must be a whole number of at most %d bits", t.Bits())
+		}
+		if err != nil {
+			d.notAllowed(path, n, f, err.Error())
 			return false
 		}
 		v.SetInt(x)
 		return true
 	case reflect.Float32, reflect.Float64:
-		var x float64
-		if !scalar || (n.Tag != "!!int" && n.Tag != "!!float") || n.Decode(&x) != nil {
+		if !scalar || (n.Tag != "!!int" && n.Tag != "!!float") {
 			d.notAllowed(path, n, f, "must be a number")
+			return false
+		}
+		var x float64
+		if n.Tag == "!!int" {
+			i, err := decimal.ParseInt(n.Value, 64)
+			if err != nil {
+				d.notAllowed(path, n, f, err.Error())
+				return false
+			}
+			x = float64(i)
+		} else if n.Decode(&x) != nil {
+			d.notAllowed(path, n, f, "must be a number")
+			return false
+		}
+		// YAML reads .inf and .nan as numbers; no setting means them.
+		if math.IsInf(x, 0) || math.IsNaN(x) {
+			d.notAllowed(path, n, f, "must be a finite number (not .inf or .nan)")
 			return false
 		}
 		v.SetFloat(x)
