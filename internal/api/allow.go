@@ -19,7 +19,8 @@ import (
 //     case, with or without a trailing dot;
 //   - the unspecified address (0.0.0.0, ::), which reaches this machine;
 //   - the API's own address or a loopback one, or localhost, with the API's port (compared as
-//     a number, so 09400 is 9400);
+//     a number, so 09400 is 9400); an API that listens on the unspecified address answers on
+//     every address of the machine, and each of them is its own;
 //   - a number that reads as an IPv4 address written otherwise (0xa9fea9fe, 2852039166), which
 //     some resolvers take for the address;
 //
@@ -35,6 +36,10 @@ type TargetPolicy struct {
 	Configured []string
 	// API is the address the API listens on; the zero AddrPort refuses no port.
 	API netip.AddrPort
+	// Local returns the machine's addresses, asked once per change of targets when API is the
+	// unspecified address (0.0.0.0, ::), where the API answers on each of them: addresses come
+	// and go with the machine's interfaces.
+	Local func() []netip.Addr
 }
 
 // metadataNames are the names of cloud metadata services, without their trailing dot: GCE's,
@@ -63,16 +68,23 @@ func (p TargetPolicy) checker() func(rawURL string) error {
 	for _, u := range p.Configured {
 		configured[u] = true
 	}
+	var local []netip.Addr
+	if p.API.Addr().IsUnspecified() && p.Local != nil {
+		for _, a := range p.Local() {
+			local = append(local, a.WithZone("").Unmap())
+		}
+	}
 	return func(rawURL string) error {
 		if configured[rawURL] {
 			return nil
 		}
-		return p.check(rawURL)
+		return p.check(rawURL, local)
 	}
 }
 
-// check is the policy's check of a URL that is not a configured target's.
-func (p *TargetPolicy) check(rawURL string) error {
+// check is the policy's check of a URL that is not a configured target's; local are the
+// machine's addresses where the API also answers.
+func (p *TargetPolicy) check(rawURL string, local []netip.Addr) error {
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		return nil // target.Parse read it; nothing here reads it otherwise
@@ -111,7 +123,7 @@ func (p *TargetPolicy) check(rawURL string) error {
 		return fmt.Errorf("%s is a cloud metadata service's address%s", a, unless)
 	case a.IsUnspecified():
 		return fmt.Errorf("%s is the unspecified address, which reaches this machine%s", a, unless)
-	case own && (a.IsLoopback() || a == p.API.Addr().Unmap()):
+	case own && (a.IsLoopback() || a == p.API.Addr().Unmap() || slices.Contains(local, a)):
 		return fmt.Errorf("%s is vllmstat's own API%s", netip.AddrPortFrom(a, p.API.Port()), unless)
 	}
 	return nil

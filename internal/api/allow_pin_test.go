@@ -44,3 +44,26 @@ func TestOwnAPIOnNetworkAddress(t *testing.T) {
 		}
 	}
 }
+
+// TestOwnAPIOnUnspecifiedAddress: an API listening on 0.0.0.0 or :: answers on every address of
+// the machine, so each of them with the API's port is its own, as Local gives them (asked when
+// the targets change: a test's addresses here); another machine's address is not.
+func TestOwnAPIOnUnspecifiedAddress(t *testing.T) {
+	local := func() []netip.Addr {
+		return []netip.Addr{netip.MustParseAddr("192.0.2.10"), netip.MustParseAddr("fe80::1%eth0"), netip.MustParseAddr("2001:db8::10")}
+	}
+	for _, api := range []string{"0.0.0.0:9400", "[::]:9400"} {
+		h := New(Options{Collector: &fakeCollector{}, Targets: TargetPolicy{API: netip.MustParseAddrPort(api), Local: local}})
+		for _, u := range []string{"http://192.0.2.10:9400/metrics", "http://[2001:db8::10]:9400/metrics", "http://[::ffff:192.0.2.10]:9400/metrics"} {
+			code, out := do(t, h, "PUT", "/v1/targets", `{"targets": ["`+u+`"]}`, "")
+			if msg, _ := out["error"].(string); code != http.StatusBadRequest || !strings.Contains(msg, "vllmstat's own API") {
+				t.Errorf("API on %s, PUT %s: %d %q, want 400 naming the own API", api, u, code, msg)
+			}
+		}
+		for _, u := range []string{"http://192.0.2.11:9400/metrics", "http://192.0.2.10:8000/metrics"} {
+			if code, out := do(t, h, "PUT", "/v1/targets", `{"targets": ["`+u+`"]}`, ""); code != http.StatusOK {
+				t.Errorf("API on %s, PUT %s: %d %v, want 200", api, u, code, out)
+			}
+		}
+	}
+}

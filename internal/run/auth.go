@@ -41,5 +41,22 @@ func targetPolicy(cfg config.Config, ln net.Listener) api.TargetPolicy {
 	if a, ok := ln.Addr().(*net.TCPAddr); ok {
 		tp.API = netip.AddrPortFrom(a.AddrPort().Addr().Unmap(), a.AddrPort().Port())
 	}
+	tp.Local = interfaceAddrs
 	return tp
+}
+
+// interfaceAddrs returns the addresses of the machine's network interfaces, or none when they
+// cannot be read (the loopback and unspecified rules still hold then).
+func interfaceAddrs() []netip.Addr {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil
+	}
+	var out []netip.Addr
+	for _, a := range addrs {
+		if p, err := netip.ParsePrefix(a.String()); err == nil {
+			out = append(out, p.Addr())
+		}
+	}
+	return out
 }

@@ -28,14 +28,26 @@ func interfaceAddr(t *testing.T) string {
 // TestOwnAPIOnInterfaceAddress: a run whose API listens on one of the machine's network
 // addresses (allow_insecure_listen) refuses that address with the API's port as a target added
 // through the API, naming the rule, as it does its loopback addresses: vllmstat would scrape
-// itself. The address with another port is a target like any.
+// itself. So does one listening on 0.0.0.0, which answers there too. The address with another
+// port is a target like any.
 func TestOwnAPIOnInterfaceAddress(t *testing.T) {
+	for _, listen := range []string{"", "0.0.0.0"} {
+		t.Run("listen on "+listen, func(t *testing.T) { testOwnAPIOnInterfaceAddress(t, listen) })
+	}
+}
+
+// testOwnAPIOnInterfaceAddress runs the API on listen (the interface's address when empty) and
+// adds the interface's address as a target.
+func testOwnAPIOnInterfaceAddress(t *testing.T, listen string) {
 	ip := interfaceAddr(t)
 	if ip == "" {
 		t.Skip("the machine has no network address but loopback")
 	}
+	if listen == "" {
+		listen = ip
+	}
 	cfg := testConfig(t, t.TempDir())
-	cfg.Listen, cfg.AllowInsecureListen = net.JoinHostPort(ip, "0"), true
+	cfg.Listen, cfg.AllowInsecureListen = net.JoinHostPort(listen, "0"), true
 	p := New(cfg, Options{})
 	if err := p.Start(context.Background()); err != nil {
 		t.Fatal(err)
