@@ -12,7 +12,9 @@ The binary is built with CGO_ENABLED=0, so it needs no C library. It is built fo
 machine, and the wheel tagged for that machine's platform (any Python 3), unless GOOS and
 GOARCH are set (in the environment, or as config settings ``goos``, ``goarch``): the binary is
 then built for that platform and the wheel gets the platform's release tag (``PLATFORMS``), as
-``scripts/wheels`` does for each. GO names the go command (default: go on PATH).
+``scripts/wheels`` does for each. GO names the go command (default: go on PATH). The config
+setting ``binary`` (or VLLMSTAT_WHEEL_BINARY) names a binary built elsewhere for the wheel's platform,
+a signed build for instance, which the wheel then holds as it is instead of one built here.
 
 No source distribution: the binary's source is the Go module the package sits in, which a
 source archive of the package would not hold; releases publish wheels.
@@ -85,7 +87,14 @@ def build_wheel(wheel_directory: str, config_settings: Optional[Mapping[str, Any
     goos, goarch = _target(config_settings)
     with tempfile.TemporaryDirectory(prefix="vllmstat-build-") as tmp:
         binary = os.path.join(tmp, "vllmstat.exe" if (goos or _host_goos()) == "windows" else "vllmstat")
-        go_build(binary, goos, goarch)
+        given = (config_settings or {}).get("binary") or os.environ.get("VLLMSTAT_WHEEL_BINARY")
+        if given:
+            if not os.path.isfile(given):
+                raise SystemExit("building the vllmstat wheel: the binary %r (VLLMSTAT_WHEEL_BINARY) is no file" % given)
+            shutil.copyfile(given, binary)
+            os.chmod(binary, 0o755)  # a program, whatever mode the copy it came from had
+        else:
+            go_build(binary, goos, goarch)
         files = _package_files()
         files.append(("vllmstat/bin/" + os.path.basename(binary), binary))
         return _write_wheel(wheel_directory, project, _tag(config_settings), files)
