@@ -115,6 +115,14 @@ class Credentials(SidecarTest):
         with self.assertRaises(VllmstatError) as cm:
             Client("http://trainer:%s@127.0.0.1:1" % PASSWORD, timeout=2, strict=True).live()
         self.assertNotIn(PASSWORD, str(cm.exception))
+        # the user info is sent as basic auth, to a server that answers what is not vllmstat's
+        engine = Engine()
+        self.addCleanup(engine.close)
+        with self.assertRaises(VllmstatError) as cm:
+            Client(engine.url.replace("/metrics", ""), timeout=5, strict=True).live()
+        self.assertEqual(engine.seen, ["trainer:" + PASSWORD])
+        self.assertIn("not JSON", str(cm.exception))
+        self.assertNotIn(PASSWORD, str(cm.exception))
 
     def test_a_target_with_a_new_line_is_refused(self):
         with self.assertRaisesRegex(ValueError, "targets"):
@@ -225,6 +233,26 @@ class UnknownSetting(SidecarTest):
         msg = str(cm.exception)
         self.assertRegex(msg, r'^start\(\) setting interval \(vllm_metrics_logger_interval\): "-1" is not allowed')
         self.assertNotIn("vllmstat-sidecar-", msg)
+
+    def test_several_problems_each_name_their_setting(self):
+        cfg = os.path.join(self.tmp, "run.yaml")
+        with open(cfg, "w") as f:
+            f.write("step_every: 0\n")
+        bad = ["http://127.0.0.1:9/metrics", "ftp://trainer:%s@x" % PASSWORD]
+        for config, targets in ((None, "start() setting targets (at targets[1]): "),
+                                (cfg, "start() setting targets[1]: ")):
+            with self.subTest(config=config):
+                with self.assertRaises(VllmstatError) as cm:
+                    vllmstat_client.start(config, binary=self.bin, echo=False, listen="127.0.0.1:0", targets=bad,
+                                          sinks=["csvv"])
+                lines = str(cm.exception).splitlines()
+                self.assertTrue(lines[0].startswith(targets), lines)
+                self.assertIn('"ftp://<secret>@x"', lines[0])
+                self.assertRegex(lines[1], r"^start\(\) setting sinks( \(at sinks\[0\]\))?: unknown sink type "
+                                           r"\"csvv\".*did you mean csv\?")
+                self.assertEqual(lines[2], "vllmstat run exited with code 2 before its API answered")
+                self.assertNotIn("vllmstat-sidecar-", str(cm.exception))
+                self.assertNotIn(PASSWORD, str(cm.exception))
 
     def test_a_typo_beside_a_config_file(self):
         cfg = os.path.join(self.tmp, "run.yaml")

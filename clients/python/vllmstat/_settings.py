@@ -41,11 +41,14 @@ RUN_FLAGS = {
 # Short names start() takes for config keys.
 ALIASES = {"interval": "vllm_metrics_logger_interval"}
 
-# A problem of the file written here, as vllmstat reports it: "PATH: KEY[...] (line N): WHAT",
-# after "vllmstat run: invalid configuration: " or indented in a list of problems.
-_FILE_PROBLEM = r"^\s*(?:.*?: )?%s: ([A-Za-z0-9_]+)(\S*) \(line [0-9]+\): (.*)$"
+# How vllmstat reports a configuration it refuses: one problem after "vllmstat run: invalid
+# configuration: ", or several, indented, after that line alone.
+_PROBLEMS = "vllmstat run: invalid configuration:"
+# A problem of a key: "KEY[...] (line N): WHAT" or "KEY[...]: WHAT (line N)", after the path of
+# the file when vllmstat names it.
+_KEY_PROBLEM = re.compile(r"^([A-Za-z0-9_]+)(\S*?)(?: \(line [0-9]+\))?: (.*?)(?: \(line [0-9]+\))?$")
 # A problem of a flag passed here: "--FLAG: WHAT", or "--targets-file PATH:LINE: WHAT".
-_FLAG_PROBLEM = re.compile(r"^\s*(?:vllmstat run: invalid configuration: )?(--[a-z-]+)(?: \S+?(?::([0-9]+))?)?: (.*)$")
+_FLAG_PROBLEM = re.compile(r"^(--[a-z-]+)(?: \S+?(?::([0-9]+))?)?: (.*)$")
 _SUGGESTION = re.compile(r"did you mean (\S+?)\?")
 
 
@@ -192,25 +195,47 @@ def _flag_args(key: str, value: Any) -> List[str]:
 
 def explain(p: Plan, lines: List[str]) -> Tuple[List[str], List[str]]:
     """vllmstat's problems with what start() passed it, told as start()'s settings; and the
-    lines that are not such a problem. Neither names the file written here."""
-    file_problem = re.compile(_FILE_PROBLEM % re.escape(p.file)) if p.file else None
+    other lines. Neither names the file written here, nor its lines."""
     flags = {flag: key for key, flag in RUN_FLAGS.items()}
-    told, others = [], []
+    told: List[str] = []
+    others: List[str] = []
+    listing = False
     for line in lines:
-        m = file_problem.match(line) if file_problem else None
-        if m:
-            told.append(_told(p.origins, m.group(1), m.group(2), m.group(3)))
+        problem = None
+        if line.startswith(_PROBLEMS + " "):
+            problem = line[len(_PROBLEMS) + 1:]
+        elif line == _PROBLEMS:
+            listing = True
             continue
-        f = _FLAG_PROBLEM.match(line)
-        if f and f.group(1) in flags and flags[f.group(1)] in p.origins:
-            key, at = flags[f.group(1)], ""
-            if f.group(2):  # a line of the targets file: one target each
-                at = "[%d]" % (int(f.group(2)) - 1)
-            told.append("start() %s%s: %s" % (p.origins[key], at, f.group(3)))
-            continue
-        if line.strip() != "vllmstat run: invalid configuration:":
+        elif listing and line.startswith("  "):
+            problem = line.strip()
+        else:
+            listing = False
+        said = _said(p, flags, problem) if problem is not None else None
+        if said is not None:
+            told.append(said)
+        else:
             others.append(line)
     return told, others
+
+
+def _said(p: Plan, flags: Mapping[str, str], problem: str) -> Optional[str]:
+    """One problem as start()'s, or None when it is not about a setting start() passed."""
+    f = _FLAG_PROBLEM.match(problem)
+    if f:
+        key = flags.get(f.group(1))
+        if key is None or key not in p.origins:
+            return None
+        at = "[%d]" % (int(f.group(2)) - 1) if f.group(2) else ""  # a line of the targets file: one target each
+        return "start() %s%s: %s" % (p.origins[key], at, f.group(3))
+    if p.file is None:
+        return None  # the trainer's own config file: its paths and lines are the trainer's
+    if problem.startswith(p.file + ": "):
+        problem = problem[len(p.file) + 2:]
+    m = _KEY_PROBLEM.match(problem)
+    if not m or m.group(1) not in p.origins:
+        return None
+    return _told(p.origins, m.group(1), m.group(2), m.group(3))
 
 
 def _told(origins: Mapping[str, str], key: str, inner: str, what: str) -> str:

@@ -103,7 +103,9 @@ class Client:
     Args:
         url: base URL of the API (``listen`` in vllmstat's config; ``host:port`` is read as
             ``http://host:port``). Defaults to the ``VLLMSTAT_URL`` environment variable, else
-            ``http://127.0.0.1:9400``, vllmstat's default.
+            ``http://127.0.0.1:9400``, vllmstat's default. User info in it (``user:password@``,
+            for a proxy in front of vllmstat) is sent as basic auth when there is no token,
+            and left out of :attr:`url`, which messages show.
         token: bearer token (``api_token``); defaults to the ``VLLMSTAT_API_TOKEN`` environment
             variable.
         timeout: seconds to wait for an answer. Ending a step (or a phase) waits for one scrape

@@ -79,7 +79,8 @@ class Sidecar(Client):
     even when the trainer was killed first. The warning's first line is added when it dies.
 
     Attributes:
-        url: the API's base URL, with the port the system chose for ``listen`` port 0.
+        url: the API's base URL, with the port the system chose for ``listen`` port 0; also
+            ``VLLMSTAT_URL`` in the environment while the sidecar runs (see :func:`start`).
         process: the ``subprocess.Popen`` of the binary.
         out_dir: the run's output directory when ``start()`` was given it, else ``None``.
     """
@@ -316,6 +317,15 @@ def start(config: Union[str, os.PathLike, Mapping[str, Any], None] = None, *, bi
     interpreter exit. On Linux it is also stopped if this process dies without exiting
     (SIGKILL) when started from the main thread.
 
+    While it runs, ``VLLMSTAT_URL`` in ``os.environ`` is its address (and ``VLLMSTAT_API_TOKEN``
+    the ``api_token`` given here, if any): ``Client()`` and :func:`expose` find it with no
+    arguments, in this process and in the ones it starts afterwards (Ray workers of a local
+    ``ray.init()`` called later, subprocesses). Closing it puts the variables back.
+
+    The settings reach the process in files only this user can read (targets beside a config
+    file in a targets file), never on its command line, so a target URL's password is not
+    shown by ``ps``; nor is it shown in any message.
+
     Args:
         config: vllmstat's configuration: ``None``, a dict of its keys (as in its YAML file),
             or the path of a YAML file (vllmstat's, or a NeMo-RL config).
@@ -328,7 +338,9 @@ def start(config: Union[str, os.PathLike, Mapping[str, Any], None] = None, *, bi
             any other key of vllmstat's config. Beside a config file, only the keys that a flag
             of ``vllmstat run`` sets can be given (``targets``, ``out_dir``, ``listen``,
             ``step_every``, ``interval``, ``scrape_timeout``, ``metric_prefix``, ``per_worker``,
-            ``vllm_metrics_log_scalars``, ``record``, ``worker_labels``, ``sinks`` by name).
+            ``vllm_metrics_log_scalars``, ``record``, ``worker_labels``, ``sinks`` by name,
+            ``resume_from``). ``resume_from`` is a whole number or a string of decimal digits
+            (``"010"`` is step 10; other bases are refused).
         binary: the vllmstat binary to run; default :func:`binary_path`.
         echo: where the process's output lines (its step summaries and log) are copied:
             ``True`` for this process's stderr, ``False`` for nowhere, or a text stream. The
@@ -338,19 +350,21 @@ def start(config: Union[str, os.PathLike, Mapping[str, Any], None] = None, *, bi
         timeout, strict: as for :class:`Client`.
 
     Raises :class:`VllmstatError` (with the process's last lines) when it exits or does not
-    answer within ``start_timeout``, ``FileNotFoundError`` when there is no binary, and
-    ``TypeError``/``ValueError`` for settings it cannot pass.
+    answer within ``start_timeout``; when vllmstat refused a setting, the error names it as
+    given here (``start() got an unknown setting step_evry; did you mean step_every?``).
+    ``FileNotFoundError`` when there is no binary, and ``TypeError``/``ValueError`` for
+    settings it cannot pass.
     """
     exe = binary or binary_path()
     # A private directory for the run's log and the files written here (0700: they may hold
     # credentials), removed when the sidecar is closed.
     cleanup = tempfile.mkdtemp(prefix="vllmstat-sidecar-")
     try:
-        p = _settings.plan(config, settings, cleanup)
+        run_plan = _settings.plan(config, settings, cleanup)
     except BaseException:
         shutil.rmtree(cleanup, ignore_errors=True)
         raise
-    args, out_dir, token = [exe, "run"] + p.args, p.out_dir, p.token
+    args, out_dir, token = [exe, "run"] + run_plan.args, run_plan.out_dir, run_plan.token
     env = dict(os.environ)
     if token:
         env["VLLMSTAT_API_TOKEN"] = token
@@ -371,7 +385,7 @@ def start(config: Union[str, os.PathLike, Mapping[str, Any], None] = None, *, bi
         proc.wait()
         output.join(5.0)
         shutil.rmtree(cleanup, ignore_errors=True)
-        told, others = _settings.explain(p, list(output.tail))
+        told, others = _settings.explain(run_plan, list(output.tail))
         if told:  # vllmstat refused a setting: told as start()'s, not as the files written here
             return VllmstatError("%s\nvllmstat run %s%s" % ("\n".join(told), why, "; its other last lines:\n" +
                                                                 _indent(others) if others else ""))
