@@ -187,7 +187,7 @@ class Start(SidecarTest):
         vs = self.start(api_token="s3cret", out_dir=self.out, step_every=0, strict=True)
         self.assertEqual(vs.targets(), [])  # the sidecar's client has the token
         with self.assertRaises(VllmstatError) as cm:
-            Client(vs.url, strict=True).targets()
+            Client(vs.url, token="", strict=True).targets()  # no token (start() exported the sidecar's)
         self.assertEqual(cm.exception.status, 401)
         with open("/proc/%d/cmdline" % vs.pid, "rb") as f:
             self.assertNotIn(b"s3cret", f.read())  # not on the command line, which every user can read
@@ -368,6 +368,33 @@ class Types(unittest.TestCase):
                                 "--check-untyped-defs", "--warn-unused-ignores", "vllmstat", "vllmstat_client.py"],
                                cwd=HERE, capture_output=True, text=True, timeout=300)
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+
+    def test_step_numbers_of_any_integer_type_check(self):
+        # What end_step and the others take at run time (numpy's integers, 2.0) passes the types;
+        # a string does not.
+        need(subprocess.run(["/usr/bin/python3", "-m", "mypy", "--version"], capture_output=True).returncode == 0,
+             "no mypy for Debian's Python (apt-get install python3-mypy)")
+        with tempfile.TemporaryDirectory() as tmp:
+            script = os.path.join(tmp, "trainer.py")
+            with open(script, "w") as f:
+                f.write(textwrap.dedent("""\
+                    import vllmstat_client
+                    class Step:
+                        def __index__(self) -> int:
+                            return 3
+                    vs = vllmstat_client.Client(warn_every=30.0)
+                    vs.end_step(Step())
+                    vs.end_step(2.0)
+                    vs.set_policy_version(Step())
+                    vs.steps(since=Step())
+                    vs.step(4.0)
+                    vs.end_step("3")
+                """))
+            p = subprocess.run(["/usr/bin/python3", "-m", "mypy", "--cache-dir", os.path.join(tmp, "cache"), script],
+                               cwd=tmp, env=dict(os.environ, MYPYPATH=HERE), capture_output=True, text=True,
+                               timeout=300)
+        self.assertEqual(re.findall(r"trainer\.py:(\d+): error: .*\[([a-z-]+)\]", p.stdout), [("11", "arg-type")],
+                         p.stdout + p.stderr)
 
     def test_the_public_functions_are_annotated(self):
         import inspect

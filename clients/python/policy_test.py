@@ -73,7 +73,7 @@ class PolicyAgainstRealRun(unittest.TestCase):
             self.assertEqual(lenient.set_policy_version(2)["version"], 2)
         self.assertEqual(len(w), 2, [str(x.message) for x in w])
         self.assertIn("HTTP 409", str(w[0].message))
-        self.assertIn("policy version must be an int", str(w[1].message))
+        self.assertIn("policy version must be a whole number", str(w[1].message))
         self.assertEqual(w[0].filename, __file__)  # pointing at the trainer's line
 
         self.assertEqual(self.fleet.stop(), [0, 0])

@@ -379,9 +379,13 @@ class ClientFailures(unittest.TestCase):
 
     def test_bad_step_argument(self):
         with self.assertRaises(ValueError):
-            Client().end_step(-1)
+            Client(strict=True).end_step(-1)
         with self.assertRaises(ValueError):
-            Client().end_step("3")
+            Client(strict=True).end_step("3")
+        with warnings.catch_warnings(record=True) as w:  # never raises unless strict
+            warnings.simplefilter("always")
+            self.assertEqual(Client().end_step(-1), {})
+        self.assertIn("step must be a whole number", str(w[0].message))
 
 
 class PhaseCalls(unittest.TestCase):

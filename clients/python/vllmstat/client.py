@@ -22,9 +22,11 @@ Phases are named windows inside a step (``with vs.phase("rollout"):`` around gen
 ``with vs.phase("eval"):`` around validation): the record's ``"phases"`` hold the same keys
 computed over each phase alone, and :func:`scalars` flattens them as ``"vllm/rollout/..."``.
 
-A metrics sidecar must never crash a training run: by default a connection failure or an error
-answer makes a call return an empty result and warn once, with the reason, until vllmstat
-answers again. ``strict=True`` raises :class:`VllmstatError` instead. A vllmstat that takes
+A metrics sidecar must never crash a training run: by default a connection failure, an error
+answer or an argument the client refuses makes a call return an empty result and warn, with the
+reason: at most once a minute for each kind of failure, the next warning counting the calls not
+warned about. ``strict=True`` raises :class:`VllmstatError` (``ValueError`` for a bad argument)
+instead. A vllmstat that takes
 connections and never answers (stopped, or hung) costs one call ``hang_timeout`` (15 s) at
 most; later calls fail at once until it answers ``/healthz`` again, asked every 5 s at most.
 
@@ -62,6 +64,7 @@ in NeMo-RL, veRL and OpenRLHF) have no ``/metrics`` server; in the process that 
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import http.client
 import json
@@ -75,16 +78,23 @@ import types
 import urllib.error
 import urllib.parse
 import urllib.request
-import warnings
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, SupportsIndex, Tuple, Union
 
-from ._common import DEFAULT_URL, Record, VllmstatError, _base_url, _NoAnswer, __version__  # noqa: F401
+from ._common import DEFAULT_URL, Record, VllmstatError, _base_url, _NoAnswer, _warn, _whole, __version__  # noqa: F401
+
+#: What the client takes as a step number or policy version: an int, another integer type
+#: (numpy's), or a float with no fraction (2.0).
+Number = Union[SupportsIndex, float]
 
 __all__ = ["Client", "Sidecar", "VllmstatError", "binary_path", "expose", "log_to", "ray_targets", "scalars",
            "start"]
 
 # What vllmstat accepts as a phase name (it also refuses the names of its step keys).
 _PHASE_NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
+# A path's route, the kind of call it is: its numbers and query left out.
+_ROUTE_PARTS = re.compile(r"/[0-9]+(?=/|$)")
+# The kind of failure of every call that got no answer (or one that is not vllmstat's).
+_UNANSWERED = ("unanswered",)
 
 
 class Client:
@@ -93,7 +103,9 @@ class Client:
     Args:
         url: base URL of the API (``listen`` in vllmstat's config; ``host:port`` is read as
             ``http://host:port``). Defaults to the ``VLLMSTAT_URL`` environment variable, else
-            ``http://127.0.0.1:9400``, vllmstat's default.
+            ``http://127.0.0.1:9400``, vllmstat's default. User info in it (``user:password@``,
+            for a proxy in front of vllmstat) is sent as basic auth when there is no token,
+            and left out of :attr:`url`, which messages show.
         token: bearer token (``api_token``); defaults to the ``VLLMSTAT_API_TOKEN`` environment
             variable.
         timeout: seconds to wait for an answer. Ending a step (or a phase) waits for one scrape
@@ -110,7 +122,10 @@ class Client:
         probe_every: after a call that got no answer in time, vllmstat counts as not answering:
             calls fail at once, without a request, until ``/healthz`` answers again; it is asked
             at most once every ``probe_every`` seconds, by the call that comes then.
-        clock: the monotonic clock in seconds that ``probe_every`` is read on.
+        clock: the monotonic clock in seconds that ``probe_every`` and ``warn_every`` are read on.
+        warn_every: seconds between two warnings of the same kind of failure (a step number
+            vllmstat refuses, a bad phase name, no connection, ...). The calls that fail in
+            between are counted, and the next warning of that kind gives their count.
 
     After its first answered call the client asks ``/healthz`` for vllmstat's version, once,
     and warns (once per process and vllmstat) when it is not this client's ``__version__``.
@@ -118,11 +133,13 @@ class Client:
 
     def __init__(self, url: Optional[str] = None, token: Optional[str] = None, timeout: float = 60.0,
                  strict: bool = False, hang_timeout: float = 15.0, probe_timeout: float = 1.0,
-                 probe_every: float = 5.0, clock: Callable[[], float] = time.monotonic) -> None:
+                 probe_every: float = 5.0, clock: Callable[[], float] = time.monotonic,
+                 warn_every: float = 60.0) -> None:
         if not 0 < probe_timeout < hang_timeout:
             raise ValueError("probe_timeout must be > 0 and less than hang_timeout, got %r and %r"
                              % (probe_timeout, hang_timeout))
-        self.url = _base_url(url)
+        # A URL's user info becomes basic auth: kept out of url, which messages show.
+        self.url, self._basic = _split_userinfo(_base_url(url))
         self.token = token if token is not None else os.environ.get("VLLMSTAT_API_TOKEN") or None
         self.timeout = timeout
         self.strict = strict
@@ -130,23 +147,28 @@ class Client:
         self.probe_timeout = probe_timeout
         self.probe_every = probe_every
         self.clock = clock
+        self.warn_every = warn_every
         # Why vllmstat counts as not answering (None while it answers), and when to ask again.
         self._silent: Optional[str] = None
         self._next_probe = 0.0
-        self._failing = False
-        self._warned: set = set()  # kinds of phase-call failures warned about already
+        # For each kind of failure warned about: when it may be warned about again, and how
+        # many failures of it were not warned about since its last warning.
+        self._quiet: Dict[Any, List[Any]] = {}
         self._version_checked = False
 
     # -- calls ------------------------------------------------------------------------------
 
-    def end_step(self, step: int) -> Record:
+    def end_step(self, step: Number) -> Record:
         """Ends training step ``step`` and returns its record (``{}`` on failure).
 
-        Step numbers must increase; they may skip (log every 5th step, say).
+        Step numbers are whole numbers from 0 to 2**53 (an int, numpy's integers, or a float
+        such as 2.0) that must increase; they may skip (log every 5th step, say). Another value
+        is refused before any request: ``ValueError`` when strict, else a warning and ``{}``.
         """
-        if isinstance(step, bool) or not isinstance(step, int) or step < 0:
-            raise ValueError("step must be an int >= 0, got %r" % (step,))
-        return self._call("POST", "/v1/steps/end", {"step": step}, empty={})
+        n = self._number(step, "step")
+        if n is None:
+            return {}
+        return self._call("POST", "/v1/steps/end", {"step": n}, empty={})
 
     def start_phase(self, name: str) -> Optional[Dict[str, Any]]:
         """Starts phase ``name`` in the open step; returns the edge (``None`` on failure).
@@ -183,15 +205,15 @@ class Client:
             try:
                 self._phase_edge("end", name, depth=3)
             except VllmstatError as e:  # strict: the body's exception is the one to see
-                warnings.warn("vllmstat: %s" % e, RuntimeWarning, stacklevel=3)
+                _warn("vllmstat: %s" % e, stacklevel=3)
             raise
         self._phase_edge("end", name, depth=3)
 
-    def set_policy_version(self, version: int) -> Optional[Dict[str, Any]]:
+    def set_policy_version(self, version: Number) -> Optional[Dict[str, Any]]:
         """Says that the trainer published version ``version`` of its weights now; returns
         ``{"version", "ts"}`` once it took effect (``None`` on failure).
 
-        Versions are whole numbers from 0 to 2**53 that only grow, such as the step whose
+        Versions are whole numbers from 0 to 2**53 (as for :meth:`end_step`) that only grow, such as the step whose
         update made the weights: a version not greater than the last one is refused (409). Call
         it as soon as the trainer has the new weights, before the engines load them: an engine
         that reports no version of its own is taken to hold it from the end of its first pause,
@@ -199,40 +221,31 @@ class Client:
         takes effect after a boundary scrape of every engine, so the call takes about as long
         as :meth:`end_step`. The step records then say which engines are behind and how many
         tokens they generated on older weights. Never raises unless the client is strict; a
-        refusal is warned about once.
+        refusal is warned about as other failures are (see ``warn_every``).
         """
-        if isinstance(version, bool) or not isinstance(version, int) or not 0 <= version <= 2 ** 53:
-            msg = "vllmstat: policy version must be an int from 0 to 2**53, got %r" % (version,)
-            if self.strict:
-                raise ValueError(msg)
-            self._warn_once(("policy", type(version).__name__, repr(version)), msg + "; skipping the call", stacklevel=3)
+        n = self._number(version, "policy version")
+        if n is None:
             return None
-        try:
-            out = self._request("POST", "/v1/policy", {"version": version})
-        except VllmstatError as e:
-            if self.strict:
-                raise
-            if e.status is None or e.status >= 500:
-                return self._failed(e, stacklevel=3)
-            # vllmstat answers, and refuses the version: a mistake in the trainer's calls that
-            # would repeat every step, so it is told once (per status)
-            self._warn_once(("policy", e.status), "vllmstat: %s" % e, stacklevel=3)
-            return None
-        self._failing = False
-        return out
+        return self._call("POST", "/v1/policy", {"version": n}, empty=None, version_check=False)
 
     def live(self) -> Dict[str, Any]:
         """Returns the open step so far and every target's state: ``{"step": ..., "targets": [...]}``."""
         return self._call("GET", "/v1/live", empty={})
 
-    def steps(self, since: int = 0) -> List[Record]:
+    def steps(self, since: Number = 0) -> List[Record]:
         """Returns the closed steps numbered ``since`` or later that vllmstat keeps in memory."""
-        out = self._call("GET", "/v1/steps?" + urllib.parse.urlencode({"since": int(since)}), empty={})
+        n = self._number(since, "since")
+        if n is None:
+            return []
+        out = self._call("GET", "/v1/steps?" + urllib.parse.urlencode({"since": n}), empty={})
         return out.get("steps", []) if out else []
 
-    def step(self, number: int) -> Record:
+    def step(self, number: Number) -> Record:
         """Returns one closed step's record (``{}`` if unknown or on failure)."""
-        return self._call("GET", "/v1/steps/%d" % int(number), empty={})
+        n = self._number(number, "step number")
+        if n is None:
+            return {}
+        return self._call("GET", "/v1/steps/%d" % n, empty={})
 
     def set_targets(self, urls: Iterable[str]) -> List[str]:
         """Replaces the scraped targets (http/https ``/metrics`` URLs); returns them as vllmstat keeps them."""
@@ -284,46 +297,70 @@ class Client:
     def _phase_edge(self, edge, name, depth):
         if not self._valid_phase(name, depth + 1):
             return None
-        try:
-            out = self._request("POST", "/v1/phases/" + edge, {"phase": name})
-        except VllmstatError as e:
-            if self.strict:
-                raise
-            if e.status is None or e.status >= 500:
-                return self._failed(e, stacklevel=depth + 2)
-            # vllmstat answers, and refuses this call: a mistake in the trainer's phase calls
-            # that would repeat every step, so it is told once (per status and phase)
-            self._warn_once((e.status, name), "vllmstat: %s" % e, stacklevel=depth + 2)
-            return None
-        self._failing = False
-        return out
+        # a refusal is a kind of its own for each phase: ending "eval" when it is not open is
+        # not the mistake of ending "rollout" when it is not
+        return self._call("POST", "/v1/phases/" + edge, {"phase": name}, stacklevel=depth + 3, detail=name,
+                          version_check=False)
 
     def _valid_phase(self, name, depth):
-        """Checks a phase name before any request: raises when strict, else warns once per name."""
+        """Checks a phase name before any request: raises when strict, else warns (per name)."""
         if isinstance(name, str) and _PHASE_NAME.fullmatch(name):
             return True
         msg = ("vllmstat: phase name %r: want a lower-case letter, then up to 31 lower-case letters, "
                "digits or underscores" % (name,))
         if self.strict:
             raise ValueError(msg)
-        self._warn_once(("name", type(name).__name__, repr(name)), msg + "; skipping the call",
-                        stacklevel=depth + 2)
+        self._warn_limited(("name", type(name).__name__, repr(name)), msg + "; skipping the call",
+                           stacklevel=depth + 2)
         return False
 
-    def _warn_once(self, kind, msg, stacklevel):
-        if kind not in self._warned:
-            self._warned.add(kind)
-            warnings.warn(msg, RuntimeWarning, stacklevel=stacklevel)
+    def _number(self, value, what):
+        """A step number or version as an int; None, with a warning, for another value (ValueError when strict)."""
+        try:
+            return _whole(value, what)
+        except ValueError as e:
+            if self.strict:
+                raise
+            # stacklevel: _warn_limited, this, the public method, the trainer's line
+            self._warn_limited(("argument", what), "vllmstat: %s; skipping the call" % e, stacklevel=4)
+            return None
 
-    def _call(self, method, path, body=None, empty=None):
+    def _warn_limited(self, kind, msg, stacklevel):
+        """Warns about a failure of this kind unless one was warned about less than warn_every
+        seconds ago; then it is counted, and the next warning of the kind gives the count.
+        stacklevel counts from here, as warnings.warn's from its caller."""
+        now = self.clock()
+        quiet = self._quiet.get(kind)
+        if quiet is not None and now < quiet[0]:
+            quiet[1] += 1
+            return
+        if quiet is not None and quiet[1]:
+            msg += " (%d more like it since the last warning)" % quiet[1]
+        self._quiet[kind] = [now + self.warn_every, 0]
+        _warn(msg, stacklevel)
+
+    def _call(self, method, path, body=None, empty=None, stacklevel=4, detail=None, version_check=True):
+        """One call; on failure raises when strict, else warns (see warn_every) and returns empty.
+
+        stacklevel is the trainer's line as seen from _warn_limited: by default it, this, the
+        public method and the trainer's. version_check: the first answered call asks for
+        vllmstat's version (the calls that change its state leave that to the others).
+        """
         try:
             out = self._request(method, path, body)
         except VllmstatError as e:
             if self.strict:
                 raise
-            return self._failed(e, empty)
-        self._failing = False
-        if not self._version_checked and path != "/healthz":
+            if e.status is None:
+                kind: Tuple[Any, ...] = _UNANSWERED
+            else:  # an answer: this route refuses this call
+                kind = (method, _ROUTE_PARTS.sub("/{n}", path.partition("?")[0]), e.status, detail)
+            self._warn_limited(kind, "vllmstat: %s" % e, stacklevel)
+            return empty
+        quiet = self._quiet.get(_UNANSWERED)
+        if quiet is not None:
+            quiet[0] = 0.0  # it answers: the next failure to get an answer is news at once
+        if version_check and not self._version_checked and path != "/healthz":
             self._version_checked = True
             self._check_version()
         return out
@@ -336,14 +373,6 @@ class Client:
             return
         if isinstance(out, dict):
             _compare_version(self.url, out, stacklevel=5)
-
-    def _failed(self, e, empty=None, stacklevel=4):
-        """Warns about a failed call unless the previous one failed too; returns empty."""
-        if not self._failing:
-            self._failing = True
-            warnings.warn("vllmstat: %s (further failures are silent until it answers again)" % e,
-                          RuntimeWarning, stacklevel=stacklevel)
-        return empty
 
     def _request(self, method, path, body):
         """Sends one call, or fails it at once while vllmstat counts as not answering."""
@@ -425,6 +454,8 @@ class Client:
             headers["Content-Type"] = "application/json"
         if self.token:
             headers["Authorization"] = "Bearer " + self.token
+        elif self._basic:
+            headers["Authorization"] = "Basic " + self._basic
         req = urllib.request.Request(self.url + path, data=data, headers=headers, method=method)
         try:
             with urllib.request.urlopen(req, timeout=timeout) as resp:
@@ -468,9 +499,19 @@ def _compare_version(url: str, health: Mapping[str, Any], stacklevel: int) -> No
             return
         _versions_warned.add((url, theirs))
     said = "reports no version (it is older than this client)" if theirs is None else "is version %s" % (theirs,)
-    warnings.warn("vllmstat: the vllmstat at %s %s, this client is version %s; records and calls may "
-                  "differ from what this client documents" % (url, said, __version__),
-                  RuntimeWarning, stacklevel=stacklevel + 1)
+    _warn("vllmstat: the vllmstat at %s %s, this client is version %s; records and calls may "
+          "differ from what this client documents" % (url, said, __version__), stacklevel=stacklevel + 1)
+
+
+def _split_userinfo(url: str) -> Tuple[str, Optional[str]]:
+    """The URL without its user info, and that user info as basic-auth credentials (or None)."""
+    parts = urllib.parse.urlsplit(url)
+    if "@" not in parts.netloc:
+        return url, None
+    userinfo, _, host = parts.netloc.rpartition("@")
+    user, _, password = userinfo.partition(":")
+    creds = "%s:%s" % (urllib.parse.unquote(user), urllib.parse.unquote(password))
+    return urllib.parse.urlunsplit(parts._replace(netloc=host)), base64.b64encode(creds.encode()).decode()
 
 
 def scalars(record: Optional[Mapping[str, Any]], prefix: str = "") -> Dict[str, Any]:

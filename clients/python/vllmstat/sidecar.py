@@ -4,7 +4,6 @@ returns a :class:`Sidecar`, a :class:`~vllmstat.client.Client` for it that also 
 from __future__ import annotations
 
 import atexit
-import json
 import os
 import re
 import shutil
@@ -14,39 +13,22 @@ import sys
 import tempfile
 import threading
 import time
-import warnings
 from collections import deque
-from typing import IO, Any, Callable, Deque, Iterable, List, Mapping, Optional, Tuple, Union
+from typing import IO, Any, Callable, Deque, Dict, Iterable, List, Mapping, Optional, Tuple, Union
 
-from ._common import _HERE, VllmstatError
+from . import _settings
+from ._common import _HERE, VllmstatError, _redact, _warn
 from .client import Client, _compare_version
 
 __all__ = ["Sidecar", "binary_path", "start"]
 
 # start() runs `vllmstat run` as a child process of the trainer: its settings go into a config
 # file of its own (JSON, which vllmstat reads as YAML), or, beside a config file the trainer
-# names, into the flags that set them. The API's address, which the trainer may leave to the
-# system (port 0), is read from the run's "api listening url=..." line.
+# names, into the flags that set them, but for the targets, which go into a targets file: a
+# target's URL may hold a password, and a command line is there for every user to read. The
+# API's address, which the trainer may leave to the system (port 0), is read from the run's
+# "api listening url=..." line, and exported as VLLMSTAT_URL while the sidecar runs.
 
-# Settings that a flag of `vllmstat run` sets: with a config file, these are all start() can add.
-_RUN_FLAGS = {
-    "targets": "--target",
-    "out_dir": "--out",
-    "listen": "--listen",
-    "step_every": "--step-every",
-    "scrape_timeout": "--scrape-timeout",
-    "vllm_metrics_logger_interval": "--interval",
-    "metric_prefix": "--metric-prefix",
-    "per_worker": "--per-worker",
-    "vllm_metrics_log_scalars": "--log-scalars",
-    "record": "--record",
-    "worker_labels": "--worker-labels",
-    "sinks": "--sinks",
-    "resume_from": "--resume-from",
-    "gpu": "--gpu",
-}
-# Short names start() takes for config keys.
-_ALIASES = {"interval": "vllm_metrics_logger_interval"}
 # How many of the sidecar's last output lines are kept for error messages.
 _TAIL_LINES = 40
 _API_LINE = re.compile(r'api listening"? url=(\S+)')
@@ -54,6 +36,11 @@ _API_LINE = re.compile(r'api listening"? url=(\S+)')
 _sidecars_lock = threading.Lock()
 _sidecars: set = set()  # sidecars not closed yet: closed at interpreter exit
 _sidecars_at_exit = False
+# What start() exports for other processes to find the sidecar, and the values it found there
+# before the first sidecar; the sidecars that export, in start order (the last one's is set).
+_EXPORTED = ("VLLMSTAT_URL", "VLLMSTAT_API_TOKEN")
+_env_before: Dict[str, Optional[str]] = {}
+_exporting: List[Sidecar] = []
 
 
 def _bundled_binary() -> Optional[str]:
@@ -92,7 +79,8 @@ class Sidecar(Client):
     even when the trainer was killed first. The warning's first line is added when it dies.
 
     Attributes:
-        url: the API's base URL, with the port the system chose for ``listen`` port 0.
+        url: the API's base URL, with the port the system chose for ``listen`` port 0; also
+            ``VLLMSTAT_URL`` in the environment while the sidecar runs (see :func:`start`).
         process: the ``subprocess.Popen`` of the binary.
         out_dir: the run's output directory when ``start()`` was given it, else ``None``.
     """
@@ -101,6 +89,7 @@ class Sidecar(Client):
                  token: Optional[str] = None, timeout: float = 60.0, strict: bool = False,
                  cleanup: Optional[str] = None, log: Optional[str] = None) -> None:
         super().__init__(url, token=token, timeout=timeout, strict=strict)
+        self._export_token: Optional[str] = None  # the token start() was given, for other processes
         self.process = process
         self.out_dir = out_dir
         self._output = output
@@ -141,8 +130,8 @@ class Sidecar(Client):
                 try:
                     self.process.wait(timeout)
                 except subprocess.TimeoutExpired:
-                    warnings.warn("vllmstat: the sidecar (pid %d) did not stop within %gs of SIGTERM; killing it"
-                                  % (self.process.pid, timeout), RuntimeWarning, stacklevel=2)
+                    _warn("vllmstat: the sidecar (pid %d) did not stop within %gs of SIGTERM; killing it"
+                          % (self.process.pid, timeout), stacklevel=2)
                     self.process.kill()
                     self.process.wait()
             self._output.join(10.0)
@@ -152,6 +141,7 @@ class Sidecar(Client):
                 self._cleanup = None
             with _sidecars_lock:
                 _sidecars.discard(self)
+                _unexport(self)
         return self.process.returncode
 
     def __enter__(self) -> Sidecar:
@@ -193,7 +183,7 @@ class Sidecar(Client):
                                                                                     self.process.poll()))
             except OSError:
                 pass  # the warning below says it all the same
-        warnings.warn("vllmstat: the sidecar " + self._exit_story(), RuntimeWarning, stacklevel=2)
+        _warn("vllmstat: the sidecar " + self._exit_story(), stacklevel=2)
 
 
 class _Output:
@@ -252,6 +242,7 @@ class _Output:
                 on_end()
 
     def _line(self, line: str) -> None:
+        line = _redact(line)  # vllmstat hides a target's password itself; nor is it shown here
         with self.changed:
             self.tail.append(line.rstrip("\n"))
             if self.url is None:
@@ -315,44 +306,6 @@ def _parent_death_signal() -> Optional[Callable[[], None]]:
     return set_signal
 
 
-def _config_file_value(key: str, value: Any) -> Any:
-    """A start() setting as vllmstat's config file wants it."""
-    if key in ("targets", "sinks", "worker_labels", "file_sd") and isinstance(value, str):
-        return [v.strip() for v in value.split(",") if v.strip()] if key != "targets" else [value]
-    if isinstance(value, (list, tuple)):
-        return [_config_file_value("", v) for v in value]
-    if isinstance(value, Mapping):
-        return {k: _config_file_value(k, v) for k, v in value.items()}
-    return value
-
-
-def _absolute_paths(key: str, value: Any) -> Any:
-    """Makes the file paths in a config relative to the working directory, as the trainer meant
-    them, instead of to the config file, which start() writes elsewhere."""
-    if isinstance(value, Mapping):
-        return {k: _absolute_paths(k, v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_absolute_paths(key, v) for v in value]
-    if isinstance(value, str) and value and (key == "file_sd" or key.endswith("_file")):
-        return os.path.abspath(value)
-    return value
-
-
-def _flag_args(key: str, value: Any) -> List[str]:
-    """The `vllmstat run` flags that set a start() setting, beside a config file."""
-    flag = _RUN_FLAGS[key]
-    if key == "targets":
-        return [a for t in ([value] if isinstance(value, str) else value) for a in (flag, str(t))]
-    if isinstance(value, bool):
-        return [flag + "=" + ("true" if value else "false")]
-    if key in ("worker_labels", "sinks") and not isinstance(value, str):
-        if key == "sinks" and not all(isinstance(v, str) for v in value):
-            raise TypeError("start(): with a config file, sinks= takes sink names (tensorboard, wandb, csv); "
-                            "put sinks with settings in the file")
-        value = ",".join(value)
-    return [flag, str(value)]
-
-
 def start(config: Union[str, os.PathLike, Mapping[str, Any], None] = None, *, binary: Optional[str] = None,
           echo: Union[bool, IO[str]] = True, start_timeout: float = 60.0, timeout: float = 60.0,
           strict: bool = False, **settings: Any) -> Sidecar:
@@ -363,6 +316,15 @@ def start(config: Union[str, os.PathLike, Mapping[str, Any], None] = None, *, bi
     stopped (SIGTERM) by :meth:`Sidecar.close`, at the end of a ``with`` block, or at
     interpreter exit. On Linux it is also stopped if this process dies without exiting
     (SIGKILL) when started from the main thread.
+
+    While it runs, ``VLLMSTAT_URL`` in ``os.environ`` is its address (and ``VLLMSTAT_API_TOKEN``
+    the ``api_token`` given here, if any): ``Client()`` and :func:`expose` find it with no
+    arguments, in this process and in the ones it starts afterwards (Ray workers of a local
+    ``ray.init()`` called later, subprocesses). Closing it puts the variables back.
+
+    The settings reach the process in files only this user can read (targets beside a config
+    file in a targets file), never on its command line, so a target URL's password is not
+    shown by ``ps``; nor is it shown in any message.
 
     Args:
         config: vllmstat's configuration: ``None``, a dict of its keys (as in its YAML file),
@@ -376,7 +338,9 @@ def start(config: Union[str, os.PathLike, Mapping[str, Any], None] = None, *, bi
             any other key of vllmstat's config. Beside a config file, only the keys that a flag
             of ``vllmstat run`` sets can be given (``targets``, ``out_dir``, ``listen``,
             ``step_every``, ``interval``, ``scrape_timeout``, ``metric_prefix``, ``per_worker``,
-            ``vllm_metrics_log_scalars``, ``record``, ``worker_labels``, ``sinks`` by name).
+            ``vllm_metrics_log_scalars``, ``record``, ``worker_labels``, ``sinks`` by name,
+            ``resume_from``). ``resume_from`` is a whole number or a string of decimal digits
+            (``"010"`` is step 10; other bases are refused).
         binary: the vllmstat binary to run; default :func:`binary_path`.
         echo: where the process's output lines (its step summaries and log) are copied:
             ``True`` for this process's stderr, ``False`` for nowhere, or a text stream. The
@@ -386,49 +350,21 @@ def start(config: Union[str, os.PathLike, Mapping[str, Any], None] = None, *, bi
         timeout, strict: as for :class:`Client`.
 
     Raises :class:`VllmstatError` (with the process's last lines) when it exits or does not
-    answer within ``start_timeout``, ``FileNotFoundError`` when there is no binary, and
-    ``TypeError``/``ValueError`` for settings it cannot pass.
+    answer within ``start_timeout``; when vllmstat refused a setting, the error names it as
+    given here (``start() got an unknown setting step_evry; did you mean step_every?``).
+    ``FileNotFoundError`` when there is no binary, and ``TypeError``/``ValueError`` for
+    settings it cannot pass.
     """
-    settings = {_ALIASES.get(k, k): v for k, v in settings.items()}
-    token = settings.pop("api_token", None)
     exe = binary or binary_path()
-    args = [exe, "run"]
-    # A private directory for the run's log and the config file written here (0700: the config
-    # may hold credentials), removed when the sidecar is closed.
+    # A private directory for the run's log and the files written here (0700: they may hold
+    # credentials), removed when the sidecar is closed.
     cleanup = tempfile.mkdtemp(prefix="vllmstat-sidecar-")
-    if config is None or isinstance(config, Mapping):
-        merged = {_ALIASES.get(k, k): v for k, v in (config or {}).items()}
-        file_token = merged.pop("api_token", None)
-        token = token if token is not None else file_token
-        merged.update(settings)
-        if "listen" in merged and not merged["listen"]:
-            shutil.rmtree(cleanup, ignore_errors=True)
-            raise ValueError("start(): the sidecar needs its API: listen must be an address, such as 127.0.0.1:0")
-        out_dir = merged.get("out_dir")
-        if merged:
-            path = os.path.join(cleanup, "vllmstat.json")
-            body = _absolute_paths("", {k: _config_file_value(k, v) for k, v in merged.items()})
-            with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w", encoding="utf-8") as f:
-                json.dump(body, f, indent=1)
-            args += ["--config", path]
-    else:
-        other = sorted(k for k in settings if k not in _RUN_FLAGS)
-        if other:
-            shutil.rmtree(cleanup, ignore_errors=True)
-            raise TypeError("start(): beside a config file only the settings that flags of vllmstat run set can be "
-                            "given (%s); put %s in the file, or pass config as a dict"
-                            % (", ".join(sorted(_RUN_FLAGS)), ", ".join(other)))
-        if "listen" in settings and not settings["listen"]:
-            shutil.rmtree(cleanup, ignore_errors=True)
-            raise ValueError("start(): the sidecar needs its API: listen must be an address, such as 127.0.0.1:0")
-        args += ["--config", os.fspath(config)]
-        try:
-            for k, v in settings.items():
-                args += _flag_args(k, v)
-        except TypeError:
-            shutil.rmtree(cleanup, ignore_errors=True)
-            raise
-        out_dir = settings.get("out_dir")
+    try:
+        run_plan = _settings.plan(config, settings, cleanup)
+    except BaseException:
+        shutil.rmtree(cleanup, ignore_errors=True)
+        raise
+    args, out_dir, token = [exe, "run"] + run_plan.args, run_plan.out_dir, run_plan.token
     env = dict(os.environ)
     if token:
         env["VLLMSTAT_API_TOKEN"] = token
@@ -449,6 +385,10 @@ def start(config: Union[str, os.PathLike, Mapping[str, Any], None] = None, *, bi
         proc.wait()
         output.join(5.0)
         shutil.rmtree(cleanup, ignore_errors=True)
+        told, others = _settings.explain(run_plan, list(output.tail))
+        if told:  # vllmstat refused a setting: told as start()'s, not as the files written here
+            return VllmstatError("%s\nvllmstat run %s%s" % ("\n".join(told), why, "; its other last lines:\n" +
+                                                                _indent(others) if others else ""))
         return VllmstatError("vllmstat (%s) %s; its last lines:\n%s" % (" ".join(args[1:]), why, _indent(output.tail)))
 
     try:
@@ -483,11 +423,13 @@ def start(config: Union[str, os.PathLike, Mapping[str, Any], None] = None, *, bi
                       timeout=timeout, strict=strict, cleanup=cleanup,
                       log=None if log.startswith(cleanup + os.sep) else log)
     sidecar._version_checked = True
+    sidecar._export_token = token
     if isinstance(health, dict):
         _compare_version(url, health, stacklevel=2)
     global _sidecars_at_exit
     with _sidecars_lock:
         _sidecars.add(sidecar)
+        _export(sidecar)
         if not _sidecars_at_exit:
             atexit.register(_close_sidecars)
             _sidecars_at_exit = True
@@ -508,6 +450,46 @@ def _open_log(out_dir: Optional[str], cleanup: str) -> Tuple[str, IO[bytes], int
             pass
     path = os.path.join(cleanup, "vllmstat.log")
     return path, open(path, "wb"), 0
+
+
+def _export(s: Sidecar) -> None:
+    """Sets VLLMSTAT_URL to the sidecar's address, and VLLMSTAT_API_TOKEN to the token start()
+    was given, for the processes started from now on (Ray workers, say) to find it with
+    Client() and expose(). Called with _sidecars_lock held."""
+    if not _exporting:
+        _env_before.clear()
+        _env_before.update({k: os.environ.get(k) for k in _EXPORTED})
+    _exporting.append(s)
+    _set_env(s)
+
+
+def _set_env(s: Sidecar) -> None:
+    _setenv("VLLMSTAT_URL", s.url)
+    _setenv("VLLMSTAT_API_TOKEN", s._export_token or _env_before.get("VLLMSTAT_API_TOKEN"))
+
+
+def _setenv(name: str, value: Optional[str]) -> None:
+    if value is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = value
+
+
+def _unexport(s: Sidecar) -> None:
+    """A closed sidecar's address is no longer exported: the one started before it that still
+    runs is, else what was there before. A VLLMSTAT_URL set by others since is left alone.
+    Called with _sidecars_lock held."""
+    if s not in _exporting:
+        return
+    was_set = _exporting[-1] is s
+    _exporting.remove(s)
+    if not was_set or os.environ.get("VLLMSTAT_URL") != s.url:
+        return
+    if _exporting:
+        _set_env(_exporting[-1])
+    else:
+        for name, value in _env_before.items():
+            _setenv(name, value)
 
 
 def _close_sidecars() -> None:
