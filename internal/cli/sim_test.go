@@ -49,6 +49,7 @@ func TestSimBadFlags(t *testing.T) {
 		{[]string{"--colocated", "--train-time", "-1s"}, "workload train time must not be negative, got -1s"},
 		{[]string{"--colocated", "--eval-prompts", "-2"}, "workload eval prompts must be 0 (a quarter of the prompts) or positive, got -2"},
 		{[]string{"--mfu-metrics", "--model-params", "0"}, "model params must be a positive number up to 1e15, got 0"},
+		{[]string{"--model-params", "-5"}, "model params must be a positive number up to 1e15, got -5"},
 		{[]string{"--mfu-metrics", "--model-params", "NaN"}, `invalid value "NaN" for flag -model-params: must be a finite number`},
 		{[]string{"--log-level", "loud"}, "-log-level: want debug, info, warn or error"},
 		{[]string{"extra"}, `unexpected argument "extra"`},

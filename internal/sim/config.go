@@ -174,10 +174,10 @@ func (c Config) Validate() error {
 	if c.Cost.StepOverhead <= 0 || c.Cost.PerPrefillToken < 0 || c.Cost.PerDecodeRequest < 0 || c.Cost.PerContextToken < 0 {
 		bad("cost model needs a positive step overhead and non-negative per-token costs")
 	}
-	if c.MFUMetrics {
-		if err := c.Compute.validate(); err != nil {
-			errs = append(errs, err)
-		}
+	// The compute model is checked whether or not vLLM's MFU counters are served: SGLang's pages
+	// serve theirs from it, and a setting given is a setting meant.
+	if err := c.Compute.validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if err := c.Workload.validate(c.MaxModelLen); err != nil {
 		errs = append(errs, err)
