@@ -225,7 +225,7 @@ class _Query:
 
 _VALUE = operator.attrgetter("_value")
 _CREATED = operator.attrgetter("_created")
-_NEG_INF = float("-inf")
+_INF = float("inf")
 # a gauge given a function (set_function) has its own _child_samples
 _HAS_FUNCTION = operator.methodcaller("__contains__", "_child_samples")
 
@@ -247,9 +247,9 @@ class _Template:
     a scrape costs. Cumulative counts that are whole numbers (as observations make them) are
     added up as integers and written by a bytes template with "%d.0": a bytes template finds
     its "%" with memchr where a str template looks at every character, and Python writes an
-    integer at a fraction of the cost of a float. Other values are written as strings. What is
-    not a whole count, or is one of 1e6 or more (Go writes it with an exponent), takes the
-    general template, every value written by floatToGoString's rules.
+    integer at a fraction of the cost of a float. Other values are written one by one
+    (_float_texts). Where a count is not a whole number, or is 1e6 or more (Go writes it with an
+    exponent), every value is written one by one into the general template.
     """
 
     def __init__(self, kind, kids, created, reader, asked, segments, go_float):
@@ -257,7 +257,7 @@ class _Template:
         self._reader, self._go = reader, go_float
         # the values of the text, by their index among the values the reader returns
         self._pick = _getter([reader.sources[i] for i in asked])
-        self._general = "%s".join(segments)
+        self._general = "%s".join(segments).encode("utf-8")
         self._fast = "".join(itertools.chain.from_iterable(
             zip(segments, ["%d.0" if reader.counts(i) else "%s" for i in asked] + [""]))).encode("utf-8")
         self._last: tuple = (None, b"")
@@ -324,17 +324,31 @@ class _Template:
         values = self._reader.fast(raw, self._go) if fast else None
         if values is not None:
             return self._fast % self._pick(values)
-        return (self._general % self._pick(_float_strings(self._reader.floats(raw), self._go))).encode("utf-8")
+        return self._general % self._pick(_float_texts(self._reader.floats(raw), self._go))
 
 
-def _float_strings(values, go):
-    """The values as prometheus_client writes them (floatToGoString): Python's repr, but for
-    NaN, infinities and the positive values Go writes with an exponent (from 1e6 on)."""
-    if values:
-        total = sum(values)
-        if total - total == 0.0 and max(values) < 1e6:
-            return list(map(float.__repr__, values))
-    return [float.__repr__(v) if _NEG_INF < v < 1e6 else go(v) for v in values]
+def _float_texts(values, go):
+    """The values (floats) as prometheus_client writes them (floatToGoString), as bytes.
+
+    That is Python's repr, which for a whole number below 1e6 is "%d.0" (written in a tenth of
+    the time), except that Go writes a positive value from 1e6 on with an exponent, the digits
+    of Python's repr with the trailing zeros left out (1234500.0: 1.2345e+06; from 1e16 on
+    Python's repr has an exponent itself), and writes NaN and the infinities its own way (go,
+    prometheus_client's floatToGoString). 0.0 is not written "%d.0": -0.0 is "-0.0".
+    """
+    out = []
+    for v in values:
+        if -1e6 < v < 1e6:
+            out.append(b"%d.0" % v if v and v.is_integer() else float.__repr__(v).encode())
+        elif 1e6 <= v < _INF:
+            s = float.__repr__(v)
+            dot = s.find(".")
+            if dot > 6:
+                s = (s[0] + "." + s[1:dot] + s[dot + 1:]).rstrip("0.") + "e+0" + str(dot - 1)
+            out.append(s.encode())
+        else:  # NaN, infinities, and negative values, which Go writes as Python does
+            out.append(go(v).encode())
+    return out
 
 
 class _Values:
@@ -351,7 +365,7 @@ class _Values:
         return False
 
     def fast(self, raw, go):
-        return list(map(str.encode, _float_strings(list(map(float, raw)), go)))
+        return _float_texts(list(map(float, raw)), go)
 
     def floats(self, raw):
         return list(map(float, raw))
@@ -405,7 +419,7 @@ class _Buckets:
         if counts and max(counts) >= 1e6:
             return None
         if sums:
-            counts += map(str.encode, _float_strings(list(map(float, sums)), go))
+            counts += _float_texts(list(map(float, sums)), go)
         return counts
 
     def floats(self, raw):
