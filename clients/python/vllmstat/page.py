@@ -354,18 +354,28 @@ def _float_texts(values, go):
 class _Values:
     """A counter's or gauge's children's values: read as a list, in the text's order."""
 
-    def __init__(self, objs, names):
-        self._objs, self.names = objs, names
+    def __init__(self, objs, names, gauge):
+        self._objs, self.names, self._gauge = objs, names, gauge
         self.sources = range(len(names))
 
     def read(self):
         return list(map(_VALUE, self._objs))
 
     def counts(self, i):
-        return False
+        """Whether value i of the text is written "%d.0" by the fast template: all of them."""
+        return True
 
     def fast(self, raw, go):
-        return _float_texts(list(map(float, raw)), go)
+        """The values as integers when each is a whole number below 1e6 and above -1e16 (as
+        counts of requests and tokens are, but for the large ones), which Python and Go write as
+        "%d.0" does; else None. A gauge's 0 may be -0.0, which "%d.0" does not write."""
+        try:
+            ints = list(map(int, raw))
+        except (ValueError, OverflowError):  # NaN, infinities
+            return None
+        if ints != raw or not ints or max(ints) >= 1e6 or min(ints) <= -1e16 or (self._gauge and 0 in ints):
+            return None
+        return ints
 
     def floats(self, raw):
         return list(map(float, raw))
@@ -448,7 +458,7 @@ def _reader(kind, name, kids, mutex):
     if kind == "gauge" and any(map(_HAS_FUNCTION, map(vars, kids))):
         return None  # set_function
     sample = name + "_total" if kind == "counter" else name
-    return _Values(objs, [sample] * len(kids))
+    return _Values(objs, [sample] * len(kids), kind == "gauge")
 
 
 _GENERIC: Any = object()  # a collector that prometheus_client renders
