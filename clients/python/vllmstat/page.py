@@ -4,6 +4,7 @@ HTTP server that answers it on kept-alive connections."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 import operator
 import socket
@@ -224,6 +225,8 @@ class _Query:
 
 
 _VALUE = operator.attrgetter("_value")
+_IS_WHOLE = float.is_integer
+_ADD_UP = functools.partial(itertools.accumulate, initial=0.0)
 _CREATED = operator.attrgetter("_created")
 _INF = float("inf")
 # a gauge given a function (set_function) has its own _child_samples
@@ -244,12 +247,14 @@ class _Template:
 
     A page is mostly histogram buckets (at 8 engines, about 2,000 of vLLM's values, nearly all
     of them changing between scrapes of a busy engine), so what a fill costs per value is what
-    a scrape costs. Cumulative counts that are whole numbers (as observations make them) are
-    added up as integers and written by a bytes template with "%d.0": a bytes template finds
-    its "%" with memchr where a str template looks at every character, and Python writes an
-    integer at a fraction of the cost of a float. Other values are written one by one
-    (_float_texts). Where a count is not a whole number, or is 1e6 or more (Go writes it with an
-    exponent), every value is written one by one into the general template.
+    a scrape costs. Counts that are whole numbers (as observations make them, and as counters
+    of requests and tokens are) are written by a bytes template with "%d.0": a bytes template
+    finds its "%" with memchr where a str template looks at every character, and Python writes
+    a whole number as an integer at a fraction of the cost of its float repr. A histogram's
+    buckets are read and added up in one pass of iterators over all its children. Other values
+    are written one by one (_float_texts). Where a count is not a whole number, or is 1e6 or more
+    (Go writes it with an exponent), every value of the metric is written one by one into the
+    general template.
     """
 
     def __init__(self, kind, kids, created, reader, asked, segments, go_float):
@@ -382,66 +387,53 @@ class _Values:
 
 
 class _Buckets:
-    """A histogram's children's values: read as (every child's bucket values one after another,
-    the children's sums); written per child as the cumulative counts, the count, and the sum
-    (none when the first bound is below 0, as prometheus_client writes it). A value's index is
-    its place among the cumulative counts followed by the sums (its source)."""
+    """A histogram's children's values: read as (every child's cumulative counts one after
+    another, each child's after a 0.0, the children's sums); written per child as the cumulative
+    counts, the count, and the sum (none when the first bound is below 0, as prometheus_client
+    writes it). A value's index is its place among the counts followed by the sums (its
+    source)."""
 
     def __init__(self, name, series):
-        self._buckets = [v for b, _, _ in series for v in b]
+        self._series = [list(b) for b, _, _ in series]  # each child's bucket values
         self._sums = [total for _, total, with_sum in series if with_sum]
-        self._slices = []  # each child's buckets among all of them
         self.names, self.sources = [], []  # per value of the text: its sample name and source
-        start, sums = 0, len(self._buckets)
+        start, sums = 0, sum(map(len, self._series)) + len(self._series)
         for buckets, _, with_sum in series:
-            end = start + len(buckets)
-            self._slices.append(slice(start, end))
+            end = start + 1 + len(buckets)
             self.names += [name + "_bucket"] * len(buckets) + [name + "_count"]
-            self.sources += list(range(start, end)) + [end - 1]
+            self.sources += list(range(start + 1, end)) + [end - 1]
             if with_sum:
                 self.names.append(name + "_sum")
                 self.sources.append(sums)
                 sums += 1
             start = end
-        self._counted = len(self._buckets)
+        self._counted = start
 
     def read(self):
-        return list(map(_VALUE, self._buckets)), list(map(_VALUE, self._sums))
+        """The cumulative counts, added up in one pass over every child's buckets from 0.0 as
+        prometheus_client adds them, and the sums."""
+        counts = list(itertools.chain.from_iterable(
+            map(_ADD_UP, map(map, itertools.repeat(_VALUE), self._series))))
+        return counts, list(map(_VALUE, self._sums))
 
     def counts(self, i):
         """Whether value i of the text is a cumulative count (a bucket's or the count)."""
         return self.sources[i] < self._counted
 
     def fast(self, raw, go):
-        """The values (by source) for the fast template, the counts as integers, when every
-        bucket holds a whole number and every cumulative count is below 1e6 and at least 0;
-        else None."""
-        buckets, sums = raw
-        try:
-            ints = list(map(int, buckets))
-        except (ValueError, OverflowError):  # NaN, infinities
+        """The values (by source) for the fast template, when every cumulative count is a whole
+        number below 1e6 and above -1e16, which "%d.0" writes as Python and Go do; else None."""
+        counts, sums = raw
+        if not all(map(_IS_WHOLE, counts)):
             return None
-        if ints != buckets or (ints and min(ints) < 0):
+        if counts and (max(counts) >= 1e6 or min(counts) <= -1e16):
             return None
-        # added up as integers: the same numbers as prometheus_client's floats, which are exact
-        # up to 2**53
-        counts = list(itertools.chain.from_iterable(map(itertools.accumulate, map(ints.__getitem__, self._slices))))
-        if counts and max(counts) >= 1e6:
-            return None
-        if sums:
-            counts += _float_texts(list(map(float, sums)), go)
-        return counts
+        return counts + _float_texts(list(map(float, sums)), go) if sums else counts
 
     def floats(self, raw):
-        """Every value, by source, as prometheus_client adds it up (from 0.0)."""
-        buckets, sums = raw
-        out: List[float] = []
-        for s in self._slices:
-            counts = itertools.accumulate(buckets[s], initial=0.0)
-            next(counts)
-            out += counts
-        out += map(float, sums)
-        return out
+        """Every value, by source, as floats."""
+        counts, sums = raw
+        return counts + list(map(float, sums))
 
 
 def _reader(kind, name, kids, mutex):
