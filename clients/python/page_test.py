@@ -236,6 +236,9 @@ class RestrictedPage(PageCase):
             values += [rng.random() * 10.0 ** e, float(rng.randrange(10 ** max(e, 1))), -rng.random() * 10.0 ** e,
                        float(10 ** max(e, 0)), float(rng.randrange(10 ** max(e, 1))) * 10.0]
         self.assertEqual(vllmstat_client._float_texts(values, go), [go(v).encode() for v in values])
+        for v in values:  # with others that are all written alike, or not
+            for others in ([0.5, -3.0], [1.0, 2.0], []):
+                self.assertEqual(vllmstat_client._float_texts(others + [v], go), [go(x).encode() for x in others + [v]])
 
     def test_the_same_values_give_the_same_text(self):
         first = self.same(QUERY)

@@ -153,20 +153,23 @@ class _Restricted:
             found = tuple(map(registry._names_to_collectors.get, q.order))
             # collectors without names are in every restricted page (newer prometheus_client)
             nameless = tuple(getattr(registry, "_collectors_without_names", ()))
-        return [self._part(q, c) for c in q.collectors(found, nameless)]
+        prom, templates = self._prom, q.templates
+        out = []
+        for c in q.collectors(found, nameless):
+            t = templates.get(c)
+            text = t.fill(c, prom) if t is not None and t is not _GENERIC else None
+            out.append(text if text is not None else self._part(q, c, t))
+        return out
 
-    def _part(self, q, collector):
+    def _part(self, q, collector, t):
+        """The text of a collector that has no template that renders it now."""
         prom = self._prom
-        t = q.templates.get(collector)
-        if t is _GENERIC:
-            return prom.render([collector], q.name_set)
-        text = None if t is None else t.fill(collector, prom)
-        if text is None:  # no template yet, or one the metric's children outgrew
+        if t is not _GENERIC:  # no template yet, or one the metric's children outgrew
             t = q.templates[collector] = _Template.make(collector, q.name_set, prom)
             text = None if t is _GENERIC else t.fill(collector, prom)
-            if text is None:
-                return prom.render([collector], q.name_set)
-        return text
+            if text is not None:
+                return text
+        return prom.render([collector], q.name_set)
 
 
 class _Prom:
@@ -259,7 +262,10 @@ class _Template:
 
     def __init__(self, kind, kids, created, reader, asked, segments, go_float):
         self.kind, self.kids, self.created = kind, kids, created
+        self._use_created, self._created = created
+        self._gauge = kind == "gauge"
         self._reader, self._go = reader, go_float
+        self._read, self._fast_values = reader.read, reader.fast
         # the values of the text, by their index among the values the reader returns
         self._pick = _getter([reader.sources[i] for i in asked])
         self._general = "%s".join(segments).encode("utf-8")
@@ -305,21 +311,26 @@ class _Template:
 
     def fill(self, collector, prom):
         """The metric's text now, or None when the template no longer renders it."""
-        use_created, created = self.created
         kids = self.kids
-        if prom.metrics._use_created != use_created or _children(collector) != kids:
+        if prom.metrics._use_created != self._use_created or _children(collector) != kids:
             return None
+        created = self._created
         if created is not None and tuple(map(_CREATED, kids)) != created:
             return None  # a counter reset (prometheus_client 0.21 and later)
-        if self.kind == "gauge" and any(map(_HAS_FUNCTION, map(vars, kids))):
+        gauge = self._gauge
+        if gauge and any(map(_HAS_FUNCTION, map(vars, kids))):
             return None  # set_function
-        raw = self._reader.read()
+        raw = self._read()
         last = self._last
         # == takes -0.0 for 0.0: a gauge can be set to either, but the sums and counts of
         # counters and histograms start at 0.0 and only add, which never gives -0.0
-        if raw == last[0] and self.kind != "gauge":
+        if not gauge and raw == last[0]:
             return last[1]
-        out = self._text(raw, True)
+        values = self._fast_values(raw, self._go)
+        if values is not None:
+            out = self._fast % self._pick(values)
+        else:
+            out = self._general % self._pick(_float_texts(self._reader.floats(raw), self._go))
         self._last = (raw, out)
         return out
 
@@ -341,6 +352,10 @@ def _float_texts(values, go):
     Python's repr has an exponent itself), and writes NaN and the infinities its own way (go,
     prometheus_client's floatToGoString). 0.0 is not written "%d.0": -0.0 is "-0.0".
     """
+    if values:
+        total = sum(values)
+        if total - total == 0.0 and max(values) < 1e6:  # none is NaN, infinite or 1e6 and more
+            return list(map(str.encode, map(float.__repr__, values)))
     out = []
     for v in values:
         if -1e6 < v < 1e6:
