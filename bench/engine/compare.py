@@ -70,8 +70,9 @@ def main():
             for k in (0, 1):
                 ratios = sorted(a[n][b][k] / z[n][b][k] for z, a in zip(got["before"], got["after"]))
                 cells.append(f"{statistics.median(ratios):.2f} [{ratios[0]:.2f}, {ratios[-1]:.2f}]")
-            sizes = {r[n]["size"] for side in got.values() for r in side}
-            print(f"| {n} | {b} | {' | '.join(cells)} | {', '.join(map(str, sorted(sizes)))} |")
+            sizes = [r[n]["size"] for side in got.values() for r in side]  # the values' digits vary
+            span = str(min(sizes)) if min(sizes) == max(sizes) else f"{min(sizes)}–{max(sizes)}"
+            print(f"| {n} | {b} | {' | '.join(cells)} | {span} |")
     print(f"\nMachine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}.")
     return 0
 
