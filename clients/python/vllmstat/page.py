@@ -251,10 +251,11 @@ class _Template:
 
     A page is mostly histogram buckets (at 8 engines, about 2,000 of vLLM's values, nearly all
     of them changing between scrapes of a busy engine), so what a fill costs per value is what
-    a scrape costs. Counts that are whole numbers (as observations make them, and as counters
-    of requests and tokens are) are written by a bytes template with "%d.0": a bytes template
-    finds its "%" with memchr where a str template looks at every character, and Python writes
-    a whole number as an integer at a fraction of the cost of its float repr. A histogram's
+    a scrape costs. The template is bytes: its "%" formatting finds each value's place with
+    memchr, where a str template looks at every character of the labels around it (half the
+    instructions per value). Counts that are whole numbers below 1e6 (as observations make them,
+    and as most counters of requests and tokens are) are written "%d.0", which is their repr;
+    that needs no string made per value. A histogram's
     buckets are read and added up in one pass of iterators over all its children. Other values
     are written one by one (_float_texts). Where a count is not a whole number, or is 1e6 or more
     (Go writes it with an exponent), every value of the metric is written one by one into the
