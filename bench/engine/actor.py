@@ -32,6 +32,7 @@ Prints markdown.
 """
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -142,6 +143,11 @@ def timed(f, holds):
     return call
 
 
+LABELS = {"snapshot": "get_metrics_snapshot()'s walk (NeMo-RL's logger, every 0.5 s)",
+          "prom": "vllmstat scrape: prometheus_client's page server",
+          "expose": "vllmstat scrape: expose()'s page"}
+
+
 # -- the engine's values -------------------------------------------------------------------------
 
 class Engines:
@@ -243,20 +249,23 @@ def waits(call, engines, busy, n):
     return out
 
 
-def measure(fixture, n, query, calls, runs):
+def measure(fixture, n, query, calls, runs, works=tuple(LABELS)):
     """The rows for n engines: {work: {"size": page bytes, busy: {"cpu", "hold": [per run],
-    "wait": [per call]}}}."""
+    "wait": [per call]}}}, for the works named."""
     engines = Engines(fixture, n)
     holds = []
     try:
-        prom, expose = PrometheusServer(engines.registry, holds), ExposeServer(engines.registry, holds)
-        scrapers = {"prom": Scraper(prom.port, "/metrics?" + query),
-                    "expose": Scraper(expose.port, "/metrics?" + query)}
+        servers = {}
+        if "prom" in works:
+            servers["prom"] = PrometheusServer(engines.registry, holds)
+        if "expose" in works:
+            servers["expose"] = ExposeServer(engines.registry, holds)
+        scrapers = {k: Scraper(s.port, "/metrics?" + query) for k, s in servers.items()}
         sizes = {k: s.scrape() for k, s in scrapers.items()}
-        check_same(engines, expose, query)
-        cases = [("snapshot", lambda: snapshot.snapshot(engines.registry), True),
-                 ("prom", scrapers["prom"].scrape, False),
-                 ("expose", scrapers["expose"].scrape, False)]
+        if "expose" in servers:
+            check_same(engines, servers["expose"], query)
+        cases = [("snapshot", lambda: snapshot.snapshot(engines.registry), True)] if "snapshot" in works else []
+        cases += [(k, s.scrape, False) for k, s in scrapers.items()]
         rows = {}
         for _ in range(runs):
             for name, call, own in cases:
@@ -271,8 +280,8 @@ def measure(fixture, n, query, calls, runs):
                     r["wait"] += waits(call, engines, busy, max(10, calls // 5))
         for s in scrapers.values():
             s.close()
-        prom.close()
-        expose.close()
+        for s in servers.values():
+            s.close()
         return rows
     finally:
         engines.close()
@@ -290,11 +299,6 @@ def check_same(engines, now, query):
         engines.change()
 
 
-LABELS = {"snapshot": "get_metrics_snapshot()'s walk (NeMo-RL's logger, every 0.5 s)",
-          "prom": "vllmstat scrape: prometheus_client's page server",
-          "expose": "vllmstat scrape: expose()'s page"}
-
-
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--names", help="sample names vllmstat reads, one a line")
@@ -302,6 +306,10 @@ def main():
     p.add_argument("--calls", type=int, default=200, help="calls per case and run")
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--fixture", default=os.path.join(REPO, vllmpage.DEFAULT_FIXTURE))
+    p.add_argument("--works", default=",".join(LABELS), help="what to measure: " + ", ".join(LABELS))
+    p.add_argument("--client", help="the directory holding the vllmstat package to measure "
+                   "(default: this repository's clients/python)")
+    p.add_argument("--json", action="store_true", help="print the rows as JSON (compare.py reads them)")
     p.add_argument("--scrape", type=int, help=argparse.SUPPRESS)
     p.add_argument("--path", help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -310,10 +318,21 @@ def main():
         return 0
     if not args.names:
         p.error("--names is required")
+    works = args.works.split(",")
+    if not set(works) <= set(LABELS):
+        p.error("--works: %r is none of %s" % (sorted(set(works) - set(LABELS)), ", ".join(LABELS)))
+    if args.client:
+        sys.path.insert(0, os.path.abspath(args.client))
     with open(args.names, encoding="utf-8") as f:
         query = vllmstat_query([ln.strip() for ln in f])
     with open(args.fixture, encoding="utf-8") as f:
         fixture = f.read()
+    if args.json:
+        out = {n: measure(fixture, int(n), query, args.calls, args.runs, works) for n in args.engines.split(",")}
+        json.dump({n: {w: {"size": row["size"], **{("busy" if b else "idle"): row[b] for b in (False, True)}}
+                       for w, row in rows.items()} for n, rows in out.items()}, sys.stdout)
+        print()
+        return 0
 
     print(f"## What a vllmstat scrape costs an engine in a Ray actor, {args.calls} calls x "
           f"{args.runs} runs\n")
@@ -327,7 +346,7 @@ def main():
           "thread's longest wait per call, ms, idle / busy | page bytes |")
     print("|---:|---|---:|---:|---:|---:|")
     for n in (int(e) for e in args.engines.split(",")):
-        for name, row in measure(fixture, n, query, args.calls, args.runs).items():
+        for name, row in measure(fixture, n, query, args.calls, args.runs, works).items():
             cells = [" / ".join(f"{statistics.median(row[b][k]) * 1e6:.0f}" for b in (False, True))
                      for k in ("cpu", "hold")]
             cells.append(" / ".join(ms(row[b]["wait"]) for b in (False, True)))

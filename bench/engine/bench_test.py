@@ -156,6 +156,27 @@ class ActorTest(unittest.TestCase):
             self.assertEqual(scrapes[0][-1], scrapes[1][-1])
             self.assertGreater(int(scrapes[0][-1].strip(" |")), 1000)
 
+    def test_compare_runs_both_clients_and_refuses_a_directory_without_one(self):
+        sys.path.insert(0, os.path.join(actor.REPO, "clients", "python"))
+        import vllmstat_client
+        compare = os.path.join(os.path.dirname(actor.__file__), "compare.py")
+        with tempfile.NamedTemporaryFile("w", suffix=".txt") as names, tempfile.TemporaryDirectory() as empty:
+            names.write("\n".join(sorted(vllmstat_client._ASKED)))
+            names.flush()
+            p = subprocess.run([sys.executable, compare, "--names", names.name, "--before", empty],
+                               capture_output=True, text=True, timeout=60)
+            self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
+            self.assertIn("--before: %s holds no vllmstat package" % empty, p.stderr)
+            client = os.path.join(actor.REPO, "clients", "python")
+            p = subprocess.run([sys.executable, compare, "--names", names.name, "--before", client, "--after", client,
+                                "--engines", "1", "--calls", "3", "--reps", "2"],
+                               capture_output=True, text=True, timeout=300)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        rows = [line.split(" | ") for line in p.stdout.splitlines() if line.startswith("| 1 |")]
+        self.assertEqual([r[1] for r in rows], ["idle", "busy"], p.stdout)
+        for r in rows:
+            self.assertGreater(int(r[-1].strip(" |").split("–")[0]), 1000)  # the page's bytes
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -197,6 +197,49 @@ class RestrictedPage(PageCase):
             self.assertTrue(self.rendered_by_the_page(q), names)
         self.assertEqual(self.same(query_of(["vllm:num_requests_waiting"])), b"")
 
+    def test_counts_that_are_not_whole_or_reach_a_million(self):
+        # the page writes whole counts below 1e6 as integers, and any other count as
+        # floatToGoString does: the boundary, fractions in a bucket, and a gauge's zeros
+        hist = self.engines.histograms[0].labels("0", ESCAPED[0])
+        bucket = hist._buckets[0]
+        self.same(QUERY)
+        bucket.inc(999999 - hist._buckets[0]._value - sum(b._value for b in hist._buckets[1:]))
+        self.assertIn(" 999999.0\n", self.same(QUERY).decode())
+        bucket.inc(1)
+        self.assertIn(" 1e+06\n", self.same(QUERY).decode())
+        bucket.inc(0.5)
+        self.assertIn(" 1.0000005e+06\n", self.same(QUERY).decode())
+        other = self.engines.histograms[1].labels("1", ESCAPED[1])
+        other._buckets[2].inc(0.25)
+        self.same(QUERY)
+        running = self.engines.gauges[0]
+        for child in running._metrics.values():
+            child.set(5.0)  # no zero: every value of the family is a whole number
+        tokens = self.engines.counters[0].labels("0", ESCAPED[0])
+        for v in (3.0, 999999.0, 1e6, -3.0, -1e6, -9999999999999998.0, -1e16, 0.0, -0.0, 0.5):
+            running.labels("0", ESCAPED[0]).set(v)
+            self.assertIn(" %s\n" % prometheus_client.utils.floatToGoString(v), self.same(QUERY).decode())
+        for total in (999999.0, 1e6):
+            tokens.inc(total - tokens._value.get())
+            self.assertIn(" %s\n" % prometheus_client.utils.floatToGoString(total), self.same(QUERY).decode())
+
+    def test_values_are_written_as_prometheus_client_writes_them(self):
+        # the page writes values itself: whole numbers as integers, the large ones with Go's
+        # exponent, each as floatToGoString does
+        go = prometheus_client.utils.floatToGoString
+        rng = random.Random(3)
+        values = [0.0, -0.0, 1.0, -1.0, 999999.0, 999999.5, 1e6, -1e6, 1000000.5, 1234500.0, 1e15, 1e16,
+                  1.5e16, 2.0 ** 53, 2.0 ** 53 + 2, 1e22, 123456789012345678.0, 5e-324, 1e-7, 0.1 + 0.2,
+                  1.7976931348623157e308, -1.7976931348623157e308, math.nan, math.inf, -math.inf, -1234567.0,
+                  -1e16]
+        for e in range(-30, 31):
+            values += [rng.random() * 10.0 ** e, float(rng.randrange(10 ** max(e, 1))), -rng.random() * 10.0 ** e,
+                       float(10 ** max(e, 0)), float(rng.randrange(10 ** max(e, 1))) * 10.0]
+        self.assertEqual(vllmstat_client._float_texts(values, go), [go(v).encode() for v in values])
+        for v in values:  # with others that are all written alike, or not
+            for others in ([0.5, -3.0], [1.0, 2.0], []):
+                self.assertEqual(vllmstat_client._float_texts(others + [v], go), [go(x).encode() for x in others + [v]])
+
     def test_the_same_values_give_the_same_text(self):
         first = self.same(QUERY)
         self.assertEqual(self.same(QUERY), first)

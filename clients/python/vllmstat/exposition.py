@@ -244,10 +244,11 @@ class _Exposure:
         self._closed = False
 
     def _answer(self, method, target, headers):
-        """The answer to one request: the page, or prometheus_client's answer."""
+        """The answer to one request: the page, or prometheus_client's answer (the body a list
+        of bytes)."""
         began = time.monotonic()
         path, _, query = target.partition("?")
-        out = self._page.answer(method, urllib.parse.unquote(path, "iso-8859-1"), query, headers.get("accept"),
+        out = self._page.respond(method, urllib.parse.unquote(path, "iso-8859-1"), query, headers.get("accept"),
                                 headers.get("accept-encoding"))
         if headers.get("user-agent", "").startswith("vllmstat"):
             with self._cond:
@@ -430,6 +431,3 @@ class _Registration:
         except VllmstatError:
             pass  # vllmstat is gone; so is the target
 
-
-# Limits of a request to the page: the request line or a header line (vllmstat's request line
-# carries a few kilobytes of names), the number of headers, and a body that is read and dropped

@@ -4,6 +4,7 @@ HTTP server that answers it on kept-alive connections."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 import operator
 import socket
@@ -57,6 +58,15 @@ class _Page:
 
     def answer(self, method, path, query, accept, accept_encoding):
         """Returns the status line, the headers and the body of the answer."""
+        status, headers, chunks = self.respond(method, path, query, accept, accept_encoding)
+        return status, headers, b"".join(chunks)
+
+    def respond(self, method, path, query, accept, accept_encoding):
+        """Returns the status line, the headers and the body of the answer, the body as a list of
+        bytes to send one after another: a restricted page comes in a part per family, which the
+        server sends as they are. (At 8 engines the page is 220 KB: joining it, and copying it
+        behind the headers, made two buffers that size anew for every scrape, which cost a busy
+        scrape more than the rest of its sending.)"""
         if self._restricted is not None and method == "GET" and path != "/favicon.ico":
             out = self._restricted.answer(query, accept, accept_encoding)
             if out is not None:
@@ -71,7 +81,7 @@ class _Page:
         def start_response(status, headers, exc_info=None):
             started.append((status, headers))
 
-        body = b"".join(self._app(environ, start_response))
+        body = list(self._app(environ, start_response))
         status, headers = started[0]
         return status, list(headers), body
 
@@ -109,7 +119,8 @@ class _Restricted:
         return cls(registry, _Prom(exposition, metrics, utils, values.MutexValue))
 
     def answer(self, query, accept, accept_encoding):
-        """The answer to a request with this query string, or None for prometheus_client's."""
+        """The answer to a request with this query string (its body a list of bytes), or None for
+        prometheus_client's."""
         if self._broken:
             return None
         exposition = self._prom.exposition
@@ -132,31 +143,34 @@ class _Restricted:
         headers = [("Content-Type", content_type)]
         if exposition.gzip_accepted(accept_encoding):
             import gzip
-            body = gzip.compress(body)
+            body = [gzip.compress(b"".join(body))]
             headers.append(("Content-Encoding", "gzip"))
         return "200 OK", headers, body
 
     def render(self, q):
-        """The text prometheus_client renders for query q, as bytes."""
+        """The text prometheus_client renders for query q, as a list of bytes."""
         registry = self._registry
         with registry._lock:
             found = tuple(map(registry._names_to_collectors.get, q.order))
             # collectors without names are in every restricted page (newer prometheus_client)
             nameless = tuple(getattr(registry, "_collectors_without_names", ()))
-        return b"".join([self._part(q, c) for c in q.collectors(found, nameless)])
+        prom, templates = self._prom, q.templates
+        out = []
+        for c in q.collectors(found, nameless):
+            t = templates.get(c)
+            text = t.fill(c, prom) if t is not None and t is not _GENERIC else None
+            out.append(text if text is not None else self._part(q, c, t))
+        return out
 
-    def _part(self, q, collector):
+    def _part(self, q, collector, t):
+        """The text of a collector that has no template that renders it now."""
         prom = self._prom
-        t = q.templates.get(collector)
-        if t is _GENERIC:
-            return prom.render([collector], q.name_set)
-        text = None if t is None else t.fill(collector, prom)
-        if text is None:  # no template yet, or one the metric's children outgrew
+        if t is not _GENERIC:  # no template yet, or one the metric's children outgrew
             t = q.templates[collector] = _Template.make(collector, q.name_set, prom)
             text = None if t is _GENERIC else t.fill(collector, prom)
-            if text is None:
-                return prom.render([collector], q.name_set)
-        return text
+            if text is not None:
+                return text
+        return prom.render([collector], q.name_set)
 
 
 class _Prom:
@@ -215,15 +229,17 @@ class _Query:
 
 
 _VALUE = operator.attrgetter("_value")
+_IS_WHOLE = float.is_integer
+_ADD_UP = functools.partial(itertools.accumulate, initial=0.0)
 _CREATED = operator.attrgetter("_created")
-_NEG_INF = float("-inf")
+_INF = float("inf")
 # a gauge given a function (set_function) has its own _child_samples
 _HAS_FUNCTION = operator.methodcaller("__contains__", "_child_samples")
 
 
 class _Template:
-    """One metric's part of a restricted page: prometheus_client's text of it with every value
-    left out ("%s"), and how to read those values from the metric's objects.
+    """One metric's part of a restricted page: prometheus_client's text of it cut around its
+    values, and how to read those values from the metric's objects.
 
     It is made from prometheus_client's own rendering, and kept only if filling it with the
     values read gives that rendering exactly. The _created samples (the children's creation
@@ -232,13 +248,31 @@ class _Template:
     (set_function) is rendered by prometheus_client. A counter's or histogram's fill that reads
     the values of the last fill reuses its text: an idle engine's page costs little more than
     reading its values.
+
+    A page is mostly histogram buckets (at 8 engines, about 2,000 of vLLM's values, nearly all
+    of them changing between scrapes of a busy engine), so what a fill costs per value is what
+    a scrape costs. The template is bytes: its "%" formatting finds each value's place with
+    memchr, where a str template looks at every character of the labels around it (half the
+    instructions per value). Counts that are whole numbers below 1e6 (as observations make them,
+    and as most counters of requests and tokens are) are written "%d.0", which is their repr;
+    that needs no string made per value. A histogram's
+    buckets are read and added up in one pass of iterators over all its children. Other values
+    are written one by one (_float_texts). Where a count is not a whole number, or is 1e6 or more
+    (Go writes it with an exponent), every value of the metric is written one by one into the
+    general template.
     """
 
-    def __init__(self, kind, kids, created, read, templates, counts, go_float):
+    def __init__(self, kind, kids, created, reader, asked, segments, go_float):
         self.kind, self.kids, self.created = kind, kids, created
-        self._read, self._go_float = read, go_float
-        self._general, self._whole = templates
-        self._counts = counts
+        self._use_created, self._created = created
+        self._gauge = kind == "gauge"
+        self._reader, self._go = reader, go_float
+        self._read, self._fast_values = reader.read, reader.fast
+        # the values of the text, by their index among the values the reader returns
+        self._pick = _getter([reader.sources[i] for i in asked])
+        self._general = "%s".join(segments).encode("utf-8")
+        self._fast = "".join(itertools.chain.from_iterable(
+            zip(segments, ["%d.0" if reader.counts(i) else "%s" for i in asked] + [""]))).encode("utf-8")
         self._last: tuple = (None, b"")
 
     @staticmethod
@@ -252,106 +286,188 @@ class _Template:
         go = prom.go_float
         for _ in range(3):  # the engine may change a value between the two readings
             kids = _children(collector)
-            made = _Template._reader(kind, name, kids, prom.mutex_value)
-            if made is None:
+            reader = _reader(kind, name, kids, prom.mutex_value)
+            if reader is None:
                 return _GENERIC
-            read, names = made
-            asked = [i for i, n in enumerate(names) if n in name_set]
-            if len(asked) < len(names):
-                read = _then(read, _getter(asked))
+            asked = [i for i, n in enumerate(reader.names) if n in name_set]
             created = None
             if use_created and kind != "gauge" and name + "_created" in name_set:
                 created = tuple(map(_CREATED, kids))
-            values = read()
+            raw = reader.read()
             text = prom.render([collector], name_set).decode("utf-8")
             segments = _segments(text)
-            n = len(values)
+            n = len(asked)
             if segments is None or len(segments) != 1 + n + len(created or ()):
                 continue
-            # the _created samples are the last of the text: one per child, in the same order
-            fixed = [go(c) for c in created or ()]
-            counted = [j for j, i in enumerate(asked) if kind == "histogram" and not names[i].endswith("_sum")]
-            counting = set(counted)
-
-            def template(count_format):
-                return segments[0] + "".join(
-                    (fixed[i - n] if i >= n else count_format if i in counting else "%s") + s
-                    for i, s in enumerate(segments[1:]))
-
-            general = template("%s")
-            if general % tuple(map(go, values)) != text:
-                continue
-            # cumulative counts are integers while each observation adds 1: "%d.0" writes one
-            # below 1e6 as repr does, faster
-            whole = template("%d.0") if counted else None
-            return _Template(kind, kids, (use_created, created), read, (general, whole), _getter(counted), go)
+            # the _created samples are the last of the text, one per child in the same order:
+            # written into the last piece
+            segments[n:] = ["".join(itertools.chain.from_iterable(
+                zip(segments[n:], [go(c) for c in created or ()] + [""])))]
+            segments = [s.replace("%", "%%") for s in segments]
+            t = _Template(kind, kids, (use_created, created), reader, asked, segments, go)
+            # both ways of writing the values: each must give prometheus_client's text
+            want = text.encode("utf-8")
+            if t._text(raw, True) == want and t._text(raw, False) == want:
+                return t
         return _GENERIC
-
-    @staticmethod
-    def _reader(kind, name, kids, mutex):
-        """(a function reading the values but _created as a tuple, the sample name of each value),
-        in the order of prometheus_client's text; None when a child's values are not plain
-        values."""
-        if kind == "histogram":
-            series = [(k._buckets, k._sum, k._upper_bounds[0] >= 0) for k in kids]
-            if any(type(v) is not mutex for b, total, _ in series for v in [total, *b]):
-                return None
-            names = []
-            for buckets, _, with_sum in series:
-                names += [name + "_bucket"] * len(buckets) + [name + "_count"] + [name + "_sum"] * with_sum
-
-            def read():
-                out: List[float] = []
-                for buckets, total, with_sum in series:
-                    # cumulative counts, added in prometheus_client's order (from 0.0)
-                    counts = itertools.accumulate(map(_VALUE, buckets), initial=0.0)
-                    next(counts)
-                    out += counts
-                    out.append(out[-1])
-                    if with_sum:
-                        out.append(float(total._value))
-                return tuple(out)
-
-            return read, names
-        objs = [k._value for k in kids]
-        if any(type(v) is not mutex for v in objs):
-            return None
-        if kind == "gauge" and any(map(_HAS_FUNCTION, map(vars, kids))):
-            return None  # set_function
-        sample = name + "_total" if kind == "counter" else name
-        return (lambda: tuple(map(float, map(_VALUE, objs)))), [sample] * len(kids)
 
     def fill(self, collector, prom):
         """The metric's text now, or None when the template no longer renders it."""
-        use_created, created = self.created
         kids = self.kids
-        if prom.metrics._use_created != use_created or _children(collector) != kids:
+        if prom.metrics._use_created != self._use_created or _children(collector) != kids:
             return None
+        created = self._created
         if created is not None and tuple(map(_CREATED, kids)) != created:
             return None  # a counter reset (prometheus_client 0.21 and later)
-        if self.kind == "gauge" and any(map(_HAS_FUNCTION, map(vars, kids))):
+        gauge = self._gauge
+        if gauge and any(map(_HAS_FUNCTION, map(vars, kids))):
             return None  # set_function
-        values = self._read()
+        raw = self._read()
         last = self._last
         # == takes -0.0 for 0.0: a gauge can be set to either, but the sums and counts of
         # counters and histograms start at 0.0 and only add, which never gives -0.0
-        if values == last[0] and self.kind != "gauge":
+        if not gauge and raw == last[0]:
             return last[1]
-        text = None
-        if values:
-            total = sum(values)
-            if total - total != 0.0 or max(values) >= 1e6:
-                # NaN, infinities, or a value Go writes with an exponent (prometheus_client's
-                # floatToGoString); any other float is Python's repr, which "%s" writes
-                go = self._go_float
-                text = self._general % tuple([v if _NEG_INF < v < 1e6 else go(v) for v in values])
-            elif self._whole is not None and all(map(float.is_integer, self._counts(values))):
-                text = self._whole % values
-        if text is None:
-            text = self._general % values
-        out = text.encode("utf-8")
-        self._last = (values, out)
+        values = self._fast_values(raw, self._go)
+        if values is not None:
+            out = self._fast % self._pick(values)
+        else:
+            out = self._general % self._pick(_float_texts(self._reader.floats(raw), self._go))
+        self._last = (raw, out)
         return out
+
+    def _text(self, raw, fast):
+        """The text of the values read (raw), as bytes: with the fast template where the reader
+        can fill it (and fast is true), else with the general one."""
+        values = self._reader.fast(raw, self._go) if fast else None
+        if values is not None:
+            return self._fast % self._pick(values)
+        return self._general % self._pick(_float_texts(self._reader.floats(raw), self._go))
+
+
+def _float_texts(values, go):
+    """The values (floats) as prometheus_client writes them (floatToGoString), as bytes.
+
+    That is Python's repr, which for a whole number below 1e6 is "%d.0" (written in a tenth of
+    the time), except that Go writes a positive value from 1e6 on with an exponent, the digits
+    of Python's repr with the trailing zeros left out (1234500.0: 1.2345e+06; from 1e16 on
+    Python's repr has an exponent itself), and writes NaN and the infinities its own way (go,
+    prometheus_client's floatToGoString). 0.0 is not written "%d.0": -0.0 is "-0.0".
+    """
+    if values:
+        total = sum(values)
+        if total - total == 0.0 and max(values) < 1e6:  # none is NaN, infinite or 1e6 and more
+            return list(map(str.encode, map(float.__repr__, values)))
+    out = []
+    for v in values:
+        if -1e6 < v < 1e6:
+            out.append(b"%d.0" % v if v and v.is_integer() else float.__repr__(v).encode())
+        elif 1e6 <= v < _INF:
+            s = float.__repr__(v)
+            dot = s.find(".")
+            if dot > 6:
+                s = (s[0] + "." + s[1:dot] + s[dot + 1:]).rstrip("0.") + "e+0" + str(dot - 1)
+            out.append(s.encode())
+        else:  # NaN, infinities, and negative values, which Go writes as Python does
+            out.append(go(v).encode())
+    return out
+
+
+class _Values:
+    """A counter's or gauge's children's values: read as a list, in the text's order."""
+
+    def __init__(self, objs, names, gauge):
+        self._objs, self.names, self._gauge = objs, names, gauge
+        self.sources = range(len(names))
+
+    def read(self):
+        return list(map(_VALUE, self._objs))
+
+    def counts(self, i):
+        """Whether value i of the text is written "%d.0" by the fast template: all of them."""
+        return True
+
+    def fast(self, raw, go):
+        """The values as integers when each is a whole number below 1e6 and above -1e16 (as
+        counts of requests and tokens are, but for the large ones), which Python and Go write as
+        "%d.0" does; else None. A gauge's 0 may be -0.0, which "%d.0" does not write."""
+        try:
+            ints = list(map(int, raw))
+        except (ValueError, OverflowError):  # NaN, infinities
+            return None
+        if ints != raw or not ints or max(ints) >= 1e6 or min(ints) <= -1e16 or (self._gauge and 0 in ints):
+            return None
+        return ints
+
+    def floats(self, raw):
+        return list(map(float, raw))
+
+
+class _Buckets:
+    """A histogram's children's values: read as (every child's cumulative counts one after
+    another, each child's after a 0.0, the children's sums); written per child as the cumulative
+    counts, the count, and the sum (none when the first bound is below 0, as prometheus_client
+    writes it). A value's index is its place among the counts followed by the sums (its
+    source)."""
+
+    def __init__(self, name, series):
+        self._series = [list(b) for b, _, _ in series]  # each child's bucket values
+        self._sums = [total for _, total, with_sum in series if with_sum]
+        self.names, self.sources = [], []  # per value of the text: its sample name and source
+        start, sums = 0, sum(map(len, self._series)) + len(self._series)
+        for buckets, _, with_sum in series:
+            end = start + 1 + len(buckets)
+            self.names += [name + "_bucket"] * len(buckets) + [name + "_count"]
+            self.sources += list(range(start + 1, end)) + [end - 1]
+            if with_sum:
+                self.names.append(name + "_sum")
+                self.sources.append(sums)
+                sums += 1
+            start = end
+        self._counted = start
+
+    def read(self):
+        """The cumulative counts, added up in one pass over every child's buckets from 0.0 as
+        prometheus_client adds them, and the sums."""
+        counts = list(itertools.chain.from_iterable(
+            map(_ADD_UP, map(map, itertools.repeat(_VALUE), self._series))))
+        return counts, list(map(_VALUE, self._sums))
+
+    def counts(self, i):
+        """Whether value i of the text is a cumulative count (a bucket's or the count)."""
+        return self.sources[i] < self._counted
+
+    def fast(self, raw, go):
+        """The values (by source) for the fast template, when every cumulative count is a whole
+        number below 1e6 and above -1e16, which "%d.0" writes as Python and Go do; else None."""
+        counts, sums = raw
+        if not all(map(_IS_WHOLE, counts)):
+            return None
+        if counts and (max(counts) >= 1e6 or min(counts) <= -1e16):
+            return None
+        return counts + _float_texts(list(map(float, sums)), go) if sums else counts
+
+    def floats(self, raw):
+        """Every value, by source, as floats."""
+        counts, sums = raw
+        return counts + list(map(float, sums))
+
+
+def _reader(kind, name, kids, mutex):
+    """How to read a metric's values, with the sample name of each in the text's order; None when
+    a child's values are not plain values (the ones read in prometheus_client's order)."""
+    if kind == "histogram":
+        series = [(k._buckets, k._sum, k._upper_bounds[0] >= 0) for k in kids]
+        if any(type(v) is not mutex for b, total, _ in series for v in [total, *b]):
+            return None
+        return _Buckets(name, series)
+    objs = [k._value for k in kids]
+    if any(type(v) is not mutex for v in objs):
+        return None
+    if kind == "gauge" and any(map(_HAS_FUNCTION, map(vars, kids))):
+        return None  # set_function
+    sample = name + "_total" if kind == "counter" else name
+    return _Values(objs, [sample] * len(kids), kind == "gauge")
 
 
 _GENERIC: Any = object()  # a collector that prometheus_client renders
@@ -375,17 +491,12 @@ def _getter(indices):
     return operator.itemgetter(*indices)
 
 
-def _then(f, g):
-    return lambda: g(f())
-
-
 def _segments(text):
-    """text cut before and after each sample's value, with "%" written "%%"; None when a line is
-    neither "# ..." nor "name{labels} value"."""
+    """text cut before and after each sample's value; None when a line is neither "# ..." nor
+    "name{labels} value"."""
     out = []
     part = []
     for line in text.split("\n")[:-1]:
-        line = line.replace("%", "%%")
         if line.startswith("#"):
             part.append(line + "\n")
             continue
@@ -399,7 +510,7 @@ def _segments(text):
     return out
 
 
-
+# Limits of a request to the page: the request line or a header line (vllmstat's request line
 # carries a few kilobytes of names), the number of headers, and a body that is read and dropped
 # (a larger one closes the connection after the answer).
 _MAX_LINE = 65536
@@ -448,6 +559,29 @@ def _date():
         import email.utils
         _last_date = (now, email.utils.formatdate(now, usegmt=True))
     return _last_date[1]
+
+
+# The most buffers one sendmsg call takes (Linux's IOV_MAX is 1024).
+_MAX_BUFFERS = 512
+
+
+def _send(sock, chunks):
+    """Sends the chunks one after another, in as few writes as the socket takes them, without
+    joining them first."""
+    if not hasattr(sock, "sendmsg"):  # Windows
+        sock.sendall(b"".join(chunks))
+        return
+    views = [memoryview(c) for c in chunks if c]
+    while views:
+        sent = sock.sendmsg(views[:_MAX_BUFFERS])
+        # drop what went out; a socket with a timeout may take part of a buffer
+        i = 0
+        while i < len(views) and sent >= len(views[i]):
+            sent -= len(views[i])
+            i += 1
+        del views[:i]
+        if sent:
+            views[0] = views[0][sent:]
 
 
 def _server_classes():
@@ -544,13 +678,13 @@ def _server_classes():
                 return False
             head = ["HTTP/1.1 " + status, "Date: " + _date()]
             head += ["%s: %s" % (k, v) for k, v in fields if k]  # prometheus_client answers /favicon.ico with ""
-            head.append("Content-Length: %d" % len(body))
+            head.append("Content-Length: %d" % sum(map(len, body)))
             if not keep:
                 head.append("Connection: close")
             elif version == "HTTP/1.0":
                 head.append("Connection: keep-alive")
             out = ("\r\n".join(head) + "\r\n\r\n").encode("iso-8859-1")
-            self.connection.sendall(out if method == "HEAD" else out + body)
+            _send(self.connection, [out] if method == "HEAD" else [out, *body])
             return keep
 
     return Server, Server6, Handler
