@@ -63,6 +63,12 @@ func (wa *workerAcc) keepRatio(i int, timed bool) {
 	rs.series, rs.kept = s, true
 }
 
+// appendRatios appends ratio i's values in scrape order to xs, and returns it.
+func (wa *workerAcc) appendRatios(i int, xs []float64) []float64 {
+	wa.eachRatio(i, func(_ int64, v float64) { xs = append(xs, v) })
+	return xs
+}
+
 // eachRatio calls f with each of ratio i's values in scrape order, and its time since the step
 // start (0 when no timeline shows it).
 func (wa *workerAcc) eachRatio(i int, f func(at int64, v float64)) {

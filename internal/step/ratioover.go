@@ -105,14 +105,14 @@ func (wa *workerAcc) together(i int) bool { return wa.apart&(1<<i) == 0 }
 func (t *Tracker) ratiosOver(a *acc) []RatioOver {
 	type found struct {
 		id WorkerID
-		ro RatioOver
+		wa *workerAcc
+		o  over1
 	}
 	var fs []found
 	for id, wa := range a.workers {
 		if wa.scrapes > 0 {
-			if ro, ok := t.ratioOver(wa); ok {
-				ro.Target = id.Target
-				fs = append(fs, found{id, ro})
+			if o, ok := wa.ratioOver(); ok {
+				fs = append(fs, found{id, wa, o})
 			}
 		}
 	}
@@ -122,16 +122,30 @@ func (t *Tracker) ratiosOver(a *acc) []RatioOver {
 	slices.SortFunc(fs, func(a, b found) int { return a.id.Compare(b.id) })
 	var out []RatioOver
 	for _, f := range fs {
-		if len(out) == 0 || out[len(out)-1].Target != f.id.Target {
-			out = append(out, f.ro)
+		if len(out) > 0 && out[len(out)-1].Target == f.id.Target {
+			continue
 		}
+		rt := vllm.Ratios[f.o.i]
+		key := func(name, label string) string {
+			return vllm.Value{Name: name, Label: label, Kind: f.wa.kind}.Key(t.opt.Prefix)
+		}
+		out = append(out, RatioOver{Target: f.id.Target, Ratio: key(rt.Name, f.o.label), Num: key(vllm.Counters[rt.Num].Name, f.o.label),
+			Den: key(vllm.Counters[rt.Den].Name, ""), NumV: f.o.num, DenV: f.o.den})
 	}
 	return out
 }
 
+// over1 is a worker's ratio over its step: the index of the ratio in vllm.Ratios, the split
+// label's value of its numerator ("" when it has none), and the two increases.
+type over1 struct {
+	i        int
+	label    string
+	num, den float64
+}
+
 // ratioOver returns the worker's first ratio of two counts whose counters contradict each other
-// over the step, without its Target.
-func (t *Tracker) ratioOver(wa *workerAcc) (RatioOver, bool) {
+// over the step.
+func (wa *workerAcc) ratioOver() (over1, bool) {
 	for i, rt := range vllm.Ratios {
 		if !rt.Fraction || !wa.has[rt.Num] || !wa.together(i) {
 			continue
@@ -151,11 +165,7 @@ func (t *Tracker) ratioOver(wa *workerAcc) (RatioOver, bool) {
 		if !finite(num) || !finite(den) || den <= 0 || num <= den {
 			continue
 		}
-		key := func(name, label string) string {
-			return vllm.Value{Name: name, Label: label, Kind: wa.kind}.Key(t.opt.Prefix)
-		}
-		return RatioOver{Ratio: key(rt.Name, label), Num: key(vllm.Counters[rt.Num].Name, label),
-			Den: key(vllm.Counters[rt.Den].Name, ""), NumV: num, DenV: den}, true
+		return over1{i, label, num, den}, true
 	}
-	return RatioOver{}, false
+	return over1{}, false
 }

@@ -849,26 +849,25 @@ func (t *Tracker) metrics(was []*workerAcc, durS float64) []vllm.Value {
 					}
 				}
 				for v := range values {
-					pool(add, f.Name, v, was, &buf, func(wa *workerAcc, f func(float64)) {
+					pool(add, f.Name, v, was, &buf, func(wa *workerAcc, xs []float64) []float64 {
 						if c := wa.splitGaugeOf(vllm.Gauge(g))[v]; c != nil {
-							c.each(f)
+							return c.appendTo(xs)
 						}
+						return xs
 					})
 				}
 			default:
-				pool(add, f.Name, "", was, &buf, func(wa *workerAcc, f func(float64)) { wa.gauges[g].v.each(f) })
+				pool(add, f.Name, "", was, &buf, func(wa *workerAcc, xs []float64) []float64 { return wa.gauges[g].v.appendTo(xs) })
 			}
 		}
 		for i, rt := range vllm.Ratios {
 			if rt.Scalars {
-				pool(add, rt.Name, "", was, &buf, func(wa *workerAcc, f func(float64)) {
-					wa.eachRatio(i, func(_ int64, v float64) { f(v) })
-				})
+				pool(add, rt.Name, "", was, &buf, func(wa *workerAcc, xs []float64) []float64 { return wa.appendRatios(i, xs) })
 			}
 		}
 		for c, f := range vllm.Counters {
 			if f.Scalars {
-				pool(add, f.Name, "", was, &buf, func(wa *workerAcc, f func(float64)) { wa.delta(vllm.Counter(c)).v.each(f) })
+				pool(add, f.Name, "", was, &buf, func(wa *workerAcc, xs []float64) []float64 { return wa.delta(vllm.Counter(c)).v.appendTo(xs) })
 			}
 		}
 	}
@@ -946,11 +945,13 @@ func quotient(rt vllm.Ratio, num, den float64) (float64, bool) {
 
 // pool adds mean/max/p95 of the samples of all workers as statistics of name and label. The
 // samples are pooled worker by worker, each worker's in scrape order, so that the mean adds
-// them up in one order whatever the pool; buf is reused from one pool to the next.
-func pool(add func(name, label, stat string, v float64), name, label string, was []*workerAcc, buf *[]float64, get func(wa *workerAcc, f func(float64))) {
+// them up in one order whatever the pool; buf is reused from one pool to the next. get appends
+// a worker's samples to xs and returns it (a closure per worker to take them, as a callback,
+// was most of a fleet's step-end allocations).
+func pool(add func(name, label, stat string, v float64), name, label string, was []*workerAcc, buf *[]float64, get func(wa *workerAcc, xs []float64) []float64) {
 	xs := (*buf)[:0]
 	for _, wa := range was {
-		get(wa, func(v float64) { xs = append(xs, v) })
+		xs = get(wa, xs)
 	}
 	*buf = xs
 	if s, ok := summarize(xs); ok {
