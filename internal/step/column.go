@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"math"
 	"math/bits"
+	"slices"
 )
 
 // An open step must keep every per-interval sample that its statistics need (an exact p95 of a
@@ -46,6 +47,16 @@ func (c *floats) each(f func(float64)) {
 	for range c.n {
 		f(r.next())
 	}
+}
+
+// appendTo appends every value to xs in order, and returns it.
+func (c *floats) appendTo(xs []float64) []float64 {
+	xs = slices.Grow(xs, c.n)
+	r := c.reader()
+	for range c.n {
+		xs = append(xs, r.next())
+	}
+	return xs
 }
 
 // ints is an append-only column of int64 values (durations, offsets), each stored as its

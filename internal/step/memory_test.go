@@ -138,15 +138,15 @@ func (wa *workerAcc) columnBytes() int {
 	n := len(wa.act.spans.b)
 	for g := range wa.gauges {
 		n += len(wa.gauges[g].v.b) + timeBytes(wa.gauges[g].at)
-		for _, c := range wa.splitG[g] {
+		for _, c := range wa.splitGaugeOf(vllm.Gauge(g)) {
 			n += len(c.b)
 		}
 	}
-	for c := range wa.deltas {
-		n += len(wa.deltas[c].v.b) + timeBytes(wa.deltas[c].at)
+	for c := range wa.deltaCols {
+		n += len(wa.deltaCols[c].v.b) + timeBytes(wa.deltaCols[c].at)
 	}
-	for i := range wa.ratios {
-		n += len(wa.ratios[i].v.b) + timeBytes(wa.ratios[i].at)
+	for i := range wa.ratioCols {
+		n += len(wa.ratioCols[i].v.b) + timeBytes(wa.ratioCols[i].at)
 	}
 	return n
 }
@@ -185,7 +185,7 @@ func TestOpenStepKeepsOnlyItsSamples(t *testing.T) {
 				if got := wa.gauges[vllm.Running].at.len() > 0; got != c.timed {
 					t.Errorf("times of num_requests_running kept: %v, want %v", got, c.timed)
 				}
-				if got := wa.deltas[vllm.PromptTokens].v.len() > 0; got != c.prompts {
+				if got := wa.delta(vllm.PromptTokens).v.len() > 0; got != c.prompts {
 					t.Errorf("prompt_tokens increases kept: %v, want %v", got, c.prompts)
 				}
 			}

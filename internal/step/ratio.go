@@ -33,13 +33,15 @@ func (wa *workerAcc) observeRatios(k *keep, at time.Duration, inc *window.Increa
 		if !k.ratios[i] {
 			continue
 		}
-		if wa.ratios == nil {
-			wa.ratios = make([]ratioSeries, len(vllm.Ratios))
-			for j := range wa.ratios {
-				wa.ratios[j].kept = !k.derivedRatios[j]
+		if wa.ratioCols == nil {
+			wa.ratioCols = make([]ratioSeries, numRatioSlots)
+			for j, sl := range ratioSlot {
+				if sl >= 0 {
+					wa.ratioCols[sl].kept = !k.derivedRatios[j]
+				}
 			}
 		}
-		rs := &wa.ratios[i]
+		rs := &wa.ratioCols[ratioSlot[i]]
 		if !rs.kept {
 			if inc.HasCounter[rt.Num] == inc.HasCounter[rt.Den] {
 				continue
@@ -55,19 +57,25 @@ func (wa *workerAcc) observeRatios(k *keep, at time.Duration, inc *window.Increa
 // keepRatio computes ratio i's values so far, from the scrapes where both counters came, and
 // keeps them and those that follow.
 func (wa *workerAcc) keepRatio(i int, timed bool) {
-	rs := &wa.ratios[i]
+	rs := &wa.ratioCols[ratioSlot[i]]
 	var s series
 	wa.eachRatio(i, func(at int64, v float64) { s.add(time.Duration(at), v, timed) })
 	rs.series, rs.kept = s, true
 }
 
+// appendRatios appends ratio i's values in scrape order to xs, and returns it.
+func (wa *workerAcc) appendRatios(i int, xs []float64) []float64 {
+	wa.eachRatio(i, func(_ int64, v float64) { xs = append(xs, v) })
+	return xs
+}
+
 // eachRatio calls f with each of ratio i's values in scrape order, and its time since the step
 // start (0 when no timeline shows it).
 func (wa *workerAcc) eachRatio(i int, f func(at int64, v float64)) {
-	if wa.ratios == nil {
+	if wa.ratioCols == nil || ratioSlot[i] < 0 {
 		return
 	}
-	rs := &wa.ratios[i]
+	rs := &wa.ratioCols[ratioSlot[i]]
 	if rs.kept {
 		vr, ar := rs.v.reader(), rs.at.reader()
 		timed := rs.at.len() > 0
@@ -81,7 +89,7 @@ func (wa *workerAcc) eachRatio(i int, f func(at int64, v float64)) {
 		return
 	}
 	rt := vllm.Ratios[i]
-	num, den := &wa.deltas[rt.Num], &wa.deltas[rt.Den]
+	num, den := wa.delta(rt.Num), wa.delta(rt.Den)
 	nr, dr, ar := num.v.reader(), den.v.reader(), num.at.reader()
 	timed := num.at.len() > 0
 	// Until now both came at every scrape; the longer one may hold this scrape's value, which

@@ -100,45 +100,72 @@ func (wa *workerAcc) together(i int) bool { return wa.apart&(1<<i) == 0 }
 
 // ratiosOver lists the targets of a's workers whose counters of a ratio contradict each other
 // over the step (see RatioOver), each once: its first such worker and ratio, in worker order.
+// Such workers are rare: the workers are not sorted, only those found (a fleet's step end
+// sorted its thousands of workers a second time for none).
 func (t *Tracker) ratiosOver(a *acc) []RatioOver {
-	var out []RatioOver
-	ids := make([]WorkerID, 0, len(a.workers))
+	type found struct {
+		id WorkerID
+		wa *workerAcc
+		o  over1
+	}
+	var fs []found
 	for id, wa := range a.workers {
 		if wa.scrapes > 0 {
-			ids = append(ids, id)
+			if o, ok := wa.ratioOver(); ok {
+				fs = append(fs, found{id, wa, o})
+			}
 		}
 	}
-	slices.SortFunc(ids, WorkerID.Compare)
-	for _, id := range ids {
-		if len(out) > 0 && out[len(out)-1].Target == id.Target {
+	if len(fs) == 0 {
+		return nil
+	}
+	slices.SortFunc(fs, func(a, b found) int { return a.id.Compare(b.id) })
+	var out []RatioOver
+	for _, f := range fs {
+		if len(out) > 0 && out[len(out)-1].Target == f.id.Target {
 			continue
 		}
-		wa := a.workers[id]
-		for i, rt := range vllm.Ratios {
-			if !rt.Fraction || !wa.has[rt.Num] || !wa.together(i) {
-				continue
-			}
-			den := wa.totals[rt.Den]
-			label, num := "", wa.totals[rt.Num]
-			if vllm.Counters[rt.Num].Split != "" {
-				num = math.Inf(-1)
-				for _, v := range slices.Sorted(maps.Keys(wa.split[rt.Num])) {
-					if x := wa.split[rt.Num][v]; x > den {
-						label, num = v, x
-						break
-					}
-				}
-			}
-			if !finite(num) || !finite(den) || den <= 0 || num <= den {
-				continue
-			}
-			key := func(name, label string) string {
-				return vllm.Value{Name: name, Label: label, Kind: wa.kind}.Key(t.opt.Prefix)
-			}
-			out = append(out, RatioOver{Target: id.Target, Ratio: key(rt.Name, label), Num: key(vllm.Counters[rt.Num].Name, label),
-				Den: key(vllm.Counters[rt.Den].Name, ""), NumV: num, DenV: den})
-			break
+		rt := vllm.Ratios[f.o.i]
+		key := func(name, label string) string {
+			return vllm.Value{Name: name, Label: label, Kind: f.wa.kind}.Key(t.opt.Prefix)
 		}
+		out = append(out, RatioOver{Target: f.id.Target, Ratio: key(rt.Name, f.o.label), Num: key(vllm.Counters[rt.Num].Name, f.o.label),
+			Den: key(vllm.Counters[rt.Den].Name, ""), NumV: f.o.num, DenV: f.o.den})
 	}
 	return out
+}
+
+// over1 is a worker's ratio over its step: the index of the ratio in vllm.Ratios, the split
+// label's value of its numerator ("" when it has none), and the two increases.
+type over1 struct {
+	i        int
+	label    string
+	num, den float64
+}
+
+// ratioOver returns the worker's first ratio of two counts whose counters contradict each other
+// over the step.
+func (wa *workerAcc) ratioOver() (over1, bool) {
+	for i, rt := range vllm.Ratios {
+		if !rt.Fraction || !wa.has[rt.Num] || !wa.together(i) {
+			continue
+		}
+		den := wa.totals[rt.Den]
+		label, num := "", wa.totals[rt.Num]
+		if vllm.Counters[rt.Num].Split != "" {
+			num = math.Inf(-1)
+			sp := wa.splitOf(rt.Num)
+			for _, v := range slices.Sorted(maps.Keys(sp)) {
+				if x := sp[v]; x > den {
+					label, num = v, x
+					break
+				}
+			}
+		}
+		if !finite(num) || !finite(den) || den <= 0 || num <= den {
+			continue
+		}
+		return over1{i, label, num, den}, true
+	}
+	return over1{}, false
 }

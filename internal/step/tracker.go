@@ -200,20 +200,20 @@ type acc struct {
 // workerAcc is one worker's share of the open step. Its series hold what the Tracker's keep
 // asks for; the others stay empty.
 type workerAcc struct {
-	kind    vllm.Engine // the kind of the worker's pages
-	scrapes int
-	gauges  [vllm.NumKeyedGauges]series
-	splitG  [vllm.NumKeyedGauges]map[string]*floats // split gauges' samples by the label's value
-	deltas  [vllm.NumCounters]series
-	ratios  []ratioSeries // per vllm.Ratios entry: the per-interval ratios
-	totals  [vllm.NumCounters]float64
-	has     [vllm.NumCounters]bool
-	split   [vllm.NumCounters]map[string]float64 // by the split label's value
-	hists   [vllm.NumHists]*histAcc
-	act     activity
-	led     ledger
-	apart   uint32  // the ratios whose counters moved apart in the step (see apart), by index
-	stale   float64 // generation tokens made on a version older than the trainer's latest
+	kind           vllm.Engine // the kind of the worker's pages
+	scrapes        int
+	gauges         [vllm.NumKeyedGauges]series
+	splitGaugeCols [numSplitGaugeSlots]map[string]*floats // split gauges' samples by the label's value, by splitGaugeSlot
+	deltaCols      [numDeltaSlots]series                  // the counters' per-interval increases, by deltaSlot
+	ratioCols      []ratioSeries                          // the per-interval ratios, by ratioSlot
+	totals         [vllm.NumCounters]float64
+	has            [vllm.NumCounters]bool
+	splitCols      [numSplitSlots]map[string]float64 // by the split label's value, by splitSlot
+	hists          [vllm.NumHists]*histAcc
+	act            activity
+	led            ledger
+	apart          uint32  // the ratios whose counters moved apart in the step (see apart), by index
+	stale          float64 // generation tokens made on a version older than the trainer's latest
 }
 
 // series is one per-interval series of a worker in the open step: its values in the order of
@@ -442,13 +442,14 @@ func (wa *workerAcc) add(k *keep, at time.Duration, from, ts time.Time, ep *page
 			continue // a gauge's parts make no keys
 		}
 		for v, x := range ep.SplitGauges[g] {
-			if wa.splitG[g] == nil {
-				wa.splitG[g] = map[string]*floats{}
+			sg := &wa.splitGaugeCols[splitGaugeSlot[g]]
+			if *sg == nil {
+				*sg = map[string]*floats{}
 			}
-			c := wa.splitG[g][v]
+			c := (*sg)[v]
 			if c == nil {
 				c = &floats{}
-				wa.splitG[g][v] = c
+				(*sg)[v] = c
 			}
 			c.add(x)
 		}
@@ -460,16 +461,17 @@ func (wa *workerAcc) add(k *keep, at time.Duration, from, ts time.Time, ep *page
 		wa.has[c] = true
 		wa.totals[c] += inc.Counters[c]
 		if k.counters[c] {
-			wa.deltas[c].add(at, inc.Counters[c], k.timedCounters[c])
+			wa.deltaCols[deltaSlot[c]].add(at, inc.Counters[c], k.timedCounters[c])
 		}
 	}
 	wa.observeRatios(k, at, inc)
 	for c, shares := range inc.Shares {
 		for _, sh := range shares {
-			if wa.split[c] == nil {
-				wa.split[c] = map[string]float64{}
+			sp := &wa.splitCols[splitSlot[c]]
+			if *sp == nil {
+				*sp = map[string]float64{}
 			}
-			wa.split[c][sh.Value] += sh.Inc
+			(*sp)[sh.Value] += sh.Inc
 		}
 	}
 	for h, d := range inc.Hists {
@@ -754,7 +756,10 @@ func (t *Tracker) metrics(was []*workerAcc, durS float64) []vllm.Value {
 				has[c] = true
 				totals[c] += wa.totals[c]
 			}
-			for r, v := range wa.split[c] {
+		}
+		for sl, m := range wa.splitCols {
+			c := slotCounter[sl]
+			for r, v := range m {
 				if split[c] == nil {
 					split[c] = map[string]float64{}
 				}
@@ -839,31 +844,30 @@ func (t *Tracker) metrics(was []*workerAcc, durS float64) []vllm.Value {
 			case f.Split != "":
 				values := map[string]bool{}
 				for _, wa := range was {
-					for v := range wa.splitG[g] {
+					for v := range wa.splitGaugeOf(vllm.Gauge(g)) {
 						values[v] = true
 					}
 				}
 				for v := range values {
-					pool(add, f.Name, v, was, &buf, func(wa *workerAcc, f func(float64)) {
-						if c := wa.splitG[g][v]; c != nil {
-							c.each(f)
+					pool(add, f.Name, v, was, &buf, func(wa *workerAcc, xs []float64) []float64 {
+						if c := wa.splitGaugeOf(vllm.Gauge(g))[v]; c != nil {
+							return c.appendTo(xs)
 						}
+						return xs
 					})
 				}
 			default:
-				pool(add, f.Name, "", was, &buf, func(wa *workerAcc, f func(float64)) { wa.gauges[g].v.each(f) })
+				pool(add, f.Name, "", was, &buf, func(wa *workerAcc, xs []float64) []float64 { return wa.gauges[g].v.appendTo(xs) })
 			}
 		}
 		for i, rt := range vllm.Ratios {
 			if rt.Scalars {
-				pool(add, rt.Name, "", was, &buf, func(wa *workerAcc, f func(float64)) {
-					wa.eachRatio(i, func(_ int64, v float64) { f(v) })
-				})
+				pool(add, rt.Name, "", was, &buf, func(wa *workerAcc, xs []float64) []float64 { return wa.appendRatios(i, xs) })
 			}
 		}
 		for c, f := range vllm.Counters {
 			if f.Scalars {
-				pool(add, f.Name, "", was, &buf, func(wa *workerAcc, f func(float64)) { wa.deltas[c].v.each(f) })
+				pool(add, f.Name, "", was, &buf, func(wa *workerAcc, xs []float64) []float64 { return wa.delta(vllm.Counter(c)).v.appendTo(xs) })
 			}
 		}
 	}
@@ -941,11 +945,13 @@ func quotient(rt vllm.Ratio, num, den float64) (float64, bool) {
 
 // pool adds mean/max/p95 of the samples of all workers as statistics of name and label. The
 // samples are pooled worker by worker, each worker's in scrape order, so that the mean adds
-// them up in one order whatever the pool; buf is reused from one pool to the next.
-func pool(add func(name, label, stat string, v float64), name, label string, was []*workerAcc, buf *[]float64, get func(wa *workerAcc, f func(float64))) {
+// them up in one order whatever the pool; buf is reused from one pool to the next. get appends
+// a worker's samples to xs and returns it (a closure per worker to take them, as a callback,
+// was most of a fleet's step-end allocations).
+func pool(add func(name, label, stat string, v float64), name, label string, was []*workerAcc, buf *[]float64, get func(wa *workerAcc, xs []float64) []float64) {
 	xs := (*buf)[:0]
 	for _, wa := range was {
-		get(wa, func(v float64) { xs = append(xs, v) })
+		xs = get(wa, xs)
 	}
 	*buf = xs
 	if s, ok := summarize(xs); ok {
@@ -977,7 +983,7 @@ func timeline(id WorkerID, wa *workerAcc) WorkerTimeline {
 	}
 	for c, f := range vllm.Counters {
 		if f.Timeline {
-			add(f.Name, &wa.deltas[c])
+			add(f.Name, wa.delta(vllm.Counter(c)))
 		}
 	}
 	for i, rt := range vllm.Ratios {

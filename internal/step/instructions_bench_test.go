@@ -1,0 +1,68 @@
+package step
+
+import (
+	"fmt"
+	"runtime"
+	"testing"
+
+	"github.com/vllmstat/vllmstat/internal/page"
+)
+
+// markStart and markEnd mark the spans BenchmarkSpans measures, for a profiler that counts
+// between function entries (callgrind's --dump-before); they do nothing.
+//
+//go:noinline
+func markStart() {}
+
+//go:noinline
+func markEnd() {}
+
+// BenchmarkSpans is BenchmarkEndStep's fleet (1,000 two-engine vLLM 0.20 targets, six scrapes a
+// step) with two spans marked per step: the step's pages parsed and observed, then the step
+// end, each after a garbage collection, so that what runs between the marks is the same from
+// one run to the next. Its time is not the figure: count the spans' instructions, which do not
+// depend on the machine's load (docs/performance.md says how).
+func BenchmarkSpans(b *testing.B) {
+	scrapes := vllmScrapes(b)
+	const targets, perStep = 1000, 6
+	parsers := make([]*page.Parser, targets)
+	urls := make([]string, targets)
+	for i := range parsers {
+		parsers[i] = page.NewParser(page.Options{})
+		urls[i] = fmt.Sprintf("http://10.0.%d.%d:8000/metrics", i/250, i%250)
+	}
+	tr := NewTracker(Options{Scalars: true, NoTimeline: true})
+	sec, k := 0.0, 0
+	feed := func() {
+		for range perStep {
+			k++
+			for i, p := range parsers {
+				pg, err := p.Parse(scrapes[k%len(scrapes)])
+				if err != nil {
+					b.Fatal(err)
+				}
+				sec += 0.0005
+				tr.Observe(at(sec), urls[i], pg, nil)
+				pg.Release()
+			}
+		}
+	}
+	// two steps first: the parsers' first pages and the tracker's first workers
+	for n := range int64(2) {
+		feed()
+		tr.EndStep(n+1, at(sec))
+	}
+	n := int64(3)
+	for b.Loop() {
+		runtime.GC()
+		markStart()
+		feed()
+		markEnd()
+		sec += 0.0005
+		runtime.GC()
+		markStart()
+		tr.EndStep(n, at(sec))
+		markEnd()
+		n++
+	}
+}
