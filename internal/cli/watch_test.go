@@ -137,13 +137,12 @@ func TestWatchOnTerminal(t *testing.T) {
 		t.Skip("SKIPPING: script (util-linux) not found; the terminal test needs a pseudo-terminal")
 	}
 	a := newFakeServer(t, "prometheus-client-render-vllm-0.20.prom", 2)
-	bin := filepath.Join(t.TempDir(), "vllmstat")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/vllmstat").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, scriptBin, "-qfec", bin+" watch --per-worker --interval 0.2 "+a.url(), "/dev/null")
+	// The test binary is vllmstat (TestMain): a go build here would compile every package once
+	// more, in a configuration no other test uses.
+	cmd := exec.CommandContext(ctx, scriptBin, "-qfec", os.Args[0]+" watch --per-worker --interval 0.2 "+a.url(), "/dev/null")
+	cmd.Env = append(os.Environ(), "VLLMSTAT_TEST_AS_CLI=1")
 	out := &syncbuf.Buffer{}
 	cmd.Stdout = out
 	stdin, err := cmd.StdinPipe()
