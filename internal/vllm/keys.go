@@ -196,6 +196,9 @@ var groups = func() map[string]string {
 	for _, pt := range LabelParts {
 		m[pt.Name] = pt.Group
 	}
+	for _, u := range Unfinisheds {
+		m[u.Name] = u.Group
+	}
 	return m
 }()
 
@@ -260,6 +263,9 @@ func KeyNames() []KeyName {
 	}
 	for _, pt := range LabelParts {
 		add(pt.Name, false, "")
+	}
+	for _, u := range Unfinisheds {
+		add(u.Name, false, "")
 	}
 	for _, f := range Hists {
 		stats := []string{}

@@ -160,6 +160,18 @@ type Part struct {
 	Group       string
 }
 
+// Unfinished is what requests that never finished added to a counter in the step: the
+// counter's increase less the increase of the sum of a histogram that observes the same count
+// of each request at its finish. It is exact only where no request was in flight at either end
+// of the step (see the step tracker), and vLLM's only: SGLang counts at the finish.
+type Unfinished struct {
+	Name        string
+	Of          Counter
+	Less        Hist
+	Title, Unit string
+	Group       string
+}
+
 // Rate is a counter's increase per second over the step (and per interval).
 type Rate struct {
 	Of    Counter
@@ -625,13 +637,23 @@ var (
 	// Sums are every sum of counters a step record gets.
 	Sums = []CounterSum{RecomputedTokens, FinishedRequests}
 
-	// TruncatedFraction and AbortedFraction are the shares of the finished requests that
-	// stopped at their max_tokens (or the model's length) and that were aborted: the clip
-	// ratio a trainer needs, exact per step.
+	// TruncatedFraction is the share of the finished requests that stopped at their max_tokens
+	// (or the model's length): the clip ratio a trainer needs, exact per step. No share of
+	// aborted requests is taken from request_success: vLLM never counts an aborted request
+	// there (its frontend drops the request's state without recording it as finished,
+	// OutputProcessor.abort_requests in vllm/v1/engine/output_processor.py, on every version
+	// up to 0.20), so finished_reason="abort" stays 0 whatever the trainer aborted.
 	TruncatedFraction = Part{Name: "truncated_fraction", Of: RequestSuccess, Values: []string{"length"}, Share: true,
 		Title: "Requests truncated at their length limit", Unit: "of finished requests (0–1)", Group: GroupRequests}
-	AbortedFraction = Part{Name: "aborted_fraction", Of: RequestSuccess, Values: []string{"abort"}, Share: true,
-		Title: "Requests aborted", Unit: "of finished requests (0–1)", Group: GroupRequests}
+	// AbortedPromptTokens are the prompt tokens of the requests that were prefilled in the step
+	// and did not finish: vLLM counts a request's prompt tokens in prompt_tokens_total at its
+	// first token (IterationStats.update_from_output) and observes request_prompt_tokens only
+	// when it finishes, which an aborted request never does. Requests aborted before their
+	// first token count in neither.
+	AbortedPromptTokens = Unfinished{Name: "aborted_prompt_tokens", Of: PromptTokens, Less: ReqPromptTokens,
+		Title: "Prompt tokens of requests that did not finish", Unit: "tokens", Group: GroupRequests}
+	// Unfinisheds are every Unfinished a step record gets.
+	Unfinisheds = []Unfinished{AbortedPromptTokens}
 	// The prefill split: the prompt tokens computed, found in the local prefix cache, brought
 	// by a KV connector. They add up to prompt_tokens.
 	PromptComputed = Part{Name: "prompt_tokens_computed", Of: PromptBySource, Values: []string{"local_compute"},
@@ -642,5 +664,5 @@ var (
 		Title: "Prompt tokens transferred by a KV connector", Unit: "tokens", Group: GroupPrefixCache}
 
 	// LabelParts are the keys made of parts of split counters.
-	LabelParts = []Part{TruncatedFraction, AbortedFraction, PromptComputed, PromptCached, PromptTransferred}
+	LabelParts = []Part{TruncatedFraction, PromptComputed, PromptCached, PromptTransferred}
 )
