@@ -2,11 +2,13 @@ package cli
 
 import (
 	"context"
+	"math"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/vllmstat/vllmstat/internal/sim"
+	"github.com/vllmstat/vllmstat/internal/step"
 )
 
 // TestAbortsAgainstSimulator runs "vllmstat run" against simulated fleets whose trainer aborts a
@@ -29,40 +31,9 @@ func TestAbortsAgainstSimulator(t *testing.T) {
 			sc.Workload.Batches = 2
 			sc.Workload.Pause = 20 * time.Second
 			sc.Workload.Abort = 0.3
-			fleet, err := sim.Start(context.Background(), sc)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { fleet.Close() })
-
-			out := t.TempDir()
-			l := startLive(t, out, "--target", fleet.URLs()[0], "--per-worker", "--interval", "0.2")
-			var atBatch []map[string]float64
-			for range 2 {
-				select {
-				case n := <-fleet.Batches():
-					atBatch = append(atBatch, fleet.Totals()) // as the pages show the batch's end
-					l.endStep(n)
-				case <-time.After(2 * time.Minute): // only a hang gets here
-					l.stop()
-					t.Fatalf("no batch finished\n%s", l.stderr.String())
-				}
-			}
-			if code := l.stop(); code != 0 {
-				t.Fatalf("run exited %d\n%s", code, l.stderr.String())
-			}
-			recs, _ := readSteps(t, filepath.Join(out, "steps.jsonl"))
-			if len(recs) < 2 {
-				t.Fatalf("%d steps, want at least 2", len(recs))
-			}
+			recs, atBatch := runBatchSteps(t, sc)
 			for i, r := range recs[:2] {
-				delta := func(key string) float64 {
-					d := atBatch[i][key]
-					if i > 0 {
-						d -= atBatch[i-1][key]
-					}
-					return d
-				}
+				delta := batchDelta(atBatch, i)
 				if !(delta("requests_aborted") > 0) {
 					t.Fatalf("step %d: the simulator aborted no request", r.Step)
 				}
@@ -99,5 +70,88 @@ func TestAbortsAgainstSimulator(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// runBatchSteps runs "vllmstat run" against a simulated fleet of sc, whose GRPO workload must run
+// 2 batches, ending a step at the end of each; it returns the run's steps and the simulator's
+// Totals at each batch's end.
+func runBatchSteps(t *testing.T, sc sim.Config) ([]step.Record, []map[string]float64) {
+	t.Helper()
+	fleet, err := sim.Start(context.Background(), sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fleet.Close() })
+	out := t.TempDir()
+	l := startLive(t, out, "--target", fleet.URLs()[0], "--per-worker", "--interval", "0.2")
+	var atBatch []map[string]float64
+	for range 2 {
+		select {
+		case n := <-fleet.Batches():
+			atBatch = append(atBatch, fleet.Totals()) // as the pages show the batch's end
+			l.endStep(n)
+		case <-time.After(2 * time.Minute): // only a hang gets here
+			l.stop()
+			t.Fatalf("no batch finished\n%s", l.stderr.String())
+		}
+	}
+	if code := l.stop(); code != 0 {
+		t.Fatalf("run exited %d\n%s", code, l.stderr.String())
+	}
+	recs, _ := readSteps(t, filepath.Join(out, "steps.jsonl"))
+	if len(recs) < 2 {
+		t.Fatalf("%d steps, want at least 2", len(recs))
+	}
+	return recs[:2], atBatch
+}
+
+// batchDelta is the increase of a Totals key over batch i.
+func batchDelta(atBatch []map[string]float64, i int) func(string) float64 {
+	return func(key string) float64 {
+		d := atBatch[i][key]
+		if i > 0 {
+			d -= atBatch[i-1][key]
+		}
+		return d
+	}
+}
+
+// TestMaxTokensAgainstSimulator runs "vllmstat run" against a simulated vLLM fleet whose
+// requests ask for max_tokens 300 and whose client aborts some, ending a step at the end of each
+// GRPO batch. Each step has the max_tokens its finished requests asked for
+// (request_params_max_tokens: its mean is the simulator's) beside their generated lengths, and
+// the share of that budget they used, their generated tokens over their max_tokens, equal to
+// the simulator's; request_max_num_generation_tokens, the longest generation of a request's
+// samples, has the mean of the generated lengths, each request being one sample.
+func TestMaxTokensAgainstSimulator(t *testing.T) {
+	sc := sim.DefaultConfig()
+	sc.Servers, sc.DP, sc.Port, sc.Speed, sc.Seed = 1, 2, 0, 10, 13
+	sc.Workload.Prompts, sc.Workload.Samples = 8, 8
+	sc.Workload.Batches = 2
+	sc.Workload.Pause = 20 * time.Second
+	sc.Workload.MaxTokens = 300
+	sc.Workload.Abort = 0.2
+	recs, atBatch := runBatchSteps(t, sc)
+	for i, r := range recs {
+		delta := batchDelta(atBatch, i)
+		m := func(key string) float64 {
+			v, ok := r.Metrics["vllm/"+key]
+			if !ok {
+				t.Errorf("step %d has no vllm/%s", r.Step, key)
+			}
+			return v
+		}
+		near := func(got, want float64) bool { return math.Abs(got-want) <= 1e-9*math.Abs(want) }
+		if got, want := m("request_params_max_tokens/mean"), delta("request_params_max_tokens_sum")/delta("request_params_max_tokens_count"); got != 300 || want != 300 {
+			t.Errorf("step %d: mean max_tokens asked %v, the simulator's %v, want 300", r.Step, got, want)
+		}
+		used := delta("request_generation_tokens_sum") / delta("request_params_max_tokens_sum")
+		if got := m("max_tokens_used_fraction"); !near(got, used) || !(used > 0 && used < 1) {
+			t.Errorf("step %d: max_tokens_used_fraction %v, the simulator's requests used %v of their max_tokens", r.Step, got, used)
+		}
+		if got, want := m("request_max_num_generation_tokens/mean"), m("request_generation_tokens/mean"); !near(got, want) || got >= 300 {
+			t.Errorf("step %d: mean longest generation %v, want the mean generated length %v (below max_tokens 300)", r.Step, got, want)
+		}
 	}
 }

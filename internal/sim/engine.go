@@ -494,8 +494,6 @@ func (e *Engine) complete(sched []scheduledReq) (decoded int) {
 			e.stats.promptExternal += int64(r.externalTokens)
 			e.stats.promptComputed += int64(r.PromptLen - r.cachedTokens - r.externalTokens)
 			e.stats.ttft.observe(b.ttft, (now - r.Arrival).Seconds())
-			e.stats.paramsN.observe(b.n, 1)
-			e.stats.reqMaxGeneration.observe(b.tokens, float64(r.MaxTokens))
 			e.emit(EventFirstToken, r, now)
 		} else {
 			e.stats.itl.observe(b.perToken, (now - r.lastTokenAt).Seconds())
@@ -563,6 +561,10 @@ func (e *Engine) finish(r *request) {
 	s.reqGeneration.observe(b.tokens, float64(r.numOutput))
 	e.led.finished(e.now, r.PromptLen, r.numOutput)
 	s.paramsMaxTokens.observe(b.tokens, float64(r.MaxTokens))
+	// vLLM observes n and the longest generation of a request's n samples once all of them
+	// finished (ParentRequest.observe_finished_request); a simulated request is one sample.
+	s.paramsN.observe(b.n, 1)
+	s.reqMaxGeneration.observe(b.tokens, float64(r.numOutput))
 	e.emit(EventFinish, r, e.now)
 	if e.done != nil {
 		e.done(r, false)

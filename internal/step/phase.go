@@ -81,6 +81,9 @@ var keyNames = func() map[string]bool {
 	for _, u := range vllm.Unfinisheds {
 		m[u.Name] = true
 	}
+	for _, sr := range vllm.SumRatios {
+		m[sr.Name] = true
+	}
 	for _, name := range ComputeNames {
 		m[name] = true
 	}

@@ -845,6 +845,11 @@ func (t *Tracker) metrics(was []*workerAcc, durS float64) []vllm.Value {
 			add(u.Name, "", "", v)
 		}
 	}
+	for _, sr := range vllm.SumRatios {
+		if v, ok := sumRatio(was, sr); ok {
+			add(sr.Name, "", "", v)
+		}
+	}
 	for i, rt := range vllm.Ratios {
 		if rt.Paired && !paired(was, rt) {
 			continue
@@ -950,6 +955,29 @@ func unfinished(was []*workerAcc, u vllm.Unfinished) (float64, bool) {
 		v, any = v+d, true
 	}
 	return v, any
+}
+
+// sumRatio is sr over a pool of workers: the increases of its histograms' sums, each summed over
+// the workers, divided. Each worker with either histogram must have both, with sums, and equal
+// count increases (vLLM leaves a request that set no max_tokens out of request_params_max_tokens
+// only), so that the two sums are of the same requests; ok is false otherwise, and when the
+// denominator did not rise.
+func sumRatio(was []*workerAcc, sr vllm.SumRatio) (float64, bool) {
+	var num, den float64
+	for _, wa := range was {
+		n, d := wa.hists[sr.Num], wa.hists[sr.Den]
+		if n == nil && d == nil {
+			continue
+		}
+		if n == nil || d == nil || n.noSum || d.noSum || n.count != d.count {
+			return 0, false
+		}
+		num, den = num+n.sum, den+d.sum
+	}
+	if !(den > 0) || !finite(num) || !finite(den) {
+		return 0, false
+	}
+	return num / den, true
 }
 
 // paired reports whether every worker of a pool that has rt's numerator on its page has its

@@ -199,6 +199,9 @@ var groups = func() map[string]string {
 	for _, u := range Unfinisheds {
 		m[u.Name] = u.Group
 	}
+	for _, sr := range SumRatios {
+		m[sr.Name] = sr.Group
+	}
 	return m
 }()
 
@@ -266,6 +269,9 @@ func KeyNames() []KeyName {
 	}
 	for _, u := range Unfinisheds {
 		add(u.Name, false, "")
+	}
+	for _, sr := range SumRatios {
+		add(sr.Name, false, "")
 	}
 	for _, f := range Hists {
 		stats := []string{}

@@ -172,6 +172,16 @@ type Unfinished struct {
 	Group       string
 }
 
+// SumRatio is the quotient of two histograms' sum increases over the step, histograms that
+// observe the same requests at their finish: given only where every worker's two counts rose
+// alike, so that both sums are of the same requests.
+type SumRatio struct {
+	Name        string
+	Num, Den    Hist
+	Title, Unit string
+	Group       string
+}
+
 // Rate is a counter's increase per second over the step (and per interval).
 type Rate struct {
 	Of    Counter
@@ -271,6 +281,7 @@ const (
 	ReqPromptTokens
 	ReqGenerationTokens
 	ReqMaxGenerationTokens
+	ReqParamsMaxTokens
 	ReqPrefillTime
 	ReqDecodeTime
 	ReqInferenceTime
@@ -545,14 +556,21 @@ var Hists = [NumHists]Family{
 
 	// The shape of the requests that finished (vllm/v1/metrics/loggers.py, observed at a
 	// request's finish): its prompt and generated tokens (SGLang's TokenizerMetricsCollector
-	// observes the same at the same moment), the max_tokens it asked for, and its time in
-	// prefill (first scheduled to first token), decode (first to last token) and running (first
-	// scheduled to last token).
+	// observes the same at the same moment), the longest generation among its n samples
+	// (request_max_num_generation_tokens, observed once all n finished:
+	// ParentRequest.observe_finished_request in vllm/v1/engine/parallel_sampling.py; for n=1
+	// the request's generated tokens, not the max_tokens it asked for), the max_tokens it asked
+	// for (request_params_max_tokens, observed per finished request that set it: vLLM's V0
+	// engine from vllm-project/vllm#9881, 0.6.4; the V1 engine from #14055, 0.8.0), and its
+	// time in prefill (first scheduled to first token), decode (first to last token) and
+	// running (first scheduled to last token).
 	ReqPromptTokens: {Name: "request_prompt_tokens", SGLang: []string{"prompt_tokens_histogram"},
 		Title: "Prompt length", Unit: "tokens per request", Group: GroupRequests},
 	ReqGenerationTokens: {Name: "request_generation_tokens", SGLang: []string{"generation_tokens_histogram"},
 		Title: "Generation length", Unit: "tokens per request", Group: GroupRequests},
 	ReqMaxGenerationTokens: {Name: "request_max_num_generation_tokens",
+		Title: "Longest generation of a request's samples", Unit: "tokens per request", Group: GroupRequests},
+	ReqParamsMaxTokens: {Name: "request_params_max_tokens",
 		Title: "Requested max tokens", Unit: "tokens per request", Group: GroupRequests},
 	ReqPrefillTime: {Name: "request_prefill_time_seconds", Title: "Prefill time per request", Unit: "seconds", Group: GroupRequests},
 	ReqDecodeTime:  {Name: "request_decode_time_seconds", Title: "Decode time per request", Unit: "seconds", Group: GroupRequests},
@@ -652,6 +670,13 @@ var (
 	// first token count in neither.
 	AbortedPromptTokens = Unfinished{Name: "aborted_prompt_tokens", Of: PromptTokens, Less: ReqPromptTokens,
 		Title: "Prompt tokens of requests that did not finish", Unit: "tokens", Group: GroupRequests}
+	// MaxTokensUsed is how much of the generation budget the step's finished requests asked for
+	// they used: their generated tokens over their max_tokens, exact from the two histograms'
+	// sums. truncated_fraction is the share of them that reached it.
+	MaxTokensUsed = SumRatio{Name: "max_tokens_used_fraction", Num: ReqGenerationTokens, Den: ReqParamsMaxTokens,
+		Title: "Generated tokens of the max_tokens asked", Unit: "generated / max_tokens (0–1)", Group: GroupRequests}
+	// SumRatios are every SumRatio a step record gets.
+	SumRatios = []SumRatio{MaxTokensUsed}
 	// Unfinisheds are every Unfinished a step record gets.
 	Unfinisheds = []Unfinished{AbortedPromptTokens}
 	// The prefill split: the prompt tokens computed, found in the local prefix cache, brought
