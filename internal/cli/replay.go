@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -25,7 +26,9 @@ prints its step records as JSON Lines on stdout, computed by the same code as ru
 same scrapes, the lines equal run's steps.jsonl byte for byte.
 
 FILE's later segments (FILE with .2, .3, … before its extension, written by later runs with
-the same --record) are read after it, each as the separate run it was. Events must be in time
+the same --record) are read after it, each as the separate run it was; a later run resumed
+from step N (--resume-from) cut the steps after N out of steps.jsonl, and replay leaves the
+earlier segments' steps after N out too. Events must be in time
 order within a segment: an event earlier than the one before it stops replay with exit 2 and
 its line number.
 
@@ -87,11 +90,26 @@ func replayAll(ctx context.Context, segs []string, opt step.Options, workerLabel
 			total += st.Size()
 		}
 	}
+	// A run resumed from step k cut the steps after k out of steps.jsonl before it went on, so
+	// a segment's steps after the smallest k of the segments after it are not in steps.jsonl.
+	last := make([]int64, len(segs))
+	upTo := int64(math.MaxInt64)
+	for i := len(segs) - 1; i >= 0; i-- {
+		last[i] = upTo
+		k, resumed, err := record.ResumedFrom(ctx, segs[i], maxLine)
+		if err != nil {
+			fmt.Fprintf(stderr, "vllmstat replay: %v\n", err)
+			return exitUsage
+		}
+		if resumed {
+			upTo = min(upTo, k)
+		}
+	}
 	prog := newProgress(stderr, "replay", total)
 	defer prog.done()
 	var base int64
-	for _, seg := range segs {
-		n, code := replaySegment(ctx, seg, opt, workerLabels, maxLine, warn, prog, base, stdout, stderr)
+	for i, seg := range segs {
+		n, code := replaySegment(ctx, seg, last[i], opt, workerLabels, maxLine, warn, prog, base, stdout, stderr)
 		if code != exitOK {
 			return code
 		}
@@ -101,20 +119,23 @@ func replayAll(ctx context.Context, segs []string, opt step.Options, workerLabel
 }
 
 // replaySegment replays one segment, one run, with a tracker of its own, as that run had, and
-// returns how many of its bytes it read. base is the bytes of the segments before it, for prog.
-func replaySegment(ctx context.Context, path string, opt step.Options, workerLabels []string, maxLine int, warn *warner, prog *progress, base int64, stdout, stderr io.Writer) (int64, int) {
+// returns how many of its bytes it read. Steps after last are replayed but not written (a later
+// run resumed from an earlier step cut them). base is the bytes of the segments before it, for
+// prog.
+func replaySegment(ctx context.Context, path string, last int64, opt step.Options, workerLabels []string, maxLine int, warn *warner, prog *progress, base int64, stdout, stderr io.Writer) (int64, int) {
 	r, err := record.OpenContext(ctx, path, maxLine)
 	if err != nil {
 		fmt.Fprintf(stderr, "vllmstat replay: %v\n", err)
 		return 0, exitUsage
 	}
 	defer r.Close()
-	n, code := replayEvents(ctx, r, path, opt, workerLabels, warn, prog, base, stdout, stderr)
+	n, code := replayEvents(ctx, r, path, last, opt, workerLabels, warn, prog, base, stdout, stderr)
 	return n, code
 }
 
-// replayEvents feeds the events of r to a new tracker and writes each step's line to stdout.
-func replayEvents(ctx context.Context, r *record.Reader, path string, opt step.Options, workerLabels []string, warn *warner, prog *progress, base int64, stdout, stderr io.Writer) (int64, int) {
+// replayEvents feeds the events of r to a new tracker and writes the line of each step up to
+// last to stdout.
+func replayEvents(ctx context.Context, r *record.Reader, path string, last int64, opt step.Options, workerLabels []string, warn *warner, prog *progress, base int64, stdout, stderr io.Writer) (int64, int) {
 	r.Warn = func(line int, msg string) {
 		kind, _, _ := strings.Cut(msg, ` "`) // unknown kinds are one kind of warning
 		warn.warn(kind, msg, "file", path, "line", line)
@@ -133,6 +154,9 @@ func replayEvents(ctx context.Context, r *record.Reader, path string, opt step.O
 			warn.warn("not Prometheus text", "page is not Prometheus text; counted as a failed scrape", "target", e.Target, "ts", e.TS, "err", err)
 		},
 		OnStep: func(rec *step.Record) error {
+			if rec.Step > last {
+				return nil
+			}
 			b, err := step.MarshalLine(rec)
 			if err != nil {
 				outErr = err

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"fmt"
 	"net/http"
 	"os"
@@ -116,4 +117,46 @@ func linesFrom(b []byte, k int) []byte {
 		b = b[i+1:]
 	}
 	return b
+}
+
+// TestReplayAfterResumeFrom: a recorded run that ended steps 1-3 (and its last, 4, at exit),
+// then a run with the same recording resumed from step 2 that ended a new step 3: steps.jsonl
+// holds 1, 2 and the new 3, and replay of the recording's two segments must print the same
+// lines, not the first run's 3 and 4 as well.
+func TestReplayAfterResumeFrom(t *testing.T) {
+	a := newFakeServer(t, "prometheus-client-render-vllm-0.20.prom", 36)
+	out := t.TempDir()
+	rec := filepath.Join(t.TempDir(), "run.jsonl.gz")
+	l := startLive(t, out, "--target", a.url(), "--record", rec, "--per-worker")
+	for n := 1; n <= 3; n++ {
+		l.endStep(n)
+	}
+	if code := l.stop(); code != 0 {
+		t.Fatalf("exit %d\n%s", code, l.stderr.String())
+	}
+	// The lock file still names the first run's API, which startLive would take for the next's.
+	if err := os.WriteFile(filepath.Join(out, outdir.LockName), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l = startLive(t, out, "--target", a.url(), "--record", rec, "--per-worker", "--resume-from", "2")
+	l.endStep(3)
+	if code := l.stop(); code != 0 {
+		t.Fatalf("exit %d\n%s", code, l.stderr.String())
+	}
+
+	recs, want := readSteps(t, filepath.Join(out, "steps.jsonl"))
+	var steps []int64
+	for _, r := range recs {
+		steps = append(steps, r.Step)
+	}
+	if fmt.Sprint(steps[:3]) != "[1 2 3]" {
+		t.Fatalf("steps.jsonl steps %v, want 1, 2 and the new 3 first", steps)
+	}
+	var got, stderr bytes.Buffer
+	if code := Run([]string{"replay", "--per-worker", rec}, &got, &stderr); code != 0 {
+		t.Fatalf("replay exited %d: %s", code, stderr.String())
+	}
+	if !bytes.Equal(got.Bytes(), want) {
+		t.Fatalf("replay differs from steps.jsonl\nreplay:\n%s\nsteps.jsonl:\n%s", got.String(), want)
+	}
 }

@@ -21,7 +21,7 @@ const shapeBatches = 2
 // fleet of 2 servers with 2 engines each that serves the MFU counters and the KV block residency
 // histograms, with a cache small enough to preempt and a KV connector, ending a step at the end
 // of each batch. Each step's counts are the simulator's own for its batch: the truncated
-// requests (truncated_fraction × finished_requests), the aborted ones, the prefill split by
+// requests (truncated_fraction × finished_requests), the prefill split by
 // source, which adds up to the step's prompt tokens exactly, the recomputed positions, and the
 // FLOPs and bytes per GPU (the achieved rates × engines × the step's seconds); MFU is the
 // achieved TFLOP/s over H100's peak. The length quantiles fall in the buckets of the true
@@ -93,7 +93,7 @@ func TestRequestShapeAgainstSimulator(t *testing.T) {
 		if want := delta("request_success/stop") + delta("request_success/length"); finished != want {
 			t.Errorf("step %d: %v finished requests, the simulator finished %v", r.Step, finished, want)
 		}
-		for key, simKey := range map[string]string{"truncated_fraction": "request_success/length", "aborted_fraction": "request_success/abort"} {
+		for key, simKey := range map[string]string{"truncated_fraction": "request_success/length"} {
 			if got, want := m(key)*finished, delta(simKey); math.Abs(got-want) > 1e-9*finished {
 				t.Errorf("step %d: %s × finished = %v requests, the simulator counted %v", r.Step, key, got, want)
 			}

@@ -196,6 +196,8 @@ func runSimContext(parent context.Context, args []string, stdout, stderr io.Writ
 	fs.Float64Var(&w.OutputSigma, "output-sigma", w.OutputSigma, "sigma of the lognormal output length")
 	fs.IntVar(&w.MaxTokens, "max-tokens", w.MaxTokens, "max_tokens of every request; longer outputs finish with reason length")
 	fs.Float64Var(&w.Straggler, "straggler", w.Straggler, stragglerHelp)
+	fs.Float64Var(&w.Abort, "abort", w.Abort, "share (0 to 1) of the requests their client aborts partway through their output, "+
+		"as a trainer's partial rollouts do; vLLM pages count them in prompt_tokens and generation_tokens only, SGLang's in num_aborted_requests too")
 	fs.BoolVar(&w.Colocated, "colocated", w.Colocated, colocatedHelp)
 	fs.DurationVar(&w.TrainTime, "train-time", w.TrainTime, trainTimeHelp)
 	fs.IntVar(&w.EvalEvery, "eval-every", w.EvalEvery, evalEveryHelp)

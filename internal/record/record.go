@@ -12,6 +12,7 @@
 //	{"kind":"target","ts":"…","target":"…","labels":{"team":"a"}}
 //	{"kind":"add","ts":"…","target":"…"}
 //	{"kind":"start","ts":"…"}
+//	{"kind":"start","ts":"…","resume_from":2}
 //	{"kind":"phase","ts":"…","phase":"rollout","edge":"start"}
 //	{"kind":"policy","ts":"…","version":12}
 //	{"kind":"engine_version","ts":"…","target":"…","version":12}
@@ -30,7 +31,9 @@
 // into per_worker records from then on. A start event, first in a segment, is when the run began
 // collecting: its first step starts there, and a worker first seen later counts whole what it
 // created after it (a segment without one, written by earlier versions, is replayed by the
-// earlier rule: see step.Tracker.Begin). A phase event is a phase's start or end edge, at the
+// earlier rule: see step.Tracker.Begin); with resume_from, the run was resumed from that step
+// and cut the steps after it out of steps.jsonl, so the earlier segments' steps after it are
+// not the run's any more (see ResumedFrom). A phase event is a phase's start or end edge, at the
 // moment it took effect. A policy event is the trainer's publish of a version of its weights, at
 // the moment it took effect. An
 // engine_version event is what a target's engine reported as its weight version, read right
@@ -66,6 +69,10 @@ type Event struct {
 	// Version is a policy event's version, and an engine_version event's (nil: the engine
 	// reports none).
 	Version *int64 `json:"version,omitempty"`
+	// ResumeFrom is set on the start event of a run resumed from a step (resume_from): that
+	// run cut the steps after it out of steps.jsonl, and replay leaves them out of the segments
+	// before it.
+	ResumeFrom *int64 `json:"resume_from,omitempty"`
 }
 
 // TimeFormat is how ts is written: RFC 3339 in UTC, always with nine fractional digits, so that

@@ -1,8 +1,10 @@
 package record
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"strconv"
@@ -61,4 +63,27 @@ func createSegment(path string) (*os.File, string, error) {
 		}
 	}
 	return nil, "", fmt.Errorf("create recording %q: every segment number is taken", path)
+}
+
+// ResumedFrom reads the start event that begins a segment and returns the step its run was
+// resumed from (resume_from), if it was: that run cut the steps after it out of steps.jsonl,
+// so a replay that is to equal steps.jsonl leaves the earlier segments' steps after it out.
+// A segment that does not begin with a start event (earlier versions wrote none) was not.
+func ResumedFrom(ctx context.Context, path string, maxLine int) (int64, bool, error) {
+	r, err := OpenContext(ctx, path, maxLine)
+	if err != nil {
+		return 0, false, err
+	}
+	defer r.Close()
+	e, err := r.Next()
+	if errors.Is(err, io.EOF) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	if e.Kind != KindStart || e.ResumeFrom == nil {
+		return 0, false, nil
+	}
+	return *e.ResumeFrom, true, nil
 }

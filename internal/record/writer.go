@@ -24,6 +24,9 @@ type WriterOptions struct {
 	// beyond it events are dropped and a gap event marks them. Default 64 MiB.
 	MaxPending int
 	Logger     *slog.Logger
+	// ResumeFrom is the step the run was resumed from (resume_from), written on its start
+	// event; nil: not resumed.
+	ResumeFrom *int64
 }
 
 func (o WriterOptions) withDefaults() WriterOptions {
@@ -127,7 +130,7 @@ func (rw *Writer) StepEnd(ts time.Time, step int64) error {
 
 // Start records that the run began collecting, before its first scrape.
 func (rw *Writer) Start(ts time.Time) error {
-	return rw.add(&Event{Kind: KindStart, TS: ts.UTC()})
+	return rw.add(&Event{Kind: KindStart, TS: ts.UTC(), ResumeFrom: rw.opt.ResumeFrom})
 }
 
 // PhaseEdge records that phase name started or ended (edge EdgeStart or EdgeEnd).

@@ -173,6 +173,12 @@ var specNames = func() map[string]described {
 	for _, sm := range vllm.Sums {
 		add(sm.Name, described{title: sm.Title, unit: sm.Unit, kind: kindCounter})
 	}
+	for _, u := range vllm.Unfinisheds {
+		add(u.Name, described{title: u.Title, unit: u.Unit, kind: kindCounter})
+	}
+	for _, sr := range vllm.SumRatios {
+		add(sr.Name, described{title: sr.Title, unit: sr.Unit, frac: true, kind: kindRatio})
+	}
 	for _, pt := range vllm.LabelParts {
 		if pt.Share {
 			add(pt.Name, described{title: pt.Title, unit: pt.Unit, frac: true, kind: kindRatio})

@@ -8,8 +8,9 @@ import (
 )
 
 // The Requests group charts the shape of the step's requests: their lengths' quantiles, the
-// truncated and aborted shares (which the spec groups there), and the prefill split, the
-// step's prompt tokens by where their KV came from, as one bar per step stacked by source.
+// truncated share and the aborted requests' prompt tokens (which the spec groups there), and
+// the prefill split, the step's prompt tokens by where their KV came from, as one bar per step
+// stacked by source.
 
 // chartSplit is the kind of the prefill split's chart: the page draws it as the ledger's
 // stacked bars (of tokens rather than engine-seconds).

@@ -62,7 +62,7 @@ func TestBrowserRequests(t *testing.T) {
 	ctx, _, errs := openDir(t, b, dir)
 
 	got := eval[requestsPage](t, ctx, requestsShown)
-	for _, id := range []string{"request_prompt_tokens", "request_generation_tokens", "truncated_fraction", "aborted_fraction", splitID} {
+	for _, id := range []string{"request_prompt_tokens", "request_generation_tokens", "truncated_fraction", "aborted_prompt_tokens", splitID} {
 		if !slices.Contains(got.Requests, id) {
 			t.Errorf("Requests group %q lacks %s", got.Requests, id)
 		}

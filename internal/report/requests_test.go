@@ -18,8 +18,8 @@ func splitTokens(n int64) [3]float64 {
 	return [3]float64{1000 + 100*float64(n), 3000, transferred}
 }
 
-// addRequests gives r the request shape keys: the lengths' quantiles, the truncated and aborted
-// shares, the prefill split, and the compute keys with MFU, the rollout phase's too.
+// addRequests gives r the request shape keys: the lengths' quantiles, the truncated share, the
+// prompt tokens of aborted requests, the prefill split, and the compute keys with MFU, the rollout phase's too.
 func addRequests(r *step.Record) {
 	m, n := r.Metrics, float64(r.Step)
 	for _, f := range []string{"request_prompt_tokens", "request_generation_tokens"} {
@@ -27,9 +27,9 @@ func addRequests(r *step.Record) {
 	}
 	m["vllm/finished_requests"] = 256
 	m["vllm/truncated_fraction"] = 0.1 + 0.01*n
-	m["vllm/aborted_fraction"] = 0
+	m["vllm/aborted_prompt_tokens"] = 0
 	if r.Step == 3 {
-		m["vllm/aborted_fraction"] = 1.0 / 256 // a step with an abort; a key 0 in every step folds away
+		m["vllm/aborted_prompt_tokens"] = 612 // a step with an abort; a key 0 in every step folds away
 	}
 	s := splitTokens(r.Step)
 	m["vllm/prompt_tokens_computed"], m["vllm/prompt_tokens_cached"], m["vllm/prompt_tokens_transferred"] = s[0], s[1], s[2]
@@ -53,8 +53,8 @@ func requestsRun(steps int) []*step.Record {
 	return recs
 }
 
-// TestRequestsGroup: the Requests group holds the length quantiles, the truncated and aborted
-// shares and the prefill split, one stacked chart whose layers are the split's sources bottom
+// TestRequestsGroup: the Requests group holds the length quantiles, the truncated share, the
+// aborted requests' prompt tokens and the prefill split, one stacked chart whose layers are the split's sources bottom
 // up, the rollout's computed tokens after them; MFU is charted with the throughput.
 func TestRequestsGroup(t *testing.T) {
 	d := buildOf(t, requestsRun(4))
@@ -66,7 +66,7 @@ func TestRequestsGroup(t *testing.T) {
 			}
 		}
 	}
-	for _, id := range []string{"request_prompt_tokens", "request_generation_tokens", "truncated_fraction", "aborted_fraction", splitID} {
+	for _, id := range []string{"request_prompt_tokens", "request_generation_tokens", "truncated_fraction", "aborted_prompt_tokens", splitID} {
 		if !slices.Contains(requests, id) {
 			t.Errorf("Requests group %q lacks %s", requests, id)
 		}

@@ -236,7 +236,7 @@ func (p *Pipeline) closeSteps(ctx context.Context) error {
 }
 
 func (p *Pipeline) openRecording(context.Context) error {
-	rw, err := record.Create(p.cfg.Record, record.WriterOptions{Logger: p.log})
+	rw, err := record.Create(p.cfg.Record, record.WriterOptions{Logger: p.log, ResumeFrom: p.cfg.ResumeFrom})
 	if err != nil {
 		return err
 	}

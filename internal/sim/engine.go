@@ -87,6 +87,7 @@ const (
 	EventFirstToken                      // first output token
 	EventFinish                          // finished (stop or length)
 	EventLost                            // dropped by a server restart
+	EventAbort                           // aborted by its client
 )
 
 // Event is one thing that happened in an engine, for tests that check the model step by step
@@ -493,16 +494,18 @@ func (e *Engine) complete(sched []scheduledReq) (decoded int) {
 			e.stats.promptExternal += int64(r.externalTokens)
 			e.stats.promptComputed += int64(r.PromptLen - r.cachedTokens - r.externalTokens)
 			e.stats.ttft.observe(b.ttft, (now - r.Arrival).Seconds())
-			e.stats.paramsN.observe(b.n, 1)
-			e.stats.reqMaxGeneration.observe(b.tokens, float64(r.MaxTokens))
 			e.emit(EventFirstToken, r, now)
 		} else {
 			e.stats.itl.observe(b.perToken, (now - r.lastTokenAt).Seconds())
 		}
 		r.lastTokenAt = now
 		r.extendHashes()
-		if r.numOutput >= r.OutputLen {
+		switch {
+		case r.numOutput >= r.OutputLen:
 			e.finish(r)
+			finished = true
+		case r.AbortAfter > 0 && r.numOutput >= r.AbortAfter:
+			e.abort(r)
 			finished = true
 		}
 	}
@@ -520,7 +523,7 @@ func (e *Engine) complete(sched []scheduledReq) (decoded int) {
 	if finished {
 		kept := e.running[:0]
 		for _, r := range e.running {
-			if r.numOutput < r.OutputLen {
+			if !r.ended() {
 				kept = append(kept, r)
 			}
 		}
@@ -558,7 +561,33 @@ func (e *Engine) finish(r *request) {
 	s.reqGeneration.observe(b.tokens, float64(r.numOutput))
 	e.led.finished(e.now, r.PromptLen, r.numOutput)
 	s.paramsMaxTokens.observe(b.tokens, float64(r.MaxTokens))
+	// vLLM observes n and the longest generation of a request's n samples once all of them
+	// finished (ParentRequest.observe_finished_request); a simulated request is one sample.
+	s.paramsN.observe(b.n, 1)
+	s.reqMaxGeneration.observe(b.tokens, float64(r.numOutput))
 	e.emit(EventFinish, r, e.now)
+	if e.done != nil {
+		e.done(r, false)
+	}
+}
+
+// abort ends r as its client's abort does, after the token it just generated. vLLM's frontend
+// drops an aborted request's state without recording it as finished
+// (OutputProcessor.abort_requests in vllm/v1/engine/output_processor.py): its prompt tokens,
+// counted at its first token, and its generated tokens stay in prompt_tokens_total and
+// generation_tokens_total, while request_success (finished_reason "abort" included) and every
+// per-request histogram leave it out. SGLang's scheduler finishes an aborted running request
+// through its usual path, so its tokenizer counts it as a finished request, and the abort call
+// adds one to num_aborted_requests_total (TokenizerManager.abort_request).
+func (e *Engine) abort(r *request) {
+	e.freeBlocks(r)
+	e.stats.abortedPrompt += int64(r.PromptLen)
+	e.stats.aborted++
+	if e.cfg.SGLang {
+		e.sgFinish(r)
+		e.stats.sg.aborted++
+	}
+	e.emit(EventAbort, r, e.now)
 	if e.done != nil {
 		e.done(r, false)
 	}

@@ -201,9 +201,11 @@ func (f *Fleet) GroundTruth() GroundTruth {
 // "time_to_first_token_seconds_sum"); on 0.20 pages "recomputed_token_executions", and with
 // their flags "estimated_flops_per_gpu", "estimated_read_bytes_per_gpu",
 // "estimated_write_bytes_per_gpu" and the KV block residency histograms' (see compute.go);
-// plus "requests_lost" (requests dropped by restarts) and "restarts". An SGLang fleet's are its pages' family names without "sglang:" and "_total", as
+// plus "requests_lost" (requests dropped by restarts), "restarts", and "requests_aborted" and
+// "aborted_prompt_tokens" (the requests the workload's client aborted and their prompt tokens,
+// which no vLLM page counts: see WorkloadConfig.Abort). An SGLang fleet's are its pages' family names without "sglang:" and "_total", as
 // SGLang counts: "prompt_tokens", "generation_tokens", "cached_tokens", "num_requests" (at each
-// request's finish), "num_retracted_requests", "realtime_tokens/<mode>", and "<histogram>_count"
+// request's finish, aborted ones too), "num_aborted_requests", "num_retracted_requests", "realtime_tokens/<mode>", and "<histogram>_count"
 // and "<histogram>_sum" of its four histograms; plus "requests_lost" and "restarts".
 func (f *Fleet) Totals() map[string]float64 {
 	f.mu.Lock()

@@ -26,6 +26,9 @@ type RequestSpec struct {
 	OutputLen int
 	MaxTokens int
 	Batch     int // rollout batch number, or 0 outside a rollout
+	// AbortAfter, when above 0, is the number of output tokens after which the client aborts
+	// the request (fewer than OutputLen).
+	AbortAfter int
 	// prompt, when set, holds the prompt's token ids, PromptLen of them, which a client sent (see
 	// drive.go); the seeds then give the output tokens only. A pointer keeps specs comparable.
 	prompt *Prompt
@@ -61,6 +64,11 @@ func newRequest(spec RequestSpec) *request {
 }
 
 func (r *request) numTokens() int { return r.PromptLen + r.numOutput }
+
+// ended reports whether r finished or was aborted.
+func (r *request) ended() bool {
+	return r.numOutput >= r.OutputLen || r.AbortAfter > 0 && r.numOutput >= r.AbortAfter
+}
 
 // token returns the id of token i of the request's sequence (prompt, then output).
 func (r *request) token(i int) uint64 {

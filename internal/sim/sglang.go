@@ -65,6 +65,7 @@ type sglangStats struct {
 
 	// The tokenizer's, counted at a request's finish.
 	prompt, generation, requests int64
+	aborted                      int64 // num_aborted_requests_total: one per abort call
 	cachedDevice, cachedHost     int64 // prefix-cache hits, local and from the external cache
 	ttft, itl, e2e               histogram
 
@@ -83,6 +84,7 @@ func (s *sglangStats) addCounters(o *sglangStats) {
 	s.prompt += o.prompt
 	s.generation += o.generation
 	s.requests += o.requests
+	s.aborted += o.aborted
 	s.cachedDevice += o.cachedDevice
 	s.cachedHost += o.cachedHost
 	s.prefillCompute += o.prefillCompute
@@ -236,6 +238,9 @@ func (s *engineStats) addSGLangTotals(m map[string]float64) {
 	m["generation_tokens"] += float64(g.generation)
 	m["cached_tokens"] += float64(g.cachedDevice + g.cachedHost)
 	m["num_requests"] += float64(g.requests)
+	m["num_aborted_requests"] += float64(g.aborted)
+	m["requests_aborted"] += float64(s.aborted)
+	m["aborted_prompt_tokens"] += float64(s.abortedPrompt)
 	m["num_retracted_requests"] += float64(s.preemptions)
 	m["realtime_tokens/prefill_compute"] += float64(g.prefillCompute)
 	m["realtime_tokens/prefill_cache"] += float64(g.prefillCache)
@@ -343,8 +348,7 @@ func (r *sglangRenderer) render(dst []byte, st *pageState) []byte {
 	// SGLang creates a tokenizer series at its first observation (a multiprocess registry shows
 	// a child once .labels() made it): the token and request counters and e2e at the first
 	// finished request, TTFT at the first token, ITL at the first later output, cached tokens
-	// at the first hit of each source, aborted requests at the first abort, which the
-	// simulator has none of. The simulated requests are not streamed (an RL rollout's are not):
+	// at the first hit of each source, aborted requests at the first abort. The simulated requests are not streamed (an RL rollout's are not):
 	// is_streaming="false" on the five families that carry it.
 	tl := r.tokenizerLabels()
 	sl := tl
@@ -374,6 +378,10 @@ func (r *sglangRenderer) render(dst []byte, st *pageState) []byte {
 	if tok.requests > 0 {
 		dst = appendHelp(dst, "sglang:num_requests_total", "Number of requests processed.", "counter")
 		counter("num_requests", &sl, "", "", float64(tok.requests))
+	}
+	if tok.aborted > 0 {
+		dst = appendHelp(dst, "sglang:num_aborted_requests_total", "Number of requests aborted.", "counter")
+		counter("num_aborted_requests", &tl, "", "", float64(tok.aborted))
 	}
 
 	// The schedulers' families, one series per engine (DP rank).

@@ -79,6 +79,9 @@ type engineStats struct {
 	promptExternal            int64 // prompt tokens loaded from the external prefix cache
 	generationTokens          int64
 	success                   [numReasons]int64
+	// aborted are the requests their client aborted and abortedPrompt their prompt tokens:
+	// the simulator's own count, which no vLLM page shows (see Engine.abort).
+	aborted, abortedPrompt int64
 
 	// The external prefix cache of a KV connector, in tokens.
 	externalQueries, externalHits int64
@@ -117,6 +120,8 @@ func (s *engineStats) addCounters(o *engineStats) {
 	for i := range s.success {
 		s.success[i] += o.success[i]
 	}
+	s.aborted += o.aborted
+	s.abortedPrompt += o.abortedPrompt
 	s.specDrafts += o.specDrafts
 	s.specDraftTokens += o.specDraftTokens
 	s.specAccepted += o.specAccepted
@@ -185,6 +190,8 @@ func (s *engineStats) addTotals(m map[string]float64) {
 	for i, n := range s.success {
 		m[successKeys[i]] += float64(n)
 	}
+	m["requests_aborted"] += float64(s.aborted)
+	m["aborted_prompt_tokens"] += float64(s.abortedPrompt)
 	if s.specDrafts > 0 { // only engines that decode speculatively have the keys
 		m["spec_decode_num_drafts"] += float64(s.specDrafts)
 		m["spec_decode_num_draft_tokens"] += float64(s.specDraftTokens)

@@ -61,6 +61,13 @@ type WorkloadConfig struct {
 	// does. 1 means no straggler; it must not be less.
 	Straggler float64
 
+	// Abort is the share of the built-in workloads' requests their client aborts once the
+	// request has generated part of its output (at least one token, fewer than it would have):
+	// an RL trainer's partial rollouts and oversampling, which stop the requests they no longer
+	// need. Which requests, and when, follows from each request's id and the seed, so the
+	// workload's other draws stay as they were. 0 aborts none.
+	Abort float64
+
 	// Colocated makes the GRPO workload a colocated synchronous RL loop, in which the trainer
 	// shares the engines' GPUs. Once a batch has finished on every engine (and its eval batch
 	// after it, when one is due), every engine is put to sleep as vLLM's LLM.sleep() does at
@@ -207,6 +214,9 @@ func (w WorkloadConfig) validate(maxModelLen int) error {
 	if w.OutputSigma < 0 || math.IsNaN(w.OutputSigma) || math.IsInf(w.OutputSigma, 0) {
 		bad("workload output sigma must be a non-negative number, got %v", w.OutputSigma)
 	}
+	if !(w.Abort >= 0 && w.Abort <= 1) {
+		bad("workload abort share must be a number from 0 to 1, got %v", w.Abort)
+	}
 	if !(w.Straggler >= 1) || math.IsInf(w.Straggler, 0) {
 		bad("workload straggler factor must be a number of at least 1 (1 means no straggler), got %v", w.Straggler)
 	}
@@ -293,7 +303,9 @@ func (g *generator) makeSpec(id uint64, rng *rand.Rand, q uint64, engine int, at
 		factor = g.cfg.Straggler
 		maxTokens = int(min(math.Round(factor*float64(maxTokens)), float64(g.maxModelLen-promptLen)))
 	}
+	outputLen := g.outputLen(rng, factor, maxTokens)
 	return RequestSpec{
+		AbortAfter:   g.abortAfter(id, outputLen),
 		ID:           id,
 		Arrival:      at,
 		SystemSeed:   g.sysSeed,
@@ -301,10 +313,20 @@ func (g *generator) makeSpec(id uint64, rng *rand.Rand, q uint64, engine int, at
 		QuestionSeed: mix64(q ^ g.seed ^ 0x7175657374696f6e),
 		PromptLen:    promptLen,
 		OutputSeed:   mix64(id ^ g.seed ^ 0x6f7574),
-		OutputLen:    g.outputLen(rng, factor, maxTokens),
+		OutputLen:    outputLen,
 		MaxTokens:    maxTokens,
 		Batch:        batch,
 	}
+}
+
+// abortAfter is how many tokens request id generates before its client aborts it, 0 when the
+// client lets it finish (see WorkloadConfig.Abort). It hashes the id, so that it takes nothing
+// from the workload's generator.
+func (g *generator) abortAfter(id uint64, outputLen int) int {
+	if g.cfg.Abort <= 0 || outputLen < 2 || unit(mix64(id^g.seed^0x61626f7274)) >= g.cfg.Abort {
+		return 0
+	}
+	return 1 + int(mix64(id^g.seed^0x6166746572)%uint64(outputLen-1))
 }
 
 // batch returns GRPO batch number n (counting from 1) arriving at time at, as a list of

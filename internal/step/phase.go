@@ -78,6 +78,12 @@ var keyNames = func() map[string]bool {
 	for _, pt := range vllm.LabelParts {
 		m[pt.Name] = true
 	}
+	for _, u := range vllm.Unfinisheds {
+		m[u.Name] = true
+	}
+	for _, sr := range vllm.SumRatios {
+		m[sr.Name] = true
+	}
 	for _, name := range ComputeNames {
 		m[name] = true
 	}

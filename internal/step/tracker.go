@@ -118,6 +118,7 @@ type workerState struct {
 	// ledger (see isEngine). slept is whether its last sample was asleep or waking from sleep.
 	engine, slept bool
 	seenAt        time.Time          // its last successful scrape, when seen
+	busy          bool               // its last page may have shown requests in flight (see inFlight)
 	inStep        uint64             // the seq of the last step in which a page of its target showed it
 	page          uint64             // the number of the last successful page of its target that showed it
 	loads         map[string]float64 // SGLang's last weight load durations by source; nil without the family
@@ -214,6 +215,27 @@ type workerAcc struct {
 	led            ledger
 	apart          uint32  // the ratios whose counters moved apart in the step (see apart), by index
 	stale          float64 // generation tokens made on a version older than the trainer's latest
+	ends           ends    // whether requests were in flight at the step's ends
+}
+
+// ends are whether a worker may have had requests in flight at the start of its step (its page
+// before the step's first, or the first itself for a worker not seen before) and at its last
+// page of the step.
+type ends struct {
+	set, start, end bool
+}
+
+func (e *ends) add(before, now bool) {
+	if !e.set {
+		e.set, e.start = true, before
+	}
+	e.end = now
+}
+
+// inFlight reports whether a page may show requests in flight: requests running or waiting (a
+// preempted request waits after its prefill), or no gauges to tell.
+func inFlight(ep *page.EnginePage) bool {
+	return !ep.HasGauge[vllm.Running] || !ep.HasGauge[vllm.Waiting] || ep.Gauges[vllm.Running] != 0 || ep.Gauges[vllm.Waiting] != 0
 }
 
 // series is one per-interval series of a worker in the open step: its values in the order of
@@ -384,6 +406,16 @@ func (t *Tracker) Observe(ts time.Time, target string, pg *page.Page, err error)
 				pw.led.add(from, ts, state, load, keepsSpans[ep.Kind])
 			}
 		}
+		busy := inFlight(ep)
+		before := busy
+		if ws.seen {
+			before = ws.busy
+		}
+		wa.ends.add(before, busy)
+		if pa != nil {
+			pa.acc.worker(id).ends.add(before, busy)
+		}
+		ws.busy = busy
 		wa.stale += t.policySample(ws, tgt, ts, weightStateOf(state, ws.engine), &inc)
 		if t.opt.OnInterval != nil {
 			t.opt.OnInterval(t.interval(id, ws, ts, ep, &inc))
@@ -813,6 +845,16 @@ func (t *Tracker) metrics(was []*workerAcc, durS float64) []vllm.Value {
 			add(pt.Name, "", "", v/totals[pt.Of])
 		}
 	}
+	for _, u := range vllm.Unfinisheds {
+		if v, ok := unfinished(was, u); ok {
+			add(u.Name, "", "", v)
+		}
+	}
+	for _, sr := range vllm.SumRatios {
+		if v, ok := sumRatio(was, sr); ok {
+			add(sr.Name, "", "", v)
+		}
+	}
 	for i, rt := range vllm.Ratios {
 		if rt.Paired && !paired(was, rt) {
 			continue
@@ -889,6 +931,57 @@ func (t *Tracker) metrics(was []*workerAcc, durS float64) []vllm.Value {
 	// Trackers take finite numbers only. A sum beyond the float limit stays infinite (or NaN)
 	// through every sum, rate and mean computed from it, so the keys that depend on it go here.
 	return slices.DeleteFunc(m, func(v vllm.Value) bool { return !finite(v.V) })
+}
+
+// unfinished is u over a pool of workers: each vLLM worker's increase of u's counter less that of
+// its histogram's sum. A request in flight at either end of the step could have been counted in
+// one and not the other (prefilled in the step before, finished in this one; prefilled in
+// this one, finishing in the next), so the value is given only when every vLLM worker with
+// the counter showed no request running or waiting on its page before the step and on its
+// last page of it: every request it counted in the step then both started and ended in it, and
+// those that did not finish are the difference, exactly. ok is false otherwise, and when no
+// worker has the counter.
+func unfinished(was []*workerAcc, u vllm.Unfinished) (float64, bool) {
+	var v float64
+	var any bool
+	for _, wa := range was {
+		if wa.kind != vllm.VLLM || !wa.has[u.Of] {
+			continue
+		}
+		h := wa.hists[u.Less]
+		if !wa.ends.set || wa.ends.start || wa.ends.end || h == nil || h.noSum {
+			return 0, false
+		}
+		d := wa.totals[u.Of] - h.sum
+		if !(d >= 0) { // a page whose counter and histogram disagree: nothing exact to give
+			return 0, false
+		}
+		v, any = v+d, true
+	}
+	return v, any
+}
+
+// sumRatio is sr over a pool of workers: the increases of its histograms' sums, each summed over
+// the workers, divided. Each worker with either histogram must have both, with sums, and equal
+// count increases (vLLM leaves a request that set no max_tokens out of request_params_max_tokens
+// only), so that the two sums are of the same requests; ok is false otherwise, and when the
+// denominator did not rise.
+func sumRatio(was []*workerAcc, sr vllm.SumRatio) (float64, bool) {
+	var num, den float64
+	for _, wa := range was {
+		n, d := wa.hists[sr.Num], wa.hists[sr.Den]
+		if n == nil && d == nil {
+			continue
+		}
+		if n == nil || d == nil || n.noSum || d.noSum || n.count != d.count {
+			return 0, false
+		}
+		num, den = num+n.sum, den+d.sum
+	}
+	if !(den > 0) || !finite(num) || !finite(den) {
+		return 0, false
+	}
+	return num / den, true
 }
 
 // paired reports whether every worker of a pool that has rt's numerator on its page has its

@@ -196,6 +196,12 @@ var groups = func() map[string]string {
 	for _, pt := range LabelParts {
 		m[pt.Name] = pt.Group
 	}
+	for _, u := range Unfinisheds {
+		m[u.Name] = u.Group
+	}
+	for _, sr := range SumRatios {
+		m[sr.Name] = sr.Group
+	}
 	return m
 }()
 
@@ -260,6 +266,12 @@ func KeyNames() []KeyName {
 	}
 	for _, pt := range LabelParts {
 		add(pt.Name, false, "")
+	}
+	for _, u := range Unfinisheds {
+		add(u.Name, false, "")
+	}
+	for _, sr := range SumRatios {
+		add(sr.Name, false, "")
 	}
 	for _, f := range Hists {
 		stats := []string{}

@@ -160,6 +160,28 @@ type Part struct {
 	Group       string
 }
 
+// Unfinished is what requests that never finished added to a counter in the step: the
+// counter's increase less the increase of the sum of a histogram that observes the same count
+// of each request at its finish. It is exact only where no request was in flight at either end
+// of the step (see the step tracker), and vLLM's only: SGLang counts at the finish.
+type Unfinished struct {
+	Name        string
+	Of          Counter
+	Less        Hist
+	Title, Unit string
+	Group       string
+}
+
+// SumRatio is the quotient of two histograms' sum increases over the step, histograms that
+// observe the same requests at their finish: given only where every worker's two counts rose
+// alike, so that both sums are of the same requests.
+type SumRatio struct {
+	Name        string
+	Num, Den    Hist
+	Title, Unit string
+	Group       string
+}
+
 // Rate is a counter's increase per second over the step (and per interval).
 type Rate struct {
 	Of    Counter
@@ -259,6 +281,7 @@ const (
 	ReqPromptTokens
 	ReqGenerationTokens
 	ReqMaxGenerationTokens
+	ReqParamsMaxTokens
 	ReqPrefillTime
 	ReqDecodeTime
 	ReqInferenceTime
@@ -533,14 +556,21 @@ var Hists = [NumHists]Family{
 
 	// The shape of the requests that finished (vllm/v1/metrics/loggers.py, observed at a
 	// request's finish): its prompt and generated tokens (SGLang's TokenizerMetricsCollector
-	// observes the same at the same moment), the max_tokens it asked for, and its time in
-	// prefill (first scheduled to first token), decode (first to last token) and running (first
-	// scheduled to last token).
+	// observes the same at the same moment), the longest generation among its n samples
+	// (request_max_num_generation_tokens, observed once all n finished:
+	// ParentRequest.observe_finished_request in vllm/v1/engine/parallel_sampling.py; for n=1
+	// the request's generated tokens, not the max_tokens it asked for), the max_tokens it asked
+	// for (request_params_max_tokens, observed per finished request that set it: vLLM's V0
+	// engine from vllm-project/vllm#9881, 0.6.4; the V1 engine from #14055, 0.8.0), and its
+	// time in prefill (first scheduled to first token), decode (first to last token) and
+	// running (first scheduled to last token).
 	ReqPromptTokens: {Name: "request_prompt_tokens", SGLang: []string{"prompt_tokens_histogram"},
 		Title: "Prompt length", Unit: "tokens per request", Group: GroupRequests},
 	ReqGenerationTokens: {Name: "request_generation_tokens", SGLang: []string{"generation_tokens_histogram"},
 		Title: "Generation length", Unit: "tokens per request", Group: GroupRequests},
 	ReqMaxGenerationTokens: {Name: "request_max_num_generation_tokens",
+		Title: "Longest generation of a request's samples", Unit: "tokens per request", Group: GroupRequests},
+	ReqParamsMaxTokens: {Name: "request_params_max_tokens",
 		Title: "Requested max tokens", Unit: "tokens per request", Group: GroupRequests},
 	ReqPrefillTime: {Name: "request_prefill_time_seconds", Title: "Prefill time per request", Unit: "seconds", Group: GroupRequests},
 	ReqDecodeTime:  {Name: "request_decode_time_seconds", Title: "Decode time per request", Unit: "seconds", Group: GroupRequests},
@@ -625,13 +655,30 @@ var (
 	// Sums are every sum of counters a step record gets.
 	Sums = []CounterSum{RecomputedTokens, FinishedRequests}
 
-	// TruncatedFraction and AbortedFraction are the shares of the finished requests that
-	// stopped at their max_tokens (or the model's length) and that were aborted: the clip
-	// ratio a trainer needs, exact per step.
+	// TruncatedFraction is the share of the finished requests that stopped at their max_tokens
+	// (or the model's length): the clip ratio a trainer needs, exact per step. No share of
+	// aborted requests is taken from request_success: vLLM never counts an aborted request
+	// there (its frontend drops the request's state without recording it as finished,
+	// OutputProcessor.abort_requests in vllm/v1/engine/output_processor.py, on every version
+	// up to 0.20), so finished_reason="abort" stays 0 whatever the trainer aborted.
 	TruncatedFraction = Part{Name: "truncated_fraction", Of: RequestSuccess, Values: []string{"length"}, Share: true,
 		Title: "Requests truncated at their length limit", Unit: "of finished requests (0–1)", Group: GroupRequests}
-	AbortedFraction = Part{Name: "aborted_fraction", Of: RequestSuccess, Values: []string{"abort"}, Share: true,
-		Title: "Requests aborted", Unit: "of finished requests (0–1)", Group: GroupRequests}
+	// AbortedPromptTokens are the prompt tokens of the requests that were prefilled in the step
+	// and did not finish: vLLM counts a request's prompt tokens in prompt_tokens_total at its
+	// first token (IterationStats.update_from_output) and observes request_prompt_tokens only
+	// when it finishes, which an aborted request never does. Requests aborted before their
+	// first token count in neither.
+	AbortedPromptTokens = Unfinished{Name: "aborted_prompt_tokens", Of: PromptTokens, Less: ReqPromptTokens,
+		Title: "Prompt tokens of requests that did not finish", Unit: "tokens", Group: GroupRequests}
+	// MaxTokensUsed is how much of the generation budget the step's finished requests asked for
+	// they used: their generated tokens over their max_tokens, exact from the two histograms'
+	// sums. truncated_fraction is the share of them that reached it.
+	MaxTokensUsed = SumRatio{Name: "max_tokens_used_fraction", Num: ReqGenerationTokens, Den: ReqParamsMaxTokens,
+		Title: "Generated tokens of the max_tokens asked", Unit: "generated / max_tokens (0–1)", Group: GroupRequests}
+	// SumRatios are every SumRatio a step record gets.
+	SumRatios = []SumRatio{MaxTokensUsed}
+	// Unfinisheds are every Unfinished a step record gets.
+	Unfinisheds = []Unfinished{AbortedPromptTokens}
 	// The prefill split: the prompt tokens computed, found in the local prefix cache, brought
 	// by a KV connector. They add up to prompt_tokens.
 	PromptComputed = Part{Name: "prompt_tokens_computed", Of: PromptBySource, Values: []string{"local_compute"},
@@ -642,5 +689,5 @@ var (
 		Title: "Prompt tokens transferred by a KV connector", Unit: "tokens", Group: GroupPrefixCache}
 
 	// LabelParts are the keys made of parts of split counters.
-	LabelParts = []Part{TruncatedFraction, AbortedFraction, PromptComputed, PromptCached, PromptTransferred}
+	LabelParts = []Part{TruncatedFraction, PromptComputed, PromptCached, PromptTransferred}
 )
