@@ -857,6 +857,9 @@ func (t *Tracker) metrics(was []*workerAcc, durS float64) []vllm.Value {
 		for i, rt := range vllm.Ratios {
 			if rt.Scalars {
 				pool(add, rt.Name, "", was, &buf, func(wa *workerAcc, f func(float64)) {
+					if wa.ratioOver(i) {
+						return // its intervals are no figures either (see ratioover.go)
+					}
 					wa.eachRatio(i, func(_ int64, v float64) { f(v) })
 				})
 			}
