@@ -794,7 +794,7 @@ func (t *Tracker) metrics(was []*workerAcc, durS float64) []vllm.Value {
 		}
 	}
 	for _, pt := range vllm.LabelParts {
-		if !has[pt.Of] {
+		if !has[pt.Of] || !pt.Share && !partsCover(was, pt.Of) {
 			continue
 		}
 		var v float64
@@ -888,6 +888,26 @@ func (t *Tracker) metrics(was []*workerAcc, durS float64) []vllm.Value {
 	// Trackers take finite numbers only. A sum beyond the float limit stays infinite (or NaN)
 	// through every sum, rate and mean computed from it, so the keys that depend on it go here.
 	return slices.DeleteFunc(m, func(v vllm.Value) bool { return !finite(v.V) })
+}
+
+// partWhole is the counter whose increase a split counter's parts add up to:
+// prompt_tokens_by_source's sources make up prompt_tokens.
+var partWhole = map[vllm.Counter]vllm.Counter{vllm.PromptBySource: vllm.PromptTokens}
+
+// partsCover reports whether the parts of split counter c over a pool add up to the pool's
+// whole (see partWhole): every worker that counts the whole counts the parts too. A fleet with
+// an engine older than the split family would otherwise get parts of some engines' whole.
+func partsCover(was []*workerAcc, c vllm.Counter) bool {
+	whole, ok := partWhole[c]
+	if !ok {
+		return true
+	}
+	for _, wa := range was {
+		if wa.has[whole] && !wa.has[c] {
+			return false
+		}
+	}
+	return true
 }
 
 // paired reports whether every worker of a pool that has rt's numerator on its page has its
