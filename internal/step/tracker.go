@@ -214,6 +214,11 @@ type workerAcc struct {
 	led     ledger
 	apart   uint32  // the ratios whose counters moved apart in the step (see apart), by index
 	stale   float64 // generation tokens made on a version older than the trainer's latest
+
+	// tokenizer is set when the worker is no engine but SGLang's tokenizer (see
+	// page.EnginePage.Tokenizer): its counts add to the fleet's, and it is in no engine count
+	// nor any key that compares workers.
+	tokenizer bool
 }
 
 // series is one per-interval series of a worker in the open step: its values in the order of
@@ -428,6 +433,7 @@ func (t *Tracker) unreachable(target string, tgt *targetState, prevTry time.Time
 func (wa *workerAcc) add(k *keep, at time.Duration, from, ts time.Time, ep *page.EnginePage, inc *window.Increase) {
 	wa.scrapes++
 	wa.kind = ep.Kind
+	wa.tokenizer = ep.Tokenizer()
 	state := ep.SplitGauges[vllm.SleepState]
 	asleep := vllm.EngineAsleep(state, ep.SplitGauges[vllm.ResourceState])
 	wa.act.add(from, ts, ep, state != nil, asleep)
@@ -622,10 +628,12 @@ func (t *Tracker) fill(r *Record, a *acc, start time.Time, durS float64, perWork
 		}
 	}
 	slices.SortFunc(ids, WorkerID.Compare)
-	r.Workers = len(ids)
 	was := make([]*workerAcc, len(ids))
 	for i, id := range ids {
 		was[i] = a.workers[id]
+		if !was[i].tokenizer {
+			r.Workers++
+		}
 	}
 	pools := poolsByKind(was)
 	for _, p := range pools {
