@@ -219,6 +219,9 @@ type workerAcc struct {
 	// page.EnginePage.Tokenizer): its counts add to the fleet's, and it is in no engine count
 	// nor any key that compares workers.
 	tokenizer bool
+	// negative are the histograms (bits by vllm.Hist) refused in the step for a bucket below 0
+	// (see negativeBound).
+	negative uint32
 }
 
 // series is one per-interval series of a worker in the open step: its values in the order of
@@ -480,6 +483,10 @@ func (wa *workerAcc) add(k *keep, at time.Duration, from, ts time.Time, ep *page
 	}
 	for h, d := range inc.Hists {
 		if d != nil {
+			if negativeBound(d) {
+				wa.negative |= 1 << h
+				continue
+			}
 			if wa.hists[h] == nil {
 				wa.hists[h] = &histAcc{}
 			}
@@ -552,6 +559,7 @@ func (t *Tracker) EndStep(n int64, ts time.Time) Record {
 	}
 	r := t.build(n, t.start, ts)
 	r.RatiosOver = t.ratiosOver(t.open)
+	r.NegativeBounds = t.negativeBounds(t.open)
 	r.Forgotten = t.forgetDeparted()
 	t.seq++
 	t.labels.stepEnded()
@@ -883,10 +891,19 @@ func (t *Tracker) metrics(was []*workerAcc, durS float64) []vllm.Value {
 			continue // no observations, or more than a float holds: no quantile can be told
 		}
 		name := vllm.Hists[h].Name
-		buckets := d.buckets()
+		buckets, ok := sortedBuckets(d.buckets())
 		for _, q := range vllm.HistQuantiles {
-			if v, ok := HistogramQuantile(q.Q, buckets); ok {
-				add(name, "", q.Stat, v)
+			if !ok {
+				break
+			}
+			if e, ok := boundedQuantile(q.Q, buckets, d.sum, !d.noSum); ok {
+				add(name, "", q.Stat, e.v)
+				if e.only { // the estimate is only a range: say which (see boundedQuantile)
+					add(name, "", q.Lo, e.lo)
+					if !math.IsInf(e.hi, 1) {
+						add(name, "", q.Hi, e.hi)
+					}
+				}
 			}
 		}
 		if !d.noSum {
