@@ -2,8 +2,13 @@ package step
 
 import (
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"reflect"
+	"slices"
 	"testing"
+
+	"github.com/vllmstat/vllmstat/internal/page"
 )
 
 // ttftStep runs one step of one engine whose time_to_first_token_seconds (buckets 0.1, 0.5, 1,
@@ -104,5 +109,53 @@ func TestQuantileNegativeBucketRefused(t *testing.T) {
 	wantRefused := []NegativeBounds{{Target: target, Engine: "0", Family: "vllm/time_to_first_token_seconds"}}
 	if !reflect.DeepEqual(r.NegativeBounds, wantRefused) {
 		t.Errorf("refused %+v, want %+v", r.NegativeBounds, wantRefused)
+	}
+}
+
+// TestQuantileRangeHoldsTheTruth: for random samples of non-negative values (a few layouts,
+// ties, values on bounds, all in one bucket, beyond the last bound), the range boundedQuantile
+// gives from the buckets and the sum holds the sample's q-quantile (its ⌈q·n⌉-th smallest
+// value), and so does the estimate.
+func TestQuantileRangeHoldsTheTruth(t *testing.T) {
+	rng := rand.New(rand.NewPCG(42, 7))
+	layouts := [][]float64{{0.1, 0.5, 1}, {0, 1, 2, 5}, {100, 200}, {1, 2, 5, 10, 20, 50, 100}}
+	for range 20000 {
+		les := layouts[rng.IntN(len(layouts))]
+		top := les[len(les)-1] * (0.5 + rng.Float64())
+		n := 1 + rng.IntN(30)
+		xs := make([]float64, n)
+		for i := range xs {
+			switch rng.IntN(4) {
+			case 0:
+				xs[i] = les[rng.IntN(len(les))] // on a bound
+			case 1:
+				xs[i] = xs[rng.IntN(i+1)] // a tie (or 0)
+			default:
+				xs[i] = top * rng.Float64() * rng.Float64()
+			}
+		}
+		var bs []page.Bucket
+		var sum float64
+		for _, x := range xs {
+			sum += x
+		}
+		for _, le := range append(slices.Clone(les), math.Inf(1)) {
+			c := 0.0
+			for _, x := range xs {
+				if x <= le {
+					c++
+				}
+			}
+			bs = append(bs, page.Bucket{Le: le, Count: c})
+		}
+		sorted := slices.Sorted(slices.Values(xs))
+		for _, q := range []float64{0.5, 0.95, 0.99} {
+			truth := sorted[int(math.Ceil(q*float64(n)))-1]
+			e, ok := boundedQuantile(q, bs, sum, true)
+			tol := 1e-9 * math.Max(1, sum)
+			if !ok || truth < e.lo-tol || truth > e.hi+tol || e.v < e.lo || e.v > e.hi {
+				t.Fatalf("q %v of %v (buckets %v, sum %v): %+v (%v), truth %v", q, xs, bs, sum, e, ok, truth)
+			}
+		}
 	}
 }
