@@ -238,8 +238,8 @@ func TestRunSGLangRankCopies(t *testing.T) {
 
 // TestRunSGLangRouterOf33 runs "vllmstat run" against a router page of 33 SGLang servers, each
 // a tokenizer and a scheduler of DP rank 0 (66 workers on the page, 33 of them tokenizers): the
-// page is within the default limit of 64 workers, and the step counts every server's tokens and
-// retractions.
+// page is within the default limit of 64 workers, the step counts 33 engines, and every
+// server's tokens and retractions.
 func TestRunSGLangRouterOf33(t *testing.T) {
 	const servers = 33
 	router := servePages(t, func(n int) string {
@@ -254,8 +254,8 @@ func TestRunSGLangRouterOf33(t *testing.T) {
 	})
 	recs, logs := runPages(t, []*pageServer{router}, 20)
 	r := recs[0]
-	if r.Workers != 2*servers || r.Scrapes.Failed != 0 {
-		t.Fatalf("%d workers, %d failed scrapes; want %d workers\n%s", r.Workers, r.Scrapes.Failed, 2*servers, logs)
+	if r.Workers != servers || r.Scrapes.Failed != 0 {
+		t.Fatalf("%d workers, %d failed scrapes; want %d engines\n%s", r.Workers, r.Scrapes.Failed, servers, logs)
 	}
 	if got := r.Metrics["sglang/num_preemptions"]; got != 10*servers {
 		t.Errorf("%v retractions, the servers made %d", got, 10*servers)

@@ -353,8 +353,8 @@ func TestRunMixedFleet(t *testing.T) {
 		m["sglang/prefix_cache_hit_rate"] != st["cached_tokens"]/st["prompt_tokens"] {
 		t.Errorf("hit rates %v and %v", m["vllm/prefix_cache_hit_rate"], m["sglang/prefix_cache_hit_rate"])
 	}
-	if recs[0].Workers != 5 {
-		t.Errorf("%d workers, want 2 vLLM engines, 2 SGLang DP ranks and SGLang's tokenizer", recs[0].Workers)
+	if recs[0].Workers != 4 {
+		t.Errorf("%d workers, want 2 vLLM engines and 2 SGLang DP ranks, SGLang's tokenizer no engine", recs[0].Workers)
 	}
 }
 

@@ -107,6 +107,9 @@ type TargetState struct {
 	// ratioOver is set once a warning named the target for counters that contradict each
 	// other (step.RatioOver): it is named once.
 	ratioOver bool
+	// negative holds the histogram families a warning named for the target for a bucket below
+	// 0 (step.NegativeBounds): each is named once.
+	negative map[string]bool
 
 	// Labels are the labels discovery gave the target (file_sd); read only.
 	Labels map[string]string `json:"labels,omitempty"`
@@ -419,6 +422,7 @@ func (s *state) closeStep() {
 func (s *state) endStep(q endQuery, ts time.Time) {
 	rec := s.tracker.EndStep(q.n, ts)
 	s.ratiosOver(&rec)
+	s.negativeBounds(&rec)
 	if rw := s.c.opt.Recorder; rw != nil {
 		err := rw.StepEnd(ts, q.n)
 		if err == nil {
@@ -460,6 +464,23 @@ func (s *state) ratiosOver(rec *step.Record) {
 	}
 }
 
+// negativeBounds warns of the targets whose pages gave a histogram a bucket below 0 in the
+// step (refused, left out of the records), once per target and family.
+func (s *state) negativeBounds(rec *step.Record) {
+	for _, nb := range rec.NegativeBounds {
+		t := s.targets[nb.Target]
+		if t == nil || t.negative[nb.Family] {
+			continue
+		}
+		if t.negative == nil {
+			t.negative = map[string]bool{}
+		}
+		t.negative[nb.Family] = true
+		s.c.log.Warn("target's histogram has a bucket below 0, which its family (a latency, length or size) cannot have; the histogram is left out of the records while it does",
+			"target", t.URL, "step", rec.Step, "engine", nb.Engine, "histogram", nb.Family)
+	}
+}
+
 // recordFailed logs the recording's first failure; the run goes on without it.
 func (s *state) recordFailed(err error) {
 	if err != nil && !s.recordErr {
@@ -474,7 +495,7 @@ func (s *state) recordFailed(err error) {
 // Keep steps. rec itself stays whole: the sinks may still be reading it.
 func keepable(rec *step.Record) step.Record {
 	kept := *rec
-	kept.Timeline, kept.Values, kept.Forgotten, kept.RatiosOver = nil, nil, nil, nil
+	kept.Timeline, kept.Values, kept.Forgotten, kept.RatiosOver, kept.NegativeBounds = nil, nil, nil, nil, nil
 	if rec.PerWorker != nil {
 		kept.PerWorker = slices.Clone(rec.PerWorker)
 		for i := range kept.PerWorker {

@@ -148,6 +148,9 @@ func (t *Tracker) balance(r *Record, ids []WorkerID, was []*workerAcc, p kindPoo
 	covered, sleepers := 0, 0
 	stragglers := 0
 	p.each(len(was), func(i int) {
+		if was[i].tokenizer {
+			return // no engine: it schedules nothing
+		}
 		a := &was[i].act
 		if a.sleeps && a.busy+a.idle+a.asleep > 0 {
 			frac := a.asleep.Seconds() / (a.busy + a.idle + a.asleep).Seconds()
@@ -257,6 +260,9 @@ func (t *Tracker) worstWorkers(r *Record, ids []WorkerID, was []*workerAcc, p ki
 	hitOver, preOver := false, false // a worker's value is beyond the float limit
 	p.each(len(was), func(i int) {
 		wa := was[i]
+		if wa.tokenizer {
+			return // no engine: its counts are its server's, beside its engines'
+		}
 		if wa.has[vllm.GenerationTokens] {
 			gen = append(gen, wa.totals[vllm.GenerationTokens])
 		}

@@ -125,8 +125,9 @@ func classify(ep *page.EnginePage, slept bool) (State, bool) {
 	return Idle, slept
 }
 
-// maxLoad bounds a load's length (about 13 days) so that its nanoseconds, and their sum over
-// a page's sources, stay far within an int64.
+// maxLoad bounds a load's length (about 13 days), and the loads of a page's sources put end
+// to end, so that their nanoseconds stay far within an int64 however many sources a page has:
+// a load that long covers any step before its scrape already.
 const maxLoad = int64(1) << 50
 
 // newLoads returns the nanoseconds of the weight loads ep shows that the worker's previous
@@ -143,7 +144,7 @@ func (ws *workerState) newLoads(ep *page.EnginePage, seen bool) int64 {
 	var d int64
 	for src, v := range vs {
 		if old, had := ws.loads[src]; seen && (!had || old != v) && v > 0 {
-			d += int64(min(v*1e9, float64(maxLoad)))
+			d = min(d+int64(min(v*1e9, float64(maxLoad))), maxLoad) // each at most maxLoad: no overflow
 		}
 		ws.loads[src] = v
 	}

@@ -292,8 +292,8 @@ func TestPolicySGLangTokenizer(t *testing.T) {
 	obs(5, 60, 0, 0)  // stale; rank 1 holds 1
 	obs(6, 100, 0, 0) // fresh
 	rec := tr.EndStep(1, at(6))
-	if rec.Workers != 3 {
-		t.Fatalf("%d workers, want the tokenizer and two DP ranks", rec.Workers)
+	if rec.Workers != 2 || len(rec.PerWorker) != 3 {
+		t.Fatalf("%d workers, %d per_worker records; want two DP ranks as engines, and the tokenizer's record beside theirs", rec.Workers, len(rec.PerWorker))
 	}
 	want(t, rec.Metrics, "sglang/generation_tokens", 100)
 	want(t, rec.Metrics, "sglang/policy/stale_generation_tokens", 10+20+20+10)

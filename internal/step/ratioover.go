@@ -80,6 +80,15 @@ func stepRatio(rt vllm.Ratio, together bool, totals *[vllm.NumCounters]float64, 
 	return v, ok
 }
 
+// ratioOver reports whether the worker's step has ratio i's counters contradict each other
+// (see over). Its per-interval values are then no figures either: they came from the same
+// counters at the same scrapes, and the statistics over them (/mean, /max, /p95) leave them
+// out, of the worker's record and of the fleet's.
+func (wa *workerAcc) ratioOver(i int) bool {
+	rt := vllm.Ratios[i]
+	return wa.has[rt.Num] && over(rt, wa.together(i), wa.totals[rt.Num], wa.totals[rt.Den])
+}
+
 // ratioIndex is the index of rt in vllm.Ratios, -1 when it is none of them.
 func ratioIndex(rt vllm.Ratio) int {
 	return slices.IndexFunc(vllm.Ratios, func(r vllm.Ratio) bool { return r.Name == rt.Name && r.Num == rt.Num && r.Den == rt.Den })
@@ -111,7 +120,7 @@ func (t *Tracker) ratiosOver(a *acc) []RatioOver {
 	var fs []found
 	for id, wa := range a.workers {
 		if wa.scrapes > 0 {
-			if o, ok := wa.ratioOver(); ok {
+			if o, ok := wa.firstRatioOver(); ok {
 				fs = append(fs, found{id, wa, o})
 			}
 		}
@@ -143,9 +152,9 @@ type over1 struct {
 	num, den float64
 }
 
-// ratioOver returns the worker's first ratio of two counts whose counters contradict each other
-// over the step.
-func (wa *workerAcc) ratioOver() (over1, bool) {
+// firstRatioOver returns the worker's first ratio of two counts whose counters contradict each
+// other over the step.
+func (wa *workerAcc) firstRatioOver() (over1, bool) {
 	for i, rt := range vllm.Ratios {
 		if !rt.Fraction || !wa.has[rt.Num] || !wa.together(i) {
 			continue

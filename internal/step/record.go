@@ -51,6 +51,9 @@ type Record struct {
 	// other over the step, the ratio's key left out (see RatioOver); nil when none did. Not
 	// part of the JSON line.
 	RatiosOver []RatioOver `json:"-"`
+	// NegativeBounds name the targets whose pages gave a histogram a bucket below 0 in the
+	// step, refused (see negativeBound); nil when none did. Not part of the JSON line.
+	NegativeBounds []NegativeBounds `json:"-"`
 }
 
 // flatten makes the keys of the record's and its workers' Values under prefix: the one place

@@ -145,8 +145,8 @@ func TestMixedFleetKeys(t *testing.T) {
 	if _, ok := r.Metrics["sglang/generation_tokens_imbalance"]; ok {
 		t.Error("an SGLang imbalance from one worker's tokens")
 	}
-	if r.Workers != 5 {
-		t.Errorf("workers %d, want 2 vLLM engines, 2 SGLang DP ranks and SGLang's tokenizer", r.Workers)
+	if r.Workers != 4 {
+		t.Errorf("workers %d, want 2 vLLM engines and 2 SGLang DP ranks, SGLang's tokenizer no engine", r.Workers)
 	}
 	if r.WorstWorkers == nil || r.WorstWorkers.PrefixCacheHitRate == nil || r.WorstWorkers.PrefixCacheHitRate.Target != "vllm-0" {
 		t.Errorf("worst workers %+v", r.WorstWorkers)

@@ -216,6 +216,14 @@ type workerAcc struct {
 	apart          uint32  // the ratios whose counters moved apart in the step (see apart), by index
 	stale          float64 // generation tokens made on a version older than the trainer's latest
 	ends           ends    // whether requests were in flight at the step's ends
+
+	// tokenizer is set when the worker is no engine but SGLang's tokenizer (see
+	// page.EnginePage.Tokenizer): its counts add to the fleet's, and it is in no engine count
+	// nor any key that compares workers.
+	tokenizer bool
+	// negative are the histograms (bits by vllm.Hist) refused in the step for a bucket below 0
+	// (see negativeBound).
+	negative uint32
 }
 
 // ends are whether a worker may have had requests in flight at the start of its step (its page
@@ -460,6 +468,7 @@ func (t *Tracker) unreachable(target string, tgt *targetState, prevTry time.Time
 func (wa *workerAcc) add(k *keep, at time.Duration, from, ts time.Time, ep *page.EnginePage, inc *window.Increase) {
 	wa.scrapes++
 	wa.kind = ep.Kind
+	wa.tokenizer = ep.Tokenizer()
 	state := ep.SplitGauges[vllm.SleepState]
 	asleep := vllm.EngineAsleep(state, ep.SplitGauges[vllm.ResourceState])
 	wa.act.add(from, ts, ep, state != nil, asleep)
@@ -508,6 +517,10 @@ func (wa *workerAcc) add(k *keep, at time.Duration, from, ts time.Time, ep *page
 	}
 	for h, d := range inc.Hists {
 		if d != nil {
+			if negativeBound(d) {
+				wa.negative |= 1 << h
+				continue
+			}
 			if wa.hists[h] == nil {
 				wa.hists[h] = &histAcc{}
 			}
@@ -580,6 +593,7 @@ func (t *Tracker) EndStep(n int64, ts time.Time) Record {
 	}
 	r := t.build(n, t.start, ts)
 	r.RatiosOver = t.ratiosOver(t.open)
+	r.NegativeBounds = t.negativeBounds(t.open)
 	r.Forgotten = t.forgetDeparted()
 	t.seq++
 	t.labels.stepEnded()
@@ -656,10 +670,12 @@ func (t *Tracker) fill(r *Record, a *acc, start time.Time, durS float64, perWork
 		}
 	}
 	slices.SortFunc(ids, WorkerID.Compare)
-	r.Workers = len(ids)
 	was := make([]*workerAcc, len(ids))
 	for i, id := range ids {
 		was[i] = a.workers[id]
+		if !was[i].tokenizer {
+			r.Workers++
+		}
 	}
 	pools := poolsByKind(was)
 	for _, p := range pools {
@@ -831,7 +847,7 @@ func (t *Tracker) metrics(was []*workerAcc, durS float64) []vllm.Value {
 		}
 	}
 	for _, pt := range vllm.LabelParts {
-		if !has[pt.Of] {
+		if !has[pt.Of] || !pt.Share && !partsCover(was, pt.Of) {
 			continue
 		}
 		var v float64
@@ -904,7 +920,12 @@ func (t *Tracker) metrics(was []*workerAcc, durS float64) []vllm.Value {
 		}
 		for i, rt := range vllm.Ratios {
 			if rt.Scalars {
-				pool(add, rt.Name, "", was, &buf, func(wa *workerAcc, xs []float64) []float64 { return wa.appendRatios(i, xs) })
+				pool(add, rt.Name, "", was, &buf, func(wa *workerAcc, xs []float64) []float64 {
+					if wa.ratioOver(i) {
+						return xs // its intervals are no figures either (see ratioover.go)
+					}
+					return wa.appendRatios(i, xs)
+				})
 			}
 		}
 		for c, f := range vllm.Counters {
@@ -918,10 +939,19 @@ func (t *Tracker) metrics(was []*workerAcc, durS float64) []vllm.Value {
 			continue // no observations, or more than a float holds: no quantile can be told
 		}
 		name := vllm.Hists[h].Name
-		buckets := d.buckets()
+		buckets, ok := sortedBuckets(d.buckets())
 		for _, q := range vllm.HistQuantiles {
-			if v, ok := HistogramQuantile(q.Q, buckets); ok {
-				add(name, "", q.Stat, v)
+			if !ok {
+				break
+			}
+			if e, ok := boundedQuantile(q.Q, buckets, d.sum, !d.noSum); ok {
+				add(name, "", q.Stat, e.v)
+				if e.only { // the estimate is only a range: say which (see boundedQuantile)
+					add(name, "", q.Lo, e.lo)
+					if !math.IsInf(e.hi, 1) {
+						add(name, "", q.Hi, e.hi)
+					}
+				}
 			}
 		}
 		if !d.noSum {
@@ -982,6 +1012,26 @@ func sumRatio(was []*workerAcc, sr vllm.SumRatio) (float64, bool) {
 		return 0, false
 	}
 	return num / den, true
+}
+
+// partWhole is the counter whose increase a split counter's parts add up to:
+// prompt_tokens_by_source's sources make up prompt_tokens.
+var partWhole = map[vllm.Counter]vllm.Counter{vllm.PromptBySource: vllm.PromptTokens}
+
+// partsCover reports whether the parts of split counter c over a pool add up to the pool's
+// whole (see partWhole): every worker that counts the whole counts the parts too. A fleet with
+// an engine older than the split family would otherwise get parts of some engines' whole.
+func partsCover(was []*workerAcc, c vllm.Counter) bool {
+	whole, ok := partWhole[c]
+	if !ok {
+		return true
+	}
+	for _, wa := range was {
+		if wa.has[whole] && !wa.has[c] {
+			return false
+		}
+	}
+	return true
 }
 
 // paired reports whether every worker of a pool that has rt's numerator on its page has its

@@ -33,7 +33,7 @@ var stats = func() map[string]bool {
 		m[s] = true
 	}
 	for _, q := range HistQuantiles {
-		m[q.Stat] = true
+		m[q.Stat], m[q.Lo], m[q.Hi] = true, true, true
 	}
 	m[StatMean] = true
 	return m
@@ -276,7 +276,7 @@ func KeyNames() []KeyName {
 	for _, f := range Hists {
 		stats := []string{}
 		for _, q := range HistQuantiles {
-			stats = append(stats, q.Stat)
+			stats = append(stats, q.Stat, q.Lo, q.Hi)
 		}
 		add(f.Name, false, append(stats, StatMean)...)
 	}

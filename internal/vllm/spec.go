@@ -39,15 +39,18 @@ const (
 	StatP99  = "p99"
 )
 
-// Quantile is one histogram quantile a step record gets.
+// Quantile is one histogram quantile a step record gets. Lo and Hi name the statistics of the
+// range it is known to lie in, which a record gives where the buckets tell no more than that
+// range (package step, boundedQuantile).
 type Quantile struct {
-	Stat string
-	Q    float64
+	Stat   string
+	Q      float64
+	Lo, Hi string
 }
 
 // HistQuantiles are the quantiles every histogram family gets per step, besides its mean
 // (sum/count, when the page has _sum).
-var HistQuantiles = []Quantile{{StatP50, 0.5}, {StatP95, 0.95}, {StatP99, 0.99}}
+var HistQuantiles = []Quantile{{StatP50, 0.5, "p50_lo", "p50_hi"}, {StatP95, 0.95, "p95_lo", "p95_hi"}, {StatP99, 0.99, "p99_lo", "p99_hi"}}
 
 // IntervalStats are the statistics of the per-interval samples of a family with Scalars: the
 // mean, max and p95 over all samples of the step.
