@@ -38,8 +38,9 @@ _ASKED_COUNTERS = ("prefix_cache_queries", "gpu_prefix_cache_queries", "prefix_c
 _ASKED_HISTOGRAMS = ("time_to_first_token_seconds", "inter_token_latency_seconds", "time_per_output_token_seconds",
                      "e2e_request_latency_seconds", "request_queue_time_seconds",
                      "request_prefill_kv_computed_tokens", "request_prompt_tokens", "request_generation_tokens",
-                     "request_max_num_generation_tokens", "request_prefill_time_seconds",
-                     "request_decode_time_seconds", "request_inference_time_seconds", "iteration_tokens_total",
+                     "request_max_num_generation_tokens", "request_params_max_tokens",
+                     "request_prefill_time_seconds", "request_decode_time_seconds", "request_inference_time_seconds",
+                     "iteration_tokens_total",
                      "kv_block_lifetime_seconds", "kv_block_idle_before_evict_seconds", "kv_block_reuse_gap_seconds")
 _ASKED = frozenset(["vllm:" + g for g in _ASKED_GAUGES]
                    + ["vllm:" + c + s for c in _ASKED_COUNTERS for s in ("_total", "_created")]
