@@ -20,31 +20,11 @@ func BenchmarkEndStep(b *testing.B) {
 		{"no-timeline", Options{Scalars: true, NoTimeline: true}},
 	} {
 		b.Run(opt.name, func(b *testing.B) {
-			parsers := make([]*page.Parser, targets)
-			urls := make([]string, targets)
-			for i := range parsers {
-				parsers[i] = page.NewParser(page.Options{})
-				urls[i] = fmt.Sprintf("http://10.0.%d.%d:8000/metrics", i/250, i%250)
-			}
-			tr := NewTracker(opt.opt)
-			sec := 0.0
-			k := 0
-			feed := func() {
-				for range perStep {
-					k++
-					for i, p := range parsers {
-						pg, err := p.Parse(scrapes[k%len(scrapes)])
-						if err != nil {
-							b.Fatal(err)
-						}
-						sec += 0.0005
-						tr.Observe(at(sec), urls[i], pg, nil)
-						pg.Release()
-					}
-				}
-			}
+			f := newBenchFleet(scrapes, targets, NewTracker(opt.opt))
+			tr := f.tr
+			feed := func() { f.feed(b, perStep) }
 			feed()
-			tr.EndStep(1, at(sec))
+			tr.EndStep(1, at(f.sec))
 			n := int64(1)
 			b.ReportAllocs()
 			for b.Loop() {
@@ -52,10 +32,46 @@ func BenchmarkEndStep(b *testing.B) {
 				feed()
 				b.StartTimer()
 				n++
-				sec += 0.0005
-				tr.EndStep(n, at(sec))
+				f.sec += 0.0005
+				tr.EndStep(n, at(f.sec))
 			}
 		})
+	}
+}
+
+// benchFleet is a fleet of two-engine vLLM 0.20 targets for the step end's benchmarks: each
+// target's parser and URL, the scrapes its pages take turns from, and the tracker they feed.
+type benchFleet struct {
+	parsers []*page.Parser
+	urls    []string
+	scrapes [][]byte
+	tr      *Tracker
+	sec     float64 // the time of the last page, in seconds from t0
+	k       int     // the scrape the next round of pages is
+}
+
+func newBenchFleet(scrapes [][]byte, targets int, tr *Tracker) *benchFleet {
+	f := &benchFleet{parsers: make([]*page.Parser, targets), urls: make([]string, targets), scrapes: scrapes, tr: tr}
+	for i := range f.parsers {
+		f.parsers[i] = page.NewParser(page.Options{})
+		f.urls[i] = fmt.Sprintf("http://10.0.%d.%d:8000/metrics", i/250, i%250)
+	}
+	return f
+}
+
+// feed has every target's page parsed and observed perStep times, half a millisecond apart.
+func (f *benchFleet) feed(b testing.TB, perStep int) {
+	for range perStep {
+		f.k++
+		for i, p := range f.parsers {
+			pg, err := p.Parse(f.scrapes[f.k%len(f.scrapes)])
+			if err != nil {
+				b.Fatal(err)
+			}
+			f.sec += 0.0005
+			f.tr.Observe(at(f.sec), f.urls[i], pg, nil)
+			pg.Release()
+		}
 	}
 }
 

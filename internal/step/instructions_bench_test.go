@@ -1,11 +1,8 @@
 package step
 
 import (
-	"fmt"
 	"runtime"
 	"testing"
-
-	"github.com/vllmstat/vllmstat/internal/page"
 )
 
 // markStart and markEnd mark the spans BenchmarkSpans measures, for a profiler that counts
@@ -25,32 +22,13 @@ func markEnd() {}
 func BenchmarkSpans(b *testing.B) {
 	scrapes := vllmScrapes(b)
 	const targets, perStep = 1000, 6
-	parsers := make([]*page.Parser, targets)
-	urls := make([]string, targets)
-	for i := range parsers {
-		parsers[i] = page.NewParser(page.Options{})
-		urls[i] = fmt.Sprintf("http://10.0.%d.%d:8000/metrics", i/250, i%250)
-	}
-	tr := NewTracker(Options{Scalars: true, NoTimeline: true})
-	sec, k := 0.0, 0
-	feed := func() {
-		for range perStep {
-			k++
-			for i, p := range parsers {
-				pg, err := p.Parse(scrapes[k%len(scrapes)])
-				if err != nil {
-					b.Fatal(err)
-				}
-				sec += 0.0005
-				tr.Observe(at(sec), urls[i], pg, nil)
-				pg.Release()
-			}
-		}
-	}
+	f := newBenchFleet(scrapes, targets, NewTracker(Options{Scalars: true, NoTimeline: true}))
+	tr := f.tr
+	feed := func() { f.feed(b, perStep) }
 	// two steps first: the parsers' first pages and the tracker's first workers
 	for n := range int64(2) {
 		feed()
-		tr.EndStep(n+1, at(sec))
+		tr.EndStep(n+1, at(f.sec))
 	}
 	n := int64(3)
 	for b.Loop() {
@@ -58,10 +36,10 @@ func BenchmarkSpans(b *testing.B) {
 		markStart()
 		feed()
 		markEnd()
-		sec += 0.0005
+		f.sec += 0.0005
 		runtime.GC()
 		markStart()
-		tr.EndStep(n, at(sec))
+		tr.EndStep(n, at(f.sec))
 		markEnd()
 		n++
 	}
