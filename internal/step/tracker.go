@@ -847,7 +847,7 @@ func (t *Tracker) metrics(was []*workerAcc, durS float64) []vllm.Value {
 		}
 	}
 	for _, pt := range vllm.LabelParts {
-		if !has[pt.Of] || !pt.Share && !partsCover(was, pt.Of) {
+		if !has[pt.Of] || pt.AddsUp && !partsCover(was, pt) {
 			continue
 		}
 		var v float64
@@ -1014,20 +1014,12 @@ func sumRatio(was []*workerAcc, sr vllm.SumRatio) (float64, bool) {
 	return num / den, true
 }
 
-// partWhole is the counter whose increase a split counter's parts add up to:
-// prompt_tokens_by_source's sources make up prompt_tokens.
-var partWhole = map[vllm.Counter]vllm.Counter{vllm.PromptBySource: vllm.PromptTokens}
-
-// partsCover reports whether the parts of split counter c over a pool add up to the pool's
-// whole (see partWhole): every worker that counts the whole counts the parts too. A fleet with
-// an engine older than the split family would otherwise get parts of some engines' whole.
-func partsCover(was []*workerAcc, c vllm.Counter) bool {
-	whole, ok := partWhole[c]
-	if !ok {
-		return true
-	}
+// partsCover reports whether the parts of pt over a pool add up to the pool's whole
+// (vllm.Part.Whole): every worker that counts the whole counts the parts too. A fleet with an
+// engine older than the split family would otherwise get parts of some engines' whole.
+func partsCover(was []*workerAcc, pt vllm.Part) bool {
 	for _, wa := range was {
-		if wa.has[whole] && !wa.has[c] {
+		if wa.has[pt.Whole] && !wa.has[pt.Of] {
 			return false
 		}
 	}

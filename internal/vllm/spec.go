@@ -155,10 +155,15 @@ type CounterSum struct {
 // their share of the family's total over the step (absent when it did not move). A total is
 // present when the family is on a page, 0 when none of the values came.
 type Part struct {
-	Name        string
-	Of          Counter
-	Values      []string
-	Share       bool
+	Name   string
+	Of     Counter
+	Values []string
+	Share  bool
+	// Whole, with AddsUp, is the counter whose increase the values of Of add up to: a pool's
+	// part is then given only where every worker that counts Whole counts Of too, so that the
+	// parts of a fleet with an engine older than Of never stand beside the whole of all.
+	Whole       Counter
+	AddsUp      bool
 	Title, Unit string
 	Group       string
 }
@@ -685,10 +690,13 @@ var (
 	// The prefill split: the prompt tokens computed, found in the local prefix cache, brought
 	// by a KV connector. They add up to prompt_tokens.
 	PromptComputed = Part{Name: "prompt_tokens_computed", Of: PromptBySource, Values: []string{"local_compute"},
+		Whole: PromptTokens, AddsUp: true,
 		Title: "Prompt tokens computed", Unit: "tokens", Group: GroupPrefixCache}
 	PromptCached = Part{Name: "prompt_tokens_cached", Of: PromptBySource, Values: []string{"local_cache_hit"},
+		Whole: PromptTokens, AddsUp: true,
 		Title: "Prompt tokens from the local prefix cache", Unit: "tokens", Group: GroupPrefixCache}
 	PromptTransferred = Part{Name: "prompt_tokens_transferred", Of: PromptBySource, Values: []string{"external_kv_transfer"},
+		Whole: PromptTokens, AddsUp: true,
 		Title: "Prompt tokens transferred by a KV connector", Unit: "tokens", Group: GroupPrefixCache}
 
 	// LabelParts are the keys made of parts of split counters.
