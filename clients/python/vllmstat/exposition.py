@@ -17,7 +17,7 @@ import warnings
 from typing import List, Optional
 
 from ._common import VllmstatError, _base_url, _url_host
-from .client import Client
+from ._api import Client
 from .page import _Handler, _Page, _Server, _Server6
 
 __all__ = ["expose", "ray_targets"]

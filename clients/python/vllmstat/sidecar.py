@@ -18,7 +18,7 @@ from typing import IO, Any, Callable, Deque, Dict, Iterable, List, Mapping, Opti
 
 from . import _settings
 from ._common import _HERE, VllmstatError, _redact, _warn
-from .client import Client, _compare_version
+from ._api import Client, _compare_version
 
 __all__ = ["Sidecar", "binary_path", "start"]
 
