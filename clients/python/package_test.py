@@ -431,6 +431,16 @@ class Modules(unittest.TestCase):
         finally:
             vllmstat_client._exposure = saved
         self.assertNotIn("_exposure", vars(vllmstat_client))
+        # and the HTTP client's, which it held before vllmstat._api did
+        from vllmstat import _api
+        self.assertIs(vllmstat_client._compare_version, _api._compare_version)
+        saved = _api._versions_warned
+        try:
+            vllmstat_client._versions_warned = mark
+            self.assertIs(_api._versions_warned, mark)
+        finally:
+            vllmstat_client._versions_warned = saved
+        self.assertNotIn("_versions_warned", vars(vllmstat_client))
         with self.assertRaises(AttributeError):
             vllmstat_client.no_such_name
 
