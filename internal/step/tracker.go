@@ -424,7 +424,7 @@ func (t *Tracker) Observe(ts time.Time, target string, pg *page.Page, err error)
 			pa.acc.worker(id).ends.add(before, busy)
 		}
 		ws.busy = busy
-		wa.stale += t.policySample(ws, tgt, ts, weightStateOf(state, ws.engine), &inc)
+		wa.stale += t.policySample(ws, tgt, ts, weightStateOf(state, ws.engine), load, &inc)
 		if t.opt.OnInterval != nil {
 			t.opt.OnInterval(t.interval(id, ws, ts, ep, &inc))
 			t.values = t.values[:0]
