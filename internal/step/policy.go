@@ -89,7 +89,8 @@ type publish struct {
 
 // policyWorker is one worker's version bookkeeping across steps.
 type policyWorker struct {
-	sampled     bool // it had a sample
+	sampled     bool   // it had a sample
+	addr        string // the server a router's page names it by (worker_addr), "" for none
 	first, last time.Time
 	kind        vllm.Engine
 	state       weightState // of its last sample
@@ -142,9 +143,10 @@ func (p *policyWorker) sample(ts time.Time, s weightState, gen float64, hasGen b
 func (t *Tracker) policySample(ws *workerState, tgt *targetState, ts time.Time, s weightState, load int64, inc *window.Increase) float64 {
 	p := &ws.pv
 	gen, hasGen := inc.Counters[vllm.GenerationTokens], inc.HasCounter[vllm.GenerationTokens]
-	shared := !ws.engine && tgt.hasEngines
-	wasSampled, from := p.sampled, tgt.engVer
-	stale, before, after := p.sample(ts, s, gen, hasGen, tgt.reported, t.pol.latest, t.pol.loadLands(ts, load))
+	from, hasEngines := tgt.enginesHold(p.addr)
+	shared := !ws.engine && hasEngines
+	wasSampled := p.sampled
+	stale, before, after := p.sample(ts, s, gen, hasGen, tgt.reportedOf(p), t.pol.latest, t.pol.loadLands(ts, load))
 	p.kind = ws.kind
 	if !shared {
 		t.landed(ws, before, after, ts)
@@ -181,17 +183,26 @@ func (pol *policy) loadLands(ts time.Time, d int64) version {
 
 // policyEngine reports whether a worker of target is an engine of the policy keys: all are but
 // those that share their engines' versions (see policySample).
-func (tgt *targetState) policyEngine(ws *workerState) bool { return ws.engine || !tgt.hasEngines }
+func (tgt *targetState) policyEngine(ws *workerState) bool {
+	_, has := tgt.enginesHold(ws.pv.addr)
+	return ws.engine || !has
+}
 
-// engineVersions keeps the lowest version the engines of target's last page hold.
+// engineVersions keeps the lowest version the engines of target's last page hold: of each
+// server a router's page names, apart (see servers.go).
 func (tgt *targetState) engineVersions() {
 	tgt.engVer, tgt.hasEngines = version{}, false
+	clear(tgt.serverEngVer)
 	for i := range tgt.engines {
 		ws := tgt.engines[i].ws
 		if ws == nil || !ws.engine || !ws.pv.sampled {
 			continue
 		}
-		v := ws.pv.held(tgt.reported)
+		v := ws.pv.held(tgt.reportedOf(&ws.pv))
+		if ws.pv.addr != "" {
+			tgt.serverEngines(ws.pv.addr, v)
+			continue
+		}
 		if !tgt.hasEngines || tgt.engVer.ok && (!v.ok || v.n < tgt.engVer.n) {
 			tgt.engVer = v
 		}
@@ -225,7 +236,7 @@ func (t *Tracker) Publish(v int64, ts time.Time) bool {
 		if !p.sampled || tgt == nil || !tgt.policyEngine(ws) {
 			continue
 		}
-		if cur := p.held(tgt.reported); cur.ok && cur.n >= v {
+		if cur := p.held(tgt.reportedOf(p)); cur.ok && cur.n >= v {
 			t.pol.lags[p.kind] = append(t.pol.lags[p.kind], 0) // it holds v already
 		}
 	}
@@ -250,14 +261,20 @@ func (t *Tracker) EngineVersion(ts time.Time, target string, v int64, reports bo
 	}
 	old := tgt.reported
 	tgt.reported = nv
+	t.reportChanged(ts, tgt, old, nv, func(p *policyWorker) bool { return p.addr == "" || tgt.servers == nil })
+}
+
+// reportChanged takes the change of the version reported for the workers of target for which
+// of is set, from old to nv at ts.
+func (t *Tracker) reportChanged(ts time.Time, tgt *targetState, old, nv version, of func(*policyWorker) bool) {
 	for i := range tgt.engines {
 		ws := tgt.engines[i].ws
-		if ws == nil || !ws.pv.sampled {
+		if ws == nil || !ws.pv.sampled || !of(&ws.pv) {
 			continue
 		}
 		p := &ws.pv
 		before := p.held(old)
-		if !reports && old.ok && (!p.inferred.ok || old.n > p.inferred.n) {
+		if !nv.ok && old.ok && (!p.inferred.ok || old.n > p.inferred.n) {
 			p.inferred = old // it held what it reported last
 		}
 		after := p.held(nv)
@@ -331,7 +348,7 @@ func (t *Tracker) policyKeys(r *Record, ids []WorkerID, was []*workerAcc, p kind
 		if ws == nil || tgt == nil || !ws.pv.sampled || !tgt.policyEngine(ws) {
 			return // its target left the fleet, or it is no engine
 		}
-		v := ws.pv.held(tgt.reported)
+		v := ws.pv.held(tgt.reportedOf(&ws.pv))
 		if v.older(latest) {
 			behind++
 		}
