@@ -232,6 +232,7 @@ func (s *state) forget(urls []string) {
 		// itself), so a target that comes back with labels gets them again.
 		delete(s.labels, u)
 		delete(s.policy.targets, u)
+		delete(s.servers, u)
 		if rw := s.c.opt.Recorder; rw != nil {
 			s.recordFailed(rw.Removed(s.stamp(), u))
 		}

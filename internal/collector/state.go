@@ -14,6 +14,10 @@ import (
 
 // state is everything the collector goroutine owns.
 type state struct {
+	// servers are what the servers behind router targets reported (see servers.go), and
+	// toldUnversioned the engines logged as holding no known version.
+	servers         map[string]serverState
+	toldUnversioned map[step.WorkerID]bool
 	c       *Collector
 	pool    *scrape.Pool
 	tracker *step.Tracker
@@ -225,6 +229,9 @@ func (s *state) observe(in scrape.Result) {
 	if res.Version != nil && err == nil {
 		s.engineVersion(ts, res.Target, res.Version) // read right after the page
 	}
+	if res.Servers != nil && err == nil {
+		s.serverVersions(ts, res.Target, res.Servers)
+	}
 	s.c.opt.Observer.Scraped(res)
 	if t := s.targets[res.Target]; t != nil {
 		s.updateTarget(t, ts, res)
@@ -421,6 +428,7 @@ func (s *state) closeStep() {
 // endStep closes the open step as step q.n at ts.
 func (s *state) endStep(q endQuery, ts time.Time) {
 	rec := s.tracker.EndStep(q.n, ts)
+	s.unversioned()
 	s.ratiosOver(&rec)
 	s.negativeBounds(&rec)
 	if rw := s.c.opt.Recorder; rw != nil {

@@ -25,6 +25,8 @@ func TestPolicyEvents(t *testing.T) {
 	must(t, w.Policy(t0.Add(3*time.Second), 7))
 	must(t, w.EngineVersion(t0.Add(4*time.Second), a, 7, true))
 	must(t, w.EngineVersion(t0.Add(5*time.Second), a, 0, false))
+	must(t, w.ServerVersion(t0.Add(6*time.Second), a, "http://s:30000", 7, true))
+	must(t, w.ServerVersion(t0.Add(7*time.Second), a, "http://s:30000", 0, false))
 	must(t, w.Close())
 
 	r, err := Open(path)
@@ -43,6 +45,8 @@ func TestPolicyEvents(t *testing.T) {
 		"publish 7 3",
 		"engine version 4 " + a + " 7",
 		"engine version 5 " + a + " none",
+		"server version 6 " + a + " http://s:30000 7",
+		"server version 7 " + a + " http://s:30000 none",
 	}
 	if !slices.Equal(log.calls, want) {
 		t.Errorf("calls:\n%s\nwant:\n%s", strings.Join(log.calls, "\n"), strings.Join(want, "\n"))

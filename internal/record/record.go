@@ -16,6 +16,7 @@
 //	{"kind":"phase","ts":"…","phase":"rollout","edge":"start"}
 //	{"kind":"policy","ts":"…","version":12}
 //	{"kind":"engine_version","ts":"…","target":"…","version":12}
+//	{"kind":"engine_version","ts":"…","target":"…","worker_addr":"http://10.0.0.5:30000","version":12}
 //
 // Events are in time order. A failed scrape whose connection was refused (nothing listened on
 // the target's port) says so (refused), and an add event marks a target added while the run
@@ -38,7 +39,8 @@
 // the moment it took effect. An
 // engine_version event is what a target's engine reported as its weight version, read right
 // after its scrape of the same ts: without version, it reports none (written only when it
-// reported one before). Readers that do not know a kind skip it.
+// reported one before); with worker_addr, it is what the server a router's page names so
+// reported (see step.Tracker.ServerVersion). Readers that do not know a kind skip it.
 //
 // A recording is never truncated: a run whose recording path exists writes the next segment
 // (see SegmentPath), and each segment is one run.
@@ -69,6 +71,9 @@ type Event struct {
 	// Version is a policy event's version, and an engine_version event's (nil: the engine
 	// reports none).
 	Version *int64 `json:"version,omitempty"`
+	// WorkerAddr names, on an engine_version event of a router's page, the server whose version
+	// it is.
+	WorkerAddr string `json:"worker_addr,omitempty"`
 	// ResumeFrom is set on the start event of a run resumed from a step (resume_from): that
 	// run cut the steps after it out of steps.jsonl, and replay leaves them out of the segments
 	// before it.

@@ -25,6 +25,7 @@ type Tracker interface {
 	EndStep(n int64, ts time.Time) step.Record
 	Publish(v int64, ts time.Time) bool
 	EngineVersion(ts time.Time, target string, v int64, reports bool)
+	ServerVersion(ts time.Time, target, addr string, v int64, reports bool)
 }
 
 // ReplayOptions configure Replay.
@@ -113,7 +114,11 @@ func Replay(r *Reader, t Tracker, opt ReplayOptions) error {
 			if e.Version != nil {
 				v = *e.Version
 			}
-			t.EngineVersion(e.TS, e.Target, v, e.Version != nil)
+			if e.WorkerAddr != "" {
+				t.ServerVersion(e.TS, e.Target, e.WorkerAddr, v, e.Version != nil)
+			} else {
+				t.EngineVersion(e.TS, e.Target, v, e.Version != nil)
+			}
 		case KindStep:
 			rec := t.EndStep(e.Step, e.TS)
 			if opt.OnStep != nil {

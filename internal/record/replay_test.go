@@ -80,6 +80,14 @@ func (c *callLog) EngineVersion(ts time.Time, target string, v int64, reports bo
 	c.calls = append(c.calls, fmt.Sprintf("engine version %s %s %d", c.at(ts), target, v))
 }
 
+func (c *callLog) ServerVersion(ts time.Time, target, addr string, v int64, reports bool) {
+	if !reports {
+		c.calls = append(c.calls, fmt.Sprintf("server version %s %s %s none", c.at(ts), target, addr))
+		return
+	}
+	c.calls = append(c.calls, fmt.Sprintf("server version %s %s %s %d", c.at(ts), target, addr, v))
+}
+
 func (c *callLog) EndStep(n int64, ts time.Time) step.Record {
 	c.calls = append(c.calls, fmt.Sprintf("end step %d %s", n, c.at(ts)))
 	return step.Record{Step: n, End: ts}

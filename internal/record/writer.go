@@ -153,6 +153,16 @@ func (rw *Writer) EngineVersion(ts time.Time, target string, v int64, reports bo
 	return rw.add(&e)
 }
 
+// ServerVersion records what the server that target's router page names addr reported as its
+// weight version: v when reports is set, none otherwise.
+func (rw *Writer) ServerVersion(ts time.Time, target, addr string, v int64, reports bool) error {
+	e := Event{Kind: KindEngineVersion, TS: ts.UTC(), Target: target, WorkerAddr: addr}
+	if reports {
+		e.Version = &v
+	}
+	return rw.add(&e)
+}
+
 // Removed records that target left the run.
 func (rw *Writer) Removed(ts time.Time, target string) error {
 	return rw.add(&Event{Kind: KindRemove, TS: ts.UTC(), Target: target})

@@ -283,6 +283,7 @@ func (p *Pipeline) assemble(context.Context) error {
 	// through the API only where the config allows it.
 	opt.DefaultAuth = cfg.Auth
 	opt.APIAuth = apiAuth(cfg, p.log)
+	opt.Servers = serverRules(cfg, p.ln)
 	p.c = collector.New(opt)
 	if p.ln != nil {
 		p.srv = &http.Server{

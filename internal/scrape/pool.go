@@ -45,6 +45,9 @@ type Options struct {
 	// pages from then on.
 	// Only a Pool's targets restrict; Fetch always asks for the full page.
 	RequestNames bool
+	// Servers bound the servers a router's page names, asked for their weight versions (see
+	// servers.go); nil asks none.
+	Servers *ServerRules
 	// Logger is told about targets that answer restricted requests wrongly; nil logs nothing.
 	Logger *slog.Logger
 
@@ -484,7 +487,11 @@ func (p *Pool) loop(ctx context.Context, t *instance) {
 		// closes gets the engines' versions as of its end. The scrape's duration is its page's
 		// alone.
 		if version && res.Err() == nil {
-			res.Version = s.readVersion(res.Page)
+			if addrs := routerAddrs(res.Page); addrs != nil {
+				res.Servers = s.readServerVersions(res.Page, addrs)
+			} else {
+				res.Version = s.readVersion(res.Page)
+			}
 		}
 		if asked {
 			<-p.inFlight

@@ -74,6 +74,9 @@ type Result struct {
 	// Version is the engine's weight version, read after the page at boundary scrapes and at
 	// scrapes asked for it (Pool.AskVersion); nil when not read (see scraper.readVersion).
 	Version *VersionReading
+	// Servers are the version readings of the servers a router's page names, read instead of
+	// Version (see servers.go).
+	Servers []ServerVersion
 }
 
 // Err returns why the scrape failed, or nil.

@@ -25,6 +25,9 @@ type scraper struct {
 	parse func(body []byte) (*page.Page, error)
 	// ver is how the target's engine is asked for its weight version (see version.go).
 	ver versionProbe
+	// servers are the version reading states of the servers a router's page names, by
+	// worker_addr (see servers.go).
+	servers map[string]*serverProbe
 	// replayed reports that parse read its last page by the lines of the previous one (see
 	// page.Parser.Replayed); nil when parse has no memory.
 	replayed func() bool
@@ -145,6 +148,7 @@ func (s *scraper) fetch(opt *Options) Result {
 		res.FetchErr = err
 		s.names.reset() // the target may come back as another server: learn its page again
 		s.ver.reset()
+		s.servers = nil
 		return res
 	}
 	// A page that failed to parse is not kept: one over the limits would grow the recording,

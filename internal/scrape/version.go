@@ -110,6 +110,12 @@ func (s *scraper) readAt(ep versionEndpoint, deadline time.Time) (r *VersionRead
 	if err != nil {
 		return &VersionReading{Err: err}, false
 	}
+	return readVersionAt(s.tr, req, deadline)
+}
+
+// readVersionAt sends the version request req through tr; missing is set when the endpoint is
+// not there (404, or an answer without a weight_version).
+func readVersionAt(tr transport, req *request, deadline time.Time) (r *VersionReading, missing bool) {
 	buf := bufs.Get().(*bytes.Buffer)
 	defer func() {
 		if buf.Cap() <= maxPooledBuf {
@@ -117,8 +123,8 @@ func (s *scraper) readAt(ep versionEndpoint, deadline time.Time) (r *VersionRead
 		}
 	}()
 	buf.Reset()
-	body, err := s.tr.get(req, false, buf, deadline)
-	defer s.tr.release()
+	body, err := tr.get(req, false, buf, deadline)
+	defer tr.release()
 	var se *StatusError
 	switch {
 	case errors.As(err, &se) && se.Code == http.StatusNotFound:

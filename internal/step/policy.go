@@ -17,7 +17,9 @@ import (
 // before any publish nothing is known of it, and after one, a worker on which no version landed
 // holds a version older than every one published. Waking counts apart from the sleep before
 // it: a colocated trainer puts its engines to sleep before it trains, and syncs the new weights
-// into them as they wake.
+// into them as they wake. A load no sample showed (SGLang's, told by its length once it is
+// over: see the ledger) is the span the ledger books for it, ending at the scrape that shows
+// it: it lands there the latest version published before the span's start (see loadLands).
 //
 // Stale tokens. A worker's sample at t_k ends the interval (t_k-1, t_k] since its previous
 // sample, whose generation-token increase is stale when the worker's version at t_k-1 (after
@@ -87,7 +89,8 @@ type publish struct {
 
 // policyWorker is one worker's version bookkeeping across steps.
 type policyWorker struct {
-	sampled     bool // it had a sample
+	sampled     bool   // it had a sample
+	addr        string // the server a router's page names it by (worker_addr), "" for none
 	first, last time.Time
 	kind        vllm.Engine
 	state       weightState // of its last sample
@@ -102,9 +105,10 @@ type policyWorker struct {
 
 // sample takes the worker's sample at ts in state s, whose generation-token increase is gen
 // (hasGen: the page has the counter), with its target's reported version reported and the
-// trainer's latest version latest. It returns the interval's stale tokens, and the worker's
-// versions before and after the sample.
-func (p *policyWorker) sample(ts time.Time, s weightState, gen float64, hasGen bool, reported, latest version) (stale float64, before, after version) {
+// trainer's latest version latest; loaded is what a weight load the page shows over lands
+// (see policy.loadLands), none without one. It returns the interval's stale tokens, and the
+// worker's versions before and after the sample.
+func (p *policyWorker) sample(ts time.Time, s weightState, gen float64, hasGen bool, reported, latest, loaded version) (stale float64, before, after version) {
 	if p.sampled && hasGen && p.from.older(latest) {
 		stale = gen
 	}
@@ -121,6 +125,9 @@ func (p *policyWorker) sample(ts time.Time, s weightState, gen float64, hasGen b
 			p.spanTo = latest
 		}
 	}
+	if !reported.ok && loaded.ok && (!p.inferred.ok || loaded.n > p.inferred.n) {
+		p.inferred = loaded
+	}
 	p.state, p.last, p.sampled = s, ts, true
 	after = p.held(reported)
 	p.from = after
@@ -128,16 +135,18 @@ func (p *policyWorker) sample(ts time.Time, s weightState, gen float64, hasGen b
 }
 
 // policySample takes a worker's sample at ts in weight state s with the increases inc, and
-// returns its stale tokens. A worker whose pages show no engine (SGLang's tokenizer, which
+// returns its stale tokens; load is the nanoseconds of the weight loads its page shows over
+// (see newLoads). A worker whose pages show no engine (SGLang's tokenizer, which
 // counts a server's tokens beside its DP ranks' schedulers) has no states of its own: its tokens
 // are stale by the lowest version its target's engines held at its previous scrape, and it is
 // no engine of the policy keys.
-func (t *Tracker) policySample(ws *workerState, tgt *targetState, ts time.Time, s weightState, inc *window.Increase) float64 {
+func (t *Tracker) policySample(ws *workerState, tgt *targetState, ts time.Time, s weightState, load int64, inc *window.Increase) float64 {
 	p := &ws.pv
 	gen, hasGen := inc.Counters[vllm.GenerationTokens], inc.HasCounter[vllm.GenerationTokens]
-	shared := !ws.engine && tgt.hasEngines
-	wasSampled, from := p.sampled, tgt.engVer
-	stale, before, after := p.sample(ts, s, gen, hasGen, tgt.reported, t.pol.latest)
+	from, hasEngines := tgt.enginesHold(p.addr)
+	shared := !ws.engine && hasEngines
+	wasSampled := p.sampled
+	stale, before, after := p.sample(ts, s, gen, hasGen, tgt.reportedOf(p), t.pol.latest, t.pol.loadLands(ts, load))
 	p.kind = ws.kind
 	if !shared {
 		t.landed(ws, before, after, ts)
@@ -151,19 +160,49 @@ func (t *Tracker) policySample(ws *workerState, tgt *targetState, ts time.Time, 
 	return stale
 }
 
+// loadLands is the version a weight load of d nanoseconds lands, which a page at ts shows over
+// (SGLang's weight_load_duration_seconds; see the ledger's comment): the latest published
+// before the load's booked start ts-d, none when there is none. The load ended at or before
+// the scrape, so it began at or before its booked start: a load booked to begin before a
+// publish began before it, and loaded older weights. One booked to begin after it may have
+// begun a little before it too (by at most the time since the worker's previous scrape); the
+// collector's boundary scrape at each publish keeps that to loads that end in the first
+// interval after it.
+func (pol *policy) loadLands(ts time.Time, d int64) version {
+	if d <= 0 {
+		return version{}
+	}
+	start := ts.Add(-time.Duration(d))
+	for i := len(pol.pubs) - 1; i >= 0; i-- { // the latest first: loads follow recent publishes
+		if pol.pubs[i].at.Before(start) {
+			return version{n: pol.pubs[i].v, ok: true}
+		}
+	}
+	return version{}
+}
+
 // policyEngine reports whether a worker of target is an engine of the policy keys: all are but
 // those that share their engines' versions (see policySample).
-func (tgt *targetState) policyEngine(ws *workerState) bool { return ws.engine || !tgt.hasEngines }
+func (tgt *targetState) policyEngine(ws *workerState) bool {
+	_, has := tgt.enginesHold(ws.pv.addr)
+	return ws.engine || !has
+}
 
-// engineVersions keeps the lowest version the engines of target's last page hold.
+// engineVersions keeps the lowest version the engines of target's last page hold: of each
+// server a router's page names, apart (see servers.go).
 func (tgt *targetState) engineVersions() {
 	tgt.engVer, tgt.hasEngines = version{}, false
+	clear(tgt.serverEngVer)
 	for i := range tgt.engines {
 		ws := tgt.engines[i].ws
 		if ws == nil || !ws.engine || !ws.pv.sampled {
 			continue
 		}
-		v := ws.pv.held(tgt.reported)
+		v := ws.pv.held(tgt.reportedOf(&ws.pv))
+		if ws.pv.addr != "" {
+			tgt.serverEngines(ws.pv.addr, v)
+			continue
+		}
 		if !tgt.hasEngines || tgt.engVer.ok && (!v.ok || v.n < tgt.engVer.n) {
 			tgt.engVer = v
 		}
@@ -197,7 +236,7 @@ func (t *Tracker) Publish(v int64, ts time.Time) bool {
 		if !p.sampled || tgt == nil || !tgt.policyEngine(ws) {
 			continue
 		}
-		if cur := p.held(tgt.reported); cur.ok && cur.n >= v {
+		if cur := p.held(tgt.reportedOf(p)); cur.ok && cur.n >= v {
 			t.pol.lags[p.kind] = append(t.pol.lags[p.kind], 0) // it holds v already
 		}
 	}
@@ -222,14 +261,20 @@ func (t *Tracker) EngineVersion(ts time.Time, target string, v int64, reports bo
 	}
 	old := tgt.reported
 	tgt.reported = nv
+	t.reportChanged(ts, tgt, old, nv, func(p *policyWorker) bool { return p.addr == "" || tgt.servers == nil })
+}
+
+// reportChanged takes the change of the version reported for the workers of target for which
+// of is set, from old to nv at ts.
+func (t *Tracker) reportChanged(ts time.Time, tgt *targetState, old, nv version, of func(*policyWorker) bool) {
 	for i := range tgt.engines {
 		ws := tgt.engines[i].ws
-		if ws == nil || !ws.pv.sampled {
+		if ws == nil || !ws.pv.sampled || !of(&ws.pv) {
 			continue
 		}
 		p := &ws.pv
 		before := p.held(old)
-		if !reports && old.ok && (!p.inferred.ok || old.n > p.inferred.n) {
+		if !nv.ok && old.ok && (!p.inferred.ok || old.n > p.inferred.n) {
 			p.inferred = old // it held what it reported last
 		}
 		after := p.held(nv)
@@ -303,7 +348,7 @@ func (t *Tracker) policyKeys(r *Record, ids []WorkerID, was []*workerAcc, p kind
 		if ws == nil || tgt == nil || !ws.pv.sampled || !tgt.policyEngine(ws) {
 			return // its target left the fleet, or it is no engine
 		}
-		v := ws.pv.held(tgt.reported)
+		v := ws.pv.held(tgt.reportedOf(&ws.pv))
 		if v.older(latest) {
 			behind++
 		}

@@ -123,17 +123,17 @@ func TestPolicyStates(t *testing.T) {
 		{stateOther, v(4), 7, 7, v(3)},  // 4 published since the last sample: stale
 	}
 	for i, st := range steps {
-		stale, _, after := p.sample(at(float64(i)), st.s, st.gen, true, none, st.latest)
+		stale, _, after := p.sample(at(float64(i)), st.s, st.gen, true, none, st.latest, none)
 		if stale != st.stale || after != st.held {
 			t.Errorf("sample %d: stale %v, holds %+v; want %v, %+v", i, stale, after, st.stale, st.held)
 		}
 	}
 	// a target that reports a version overrides the inference, and its version is held
-	stale, _, after := p.sample(at(20), stateOther, 3, true, v(4), v(4))
+	stale, _, after := p.sample(at(20), stateOther, 3, true, v(4), v(4), none)
 	if stale != 3 || after != v(4) {
 		t.Errorf("reported: stale %v, holds %+v", stale, after)
 	}
-	if stale, _, _ := p.sample(at(21), stateOther, 3, true, v(4), v(4)); stale != 0 {
+	if stale, _, _ := p.sample(at(21), stateOther, 3, true, v(4), v(4), none); stale != 0 {
 		t.Errorf("on the trainer's version: stale %v", stale)
 	}
 }

@@ -148,6 +148,11 @@ type targetState struct {
 	// some), which the workers of the page that are no engines hold (see policySample).
 	engVer     version
 	hasEngines bool
+	// servers are the versions the servers a router's page names report, by worker_addr, and
+	// serverEngVer the lowest version each one's engines hold (see servers.go); nil for a
+	// target that is no router.
+	servers      map[string]version
+	serverEngVer map[string]version
 	// The workers of its last successful page, in page order: its next page nearly always has
 	// the same ones in the same order, found so without hashing their names.
 	engines []engineRef
@@ -362,6 +367,7 @@ func (t *Tracker) Observe(ts time.Time, target string, pg *page.Page, err error)
 			*ref = engineRef{engine: ep.Engine, labels: ep.Labels, ws: t.workers[id]}
 			if ref.ws == nil {
 				ref.ws = &workerState{w: window.NewWorkerSharing(&t.scratch)}
+				ref.ws.pv.addr = workerAddr(ep.Labels)
 				t.workers[id] = ref.ws
 				if absent && !t.departed.has(id) {
 					ref.ws.w.Absent()
@@ -424,7 +430,7 @@ func (t *Tracker) Observe(ts time.Time, target string, pg *page.Page, err error)
 			pa.acc.worker(id).ends.add(before, busy)
 		}
 		ws.busy = busy
-		wa.stale += t.policySample(ws, tgt, ts, weightStateOf(state, ws.engine), &inc)
+		wa.stale += t.policySample(ws, tgt, ts, weightStateOf(state, ws.engine), load, &inc)
 		if t.opt.OnInterval != nil {
 			t.opt.OnInterval(t.interval(id, ws, ts, ep, &inc))
 			t.values = t.values[:0]
