@@ -60,7 +60,7 @@ const (
 type endQuery struct {
 	kind  int
 	n     int64          // queryStep: the step's number; queryPolicy: the version
-	phase string         // queryPhase*: the phase's name
+	phase string         // queryPhase*: the phase's name; queryPolicy: the version's, "" for none
 	reply chan endResult // nil for timer and shutdown steps
 }
 

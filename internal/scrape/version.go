@@ -196,6 +196,10 @@ func parseVersion(raw json.RawMessage) *VersionReading {
 	return &VersionReading{Tag: s}
 }
 
+// ParseDecimalVersion reads s when it is a decimal integer from 0 to MaxVersion: a version as
+// an engine reports it.
+func ParseDecimalVersion(s string) (int64, bool) { return decimalVersion(s) }
+
 // decimalVersion reads s when it is a decimal integer from 0 to MaxVersion.
 func decimalVersion(s string) (int64, bool) {
 	if s == "" || len(s) > 16 || !allDigits(s) {
