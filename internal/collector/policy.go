@@ -82,8 +82,8 @@ type engineVersion struct {
 	v       int64
 	reports bool // it reported v, or a string that is v; false: none, or not read yet
 	failed  bool // its last reading failed
-	// unmatched is the string it reported that is no version, refused why its string was not
-	// taken: each is logged when it changes.
+	// unmatched is the last string it reported that was no version, refused why its last
+	// string was refused: each is logged when it changes.
 	unmatched, refused string
 }
 
@@ -103,7 +103,7 @@ func (s *state) requestPublish(v int64, name string, reply chan endResult) {
 	p.requested, p.anyRequested = v, true
 	p.names.add(v, name)
 	s.pool.ReadVersions()
-	s.enqueue(endQuery{kind: queryPolicy, n: v, phase: name, reply: reply})
+	s.enqueue(endQuery{kind: queryPolicy, n: v, name: name, reply: reply})
 }
 
 // publish makes the publish q take effect at ts, after its boundary scrapes.
@@ -123,7 +123,7 @@ func (s *state) publish(q endQuery, ts time.Time) {
 	}
 	s.pool.AskVersion(ask)
 	if q.reply != nil {
-		q.reply <- endResult{policy: PolicyVersion{Version: v, Name: q.phase, TS: ts}}
+		q.reply <- endResult{policy: PolicyVersion{Version: v, Name: q.name, TS: ts}}
 	}
 }
 

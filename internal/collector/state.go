@@ -60,7 +60,8 @@ const (
 type endQuery struct {
 	kind  int
 	n     int64          // queryStep: the step's number; queryPolicy: the version
-	phase string         // queryPhase*: the phase's name; queryPolicy: the version's, "" for none
+	phase string         // queryPhase*: the phase's name
+	name  string         // queryPolicy: the version's name, "" for none
 	reply chan endResult // nil for timer and shutdown steps
 }
 
