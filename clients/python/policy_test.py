@@ -82,6 +82,52 @@ class PolicyAgainstRealRun(unittest.TestCase):
         self.assertEqual(published, [1, 2])
 
 
+class NamedVersionsAgainstRealRun(unittest.TestCase):
+    """A real run of a simulated SGLang fleet whose servers answer their versions as strings, as
+    SGLang keeps them: "default" before any update."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp()
+        self.fleet = Fleet(self.tmp, sim_args=["--engine", "sglang", "--version-tag", "step-"])
+
+    def tearDown(self):
+        self.fleet.stop()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def test_initial_weights_and_names(self):
+        c = Client(self.fleet.url, strict=True, timeout=30)
+        out = c.set_policy_version(0)  # at the start: the engines hold their initial weights
+        self.assertEqual(out["version"], 0)
+        self.assertNotIn("name", out)
+        deadline = time.monotonic() + 30
+        while c.live()["step"]["metrics"].get("sglang/generation_tokens", 0) == 0:
+            self.assertLess(time.monotonic(), deadline, "no tokens within 30 s")
+            time.sleep(0.1)
+        m = c.end_step(1)["metrics"]
+        self.assertGreater(m["sglang/generation_tokens"], 0)
+        self.assertEqual(m["sglang/policy/stale_generation_tokens"], 0, m)
+        self.assertEqual(m["sglang/policy/engines_behind"], 0, m)
+        self.assertEqual(m["sglang/policy/engine_version_max"], 0, m)
+
+        out = c.set_policy_version(1, name="step-1")
+        self.assertEqual((out["version"], out["name"]), (1, "step-1"))
+        with self.assertRaises(VllmstatError) as cm:
+            c.set_policy_version(2, name="step-1")
+        self.assertEqual(cm.exception.status, 409)
+        for bad in ("", "x" * 257, "step-2\x1b[2J", 2):
+            with self.assertRaises(ValueError) as cm:
+                c.set_policy_version(2, name=bad)
+            self.assertIn("policy version name", str(cm.exception))
+            self.assertNotIn("\x1b", str(cm.exception))  # escaped, never raw
+        lenient = Client(self.fleet.url, timeout=30)
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            self.assertIsNone(lenient.set_policy_version(2, name="a\nb"))
+        self.assertEqual(len(w), 1, [str(x.message) for x in w])
+        self.assertIn("policy version name", str(w[0].message))
+        self.assertEqual(w[0].filename, __file__)
+
+
 class PolicyFailures(unittest.TestCase):
     def test_unreachable_returns_none_and_warns_once(self):
         with Unreachable() as dead, warnings.catch_warnings(record=True) as w:
@@ -101,6 +147,9 @@ class PolicyFailures(unittest.TestCase):
         out = Client(api.url, strict=True).set_policy_version(7)
         self.assertEqual(out, {"version": 7, "ts": "2026-01-01T00:00:00Z"})
         self.assertEqual(api.requests[-1], ("POST", "/v1/policy", {"version": 7}))
+        api.answers["/v1/policy"] = (200, {"version": 8, "name": "step-8", "ts": "2026-01-01T00:00:00Z"})
+        self.assertEqual(Client(api.url, strict=True).set_policy_version(8, name="step-8")["name"], "step-8")
+        self.assertEqual(api.requests[-1], ("POST", "/v1/policy", {"version": 8, "name": "step-8"}))
         api.answers["/v1/policy"] = (500, {"error": "boom"})
         with warnings.catch_warnings(record=True) as w:
             warnings.simplefilter("always")

@@ -188,8 +188,9 @@ def edge(phase, kind, **kw):
 class Fleet:
     """A `vllmstat sim` fleet and a `vllmstat run` sidecar with its API."""
 
-    def __init__(self, tmp, token=None):
+    def __init__(self, tmp, token=None, sim_args=()):
         self.tmp = tmp
+        self.sim_args = list(sim_args)
         self.bin = vllmstat_bin(tmp)
         self.run = self.sim = None
         try:
@@ -204,7 +205,7 @@ class Fleet:
     def _start(self, token):
         tmp = self.tmp
         self.sim = subprocess.Popen(
-            [self.bin, "sim", "--servers", "2", "--dp", "2", "--port", "0", "--speed", "4", "--seed", "3"],
+            [self.bin, "sim", "--servers", "2", "--dp", "2", "--port", "0", "--speed", "4", "--seed", "3"] + self.sim_args,
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         self.sim_out = LineReader(self.sim.stdout)
         urls = []

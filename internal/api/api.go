@@ -19,6 +19,7 @@ import (
 
 	"github.com/vllmstat/vllmstat/internal/collector"
 	"github.com/vllmstat/vllmstat/internal/decimal"
+	"github.com/vllmstat/vllmstat/internal/scrape"
 	"github.com/vllmstat/vllmstat/internal/step"
 	"github.com/vllmstat/vllmstat/internal/target"
 	"github.com/vllmstat/vllmstat/internal/version"
@@ -38,7 +39,7 @@ type Collector interface {
 	RemoveTargets(ctx context.Context, urls []string) error
 	StartPhase(ctx context.Context, name string) (collector.PhaseEdge, error)
 	EndPhase(ctx context.Context, name string) (collector.PhaseEdge, error)
-	Publish(ctx context.Context, v int64) (collector.PolicyVersion, error)
+	Publish(ctx context.Context, v int64, name string) (collector.PolicyVersion, error)
 }
 
 // Options configure the handler.
@@ -207,9 +208,10 @@ func decode(r *http.Request, v any) *apiError {
 
 func collectorError(err error) *apiError {
 	switch {
-	case errors.Is(err, collector.ErrStepOrder), errors.Is(err, collector.ErrPolicyOrder):
+	case errors.Is(err, collector.ErrStepOrder), errors.Is(err, collector.ErrPolicyOrder), errors.Is(err, collector.ErrPolicyNameTaken):
 		return errorf(http.StatusConflict, "%v", err)
-	case errors.Is(err, collector.ErrStepRange), errors.Is(err, collector.ErrPhaseName), errors.Is(err, collector.ErrPolicyRange):
+	case errors.Is(err, collector.ErrStepRange), errors.Is(err, collector.ErrPhaseName), errors.Is(err, collector.ErrPolicyRange),
+		errors.Is(err, collector.ErrPolicyName):
 		return errorf(http.StatusBadRequest, "%v", err)
 	case errors.Is(err, collector.ErrPhaseNotOpen):
 		return errorf(http.StatusConflict, "%v", err)
@@ -273,12 +275,15 @@ func (h *handler) phase(edge func(context.Context, string) (collector.PhaseEdge,
 	}
 }
 
-// policy handles a publish of the trainer's weights, {"version": N}: N must be greater than the
-// last version published (409 otherwise). It answers {"version", "ts"} once the publish took
-// effect, after a boundary scrape of every target.
+// policy handles a publish of the trainer's weights, {"version": N, "name": "step-N"}: N must
+// be greater than the last version published (409 otherwise); the optional name is the string
+// the engines report once they load it, and must name no other version (409). It answers
+// {"version", "name", "ts"} once the publish took effect, after a boundary scrape of every
+// target.
 func (h *handler) policy(r *http.Request) (any, *apiError) {
 	var body struct {
 		Version *json.RawMessage `json:"version"`
+		Name    *json.RawMessage `json:"name"`
 	}
 	if err := decode(r, &body); err != nil {
 		return nil, err
@@ -291,7 +296,21 @@ func (h *handler) policy(r *http.Request) (any, *apiError) {
 	if err != nil || v < 0 || v > collector.MaxStep {
 		return nil, errorf(http.StatusBadRequest, `"version" must be a whole number from 0 to %d (2^53), got %s`, collector.MaxStep, *body.Version)
 	}
-	pv, cerr := h.opt.Collector.Publish(r.Context(), v)
+	var name string
+	if body.Name != nil && string(*body.Name) != "null" {
+		// The name is the trainer's and may be anything: the answer says what is wrong with
+		// it, not what it is.
+		if json.Unmarshal(*body.Name, &name) != nil {
+			return nil, errorf(http.StatusBadRequest, `"name" must be a string, such as "step-%d"`, v)
+		}
+		if why := scrape.VersionTagProblem(name); why != "" {
+			return nil, errorf(http.StatusBadRequest, `"name" must be 1 to %d bytes of printable UTF-8: it is %s`, scrape.MaxVersionTag, why)
+		}
+		if n, ok := scrape.ParseDecimalVersion(name); ok && n != v {
+			return nil, errorf(http.StatusBadRequest, `"name" is the number %d, which engines report as version %d, not %d`, n, n, v)
+		}
+	}
+	pv, cerr := h.opt.Collector.Publish(r.Context(), v, name)
 	if cerr != nil {
 		return nil, collectorError(cerr)
 	}

@@ -28,6 +28,7 @@ type fakeCollector struct {
 
 	version   int64 // the last policy version published, when published
 	published bool
+	name      string // the last version's name
 }
 
 // StartPhase and EndPhase keep the open phase as the collector does, with its errors.

@@ -13,12 +13,15 @@ import (
 )
 
 // Publish keeps the latest version as the collector does, with its error.
-func (f *fakeCollector) Publish(_ context.Context, v int64) (collector.PolicyVersion, error) {
+func (f *fakeCollector) Publish(_ context.Context, v int64, name string) (collector.PolicyVersion, error) {
 	if f.published && v <= f.version {
 		return collector.PolicyVersion{}, fmt.Errorf("policy version %d: %w (the last one published is %d)", v, collector.ErrPolicyOrder, f.version)
 	}
-	f.version, f.published = v, true
-	return collector.PolicyVersion{Version: v, TS: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}, nil
+	if name != "" && name == f.name {
+		return collector.PolicyVersion{}, fmt.Errorf("policy version %d: %w (%d)", v, collector.ErrPolicyNameTaken, f.version)
+	}
+	f.version, f.published, f.name = v, true, name
+	return collector.PolicyVersion{Version: v, Name: name, TS: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}, nil
 }
 
 // TestPolicyEndpoint: POST /v1/policy takes a whole number from 0 to 2^53 that grows; one
@@ -60,6 +63,48 @@ func TestPolicyEndpoint(t *testing.T) {
 	}
 	if code, _ := do(t, h, "POST", "/v1/policy", `{"version": 1}`, "s3cret"); code != 200 {
 		t.Errorf("publish with token: %d", code)
+	}
+}
+
+// TestPolicyName: a publish may name the string the engines report for its version; the
+// answer gives it back. A name that is no string, is empty, too long, not printable, or a
+// number other than the version is 400 naming "name" and never echoing it; one that names
+// another version already is 409.
+func TestPolicyName(t *testing.T) {
+	h := New(Options{Collector: &fakeCollector{}})
+	long := strings.Repeat("n", 257)
+	for _, tt := range []struct {
+		body  string
+		code  int
+		check func(t *testing.T, out map[string]any)
+	}{
+		{`{"version": 0, "name": null}`, 200, func(t *testing.T, o map[string]any) {
+			if _, ok := o["name"]; ok {
+				t.Errorf("name in %v, want none", o)
+			}
+		}},
+		{`{"version": 1, "name": "step-1"}`, 200, func(t *testing.T, o map[string]any) { eq(t, o["version"], 1.0); eq(t, o["name"], "step-1") }},
+		{`{"version": 2, "name": "step-1"}`, 409, hasErr("already names another version")},
+		{`{"version": 2, "name": 2}`, 400, hasErr(`"name" must be a string`)},
+		{`{"version": 2, "name": ""}`, 400, hasErr(`"name" must be 1 to 256 bytes of printable UTF-8: it is empty`)},
+		{`{"version": 2, "name": "` + long + `"}`, 400, hasErr("longer than 256 bytes")},
+		{`{"version": 2, "name": "step-2\u001b[31mred"}`, 400, hasErr("control or non-printing character")},
+		{`{"version": 2, "name": "3"}`, 400, hasErr(`"name" is the number 3`)},
+		{`{"version": 2, "name": "2"}`, 200, nil},
+		{`{"version": 3, "name": "\u00e9tape-3"}`, 200, func(t *testing.T, o map[string]any) { eq(t, o["name"], "\u00e9tape-3") }},
+	} {
+		t.Run(tt.body[:min(len(tt.body), 60)], func(t *testing.T) {
+			code, out := do(t, h, "POST", "/v1/policy", tt.body, "")
+			if code != tt.code {
+				t.Fatalf("code %d, want %d: %v", code, tt.code, out)
+			}
+			if msg, _ := out["error"].(string); strings.Contains(msg, "nnnn") || strings.Contains(msg, "red") {
+				t.Errorf("the error quotes the name: %s", msg)
+			}
+			if tt.check != nil {
+				tt.check(t, out)
+			}
+		})
 	}
 }
 

@@ -413,10 +413,10 @@ func markPhase(ctx context.Context, c phaseCalls, k sim.LoopEdgeKind) error {
 // publishPolicy hands the trainer's publish of a new policy version to vllmstat, as a trainer's
 // set_policy_version does.
 func publishPolicy(ctx context.Context, c interface {
-	Publish(ctx context.Context, v int64) (collector.PolicyVersion, error)
+	Publish(ctx context.Context, v int64, name string) (collector.PolicyVersion, error)
 }, log *slog.Logger, p sim.Publish) error {
 	log.Info("publish policy", "version", p.Version, "sim_time", p.At)
-	if _, err := c.Publish(ctx, int64(p.Version)); err != nil {
+	if _, err := c.Publish(ctx, int64(p.Version), ""); err != nil {
 		return fmt.Errorf("publish policy version %d: %w", p.Version, err)
 	}
 	return nil

@@ -177,6 +177,7 @@ func runSimContext(parent context.Context, args []string, stdout, stderr io.Writ
 	fs.BoolVar(&cfg.Router, "router", cfg.Router, "sglang: serve SGLang's router's /engine_metrics, every server's page merged, on port --port + --servers")
 	fs.BoolVar(&cfg.Priority, "priority", cfg.Priority, "sglang: SGLang's --enable-priority-scheduling: running and queue gauges per priority beside their totals")
 	fs.IntVar(&cfg.DecodeLogInterval, "decode-log-interval", cfg.DecodeLogInterval, "sglang: decode batches between two of the scheduler's log points (SGLang's --decode-log-interval)")
+	fs.StringVar(&cfg.VersionTag, "version-tag", cfg.VersionTag, `answer weight versions as strings, as vLLM and SGLang keep them: "default" before the first load, then this tag and the number (such as step-3)`)
 	fs.Int64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the workload; the same seed gives the same events")
 	fs.Float64Var(&cfg.Speed, "speed", cfg.Speed, "simulated seconds per wall second")
 	fs.StringVar(&cfg.Model, "model", cfg.Model, "served model name (model_name label)")

@@ -69,7 +69,7 @@ func TestPolicyLiveAndReplayed(t *testing.T) {
 	if n := a.asked.Load() + b.asked.Load(); n != 0 {
 		t.Fatalf("version endpoints asked %d times before any publish", n)
 	}
-	p1, err := c.Publish(ctx, 1)
+	p1, err := c.Publish(ctx, 1, "")
 	if err != nil || p1.Version != 1 {
 		t.Fatalf("publish 1: %+v %v", p1, err)
 	}
@@ -84,14 +84,14 @@ func TestPolicyLiveAndReplayed(t *testing.T) {
 	endStep(t, c, 4, &live)
 
 	for _, v := range []int64{1, 0} {
-		if _, err := c.Publish(ctx, v); !errors.Is(err, ErrPolicyOrder) || !strings.Contains(err.Error(), "the last one published is 1") {
+		if _, err := c.Publish(ctx, v, ""); !errors.Is(err, ErrPolicyOrder) || !strings.Contains(err.Error(), "the last one published is 1") {
 			t.Errorf("publish %d after 1: %v, want ErrPolicyOrder naming 1", v, err)
 		}
 	}
-	if _, err := c.Publish(ctx, MaxStep+1); !errors.Is(err, ErrPolicyRange) {
+	if _, err := c.Publish(ctx, MaxStep+1, ""); !errors.Is(err, ErrPolicyRange) {
 		t.Errorf("publish 2^53+1: %v", err)
 	}
-	if _, err := c.Publish(ctx, 2); err != nil {
+	if _, err := c.Publish(ctx, 2, ""); err != nil {
 		t.Fatal(err)
 	}
 	asked := a.asked.Load()

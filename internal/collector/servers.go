@@ -29,34 +29,15 @@ func (s *state) serverVersions(ts time.Time, target string, rs []scrape.ServerVe
 	again := false
 	for i := range rs {
 		r := &rs[i]
-		cur := m[r.Addr]
-		switch {
-		case r.Err != nil:
-			if !cur.failed {
-				s.c.log.Warn("reading the weight version of a server behind the router failed; its engines hold what it reported last, or what is inferred",
-					"target", target, "worker_addr", redacted(r.Addr), "err", r.Err)
-				again = true
+		who := []any{"target", target, "worker_addr", redacted(r.Addr)}
+		cur, ask := s.takeReading(m[r.Addr], &r.VersionReading, who, func(v int64, reports bool) {
+			s.tracker.ServerVersion(ts, target, r.Addr, v, reports)
+			if rw := s.c.opt.Recorder; rw != nil {
+				s.recordFailed(rw.ServerVersion(ts, target, r.Addr, v, reports))
 			}
-			cur.failed = true
-		case r.Reports:
-			if !cur.reports || cur.v != r.Version {
-				s.tracker.ServerVersion(ts, target, r.Addr, r.Version, true)
-				if rw := s.c.opt.Recorder; rw != nil {
-					s.recordFailed(rw.ServerVersion(ts, target, r.Addr, r.Version, true))
-				}
-			}
-			cur = engineVersion{v: r.Version, reports: true}
-			again = again || r.Version < p.latest
-		default:
-			if cur.reports {
-				s.tracker.ServerVersion(ts, target, r.Addr, 0, false)
-				if rw := s.c.opt.Recorder; rw != nil {
-					s.recordFailed(rw.ServerVersion(ts, target, r.Addr, 0, false))
-				}
-			}
-			cur = engineVersion{}
-		}
+		})
 		m[r.Addr] = cur
+		again = again || ask
 	}
 	if again && p.published {
 		s.pool.AskVersion([]string{target})

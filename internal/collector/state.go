@@ -18,12 +18,12 @@ type state struct {
 	// toldUnversioned the engines logged as holding no known version.
 	servers         map[string]serverState
 	toldUnversioned map[step.WorkerID]bool
-	c       *Collector
-	pool    *scrape.Pool
-	tracker *step.Tracker
-	last    time.Time // last stamp: stamps strictly increase
-	targets map[string]*TargetState
-	sources sources // the targets of each source; targets is their union
+	c               *Collector
+	pool            *scrape.Pool
+	tracker         *step.Tracker
+	last            time.Time // last stamp: stamps strictly increase
+	targets         map[string]*TargetState
+	sources         sources // the targets of each source; targets is their union
 
 	labels map[string]map[string]string // each target's labels, for those that have some
 
@@ -65,6 +65,7 @@ type endQuery struct {
 	kind  int
 	n     int64          // queryStep: the step's number; queryPolicy: the version
 	phase string         // queryPhase*: the phase's name
+	name  string         // queryPolicy: the version's name, "" for none
 	reply chan endResult // nil for timer and shutdown steps
 }
 

@@ -38,9 +38,11 @@
 // moment it took effect. A policy event is the trainer's publish of a version of its weights, at
 // the moment it took effect. An
 // engine_version event is what a target's engine reported as its weight version, read right
-// after its scrape of the same ts: without version, it reports none (written only when it
-// reported one before); with worker_addr, it is what the server a router's page names so
-// reported (see step.Tracker.ServerVersion). Readers that do not know a kind skip it.
+// after its scrape of the same ts, as the collector resolved it (an engine's string such as
+// "step-3" is the number it matched, and is not written): without version, it reports none
+// (written only when it reported one before); with worker_addr, it is what the server a
+// router's page names so reported (see step.Tracker.ServerVersion). Readers that do not know a
+// kind skip it.
 //
 // A recording is never truncated: a run whose recording path exists writes the next segment
 // (see SegmentPath), and each segment is one run.

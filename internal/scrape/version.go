@@ -11,7 +11,10 @@ import (
 	"net/url"
 	"os"
 	"strconv"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/vllmstat/vllmstat/internal/page"
 	"github.com/vllmstat/vllmstat/internal/vllm"
@@ -22,9 +25,17 @@ import (
 type VersionReading struct {
 	// Version is the engine's version when Reports is set.
 	Version int64
-	// Reports is false when the engine reports no version: it has no version endpoint (404),
-	// its version is null, or it is not a decimal integer from 0 to MaxVersion.
+	// Reports is false when the engine reports no decimal version: it has no version endpoint
+	// (404), its version is null, or it is not a decimal integer from 0 to MaxVersion.
 	Reports bool
+	// Tag is the engine's version when it is a string but no decimal version, such as
+	// "default" or "step-42" (both engines keep an opaque string the trainer sets): at most
+	// MaxVersionTag bytes of printable UTF-8, for the collector to match against the trainer's
+	// versions. "" otherwise.
+	Tag string
+	// Refused says why a string version was not taken as a Tag (too long, not printable); the
+	// string itself is the engine's and is never kept.
+	Refused string
 	// Err is why the reading failed (a timeout, a status other than 200 and 404, an answer
 	// that is not JSON): nothing is known of the version then.
 	Err error
@@ -144,8 +155,7 @@ func readVersionAt(tr transport, req *request, deadline time.Time) (r *VersionRe
 	if answer.WeightVersion == nil {
 		return nil, true
 	}
-	v, ok := parseVersion(answer.WeightVersion)
-	return &VersionReading{Version: v, Reports: ok}, false
+	return parseVersion(answer.WeightVersion), false
 }
 
 // versionRequest is the request of endpoint ep, built for the target's credentials when first
@@ -168,26 +178,88 @@ func (s *scraper) versionRequest(ep versionEndpoint) (*request, error) {
 	return r, nil
 }
 
+// MaxVersionTag bounds a version string kept as a Tag, and the name a trainer gives a version.
+const MaxVersionTag = 256
+
 // parseVersion reads a weight_version: a JSON string (as both engines send it) or number that
-// is a decimal integer from 0 to MaxVersion. null, and anything else, is no version.
-func parseVersion(raw json.RawMessage) (int64, bool) {
+// is a decimal integer from 0 to MaxVersion is a version; another string is a Tag, or Refused
+// when it is too long or not printable; null, and anything else, is no version.
+func parseVersion(raw json.RawMessage) *VersionReading {
 	var s string
-	if json.Unmarshal(raw, &s) != nil {
+	isString := json.Unmarshal(raw, &s) == nil
+	if !isString {
 		s = string(raw) // a number, or what no engine sends
 	}
-	if s == "" || len(s) > 16 {
-		return 0, false
+	if v, ok := decimalVersion(s); ok {
+		return &VersionReading{Version: v, Reports: true}
 	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return 0, false
-		}
+	if !isString || s == "" || allDigits(s) {
+		return &VersionReading{} // a decimal out of range stays no version, as before tags
+	}
+	if why := VersionTagProblem(s); why != "" {
+		return &VersionReading{Refused: why}
+	}
+	return &VersionReading{Tag: s}
+}
+
+// ParseDecimalVersion reads s when it is a decimal integer from 0 to MaxVersion: a version as
+// an engine reports it.
+func ParseDecimalVersion(s string) (int64, bool) { return decimalVersion(s) }
+
+// decimalVersion reads s when it is a decimal integer from 0 to MaxVersion.
+func decimalVersion(s string) (int64, bool) {
+	if s == "" || len(s) > 16 || !allDigits(s) {
+		return 0, false
 	}
 	v, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || v > MaxVersion {
 		return 0, false
 	}
 	return v, true
+}
+
+func allDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// VersionTagProblem says what makes s no version string ("" when it is one): it must be 1 to
+// MaxVersionTag bytes of valid UTF-8 with no control or format characters, so that it can be
+// logged and written as it is. It says nothing of s's bytes.
+func VersionTagProblem(s string) string {
+	switch {
+	case s == "":
+		return "empty"
+	case len(s) > MaxVersionTag:
+		return fmt.Sprintf("longer than %d bytes", MaxVersionTag)
+	case !utf8.ValidString(s):
+		return "not valid UTF-8"
+	}
+	for _, c := range s {
+		if !unicode.IsPrint(c) {
+			return "has a control or non-printing character"
+		}
+	}
+	return ""
+}
+
+// TrailingVersion reads the version a tag such as "step-42" ends in: its trailing decimal
+// digits, 1 to 16 of them and at most MaxVersion, when the part before them has a letter and
+// does not end in '.' (so "v1.0" and "-1" end in none).
+func TrailingVersion(tag string) (int64, bool) {
+	i := len(tag)
+	for i > 0 && tag[i-1] >= '0' && tag[i-1] <= '9' {
+		i--
+	}
+	prefix := tag[:i]
+	if i == len(tag) || prefix == "" || prefix[len(prefix)-1] == '.' || !strings.ContainsFunc(prefix, unicode.IsLetter) {
+		return 0, false
+	}
+	return decimalVersion(tag[i:])
 }
 
 // versionError says why a version reading failed without the answer's bytes, which some

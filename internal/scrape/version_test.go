@@ -157,28 +157,44 @@ func TestVersionSGLang(t *testing.T) {
 	})
 }
 
-// TestVersionValues: only a decimal integer from 0 to 2^53 is a version; null and anything
-// else is none, and an engine that answers null is asked again.
+// TestVersionValues: a decimal integer from 0 to 2^53 is a version; another string of at most
+// 256 printable bytes is a tag, one too long or with control characters is refused without
+// being kept; null and anything else is none, and an engine that answers null is asked again.
 func TestVersionValues(t *testing.T) {
+	long := strings.Repeat("x", MaxVersionTag)
 	for _, tt := range []struct {
 		body    string
 		version int64
 		reports bool
+		tag     string
+		refused string
 	}{
-		{`{"weight_version": "0"}`, 0, true},
-		{`{"weight_version": "9007199254740992"}`, 1 << 53, true},
-		{`{"weight_version": 5}`, 5, true},
-		{`{"weight_version": null}`, 0, false},
-		{`{"weight_version": "9007199254740993"}`, 0, false},
-		{`{"weight_version": "v7"}`, 0, false},
-		{`{"weight_version": "-1"}`, 0, false},
-		{`{"weight_version": "+1"}`, 0, false},
-		{`{"weight_version": "1.5"}`, 0, false},
-		{`{"weight_version": ""}`, 0, false},
-		{`{"weight_version": 1.5}`, 0, false},
-		{`{"weight_version": ["1"]}`, 0, false},
+		{body: `{"weight_version": "0"}`, version: 0, reports: true},
+		{body: `{"weight_version": "9007199254740992"}`, version: 1 << 53, reports: true},
+		{body: `{"weight_version": 5}`, version: 5, reports: true},
+		{body: `{"weight_version": null}`},
+		{body: `{"weight_version": "9007199254740993"}`},
+		{body: `{"weight_version": "v7"}`, tag: "v7"},
+		{body: `{"weight_version": "default"}`, tag: "default"},
+		{body: `{"weight_version": "step-42"}`, tag: "step-42"},
+		{body: `{"weight_version": "-1"}`, tag: "-1"},
+		{body: `{"weight_version": "1.5"}`, tag: "1.5"},
+		{body: `{"weight_version": "\u00e9tape 3"}`, tag: "\u00e9tape 3"},
+		{body: `{"weight_version": ""}`},
+		{body: `{"weight_version": 1.5}`},
+		{body: `{"weight_version": ["1"]}`},
+		{body: `{"weight_version": "` + long + `"}`, tag: long},
+		{body: `{"weight_version": "` + long + `y"}`, refused: "longer than 256 bytes"},
+		{body: `{"weight_version": "step-1\u001b[2J"}`, refused: "has a control or non-printing character"},
+		{body: `{"weight_version": "step-1\n"}`, refused: "has a control or non-printing character"},
+		{body: `{"weight_version": "step\u202e1"}`, refused: "has a control or non-printing character"},
+		{body: `{"weight_version": "step-\ud8001"}`, tag: "step-\ufffd1"}, // a lone surrogate decodes as U+FFFD
 	} {
-		t.Run(tt.body, func(t *testing.T) {
+		name := tt.body
+		if len(name) > 60 {
+			name = name[:60]
+		}
+		t.Run(name, func(t *testing.T) {
 			e := newEngineServer(t, runningPage, map[string]answer{"/weight_info": {200, tt.body}})
 			opt := Options{Timeout: 5 * time.Second}.withDefaults()
 			s := newScraper(context.Background(), target.Target{URL: e.srv.URL + "/metrics"}, &opt)
@@ -187,8 +203,8 @@ func TestVersionValues(t *testing.T) {
 				r := s.scrape()
 				got := s.readVersion(r.Page)
 				r.Page.Release()
-				if got == nil || got.Err != nil || got.Reports != tt.reports || got.Version != tt.version {
-					t.Fatalf("reading %+v, want version %d reports %v", got, tt.version, tt.reports)
+				if got == nil || got.Err != nil || got.Reports != tt.reports || got.Version != tt.version || got.Tag != tt.tag || got.Refused != tt.refused {
+					t.Fatalf("reading %+v, want version %d reports %v tag %q refused %q", got, tt.version, tt.reports, tt.tag, tt.refused)
 				}
 			}
 			if n := e.count("/weight_info"); n != 2 {
@@ -292,5 +308,35 @@ func TestPoolReadsVersion(t *testing.T) {
 	}
 	if n := e.count("/weight_info"); n != 2 {
 		t.Fatalf("/weight_info asked %d times, want 2", n)
+	}
+}
+
+// TestTrailingVersion: a tag ends in a version when its trailing digits follow a part with a
+// letter that does not end in '.'.
+func TestTrailingVersion(t *testing.T) {
+	for _, tt := range []struct {
+		tag string
+		v   int64
+		ok  bool
+	}{
+		{"step-42", 42, true},
+		{"v7", 7, true},
+		{"global_step_000120", 120, true},
+		{"ckpt/iter9007199254740992", 1 << 53, true},
+		{"ckpt/iter9007199254740993", 0, false},
+		{"step-12345678901234567", 0, false}, // 17 digits
+		{"default", 0, false},
+		{"step-", 0, false},
+		{"-1", 0, false},
+		{"+1", 0, false},
+		{"1.5", 0, false},
+		{"v1.0", 0, false},
+		{"42", 0, false}, // a decimal version, read as such before tags
+		{"7-step", 0, false},
+	} {
+		v, ok := TrailingVersion(tt.tag)
+		if v != tt.v || ok != tt.ok {
+			t.Errorf("TrailingVersion(%q) = %d %v, want %d %v", tt.tag, v, ok, tt.v, tt.ok)
+		}
 	}
 }

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"strings"
 	"time"
+	"unicode"
 
 	"github.com/vllmstat/vllmstat/internal/clock"
 )
@@ -49,6 +51,11 @@ type Config struct {
 	// parity), every scheduler series is labelled priority="", and the running and queue gauges
 	// come per priority too, their totals under priority="" (see sglang.go).
 	Priority bool
+	// VersionTag, when set (such as "step-"), makes the servers answer their weight version as
+	// strings, as vLLM and SGLang keep it: "default" before the first load (a vLLM server too,
+	// as vLLM's EngineCore starts with it), and version N as VersionTag followed by N. Their
+	// control calls take such a string for a version too. "" answers numbers, as before.
+	VersionTag string
 	// Seed makes the workload, and with it every simulated event, repeatable.
 	Seed int64
 	// Speed is simulated seconds per wall second.
@@ -157,6 +164,9 @@ func (c Config) Validate() error {
 	}
 	if c.Port > 0 && c.Router && c.Port+c.Servers > 65535 {
 		bad("port %d does not leave room for %d servers and the router below 65536", c.Port, c.Servers)
+	}
+	if t := c.VersionTag; t != "" && (len(t) > 64 || strings.ContainsFunc(t, func(r rune) bool { return !unicode.IsPrint(r) }) || t[len(t)-1] >= '0' && t[len(t)-1] <= '9') {
+		bad("version tag %q must be at most 64 printable bytes that do not end in a digit", t)
 	}
 	if !(c.Speed > 0) || math.IsInf(c.Speed, 0) {
 		bad("speed must be a positive number, got %v", c.Speed)

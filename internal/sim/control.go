@@ -178,6 +178,8 @@ func (s *server) readVersion(r *http.Request, key string) (*int, error) {
 	var str string
 	if json.Unmarshal(raw, &str) != nil {
 		str = string(raw)
+	} else if s.versionTag != "" {
+		str = strings.TrimPrefix(str, s.versionTag) // "step-3", as the servers answer it
 	}
 	digits := str != "" && len(str) <= 16 && strings.Trim(str, "0123456789") == ""
 	v, err := strconv.Atoi(str)

@@ -33,8 +33,9 @@ type server struct {
 
 	// versions is the engine whose version endpoint the server answers, if any, and model its
 	// served model.
-	versions versionAPI
-	model    string
+	versions   versionAPI
+	versionTag string // Config.VersionTag
+	model      string
 
 	// drive runs a call on the Sim and returns once the pages show it (Fleet.do); driven says
 	// that clients drive the engines (workload none), which opens the completion and control
@@ -55,7 +56,7 @@ type server struct {
 
 func newServer(ctx context.Context, idx int, ln net.Listener, r pageRenderer, cfg Config, start time.Time, log *slog.Logger) *server {
 	s := &server{idx: idx, addr: ln.Addr().String(), renderer: r, clock: cfg.Clock, start: start, done: ctx.Done(),
-		log: log.With("server", idx, "addr", ln.Addr().String()), slow: cfg.SlowDelay, versions: cfg.versionAPI(), model: cfg.Model,
+		log: log.With("server", idx, "addr", ln.Addr().String()), slow: cfg.SlowDelay, versions: cfg.versionAPI(), versionTag: cfg.VersionTag, model: cfg.Model,
 		driven: cfg.Workload.Kind == WorkloadNone, engine: cfg.Engine, maxModelLen: cfg.MaxModelLen}
 	for _, f := range cfg.Faults {
 		if f.Kind != FaultRestart && f.hits(idx) {

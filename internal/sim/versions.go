@@ -19,6 +19,11 @@ import (
 // newer than it is; Sim.GroundTruth keeps every engine's own versions. Of the faults, only a
 // down one (the port closed) reaches these endpoints.
 
+// With Config.VersionTag the answers are strings, as vLLM's and SGLang's current servers keep
+// the version: "default" before the first load on both (vllm/v1/engine/core.py sets
+// _weight_version = "default"; SGLang's --weight-version defaults to it), then the tag and the
+// number, such as "step-3".
+
 // versionAPI is the version endpoint a server answers.
 type versionAPI uint8
 
@@ -80,8 +85,8 @@ func (s *server) handleWeightInfo(w http.ResponseWriter, _ *http.Request) {
 	var body struct {
 		WeightVersion *string `json:"weight_version"`
 	}
-	if v := s.version(); v != NoVersion {
-		str := strconv.Itoa(v)
+	if v := s.version(); v != NoVersion || s.versionTag != "" {
+		str := s.versionString(v)
 		body.WeightVersion = &str
 	}
 	writeJSON(w, http.StatusOK, body)
@@ -89,10 +94,7 @@ func (s *server) handleWeightInfo(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (s *server) handleModelInfo(w http.ResponseWriter, _ *http.Request) {
-	version := "default"
-	if v := s.version(); v != NoVersion {
-		version = strconv.Itoa(v)
-	}
+	version := s.versionString(s.version())
 	writeJSON(w, http.StatusOK, map[string]any{
 		"model_path":                s.model,
 		"tokenizer_path":            s.model,
@@ -100,6 +102,14 @@ func (s *server) handleModelInfo(w http.ResponseWriter, _ *http.Request) {
 		"preferred_sampling_params": nil,
 		"weight_version":            version,
 	})
+}
+
+// versionString is the string a server answers for version v: "default" for none.
+func (s *server) versionString(v int) string {
+	if v == NoVersion {
+		return "default"
+	}
+	return s.versionTag + strconv.Itoa(v)
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

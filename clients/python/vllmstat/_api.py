@@ -150,9 +150,19 @@ class Client:
             raise
         self._phase_edge("end", name, depth=3)
 
-    def set_policy_version(self, version: Number) -> Optional[Dict[str, Any]]:
+    def set_policy_version(self, version: Number, name: Optional[str] = None) -> Optional[Dict[str, Any]]:
         """Says that the trainer published version ``version`` of its weights now; returns
-        ``{"version", "ts"}`` once it took effect (``None`` on failure).
+        ``{"version", "ts"}`` (with ``"name"`` when given) once it took effect (``None`` on
+        failure).
+
+        ``name`` is the string the engines will report for this version once they load it: the
+        ``weight_version`` the trainer passes to vLLM's ``/finish_weight_update`` or
+        ``/update_weight_version``, or to SGLang's updates, such as ``"step-42"``. Engines keep
+        their version as such a string; vllmstat matches it to the version named so. Without a
+        name, a string that ends in the version's number (``"step-42"``) is that version, and
+        ``"default"``, what both engines report before any update, is the first version
+        published. A name is 1 to 256 bytes of printable text, names one version only, and is
+        not a number other than ``version``; another is refused as a bad version is.
 
         Versions are whole numbers from 0 to 2**53 (as for :meth:`end_step`) that only grow, such as the step whose
         update made the weights: a version not greater than the last one is refused (409). Call
@@ -167,7 +177,12 @@ class Client:
         n = self._number(version, "policy version")
         if n is None:
             return None
-        return self._call("POST", "/v1/policy", {"version": n}, empty=None, version_check=False)
+        body = {"version": n}
+        if name is not None:
+            if not self._valid_version_name(name):
+                return None
+            body["name"] = name
+        return self._call("POST", "/v1/policy", body, empty=None, version_check=False)
 
     def live(self) -> Dict[str, Any]:
         """Returns the open step so far and every target's state: ``{"step": ..., "targets": [...]}``."""
@@ -253,6 +268,20 @@ class Client:
             raise ValueError(msg)
         self._warn_limited(("name", type(name).__name__, repr(name)), msg + "; skipping the call",
                            stacklevel=depth + 2)
+        return False
+
+    def _valid_version_name(self, name):
+        """Checks a version's name before any request: raises when strict, else warns."""
+        if isinstance(name, str) and name and name.isprintable() and len(name.encode("utf-8", "replace")) <= 256:
+            return True
+        shown = repr(name)  # repr escapes control characters: the warning prints no raw bytes
+        if len(shown) > 40:
+            shown = shown[:37] + "..."
+        msg = "vllmstat: policy version name %s: want 1 to 256 bytes of printable text, such as 'step-42'" % shown
+        if self.strict:
+            raise ValueError(msg)
+        # stacklevel: _warn_limited, this, set_policy_version, the trainer's line
+        self._warn_limited(("argument", "policy version name"), msg + "; skipping the call", stacklevel=4)
         return False
 
     def _number(self, value, what):
