@@ -22,6 +22,7 @@ import (
 // has them only if its first scrape came before the first batch. SGLang counts aborts itself
 // (num_aborted_requests), and its prompt tokens at a request's finish, aborted ones included.
 func TestAbortsAgainstSimulator(t *testing.T) {
+	t.Parallel()
 	for _, engine := range []string{sim.EngineVLLM, sim.EngineSGLang} {
 		t.Run(engine, func(t *testing.T) {
 			sc := sim.DefaultConfig()
@@ -125,6 +126,7 @@ func batchDelta(atBatch []map[string]float64, i int) func(string) float64 {
 // the simulator's; request_max_num_generation_tokens, the longest generation of a request's
 // samples, has the mean of the generated lengths, each request being one sample.
 func TestMaxTokensAgainstSimulator(t *testing.T) {
+	t.Parallel()
 	sc := sim.DefaultConfig()
 	sc.Servers, sc.DP, sc.Port, sc.Speed, sc.Seed = 1, 2, 0, 10, 13
 	sc.Workload.Prompts, sc.Workload.Samples = 8, 8

@@ -14,6 +14,7 @@ import (
 // step, the demo hands every publish to publishPolicy (which logs it and publishes it to the
 // collector) and ends step k at the publish of version k, and says what the loop does.
 func TestAsyncDemo(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	var out, errb bytes.Buffer
 	code := demoWith(context.Background(), []string{"--async", "--steps", "3", "--servers", "1", "--dp", "2", "--speed", "8",

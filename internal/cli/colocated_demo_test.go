@@ -24,6 +24,7 @@ import (
 // training time) and idles no more; a phase counts no more than its step, nor do all phases
 // together; and the table prints the rollout's figures.
 func TestColocatedDemo(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	var out, errb bytes.Buffer
 	code := demoWith(context.Background(), []string{"--colocated", "--eval-every", "2", "--steps", "4", "--speed", "4", "--out", dir}, &out, &errb)

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,7 +20,7 @@ func TestBashCompletion(t *testing.T) {
 		t.Skip("SKIPPED: no bash")
 	}
 	var script bytes.Buffer
-	if code := Run([]string{"completion", "bash"}, &script, &bytes.Buffer{}); code != 0 {
+	if code := RunContext(context.Background(), []string{"completion", "bash"}, &script, &bytes.Buffer{}); code != 0 {
 		t.Fatalf("completion bash exited %d", code)
 	}
 	path := filepath.Join(t.TempDir(), "vllmstat.bash")
@@ -58,7 +59,7 @@ func TestBashCompletion(t *testing.T) {
 func TestCompletionScripts(t *testing.T) {
 	for _, sh := range []string{"zsh", "fish"} {
 		var out bytes.Buffer
-		if code := Run([]string{"completion", sh}, &out, &bytes.Buffer{}); code != 0 {
+		if code := RunContext(context.Background(), []string{"completion", sh}, &out, &bytes.Buffer{}); code != 0 {
 			t.Fatalf("completion %s exited %d", sh, code)
 		}
 		for name := range commands {
@@ -68,7 +69,7 @@ func TestCompletionScripts(t *testing.T) {
 		}
 	}
 	var errb bytes.Buffer
-	if code := Run([]string{"completion", "tcsh"}, &bytes.Buffer{}, &errb); code != exitUsage || !strings.Contains(errb.String(), `unknown shell "tcsh"`) {
+	if code := RunContext(context.Background(), []string{"completion", "tcsh"}, &bytes.Buffer{}, &errb); code != exitUsage || !strings.Contains(errb.String(), `unknown shell "tcsh"`) {
 		t.Errorf("completion tcsh: exit %d, %q", code, errb.String())
 	}
 }

@@ -17,6 +17,7 @@ import (
 // achieved TFLOP/s over H100's peak, and the table an mfu column that prints it, which it lacks
 // without; an SGLang fleet's likewise, from SGLang's counters.
 func TestDemoMFU(t *testing.T) {
+	t.Parallel()
 	peak, err := vllm.GPUPeak("H100")
 	if err != nil {
 		t.Fatal(err)

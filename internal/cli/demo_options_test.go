@@ -13,6 +13,7 @@ import (
 // the records carry the acceptance keys and the external cache keys, the external cache serves
 // the questions that come back in the third batch, and the table prints the written values.
 func TestDemoSpecDecodeAndKVConnector(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	var out, errb bytes.Buffer
 	code := demoWith(context.Background(), []string{"--steps", "3", "--servers", "1", "--dp", "2", "--speed", "6", "--interval", "0.2",

@@ -12,6 +12,7 @@ import (
 // TestDemo runs the demo at a reduced size and speed-up, and checks that what it printed is what
 // it wrote, and that every metric the demo is meant to show moves.
 func TestDemo(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	var out, errb bytes.Buffer
 	code := demoWith(context.Background(), []string{"--steps", "2", "--servers", "1", "--dp", "2", "--speed", "6", "--interval", "0.2", "--out", dir}, &out, &errb)

@@ -221,7 +221,7 @@ func replayEquals(t *testing.T, rec, steps string) {
 		t.Fatal(err)
 	}
 	var out, errb bytes.Buffer
-	if code := Run([]string{"replay", "--per-worker", rec}, &out, &errb); code != 0 {
+	if code := RunContext(context.Background(), []string{"replay", "--per-worker", rec}, &out, &errb); code != 0 {
 		t.Fatalf("replay exited %d: %s", code, errb.String())
 	}
 	if !bytes.Equal(out.Bytes(), raw) {

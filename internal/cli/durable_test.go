@@ -207,7 +207,7 @@ func TestRestartKeepsRecording(t *testing.T) {
 	}
 	raw := mustRead(t, filepath.Join(out, "steps.jsonl"))
 	var replayed, errb bytes.Buffer
-	if code := Run([]string{"replay", "--per-worker", rec}, &replayed, &errb); code != 0 {
+	if code := RunContext(context.Background(), []string{"replay", "--per-worker", rec}, &replayed, &errb); code != 0 {
 		t.Fatalf("replay exited %d: %s", code, errb.String())
 	}
 	if !bytes.Equal(replayed.Bytes(), raw) || bytes.Count(raw, []byte("\n")) != 3 {

@@ -73,6 +73,7 @@ func TestRunFileSDSkipsFIFO(t *testing.T) {
 // targets) for longer than a refresh, then completed. The targets missing from the half file
 // keep their workers, and every target's tokens served meanwhile are counted in the step.
 func TestRunFileSDRewrittenInPlace(t *testing.T) {
+	t.Parallel()
 	var ss []*tokenServer
 	for range 3 {
 		l, err := net.Listen("tcp", "127.0.0.1:0")

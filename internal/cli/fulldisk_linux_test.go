@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -101,7 +102,7 @@ func TestFullDisk(t *testing.T) {
 			t.Errorf("report cannot read steps.jsonl: %v", err)
 		}
 		var replayed, errb bytes.Buffer
-		if code := Run([]string{"replay", "--per-worker", rec}, &replayed, &errb); code != 0 || errb.Len() > 0 {
+		if code := RunContext(context.Background(), []string{"replay", "--per-worker", rec}, &replayed, &errb); code != 0 || errb.Len() > 0 {
 			t.Fatalf("replay exited %d: %s", code, errb.String())
 		}
 		if !bytes.Equal(replayed.Bytes(), raw) {

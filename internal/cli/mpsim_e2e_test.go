@@ -93,6 +93,7 @@ func pageCounts(t *testing.T, u string) map[string]float64 {
 // Each step's counts are the simulator's own counts of the step, which Totals keeps over the
 // restart.
 func TestRunMultiprocessSimulator(t *testing.T) {
+	t.Parallel()
 	sc := sim.DefaultConfig()
 	sc.Servers, sc.DP, sc.Port, sc.Speed, sc.Seed = 2, 2, 0, 10, 3
 	sc.APIServerCount = 2

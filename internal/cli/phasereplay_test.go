@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"net/http"
 	"path/filepath"
@@ -42,7 +43,7 @@ func TestPhasesReplayAsRun(t *testing.T) {
 		t.Fatalf("steps.jsonl lacks the phases:\n%s", raw)
 	}
 	var replayed, errb bytes.Buffer
-	if code := Run([]string{"replay", "--per-worker", rec}, &replayed, &errb); code != 0 || errb.Len() > 0 {
+	if code := RunContext(context.Background(), []string{"replay", "--per-worker", rec}, &replayed, &errb); code != 0 || errb.Len() > 0 {
 		t.Fatalf("replay exited %d: %s", code, errb.String())
 	}
 	if !bytes.Equal(replayed.Bytes(), raw) {

@@ -150,7 +150,7 @@ func TestPolicyStaleTokensEndToEnd(t *testing.T) {
 	}
 
 	var replayed, errb bytes.Buffer
-	if code := Run([]string{"replay", "--per-worker", rec}, &replayed, &errb); code != 0 || errb.Len() > 0 {
+	if code := RunContext(context.Background(), []string{"replay", "--per-worker", rec}, &replayed, &errb); code != 0 || errb.Len() > 0 {
 		t.Fatalf("replay exited %d: %s", code, errb.String())
 	}
 	if !bytes.Equal(replayed.Bytes(), raw) {

@@ -61,7 +61,7 @@ func TestRayRunAndReplay(t *testing.T) {
 	}
 
 	var out, errb bytes.Buffer
-	if code := Run([]string{"replay", "--per-worker", rec}, &out, &errb); code != 0 {
+	if code := RunContext(context.Background(), []string{"replay", "--per-worker", rec}, &out, &errb); code != 0 {
 		t.Fatalf("replay exited %d: %s", code, errb.String())
 	}
 	if !bytes.Equal(out.Bytes(), raw) {
@@ -69,7 +69,7 @@ func TestRayRunAndReplay(t *testing.T) {
 	}
 
 	out.Reset()
-	if code := Run([]string{"replay", "--per-worker", "--worker-labels=", rec}, &out, &errb); code != 0 {
+	if code := RunContext(context.Background(), []string{"replay", "--per-worker", "--worker-labels=", rec}, &out, &errb); code != 0 {
 		t.Fatalf("replay --worker-labels= exited %d: %s", code, errb.String())
 	}
 	if strings.Contains(out.String(), `"labels"`) || !strings.Contains(out.String(), `"workers":1,`) || strings.Contains(out.String(), `"workers":2,`) {
@@ -77,7 +77,7 @@ func TestRayRunAndReplay(t *testing.T) {
 	}
 
 	errb.Reset()
-	if code := Run([]string{"replay", "--worker-labels", "ReplicaId,engine", rec}, &out, &errb); code != exitUsage || !strings.Contains(errb.String(), `--worker-labels: "engine" cannot be a worker label`) {
+	if code := RunContext(context.Background(), []string{"replay", "--worker-labels", "ReplicaId,engine", rec}, &out, &errb); code != exitUsage || !strings.Contains(errb.String(), `--worker-labels: "engine" cannot be a worker label`) {
 		t.Errorf("replay with engine as a worker label: exit %d, %s", code, errb.String())
 	}
 	errb.Reset()

@@ -51,7 +51,7 @@ func TestReplayRecordings(t *testing.T) {
 			}
 			want := mustRead(t, filepath.Join(dir, "steps.jsonl"))
 			var out, errb bytes.Buffer
-			if code := Run([]string{"replay", "--per-worker", rec}, &out, &errb); code != 0 || errb.Len() > 0 {
+			if code := RunContext(context.Background(), []string{"replay", "--per-worker", rec}, &out, &errb); code != 0 || errb.Len() > 0 {
 				t.Fatalf("replay exited %d: %s", code, errb.String())
 			}
 			if *updateSteps && !testkit.Update() {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -21,7 +22,7 @@ func TestReplayOutOfOrder(t *testing.T) {
 	os.WriteFile(p, []byte(scrapeLine(1, "http://a/metrics", body(10))+scrapeLine(3, "http://a/metrics", body(200))+
 		scrapeLine(2, "http://a/metrics", body(100))+`{"kind":"step","ts":"2026-01-01T00:00:04.000000000Z","step":1}`+"\n"), 0o644)
 	var out, errb bytes.Buffer
-	if code := Run([]string{"replay", p}, &out, &errb); code != exitUsage {
+	if code := RunContext(context.Background(), []string{"replay", p}, &out, &errb); code != exitUsage {
 		t.Fatalf("exit %d, want %d\n%s", code, exitUsage, errb.String())
 	}
 	if !strings.Contains(errb.String(), "line 3: ts 2026-01-01T00:00:02.000000000Z is earlier than ts 2026-01-01T00:00:03.000000000Z of line 2") {
@@ -43,7 +44,7 @@ func TestReplayWarningsLimited(t *testing.T) {
 	b.WriteString(`{"kind":"step","ts":"2026-01-01T00:00:01.000000000Z","step":1}` + "\n")
 	os.WriteFile(p, []byte(b.String()), 0o644)
 	var out, errb bytes.Buffer
-	if code := Run([]string{"replay", p}, &out, &errb); code != 0 {
+	if code := RunContext(context.Background(), []string{"replay", p}, &out, &errb); code != 0 {
 		t.Fatalf("exit %d\n%s", code, errb.String())
 	}
 	if n := strings.Count(errb.String(), "\n"); n > maxWarnings+2 {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -34,7 +35,7 @@ func TestReportFromRecording(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out, errb bytes.Buffer
-	if code := Run([]string{"report", path}, &out, &errb); code != 0 {
+	if code := RunContext(context.Background(), []string{"report", path}, &out, &errb); code != 0 {
 		t.Fatalf("report of a recording exited %d: %s", code, errb.String())
 	}
 	want := recordingReportPath(path)
@@ -42,7 +43,7 @@ func TestReportFromRecording(t *testing.T) {
 		t.Fatalf("report written to %q, want %q", out.String(), want)
 	}
 	var steps bytes.Buffer
-	if code := Run([]string{"replay", "--per-worker", path}, &steps, &bytes.Buffer{}); code != 0 {
+	if code := RunContext(context.Background(), []string{"replay", "--per-worker", path}, &steps, &bytes.Buffer{}); code != 0 {
 		t.Fatal("replay failed")
 	}
 	html, err := os.ReadFile(want)

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"net/http"
 	"os"
@@ -153,7 +154,7 @@ func TestReplayAfterResumeFrom(t *testing.T) {
 		t.Fatalf("steps.jsonl steps %v, want 1, 2 and the new 3 first", steps)
 	}
 	var got, stderr bytes.Buffer
-	if code := Run([]string{"replay", "--per-worker", rec}, &got, &stderr); code != 0 {
+	if code := RunContext(context.Background(), []string{"replay", "--per-worker", rec}, &got, &stderr); code != 0 {
 		t.Fatalf("replay exited %d: %s", code, stderr.String())
 	}
 	if !bytes.Equal(got.Bytes(), want) {

@@ -41,6 +41,7 @@ func readSteps(t *testing.T, path string) ([]step.Record, []byte) {
 // old and new names, and one dead port. It checks steps.jsonl against the servers' own truth,
 // then replays the recording and compares byte for byte.
 func TestRunEndToEnd(t *testing.T) {
+	t.Parallel()
 	a := newFakeServer(t, "prometheus-client-render-vllm-0.20.prom", 1)
 	a.restarts[9] = true
 	a.garbage[5] = true
@@ -104,7 +105,7 @@ func TestRunEndToEnd(t *testing.T) {
 	}
 
 	var out, errb bytes.Buffer
-	if code := Run([]string{"replay", "--per-worker", rec}, &out, &errb); code != 0 {
+	if code := RunContext(context.Background(), []string{"replay", "--per-worker", rec}, &out, &errb); code != 0 {
 		t.Fatalf("replay exited %d: %s", code, errb.String())
 	}
 	if !bytes.Equal(out.Bytes(), raw) {
@@ -150,7 +151,7 @@ func TestReplayBadInput(t *testing.T) {
 		`{"kind":"step","ts":"2026-01-01T00:00:02.000000000Z","step":1}`+"\n"+
 		"not json\n"), 0o644)
 	var out, errb bytes.Buffer
-	code := Run([]string{"replay", p}, &out, &errb)
+	code := RunContext(context.Background(), []string{"replay", p}, &out, &errb)
 	if code != 2 {
 		t.Fatalf("exit %d, want 2", code)
 	}
@@ -199,6 +200,7 @@ func answersRecorded(t *testing.T, path string) map[string][2]int {
 // TestFailingSinkDoesNotStopRun points the tensorboard sink at a path that cannot be a
 // directory: the run goes on, steps.jsonl is complete, and the failure is reported.
 func TestFailingSinkDoesNotStopRun(t *testing.T) {
+	t.Parallel()
 	a := newFakeServer(t, "prometheus-client-render-vllm-0.20.prom", 3)
 	dir := t.TempDir()
 	blocker := filepath.Join(dir, "file")

@@ -56,6 +56,7 @@ func targetsBody(urls []string) string {
 // answered, and while the removals are applied the run answers /healthz and the target list
 // within seconds and closes a step asked for meanwhile.
 func TestRunLargeTargetChangesAPI(t *testing.T) {
+	t.Parallel()
 	urls := deadURLs(t, scaleTargets())
 	dir := t.TempDir()
 	// No tick scrapes during the test: only the step end's boundary scrapes and the exit's.
@@ -137,6 +138,7 @@ func TestRunLargeTargetChangesAPI(t *testing.T) {
 // targets, deletes the file and sends SIGTERM while the removals are applied: the run exits
 // at once, with its open step written.
 func TestRunLargeFileSDRemovalExits(t *testing.T) {
+	t.Parallel()
 	urls := deadURLs(t, scaleTargets())
 	dir := t.TempDir()
 	sd := filepath.Join(dir, "sd")

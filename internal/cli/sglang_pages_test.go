@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -76,7 +77,7 @@ func runPages(t *testing.T, servers []*pageServer, pages ...int) ([]step.Record,
 		t.Fatalf("%d steps, want %d\n%s", len(recs), len(pages), l.stderr.String())
 	}
 	var replay, errb bytes.Buffer
-	if code := Run([]string{"replay", "--per-worker", rec}, &replay, &errb); code != 0 {
+	if code := RunContext(context.Background(), []string{"replay", "--per-worker", rec}, &replay, &errb); code != 0 {
 		t.Fatalf("replay exited %d: %s", code, errb.String())
 	}
 	if !bytes.Equal(replay.Bytes(), live) {
@@ -194,6 +195,7 @@ func TestRunRatioOverOne(t *testing.T) {
 // worker counts its 10 retractions once, from one copy, whose gauge reads 7; the tokenizer's
 // prompt tokens count whole across the change of copy.
 func TestRunSGLangRankCopies(t *testing.T) {
+	t.Parallel()
 	scheduler := func(b *strings.Builder, tp string, running, retracted int) {
 		fmt.Fprintf(b, "sglang:num_running_reqs{engine_type=\"unified\",model_name=\"m\",pp_rank=\"0\",tp_rank=%q} %d\n", tp, running)
 		fmt.Fprintf(b, "sglang:num_retracted_requests_total{engine_type=\"unified\",model_name=\"m\",pp_rank=\"0\",tp_rank=%q} %d\n", tp, retracted)
@@ -241,6 +243,7 @@ func TestRunSGLangRankCopies(t *testing.T) {
 // page is within the default limit of 64 workers, the step counts 33 engines, and every
 // server's tokens and retractions.
 func TestRunSGLangRouterOf33(t *testing.T) {
+	t.Parallel()
 	const servers = 33
 	router := servePages(t, func(n int) string {
 		var b strings.Builder

@@ -28,6 +28,7 @@ import (
 // (priority=""), not the totals and their priorities' series added up: a step's maximum is the
 // largest total its pages showed.
 func TestRunSGLangRouterDPSteps(t *testing.T) {
+	t.Parallel()
 	const batches = 2
 	sc := sim.DefaultConfig()
 	sc.Engine, sc.Router = sim.EngineSGLang, true
@@ -114,7 +115,7 @@ func TestRunSGLangRouterDPSteps(t *testing.T) {
 		}
 	}
 	var replay, errb bytes.Buffer
-	if code := Run([]string{"replay", "--per-worker", rec}, &replay, &errb); code != 0 || errb.Len() > 0 {
+	if code := RunContext(context.Background(), []string{"replay", "--per-worker", rec}, &replay, &errb); code != 0 || errb.Len() > 0 {
 		t.Fatalf("replay exited %d: %s", code, errb.String())
 	}
 	if !bytes.Equal(replay.Bytes(), live) {

@@ -78,6 +78,7 @@ func recordSGLangRun(t *testing.T, fleet *sim.Fleet, batches int, rec string) ([
 // counts them), and so is its hit rate; the straggler is named in each batch's step; and
 // replaying the run's recording writes its steps.jsonl byte for byte.
 func TestRunSGLangFleet(t *testing.T) {
+	t.Parallel()
 	const batches = 2
 	fleet := sglangFleet(t, 2, 2, batches, 4, 3)
 	rec := filepath.Join(t.TempDir(), "run.jsonl.gz")
@@ -145,7 +146,7 @@ func TestRunSGLangFleet(t *testing.T) {
 	}
 
 	var out, errb bytes.Buffer
-	if code := Run([]string{"replay", "--per-worker", rec}, &out, &errb); code != 0 || errb.Len() > 0 {
+	if code := RunContext(context.Background(), []string{"replay", "--per-worker", rec}, &out, &errb); code != 0 || errb.Len() > 0 {
 		t.Fatalf("replay exited %d: %s", code, errb.String())
 	}
 	if !bytes.Equal(out.Bytes(), live) {
@@ -176,7 +177,7 @@ func TestReplaySGLangRecording(t *testing.T) {
 	}
 	want := mustRead(t, filepath.Join(dir, "steps.jsonl"))
 	var out, errb bytes.Buffer
-	if code := Run([]string{"replay", "--per-worker", rec}, &out, &errb); code != 0 || errb.Len() > 0 {
+	if code := RunContext(context.Background(), []string{"replay", "--per-worker", rec}, &out, &errb); code != 0 || errb.Len() > 0 {
 		t.Fatalf("replay exited %d: %s", code, errb.String())
 	}
 	if *updateSteps && !testkit.Update() {

@@ -27,6 +27,7 @@ const shapeBatches = 2
 // achieved TFLOP/s over H100's peak. The length quantiles fall in the buckets of the true
 // quantiles of the batch's requests. Replaying the run's recording gives its steps.jsonl.
 func TestRequestShapeAgainstSimulator(t *testing.T) {
+	t.Parallel()
 	sc := sim.DefaultConfig()
 	sc.Servers, sc.DP, sc.Port, sc.Speed, sc.Seed = 2, 2, 0, 10, 5
 	sc.BlocksPerEngine = demoBlocks // the batches preempt
@@ -149,7 +150,7 @@ func TestRequestShapeAgainstSimulator(t *testing.T) {
 	}
 	// Replay is given the run's GPU, as --per-worker, which the recording does not hold.
 	var replayed, errb bytes.Buffer
-	if code := Run([]string{"replay", "--per-worker", "--gpu", "H100", rec}, &replayed, &errb); code != 0 {
+	if code := RunContext(context.Background(), []string{"replay", "--per-worker", "--gpu", "H100", rec}, &replayed, &errb); code != 0 {
 		t.Fatalf("replay exited %d: %s", code, errb.String())
 	}
 	if live := mustRead(t, filepath.Join(out, "steps.jsonl")); !bytes.Equal(replayed.Bytes(), live) {

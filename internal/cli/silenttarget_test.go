@@ -16,6 +16,7 @@ import (
 // rest of its first scrape's 10 s budget, then its boundary scrape's), with the answering
 // target's workers.
 func TestRunStepEndAfterSilentTarget(t *testing.T) {
+	t.Parallel()
 	a := newFakeServer(t, "prometheus-client-render-vllm-0.20.prom", 1)
 	p := startProcRun(t, "--target", a.url(), "--out", t.TempDir(), "--interval", "0.5", "--scrape-timeout", "1s", "--step-every", "0")
 	silent := testkit.SilentServer(t) + "/metrics"

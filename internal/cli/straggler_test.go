@@ -30,6 +30,7 @@ func TestDemoBadStraggler(t *testing.T) {
 // the step record, through the whole scrape pipeline: the straggler (the last engine) generated
 // about four times the tokens of the other engine.
 func TestDemoStraggler(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	var out, errb bytes.Buffer
 	args := []string{"--steps", "1", "--servers", "1", "--dp", "2", "--speed", "12", "--interval", "0.2", "--straggler", "4",

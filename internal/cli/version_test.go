@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"strings"
 	"testing"
 
@@ -11,7 +12,7 @@ import (
 func TestVersion(t *testing.T) {
 	for _, args := range [][]string{{"--version"}, {"version"}} {
 		var stdout, stderr bytes.Buffer
-		if code := Run(args, &stdout, &stderr); code != exitOK || stderr.Len() > 0 {
+		if code := RunContext(context.Background(), args, &stdout, &stderr); code != exitOK || stderr.Len() > 0 {
 			t.Fatalf("%q: exit %d, stderr %q", args, code, stderr.String())
 		}
 		if want := "vllmstat " + version.Number() + " (commit "; !strings.HasPrefix(stdout.String(), want) {
@@ -19,7 +20,7 @@ func TestVersion(t *testing.T) {
 		}
 	}
 	var stdout, stderr bytes.Buffer
-	if code := Run([]string{"version", "extra"}, &stdout, &stderr); code != exitUsage || !strings.Contains(stderr.String(), "takes no arguments") {
+	if code := RunContext(context.Background(), []string{"version", "extra"}, &stdout, &stderr); code != exitUsage || !strings.Contains(stderr.String(), "takes no arguments") {
 		t.Errorf("version extra: exit %d, stderr %q", code, stderr.String())
 	}
 }

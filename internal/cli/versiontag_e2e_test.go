@@ -22,6 +22,7 @@ import (
 // holds 0 and generates stale tokens; "step-2" without a name is 2. The recording replays to
 // steps.jsonl byte for byte.
 func TestRunTaggedVersions(t *testing.T) {
+	t.Parallel()
 	sc := sim.DefaultConfig()
 	sc.Servers, sc.DP, sc.Port, sc.Speed, sc.Seed = 2, 1, 0, 20, 5
 	sc.Workload.Kind = sim.WorkloadNone
@@ -117,7 +118,7 @@ func TestRunTaggedVersions(t *testing.T) {
 	}
 
 	var replayed, errb bytes.Buffer
-	if code := Run([]string{"replay", "--per-worker", rec}, &replayed, &errb); code != 0 || errb.Len() > 0 {
+	if code := RunContext(context.Background(), []string{"replay", "--per-worker", rec}, &replayed, &errb); code != 0 || errb.Len() > 0 {
 		t.Fatalf("replay exited %d: %s", code, errb.String())
 	}
 	if !bytes.Equal(replayed.Bytes(), raw) {
