@@ -50,27 +50,23 @@ func TestRouterVersionsAgainstSimulator(t *testing.T) {
 		return b
 	}
 	prompts := 0
-	// generate sends two requests of n samples to server i and returns their completion tokens.
+	// generate sends a request of n samples (n > 1: a list of results) to server i and returns
+	// their completion tokens.
 	generate := func(i, n int) (tokens int) {
 		t.Helper()
-		for range 2 {
-			prompts++
-			body := call(bases[i]+"/generate", fmt.Sprintf(`{"text": "prompt %d of the test", "sampling_params": {"max_new_tokens": %d, "n": %d, "ignore_eos": true}}`,
-				prompts, 10+7*i+prompts%5, n))
-			var out []struct {
-				MetaInfo struct {
-					CompletionTokens int `json:"completion_tokens"`
-				} `json:"meta_info"`
-			}
-			if n == 1 { // one result comes alone, not in a list
-				body = "[" + body + "]"
-			}
-			if err := json.Unmarshal([]byte(body), &out); err != nil || len(out) != n {
-				t.Fatalf("generate answered %s (%v), want %d results", body, err, n)
-			}
-			for _, o := range out {
-				tokens += o.MetaInfo.CompletionTokens
-			}
+		prompts++
+		body := call(bases[i]+"/generate", fmt.Sprintf(`{"text": "prompt %d of the test", "sampling_params": {"max_new_tokens": %d, "n": %d, "ignore_eos": true}}`,
+			prompts, 20+7*i+prompts%5, n))
+		var out []struct {
+			MetaInfo struct {
+				CompletionTokens int `json:"completion_tokens"`
+			} `json:"meta_info"`
+		}
+		if err := json.Unmarshal([]byte(body), &out); err != nil || len(out) != n {
+			t.Fatalf("generate answered %s (%v), want %d results", body, err, n)
+		}
+		for _, o := range out {
+			tokens += o.MetaInfo.CompletionTokens
 		}
 		return tokens
 	}
@@ -123,7 +119,7 @@ func TestRouterVersionsAgainstSimulator(t *testing.T) {
 		}
 		// Before the loads: the servers behind the latest version make stale tokens.
 		for i := range servers {
-			n := generate(i, 1+i)
+			n := generate(i, 2+i)
 			p.tokens += n
 			if holds[i] < latest {
 				p.stale += n
@@ -136,7 +132,7 @@ func TestRouterVersionsAgainstSimulator(t *testing.T) {
 		}
 		p.loaded = ts("/v1/phases/end", `{"phase": "sync"}`)
 		for i := range servers {
-			n := generate(i, 2)
+			n := generate(i, 3)
 			p.tokens += n
 			if holds[i] < latest {
 				p.stale += n
