@@ -24,6 +24,7 @@ import (
 // between the publish and the loads. In step 4 one server does not load (its tokens are all
 // stale, it is behind, the versions differ), and loads in step 5.
 func TestRouterVersionsAgainstSimulator(t *testing.T) {
+	t.Parallel()
 	const servers = 3
 	sc := sim.DefaultConfig()
 	sc.Engine, sc.Router = sim.EngineSGLang, true
