@@ -6,6 +6,7 @@ import (
 
 	"github.com/vllmstat/vllmstat/internal/page"
 	"github.com/vllmstat/vllmstat/internal/vllm"
+	"github.com/vllmstat/vllmstat/internal/window"
 )
 
 // The time ledger assigns every span of an engine's time in a step (and in each phase) to one
@@ -24,6 +25,36 @@ import (
 //	                 or SGLang's num_paused_reqs > 0
 //	generating       num_requests_running > 0
 //	idle             any other sample
+//
+// On SGLang's pages the generating and idle of this precedence are refined (a span of another
+// state keeps it). SGLang's scheduler sets its gauges at its log points only: at each prefill
+// batch, every decode_log_interval decode batches, and every 30 s while idle, so a page shows
+// num_running_reqs > 0 for up to 30 s after the engine went idle. Where the engine counts its
+// own time, its counts split the span:
+//
+//	split            the page has scheduler_stage_seconds_total (the scheduler loop's wall
+//	                 time by stage) or scheduler_idle_seconds_total, and they moved since the
+//	                 worker's previous page: the span's idle share is the idle seconds' increase
+//	                 (scheduler_idle_seconds_total's, else the stage seconds' "idle" category's)
+//	                 over the loop's (the stage seconds' increase over all categories, else the
+//	                 time since that page), at most 1; the span is generating for the rest, then
+//	                 idle. So the split is exact to the counters' resolution: SGLang adds to them
+//	                 at most once a second, at a busy or idle transition, and a span in which
+//	                 they did not move is taken as a page without them.
+//	undetermined     a generating sample of a page without them (or where they did not move)
+//	                 whose log-point figures were not refreshed since the worker's previous
+//	                 page: every gauge has the value it had, and none of the counters that move
+//	                 with a batch (realtime_tokens_total, counted at every prefill and decode
+//	                 batch; prefill_effective_tokens_total, estimated_*_total and
+//	                 forward_execution_seconds_total, per batch) or at a request's finish
+//	                 (num_requests_total, prompt_tokens_total, generation_tokens_total) moved.
+//	                 The page repeats an old log point, so it cannot tell whether the engine
+//	                 generated or idled: the span is in a state of its own. A worker's first
+//	                 page, with nothing to compare, keeps generating.
+//
+// So an SGLang engine that went idle shows at most the span of one scrape after its last batch
+// as generating; the rest, until its next log point, is undetermined. vLLM sets its gauges at
+// every iteration, and its ledger has neither refinement.
 //
 // A page without a family has no time in the states that family tells: nothing is guessed.
 // SGLang's weight_load_duration_seconds tells a load's length once it is over: when a page
@@ -51,12 +82,15 @@ const (
 	Paused
 	LoadingWeights
 	Unreachable
+	// Undetermined is SGLang's time that its page could not tell generating from idle (see
+	// the ledger's comment).
+	Undetermined
 	NumStates
 
 	gap = NumStates // time no sample stands for, in a span list
 )
 
-var stateNames = [NumStates]string{"generating", "idle", "asleep", "waking", "paused", "loading_weights", "unreachable"}
+var stateNames = [NumStates]string{"generating", "idle", "asleep", "waking", "paused", "loading_weights", "unreachable", "undetermined"}
 
 func (s State) String() string { return stateNames[s] }
 
@@ -125,6 +159,48 @@ func classify(ep *page.EnginePage, slept bool) (State, bool) {
 	return Idle, slept
 }
 
+// batchCounters are SGLang's counters that move with a batch or a request's finish: one of them
+// moving since the previous page says the scheduler ran batches in the span.
+var batchCounters = [...]vllm.Counter{vllm.RealtimeTokens, vllm.PrefillEffectiveTokens, vllm.EstFlops, vllm.ForwardSeconds,
+	vllm.NumRequests, vllm.PromptTokens, vllm.GenerationTokens}
+
+// sglangTime refines the state s of an SGLang engine's sample ep at ts (see the ledger's
+// comment): it returns the state, and with split set the share of the span that was idle, the
+// rest generating. inc is the page's increases since the worker's previous page. It remembers
+// the page's gauges for the next.
+func (ws *workerState) sglangTime(ep *page.EnginePage, inc *window.Increase, s State, ts time.Time) (State, float64, bool) {
+	prev, had := ws.sgGauges, ws.seen && ws.sgSeen
+	ws.sgGauges, ws.sgSeen = ep.Gauges, true
+	if s != Generating && s != Idle {
+		return s, 0, false
+	}
+	stage := inc.Counters[vllm.SchedulerStageSeconds]
+	idle, hasIdle := inc.Counters[vllm.SchedulerIdleSeconds], inc.HasCounter[vllm.SchedulerIdleSeconds]
+	if !hasIdle {
+		for _, sh := range inc.Shares[vllm.SchedulerStageSeconds] {
+			if sh.Value == "idle" {
+				idle += sh.Inc
+			}
+		}
+	}
+	loop := stage
+	if !inc.HasCounter[vllm.SchedulerStageSeconds] && hasIdle && had {
+		loop = ts.Sub(ws.seenAt).Seconds()
+	}
+	if (inc.HasCounter[vllm.SchedulerStageSeconds] || hasIdle) && (stage > 0 || idle > 0) && loop > 0 && finite(idle/loop) {
+		return Generating, min(max(idle/loop, 0), 1), true
+	}
+	if s != Generating || !had || prev != ep.Gauges {
+		return s, 0, false
+	}
+	for _, c := range batchCounters {
+		if inc.Counters[c] > 0 {
+			return s, 0, false
+		}
+	}
+	return Undetermined, 0, false
+}
+
 // maxLoad bounds a load's length (about 13 days), and the loads of a page's sources put end
 // to end, so that their nanoseconds stay far within an int64 however many sources a page has:
 // a load that long covers any step before its scrape already.
@@ -177,6 +253,18 @@ func (l *ledger) add(from, ts time.Time, s State, load int64, keep bool) {
 	if load > 0 && l.spans != nil {
 		l.spans.load(ts.UnixNano()-load, &l.ns)
 	}
+}
+
+// addSplit books the span from..ts as generating and then idle, idle the share of it that was
+// idle (see add).
+func (l *ledger) addSplit(from, ts time.Time, idle float64, load int64, keep bool) {
+	if from.IsZero() || !ts.After(from) {
+		l.add(from, ts, Generating, load, keep)
+		return
+	}
+	mid := ts.Add(-time.Duration(float64(ts.Sub(from)) * idle))
+	l.add(from, mid, Generating, 0, keep)
+	l.add(mid, ts, Idle, load, keep)
 }
 
 // engine is the worker's engine time in nanoseconds: the sum of its states'.
@@ -253,12 +341,14 @@ func (l *spanList) load(a int64, ns *[NumStates]int64) {
 }
 
 // ledgerValues are the ledger's keys over a pool of workers (all of a kind, or one): none when
-// they have no engine time.
+// they have no engine time, and those of undetermined only when SGLang's workers are among them.
 func ledgerValues(was []*workerAcc) []vllm.Value {
 	var ns [NumStates]int64
 	var tokens [len(perGeneratingOf)]float64
 	var has [len(perGeneratingOf)]bool
+	sglang := false // undetermined is a state of SGLang's pages only: other pools have no keys of it
 	for _, wa := range was {
+		sglang = sglang || wa.kind == vllm.SGLang
 		for s, v := range wa.led.ns {
 			ns[s] += v
 		}
@@ -278,6 +368,9 @@ func ledgerValues(was []*workerAcc) []vllm.Value {
 	}
 	vs := make([]vllm.Value, 0, 2*int(NumStates)+1+len(tokens))
 	for s, v := range ns {
+		if State(s) == Undetermined && !sglang {
+			continue
+		}
 		vs = append(vs, vllm.Value{Name: stateKeys[s], V: time.Duration(v).Seconds()},
 			vllm.Value{Name: fractionKeys[s], V: float64(v) / float64(engine)})
 	}
