@@ -301,7 +301,7 @@ type sglangRenderer struct {
 	maxTotal int  // an engine's KV pool in tokens, max_total_num_tokens
 	// stageMetrics serves the scheduler's stage and idle seconds (Config.SGLangStageMetrics).
 	stageMetrics bool
-	les      struct{ ttft, itl, e2e, queue []string }
+	les          struct{ ttft, itl, e2e, queue []string }
 }
 
 func newSGLangRenderer(model string, dp int, priority bool) *sglangRenderer {
@@ -549,7 +549,9 @@ func (r *sglangRenderer) appendStages(dst []byte, st *pageState) []byte {
 			}
 		}
 	}
-	if slices.ContainsFunc(st.engines, func(e engineStats) bool { return slices.ContainsFunc(e.sg.stage[:], func(v float64) bool { return v > 0 }) }) {
+	if slices.ContainsFunc(st.engines, func(e engineStats) bool {
+		return slices.ContainsFunc(e.sg.stage[:], func(v float64) bool { return v > 0 })
+	}) {
 		dst = appendHelp(dst, "sglang:scheduler_stage_seconds_total", "Scheduler loop wall time by stage, in seconds.", "counter")
 		for i := range st.engines {
 			for k, v := range st.engines[i].sg.stage {
