@@ -1,6 +1,7 @@
 package step
 
 import (
+	"math"
 	"sort"
 	"time"
 
@@ -262,7 +263,7 @@ func (l *ledger) addSplit(from, ts time.Time, idle float64, load int64, keep boo
 		l.add(from, ts, Generating, load, keep)
 		return
 	}
-	mid := ts.Add(-time.Duration(float64(ts.Sub(from)) * idle))
+	mid := ts.Add(-time.Duration(math.Round(float64(ts.Sub(from)) * idle)))
 	l.add(from, mid, Generating, 0, keep)
 	l.add(mid, ts, Idle, load, keep)
 }
