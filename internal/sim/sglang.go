@@ -15,7 +15,12 @@ import (
 // families. What the engine model does is counted as SGLang counts it:
 //   - the scheduler's gauges are set at its log points only (scheduler_metrics_mixin.py): at
 //     every prefill batch, every DecodeLogInterval decode batches, and every 30 s while idle, so
-//     a page repeats the last log point's values in between;
+//     a page repeats the last log point's values in between (Config.SGLangEagerGauges sets them
+//     after every iteration instead, as a control);
+//   - with Config.SGLangStageMetrics, the scheduler's scheduler_stage_seconds_total{category}
+//     and scheduler_idle_seconds_total (scheduler_stage_metrics.py, metrics_reporter.py), from
+//     the engine's ground truth: exact at every page, where SGLang adds to them at most once a
+//     second;
 //   - a retraction is SGLang's preemption (num_retracted_requests_total);
 //   - the tokenizer counts a request's prompt, generated and cached tokens, and the request, when
 //     it finishes, once per server, without a rank;
