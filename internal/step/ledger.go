@@ -35,13 +35,17 @@ import (
 //
 //	split            the page has scheduler_stage_seconds_total (the scheduler loop's wall
 //	                 time by stage) or scheduler_idle_seconds_total, and they moved since the
-//	                 worker's previous page: the span's idle share is the idle seconds' increase
-//	                 (scheduler_idle_seconds_total's, else the stage seconds' "idle" category's)
-//	                 over the loop's (the stage seconds' increase over all categories, else the
-//	                 time since that page), at most 1; the span is generating for the rest, then
-//	                 idle. So the split is exact to the counters' resolution: SGLang adds to them
-//	                 at most once a second, at a busy or idle transition, and a span in which
-//	                 they did not move is taken as a page without them.
+//	                 worker's previous page: its time since the page at which they last moved
+//	                 (or since its previous page) is split by them, within the step (and the
+//	                 phase): its generating, idle and undetermined spans become generating for
+//	                 their first part and idle for the idle seconds' share of them (the
+//	                 increase of scheduler_idle_seconds_total, else of the stage seconds'
+//	                 "idle" category, over the stage seconds' increase over all categories,
+//	                 else over that time), at most all; other states keep their place. So the
+//	                 split is exact to the counters' resolution: SGLang adds to them at most
+//	                 once a second, at a busy or idle transition. A span in which they did not
+//	                 move is booked as on a page without them until they do; in a step that
+//	                 ended before, it keeps that state.
 //	undetermined     a generating sample of a page without them (or where they did not move)
 //	                 whose log-point figures were not refreshed since the worker's previous
 //	                 page: every gauge has the value it had, and none of the counters that move
@@ -165,18 +169,27 @@ func classify(ep *page.EnginePage, slept bool) (State, bool) {
 var batchCounters = [...]vllm.Counter{vllm.RealtimeTokens, vllm.PrefillEffectiveTokens, vllm.EstFlops, vllm.ForwardSeconds,
 	vllm.NumRequests, vllm.PromptTokens, vllm.GenerationTokens}
 
+// sgBooking is how a span of an SGLang engine is booked (see sglangTime): in state s, or, with
+// split, the engine's time since from (its counters' previous move) re-split by its own clock,
+// idle the share that was idle.
+type sgBooking struct {
+	s     State
+	split bool
+	idle  float64
+	from  time.Time
+}
+
 // sglangTime refines the state s of an SGLang engine's sample ep at ts (see the ledger's
-// comment): it returns the state, and with split set the share of the span that was idle, the
-// rest generating. inc is the page's increases since the worker's previous page. It remembers
-// the page's gauges for the next.
-func (ws *workerState) sglangTime(ep *page.EnginePage, inc *window.Increase, s State, ts time.Time) (State, float64, bool) {
+// comment); inc is the page's increases since the worker's previous page. It remembers the
+// page's gauges, and when its scheduler counters moved, the scrape, for the next.
+func (ws *workerState) sglangTime(ep *page.EnginePage, inc *window.Increase, s State, ts time.Time) sgBooking {
 	prev, had := ws.sgGauges, ws.seen && ws.sgSeen
 	ws.sgGauges, ws.sgSeen = ep.Gauges, true
 	if s != Generating && s != Idle {
-		return s, 0, false
+		return sgBooking{s: s}
 	}
-	stage := inc.Counters[vllm.SchedulerStageSeconds]
-	idle, hasIdle := inc.Counters[vllm.SchedulerIdleSeconds], inc.HasCounter[vllm.SchedulerIdleSeconds]
+	hasStage, hasIdle := inc.HasCounter[vllm.SchedulerStageSeconds], inc.HasCounter[vllm.SchedulerIdleSeconds]
+	stage, idle := inc.Counters[vllm.SchedulerStageSeconds], inc.Counters[vllm.SchedulerIdleSeconds]
 	if !hasIdle {
 		for _, sh := range inc.Shares[vllm.SchedulerStageSeconds] {
 			if sh.Value == "idle" {
@@ -184,22 +197,33 @@ func (ws *workerState) sglangTime(ep *page.EnginePage, inc *window.Increase, s S
 			}
 		}
 	}
-	loop := stage
-	if !inc.HasCounter[vllm.SchedulerStageSeconds] && hasIdle && had {
-		loop = ts.Sub(ws.seenAt).Seconds()
-	}
-	if (inc.HasCounter[vllm.SchedulerStageSeconds] || hasIdle) && (stage > 0 || idle > 0) && loop > 0 && finite(idle/loop) {
-		return Generating, min(max(idle/loop, 0), 1), true
+	if (hasStage || hasIdle) && (stage > 0 || idle > 0) {
+		// The counts since their previous move: the time since that scrape (or this span).
+		from := time.Time{}
+		switch {
+		case ws.seen && !ws.sgMoved.IsZero():
+			from = ws.sgMoved
+		case ws.seen:
+			from = ws.seenAt
+		}
+		loop := stage
+		if !hasStage && !from.IsZero() {
+			loop = ts.Sub(from).Seconds()
+		}
+		ws.sgMoved = ts
+		if f := idle / loop; loop > 0 && finite(f) {
+			return sgBooking{s: Generating, split: true, idle: min(max(f, 0), 1), from: from}
+		}
 	}
 	if s != Generating || !had || prev != ep.Gauges {
-		return s, 0, false
+		return sgBooking{s: s}
 	}
 	for _, c := range batchCounters {
 		if inc.Counters[c] > 0 {
-			return s, 0, false
+			return sgBooking{s: s}
 		}
 	}
-	return Undetermined, 0, false
+	return sgBooking{s: Undetermined}
 }
 
 // maxLoad bounds a load's length (about 13 days), and the loads of a page's sources put end
@@ -256,16 +280,30 @@ func (l *ledger) add(from, ts time.Time, s State, load int64, keep bool) {
 	}
 }
 
-// addSplit books the span from..ts as generating and then idle, idle the share of it that was
-// idle (see add).
-func (l *ledger) addSplit(from, ts time.Time, idle float64, load int64, keep bool) {
-	if from.IsZero() || !ts.After(from) {
-		l.add(from, ts, Generating, load, keep)
-		return
+// addSplit books the span from..ts undetermined, then re-splits the worker's generating, idle
+// and undetermined time from since (at most from; zero for from) to ts: the first of it
+// generating, the share idle of it idle, other states where they were (see add). Without a
+// span list, the span alone is split.
+func (l *ledger) addSplit(since, from, ts time.Time, idle float64, load int64, keep bool) {
+	l.add(from, ts, Undetermined, 0, keep)
+	if since.IsZero() || since.After(from) && !from.IsZero() {
+		since = from
 	}
-	mid := ts.Add(-time.Duration(math.Round(float64(ts.Sub(from)) * idle)))
-	l.add(from, mid, Generating, 0, keep)
-	l.add(mid, ts, Idle, load, keep)
+	switch {
+	case since.IsZero() || !ts.After(since):
+	case l.spans != nil:
+		l.spans.split(since.UnixNano(), idle, &l.ns)
+	default:
+		d := ts.Sub(since) // from..ts alone was booked
+		if !from.IsZero() {
+			d = ts.Sub(from)
+		}
+		i := int64(math.Round(float64(d) * idle))
+		l.ns[Undetermined] -= int64(d)
+		l.ns[Generating] += int64(d) - i
+		l.ns[Idle] += i
+	}
+	l.add(time.Time{}, ts, Undetermined, load, keep)
 }
 
 // engine is the worker's engine time in nanoseconds: the sum of its states'.
@@ -334,6 +372,63 @@ func (l *spanList) load(a int64, ns *[NumStates]int64) {
 		}
 		tail = append(tail, sp)
 		start = sp.end
+	}
+	l.spans = l.spans[:i]
+	for _, sp := range tail {
+		l.push(sp)
+	}
+}
+
+// split re-assigns the list's generating, idle and undetermined time from a on: its first
+// part generating, the share idle of it idle, moving the nanoseconds in ns; other states and
+// gaps keep their place.
+func (l *spanList) split(a int64, idle float64, ns *[NumStates]int64) {
+	i := sort.Search(len(l.spans), func(k int) bool { return l.spans[k].end > a })
+	if i == len(l.spans) {
+		return
+	}
+	start := l.start
+	if i > 0 {
+		start = l.spans[i-1].end
+	}
+	tail := make([]span, 0, len(l.spans)-i+1)
+	if start < a {
+		tail = append(tail, span{a, l.spans[i].s}) // the part before a keeps its state
+		start = a
+	}
+	splittable := func(s State) bool { return s == Generating || s == Idle || s == Undetermined }
+	var total int64
+	t := start
+	for _, sp := range l.spans[i:] {
+		if splittable(sp.s) {
+			total += sp.end - max(t, a)
+		}
+		t = sp.end
+	}
+	gen := total - int64(math.Round(float64(total)*idle))
+	t = start
+	for k, sp := range l.spans[i:] {
+		from := t
+		if k == 0 {
+			from = max(t, a)
+		}
+		t = sp.end
+		if !splittable(sp.s) {
+			tail = append(tail, sp)
+			continue
+		}
+		d := sp.end - from
+		ns[sp.s] -= d
+		g := min(d, gen)
+		gen -= g
+		ns[Generating] += g
+		ns[Idle] += d - g
+		if g > 0 {
+			tail = append(tail, span{from + g, Generating})
+		}
+		if d > g {
+			tail = append(tail, span{sp.end, Idle})
+		}
 	}
 	l.spans = l.spans[:i]
 	for _, sp := range tail {

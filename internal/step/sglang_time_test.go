@@ -66,16 +66,17 @@ func TestSGLangUndetermined(t *testing.T) {
 	wantLedger(t, tr.EndStep(1, at(2)).Metrics, "vllm", map[State]float64{Generating: 2})
 }
 
-// TestSGLangStageSeconds: a page with the scheduler's own clock splits each span into
-// generating and idle by its counts, whatever the gauges show; a span in which the counters did
-// not move is read as a page without them; a paused engine stays paused.
+// TestSGLangStageSeconds: a page with the scheduler's own clock splits the engine's time by its
+// counts, whatever the gauges show. SGLang adds to the counters at most once a second: a span in
+// which they did not move is booked as without them, and re-split with the next span by the
+// counts that cover both; a paused engine stays paused.
 //
 //	t  stage run_batch, idle; idle seconds   gauges        state
 //	1  +0.25, +0.75; +0.75                   running 2     generating 0.25, idle 0.75
 //	2  +0, +1; +1                            running 2     idle 1 (the gauges are an old log point)
-//	3  no move                               running 2     undetermined (as without the counters)
-//	4  +0.5, +0.5; +0.25 (the rest, on_idle  running 2     generating 0.75, idle 0.25: the idle
-//	   work with requests held)                            seconds are the idle time
+//	3  no move                               running 2     undetermined, until t4
+//	4  +1.5, +0.5; +0.25 (since t2: on_idle  running 2     t2..t4: generating 1.75, idle 0.25
+//	   work with requests held is no idle)
 //	5  +1, +0; +0                            running 0     generating 1
 //	6  +0, +1; +1                            paused 3      paused
 func TestSGLangStageSeconds(t *testing.T) {
@@ -88,14 +89,28 @@ func TestSGLangStageSeconds(t *testing.T) {
 		stagePage(w, []float64{5.25, 5.75}, 5.75),
 		stagePage(w, []float64{5.25, 6.75}, 6.75),
 		stagePage(w, []float64{5.25, 6.75}, 6.75),
-		stagePage(w, []float64{5.75, 7.25}, 7),
-		stagePage(stopped, []float64{6.75, 7.25}, 7),
-		stagePage(stopped, []float64{6.75, 8.25}, 8) + fmt.Sprintf("sglang:num_paused_reqs{%s} 3\n", sgLabels),
+		stagePage(w, []float64{6.75, 7.25}, 7),
+		stagePage(stopped, []float64{7.75, 7.25}, 7),
+		stagePage(stopped, []float64{7.75, 8.25}, 8) + fmt.Sprintf("sglang:num_paused_reqs{%s} 3\n", sgLabels),
 	} {
 		observeText(t, tr, float64(i), p)
 	}
 	r := tr.EndStep(1, at(6))
-	wantLedger(t, r.Metrics, "sglang", map[State]float64{Generating: 2, Idle: 2, Undetermined: 1, Paused: 1})
+	wantLedger(t, r.Metrics, "sglang", map[State]float64{Generating: 3, Idle: 2, Paused: 1})
+
+	// A span of a step that ended before the counters moved keeps its state; the next step's
+	// share of their move is split by it.
+	tr = NewTracker(Options{PerWorker: true})
+	for i, p := range []string{
+		stagePage(w, []float64{1, 1}, 1),
+		stagePage(w, []float64{1.5, 1.5}, 1.5),
+		stagePage(w, []float64{1.5, 1.5}, 1.5),
+	} {
+		observeText(t, tr, float64(i), p)
+	}
+	wantLedger(t, tr.EndStep(1, at(2)).Metrics, "sglang", map[State]float64{Generating: 0.5, Idle: 0.5, Undetermined: 1})
+	observeText(t, tr, 3, stagePage(w, []float64{2.5, 2.5}, 2.5))
+	wantLedger(t, tr.EndStep(2, at(3)).Metrics, "sglang", map[State]float64{Generating: 0.5, Idle: 0.5})
 
 	// Without scheduler_idle_seconds_total, the stage seconds' idle category is the idle
 	// time; without the stage seconds, the idle seconds over the span's length.

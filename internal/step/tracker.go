@@ -126,7 +126,8 @@ type workerState struct {
 	// next page's log-point figures were refreshed (see sglangTime).
 	sgGauges [vllm.NumGauges]float64
 	sgSeen   bool
-	lag      uint32 // the ratios whose counters last moved apart (see apart)
+	sgMoved  time.Time // the scrape at which its scheduler's stage or idle seconds last moved
+	lag      uint32    // the ratios whose counters last moved apart (see apart)
 	pv       policyWorker
 }
 
@@ -398,18 +399,18 @@ func (t *Tracker) Observe(ts time.Time, target string, pg *page.Page, err error)
 		ws.engine = ws.engine || isEngine(ep)
 		var state State
 		var load int64
-		var idleShare float64
-		var split bool
+		var sg sgBooking
 		if ws.engine {
 			state, ws.slept = classify(ep, ws.slept)
 			load = ws.newLoads(ep, ws.seen)
 			if ep.Kind == vllm.SGLang {
-				state, idleShare, split = ws.sglangTime(ep, &inc, state, ts)
+				sg = ws.sglangTime(ep, &inc, state, ts)
+				state = sg.s
 			}
 		}
 		book := func(l *ledger, from time.Time) {
-			if split {
-				l.addSplit(from, ts, idleShare, load, keepsSpans[ep.Kind])
+			if sg.split {
+				l.addSplit(sg.from, from, ts, sg.idle, load, keepsSpans[ep.Kind])
 			} else {
 				l.add(from, ts, state, load, keepsSpans[ep.Kind])
 			}
