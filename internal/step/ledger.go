@@ -37,15 +37,16 @@ import (
 //	                 time by stage) or scheduler_idle_seconds_total, and they moved since the
 //	                 worker's previous page: its time since the page at which they last moved
 //	                 (or since its previous page) is split by them, within the step (and the
-//	                 phase): its generating, idle and undetermined spans become generating for
-//	                 their first part and idle for the idle seconds' share of them (the
+//	                 phase): its generating, idle and undetermined spans become idle for the
+//	                 idle seconds' share of that time, then generating for the rest (the
 //	                 increase of scheduler_idle_seconds_total, else of the stage seconds'
 //	                 "idle" category, over the stage seconds' increase over all categories,
-//	                 else over that time), at most all; other states keep their place. So the
-//	                 split is exact to the counters' resolution: SGLang adds to them at most
-//	                 once a second, at a busy or idle transition. A span in which they did not
-//	                 move is booked as on a page without them until they do; in a step that
-//	                 ended before, it keeps that state.
+//	                 else over that time), at most all of them; other states keep their
+//	                 place, and a weight load the page shows is booked first. So the split is
+//	                 exact to the counters' resolution: SGLang adds to them at most once a
+//	                 second, at a busy or idle transition. A span in which they did not move
+//	                 is booked as on a page without them until they do; in a step that ended
+//	                 before, it keeps that state.
 //	undetermined     a generating sample of a page without them (or where they did not move)
 //	                 whose log-point figures were not refreshed since the worker's previous
 //	                 page: every gauge has the value it had, and none of the counters that move
@@ -280,12 +281,14 @@ func (l *ledger) add(from, ts time.Time, s State, load int64, keep bool) {
 	}
 }
 
-// addSplit books the span from..ts undetermined, then re-splits the worker's generating, idle
-// and undetermined time from since (at most from; zero for from) to ts: the first of it
-// generating, the share idle of it idle, other states where they were (see add). Without a
-// span list, the span alone is split.
+// addSplit books the span from..ts undetermined and re-attributes the load nanoseconds before
+// ts (see add), then re-splits the worker's generating, idle and undetermined time from since
+// (at most from; zero for from) to ts: the share idle of its engine time idle, the rest of them
+// generating after it, other states where they were. The load goes first: the engine's counts
+// tell its time in a weight load apart from idle, so the split must not take it for either.
+// Without a span list, the span alone is split.
 func (l *ledger) addSplit(since, from, ts time.Time, idle float64, load int64, keep bool) {
-	l.add(from, ts, Undetermined, 0, keep)
+	l.add(from, ts, Undetermined, load, keep)
 	if since.IsZero() || since.After(from) && !from.IsZero() {
 		since = from
 	}
@@ -293,17 +296,13 @@ func (l *ledger) addSplit(since, from, ts time.Time, idle float64, load int64, k
 	case since.IsZero() || !ts.After(since):
 	case l.spans != nil:
 		l.spans.split(since.UnixNano(), idle, &l.ns)
-	default:
-		d := ts.Sub(since) // from..ts alone was booked
-		if !from.IsZero() {
-			d = ts.Sub(from)
-		}
+	case !from.IsZero() && ts.After(from): // from..ts alone was booked
+		d := int64(ts.Sub(from))
 		i := int64(math.Round(float64(d) * idle))
-		l.ns[Undetermined] -= int64(d)
-		l.ns[Generating] += int64(d) - i
+		l.ns[Undetermined] -= d
+		l.ns[Generating] += d - i
 		l.ns[Idle] += i
 	}
-	l.add(time.Time{}, ts, Undetermined, load, keep)
 }
 
 // engine is the worker's engine time in nanoseconds: the sum of its states'.
@@ -379,9 +378,9 @@ func (l *spanList) load(a int64, ns *[NumStates]int64) {
 	}
 }
 
-// split re-assigns the list's generating, idle and undetermined time from a on: its first
-// part generating, the share idle of it idle, moving the nanoseconds in ns; other states and
-// gaps keep their place.
+// split re-assigns the list's generating, idle and undetermined time from a on: the share idle
+// of all its engine time from a is idle (at most all of them), the time after it generating,
+// moving the nanoseconds in ns; other states and gaps keep their place.
 func (l *spanList) split(a int64, idle float64, ns *[NumStates]int64) {
 	i := sort.Search(len(l.spans), func(k int) bool { return l.spans[k].end > a })
 	if i == len(l.spans) {
@@ -397,15 +396,22 @@ func (l *spanList) split(a int64, idle float64, ns *[NumStates]int64) {
 		start = a
 	}
 	splittable := func(s State) bool { return s == Generating || s == Idle || s == Undetermined }
-	var total int64
+	var total, window int64 // the splittable time from a, and all engine time from a
 	t := start
 	for _, sp := range l.spans[i:] {
+		d := sp.end - max(t, a)
 		if splittable(sp.s) {
-			total += sp.end - max(t, a)
+			total += d
+		}
+		if sp.s != gap {
+			window += d
 		}
 		t = sp.end
 	}
-	gen := total - int64(math.Round(float64(total)*idle))
+	// The idle share is of the engine's whole time: its paused or loading time is not idle.
+	// Idle goes first: a weight load, which shows at its end and is re-attributed from the
+	// scrape back (see load), follows the engine's idle time before it, not its generating.
+	idleNS := min(total, int64(math.Round(float64(window)*idle)))
 	t = start
 	for k, sp := range l.spans[i:] {
 		from := t
@@ -419,15 +425,15 @@ func (l *spanList) split(a int64, idle float64, ns *[NumStates]int64) {
 		}
 		d := sp.end - from
 		ns[sp.s] -= d
-		g := min(d, gen)
-		gen -= g
-		ns[Generating] += g
-		ns[Idle] += d - g
-		if g > 0 {
-			tail = append(tail, span{from + g, Generating})
+		i := min(d, idleNS)
+		idleNS -= i
+		ns[Idle] += i
+		ns[Generating] += d - i
+		if i > 0 {
+			tail = append(tail, span{from + i, Idle})
 		}
-		if d > g {
-			tail = append(tail, span{sp.end, Idle})
+		if d > i {
+			tail = append(tail, span{sp.end, Generating})
 		}
 	}
 	l.spans = l.spans[:i]
