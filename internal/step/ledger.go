@@ -60,7 +60,8 @@ import (
 //
 // So an SGLang engine that went idle shows at most the span of one scrape after its last batch
 // as generating; the rest, until its next log point, is undetermined. vLLM sets its gauges at
-// every iteration, and its ledger has neither refinement.
+// every iteration, and its ledger has neither refinement: the keys of undetermined are only
+// those of a pool with SGLang's workers.
 //
 // A page without a family has no time in the states that family tells: nothing is guessed.
 // SGLang's weight_load_duration_seconds tells a load's length once it is over: when a page
