@@ -17,6 +17,7 @@ var ledgerNames = [step.NumStates]string{
 	step.Paused:         "paused",
 	step.LoadingWeights: "load",
 	step.Unreachable:    "unreachable",
+	step.Undetermined:   "undetermined",
 }
 
 // ledgerLine says where the engine-seconds of a step (or phase) of kind's workers went, from

@@ -35,6 +35,8 @@ func TestLedgerLine(t *testing.T) {
 	}{
 		{"colocated", colocated, vllm.VLLM, "time gen 62% idle 8% asleep 20% waking 3% load 7% unreachable <1%"},
 		{"sglang", colocated, vllm.SGLang, "time gen 50% paused 25% load 25%"},
+		{"sglang undetermined", map[string]float64{"sglang/time/engine_s": 10, "sglang/time/generating_fraction": 0.1,
+			"sglang/time/idle_fraction": 0.2, "sglang/time/undetermined_fraction": 0.7}, vllm.SGLang, "time gen 10% idle 20% undetermined 70%"},
 		{"no engine time", map[string]float64{"vllm/time/engine_s": 0, "vllm/time/idle_fraction": 1}, vllm.VLLM, ""},
 		{"no ledger keys", map[string]float64{"vllm/generation_tokens": 10}, vllm.VLLM, ""},
 	}

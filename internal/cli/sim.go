@@ -178,6 +178,8 @@ func runSimContext(parent context.Context, args []string, stdout, stderr io.Writ
 	fs.BoolVar(&cfg.Priority, "priority", cfg.Priority, "sglang: SGLang's --enable-priority-scheduling: running and queue gauges per priority beside their totals")
 	fs.IntVar(&cfg.DecodeLogInterval, "decode-log-interval", cfg.DecodeLogInterval, "sglang: decode batches between two of the scheduler's log points (SGLang's --decode-log-interval)")
 	fs.StringVar(&cfg.VersionTag, "version-tag", cfg.VersionTag, `answer weight versions as strings, as vLLM and SGLang keep them: "default" before the first load, then this tag and the number (such as step-3)`)
+	fs.BoolVar(&cfg.SGLangEagerGauges, "sglang-eager-gauges", cfg.SGLangEagerGauges, "sglang: set the scheduler's gauges after every iteration and when it goes idle, not at SGLang's log points only")
+	fs.BoolVar(&cfg.SGLangStageMetrics, "sglang-stage-metrics", cfg.SGLangStageMetrics, "sglang: serve scheduler_stage_seconds_total{category} and scheduler_idle_seconds_total, counted from the engine's own clock")
 	fs.Int64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the workload; the same seed gives the same events")
 	fs.Float64Var(&cfg.Speed, "speed", cfg.Speed, "simulated seconds per wall second")
 	fs.StringVar(&cfg.Model, "model", cfg.Model, "served model name (model_name label)")

@@ -21,7 +21,7 @@ const (
 // ledgerStates are the ledger's states in the order the report stacks them, bottom up, and
 // lists them: the engines' useful time first, then the ways it was spent otherwise. A state
 // the report does not know comes after them, by name.
-var ledgerStates = []string{"generating", "idle", "asleep", "waking", "paused", "loading_weights", "unreachable"}
+var ledgerStates = []string{"generating", "idle", "asleep", "waking", "paused", "loading_weights", "unreachable", "undetermined"}
 
 // policyKeys are the policy keys (after an engine kind's prefix) that the report charts.
 const policyKeys = "policy/"

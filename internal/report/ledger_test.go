@@ -35,7 +35,7 @@ func putLedger(m map[string]float64, prefix string, seconds [7]float64) {
 	for _, v := range seconds {
 		sum += v
 	}
-	for i, st := range ledgerStates {
+	for i, st := range ledgerStates[:len(seconds)] { // a vLLM pool's: no undetermined
 		m[prefix+"/time/"+st+"_s"] = seconds[i]
 		m[prefix+"/time/"+st+"_fraction"] = seconds[i] / sum
 	}
@@ -136,7 +136,7 @@ func TestLedgerChart(t *testing.T) {
 	}
 	var want []string
 	for _, phase := range []string{"", "rollout ", "eval "} {
-		for _, st := range append(slices.Clone(ledgerStates), "total") {
+		for _, st := range append(slices.Clone(ledgerStates[:len(ledgerStates)-1]), "total") {
 			want = append(want, phase+st)
 		}
 	}
@@ -323,5 +323,36 @@ func TestPolicyCharts(t *testing.T) {
 		if g.Name == "Policy" {
 			t.Error("a run without policy keys has a policy group")
 		}
+	}
+}
+
+// TestGeneratingShareUndetermined: SGLang's undetermined time, which its page could not tell
+// generating from idle, is said on the generating share's tile right after the share, not
+// among the other states; without it the tile says nothing of it.
+func TestGeneratingShareUndetermined(t *testing.T) {
+	sub := func(undetermined float64) string {
+		recs := ledgerRun(5, 3)
+		for _, r := range recs {
+			if _, ok := ledgerSeconds[r.Step]; ok {
+				// generating 15, idle 5, undetermined as given, of the SGLang engines
+				putLedger(r.Metrics, "sglang", [7]float64{15, 5})
+				r.Metrics["sglang/time/undetermined_s"] = undetermined
+				r.Metrics["sglang/time/engine_s"] += undetermined
+			}
+		}
+		for _, x := range buildOf(t, recs).Headline {
+			if x.ID == "generating-share" {
+				return strings.ReplaceAll(x.Value+" | "+x.Sub, nbsp, " ")
+			}
+		}
+		t.Fatal("no generating share")
+		return ""
+	}
+	// 181 + 4·15 of 320 + 4·(20+10) engine-seconds; 40 of them undetermined.
+	if got, want := sub(10), "54.8% | generating / all engine-seconds (440 engine-s, vLLM and SGLang) · undetermined 9.1% (SGLang's gauges not refreshed: generating or idle) · idle 21.4% · asleep 5.7% · in the rollout 87.5%"; got != want {
+		t.Errorf("tile %q\nwant %q", got, want)
+	}
+	if got := sub(0); strings.Contains(got, "undetermined") {
+		t.Errorf("tile %q tells of undetermined time without any", got)
 	}
 }

@@ -11,9 +11,10 @@
   var STAT_COLORS = { step: '#1f77b4', mean: '#ff7f0e', max: '#d62728', p50: '#2ca02c', p95: '#9467bd', p99: '#8c564b' };
   var OTHER_COLORS = ['#17becf', '#e377c2', '#bcbd22', '#7f7f7f', '#00488c', '#b05000', '#006e3c', '#96003c', '#5a3c96', '#646428'];
   // The engine time ledger's states have one colour each, in every chart: generating green,
-  // idle orange (the time to win back), the sleep family in purples.
+  // idle orange (the time to win back), the sleep family in purples, undetermined (generating
+  // or idle, SGLang's page could not tell) grey.
   var STATE_COLORS = { generating: '#2ca02c', idle: '#ff7f0e', asleep: '#9467bd', waking: '#c5b0d5', paused: '#bcbd22',
-    loading_weights: '#1f77b4', unreachable: '#d62728', total: '#333' };
+    loading_weights: '#1f77b4', unreachable: '#d62728', undetermined: '#aaaaaa', total: '#333' };
   // The policy version's lines: the trainer's dark, drawn over the engines' lowest and highest.
   var NAMED_COLORS = { trainer: '#111', "engines' min": '#9467bd', "engines' max": '#e377c2' };
   // The timelines' series by name: the spec's title and unit, in the spec's order.

@@ -99,8 +99,13 @@ func generatingTile(d *pageData) (tile, bool) {
 		of += ", " + strings.Join(names, " and ")
 	}
 	t := tile{ID: "generating-share", Label: "Generating share", Value: percent(s.generating / s.engine), Sub: "generating / " + of + ")", Spark: []values{spark}, Frac: true}
+	// SGLang's pages that repeated an old log point could not tell generating from idle: the
+	// share is a lower bound by that much, said first.
+	if u := s.states["undetermined"]; u > 0 {
+		t.Sub += " · undetermined " + percent(u/s.engine) + " (SGLang's gauges not refreshed: generating or idle)"
+	}
 	// The two states that took most of the rest.
-	others := slices.DeleteFunc(slices.Clone(ledgerStates[1:]), func(st string) bool { return !(s.states[st] > 0) })
+	others := slices.DeleteFunc(slices.Clone(ledgerStates[1:]), func(st string) bool { return !(s.states[st] > 0) || st == "undetermined" })
 	slices.SortStableFunc(others, func(a, b string) int { return cmp.Compare(s.states[b], s.states[a]) })
 	for _, st := range others[:min(2, len(others))] {
 		t.Sub += " · " + strings.ReplaceAll(st, "_", " ") + " " + percent(s.states[st]/s.engine)

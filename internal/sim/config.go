@@ -40,6 +40,14 @@ type Config struct {
 	// DecodeLogInterval is SGLang's --decode-log-interval: its scheduler sets its gauges every
 	// that many decode batches (and at every prefill batch).
 	DecodeLogInterval int
+	// SGLangEagerGauges makes the SGLang schedulers set their gauges at the end of every
+	// iteration and as soon as they go idle, as vLLM does, instead of at SGLang's log points
+	// only: a page's running requests are then the engine's.
+	SGLangEagerGauges bool
+	// SGLangStageMetrics serves SGLang's scheduler_stage_seconds_total{category} and
+	// scheduler_idle_seconds_total (SGLang PRs #37636 and #37461), counted from the engine's own
+	// clock (see sglangStageTimes).
+	SGLangStageMetrics bool
 	// APIServerCount is vLLM's --api-server-count: above 1 a server's API server processes
 	// share their metrics through prometheus_client's multiprocess mode, and its page is the
 	// multiprocess collector's (multiproc.go). vLLM 0.20 pages only.
@@ -162,6 +170,9 @@ func (c Config) Validate() error {
 	if c.Priority && c.Engine != EngineSGLang {
 		bad("priority scheduling is SGLang's: use it with engine sglang")
 	}
+	if (c.SGLangEagerGauges || c.SGLangStageMetrics) && c.Engine != EngineSGLang {
+		bad("sglang-eager-gauges and sglang-stage-metrics are SGLang's: use them with engine sglang")
+	}
 	if c.Port > 0 && c.Router && c.Port+c.Servers > 65535 {
 		bad("port %d does not leave room for %d servers and the router below 65536", c.Port, c.Servers)
 	}
@@ -216,6 +227,7 @@ func (c Config) engineConfig() EngineConfig {
 		SpecTokens:          c.SpecDecode,
 		SGLang:              c.Engine == EngineSGLang,
 		DecodeLogInterval:   c.DecodeLogInterval,
+		EagerLog:            c.SGLangEagerGauges,
 		Priority:            c.Priority,
 		MFU:                 c.MFUMetrics,
 		Compute:             c.Compute,

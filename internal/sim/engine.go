@@ -41,6 +41,9 @@ type EngineConfig struct {
 	// decode log point every DecodeLogInterval decode batches.
 	SGLang            bool
 	DecodeLogInterval int
+	// EagerLog sets SGLang's gauges after every iteration and when the engine goes idle
+	// (Config.SGLangEagerGauges).
+	EagerLog bool
 	// Priority counts the running and waiting requests by priority at each log point (Config.Priority).
 	Priority bool
 	// MFU counts the work of each iteration by Compute; KVMetrics keeps the KV blocks'
@@ -238,6 +241,9 @@ func (e *Engine) Step() time.Duration {
 	e.stats.recorded = true
 	if e.cfg.SGLang && decoded > 0 {
 		e.sgDecodeBatch(decoded)
+	}
+	if e.cfg.SGLang && e.cfg.EagerLog {
+		e.sgLog(e.now, decoded > 0)
 	}
 	e.note(e.now)
 	return d
@@ -623,6 +629,7 @@ func (e *Engine) restart() int {
 	e.sg = sglangEngine{lastLog: e.now, lastDecodeLog: e.now}
 	e.sync.restart()
 	e.note(e.now)
+	e.sg.base = e.led.total(e.now)
 	if e.trace != nil {
 		e.trace(traceEvent{at: e.now, kind: traceRestart})
 	}

@@ -169,6 +169,21 @@ func (l *ledger) account(at time.Duration) {
 	}
 }
 
+// total is the engine's time in each state from the start through t, at or after the open
+// span's start.
+func (l *ledger) total(t time.Duration) [NumStates]time.Duration {
+	var ts [NumStates]time.Duration
+	for _, st := range l.steps {
+		for k, d := range st.Time {
+			ts[k] += d
+		}
+	}
+	if t > l.since {
+		ts[l.state] += t - l.since
+	}
+	return ts
+}
+
 // tokens counts n tokens generated at t, stale ones apart.
 func (l *ledger) tokens(t time.Duration, n int, version int) {
 	if n == 0 {

@@ -15,7 +15,12 @@ import (
 // families. What the engine model does is counted as SGLang counts it:
 //   - the scheduler's gauges are set at its log points only (scheduler_metrics_mixin.py): at
 //     every prefill batch, every DecodeLogInterval decode batches, and every 30 s while idle, so
-//     a page repeats the last log point's values in between;
+//     a page repeats the last log point's values in between (Config.SGLangEagerGauges sets them
+//     after every iteration instead, as a control);
+//   - with Config.SGLangStageMetrics, the scheduler's scheduler_stage_seconds_total{category}
+//     and scheduler_idle_seconds_total (scheduler_stage_metrics.py, metrics_reporter.py), from
+//     the engine's ground truth: exact at every page, where SGLang adds to them at most once a
+//     second;
 //   - a retraction is SGLang's preemption (num_retracted_requests_total);
 //   - the tokenizer counts a request's prompt, generated and cached tokens, and the request, when
 //     it finishes, once per server, without a rank;
@@ -77,6 +82,32 @@ type sglangStats struct {
 	weightLoad   float64
 	weightLoaded bool
 	more         sglangMore // the families of sglang_more.go
+	// stage is the scheduler's wall time by stage category (sglangStages) and idle its time
+	// with nothing to run, in wall seconds, set when a page is filled (Config.SGLangStageMetrics).
+	stage [len(sglangStages)]float64
+	idle  float64
+}
+
+// sglangStages are the categories of scheduler_stage_seconds_total the engine model spends
+// time in: the loop's time with a batch (run_batch, which here holds the whole busy loop), in a
+// weight update (handled among the input requests) and in on_idle, which the loop runs while it
+// has no batch: idle, or paused with the requests held.
+var sglangStages = [...]string{"run_batch", "process_input_requests", "idle"}
+
+// sglangStageTimes fills the stage counters of e's page as of now: its ground truth's time in
+// each state since its server started, in wall seconds. scheduler_idle_seconds_total counts
+// the idle state only: SGLang's scheduler is not fully idle while it holds paused requests.
+func (e *Engine) sglangStageTimes(st *sglangStats, now time.Duration, speed float64) {
+	t := e.led.total(now)
+	sec := func(s ...State) float64 {
+		var d time.Duration
+		for _, x := range s {
+			d += t[x] - e.sg.base[x]
+		}
+		return d.Seconds() / speed
+	}
+	st.stage = [len(sglangStages)]float64{sec(StateGenerating), sec(StateLoadingWeights), sec(StateIdle, StatePaused)}
+	st.idle = sec(StateIdle)
 }
 
 func (s *sglangStats) addCounters(o *sglangStats) {
@@ -106,6 +137,9 @@ type sglangEngine struct {
 	// This iteration's prefill batch: new requests' tokens to compute and found cached.
 	prefillInput, prefillHit int
 	prefill                  bool
+	// base is the engine's time in each state when its server last started, where its stage
+	// counters start from (see sglangStageTimes).
+	base [NumStates]time.Duration
 }
 
 // sglangBuckets are SGLang's default bucket bounds (metrics_collector.py).
@@ -270,7 +304,9 @@ type sglangRenderer struct {
 	dp       int
 	priority bool // --enable-priority-scheduling (Config.Priority)
 	maxTotal int  // an engine's KV pool in tokens, max_total_num_tokens
-	les      struct{ ttft, itl, e2e, queue []string }
+	// stageMetrics serves the scheduler's stage and idle seconds (Config.SGLangStageMetrics).
+	stageMetrics bool
+	les          struct{ ttft, itl, e2e, queue []string }
 }
 
 func newSGLangRenderer(model string, dp int, priority bool) *sglangRenderer {
@@ -439,6 +475,9 @@ func (r *sglangRenderer) render(dst []byte, st *pageState) []byte {
 		}
 	}
 	dst = r.appendMoreScheduler(dst, st)
+	if r.stageMetrics {
+		dst = r.appendStages(dst, st)
+	}
 	dst = appendHelp(dst, "sglang:queue_time_seconds", "Histogram of queueing time in seconds.", "histogram")
 	for i := range st.engines {
 		ls := r.schedulerLabels(i)
@@ -498,6 +537,36 @@ func (r *sglangRenderer) appendWeightLoad(dst []byte, st *pageState) []byte {
 		ls := r.schedulerLabels(i)
 		ls.add("source", "distributed")
 		dst = appendSample(dst, "sglang:weight_load_duration_seconds", "", &ls, "", sg.weightLoad)
+	}
+	return dst
+}
+
+// appendStages writes the scheduler's stage and idle seconds. Each series shows from its first
+// increment, as SGLang adds to a labelled child only time it counted (the HELP texts are this
+// simulator's).
+func (r *sglangRenderer) appendStages(dst []byte, st *pageState) []byte {
+	if slices.ContainsFunc(st.engines, func(e engineStats) bool { return e.sg.idle > 0 }) {
+		dst = appendHelp(dst, "sglang:scheduler_idle_seconds_total", "Scheduler wall time with nothing to run, in seconds.", "counter")
+		for i := range st.engines {
+			if v := st.engines[i].sg.idle; v > 0 {
+				ls := r.schedulerLabels(i)
+				dst = appendSample(dst, "sglang:scheduler_idle_seconds", "_total", &ls, "", v)
+			}
+		}
+	}
+	if slices.ContainsFunc(st.engines, func(e engineStats) bool {
+		return slices.ContainsFunc(e.sg.stage[:], func(v float64) bool { return v > 0 })
+	}) {
+		dst = appendHelp(dst, "sglang:scheduler_stage_seconds_total", "Scheduler loop wall time by stage, in seconds.", "counter")
+		for i := range st.engines {
+			for k, v := range st.engines[i].sg.stage {
+				if v > 0 {
+					ls := r.schedulerLabels(i)
+					ls.add("category", sglangStages[k])
+					dst = appendSample(dst, "sglang:scheduler_stage_seconds", "_total", &ls, "", v)
+				}
+			}
+		}
 	}
 	return dst
 }

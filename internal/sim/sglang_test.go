@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -218,5 +219,153 @@ func TestSGLangGaugesAtLogPoints(t *testing.T) {
 	s.AdvanceTo(end + sglangIdleLog + time.Second)
 	if r := running(); r != 0 || stale == 0 {
 		t.Errorf("running %v just before the idle log point, %v after it; want the stale figure, then 0", stale, r)
+	}
+}
+
+// TestSGLangEagerGauges: with Config.SGLangEagerGauges the scheduler sets its gauges after
+// every iteration, so a page a second after the batch shows it idle, where SGLang's log points
+// (TestSGLangGaugesAtLogPoints) still show the batch's running requests.
+func TestSGLangEagerGauges(t *testing.T) {
+	for _, eager := range []bool{false, true} {
+		cfg := sglangConfig(1, 1)
+		cfg.Workload.Batches = 1
+		cfg.SGLangEagerGauges = eager
+		s, err := NewSim(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var end time.Duration
+		for at := time.Second; end == 0 && at < time.Minute; at += 100 * time.Millisecond {
+			s.AdvanceTo(at)
+			for _, b := range s.takeBatches() {
+				end = b.At
+			}
+		}
+		if end == 0 {
+			t.Fatal("the batch did not finish")
+		}
+		s.AdvanceTo(end + time.Second)
+		p, err := page.ParsePage(s.Page(0, testStart))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := p.Engines[0].Gauges[vllm.Running]; (r == 0) != eager {
+			t.Errorf("eager %v: a second after the batch the page shows %v running", eager, r)
+		}
+	}
+}
+
+// TestSGLangStageMetrics: with Config.SGLangStageMetrics a page has the scheduler's stage
+// seconds by category and its idle seconds, each engine's equal to its ground truth: run_batch
+// its generating time, idle its idle and paused time, process_input_requests its weight loads,
+// all of them its time since its server started; scheduler_idle_seconds_total its idle time.
+// Without it the page has neither family.
+func TestSGLangStageMetrics(t *testing.T) {
+	cfg := sglangConfig(1, 2)
+	cfg.Workload.Async, cfg.Workload.Pause = true, 2*time.Second
+	cfg.Workload.StepTime, cfg.Workload.Lag, cfg.Workload.LoadTime = 6*time.Second, time.Second, time.Second
+	cfg.SGLangStageMetrics = true
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewSim(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.AdvanceTo(20 * time.Second)
+	body := s.Page(0, testStart)
+	p, err := page.ParsePage(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := s.GroundTruth()
+	var seen [NumStates]bool
+	ranks := 0
+	for _, ep := range p.Engines {
+		if ep.Tokenizer() {
+			continue
+		}
+		ranks++
+		i, err := strconv.Atoi(page.LabelMap(ep.Labels)["dp_rank"])
+		if err != nil {
+			t.Fatalf("worker %q: %v", ep.Labels, err)
+		}
+		truth := g.Engines[i]
+		var through time.Duration
+		for st, d := range truth.Time {
+			through += d
+			seen[st] = seen[st] || d > 0
+		}
+		stages := map[string]float64{}
+		var idle float64
+		for _, c := range ep.Counters {
+			switch c.Family {
+			case vllm.SchedulerStageSeconds:
+				stages[c.Reason] += c.Value
+				stages[""] += c.Value
+			case vllm.SchedulerIdleSeconds:
+				idle += c.Value
+			}
+		}
+		near := func(what string, got float64, want time.Duration) {
+			if math.Abs(got-want.Seconds()) > 1e-6 {
+				t.Errorf("engine %d: %s %v, truth %v", i, what, got, want.Seconds())
+			}
+		}
+		near("run_batch", stages["run_batch"], truth.Time[StateGenerating])
+		near("idle", stages["idle"], truth.Time[StateIdle]+truth.Time[StatePaused])
+		near("process_input_requests", stages["process_input_requests"], truth.Time[StateLoadingWeights])
+		near("the stages' sum", stages[""], through)
+		near("idle seconds", idle, truth.Time[StateIdle])
+	}
+	if ranks != 2 {
+		t.Fatalf("%d DP ranks on the page, want 2", ranks)
+	}
+	for _, st := range []State{StateGenerating, StateIdle, StateLoadingWeights} {
+		if !seen[st] {
+			t.Errorf("no engine has %s time: the test does not check its stage", st)
+		}
+	}
+	cfg.SGLangStageMetrics = false
+	s, err = NewSim(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.AdvanceTo(20 * time.Second)
+	if body := string(s.Page(0, testStart)); strings.Contains(body, "scheduler_stage_seconds") || strings.Contains(body, "scheduler_idle_seconds") {
+		t.Error("the stage families without Config.SGLangStageMetrics")
+	}
+}
+
+// TestSGLangStageMetricsRestart: a restart starts the scheduler's stage seconds again from zero,
+// as a new process's counters do: a page after it counts the time since the restart only.
+func TestSGLangStageMetricsRestart(t *testing.T) {
+	cfg := sglangConfig(1, 1)
+	cfg.SGLangStageMetrics = true
+	cfg.Faults = []Fault{{Kind: FaultRestart, At: 10 * time.Second, Server: AllServers}}
+	s, err := NewSim(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := func() float64 {
+		p, err := page.ParsePage(s.Page(0, testStart))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sum float64
+		for _, c := range p.Engines[0].Counters {
+			if c.Family == vllm.SchedulerStageSeconds {
+				sum += c.Value
+			}
+		}
+		return sum
+	}
+	s.AdvanceTo(9 * time.Second)
+	if got := total(); math.Abs(got-9) > 0.5 { // an iteration may run past the time advanced to
+		t.Errorf("9 s in, the stages add up to %v s", got)
+	}
+	s.AdvanceTo(13 * time.Second)
+	if got := total(); math.Abs(got-3) > 0.5 {
+		t.Errorf("3 s after the restart, the stages add up to %v s", got)
 	}
 }

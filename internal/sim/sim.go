@@ -276,6 +276,7 @@ func (s *Sim) renderer() pageRenderer {
 	if s.cfg.Engine == EngineSGLang {
 		r := newSGLangRenderer(s.cfg.Model, s.cfg.DP, s.cfg.Priority)
 		r.maxTotal = s.cfg.BlocksPerEngine * BlockSize
+		r.stageMetrics = s.cfg.SGLangStageMetrics
 		return r
 	}
 	r := newRenderer(s.version, s.cfg.Model, s.buckets, s.cfg.BlocksPerEngine, s.cfg.DP)
@@ -291,6 +292,9 @@ func (s *Sim) fillPage(i int, start time.Time, st *pageState) {
 	st.engines = st.engines[:0]
 	for _, e := range srv.engines {
 		st.engines = append(st.engines, e.stats)
+		if s.cfg.SGLangStageMetrics {
+			e.sglangStageTimes(&st.engines[len(st.engines)-1].sg, max(e.led.since, s.now), s.cfg.Speed)
+		}
 	}
 	startedWall := start.Add(s.cfg.wallTime(srv.startedAt))
 	st.createdAt = float64(startedWall.UnixMicro()) / 1e6

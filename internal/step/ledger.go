@@ -1,11 +1,13 @@
 package step
 
 import (
+	"math"
 	"sort"
 	"time"
 
 	"github.com/vllmstat/vllmstat/internal/page"
 	"github.com/vllmstat/vllmstat/internal/vllm"
+	"github.com/vllmstat/vllmstat/internal/window"
 )
 
 // The time ledger assigns every span of an engine's time in a step (and in each phase) to one
@@ -24,6 +26,42 @@ import (
 //	                 or SGLang's num_paused_reqs > 0
 //	generating       num_requests_running > 0
 //	idle             any other sample
+//
+// On SGLang's pages the generating and idle of this precedence are refined (a span of another
+// state keeps it). SGLang's scheduler sets its gauges at its log points only: at each prefill
+// batch, every decode_log_interval decode batches, and every 30 s while idle, so a page shows
+// num_running_reqs > 0 for up to 30 s after the engine went idle. Where the engine counts its
+// own time, its counts split the span:
+//
+//	split            the page has scheduler_stage_seconds_total (the scheduler loop's wall
+//	                 time by stage) or scheduler_idle_seconds_total, and they moved since the
+//	                 worker's previous page: its time since the page at which they last moved
+//	                 (or since its previous page) is split by them, within the step (and the
+//	                 phase): its generating, idle and undetermined spans become idle for the
+//	                 idle seconds' share of that time, then generating for the rest (the
+//	                 increase of scheduler_idle_seconds_total, else of the stage seconds'
+//	                 "idle" category, over the stage seconds' increase over all categories,
+//	                 else over that time), at most all of them; other states keep their
+//	                 place, and a weight load the page shows is booked first. So the split is
+//	                 exact to the counters' resolution: SGLang adds to them at most once a
+//	                 second, at a busy or idle transition. A span in which they did not move
+//	                 is booked as on a page without them until they do; in a step that ended
+//	                 before, it keeps that state.
+//	undetermined     a generating sample of a page without them (or where they did not move)
+//	                 whose log-point figures were not refreshed since the worker's previous
+//	                 page: every gauge has the value it had, and none of the counters that move
+//	                 with a batch (realtime_tokens_total, counted at every prefill and decode
+//	                 batch; prefill_effective_tokens_total, estimated_*_total and
+//	                 forward_execution_seconds_total, per batch) or at a request's finish
+//	                 (num_requests_total, prompt_tokens_total, generation_tokens_total) moved.
+//	                 The page repeats an old log point, so it cannot tell whether the engine
+//	                 generated or idled: the span is in a state of its own. A worker's first
+//	                 page, with nothing to compare, keeps generating.
+//
+// So an SGLang engine that went idle shows at most the span of one scrape after its last batch
+// as generating; the rest, until its next log point, is undetermined. vLLM sets its gauges at
+// every iteration, and its ledger has neither refinement: the keys of undetermined are only
+// those of a pool with SGLang's workers.
 //
 // A page without a family has no time in the states that family tells: nothing is guessed.
 // SGLang's weight_load_duration_seconds tells a load's length once it is over: when a page
@@ -51,12 +89,15 @@ const (
 	Paused
 	LoadingWeights
 	Unreachable
+	// Undetermined is SGLang's time that its page could not tell generating from idle (see
+	// the ledger's comment).
+	Undetermined
 	NumStates
 
 	gap = NumStates // time no sample stands for, in a span list
 )
 
-var stateNames = [NumStates]string{"generating", "idle", "asleep", "waking", "paused", "loading_weights", "unreachable"}
+var stateNames = [NumStates]string{"generating", "idle", "asleep", "waking", "paused", "loading_weights", "unreachable", "undetermined"}
 
 func (s State) String() string { return stateNames[s] }
 
@@ -125,6 +166,68 @@ func classify(ep *page.EnginePage, slept bool) (State, bool) {
 	return Idle, slept
 }
 
+// batchCounters are SGLang's counters that move with a batch or a request's finish: one of them
+// moving since the previous page says the scheduler ran batches in the span.
+var batchCounters = [...]vllm.Counter{vllm.RealtimeTokens, vllm.PrefillEffectiveTokens, vllm.EstFlops, vllm.ForwardSeconds,
+	vllm.NumRequests, vllm.PromptTokens, vllm.GenerationTokens}
+
+// sgBooking is how a span of an SGLang engine is booked (see sglangTime): in state s, or, with
+// split, the engine's time since from (its counters' previous move) re-split by its own clock,
+// idle the share that was idle.
+type sgBooking struct {
+	s     State
+	split bool
+	idle  float64
+	from  time.Time
+}
+
+// sglangTime refines the state s of an SGLang engine's sample ep at ts (see the ledger's
+// comment); inc is the page's increases since the worker's previous page. It remembers the
+// page's gauges, and when its scheduler counters moved, the scrape, for the next.
+func (ws *workerState) sglangTime(ep *page.EnginePage, inc *window.Increase, s State, ts time.Time) sgBooking {
+	prev, had := ws.sgGauges, ws.seen && ws.sgSeen
+	ws.sgGauges, ws.sgSeen = ep.Gauges, true
+	if s != Generating && s != Idle {
+		return sgBooking{s: s}
+	}
+	hasStage, hasIdle := inc.HasCounter[vllm.SchedulerStageSeconds], inc.HasCounter[vllm.SchedulerIdleSeconds]
+	stage, idle := inc.Counters[vllm.SchedulerStageSeconds], inc.Counters[vllm.SchedulerIdleSeconds]
+	if !hasIdle {
+		for _, sh := range inc.Shares[vllm.SchedulerStageSeconds] {
+			if sh.Value == "idle" {
+				idle += sh.Inc
+			}
+		}
+	}
+	if (hasStage || hasIdle) && (stage > 0 || idle > 0) {
+		// The counts since their previous move: the time since that scrape (or this span).
+		from := time.Time{}
+		switch {
+		case ws.seen && !ws.sgMoved.IsZero():
+			from = ws.sgMoved
+		case ws.seen:
+			from = ws.seenAt
+		}
+		loop := stage
+		if !hasStage && !from.IsZero() {
+			loop = ts.Sub(from).Seconds()
+		}
+		ws.sgMoved = ts
+		if f := idle / loop; loop > 0 && finite(f) {
+			return sgBooking{s: Generating, split: true, idle: min(max(f, 0), 1), from: from}
+		}
+	}
+	if s != Generating || !had || prev != ep.Gauges {
+		return sgBooking{s: s}
+	}
+	for _, c := range batchCounters {
+		if inc.Counters[c] > 0 {
+			return sgBooking{s: s}
+		}
+	}
+	return sgBooking{s: Undetermined}
+}
+
 // maxLoad bounds a load's length (about 13 days), and the loads of a page's sources put end
 // to end, so that their nanoseconds stay far within an int64 however many sources a page has:
 // a load that long covers any step before its scrape already.
@@ -176,6 +279,30 @@ func (l *ledger) add(from, ts time.Time, s State, load int64, keep bool) {
 	}
 	if load > 0 && l.spans != nil {
 		l.spans.load(ts.UnixNano()-load, &l.ns)
+	}
+}
+
+// addSplit books the span from..ts undetermined and re-attributes the load nanoseconds before
+// ts (see add), then re-splits the worker's generating, idle and undetermined time from since
+// (at most from; zero for from) to ts: the share idle of its engine time idle, the rest of them
+// generating after it, other states where they were. The load goes first: the engine's counts
+// tell its time in a weight load apart from idle, so the split must not take it for either.
+// Without a span list, the span alone is split.
+func (l *ledger) addSplit(since, from, ts time.Time, idle float64, load int64, keep bool) {
+	l.add(from, ts, Undetermined, load, keep)
+	if since.IsZero() || since.After(from) && !from.IsZero() {
+		since = from
+	}
+	switch {
+	case since.IsZero() || !ts.After(since):
+	case l.spans != nil:
+		l.spans.split(since.UnixNano(), idle, &l.ns)
+	case !from.IsZero() && ts.After(from): // from..ts alone was booked
+		d := int64(ts.Sub(from))
+		i := int64(math.Round(float64(d) * idle))
+		l.ns[Undetermined] -= d
+		l.ns[Generating] += d - i
+		l.ns[Idle] += i
 	}
 }
 
@@ -252,13 +379,79 @@ func (l *spanList) load(a int64, ns *[NumStates]int64) {
 	}
 }
 
+// split re-assigns the list's generating, idle and undetermined time from a on: the share idle
+// of all its engine time from a is idle (at most all of them), the time after it generating,
+// moving the nanoseconds in ns; other states and gaps keep their place.
+func (l *spanList) split(a int64, idle float64, ns *[NumStates]int64) {
+	i := sort.Search(len(l.spans), func(k int) bool { return l.spans[k].end > a })
+	if i == len(l.spans) {
+		return
+	}
+	start := l.start
+	if i > 0 {
+		start = l.spans[i-1].end
+	}
+	tail := make([]span, 0, len(l.spans)-i+1)
+	if start < a {
+		tail = append(tail, span{a, l.spans[i].s}) // the part before a keeps its state
+		start = a
+	}
+	splittable := func(s State) bool { return s == Generating || s == Idle || s == Undetermined }
+	var total, window int64 // the splittable time from a, and all engine time from a
+	t := start
+	for _, sp := range l.spans[i:] {
+		d := sp.end - max(t, a)
+		if splittable(sp.s) {
+			total += d
+		}
+		if sp.s != gap {
+			window += d
+		}
+		t = sp.end
+	}
+	// The idle share is of the engine's whole time: its paused or loading time is not idle.
+	// Idle goes first: a weight load, which shows at its end and is re-attributed from the
+	// scrape back (see load), follows the engine's idle time before it, not its generating.
+	idleNS := min(total, int64(math.Round(float64(window)*idle)))
+	t = start
+	for k, sp := range l.spans[i:] {
+		from := t
+		if k == 0 {
+			from = max(t, a)
+		}
+		t = sp.end
+		if !splittable(sp.s) {
+			tail = append(tail, sp)
+			continue
+		}
+		d := sp.end - from
+		ns[sp.s] -= d
+		i := min(d, idleNS)
+		idleNS -= i
+		ns[Idle] += i
+		ns[Generating] += d - i
+		if i > 0 {
+			tail = append(tail, span{from + i, Idle})
+		}
+		if d > i {
+			tail = append(tail, span{sp.end, Generating})
+		}
+	}
+	l.spans = l.spans[:i]
+	for _, sp := range tail {
+		l.push(sp)
+	}
+}
+
 // ledgerValues are the ledger's keys over a pool of workers (all of a kind, or one): none when
-// they have no engine time.
+// they have no engine time, and those of undetermined only when SGLang's workers are among them.
 func ledgerValues(was []*workerAcc) []vllm.Value {
 	var ns [NumStates]int64
 	var tokens [len(perGeneratingOf)]float64
 	var has [len(perGeneratingOf)]bool
+	sglang := false // undetermined is a state of SGLang's pages only: other pools have no keys of it
 	for _, wa := range was {
+		sglang = sglang || wa.kind == vllm.SGLang
 		for s, v := range wa.led.ns {
 			ns[s] += v
 		}
@@ -278,6 +471,9 @@ func ledgerValues(was []*workerAcc) []vllm.Value {
 	}
 	vs := make([]vllm.Value, 0, 2*int(NumStates)+1+len(tokens))
 	for s, v := range ns {
+		if State(s) == Undetermined && !sglang {
+			continue
+		}
 		vs = append(vs, vllm.Value{Name: stateKeys[s], V: time.Duration(v).Seconds()},
 			vllm.Value{Name: fractionKeys[s], V: float64(v) / float64(engine)})
 	}

@@ -29,10 +29,12 @@ func TestLoadingOverAsleep(t *testing.T) {
 // rank that comes up after its target's first pages stands for the time since the target's
 // previous scrape) is not re-booked as loading. A load that shows later is.
 func TestLoadOnFirstPageNotNew(t *testing.T) {
+	batches := 0.0 // a batch between every two pages: the ranks generate
 	pg := func(loads ...string) string {
-		s := sglangPage(sgl{dp: "0", running: 1}, sgl{dp: "1", running: 1})
+		batches++
+		s := sglangPage(sgl{dp: "0", running: 1, decode: batches}, sgl{dp: "1", running: 1, decode: batches})
 		if len(loads) == 0 {
-			s = sglangPage(sgl{dp: "0", running: 1})
+			s = sglangPage(sgl{dp: "0", running: 1, decode: batches})
 		}
 		for i, l := range loads {
 			s += fmt.Sprintf("sglang:weight_load_duration_seconds{dp_rank=\"%d\",engine_type=\"unified\",model_name=\"m\",moe_ep_rank=\"0\",pp_rank=\"0\",tp_rank=\"0\",source=\"distributed\"} %s\n", i, l)

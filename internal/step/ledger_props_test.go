@@ -42,6 +42,7 @@ const (
 type lEngine struct {
 	id                             WorkerID
 	kind                           vllm.Engine
+	batches                        int // SGLang's batches so far, its realtime_tokens_total
 	tokenizer                      bool
 	legacy, resource, fully, pause bool // vLLM's families on its page
 	rl                             bool
@@ -93,6 +94,10 @@ func (e *lEngine) render(b *strings.Builder) {
 			running = 0
 		}
 		fmt.Fprintf(b, "sglang:num_running_reqs{%s} %v\nsglang:num_queue_reqs{%s} 0\nsglang:num_paused_reqs{%s} %v\n", lbl, running, lbl, lbl, paused)
+		// A batch between every two pages: the gauges are refreshed, and generating is not
+		// undetermined (which TestSGLangUndetermined checks).
+		e.batches++
+		fmt.Fprintf(b, "sglang:realtime_tokens_total{%s,mode=\"decode\"} %d\n", lbl, e.batches)
 		for src, d := range e.loads {
 			fmt.Fprintf(b, "sglang:weight_load_duration_seconds{%s,source=%q} %v\n", lbl, src, d)
 		}
@@ -457,6 +462,12 @@ func checkLedger(m map[string]float64, per []WorkerRecord, exp *lAcct, seen map[
 		for s := range NumStates {
 			v, ok := m[prefix+"/"+StateKey(s)]
 			f, fok := m[prefix+"/"+FractionKey(s)]
+			if s == Undetermined && !strings.HasPrefix(prefix, "sglang") {
+				if ok || fok {
+					return ns, fmt.Sprintf("%s/%s present on no SGLang page", prefix, StateKey(s))
+				}
+				continue
+			}
 			if !ok || !fok {
 				return ns, fmt.Sprintf("%s/%s or its fraction absent", prefix, StateKey(s))
 			}

@@ -65,6 +65,11 @@ func wantLedger(t *testing.T, m map[string]float64, prefix string, secs map[Stat
 	}
 	want(t, m, prefix+"/"+NameEngineTime, engine)
 	for s := range NumStates {
+		if s == Undetermined && prefix != "sglang" { // a state of SGLang's pages alone
+			absent(t, m, prefix+"/"+StateKey(s))
+			absent(t, m, prefix+"/"+FractionKey(s))
+			continue
+		}
 		want(t, m, prefix+"/"+StateKey(s), secs[s])
 		want(t, m, prefix+"/"+FractionKey(s), secs[s]/engine)
 	}
@@ -206,7 +211,7 @@ func TestSGLangLoadReattributed(t *testing.T) {
 		ts float64
 		pg string
 	}{
-		{0, pg(2, 0, "")}, {1, pg(2, 0, "")}, {2, pg(0, 0, "")}, {3, ""}, {4, pg(0, 3, "")}, {5, pg(1, 0, "")},
+		{0, pg(2, 0, "")}, {1, pg(3, 0, "")}, {2, pg(0, 0, "")}, {3, ""}, {4, pg(0, 3, "")}, {5, pg(1, 0, "")},
 		{6, pg(0, 0, "3.5")}, {7, pg(1, 0, "3.5")}, {8, pg(0, 0, "0.25")},
 		{9, pg(1, 0, "0.25")}, {10, pg(0, 0, "100")},
 	} {
@@ -236,7 +241,7 @@ func TestSGLangLoadReattributed(t *testing.T) {
 func TestLedgerEnginesOnly(t *testing.T) {
 	tr := NewTracker(Options{PerWorker: true})
 	for i := range 3 {
-		tr.Observe(at(float64(i)), target, mustSGLangPage(t, sgl{dp: "0", running: 1, gen: float64(100 * i)}, sgl{dp: "1"}), nil)
+		tr.Observe(at(float64(i)), target, mustSGLangPage(t, sgl{dp: "0", running: 1, gen: float64(100 * i), decode: float64(100 * i)}, sgl{dp: "1"}), nil)
 	}
 	countersOnly := "vllm:generation_tokens_total{engine=\"0\",model_name=\"m\"} 5\n"
 	tr.Observe(at(0), "v", mustPageText(countersOnly), nil)

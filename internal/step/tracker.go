@@ -122,8 +122,13 @@ type workerState struct {
 	inStep        uint64             // the seq of the last step in which a page of its target showed it
 	page          uint64             // the number of the last successful page of its target that showed it
 	loads         map[string]float64 // SGLang's last weight load durations by source; nil without the family
-	lag           uint32             // the ratios whose counters last moved apart (see apart)
-	pv            policyWorker
+	// sgGauges are the gauges of its last SGLang page (sgSeen: it had one), to tell whether the
+	// next page's log-point figures were refreshed (see sglangTime).
+	sgGauges [vllm.NumGauges]float64
+	sgSeen   bool
+	sgMoved  time.Time // the scrape at which its scheduler's stage or idle seconds last moved
+	lag      uint32    // the ratios whose counters last moved apart (see apart)
+	pv       policyWorker
 }
 
 // forgotten is a target forgotten: when, and whether it had answered in the run before.
@@ -400,16 +405,28 @@ func (t *Tracker) Observe(ts time.Time, target string, pg *page.Page, err error)
 		ws.engine = ws.engine || isEngine(ep)
 		var state State
 		var load int64
+		var sg sgBooking
 		if ws.engine {
 			state, ws.slept = classify(ep, ws.slept)
 			load = ws.newLoads(ep, ws.seen)
+			if ep.Kind == vllm.SGLang {
+				sg = ws.sglangTime(ep, &inc, state, ts)
+				state = sg.s
+			}
+		}
+		book := func(l *ledger, from time.Time) {
+			if sg.split {
+				l.addSplit(sg.from, from, ts, sg.idle, load, keepsSpans[ep.Kind])
+			} else {
+				l.add(from, ts, state, load, keepsSpans[ep.Kind])
+			}
 		}
 		from := spanStart(prevTry, tried, t.start)
 		wa.add(k, at, from, ts, ep, &inc)
 		mis := apart(&inc, &ws.lag)
 		wa.apart |= mis
 		if ws.engine {
-			wa.led.add(from, ts, state, load, keepsSpans[ep.Kind])
+			book(&wa.led, from)
 		}
 		if pa != nil {
 			pw := pa.acc.worker(id)
@@ -417,7 +434,7 @@ func (t *Tracker) Observe(ts time.Time, target string, pg *page.Page, err error)
 			pw.add(&t.phaseKeep, at, from, ts, ep, &inc)
 			pw.apart |= mis
 			if ws.engine {
-				pw.led.add(from, ts, state, load, keepsSpans[ep.Kind])
+				book(&pw.led, from)
 			}
 		}
 		busy := inFlight(ep)

@@ -44,12 +44,17 @@ func TestSGLangTokenizerLeftOut(t *testing.T) {
 	if n := strings.Count(text, "30000[dp_rank="); n != 4 {
 		t.Errorf("%d lines of DP ranks, want 2 per metric:\n%s", n, text)
 	}
-	if want := "1 worker left out: no engine gauges, only a server's counts (SGLang's tokenizer, with data parallelism)"; lines[len(lines)-1] != want {
+	if want := "1 worker left out: no engine gauges, only a server's counts (SGLang's tokenizer, with data parallelism)"; lines[len(lines)-2] != want {
+		t.Errorf("last line but one %q, want %q", lines[len(lines)-2], want)
+	}
+	// The same page four times: its log-point figures were never refreshed, and the 3 s of
+	// the rank that shows running requests are undetermined, of the ranks' 6 s.
+	if want := "sglang: 3.0 engine-s undetermined (50%): the pages repeated an old log point of SGLang's scheduler, generating or idle; their running requests may be stale"; lines[len(lines)-1] != want {
 		t.Errorf("last line %q, want %q", lines[len(lines)-1], want)
 	}
 	// The tokenizer has the server's prompt tokens: drawn where they are asked for.
 	lines = Lines(&r, Options{Width: 100, Metrics: []string{"prompt_tokens"}})
-	if text = strings.Join(lines, "\n"); strings.Contains(text, "left out") || len(lines) != 4 {
+	if text = strings.Join(lines, "\n"); strings.Contains(text, "left out") || len(lines) != 5 {
 		t.Errorf("the prompt tokens' lines:\n%s", text)
 	}
 }

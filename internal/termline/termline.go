@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -139,7 +140,31 @@ func Lines(r *step.Record, opt Options) []string {
 			lines = append(lines, strings.TrimRight(b.String(), " "))
 		}
 	}
-	return append(lines, note...)
+	return append(append(lines, note...), undetermined(r)...)
+}
+
+// undetermined says, for each engine kind whose ledger has time in step.Undetermined, how much:
+// SGLang's pages repeated an old log point then, so its running requests drawn above may be
+// those of the log point rather than the engine's.
+func undetermined(r *step.Record) []string {
+	suffix := "/" + step.StateKey(step.Undetermined)
+	var keys []string
+	for k, v := range r.Metrics {
+		if strings.HasSuffix(k, suffix) && v > 0 {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	var out []string
+	for _, k := range keys {
+		prefix := strings.TrimSuffix(k, suffix)
+		line := fmt.Sprintf("%s: %.1f engine-s undetermined", prefix, r.Metrics[k])
+		if f := r.Metrics[prefix+"/"+step.FractionKey(step.Undetermined)]; f > 0 {
+			line += fmt.Sprintf(" (%.0f%%)", 100*f)
+		}
+		out = append(out, line+": the pages repeated an old log point of SGLang's scheduler, generating or idle; their running requests may be stale")
+	}
+	return out
 }
 
 // engineless reports whether w is a worker of no engine, left out of the lines: it has

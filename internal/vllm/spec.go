@@ -265,6 +265,8 @@ const (
 	PrefillRetries
 	PromptBySource
 	RecomputedExecutions
+	SchedulerStageSeconds
+	SchedulerIdleSeconds
 	EstFlops
 	EstReadBytes
 	EstWriteBytes
@@ -510,6 +512,23 @@ var Counters = [NumCounters]Family{
 	// (utils/device_timer.py).
 	ForwardSeconds: {Name: "forward_execution_seconds", SGLang: []string{"forward_execution_seconds"}, SGLangOnly: true, Split: "category", Total: true,
 		Title: "GPU busy in forward passes", Unit: "seconds", Group: GroupThroughput},
+	// The scheduler's own clock (SGLang PR #37636, merged September 2026, on PR #37461's
+	// accounting; observability/scheduler_stage_metrics.py
+	// SchedulerStageMetricsRecorder): its loop's wall time by mutually exclusive stage, category
+	// one of other, recv_requests, process_input_requests, get_next_batch_to_run, process_queue,
+	// run_batch, process_batch_result, sanity_check_cache and idle (on_idle's housekeeping and
+	// sleep); the categories add up to the loop's wall time. With metrics on only, and added to
+	// in seconds at the scheduler's periodic update (at most once a second, at a busy or idle
+	// transition). A later recorder also keys the time by forward overlap (full, partial,
+	// none): series that a second label splits are summed by category. The time ledger takes
+	// an interval's length on the engine's clock from it.
+	SchedulerStageSeconds: {Name: "scheduler_stage_seconds", SGLang: []string{"scheduler_stage_seconds"}, SGLangOnly: true, Split: "category", Total: true,
+		Title: "Scheduler wall time by stage", Unit: "seconds", Group: GroupThroughput},
+	// The scheduler's wall time with nothing to run (SGLang PR #37461, the metrics reporter's
+	// record_scheduler_idle and record_scheduler_active: from a fully idle loop to the next
+	// active one), published with the stage seconds. The time ledger's idle time where a page has it.
+	SchedulerIdleSeconds: {Name: "scheduler_idle_seconds", SGLang: []string{"scheduler_idle_seconds"}, SGLangOnly: true, Total: true,
+		Title: "Scheduler idle time", Unit: "seconds", Group: GroupThroughput},
 	// PD disaggregation: requests whose bootstrap or KV transfer failed, and prefill retries.
 	BootstrapFailed: {Name: "num_bootstrap_failed_reqs", SGLang: []string{"num_bootstrap_failed_reqs"}, SGLangOnly: true, Total: true,
 		Title: "Requests whose bootstrap failed", Unit: "requests", Group: GroupPD},
