@@ -467,7 +467,7 @@ func (s *state) ratiosOver(rec *step.Record) {
 			continue
 		}
 		t.ratioOver = true
-		s.c.log.Warn("target's counters contradict each other: a ratio's numerator rose more than its denominator over the step; the ratio is left out of the records while they do",
+		s.c.log.Warn("target's counters contradict each other: a ratio's numerator rose more than its denominator over the step (counted twice, or one increase landed a scrape late); the ratio is left out of the records while they do",
 			"target", t.URL, "step", rec.Step, "ratio", ro.Ratio, "numerator", ro.Num, "numerator_increase", ro.NumV,
 			"denominator", ro.Den, "denominator_increase", ro.DenV)
 	}

@@ -250,7 +250,6 @@ func (t *Tracker) worstWorkers(r *Record, ids []WorkerID, was []*workerAcc, p ki
 		r.Values = append(r.Values, vllm.Value{Name: name, Stat: stat, V: v, Kind: p.kind})
 	}
 	hitRate := *vllm.Engines[p.kind].HitRate
-	hit := ratioIndex(hitRate)
 	value := func(i int, v float64) *WorkerValue {
 		return &WorkerValue{Target: ids[i].Target, Engine: ids[i].Engine, Labels: ids[i].LabelMap(), Value: v}
 	}
@@ -266,7 +265,7 @@ func (t *Tracker) worstWorkers(r *Record, ids []WorkerID, was []*workerAcc, p ki
 		if wa.has[vllm.GenerationTokens] {
 			gen = append(gen, wa.totals[vllm.GenerationTokens])
 		}
-		if h, ok := stepRatio(hitRate, wa.together(hit), &wa.totals, &wa.has); ok {
+		if h, ok := stepRatio(hitRate, &wa.totals, &wa.has); ok {
 			hitN++
 			switch {
 			case !finite(h):

@@ -64,8 +64,12 @@ func (wa *workerAcc) keepRatio(i int, timed bool) {
 }
 
 // appendRatios appends ratio i's values in scrape order to xs, and returns it.
-func (wa *workerAcc) appendRatios(i int, xs []float64) []float64 {
-	wa.eachRatio(i, func(_ int64, v float64) { xs = append(xs, v) })
+func (wa *workerAcc) appendRatios(i int, fraction bool, xs []float64) []float64 {
+	wa.eachRatio(i, func(_ int64, v float64) {
+		if !(fraction && v > 1) { // no figure (see ratioover.go)
+			xs = append(xs, v)
+		}
+	})
 	return xs
 }
 

@@ -6,23 +6,21 @@ import (
 	"slices"
 
 	"github.com/vllmstat/vllmstat/internal/vllm"
-	"github.com/vllmstat/vllmstat/internal/window"
 )
 
 // A ratio of two counts (vllm.Ratio.Fraction: a hit rate, an acceptance rate) never has its
-// numerator above its denominator, and over a step whose two counters moved at the same scrapes
-// it has not either, short of counters that contradict each other (cached tokens counted twice,
-// say). Its key is then no figure: it is left out, and the record names the worker's target
-// (Record.RatiosOver). One counter may move without the other at a scrape, though: the increase
-// of a NaN or missing series lands at a later scrape, perhaps in the next step, whose numerator
-// may then pass its denominator by what moved apart. Such a step keeps the ratio as it is, and
-// so do one interval's values, which a scrape between the two counters' increments for one
-// request can put above 1 as well.
+// numerator above its denominator. Over a step it can come out above 1 all the same: counters
+// that contradict each other (cached tokens counted twice, say), or one counter's increase that
+// landed at a later scrape than the other's (a series NaN or missing for a while, whose
+// increase then holds what the step before should have had). Neither is a figure of the step:
+// the key is left out, and the record names the worker's target (Record.RatiosOver). The
+// counts themselves stay in the record. The per-interval values (/mean, /max, /p95) leave out
+// every value above 1 the same way (one interval's two counters may be read between the
+// increments of one request), and all of a worker's values when its step ratio is left out.
 
 // RatioOver names a target one of whose workers had, over a step, the numerator of a ratio of
-// two counts above its denominator, the two having moved at the same scrapes: the ratio's key
-// is left out of the record (of the worker's, and of the fleet's when the fleet's sums are
-// over too).
+// two counts above its denominator: the ratio's key is left out of the record (of the worker's,
+// and of the fleet's when the fleet's sums are over too).
 type RatioOver struct {
 	Target string
 	// Ratio, Num and Den are the keys of the ratio and of its two counters under the run's
@@ -31,50 +29,26 @@ type RatioOver struct {
 	NumV, DenV      float64
 }
 
-// apart returns the ratios of two counts (as bits of their index in vllm.Ratios) whose counters
-// moved apart at one scrape of a worker: one had an increase and the other none, or they had
-// one together for the first time since, the later one holding what moved apart. lag keeps
-// the worker's ratios whose counters last moved apart.
-func apart(inc *window.Increase, lag *uint32) uint32 {
-	var out uint32
-	for i, rt := range vllm.Ratios {
-		if !rt.Fraction {
-			continue
-		}
-		bit := uint32(1) << i
-		n, d := inc.HasCounter[rt.Num], inc.HasCounter[rt.Den]
-		switch {
-		case n != d:
-			out |= bit
-			*lag |= bit
-		case n && *lag&bit != 0:
-			out |= bit
-			*lag &^= bit
-		}
-	}
-	return out
-}
-
 // over reports whether a step's num and den of rt contradict each other: rt is a ratio of two
-// counts, its counters moved together in the step, and num is above den.
-func over(rt vllm.Ratio, together bool, num, den float64) bool {
-	return rt.Fraction && together && num > den
+// counts and num is above den.
+func over(rt vllm.Ratio, num, den float64) bool {
+	return rt.Fraction && num > den
 }
 
 // stepQuotient is quotient over a step's totals: NaN, a basis but no value, where the
 // counters contradict each other (see over).
-func stepQuotient(rt vllm.Ratio, together bool, num, den float64) (float64, bool) {
+func stepQuotient(rt vllm.Ratio, num, den float64) (float64, bool) {
 	v, ok := quotient(rt, num, den)
-	if ok && over(rt, together, num, den) {
+	if ok && over(rt, num, den) {
 		v = math.NaN()
 	}
 	return v, ok
 }
 
 // stepRatio is ratio over a step's totals, as stepQuotient.
-func stepRatio(rt vllm.Ratio, together bool, totals *[vllm.NumCounters]float64, has *[vllm.NumCounters]bool) (float64, bool) {
+func stepRatio(rt vllm.Ratio, totals *[vllm.NumCounters]float64, has *[vllm.NumCounters]bool) (float64, bool) {
 	v, ok := ratio(rt, totals, has)
-	if ok && over(rt, together, totals[rt.Num], totals[rt.Den]) {
+	if ok && over(rt, totals[rt.Num], totals[rt.Den]) {
 		v = math.NaN()
 	}
 	return v, ok
@@ -86,26 +60,8 @@ func stepRatio(rt vllm.Ratio, together bool, totals *[vllm.NumCounters]float64, 
 // out, of the worker's record and of the fleet's.
 func (wa *workerAcc) ratioOver(i int) bool {
 	rt := vllm.Ratios[i]
-	return wa.has[rt.Num] && over(rt, wa.together(i), wa.totals[rt.Num], wa.totals[rt.Den])
+	return wa.has[rt.Num] && over(rt, wa.totals[rt.Num], wa.totals[rt.Den])
 }
-
-// ratioIndex is the index of rt in vllm.Ratios, -1 when it is none of them.
-func ratioIndex(rt vllm.Ratio) int {
-	return slices.IndexFunc(vllm.Ratios, func(r vllm.Ratio) bool { return r.Name == rt.Name && r.Num == rt.Num && r.Den == rt.Den })
-}
-
-// together reports whether ratio i's counters moved together over the step of workers was.
-func together(was []*workerAcc, i int) bool {
-	for _, wa := range was {
-		if !wa.together(i) {
-			return false
-		}
-	}
-	return true
-}
-
-// together reports whether ratio i's counters moved together over the worker's step.
-func (wa *workerAcc) together(i int) bool { return wa.apart&(1<<i) == 0 }
 
 // ratiosOver lists the targets of a's workers whose counters of a ratio contradict each other
 // over the step (see RatioOver), each once: its first such worker and ratio, in worker order.
@@ -156,7 +112,7 @@ type over1 struct {
 // other over the step.
 func (wa *workerAcc) firstRatioOver() (over1, bool) {
 	for i, rt := range vllm.Ratios {
-		if !rt.Fraction || !wa.has[rt.Num] || !wa.together(i) {
+		if !rt.Fraction || !wa.has[rt.Num] {
 			continue
 		}
 		den := wa.totals[rt.Den]

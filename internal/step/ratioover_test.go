@@ -5,8 +5,6 @@ import (
 	"reflect"
 	"testing"
 	"time"
-
-	"github.com/vllmstat/vllmstat/internal/vllm"
 )
 
 // A ratio of two counts whose numerator passes its denominator over a step, the two having
@@ -51,12 +49,12 @@ func TestRatioOverLeftOut(t *testing.T) {
 	}
 }
 
-// A counter whose increase lands late (a NaN at the last scrape of a step) moves apart from
-// the other: the next step's numerator may pass its denominator by what the previous step's
-// denominator had, and its ratio stays as it is, named nowhere. Once the two move together
-// again, a step over is left out.
-func TestRatioOverApart(t *testing.T) {
-	tr := NewTracker(Options{})
+// A counter whose increase lands late (a NaN at the last scrape of a step) holds in the next
+// step what the previous step's denominator had: the next step's numerator passes its
+// denominator, and that is no figure either. No ratio above 1 reaches a record, the step's or an
+// interval's: the key is left out and the target named, while the counts stay.
+func TestRatioOverLate(t *testing.T) {
+	tr := NewTracker(Options{Scalars: true})
 	t0 := time.Unix(1_700_000_000, 0)
 	tr.Begin(t0)
 	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
@@ -65,19 +63,37 @@ func TestRatioOverApart(t *testing.T) {
 	r1 := tr.EndStep(1, at(2))
 	tr.Observe(at(3), "v", mustPage(t, eng{engine: "0", queries: 110, hits: 100}), nil)
 	r2 := tr.EndStep(2, at(4))
-	if v := r2.Metrics["vllm/prefix_cache_hit_rate"]; v != 10 || r2.RatiosOver != nil {
-		t.Errorf("step 2: hit rate %v, over %v; want 100 hits over 10 queries, kept (step 1: %v)", v, r2.RatiosOver, r1.Metrics)
+	if v, ok := r2.Metrics["vllm/prefix_cache_hit_rate"]; ok || len(r2.RatiosOver) != 1 || r2.Metrics["vllm/prefix_cache_hits"] != 100 {
+		t.Errorf("step 2: hit rate %v (%v), over %v, record %v; want no hit rate, the target named and 100 hits (step 1: %v)",
+			v, ok, r2.RatiosOver, r2.Metrics, r1.Metrics)
 	}
-	tr.Observe(at(5), "v", mustPage(t, eng{engine: "0", queries: 120, hits: 120}), nil)
+	for _, stat := range []string{"mean", "max", "p95"} {
+		if v, ok := r2.Metrics["vllm/prefix_cache_hit_rate/"+stat]; ok {
+			t.Errorf("step 2: hit rate /%s %v from an interval of 100 hits over 10 queries", stat, v)
+		}
+	}
+	tr.Observe(at(5), "v", mustPage(t, eng{engine: "0", queries: 120, hits: 110}), nil)
 	r3 := tr.EndStep(3, at(6))
-	if v, ok := r3.Metrics["vllm/prefix_cache_hit_rate"]; ok || len(r3.RatiosOver) != 1 {
-		t.Errorf("step 3: hit rate %v (%v), over %v; want none, over", v, ok, r3.RatiosOver)
+	if v := r3.Metrics["vllm/prefix_cache_hit_rate"]; v != 1 || r3.RatiosOver != nil {
+		t.Errorf("step 3: hit rate %v, over %v; want 10 hits over 10 queries", v, r3.RatiosOver)
 	}
 }
 
-// Every ratio of two counts has a bit of its own in a workerAcc's apart.
-func TestRatiosFitApart(t *testing.T) {
-	if len(vllm.Ratios) > 32 {
-		t.Fatalf("%d ratios, more than apart's 32 bits", len(vllm.Ratios))
+// One interval of a step whose ratio is no more than 1 may be above it, its two counters read
+// between the increments of one request: that value is left out of /mean, /max and /p95, the
+// others kept.
+func TestRatioIntervalOverLeftOut(t *testing.T) {
+	tr := NewTracker(Options{Scalars: true})
+	t0 := time.Unix(1_700_000_000, 0)
+	tr.Begin(t0)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	for i, qh := range [][2]float64{{0, 0}, {100, 50}, {110, 110}, {210, 160}} {
+		tr.Observe(at(i), "v", mustPage(t, eng{engine: "0", queries: qh[0], hits: qh[1]}), nil)
+	}
+	r := tr.EndStep(1, at(4))
+	m := r.Metrics
+	if m["vllm/prefix_cache_hit_rate"] != 160.0/210 || m["vllm/prefix_cache_hit_rate/max"] != 0.5 || m["vllm/prefix_cache_hit_rate/mean"] != 0.5 {
+		t.Errorf("hit rate %v, /max %v, /mean %v: want 160/210, and the intervals 0.5 and 0.5 (6.0 left out)",
+			m["vllm/prefix_cache_hit_rate"], m["vllm/prefix_cache_hit_rate/max"], m["vllm/prefix_cache_hit_rate/mean"])
 	}
 }

@@ -127,7 +127,6 @@ type workerState struct {
 	sgGauges [vllm.NumGauges]float64
 	sgSeen   bool
 	sgMoved  time.Time // the scrape at which its scheduler's stage or idle seconds last moved
-	lag      uint32    // the ratios whose counters last moved apart (see apart)
 	pv       policyWorker
 }
 
@@ -223,7 +222,6 @@ type workerAcc struct {
 	hists          [vllm.NumHists]*histAcc
 	act            activity
 	led            ledger
-	apart          uint32  // the ratios whose counters moved apart in the step (see apart), by index
 	stale          float64 // generation tokens made on a version older than the trainer's latest
 	ends           ends    // whether requests were in flight at the step's ends
 
@@ -423,8 +421,6 @@ func (t *Tracker) Observe(ts time.Time, target string, pg *page.Page, err error)
 		}
 		from := spanStart(prevTry, tried, t.start)
 		wa.add(k, at, from, ts, ep, &inc)
-		mis := apart(&inc, &ws.lag)
-		wa.apart |= mis
 		if ws.engine {
 			book(&wa.led, from)
 		}
@@ -432,7 +428,6 @@ func (t *Tracker) Observe(ts time.Time, target string, pg *page.Page, err error)
 			pw := pa.acc.worker(id)
 			from := spanStart(prevTry, tried, pa.since)
 			pw.add(&t.phaseKeep, at, from, ts, ep, &inc)
-			pw.apart |= mis
 			if ws.engine {
 				book(&pw.led, from)
 			}
@@ -894,17 +889,16 @@ func (t *Tracker) metrics(was []*workerAcc, durS float64) []vllm.Value {
 			add(sr.Name, "", "", v)
 		}
 	}
-	for i, rt := range vllm.Ratios {
+	for _, rt := range vllm.Ratios {
 		if rt.Paired && !paired(was, rt) {
 			continue
 		}
-		tog := together(was, i)
-		if v, ok := stepRatio(rt, tog, &totals, &has); ok {
+		if v, ok := stepRatio(rt, &totals, &has); ok {
 			add(rt.Name, "", "", v)
 		}
 		if vllm.Counters[rt.Num].Split != "" {
 			for r, v := range split[rt.Num] {
-				if q, ok := stepQuotient(rt, tog, v, totals[rt.Den]); ok {
+				if q, ok := stepQuotient(rt, v, totals[rt.Den]); ok {
 					add(rt.Name, r, "", q)
 				}
 			}
@@ -947,7 +941,7 @@ func (t *Tracker) metrics(was []*workerAcc, durS float64) []vllm.Value {
 					if wa.ratioOver(i) {
 						return xs // its intervals are no figures either (see ratioover.go)
 					}
-					return wa.appendRatios(i, xs)
+					return wa.appendRatios(i, rt.Fraction, xs)
 				})
 			}
 		}
