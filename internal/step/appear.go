@@ -16,11 +16,7 @@ func Refused(err error) bool { return errors.Is(err, syscall.ECONNREFUSED) }
 // page say nothing of when its server started (a trainer that resumes registers engines that
 // have run for hours), and its first page is a baseline unless _created says otherwise.
 func (t *Tracker) Added(target string) {
-	tgt := t.targets[target]
-	if tgt == nil {
-		tgt = &targetState{}
-		t.targets[target] = tgt
-	}
+	tgt := t.target(target)
 	tgt.late = true
 }
 
@@ -51,4 +47,14 @@ func (d *departedWorkers) has(id WorkerID) bool {
 	}
 	_, ok := d.set[maphash.Comparable(d.seed, id)]
 	return ok
+}
+
+// target returns the state of target, made when it has none yet.
+func (t *Tracker) target(target string) *targetState {
+	tgt := t.targets[target]
+	if tgt == nil {
+		tgt = &targetState{}
+		t.targets[target] = tgt
+	}
+	return tgt
 }

@@ -210,6 +210,15 @@ func (tgt *targetState) engineVersions() {
 	}
 }
 
+// reportedVersion is what an engine's reading says: version v when reports is set, none
+// otherwise.
+func reportedVersion(v int64, reports bool) version {
+	if !reports {
+		return version{}
+	}
+	return version{n: v, ok: true}
+}
+
 // held is the worker's version: its target's when the target reports one, else the inferred.
 func (p *policyWorker) held(reported version) version {
 	if reported.ok {
@@ -247,15 +256,7 @@ func (t *Tracker) Publish(v int64, ts time.Time) bool {
 // scrape at ts: version v when reports is set, none otherwise (its workers' versions are then
 // inferred again, from what they last reported).
 func (t *Tracker) EngineVersion(ts time.Time, target string, v int64, reports bool) {
-	tgt := t.targets[target]
-	if tgt == nil {
-		tgt = &targetState{}
-		t.targets[target] = tgt
-	}
-	nv := version{n: v, ok: reports}
-	if !reports {
-		nv = version{}
-	}
+	tgt, nv := t.target(target), reportedVersion(v, reports)
 	if nv == tgt.reported {
 		return
 	}

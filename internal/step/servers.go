@@ -30,15 +30,7 @@ func workerAddr(labels string) string {
 // is set, none otherwise (its workers' versions are then inferred again, from what it last
 // reported).
 func (t *Tracker) ServerVersion(ts time.Time, target, addr string, v int64, reports bool) {
-	tgt := t.targets[target]
-	if tgt == nil {
-		tgt = &targetState{}
-		t.targets[target] = tgt
-	}
-	nv := version{n: v, ok: reports}
-	if !reports {
-		nv = version{}
-	}
+	tgt, nv := t.target(target), reportedVersion(v, reports)
 	if tgt.servers == nil {
 		// From now on the router's workers hold their servers' versions, not the router's.
 		tgt.servers = map[string]version{}
