@@ -8,40 +8,29 @@ import (
 	"github.com/vllmstat/vllmstat/internal/window"
 )
 
-// keep says which per-interval series an open step keeps, and which of them with their times:
-// those the records' statistics or timelines use, by index of vllm.Gauges, Counters, Ratios.
-type keep struct {
-	gauges, timedGauges     [vllm.NumGauges]bool
-	counters, timedCounters [vllm.NumCounters]bool
-	ratios, timedRatios     []bool
-	derivedRatios           []bool // computed from the counters' columns while they allow
-}
-
-func newKeep(opt Options) keep {
-	var k keep
-	for g, f := range vllm.Gauges {
-		k.timedGauges[g] = f.Timeline && !opt.NoTimeline
-		k.gauges[g] = f.Scalars && opt.Scalars || k.timedGauges[g]
-	}
-	for c, f := range vllm.Counters {
-		k.timedCounters[c] = f.Timeline && !opt.NoTimeline
-		k.counters[c] = f.Scalars && opt.Scalars || k.timedCounters[c]
-	}
-	for _, rt := range vllm.Ratios {
-		timed := rt.Timeline && !opt.NoTimeline
-		k.timedRatios = append(k.timedRatios, timed)
-		k.ratios = append(k.ratios, rt.Scalars && opt.Scalars || timed)
-	}
-	for i, rt := range vllm.Ratios {
-		k.derivedRatios = append(k.derivedRatios, derivable(&k, rt, k.timedRatios[i]))
-	}
-	return k
-}
+// A step's figures are accumulated as its scrapes come in, worker by worker: each scrape's
+// gauges and increases are added to the worker's share of the open step (workerAcc), and to its
+// share of the open phase, so that the step's close only adds up the shares and computes keys
+// from them. Which per-interval samples a share keeps is decided once (keep), from the keys the
+// records will have: a fleet's open step holds thousands of shares.
 
 // acc accumulates the open step.
 type acc struct {
 	ok, failed int
 	workers    map[WorkerID]*workerAcc
+}
+
+// newAcc returns an empty accumulator, for a step or a phase.
+func newAcc() *acc { return &acc{workers: map[WorkerID]*workerAcc{}} }
+
+// worker returns the worker's share of a, made when new.
+func (a *acc) worker(id WorkerID) *workerAcc {
+	wa := a.workers[id]
+	if wa == nil {
+		wa = &workerAcc{}
+		a.workers[id] = wa
+	}
+	return wa
 }
 
 // workerAcc is one worker's share of the open step. Its series hold what the Tracker's keep
@@ -70,42 +59,6 @@ type workerAcc struct {
 	// (see negativeBound).
 	negative uint32
 }
-
-// ends are whether a worker may have had requests in flight at the start of its step (its page
-// before the step's first, or the first itself for a worker not seen before) and at its last
-// page of the step.
-type ends struct {
-	set, start, end bool
-}
-
-func (e *ends) add(before, now bool) {
-	if !e.set {
-		e.set, e.start = true, before
-	}
-	e.end = now
-}
-
-// series is one per-interval series of a worker in the open step: its values in the order of
-// their scrapes, and, when timelines show it, each one's time since the step start.
-type series struct {
-	v floats
-	// at holds nanoseconds since the step start; nil when no timeline shows the series. A
-	// worker's step keeps 29 series, most never timed, and a column kept in place for each
-	// was a third of what a worker's step held before its first sample.
-	at *ints
-}
-
-func (s *series) add(at time.Duration, v float64, timed bool) {
-	s.v.add(v)
-	if timed {
-		if s.at == nil {
-			s.at = &ints{}
-		}
-		s.at.add(int64(at))
-	}
-}
-
-func newAcc() *acc { return &acc{workers: map[WorkerID]*workerAcc{}} }
 
 // add adds one scrape of the worker to its share of a step or phase: the page's gauges, the
 // increases inc, and the activity of the span from..ts; at is the scrape's offset from the step
@@ -174,12 +127,66 @@ func (wa *workerAcc) add(k *keep, at time.Duration, from, ts time.Time, ep *page
 	}
 }
 
-// worker returns the worker's share of a, made when new.
-func (a *acc) worker(id WorkerID) *workerAcc {
-	wa := a.workers[id]
-	if wa == nil {
-		wa = &workerAcc{}
-		a.workers[id] = wa
+// series is one per-interval series of a worker in the open step: its values in the order of
+// their scrapes, and, when timelines show it, each one's time since the step start.
+type series struct {
+	v floats
+	// at holds nanoseconds since the step start; nil when no timeline shows the series. A
+	// worker's step keeps 29 series, most never timed, and a column kept in place for each
+	// was a third of what a worker's step held before its first sample.
+	at *ints
+}
+
+func (s *series) add(at time.Duration, v float64, timed bool) {
+	s.v.add(v)
+	if timed {
+		if s.at == nil {
+			s.at = &ints{}
+		}
+		s.at.add(int64(at))
 	}
-	return wa
+}
+
+// ends are whether a worker may have had requests in flight at the start of its step (its page
+// before the step's first, or the first itself for a worker not seen before) and at its last
+// page of the step.
+type ends struct {
+	set, start, end bool
+}
+
+func (e *ends) add(before, now bool) {
+	if !e.set {
+		e.set, e.start = true, before
+	}
+	e.end = now
+}
+
+// keep says which per-interval series an open step keeps, and which of them with their times:
+// those the records' statistics or timelines use, by index of vllm.Gauges, Counters, Ratios.
+type keep struct {
+	gauges, timedGauges     [vllm.NumGauges]bool
+	counters, timedCounters [vllm.NumCounters]bool
+	ratios, timedRatios     []bool
+	derivedRatios           []bool // computed from the counters' columns while they allow
+}
+
+func newKeep(opt Options) keep {
+	var k keep
+	for g, f := range vllm.Gauges {
+		k.timedGauges[g] = f.Timeline && !opt.NoTimeline
+		k.gauges[g] = f.Scalars && opt.Scalars || k.timedGauges[g]
+	}
+	for c, f := range vllm.Counters {
+		k.timedCounters[c] = f.Timeline && !opt.NoTimeline
+		k.counters[c] = f.Scalars && opt.Scalars || k.timedCounters[c]
+	}
+	for _, rt := range vllm.Ratios {
+		timed := rt.Timeline && !opt.NoTimeline
+		k.timedRatios = append(k.timedRatios, timed)
+		k.ratios = append(k.ratios, rt.Scalars && opt.Scalars || timed)
+	}
+	for i, rt := range vllm.Ratios {
+		k.derivedRatios = append(k.derivedRatios, derivable(&k, rt, k.timedRatios[i]))
+	}
+	return k
 }

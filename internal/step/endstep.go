@@ -8,6 +8,10 @@ import (
 	"github.com/vllmstat/vllmstat/internal/vllm"
 )
 
+// A step ends (EndStep) or is looked at while open (Peek) by building its Record: the step's
+// and each phase's figures over the workers' shares, fleet-wide per engine kind, per worker
+// and in timelines. EndStep then opens the next step.
+
 // EndStep closes the open step as step n at ts (after the boundary scrape has been observed)
 // and opens the next one. A phase open at ts ends with the step and opens again in the next.
 // The workers that departed in the step are forgotten (see forgetDeparted) and named in the

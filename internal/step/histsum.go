@@ -4,6 +4,24 @@ import (
 	"github.com/vllmstat/vllmstat/internal/vllm"
 )
 
+// The keys that a histogram's sum gives exactly, where the step's requests allow:
+// vllm.Unfinisheds ("aborted_prompt_tokens": a counter's increase less a histogram's sum) and
+// vllm.SumRatios ("max_tokens_used_fraction": one histogram's sum over another's).
+
+// histSumKeys adds the pool's unfinished counts and sum ratios.
+func (m *poolKeys) histSumKeys(was []*workerAcc) {
+	for _, u := range vllm.Unfinisheds {
+		if v, ok := unfinished(was, u); ok {
+			m.add(u.Name, "", "", v)
+		}
+	}
+	for _, sr := range vllm.SumRatios {
+		if v, ok := sumRatio(was, sr); ok {
+			m.add(sr.Name, "", "", v)
+		}
+	}
+}
+
 // unfinished is u over a pool of workers: each vLLM worker's increase of u's counter less that of
 // its histogram's sum. A request in flight at either end of the step could have been counted in
 // one and not the other (prefilled in the step before, finished in this one; prefilled in

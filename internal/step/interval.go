@@ -9,6 +9,10 @@ import (
 	"github.com/vllmstat/vllmstat/internal/window"
 )
 
+// An Interval is what one scrape tells of one worker, given to Options.OnInterval as the
+// scrape is observed: the page's gauges, the increases since the worker's previous scrape, and
+// the ratios and rates of those increases, keyed as timelines are.
+
 // Interval is one worker's values at one successful scrape: its gauges, the counter increases
 // since its previous successful scrape, the interval's hit rate, and token rates over DT.
 type Interval struct {

@@ -7,6 +7,9 @@ import (
 	"github.com/vllmstat/vllmstat/internal/vllm"
 )
 
+// A fleet may mix engine kinds (vLLM and SGLang), whose keys mean different things: the fleet's
+// keys are computed per kind, over that kind's workers, and keyed under its prefix.
+
 // kindPool is the workers of one engine kind, by their index among a step's workers.
 type kindPool struct {
 	kind vllm.Engine

@@ -8,6 +8,11 @@ import (
 	"github.com/vllmstat/vllmstat/internal/window"
 )
 
+// A successful scrape's page updates what the tracker keeps of its target and of each worker
+// the page shows across steps (targetState, workerState), and adds the worker's figures to the
+// open step and phase (see acc.go); a failed scrape books its span as unreachable. Whether a
+// worker's first page is a baseline or counts whole is decided here (see Observe).
+
 // workerState is what the tracker keeps of a worker across steps, until it is forgotten (see
 // forgetDeparted).
 type workerState struct {

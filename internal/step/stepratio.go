@@ -6,6 +6,33 @@ import (
 	"github.com/vllmstat/vllmstat/internal/vllm"
 )
 
+// The ratio keys of a step (vllm.Ratios: "prefix_cache_hit_rate",
+// "spec_decode_acceptance_rate", ...): one counter's increase over another's, summed over the
+// pool's workers, and for a split numerator one key per value of its label
+// ("spec_decode_acceptance_rate_per_pos"). An interval's ratios (Interval, the per-interval
+// statistics) are the same quotient of one scrape's increases.
+
+// ratioKeys adds the ratios over the pool's totals s, leaving out a ratio whose counters
+// contradict each other (see stepQuotient) and, for one that must be paired, a pool where a
+// worker has the numerator without the denominator.
+func (m *poolKeys) ratioKeys(s *poolTotals, was []*workerAcc) {
+	for _, rt := range vllm.Ratios {
+		if rt.Paired && !paired(was, rt) {
+			continue
+		}
+		if v, ok := stepRatio(rt, &s.totals, &s.has); ok {
+			m.add(rt.Name, "", "", v)
+		}
+		if vllm.Counters[rt.Num].Split != "" {
+			for r, v := range s.split[rt.Num] {
+				if q, ok := stepQuotient(rt, v, s.totals[rt.Den]); ok {
+					m.add(rt.Name, r, "", q)
+				}
+			}
+		}
+	}
+}
+
 // paired reports whether every worker of a pool that has rt's numerator on its page has its
 // denominator too (see vllm.Ratio.Paired).
 func paired(was []*workerAcc, rt vllm.Ratio) bool {

@@ -7,6 +7,10 @@ import (
 	"github.com/vllmstat/vllmstat/internal/vllm"
 )
 
+// A worker's timeline is its per-interval samples of the families with Timeline, each at its
+// offset from the step start, for plots and reports (Record.Timeline).
+
+// timeline is the worker's series in the step, leaving out the values beyond the float limit.
 func timeline(id WorkerID, wa *workerAcc) WorkerTimeline {
 	wt := WorkerTimeline{WorkerID: id, Series: map[string][]Point{}}
 	add := func(name string, s *series) {

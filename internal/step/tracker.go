@@ -7,6 +7,16 @@ import (
 	"github.com/vllmstat/vllmstat/internal/window"
 )
 
+// A Tracker's work is in files by concern:
+//   - observe.go: one scrape (Observe), and the state of workers and targets kept across steps;
+//   - acc.go: the open step's and phases' accumulation, worker by worker;
+//   - interval.go: each scrape's values for Options.OnInterval;
+//   - endstep.go: closing a step (EndStep, Peek) into a Record;
+//   - metrics.go, and the files it names: the keys over a pool of workers, by family;
+//   - ledger.go, balance.go, compute.go, policy.go: the time ledger's, balance, compute and
+//     policy version keys;
+//   - phase.go, forget.go, appear.go, targetlabels.go: the events other than scrapes.
+
 // Options shape the records a Tracker produces.
 type Options struct {
 	// Prefix replaces the leading "vllm" of every key; another engine's keys begin with
