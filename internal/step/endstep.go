@@ -10,7 +10,9 @@ import (
 
 // A step ends (EndStep) or is looked at while open (Peek) by building its Record: the step's
 // and each phase's figures over the workers' shares, fleet-wide per engine kind, per worker
-// and in timelines. EndStep then opens the next step.
+// and in timelines. EndStep then opens the next step. fill gathers the keys: those metrics
+// computes (metrics.go says where each family is), then the time ledger's (ledger.go), the
+// compute keys (compute.go), the balance keys (balance.go) and the policy versions (policy.go).
 
 // EndStep closes the open step as step n at ts (after the boundary scrape has been observed)
 // and opens the next one. A phase open at ts ends with the step and opens again in the next.

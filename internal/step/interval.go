@@ -9,9 +9,9 @@ import (
 	"github.com/vllmstat/vllmstat/internal/window"
 )
 
-// An Interval is what one scrape tells of one worker, given to Options.OnInterval as the
-// scrape is observed: the page's gauges, the increases since the worker's previous scrape, and
-// the ratios and rates of those increases, keyed as timelines are.
+// Each scrape's values for Options.OnInterval (live views, per-interval exports) are made from
+// the page and the increases that Observe adds to the step, as it observes them, into one slice
+// the tracker reuses from one Interval to the next.
 
 // Interval is one worker's values at one successful scrape: its gauges, the counter increases
 // since its previous successful scrape, the interval's hit rate, and token rates over DT.
