@@ -181,12 +181,25 @@ type sgBooking struct {
 	from  time.Time
 }
 
+// sglangSeen is what an SGLang worker's pages told the ledger: the gauges of its last page, to
+// tell whether the next page's log-point figures were refreshed, and the scrape at which its
+// scheduler's stage or idle seconds last moved.
+type sglangSeen struct {
+	gauges [vllm.NumGauges]float64
+	moved  time.Time
+}
+
 // sglangTime refines the state s of an SGLang engine's sample ep at ts (see the ledger's
 // comment); inc is the page's increases since the worker's previous page. It remembers the
 // page's gauges, and when its scheduler counters moved, the scrape, for the next.
 func (ws *workerState) sglangTime(ep *page.EnginePage, inc *window.Increase, s State, ts time.Time) sgBooking {
-	prev, had := ws.sgGauges, ws.seen && ws.sgSeen
-	ws.sgGauges, ws.sgSeen = ep.Gauges, true
+	had := ws.seen && ws.sg != nil
+	if ws.sg == nil {
+		ws.sg = &sglangSeen{}
+	}
+	sg := ws.sg
+	prev := sg.gauges
+	sg.gauges = ep.Gauges
 	if s != Generating && s != Idle {
 		return sgBooking{s: s}
 	}
@@ -203,8 +216,8 @@ func (ws *workerState) sglangTime(ep *page.EnginePage, inc *window.Increase, s S
 		// The counts since their previous move: the time since that scrape (or this span).
 		from := time.Time{}
 		switch {
-		case ws.seen && !ws.sgMoved.IsZero():
-			from = ws.sgMoved
+		case ws.seen && !sg.moved.IsZero():
+			from = sg.moved
 		case ws.seen:
 			from = ws.seenAt
 		}
@@ -212,7 +225,7 @@ func (ws *workerState) sglangTime(ep *page.EnginePage, inc *window.Increase, s S
 		if !hasStage && !from.IsZero() {
 			loop = ts.Sub(from).Seconds()
 		}
-		ws.sgMoved = ts
+		sg.moved = ts
 		if f := idle / loop; loop > 0 && finite(f) {
 			return sgBooking{s: Generating, split: true, idle: min(max(f, 0), 1), from: from}
 		}

@@ -27,12 +27,10 @@ type workerState struct {
 	inStep        uint64             // the seq of the last step in which a page of its target showed it
 	page          uint64             // the number of the last successful page of its target that showed it
 	loads         map[string]float64 // SGLang's last weight load durations by source; nil without the family
-	// sgGauges are the gauges of its last SGLang page (sgSeen: it had one), to tell whether the
-	// next page's log-point figures were refreshed (see sglangTime).
-	sgGauges [vllm.NumGauges]float64
-	sgSeen   bool
-	sgMoved  time.Time // the scrape at which its scheduler's stage or idle seconds last moved
-	pv       policyWorker
+	// sg is what an SGLang worker's pages told the ledger (see sglangTime); nil for others, so
+	// that a fleet of vLLM workers does not carry it.
+	sg *sglangSeen
+	pv policyWorker
 }
 
 // forgotten is a target forgotten: when, and whether it had answered in the run before.
