@@ -16,7 +16,7 @@ func BenchmarkRenderPage(b *testing.B) {
 	s.AdvanceTo(6 * time.Second)
 	var st pageState
 	s.fillPage(0, testStart, &st)
-	r := newRenderer(s.version, cfg.Model, s.buckets, cfg.BlocksPerEngine, cfg.DP)
+	r := newVLLMPageWriter(cfg)
 	buf := r.render(nil, &st)
 	b.SetBytes(int64(len(buf)))
 	b.ReportAllocs()

@@ -187,15 +187,15 @@ func floatCounter(name, help string, v func(*engineStats) float64) family {
 	return family{name: name, help: help, kind: famCounter, value: func(s *engineStats, _ int) float64 { return v(s) }}
 }
 
-// shapes reports whether a fleet of cfg on pages of v has the families above.
-func (c Config) shapes(v *version) bool { return c.Engine != EngineSGLang && v.name == v020.name }
+// shapes reports whether a fleet of cfg on pages of release r has the families above.
+func (c Config) shapes(r release) bool { return c.Engine != EngineSGLang && r.name == "0.20" }
 
 // withShape returns v with the families above that cfg turns on, after v's own (and before the
 // optional families withOptions adds, the RL families last as vLLM lists them): the recomputed
 // positions always, the MFU counters and the residency histograms when cfg asks for them
 // (vLLM registers its PerfMetricsProm and residency histograms after its other families).
 func (v *version) withShape(cfg Config) *version {
-	if !cfg.shapes(v) {
+	if !cfg.shapes(v.release) {
 		return v
 	}
 	o := *v
@@ -214,7 +214,7 @@ func (v *version) withShape(cfg Config) *version {
 // "estimated_write_bytes_per_gpu" (summed over the engines, each one GPU), and the residency
 // histograms' "<name>_count" and "<name>_sum", each present when the pages show its family.
 func (s *Sim) addShapeTotals(m map[string]float64) {
-	if !s.cfg.shapes(s.version) {
+	if !s.cfg.shapes(s.release) {
 		return
 	}
 	var t shapeStats

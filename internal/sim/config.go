@@ -153,10 +153,10 @@ func (c Config) Validate() error {
 	}
 	switch c.Engine {
 	case EngineVLLM, "":
-		v, err := parseVersion(c.Version)
+		r, err := parseRelease(c.Version)
 		if err != nil {
 			errs = append(errs, err)
-		} else if !v.engineLabel && c.DP > 1 {
+		} else if !r.engineLabel && c.DP > 1 {
 			bad("vllm version %s pages have no engine label, so they can show only one engine: use dp 1", c.Version)
 		}
 	case EngineSGLang:

@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -41,32 +40,28 @@ type family struct {
 
 // version is one vLLM release style of the /metrics page.
 type version struct {
-	name        string
-	engineLabel bool // 0.8's pages have no engine label
-	// sleepState says that the release exports vllm:engine_sleep_state (vLLM PR #24176, after
-	// 0.10), which every page shows, and, when the fleet syncs weights, the sleep resource
-	// families and the dev-mode RL families (see withOptions).
-	sleepState bool
-	families   []family
-	python     pythonInfo
+	// release's sleepState puts vllm:engine_sleep_state on every page and, when the fleet syncs
+	// weights, the sleep resource families and the dev-mode RL families (see withOptions).
+	release
+	families []family
+	python   pythonInfo
 }
 
 type pythonInfo struct{ major, minor, patch string }
 
 // parseVersion maps a --vllm-version value to a page layout.
 func parseVersion(s string) (*version, error) {
-	parts := strings.Split(s, ".")
-	if len(parts) >= 2 {
-		switch parts[0] + "." + parts[1] {
-		case "0.20":
-			return &v020, nil
-		case "0.10":
-			return &v010, nil
-		case "0.8":
-			return &v08, nil
-		}
+	r, err := parseRelease(s)
+	if err != nil {
+		return nil, err
 	}
-	return nil, fmt.Errorf("vllm version %q is not supported: use 0.20 (current names), 0.10 (old and new names side by side) or 0.8 (old names, no engine label)", s)
+	switch r.name {
+	case v020.name:
+		return &v020, nil
+	case v010.name:
+		return &v010, nil
+	}
+	return &v08, nil
 }
 
 func gauge(name, help string, v func(*engineStats) float64) family {
@@ -272,7 +267,7 @@ func itlHistogram(s *engineStats) *histogram { return &s.itl }
 // v020 is the current layout: new names only, engine label, the sleep state, five finish
 // reasons, prompt tokens by source.
 var v020 = version{
-	name: "0.20", engineLabel: true, sleepState: true, python: pythonInfo{"3", "12", "11"},
+	release: release{name: "0.20", engineLabel: true, sleepState: true}, python: pythonInfo{"3", "12", "11"},
 	families: []family{
 		famRunning, famWaiting, famWaitingByReason, famSleepState, famKVUsage, famPrefixQueries, famPrefixHits,
 		famExternalQueries, famExternalHits, famMMQueries, famMMHits,
@@ -289,7 +284,7 @@ var v020 = version{
 // time_per_output_token_seconds beside inter_token_latency_seconds (0.10.2 and later 0.10.x).
 // The deprecated HELP texts, typo included, are the ones real 0.10 servers print.
 var v010 = version{
-	name: "0.10", engineLabel: true, python: pythonInfo{"3", "12", "11"},
+	release: release{name: "0.10", engineLabel: true}, python: pythonInfo{"3", "12", "11"},
 	families: []family{
 		famRunning, famWaiting,
 		gauge("vllm:gpu_cache_usage_perc",
@@ -314,7 +309,7 @@ var v010 = version{
 
 // v08 is the early V1 layout: old names only and no engine label (one engine per server).
 var v08 = version{
-	name: "0.8", engineLabel: false, python: pythonInfo{"3", "12", "9"},
+	release: release{name: "0.8"}, python: pythonInfo{"3", "12", "9"},
 	families: []family{
 		famRunning, famWaiting,
 		gauge("vllm:gpu_cache_usage_perc", "GPU KV-cache usage. 1 means 100 percent usage.", kvUsage),

@@ -105,7 +105,7 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 	}
 	ctx, f.cancel = context.WithCancel(ctx)
 	for i, ln := range lns {
-		r := s.renderer()
+		r := pageWriter(cfg)
 		srv := newServer(ctx, i, ln, r, cfg, f.start, log)
 		srv.drive = f.do
 		f.servers = append(f.servers, srv)

@@ -174,8 +174,8 @@ func (c Config) validateAPIServers(bad func(string, ...any)) {
 }
 
 func isVersion020(s string) bool {
-	v, err := parseVersion(s)
-	return err == nil && v.name == "0.20"
+	r, err := parseRelease(s)
+	return err == nil && r.name == "0.20"
 }
 
 // multiprocess reports whether the fleet's vLLM servers serve the multiprocess page.

@@ -118,7 +118,7 @@ func TestMultiprocessPageMatchesFixture(t *testing.T) {
 	st := pageState{engines: make([]engineStats, 2)}
 	st.engines[0].recorded = true
 	st.engines[0].success[reasonStop] = 5
-	body := string(s.renderer().render(nil, &st))
+	body := string(s.pages.render(nil, &st))
 	got, _ := mpSeries(t, body)
 	want, _ := mpSeries(t, string(testkit.ReadFixture(t, mpFixture)))
 	for k, w := range want {

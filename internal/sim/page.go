@@ -289,3 +289,18 @@ func (r *renderer) appendHTTP(dst []byte, st *pageState) []byte {
 	dst = appendHelp(dst, name+"_created", durHelp, "gauge")
 	return appendSample(dst, name, "_created", &none, "", st.createdAt)
 }
+
+// newVLLMPageWriter returns the writer of the pages of cfg's vLLM servers: the layout of its
+// release with the families its options add, through the multiprocess collector when the
+// servers run several API server processes.
+func newVLLMPageWriter(cfg Config) pageRenderer {
+	v, err := parseVersion(cfg.Version)
+	if err != nil {
+		v = &v020
+	}
+	r := newRenderer(v.withShape(cfg).withOptions(cfg), cfg.Model, newBucketSet(cfg.MaxModelLen), cfg.BlocksPerEngine, cfg.DP)
+	if cfg.multiprocess() {
+		return newMultiprocessRenderer(r)
+	}
+	return r
+}

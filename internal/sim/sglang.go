@@ -570,3 +570,11 @@ func (r *sglangRenderer) appendStages(dst []byte, st *pageState) []byte {
 	}
 	return dst
 }
+
+// newSGLangPageWriter returns the writer of the pages of cfg's SGLang servers.
+func newSGLangPageWriter(cfg Config) *sglangRenderer {
+	r := newSGLangRenderer(cfg.Model, cfg.DP, cfg.Priority)
+	r.maxTotal = cfg.BlocksPerEngine * BlockSize
+	r.stageMetrics = cfg.SGLangStageMetrics
+	return r
+}

@@ -11,8 +11,9 @@ import (
 // It is not safe for concurrent use.
 type Sim struct {
 	cfg     Config
-	version *version
+	release release // the vLLM release the pages are of
 	buckets *bucketSet
+	pages   pageRenderer // writes the servers' pages; set by SetPages
 	servers []*simServer
 	engines []*Engine // all engines, server by server
 	gen     *generator
@@ -60,16 +61,16 @@ type BatchDone struct {
 	At time.Duration
 }
 
-// NewSim builds the model of the fleet cfg describes, at simulated time 0.
-func NewSim(cfg Config) (*Sim, error) {
+// New builds the model of the fleet cfg describes, at simulated time 0, with no page writer.
+func New(cfg Config) (*Sim, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	v, err := parseVersion(cfg.Version)
-	if err != nil { // an SGLang fleet's version is no layout of its pages
-		v = &v020
+	r, err := parseRelease(cfg.Version)
+	if err != nil { // an SGLang fleet's version is no vLLM release
+		r, _ = parseRelease("0.20")
 	}
-	s := &Sim{cfg: cfg, version: v.withShape(cfg).withOptions(cfg), buckets: newBucketSet(cfg.MaxModelLen), sched: &schedule{}}
+	s := &Sim{cfg: cfg, release: r, buckets: newBucketSet(cfg.MaxModelLen), sched: &schedule{}}
 	ec := cfg.engineConfig()
 	for i := range cfg.Servers {
 		srv := &simServer{carry: make([]engineStats, cfg.DP)}
@@ -77,7 +78,7 @@ func NewSim(cfg Config) (*Sim, error) {
 			e := newEngine(ec, s.buckets)
 			e.server, e.index = i, j
 			e.led.sched = s.sched
-			e.showsSleep = cfg.Engine != EngineSGLang && s.version.sleepState
+			e.showsSleep = cfg.Engine != EngineSGLang && s.release.sleepState
 			srv.engines = append(srv.engines, e)
 			s.engines = append(s.engines, e)
 		}
@@ -263,27 +264,16 @@ func (s *Sim) Totals() map[string]float64 {
 	return m
 }
 
-// Page renders server i's /metrics page as it is now, taking the fleet to have started at Unix
-// time start (which sets the _created timestamps) and counting no HTTP requests.
+// SetPages sets the writer of the servers' pages that Page uses.
+func (s *Sim) SetPages(w pageRenderer) { s.pages = w }
+
+// Page renders server i's /metrics page as it is now with the writer SetPages set, taking the
+// fleet to have started at Unix time start (which sets the _created timestamps) and counting no
+// HTTP requests.
 func (s *Sim) Page(i int, start time.Time) []byte {
 	var st pageState
 	s.fillPage(i, start, &st)
-	return s.renderer().render(nil, &st)
-}
-
-// renderer returns a writer of the fleet's pages: SGLang's layout, or the vLLM version's.
-func (s *Sim) renderer() pageRenderer {
-	if s.cfg.Engine == EngineSGLang {
-		r := newSGLangRenderer(s.cfg.Model, s.cfg.DP, s.cfg.Priority)
-		r.maxTotal = s.cfg.BlocksPerEngine * BlockSize
-		r.stageMetrics = s.cfg.SGLangStageMetrics
-		return r
-	}
-	r := newRenderer(s.version, s.cfg.Model, s.buckets, s.cfg.BlocksPerEngine, s.cfg.DP)
-	if s.cfg.multiprocess() {
-		return newMultiprocessRenderer(r)
-	}
-	return r
+	return s.pages.render(nil, &st)
 }
 
 // fillPage copies server i's engine stats into st, reusing st's slices.

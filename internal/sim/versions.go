@@ -38,7 +38,7 @@ func (c Config) versionAPI() versionAPI {
 	if c.Engine == EngineSGLang {
 		return sglangModelInfo
 	}
-	if v, err := parseVersion(c.Version); err == nil && v.sleepState && c.syncsWeights() {
+	if r, err := parseRelease(c.Version); err == nil && r.sleepState && c.syncsWeights() {
 		return vllmWeightInfo
 	}
 	return noVersionAPI

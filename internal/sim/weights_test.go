@@ -197,7 +197,7 @@ func TestSleepFamilyChildOrder(t *testing.T) {
 	st.engines[0].snapshot, st.engines[0].snapshotAt = true, 5*time.Second
 	st.engines[1].snapshot, st.engines[1].snapshotAt = true, 3*time.Second
 	st.engines[1].rl = rlStats{started: true, startedAt: 3 * time.Second, finished: true, finishedAt: 4 * time.Second, updates: 1}
-	body := string(s.renderer().render(nil, &st))
+	body := string(s.pages.render(nil, &st))
 	order := func(name string) []string {
 		var engines []string
 		for _, line := range strings.Split(body, "\n") {
