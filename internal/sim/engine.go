@@ -355,7 +355,7 @@ func (e *Engine) schedule() []scheduledReq {
 		if e.cfg.SGLang {
 			e.sgPrefill(r, n, (hit+ext)*BlockSize)
 			if !r.preempted {
-				e.stats.sg.more.firstPrefill(r)
+				e.stats.sg.more.firstPrefill(r.numTokens(), r.cachedTokens, r.externalTokens)
 			}
 		}
 		sched = append(sched, scheduledReq{r, n, 0, ext * BlockSize})
@@ -429,7 +429,7 @@ func (e *Engine) preempt(r *request) {
 	e.waiting.pushFront(r)
 	e.stats.preemptions++
 	if e.cfg.SGLang {
-		e.stats.sg.more.retract(r)
+		e.stats.sg.more.retract(r.PromptLen, r.numOutput)
 	}
 	e.emit(EventPreempt, r, e.now)
 }

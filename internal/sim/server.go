@@ -56,7 +56,7 @@ type server struct {
 
 func newServer(ctx context.Context, idx int, ln net.Listener, r pageRenderer, cfg Config, start time.Time, log *slog.Logger) *server {
 	s := &server{idx: idx, addr: ln.Addr().String(), renderer: r, clock: cfg.Clock, start: start, done: ctx.Done(),
-		log: log.With("server", idx, "addr", ln.Addr().String()), slow: cfg.SlowDelay, versions: cfg.versionAPI(), versionTag: cfg.VersionTag, model: cfg.Model,
+		log: log.With("server", idx, "addr", ln.Addr().String()), slow: cfg.SlowDelay, versions: versionAPIOf(cfg), versionTag: cfg.VersionTag, model: cfg.Model,
 		driven: cfg.Workload.Kind == WorkloadNone, engine: cfg.Engine, maxModelLen: cfg.MaxModelLen}
 	for _, f := range cfg.Faults {
 		if f.Kind != FaultRestart && f.hits(idx) {

@@ -252,7 +252,7 @@ func (e *Engine) sgFinish(r *request) {
 	s.cachedDevice += int64(r.cachedTokens)
 	s.cachedHost += int64(r.externalTokens)
 	s.e2e.observe(sglangBuckets.e2e, (r.lastTokenAt - r.Arrival).Seconds())
-	s.more.finish(r)
+	s.more.finish(r.PromptLen, r.numOutput, r.verifies)
 }
 
 // observeTokens is SGLang's inter-token latency: the interval since a request's previous output

@@ -52,24 +52,26 @@ func (m *sglangMore) add(o *sglangMore) {
 	m.genLen.add(&o.genLen)
 }
 
-// retract counts a retraction of r.
-func (m *sglangMore) retract(r *request) {
-	m.retractedIn += int64(r.PromptLen)
-	m.retractedOut += int64(r.numOutput)
+// retract counts a retraction of a request with prompt and output tokens.
+func (m *sglangMore) retract(prompt, output int) {
+	m.retractedIn += int64(prompt)
+	m.retractedOut += int64(output)
 }
 
-// firstPrefill counts r's first prefill, once its cache hits are known.
-func (m *sglangMore) firstPrefill(r *request) {
-	m.effective[0] += int64(r.numTokens() - r.cachedTokens - r.externalTokens)
-	m.effective[1] += int64(r.cachedTokens)
-	m.effective[2] += int64(r.externalTokens)
+// firstPrefill counts a request's first prefill of tokens, once its cache hits (cached in the
+// local cache, external in the external one) are known.
+func (m *sglangMore) firstPrefill(tokens, cached, external int) {
+	m.effective[0] += int64(tokens - cached - external)
+	m.effective[1] += int64(cached)
+	m.effective[2] += int64(external)
 }
 
-// finish counts a finished request as the tokenizer does.
-func (m *sglangMore) finish(r *request) {
-	m.promptLen.observe(sglangTokenBuckets, float64(r.PromptLen))
-	m.genLen.observe(sglangTokenBuckets, float64(r.numOutput))
-	m.verifyCalls += int64(r.verifies)
+// finish counts a finished request as the tokenizer does: its prompt and output lengths, and the
+// speculative verify calls it took.
+func (m *sglangMore) finish(prompt, output, verifies int) {
+	m.promptLen.observe(sglangTokenBuckets, float64(prompt))
+	m.genLen.observe(sglangTokenBuckets, float64(output))
+	m.verifyCalls += int64(verifies)
 }
 
 func (m *sglangMore) addTotals(t map[string]float64) {

@@ -33,8 +33,8 @@ const (
 	sglangModelInfo
 )
 
-// versionAPI returns the version endpoint the fleet's servers answer.
-func (c Config) versionAPI() versionAPI {
+// versionAPIOf returns the version endpoint the servers of a fleet of c answer.
+func versionAPIOf(c Config) versionAPI {
 	if c.Engine == EngineSGLang {
 		return sglangModelInfo
 	}
