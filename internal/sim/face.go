@@ -1,9 +1,17 @@
 package sim
 
+import (
+	"github.com/vllmstat/vllmstat/internal/sim/fleetconfig"
+	"github.com/vllmstat/vllmstat/internal/sim/fleetmodel"
+	"github.com/vllmstat/vllmstat/internal/sim/sglangpage"
+	"github.com/vllmstat/vllmstat/internal/sim/snap"
+	"github.com/vllmstat/vllmstat/internal/sim/vllmpage"
+)
+
 // NewSim builds the model of the fleet cfg describes, at simulated time 0, with the page writer
 // of its engine.
-func NewSim(cfg Config) (*Sim, error) {
-	s, err := New(cfg)
+func NewSim(cfg fleetconfig.Config) (*fleetmodel.Sim, error) {
+	s, err := fleetmodel.New(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -13,9 +21,9 @@ func NewSim(cfg Config) (*Sim, error) {
 
 // pageWriter returns a writer of the pages of cfg's servers: SGLang's layout, or the vLLM
 // release's (single-process or multiprocess). A new engine's page writer is chosen here.
-func pageWriter(cfg Config) pageRenderer {
-	if cfg.Engine == EngineSGLang {
-		return newSGLangPageWriter(cfg)
+func pageWriter(cfg fleetconfig.Config) snap.PageRenderer {
+	if cfg.Engine == fleetconfig.EngineSGLang {
+		return sglangpage.NewSGLangPageWriter(cfg)
 	}
-	return newVLLMPageWriter(cfg)
+	return vllmpage.NewVLLMPageWriter(cfg)
 }

@@ -1,0 +1,20 @@
+package sglangpage
+
+import (
+	"testing"
+	"time"
+
+	"github.com/vllmstat/vllmstat/internal/sim/fleetconfig"
+	"github.com/vllmstat/vllmstat/internal/sim/fleetmodel"
+)
+
+var testStart = time.Unix(1795998522, 408573600)
+
+func mustSim(t testing.TB, cfg fleetconfig.Config) *fleetmodel.Sim {
+	t.Helper()
+	s, err := newSim(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
