@@ -278,3 +278,12 @@ type syncRun struct {
 	batches   []fleetmodel.BatchDone
 	truth     core.GroundTruth
 }
+
+// simTotalsFromPages sums every server's page as pageTotals does.
+func simTotalsFromPages(t testing.TB, s *fleetmodel.Sim) map[string]float64 {
+	m := map[string]float64{}
+	for i := range s.Servers {
+		pageTotals(parsePage(t, s.Page(i, testStart)), m)
+	}
+	return m
+}

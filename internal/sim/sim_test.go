@@ -7,6 +7,7 @@ import (
 
 	"github.com/vllmstat/vllmstat/internal/sim/fleetconfig"
 	"github.com/vllmstat/vllmstat/internal/sim/fleetmodel"
+	"github.com/vllmstat/vllmstat/internal/sim/workload"
 )
 
 // TestDefaultWorkloadMovesEverything checks the demo setting (2 servers x 2 engines, GRPO
@@ -57,5 +58,60 @@ func TestDefaultWorkloadMovesEverything(t *testing.T) {
 		if strings.HasSuffix(k, "_count") && v == 0 {
 			t.Errorf("%s never observed", k)
 		}
+	}
+}
+
+// TestRestartInSim checks the model side of a restart: the page starts from zero with a new
+// _created, while Totals keep counting.
+func TestRestartInSim(t *testing.T) {
+	cfg := fleetconfig.DefaultConfig()
+	cfg.Faults = []fleetconfig.Fault{{Kind: fleetconfig.FaultRestart, At: 5 * time.Second, Server: 0}}
+	s := mustSim(t, cfg)
+	s.AdvanceTo(5*time.Second - time.Millisecond)
+	before := s.Totals()
+	page0 := parsePage(t, s.Page(0, testStart))
+	s.AdvanceTo(5 * time.Second)
+	after := parsePage(t, s.Page(0, testStart))
+	if got := after["vllm:generation_tokens_total"].Metric[0].Counter.GetValue(); got != 0 {
+		t.Errorf("generation tokens right after restart: %v", got)
+	}
+	c0 := page0["vllm:generation_tokens_created"].Metric[0].Gauge.GetValue()
+	c1 := after["vllm:generation_tokens_created"].Metric[0].Gauge.GetValue()
+	if c1-c0 < 4.99 || c1-c0 > 5.01 {
+		t.Errorf("_created moved from %v to %v, want 5 s later", c0, c1)
+	}
+	tot := s.Totals()
+	if tot["generation_tokens"] < before["generation_tokens"] || tot["requests_lost"] == 0 || tot["restarts"] != 1 {
+		t.Errorf("totals across restart: before %v after %v lost %v restarts %v",
+			before["generation_tokens"], tot["generation_tokens"], tot["requests_lost"], tot["restarts"])
+	}
+	s.AdvanceTo(30 * time.Second)
+	compareLives := simTotalsFromPages(t, s)
+	// The pages show only the current life of server 0; the simulator's totals include the
+	// first one, so they are larger.
+	if compareLives["generation_tokens"] >= s.Totals()["generation_tokens"] {
+		t.Errorf("pages %v, totals %v", compareLives["generation_tokens"], s.Totals()["generation_tokens"])
+	}
+	if st := s.Servers[0].Engines[0]; st.Busy() && st.Pool.NumUsed() == 0 {
+		t.Error("busy engine with an empty cache")
+	}
+}
+
+func TestPoissonWorkload(t *testing.T) {
+	cfg := fleetconfig.DefaultConfig()
+	cfg.Workload.Kind = workload.WorkloadPoisson
+	cfg.Workload.Rate = 10
+	s := mustSim(t, cfg)
+	s.AdvanceTo(60 * time.Second)
+	tot := s.Totals()
+	n := tot["request_success/stop"] + tot["request_success/length"]
+	if n < 450 || n > 700 {
+		t.Errorf("%v requests finished in 60 s at 10/s", n)
+	}
+	if b := s.TakeBatches(); len(b) != 0 {
+		t.Errorf("poisson workload finished batches %v", b)
+	}
+	if hr := tot["prefix_cache_hits"] / tot["prefix_cache_queries"]; hr < 0.3 || hr >= 1 {
+		t.Errorf("hit rate %v", hr)
 	}
 }

@@ -59,22 +59,3 @@ func TestSameSeedSameEvents(t *testing.T) {
 		})
 	}
 }
-
-func TestPoissonWorkload(t *testing.T) {
-	cfg := fleetconfig.DefaultConfig()
-	cfg.Workload.Kind = workload.WorkloadPoisson
-	cfg.Workload.Rate = 10
-	s := mustSim(t, cfg)
-	s.AdvanceTo(60 * time.Second)
-	tot := s.Totals()
-	n := tot["request_success/stop"] + tot["request_success/length"]
-	if n < 450 || n > 700 {
-		t.Errorf("%v requests finished in 60 s at 10/s", n)
-	}
-	if b := s.TakeBatches(); len(b) != 0 {
-		t.Errorf("poisson workload finished batches %v", b)
-	}
-	if hr := tot["prefix_cache_hits"] / tot["prefix_cache_queries"]; hr < 0.3 || hr >= 1 {
-		t.Errorf("hit rate %v", hr)
-	}
-}

@@ -160,39 +160,3 @@ func valuesOf(f *dto.MetricFamily) string {
 	}
 	return b.String()
 }
-
-// TestRestartInSim checks the model side of a restart: the page starts from zero with a new
-// _created, while Totals keep counting.
-func TestRestartInSim(t *testing.T) {
-	cfg := fleetconfig.DefaultConfig()
-	cfg.Faults = []fleetconfig.Fault{{Kind: fleetconfig.FaultRestart, At: 5 * time.Second, Server: 0}}
-	s := mustSim(t, cfg)
-	s.AdvanceTo(5*time.Second - time.Millisecond)
-	before := s.Totals()
-	page0 := parsePage(t, s.Page(0, testStart))
-	s.AdvanceTo(5 * time.Second)
-	after := parsePage(t, s.Page(0, testStart))
-	if got := after["vllm:generation_tokens_total"].Metric[0].Counter.GetValue(); got != 0 {
-		t.Errorf("generation tokens right after restart: %v", got)
-	}
-	c0 := page0["vllm:generation_tokens_created"].Metric[0].Gauge.GetValue()
-	c1 := after["vllm:generation_tokens_created"].Metric[0].Gauge.GetValue()
-	if c1-c0 < 4.99 || c1-c0 > 5.01 {
-		t.Errorf("_created moved from %v to %v, want 5 s later", c0, c1)
-	}
-	tot := s.Totals()
-	if tot["generation_tokens"] < before["generation_tokens"] || tot["requests_lost"] == 0 || tot["restarts"] != 1 {
-		t.Errorf("totals across restart: before %v after %v lost %v restarts %v",
-			before["generation_tokens"], tot["generation_tokens"], tot["requests_lost"], tot["restarts"])
-	}
-	s.AdvanceTo(30 * time.Second)
-	compareLives := simTotalsFromPages(t, s)
-	// The pages show only the current life of server 0; the simulator's totals include the
-	// first one, so they are larger.
-	if compareLives["generation_tokens"] >= s.Totals()["generation_tokens"] {
-		t.Errorf("pages %v, totals %v", compareLives["generation_tokens"], s.Totals()["generation_tokens"])
-	}
-	if st := s.Servers[0].Engines[0]; st.Busy() && st.Pool.NumUsed() == 0 {
-		t.Error("busy engine with an empty cache")
-	}
-}
