@@ -39,8 +39,8 @@ func TestFleetOnFakeClockServesTheSimulation(t *testing.T) {
 		batches++
 	}
 	s := mustSim(t, cfg)
-	s.AdvanceTo(cfg.simTime(40 * cfg.Tick))
-	if got := len(s.takeBatches()); got != batches || batches < 2 {
+	s.AdvanceTo(cfg.SimTime(40 * cfg.Tick))
+	if got := len(s.TakeBatches()); got != batches || batches < 2 {
 		t.Errorf("fleet reported %d batches, the simulation finished %d", batches, got)
 	}
 	for i, u := range f.URLs() {

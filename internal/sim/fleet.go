@@ -2,7 +2,6 @@ package sim
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -13,31 +12,37 @@ import (
 	"time"
 
 	"github.com/vllmstat/vllmstat/internal/clock"
+	"github.com/vllmstat/vllmstat/internal/sim/core"
+	"github.com/vllmstat/vllmstat/internal/sim/fleetconfig"
+	"github.com/vllmstat/vllmstat/internal/sim/fleetmodel"
+	"github.com/vllmstat/vllmstat/internal/sim/serve"
+	"github.com/vllmstat/vllmstat/internal/sim/snap"
+	"github.com/vllmstat/vllmstat/internal/sim/workload"
 )
 
 // Fleet is a running simulated fleet: one goroutine advances the Sim in step with the wall clock
 // (scaled by Speed) and publishes each server's page state; each server answers HTTP on its own
 // port. Start it, read URLs, and Close it.
 type Fleet struct {
-	cfg       Config
+	cfg       fleetconfig.Config
 	log       *slog.Logger
 	clock     clock.Clock
 	start     time.Time
-	sim       *Sim // owned by the run goroutine
-	servers   []*server
-	router    *router // SGLang's router in front of the servers, nil without one
+	sim       *fleetmodel.Sim // owned by the run goroutine
+	servers   []*serve.Server
+	router    *serve.Router // SGLang's router in front of the servers, nil without one
 	batches   chan int
-	edges     chan LoopEdge
-	publishes chan Publish
+	edges     chan fleetmodel.LoopEdge
+	publishes chan core.Publish
 	restarts  []int // per server, as last logged; owned by the run goroutine
 	// edgesFull and publishesFull are set once an edge or a publish was dropped, so that the
 	// drops are logged once; owned by the run goroutine.
 	edgesFull, publishesFull bool
 	// truth takes GroundTruth's requests to the run goroutine, which owns the simulation;
 	// stopped is closed when that goroutine has ended, leaving the last ground truth in final.
-	truth   chan chan GroundTruth
+	truth   chan chan core.GroundTruth
 	stopped chan struct{}
-	final   GroundTruth // guarded by mu; set when the run goroutine ends
+	final   core.GroundTruth // guarded by mu; set when the run goroutine ends
 	// ops takes the HTTP side's requests and control calls to the run goroutine (see drive.go).
 	ops chan fleetOp
 
@@ -51,7 +56,7 @@ type Fleet struct {
 
 // Start validates cfg, opens every server's port and starts the simulation. Cancelling ctx
 // stops the fleet as Close does, but only Close waits for it.
-func Start(ctx context.Context, cfg Config) (*Fleet, error) {
+func Start(ctx context.Context, cfg fleetconfig.Config) (*Fleet, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real{}
 	}
@@ -93,39 +98,39 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 		}
 	}
 	f := &Fleet{cfg: cfg, log: log, clock: cfg.Clock, start: cfg.Clock.Now(), sim: s, restarts: make([]int, cfg.Servers),
-		truth: make(chan chan GroundTruth), stopped: make(chan struct{}), ops: make(chan fleetOp)}
-	if cfg.Workload.Kind == WorkloadGRPO {
+		truth: make(chan chan core.GroundTruth), stopped: make(chan struct{}), ops: make(chan fleetOp)}
+	if cfg.Workload.Kind == workload.WorkloadGRPO {
 		f.batches = make(chan int, 1024)
 	}
 	if cfg.Workload.Colocated {
-		f.edges = make(chan LoopEdge, 1024)
+		f.edges = make(chan fleetmodel.LoopEdge, 1024)
 	}
-	if cfg.syncsWeights() {
-		f.publishes = make(chan Publish, 1024)
+	if cfg.SyncsWeights() {
+		f.publishes = make(chan core.Publish, 1024)
 	}
 	ctx, f.cancel = context.WithCancel(ctx)
 	for i, ln := range lns {
-		r := s.renderer()
-		srv := newServer(ctx, i, ln, r, cfg, f.start, log)
-		srv.drive = f.do
+		r := pageWriter(cfg)
+		srv := serve.NewServer(ctx, i, ln, r, cfg, f.start, log)
+		srv.Drive = f.do
 		f.servers = append(f.servers, srv)
 	}
-	f.publish()
+	f.Publish()
 	for i, srv := range f.servers {
-		srv.serve(lns[i], &f.wg)
-		f.wg.Go(func() { srv.runDownFaults(ctx, &f.wg) })
+		srv.Serve(lns[i], &f.wg)
+		f.wg.Go(func() { srv.RunDownFaults(ctx, &f.wg) })
 	}
 	if routerLn != nil {
 		var workers []string
 		for _, u := range f.URLs() {
 			workers = append(workers, strings.TrimSuffix(u, "/metrics"))
 		}
-		f.router = newRouter(routerLn, workers, cfg.SlowDelay+5*time.Second, log)
-		f.router.serve(routerLn, &f.wg)
+		f.router = serve.NewRouter(routerLn, workers, cfg.SlowDelay+5*time.Second, log)
+		f.router.Serve(routerLn, &f.wg)
 	}
 	f.wg.Go(func() { f.run(ctx) })
 	attrs := []any{"engine", cfg.Engine, "servers", cfg.Servers, "dp", cfg.DP}
-	if cfg.Engine != EngineSGLang {
+	if cfg.Engine != fleetconfig.EngineSGLang {
 		attrs = append(attrs, "vllm_version", cfg.Version) // the page style of a vLLM fleet only
 	}
 	log.Info("fleet started", append(attrs, "workload", cfg.Workload.Kind, "seed", cfg.Seed, "speed", cfg.Speed)...)
@@ -159,14 +164,14 @@ func (f *Fleet) Batches() <-chan int { return f.batches }
 // moments a trainer would mark its phases and end its step. It is nil unless the workload is
 // colocated. It is never closed; if nobody reads it, edges past its buffer of 1024 are dropped
 // rather than stalling the simulation.
-func (f *Fleet) Edges() <-chan LoopEdge { return f.edges }
+func (f *Fleet) Edges() <-chan fleetmodel.LoopEdge { return f.edges }
 
 // Publishes delivers the trainer's publishes of new policy versions, in order, each once the
 // simulation has reached it (the engines load it after that): the moments a trainer would tell
 // vllmstat its new version. It is nil unless the workload runs the colocated or the async loop.
 // It is never closed; if nobody reads it, publishes past its buffer of 1024 are dropped rather
 // than stalling the simulation.
-func (f *Fleet) Publishes() <-chan Publish { return f.publishes }
+func (f *Fleet) Publishes() <-chan core.Publish { return f.publishes }
 
 // Laggard returns the server and engine of the async loop's lagging engine; ok is false outside
 // the async loop.
@@ -174,14 +179,14 @@ func (f *Fleet) Laggard() (server, engine int, ok bool) {
 	if !f.cfg.Workload.Async {
 		return 0, 0, false
 	}
-	e := f.sim.engines[f.sim.async.laggard] // fixed at the start
-	return e.server, e.index, true
+	e := f.sim.Engines[f.sim.Async.Laggard] // fixed at the start
+	return e.Server, e.Index, true
 }
 
 // GroundTruth returns what the simulation did, as of the simulated time it has reached (see
 // Sim.GroundTruth); after Close, as of the time it stopped.
-func (f *Fleet) GroundTruth() GroundTruth {
-	c := make(chan GroundTruth, 1)
+func (f *Fleet) GroundTruth() core.GroundTruth {
+	c := make(chan core.GroundTruth, 1)
 	select {
 	case f.truth <- c:
 		return <-c
@@ -218,10 +223,10 @@ func (f *Fleet) Close() error {
 	f.closeOnce.Do(func() {
 		f.cancel()
 		if f.router != nil {
-			f.router.stop(time.Second)
+			f.router.Stop(time.Second)
 		}
 		for _, s := range f.servers {
-			s.stop(time.Second, true)
+			s.Stop(time.Second, true)
 		}
 		f.wg.Wait()
 		f.log.Info("fleet stopped")
@@ -242,18 +247,18 @@ func (f *Fleet) run(ctx context.Context) {
 	}()
 	var opsDone []chan struct{}
 	for {
-		f.sim.AdvanceTo(f.cfg.simTime(f.clock.Now().Sub(f.start)))
-		f.publish()
+		f.sim.AdvanceTo(f.cfg.SimTime(f.clock.Now().Sub(f.start)))
+		f.Publish()
 		// The pages show what the calls did and what the requests generated before the callers
 		// hear of it, so that a scrape right after the answer counts it.
 		for _, c := range opsDone {
 			close(c)
 		}
 		opsDone = opsDone[:0]
-		for _, reply := range f.sim.takeDriven() {
+		for _, reply := range f.sim.TakeDriven() {
 			reply()
 		}
-		for _, b := range f.sim.takeBatches() {
+		for _, b := range f.sim.TakeBatches() {
 			f.log.Info("batch done", "batch", b.N, "sim_time", b.At)
 			select {
 			case f.batches <- b.N:
@@ -261,7 +266,7 @@ func (f *Fleet) run(ctx context.Context) {
 				f.log.Warn("batch channel full, dropping", "batch", b.N)
 			}
 		}
-		for _, e := range f.sim.takeEdges() {
+		for _, e := range f.sim.TakeEdges() {
 			f.log.Info("loop edge", "edge", e.Kind.String(), "step", e.Step, "sim_time", e.At)
 			select {
 			case f.edges <- e:
@@ -274,7 +279,7 @@ func (f *Fleet) run(ctx context.Context) {
 			}
 			f.edgesFull = false
 		}
-		for _, p := range f.sim.takePublishes() {
+		for _, p := range f.sim.TakePublishes() {
 			f.log.Info("policy published", "version", p.Version, "sim_time", p.At)
 			select {
 			case f.publishes <- p:
@@ -296,7 +301,7 @@ func (f *Fleet) run(ctx context.Context) {
 			case c := <-f.truth:
 				c <- f.sim.GroundTruth()
 			case op := <-f.ops:
-				f.sim.AdvanceTo(f.cfg.simTime(f.clock.Now().Sub(f.start)))
+				f.sim.AdvanceTo(f.cfg.SimTime(f.clock.Now().Sub(f.start)))
 				op.fn(f.sim)
 				opsDone = append(opsDone, op.done)
 				tick.Stop()
@@ -308,10 +313,10 @@ func (f *Fleet) run(ctx context.Context) {
 	}
 }
 
-func (f *Fleet) publish() {
+func (f *Fleet) Publish() {
 	for i, s := range f.servers {
-		s.publish(func(st *pageState) { f.sim.fillPage(i, f.start, st) })
-		if n := f.sim.servers[i].restarts; n != f.restarts[i] {
+		s.Publish(func(st *snap.PageState) { f.sim.FillPage(i, f.start, st) })
+		if n := f.sim.Servers[i].Restarts; n != f.restarts[i] {
 			f.restarts[i] = n
 			f.log.Info("server restarted", "server", i, "restarts", n)
 		}
@@ -325,20 +330,17 @@ func (f *Fleet) publish() {
 // fleetOp is a call of the HTTP side on the Sim: fn runs in the run goroutine at the simulated
 // time of its arrival, and done is closed once the pages show its effect.
 type fleetOp struct {
-	fn   func(*Sim)
+	fn   func(*fleetmodel.Sim)
 	done chan struct{}
 }
 
-// errStopped answers the calls that come as the fleet stops.
-var errStopped = errors.New("the fleet is stopping")
-
 // do runs fn on the Sim in the run goroutine and returns once the pages show what it did.
-func (f *Fleet) do(ctx context.Context, fn func(*Sim)) error {
+func (f *Fleet) do(ctx context.Context, fn func(*fleetmodel.Sim)) error {
 	op := fleetOp{fn, make(chan struct{})}
 	select {
 	case f.ops <- op:
 	case <-f.stopped:
-		return errStopped
+		return serve.ErrStopped
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -346,6 +348,6 @@ func (f *Fleet) do(ctx context.Context, fn func(*Sim)) error {
 	case <-op.done:
 		return nil
 	case <-f.stopped:
-		return errStopped
+		return serve.ErrStopped
 	}
 }

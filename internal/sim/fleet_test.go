@@ -14,13 +14,14 @@ import (
 	"time"
 
 	"github.com/vllmstat/vllmstat/internal/clock"
+	"github.com/vllmstat/vllmstat/internal/sim/fleetconfig"
 	"github.com/vllmstat/vllmstat/internal/testkit"
 )
 
 // fastConfig is a small fleet on free ports running 20x faster than the wall clock: a GRPO
 // batch takes about half a second.
-func fastConfig() Config {
-	cfg := DefaultConfig()
+func fastConfig() fleetconfig.Config {
+	cfg := fleetconfig.DefaultConfig()
 	cfg.Port = 0
 	cfg.DP = 2
 	cfg.Speed = 20
@@ -30,7 +31,7 @@ func fastConfig() Config {
 	return cfg
 }
 
-func startFleet(t *testing.T, cfg Config) *Fleet {
+func startFleet(t *testing.T, cfg fleetconfig.Config) *Fleet {
 	t.Helper()
 	before := runtime.NumGoroutine()
 	f, err := Start(context.Background(), cfg)
@@ -139,7 +140,7 @@ func TestFaultRestartOverHTTP(t *testing.T) {
 	cfg.Tick = 50 * time.Millisecond
 	cfg.Workload.Batches = 1
 	restartAt := 1500 * time.Millisecond
-	cfg.Faults = []Fault{{Kind: FaultRestart, At: restartAt, Server: 1}}
+	cfg.Faults = []fleetconfig.Fault{{Kind: fleetconfig.FaultRestart, At: restartAt, Server: 1}}
 	f := startFleet(t, cfg)
 	u0, u1 := f.URLs()[0], f.URLs()[1]
 	elapsed := time.Duration(0)
@@ -215,7 +216,7 @@ func TestFaultDownOverHTTP(t *testing.T) {
 	cfg.Clock = clk
 	cfg.Tick = 50 * time.Millisecond
 	cfg.Servers = 1
-	cfg.Faults = []Fault{{Kind: FaultDown, At: 200 * time.Millisecond, Duration: 1500 * time.Millisecond, Server: AllServers}}
+	cfg.Faults = []fleetconfig.Fault{{Kind: fleetconfig.FaultDown, At: 200 * time.Millisecond, Duration: 1500 * time.Millisecond, Server: fleetconfig.AllServers}}
 	f := startFleet(t, cfg)
 	u := f.URLs()[0]
 	refused := func(when string) {
@@ -275,7 +276,7 @@ func TestFaultSlowOverHTTP(t *testing.T) {
 	cfg.Tick = 50 * time.Millisecond
 	cfg.Servers = 1
 	cfg.SlowDelay = 5 * time.Second
-	cfg.Faults = []Fault{{Kind: FaultSlow, At: 0, Duration: 2 * time.Second, Server: 0}}
+	cfg.Faults = []fleetconfig.Fault{{Kind: fleetconfig.FaultSlow, At: 0, Duration: 2 * time.Second, Server: 0}}
 	f := startFleet(t, cfg)
 	u := f.URLs()[0]
 	slow := getAsync(t, u)
@@ -299,7 +300,7 @@ func TestFaultSlowOverHTTP(t *testing.T) {
 
 func TestFaultGarbageOverHTTP(t *testing.T) {
 	cfg := fastConfig()
-	cfg.Faults = []Fault{{Kind: FaultGarbage, At: 0, Server: AllServers}}
+	cfg.Faults = []fleetconfig.Fault{{Kind: fleetconfig.FaultGarbage, At: 0, Server: fleetconfig.AllServers}}
 	f := startFleet(t, cfg)
 	for _, u := range f.URLs() {
 		body, resp, err := get(t, http.DefaultClient, u)
@@ -319,7 +320,7 @@ func TestCloseDoesNotWaitForSlowAnswers(t *testing.T) {
 	cfg.Clock = clk
 	cfg.Servers = 1
 	cfg.SlowDelay = time.Minute
-	cfg.Faults = []Fault{{Kind: FaultSlow, At: 0, Duration: time.Hour, Server: 0}}
+	cfg.Faults = []fleetconfig.Fault{{Kind: fleetconfig.FaultSlow, At: 0, Duration: time.Hour, Server: 0}}
 	f, err := Start(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -361,7 +362,7 @@ func TestCloseDuringDownWindow(t *testing.T) {
 	cfg := fastConfig()
 	cfg.Clock = clk
 	cfg.Tick = 50 * time.Millisecond
-	cfg.Faults = []Fault{{Kind: FaultDown, At: 50 * time.Millisecond, Duration: 5 * time.Second, Server: AllServers}}
+	cfg.Faults = []fleetconfig.Fault{{Kind: fleetconfig.FaultDown, At: 50 * time.Millisecond, Duration: 5 * time.Second, Server: fleetconfig.AllServers}}
 	f := startFleet(t, cfg)
 	waitTimers(t, clk, 3) // the fleet's tick and each server's wait for the fault
 	clk.Advance(50 * time.Millisecond)
@@ -376,9 +377,9 @@ func TestCloseDuringDownWindow(t *testing.T) {
 // TestFleetLogNamesItsEngine: a fleet's start line names the vLLM page style only for vLLM
 // engines; an SGLang fleet has no vLLM version.
 func TestFleetLogNamesItsEngine(t *testing.T) {
-	for _, engine := range []string{EngineVLLM, EngineSGLang} {
+	for _, engine := range []string{fleetconfig.EngineVLLM, fleetconfig.EngineSGLang} {
 		var buf bytes.Buffer
-		cfg := DefaultConfig()
+		cfg := fleetconfig.DefaultConfig()
 		cfg.Servers, cfg.DP, cfg.Port, cfg.Engine = 1, 1, 0, engine
 		cfg.Logger = slog.New(slog.NewTextHandler(&buf, nil))
 		f, err := Start(context.Background(), cfg)
@@ -387,7 +388,7 @@ func TestFleetLogNamesItsEngine(t *testing.T) {
 		}
 		f.Close()
 		line := buf.String()
-		if !strings.Contains(line, "fleet started") || strings.Contains(line, "vllm_version") != (engine == EngineVLLM) {
+		if !strings.Contains(line, "fleet started") || strings.Contains(line, "vllm_version") != (engine == fleetconfig.EngineVLLM) {
 			t.Errorf("engine %s: start line %q", engine, line)
 		}
 	}

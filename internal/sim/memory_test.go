@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vllmstat/vllmstat/internal/sim/fleetmodel"
+	"github.com/vllmstat/vllmstat/internal/sim/serve"
+	"github.com/vllmstat/vllmstat/internal/sim/workload"
 	"github.com/vllmstat/vllmstat/internal/testkit"
 )
 
@@ -24,7 +27,7 @@ const heldSampleBytes = 1 << 10
 // answered. Nothing is timed: the test waits until the simulator holds every sample.
 func TestDrivenMemoryBounded(t *testing.T) {
 	cfg := fastConfig()
-	cfg.Workload.Kind = WorkloadNone
+	cfg.Workload.Kind = workload.WorkloadNone
 	cfg.Servers, cfg.DP = 1, 1
 	cfg.MaxModelLen, cfg.BlocksPerEngine = 64, 16
 	cfg.Speed = 1000
@@ -42,7 +45,7 @@ func TestDrivenMemoryBounded(t *testing.T) {
 		ids[i] = fmt.Sprintf("[%d]", i+1)
 	}
 	body := `{"prompt": [` + strings.Join(ids, ",") + `], "n": 16, "max_tokens": 1, "ignore_eos": true}`
-	body += strings.Repeat(" ", int(maxBody(cfg.MaxModelLen))-len(body))
+	body += strings.Repeat(" ", int(serve.MaxBody(cfg.MaxModelLen))-len(body))
 	samples := prompts * n
 	if code, got := post(t, base+"/v1/completions", body+" "); code != http.StatusRequestEntityTooLarge {
 		t.Fatalf("a byte more than the largest body: %d %s", code, got)
@@ -76,7 +79,7 @@ func TestDrivenMemoryBounded(t *testing.T) {
 	}
 	held := func() int {
 		var k int
-		f.do(context.Background(), func(s *Sim) { k = len(s.drive.waiting) })
+		f.do(context.Background(), func(s *fleetmodel.Sim) { k = len(s.Drive.Waiting) })
 		return k
 	}
 	if !testkit.Poll(time.Minute, func() bool { return held() == clients*samples }) {

@@ -6,6 +6,10 @@ import (
 	"time"
 
 	"github.com/vllmstat/vllmstat/internal/page"
+	"github.com/vllmstat/vllmstat/internal/sim/core"
+	"github.com/vllmstat/vllmstat/internal/sim/fleetmodel"
+	"github.com/vllmstat/vllmstat/internal/sim/serve"
+	"github.com/vllmstat/vllmstat/internal/sim/snap"
 	"github.com/vllmstat/vllmstat/internal/step"
 )
 
@@ -42,12 +46,12 @@ func TestStaleTokensMatchTruth(t *testing.T) {
 			}
 			ts := start.Add(at)
 			tr.Observe(ts, u, pg, nil)
-			var stats []engineStats
-			for _, e := range s.servers[i].engines {
-				stats = append(stats, e.stats)
+			var stats []snap.EngineStats
+			for _, e := range s.Servers[i].Engines {
+				stats = append(stats, e.Stats)
 			}
-			v := serverVersion(stats)
-			tr.EngineVersion(ts, u, int64(v), v != NoVersion)
+			v := serve.ServerVersion(stats)
+			tr.EngineVersion(ts, u, int64(v), v != snap.NoVersion)
 		}
 	}
 	const steps = 3
@@ -56,12 +60,12 @@ func TestStaleTokensMatchTruth(t *testing.T) {
 	at := time.Duration(0)
 	scrape(at)
 	for v := 0; v <= steps; v++ {
-		p := s.publishAt(v)
+		p := s.PublishAt(v)
 		for tick := at + interval; ; {
 			// the syncs' steps before the next tick, one by one: a scrape right after each
 			// load's end
-			if ev, kind, i := s.nextEvent(); kind == evSync && ev < min(tick, p) {
-				ended := s.engines[i].sync.phase == syncEndDue
+			if ev, kind, i := s.NextEvent(); kind == fleetmodel.EvSync && ev < min(tick, p) {
+				ended := s.Engines[i].Sync.Phase == core.SyncEndDue
 				s.AdvanceTo(ev)
 				if ended {
 					at = ev

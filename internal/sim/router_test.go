@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/vllmstat/vllmstat/internal/page"
+	"github.com/vllmstat/vllmstat/internal/sim/routerpage"
+	"github.com/vllmstat/vllmstat/internal/sim/serve"
 	"github.com/vllmstat/vllmstat/internal/vllm"
 )
 
@@ -132,63 +134,6 @@ func TestRouterEngineMetrics(t *testing.T) {
 	}
 }
 
-// The merged page is the router's (sgl-model-gateway, core/metrics_aggregator.rs over the
-// openmetrics-parser crate's Prometheus parser and Display): every ':' of a server's page turned
-// into '_' (names, HELP texts, label values), label names sorted with worker_addr among them
-// and le last, a histogram's buckets then _sum then _count (an integer), numbers as Rust prints
-// them, a blank line between families; a page the parser rejects is left out whole (here: not
-// Prometheus text, and a family whose samples differ in label names).
-func TestMergeEnginePages(t *testing.T) {
-	a := metricPack{"http://a:1", []byte(`# HELP s:e2e_seconds Latency: e2e.
-# TYPE s:e2e_seconds histogram
-s:e2e_seconds_sum{model="m:1"} 2.5
-s:e2e_seconds_bucket{le="0.5",model="m:1"} 1.0
-s:e2e_seconds_bucket{le="1.0",model="m:1"} 2.0
-s:e2e_seconds_bucket{le="+Inf",model="m:1"} 3.0
-s:e2e_seconds_count{model="m:1"} 3.0
-# HELP s:tokens_total Tokens.
-# TYPE s:tokens_total counter
-s:tokens_total{model="m:1"} 1e+06
-# HELP s:running Running.
-# TYPE s:running gauge
-s:running{model="m:1",zone="z"} 2.0
-`)}
-	b := metricPack{"http://b:1", []byte(`# HELP s:running Running.
-# TYPE s:running gauge
-s:running{model="m:1",zone="z"} 0.25
-# HELP s:tokens_total Tokens.
-# TYPE s:tokens_total counter
-s:tokens_total{model="m:1"} 7.0
-`)}
-	bad := metricPack{"http://c:1", []byte("<html>502</html>")}
-	mixed := metricPack{"http://d:1", []byte("# HELP s:running Running.\n# TYPE s:running gauge\ns:running{model=\"m\"} 1.0\ns:running 2.0\n")}
-	got, err := mergeEnginePages([]metricPack{a, bad, mixed, b}, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := `# HELP s_e2e_seconds Latency_ e2e.
-# TYPE s_e2e_seconds histogram
-s_e2e_seconds_bucket{model="m_1",worker_addr="http://a:1",le="0.5"} 1
-s_e2e_seconds_bucket{model="m_1",worker_addr="http://a:1",le="1"} 2
-s_e2e_seconds_bucket{model="m_1",worker_addr="http://a:1",le="+Inf"} 3
-s_e2e_seconds_sum{model="m_1",worker_addr="http://a:1"} 2.5
-s_e2e_seconds_count{model="m_1",worker_addr="http://a:1"} 3
-
-# HELP s_running Running.
-# TYPE s_running gauge
-s_running{model="m_1",worker_addr="http://a:1",zone="z"} 2
-s_running{model="m_1",worker_addr="http://b:1",zone="z"} 0.25
-
-# HELP s_tokens_total Tokens.
-# TYPE s_tokens_total counter
-s_tokens_total{model="m_1",worker_addr="http://a:1"} 1000000
-s_tokens_total{model="m_1",worker_addr="http://b:1"} 7
-`
-	if string(got) != want {
-		t.Errorf("merged:\n%s\nwant:\n%s", got, want)
-	}
-}
-
 // One family whose label names differ between two servers (a DP server's dp_rank beside a
 // server without DP) fails the router's whole page: aggregate_metrics' merge_family ensure!s
 // equal label names, and get_engine_metrics answers 500 with the error.
@@ -207,11 +152,11 @@ func TestRouterLabelMismatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := newRouter(ln, []string{dp.URL, plain.URL}, 5*time.Second, slog.New(slog.DiscardHandler))
+	r := serve.NewRouter(ln, []string{dp.URL, plain.URL}, 5*time.Second, slog.New(slog.DiscardHandler))
 	var wg sync.WaitGroup
-	r.serve(ln, &wg)
+	r.Serve(ln, &wg)
 	defer wg.Wait()
-	defer r.stop(time.Second)
+	defer r.Stop(time.Second)
 	code, body := fetchPage(t, r.URL())
 	want := `Failed to aggregate metrics: Label names should agree a=["dp_rank", "model_name", "worker_addr"] b=["model_name", "worker_addr"]`
 	if code != http.StatusInternalServerError || string(body) != want {
@@ -219,7 +164,7 @@ func TestRouterLabelMismatch(t *testing.T) {
 	}
 	// The same servers' pages, each alone, merge.
 	for _, u := range []string{dp.URL, plain.URL} {
-		if _, err := mergeEnginePages([]metricPack{{u, []byte(fetchBody(t, u+"/metrics"))}}, 0); err != nil {
+		if _, err := routerpage.MergeEnginePages([]routerpage.MetricPack{{Addr: u, Page: []byte(fetchBody(t, u+"/metrics"))}}, 0); err != nil {
 			t.Errorf("%s alone: %v", u, err)
 		}
 	}
@@ -242,11 +187,11 @@ func TestRouterNoPages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := newRouter(ln, []string{down.URL}, 5*time.Second, slog.New(slog.DiscardHandler))
+	r := serve.NewRouter(ln, []string{down.URL}, 5*time.Second, slog.New(slog.DiscardHandler))
 	var wg sync.WaitGroup
-	r.serve(ln, &wg)
+	r.Serve(ln, &wg)
 	defer wg.Wait()
-	defer r.stop(time.Second)
+	defer r.Stop(time.Second)
 	if code, body := fetchPage(t, r.URL()); code != http.StatusOK || len(body) != 0 {
 		t.Errorf("status %d body %q, want 200 and nothing", code, body)
 	}

@@ -5,6 +5,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vllmstat/vllmstat/internal/sim/fleetconfig"
+	"github.com/vllmstat/vllmstat/internal/sim/workload"
 )
 
 // TestVersionTag: with a version tag the servers answer their weight version as vLLM and
@@ -12,17 +15,17 @@ import (
 // answers null without a tag), then the tag and the number; the control calls take the tagged
 // string; and a tag that ends in a digit or is not printable is refused.
 func TestVersionTag(t *testing.T) {
-	for _, engine := range []string{EngineVLLM, EngineSGLang} {
+	for _, engine := range []string{fleetconfig.EngineVLLM, fleetconfig.EngineSGLang} {
 		t.Run(engine, func(t *testing.T) {
 			cfg := fastConfig()
 			cfg.Engine = engine
-			cfg.Workload.Kind = WorkloadNone
+			cfg.Workload.Kind = workload.WorkloadNone
 			cfg.Workload.LoadTime = time.Second
 			cfg.VersionTag = "step-"
 			f := startFleet(t, cfg)
 			base := strings.TrimSuffix(f.URLs()[0], "/metrics")
 			path := "/weight_info"
-			if engine == EngineSGLang {
+			if engine == fleetconfig.EngineSGLang {
 				path = "/model_info"
 			}
 			version := func() string {

@@ -12,6 +12,11 @@ import (
 	"github.com/vllmstat/vllmstat/internal/clock"
 	"github.com/vllmstat/vllmstat/internal/expo"
 	"github.com/vllmstat/vllmstat/internal/page"
+	"github.com/vllmstat/vllmstat/internal/sim/core"
+	"github.com/vllmstat/vllmstat/internal/sim/fleetconfig"
+	"github.com/vllmstat/vllmstat/internal/sim/fleetmodel"
+	"github.com/vllmstat/vllmstat/internal/sim/snap"
+	"github.com/vllmstat/vllmstat/internal/sim/workload"
 	"github.com/vllmstat/vllmstat/internal/vllm"
 )
 
@@ -65,22 +70,6 @@ func enginePage(t *testing.T, body []byte, eng string) *page.EnginePage {
 	return nil
 }
 
-// sglangEnginePage returns the internal/page view of DP rank dp on an SGLang page.
-func sglangEnginePage(t *testing.T, body []byte, dp string) *page.EnginePage {
-	t.Helper()
-	p, err := page.ParsePage(body)
-	if err != nil {
-		t.Fatalf("page does not parse: %v", err)
-	}
-	for i := range p.Engines {
-		if ep := &p.Engines[i]; ep.Kind == vllm.SGLang && page.LabelMap(ep.Labels)["dp_rank"] == dp {
-			return ep
-		}
-	}
-	t.Fatalf("no DP rank %q on the page", dp)
-	return nil
-}
-
 // TestVLLMSyncFamiliesThroughTheLoop follows a 0.20 page through the colocated loop with a
 // wake-up and a load that take time, parsing it with internal/page and internal/expo: the
 // sleep resource and RL families have no children until the initial sync pauses the engines
@@ -94,7 +83,7 @@ func TestVLLMSyncFamiliesThroughTheLoop(t *testing.T) {
 	edges := runSync(t, cfg, time.Minute, 100*time.Millisecond).edges
 	var sleep time.Duration
 	for _, e := range edges {
-		if e.Kind == Sleep && e.Step == 2 {
+		if e.Kind == fleetmodel.Sleep && e.Step == 2 {
 			sleep = e.At
 		}
 	}
@@ -123,7 +112,7 @@ func TestVLLMSyncFamiliesThroughTheLoop(t *testing.T) {
 		{"loading", wake + w.WakeTime + w.LoadTime/2, want{snapshot: true, paused: true, weights: "resident", kv: "released", active: 1, updates: 2}},
 		{"KV cache waking", wake + w.WakeTime + w.LoadTime + w.WakeTime/2, want{snapshot: true, paused: true, weights: "resident", kv: "released", updates: 3}},
 		{"awake", wake + 2*w.WakeTime + w.LoadTime + time.Millisecond, func() want { a := awake; a.updates = 3; return a }()},
-		{"rollout", wake + 2*w.WakeTime + w.LoadTime + w.Pause + handoff + time.Second, func() want { a := awake; a.updates = 3; a.busy = 1; return a }()},
+		{"rollout", wake + 2*w.WakeTime + w.LoadTime + w.Pause + workload.Handoff + time.Second, func() want { a := awake; a.updates = 3; a.busy = 1; return a }()},
 	}
 	load := w.LoadTime.Seconds()
 	// The counter's child appears at the end of the initial load.
@@ -193,11 +182,11 @@ func TestSleepFamilyChildOrder(t *testing.T) {
 	cfg.Workload.Async = true
 	cfg.Workload.StepTime, cfg.Workload.LoadTime = 10*time.Second, time.Second
 	s := mustSim(t, cfg)
-	st := pageState{engines: make([]engineStats, 2), createdAt: 1795998522.4085736, uptime: 1, epoch: 1795998522, speed: 1}
-	st.engines[0].snapshot, st.engines[0].snapshotAt = true, 5*time.Second
-	st.engines[1].snapshot, st.engines[1].snapshotAt = true, 3*time.Second
-	st.engines[1].rl = rlStats{started: true, startedAt: 3 * time.Second, finished: true, finishedAt: 4 * time.Second, updates: 1}
-	body := string(s.renderer().render(nil, &st))
+	st := snap.PageState{Engines: make([]snap.EngineStats, 2), CreatedAt: 1795998522.4085736, Uptime: 1, Epoch: 1795998522, Speed: 1}
+	st.Engines[0].Snapshot, st.Engines[0].SnapshotAt = true, 5*time.Second
+	st.Engines[1].Snapshot, st.Engines[1].SnapshotAt = true, 3*time.Second
+	st.Engines[1].Rl = snap.RlStats{Started: true, StartedAt: 3 * time.Second, Finished: true, FinishedAt: 4 * time.Second, Updates: 1}
+	body := string(s.Pages.Render(nil, &st))
 	order := func(name string) []string {
 		var engines []string
 		for _, line := range strings.Split(body, "\n") {
@@ -225,67 +214,6 @@ func TestSleepFamilyChildOrder(t *testing.T) {
 	}
 }
 
-// TestSGLangSyncFamilies follows SGLang pages through the async loop: num_paused_reqs shows the
-// requests a sync holds while it holds them (none at the initial sync, before any request), and
-// weight_load_duration_seconds{source="distributed"} appears at the end of an engine's first
-// load, set to its duration (and the update call's overhead, under a millisecond), with the
-// scheduler's labels; each later load sets it to a value of its own, since a gauge set to the
-// same value twice does not show the second load.
-func TestSGLangSyncFamilies(t *testing.T) {
-	cfg := asyncConfig()
-	cfg.Engine = EngineSGLang
-	cfg.Servers = 1
-	w := cfg.Workload
-	s := mustSim(t, cfg)
-	start := w.StartDelay + handoff + w.LoadTime
-	for _, at := range []time.Duration{w.StartDelay + handoff/2, w.StartDelay + handoff + w.LoadTime/2} {
-		s.AdvanceTo(at)
-		body := s.Page(0, testStart)
-		m := samplesOf(t, body, "dp_rank", "source")
-		if m["sglang:num_paused_reqs{0}"] != 0 || m["sglang:num_paused_reqs{1}"] != 0 || len(m) != 2 {
-			t.Errorf("at %s, in the initial sync: %v", at, m)
-		}
-	}
-	s.AdvanceTo(start)
-	loadOf := func(dp string) float64 {
-		return samplesOf(t, s.Page(0, testStart), "dp_rank", "source", "tp_rank", "model_name")["sglang:weight_load_duration_seconds{"+dp+",distributed,0,"+cfg.Model+"}"]
-	}
-	isLoad := func(d float64) bool { return d >= w.LoadTime.Seconds() && d < (w.LoadTime+time.Millisecond).Seconds() }
-	first := map[string]float64{}
-	for _, dp := range []string{"0", "1"} {
-		if first[dp] = loadOf(dp); !isLoad(first[dp]) {
-			t.Errorf("after the initial load: dp_rank %s load duration %v, want %v and under a millisecond more", dp, first[dp], w.LoadTime.Seconds())
-		}
-	}
-	publish := start + w.StepTime
-	engines := []int{0, 1}
-	slices.SortFunc(engines, func(a, b int) int { return int(s.syncDelay(a) - s.syncDelay(b)) })
-	for _, i := range engines {
-		pause := publish + s.syncDelay(i)
-		s.AdvanceTo(pause + handoff/2) // the engine holds its requests; iterations take far less than that
-		body := s.Page(0, testStart)
-		dp := strconv.Itoa(i)
-		held := samplesOf(t, body, "dp_rank")["sglang:num_paused_reqs{"+dp+"}"]
-		ep := sglangEnginePage(t, body, dp)
-		if held <= 0 || float64(len(s.engines[i].running)+s.engines[i].waiting.len()) != held {
-			t.Errorf("dp_rank %s in its sync: %v paused requests, the engine holds %d running and %d waiting",
-				dp, held, len(s.engines[i].running), s.engines[i].waiting.len())
-		}
-		if ep.Kind != vllm.SGLang || !(ep.Gauges[vllm.PausedReqs] >= held) {
-			t.Errorf("internal/page reads %v paused requests (kind %v)", ep.Gauges[vllm.PausedReqs], ep.Kind)
-		}
-		// The pause waits for the iteration in flight, which takes far less than 100 ms.
-		s.AdvanceTo(pause + handoff + w.LoadTime + 100*time.Millisecond)
-		if held := samplesOf(t, s.Page(0, testStart), "dp_rank")["sglang:num_paused_reqs{"+dp+"}"]; held != 0 {
-			t.Errorf("dp_rank %s after its sync: %v paused requests", dp, held)
-		}
-		if d := loadOf(dp); !isLoad(d) || d == first[dp] {
-			t.Errorf("dp_rank %s after its second load: load duration %v (the first %v), want %v and under a millisecond more, not the first's",
-				dp, d, first[dp], w.LoadTime.Seconds())
-		}
-	}
-}
-
 // getJSON gets u and decodes its JSON answer into v, returning the status.
 func getJSON(t *testing.T, u string, v any) int {
 	t.Helper()
@@ -305,19 +233,19 @@ func getJSON(t *testing.T, u string, v any) int {
 
 // versionAt is the version a server of g's engines answers: the lowest of its engines' latest
 // versions, none if any has none.
-func versionAt(g GroundTruth, server int) int {
+func versionAt(g core.GroundTruth, server int) int {
 	v := 0
 	first := true
 	for _, e := range g.Engines {
 		if e.Server != server {
 			continue
 		}
-		ev := NoVersion
+		ev := snap.NoVersion
 		if n := len(e.Versions); n > 0 {
 			ev = e.Versions[n-1].Version
 		}
-		if ev == NoVersion {
-			return NoVersion
+		if ev == snap.NoVersion {
+			return snap.NoVersion
 		}
 		if first || ev < v {
 			v, first = ev, false
@@ -343,7 +271,7 @@ func TestVersionEndpointsOverHTTP(t *testing.T) {
 	base := func(u string) string { return strings.TrimSuffix(u, "/metrics") }
 	seen := map[string]bool{}
 	asked := 0
-	var g GroundTruth
+	var g core.GroundTruth
 	for range 70 { // 35 s simulated
 		waitTimers(t, clk, 1)
 		g = f.GroundTruth()
@@ -359,9 +287,9 @@ func TestVersionEndpointsOverHTTP(t *testing.T) {
 			}
 			want := versionAt(g, i)
 			switch {
-			case want == NoVersion && body.WeightVersion != nil:
+			case want == snap.NoVersion && body.WeightVersion != nil:
 				t.Errorf("at %s server %d answers %q, want null", g.At, i, *body.WeightVersion)
-			case want != NoVersion && (body.WeightVersion == nil || *body.WeightVersion != strconv.Itoa(want)):
+			case want != snap.NoVersion && (body.WeightVersion == nil || *body.WeightVersion != strconv.Itoa(want)):
 				t.Errorf("at %s server %d answers %v, want %d", g.At, i, body.WeightVersion, want)
 			}
 			switch {
@@ -387,7 +315,7 @@ func TestVersionEndpointsOverHTTP(t *testing.T) {
 			t.Errorf("never saw %s; saw %v", k, seen)
 		}
 	}
-	var got []Publish
+	var got []core.Publish
 	for len(f.Publishes()) > 0 {
 		got = append(got, <-f.Publishes())
 	}
@@ -397,7 +325,7 @@ func TestVersionEndpointsOverHTTP(t *testing.T) {
 	if page := mustGet(t, f.URLs()[0]); !strings.Contains(page, `http_requests_total{handler="/weight_info",method="GET",status="2xx"} `+strconv.Itoa(asked)+".0\n") {
 		t.Errorf("the page does not count %d /weight_info requests", asked)
 	}
-	if srv, eng, ok := f.Laggard(); !ok || srv*cfg.DP+eng != f.sim.async.laggard {
+	if srv, eng, ok := f.Laggard(); !ok || srv*cfg.DP+eng != f.sim.Async.Laggard {
 		t.Errorf("laggard %d/%d (%v)", srv, eng, ok)
 	}
 	f.Close()
@@ -407,7 +335,7 @@ func TestVersionEndpointsOverHTTP(t *testing.T) {
 
 	t.Run("sglang", func(t *testing.T) {
 		cfg := asyncConfig()
-		cfg.Engine = EngineSGLang
+		cfg.Engine = fleetconfig.EngineSGLang
 		cfg.Port, cfg.Servers = 0, 1
 		cfg.Clock = clock.NewFake(testStart)
 		cfg.Speed, cfg.Tick = 10, 50*time.Millisecond
@@ -417,7 +345,7 @@ func TestVersionEndpointsOverHTTP(t *testing.T) {
 		if code := getJSON(t, u+"/model_info", &info); code != http.StatusOK || info["weight_version"] != "default" || info["model_path"] != cfg.Model {
 			t.Errorf("before the first load: %d %v", code, info)
 		}
-		for f.GroundTruth().At < cfg.Workload.StartDelay+handoff+cfg.Workload.LoadTime {
+		for f.GroundTruth().At < cfg.Workload.StartDelay+workload.Handoff+cfg.Workload.LoadTime {
 			waitTimers(t, cfg.Clock.(*clock.Fake), 1)
 			cfg.Clock.(*clock.Fake).Advance(cfg.Tick)
 		}
