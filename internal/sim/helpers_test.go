@@ -11,6 +11,7 @@ import (
 )
 
 func mustSim(t testing.TB, cfg fleetconfig.Config) *fleetmodel.Sim {
+	t.Helper()
 	return simtest.Build(t, NewSim, cfg)
 }
 
