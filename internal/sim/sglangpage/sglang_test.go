@@ -13,17 +13,9 @@ import (
 	"github.com/vllmstat/vllmstat/internal/page"
 	"github.com/vllmstat/vllmstat/internal/sim/core"
 	"github.com/vllmstat/vllmstat/internal/sim/fleetconfig"
+	"github.com/vllmstat/vllmstat/internal/sim/simtest"
 	"github.com/vllmstat/vllmstat/internal/vllm"
 )
-
-func sglangConfig(servers, dp int) fleetconfig.Config {
-	cfg := fleetconfig.DefaultConfig()
-	cfg.Engine = fleetconfig.EngineSGLang
-	cfg.Servers, cfg.DP = servers, dp
-	cfg.Model = "Qwen/Qwen3-1.7B"
-	cfg.BlocksPerEngine = 640 // small enough to retract
-	return cfg
-}
 
 // sglangShape is a sample line's name and label names, the label values left out but le's.
 func sglangShape(line string) string {
@@ -46,35 +38,35 @@ func sglangShape(line string) string {
 // sglang-dp2.prom); it leaves out families vllmstat does not read and SGLang sets only in cases
 // the simulator has none of (grammars, disaggregation, LoRA).
 func TestSGLangPageLayout(t *testing.T) {
-	ref := parseStructure(t, string(mustReadFile(t, "testdata/prometheus-client-render-sglang-dp2.prom")))
-	want := map[string]pageFamily{}
+	ref := simtest.ParseStructure(t, string(mustReadFile(t, "testdata/prometheus-client-render-sglang-dp2.prom")))
+	want := map[string]simtest.PageFamily{}
 	shapes := map[string]bool{}
 	for _, f := range ref {
-		want[f.name] = f
-		for _, s := range f.samples {
+		want[f.Name] = f
+		for _, s := range f.Samples {
 			shapes[sglangShape(s+" 0")] = true
 		}
 	}
-	s, err := newSim(sglangConfig(1, 2))
+	s, err := newSim(simtest.SGLangConfig(1, 2))
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.AdvanceTo(20 * time.Second)
-	got := parseStructure(t, string(s.Page(0, testStart)))
+	got := simtest.ParseStructure(t, string(s.Page(0, simtest.Start)))
 	seen := map[string]bool{}
 	for _, f := range got {
-		w, ok := want[f.name]
+		w, ok := want[f.Name]
 		if !ok {
-			t.Errorf("family %s is not on SGLang's page", f.name)
+			t.Errorf("family %s is not on SGLang's page", f.Name)
 			continue
 		}
-		seen[f.name] = true
-		if f.typ != w.typ || f.help != w.help {
-			t.Errorf("%s: TYPE %q HELP %q, SGLang's are %q %q", f.name, f.typ, f.help, w.typ, w.help)
+		seen[f.Name] = true
+		if f.Type != w.Type || f.Help != w.Help {
+			t.Errorf("%s: TYPE %q HELP %q, SGLang's are %q %q", f.Name, f.Type, f.Help, w.Type, w.Help)
 		}
-		for _, smp := range f.samples {
+		for _, smp := range f.Samples {
 			if sh := sglangShape(smp + " 0"); !shapes[sh] {
-				t.Errorf("%s: sample %s has labels SGLang's page has not", f.name, sh)
+				t.Errorf("%s: sample %s has labels SGLang's page has not", f.Name, sh)
 			}
 		}
 	}
@@ -136,7 +128,7 @@ func pageCounters(t *testing.T, body []byte, m map[string]float64) {
 // a DP server's page has a worker per DP rank and, once a request has finished, its
 // tokenizer's.
 func TestSGLangPagesAgreeWithTotals(t *testing.T) {
-	cfg := sglangConfig(2, 2)
+	cfg := simtest.SGLangConfig(2, 2)
 	cfg.Workload.Batches = 2
 	cfg.MFUMetrics = true
 	s, err := newSim(cfg)
@@ -147,7 +139,7 @@ func TestSGLangPagesAgreeWithTotals(t *testing.T) {
 		s.AdvanceTo(at)
 		got := map[string]float64{}
 		for i := range cfg.Servers {
-			body := s.Page(i, testStart)
+			body := s.Page(i, simtest.Start)
 			pageCounters(t, body, got)
 			p, _ := page.ParsePage(body)
 			var labels []string
@@ -185,14 +177,14 @@ func TestSGLangPagesAgreeWithTotals(t *testing.T) {
 // SGLang sets its gauges at log points only: after a batch ends, the page shows the last log
 // point's load until the idle scheduler logs again 30 s after it.
 func TestSGLangGaugesAtLogPoints(t *testing.T) {
-	cfg := sglangConfig(1, 1)
+	cfg := simtest.SGLangConfig(1, 1)
 	cfg.Workload.Batches = 1
 	s, err := newSim(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	running := func() float64 {
-		p, err := page.ParsePage(s.Page(0, testStart))
+		p, err := page.ParsePage(s.Page(0, simtest.Start))
 		if err != nil || len(p.Engines) != 1 {
 			t.Fatalf("page: %v %+v", err, p)
 		}
@@ -229,7 +221,7 @@ func TestSGLangGaugesAtLogPoints(t *testing.T) {
 // (TestSGLangGaugesAtLogPoints) still show the batch's running requests.
 func TestSGLangEagerGauges(t *testing.T) {
 	for _, eager := range []bool{false, true} {
-		cfg := sglangConfig(1, 1)
+		cfg := simtest.SGLangConfig(1, 1)
 		cfg.Workload.Batches = 1
 		cfg.SGLangEagerGauges = eager
 		s, err := newSim(cfg)
@@ -247,7 +239,7 @@ func TestSGLangEagerGauges(t *testing.T) {
 			t.Fatal("the batch did not finish")
 		}
 		s.AdvanceTo(end + time.Second)
-		p, err := page.ParsePage(s.Page(0, testStart))
+		p, err := page.ParsePage(s.Page(0, simtest.Start))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -263,7 +255,7 @@ func TestSGLangEagerGauges(t *testing.T) {
 // all of them its time since its server started; scheduler_idle_seconds_total its idle time.
 // Without it the page has neither family.
 func TestSGLangStageMetrics(t *testing.T) {
-	cfg := sglangConfig(1, 2)
+	cfg := simtest.SGLangConfig(1, 2)
 	cfg.Workload.Async, cfg.Workload.Pause = true, 2*time.Second
 	cfg.Workload.StepTime, cfg.Workload.Lag, cfg.Workload.LoadTime = 6*time.Second, time.Second, time.Second
 	cfg.SGLangStageMetrics = true
@@ -275,7 +267,7 @@ func TestSGLangStageMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.AdvanceTo(20 * time.Second)
-	body := s.Page(0, testStart)
+	body := s.Page(0, simtest.Start)
 	p, err := page.ParsePage(body)
 	if err != nil {
 		t.Fatal(err)
@@ -334,7 +326,7 @@ func TestSGLangStageMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.AdvanceTo(20 * time.Second)
-	if body := string(s.Page(0, testStart)); strings.Contains(body, "scheduler_stage_seconds") || strings.Contains(body, "scheduler_idle_seconds") {
+	if body := string(s.Page(0, simtest.Start)); strings.Contains(body, "scheduler_stage_seconds") || strings.Contains(body, "scheduler_idle_seconds") {
 		t.Error("the stage families without Config.SGLangStageMetrics")
 	}
 }
@@ -342,7 +334,7 @@ func TestSGLangStageMetrics(t *testing.T) {
 // TestSGLangStageMetricsRestart: a restart starts the scheduler's stage seconds again from zero,
 // as a new process's counters do: a page after it counts the time since the restart only.
 func TestSGLangStageMetricsRestart(t *testing.T) {
-	cfg := sglangConfig(1, 1)
+	cfg := simtest.SGLangConfig(1, 1)
 	cfg.SGLangStageMetrics = true
 	cfg.Faults = []fleetconfig.Fault{{Kind: fleetconfig.FaultRestart, At: 10 * time.Second, Server: fleetconfig.AllServers}}
 	s, err := newSim(cfg)
@@ -350,7 +342,7 @@ func TestSGLangStageMetricsRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	total := func() float64 {
-		p, err := page.ParsePage(s.Page(0, testStart))
+		p, err := page.ParsePage(s.Page(0, simtest.Start))
 		if err != nil {
 			t.Fatal(err)
 		}
