@@ -129,10 +129,7 @@ func TestSGLangFamiliesAsDeclared(t *testing.T) {
 			cfg.SpecDecode = 3
 			cfg.MFUMetrics = true
 		}
-		s, err := newSim(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
+		s := mustSim(t, cfg)
 		for _, at := range []time.Duration{0, 20 * time.Second, 40 * time.Second} {
 			s.AdvanceTo(at)
 			for _, f := range simtest.ParseStructure(t, string(s.Page(0, simtest.Start))) {
@@ -199,10 +196,7 @@ func TestSGLangFamiliesAsDeclared(t *testing.T) {
 func TestSGLangTokenizerSeriesAtFirstRequest(t *testing.T) {
 	cfg := simtest.SGLangConfig(1, 1)
 	cfg.Workload.Batches = 1
-	s, err := newSim(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := mustSim(t, cfg)
 	finish := []string{"sglang:prompt_tokens_total", "sglang:generation_tokens_total", "sglang:num_requests_total", "sglang:e2e_request_latency_seconds"}
 	var ttftFirst, finished bool
 	for at := time.Duration(0); at < 30*time.Second && !finished; at += 50 * time.Millisecond {
@@ -241,10 +235,7 @@ func TestSGLangPriorityGauges(t *testing.T) {
 	cfg := simtest.SGLangConfig(1, 2)
 	cfg.Workload.Batches = 1
 	cfg.Priority = true
-	s, err := newSim(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := mustSim(t, cfg)
 	var parts int
 	for at := time.Second; at <= 20*time.Second; at += time.Second {
 		s.AdvanceTo(at)

@@ -13,9 +13,18 @@ import (
 	"github.com/vllmstat/vllmstat/internal/page"
 	"github.com/vllmstat/vllmstat/internal/sim/core"
 	"github.com/vllmstat/vllmstat/internal/sim/fleetconfig"
+	"github.com/vllmstat/vllmstat/internal/sim/fleetmodel"
 	"github.com/vllmstat/vllmstat/internal/sim/simtest"
 	"github.com/vllmstat/vllmstat/internal/vllm"
 )
+
+// mustSim builds the model of cfg with this package's page writer.
+func mustSim(t testing.TB, cfg fleetconfig.Config) *fleetmodel.Sim {
+	t.Helper()
+	s := simtest.Build(t, fleetmodel.New, cfg)
+	s.SetPages(NewSGLangPageWriter(cfg))
+	return s
+}
 
 // sglangShape is a sample line's name and label names, the label values left out but le's.
 func sglangShape(line string) string {
@@ -47,10 +56,7 @@ func TestSGLangPageLayout(t *testing.T) {
 			shapes[sglangShape(s+" 0")] = true
 		}
 	}
-	s, err := newSim(simtest.SGLangConfig(1, 2))
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := mustSim(t, simtest.SGLangConfig(1, 2))
 	s.AdvanceTo(20 * time.Second)
 	got := simtest.ParseStructure(t, string(s.Page(0, simtest.Start)))
 	seen := map[string]bool{}
@@ -131,10 +137,7 @@ func TestSGLangPagesAgreeWithTotals(t *testing.T) {
 	cfg := simtest.SGLangConfig(2, 2)
 	cfg.Workload.Batches = 2
 	cfg.MFUMetrics = true
-	s, err := newSim(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := mustSim(t, cfg)
 	for _, at := range []time.Duration{500 * time.Millisecond, 4 * time.Second, 9 * time.Second, 40 * time.Second} {
 		s.AdvanceTo(at)
 		got := map[string]float64{}
@@ -179,10 +182,7 @@ func TestSGLangPagesAgreeWithTotals(t *testing.T) {
 func TestSGLangGaugesAtLogPoints(t *testing.T) {
 	cfg := simtest.SGLangConfig(1, 1)
 	cfg.Workload.Batches = 1
-	s, err := newSim(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := mustSim(t, cfg)
 	running := func() float64 {
 		p, err := page.ParsePage(s.Page(0, simtest.Start))
 		if err != nil || len(p.Engines) != 1 {
@@ -224,10 +224,7 @@ func TestSGLangEagerGauges(t *testing.T) {
 		cfg := simtest.SGLangConfig(1, 1)
 		cfg.Workload.Batches = 1
 		cfg.SGLangEagerGauges = eager
-		s, err := newSim(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
+		s := mustSim(t, cfg)
 		var end time.Duration
 		for at := time.Second; end == 0 && at < time.Minute; at += 100 * time.Millisecond {
 			s.AdvanceTo(at)
@@ -262,10 +259,7 @@ func TestSGLangStageMetrics(t *testing.T) {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	s, err := newSim(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := mustSim(t, cfg)
 	s.AdvanceTo(20 * time.Second)
 	body := s.Page(0, simtest.Start)
 	p, err := page.ParsePage(body)
@@ -321,10 +315,7 @@ func TestSGLangStageMetrics(t *testing.T) {
 		}
 	}
 	cfg.SGLangStageMetrics = false
-	s, err = newSim(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s = mustSim(t, cfg)
 	s.AdvanceTo(20 * time.Second)
 	if body := string(s.Page(0, simtest.Start)); strings.Contains(body, "scheduler_stage_seconds") || strings.Contains(body, "scheduler_idle_seconds") {
 		t.Error("the stage families without Config.SGLangStageMetrics")
@@ -337,10 +328,7 @@ func TestSGLangStageMetricsRestart(t *testing.T) {
 	cfg := simtest.SGLangConfig(1, 1)
 	cfg.SGLangStageMetrics = true
 	cfg.Faults = []fleetconfig.Fault{{Kind: fleetconfig.FaultRestart, At: 10 * time.Second, Server: fleetconfig.AllServers}}
-	s, err := newSim(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := mustSim(t, cfg)
 	total := func() float64 {
 		p, err := page.ParsePage(s.Page(0, simtest.Start))
 		if err != nil {

@@ -8,8 +8,17 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/vllmstat/vllmstat/internal/sim/fleetconfig"
+	"github.com/vllmstat/vllmstat/internal/sim/fleetmodel"
 	"github.com/vllmstat/vllmstat/internal/sim/simtest"
 )
+
+// mustSim builds the model of cfg with this package's page writer.
+func mustSim(t testing.TB, cfg fleetconfig.Config) *fleetmodel.Sim {
+	t.Helper()
+	s := simtest.Build(t, fleetmodel.New, cfg)
+	s.SetPages(NewVLLMPageWriter(cfg))
+	return s
+}
 
 // TestPageCountersEqualSimulatorCounts reads every counter and histogram back from the rendered
 // pages of each version and compares them with the simulator's own counts, at several moments
