@@ -2,6 +2,7 @@ package sim
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
@@ -23,17 +24,7 @@ import (
 // enginePage returns the internal/page view of engine eng on body.
 func enginePage(t *testing.T, body []byte, eng string) *page.EnginePage {
 	t.Helper()
-	p, err := page.ParsePage(body)
-	if err != nil {
-		t.Fatalf("page does not parse: %v", err)
-	}
-	for i := range p.Engines {
-		if p.Engines[i].Engine == eng {
-			return &p.Engines[i]
-		}
-	}
-	t.Fatalf("no engine %q on the page", eng)
-	return nil
+	return simtest.EnginePage(t, body, fmt.Sprintf("engine %q", eng), func(ep *page.EnginePage) bool { return ep.Engine == eng })
 }
 
 // TestVLLMSyncFamiliesThroughTheLoop follows a 0.20 page through the colocated loop with a

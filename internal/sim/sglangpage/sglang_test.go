@@ -18,14 +18,6 @@ import (
 	"github.com/vllmstat/vllmstat/internal/vllm"
 )
 
-// mustSim builds the model of cfg with this package's page writer.
-func mustSim(t testing.TB, cfg fleetconfig.Config) *fleetmodel.Sim {
-	t.Helper()
-	s := simtest.Build(t, fleetmodel.New, cfg)
-	s.SetPages(NewSGLangPageWriter(cfg))
-	return s
-}
-
 // sglangShape is a sample line's name and label names, the label values left out but le's.
 func sglangShape(line string) string {
 	name, rest, _ := strings.Cut(line[:strings.LastIndexByte(line, ' ')], "{")
@@ -190,16 +182,7 @@ func TestSGLangGaugesAtLogPoints(t *testing.T) {
 		}
 		return p.Engines[0].Gauges[vllm.Running]
 	}
-	var end time.Duration
-	for at := time.Second; end == 0 && at < time.Minute; at += 100 * time.Millisecond {
-		s.AdvanceTo(at)
-		for _, b := range s.TakeBatches() {
-			end = b.At
-		}
-	}
-	if end == 0 {
-		t.Fatal("the batch did not finish")
-	}
+	end := batchEnd(t, s)
 	e := s.Engines[0]
 	if e.Busy() {
 		t.Fatal("the engine is busy after its batch")
@@ -225,16 +208,7 @@ func TestSGLangEagerGauges(t *testing.T) {
 		cfg.Workload.Batches = 1
 		cfg.SGLangEagerGauges = eager
 		s := mustSim(t, cfg)
-		var end time.Duration
-		for at := time.Second; end == 0 && at < time.Minute; at += 100 * time.Millisecond {
-			s.AdvanceTo(at)
-			for _, b := range s.TakeBatches() {
-				end = b.At
-			}
-		}
-		if end == 0 {
-			t.Fatal("the batch did not finish")
-		}
+		end := batchEnd(t, s)
 		s.AdvanceTo(end + time.Second)
 		p, err := page.ParsePage(s.Page(0, simtest.Start))
 		if err != nil {
@@ -350,4 +324,29 @@ func TestSGLangStageMetricsRestart(t *testing.T) {
 	if got := total(); math.Abs(got-3) > 0.5 {
 		t.Errorf("3 s after the restart, the stages add up to %v s", got)
 	}
+}
+
+// batchEnd advances s in steps of 100 ms from 1 s until a batch finishes, within a minute, and
+// returns when it finished.
+func batchEnd(t *testing.T, s *fleetmodel.Sim) time.Duration {
+	t.Helper()
+	var end time.Duration
+	for at := time.Second; end == 0 && at < time.Minute; at += 100 * time.Millisecond {
+		s.AdvanceTo(at)
+		for _, b := range s.TakeBatches() {
+			end = b.At
+		}
+	}
+	if end == 0 {
+		t.Fatal("the batch did not finish")
+	}
+	return end
+}
+
+// mustSim builds the model of cfg with this package's page writer.
+func mustSim(t testing.TB, cfg fleetconfig.Config) *fleetmodel.Sim {
+	t.Helper()
+	s := simtest.Build(t, fleetmodel.New, cfg)
+	s.SetPages(NewSGLangPageWriter(cfg))
+	return s
 }

@@ -1,6 +1,7 @@
 package sglangpage
 
 import (
+	"fmt"
 	"slices"
 	"strconv"
 	"testing"
@@ -16,17 +17,9 @@ import (
 // sglangEnginePage returns the internal/page view of DP rank dp on an SGLang page.
 func sglangEnginePage(t *testing.T, body []byte, dp string) *page.EnginePage {
 	t.Helper()
-	p, err := page.ParsePage(body)
-	if err != nil {
-		t.Fatalf("page does not parse: %v", err)
-	}
-	for i := range p.Engines {
-		if ep := &p.Engines[i]; ep.Kind == vllm.SGLang && page.LabelMap(ep.Labels)["dp_rank"] == dp {
-			return ep
-		}
-	}
-	t.Fatalf("no DP rank %q on the page", dp)
-	return nil
+	return simtest.EnginePage(t, body, fmt.Sprintf("DP rank %q", dp), func(ep *page.EnginePage) bool {
+		return ep.Kind == vllm.SGLang && page.LabelMap(ep.Labels)["dp_rank"] == dp
+	})
 }
 
 // TestSGLangSyncFamilies follows SGLang pages through the async loop: num_paused_reqs shows the

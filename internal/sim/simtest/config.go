@@ -41,15 +41,22 @@ func AsyncConfig() fleetconfig.Config {
 	return cfg
 }
 
-// GoldenConfig renders pages with the fixtures' model name and KV cache size so that label
-// values can be compared too.
-func GoldenConfig(version string) fleetconfig.Config {
+// VersionConfig is the default fleet with the pages of vLLM version: two engines a server, one
+// for 0.8, whose pages have no engine label.
+func VersionConfig(version string) fleetconfig.Config {
 	cfg := fleetconfig.DefaultConfig()
 	cfg.Version = version
 	cfg.DP = 2
 	if version == "0.8" {
 		cfg.DP = 1
 	}
+	return cfg
+}
+
+// GoldenConfig renders pages with the fixtures' model name and KV cache size so that label
+// values can be compared too.
+func GoldenConfig(version string) fleetconfig.Config {
+	cfg := VersionConfig(version)
 	cfg.BlocksPerEngine = 46080
 	cfg.Model = "Qwen/Qwen3-1.7B"
 	return cfg

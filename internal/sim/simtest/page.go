@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"github.com/vllmstat/vllmstat/internal/expo"
+	"github.com/vllmstat/vllmstat/internal/page"
 )
 
 // ParsePage parses a page with the Prometheus text parser, failing t if it does not parse.
@@ -210,4 +211,21 @@ func SamplesOf(t testing.TB, body []byte, keep ...string) map[string]float64 {
 		t.Fatalf("page does not parse: %v", err)
 	}
 	return m
+}
+
+// EnginePage returns the internal/page view of the first engine on body that match accepts,
+// failing t, which names the engine as what, if there is none.
+func EnginePage(t testing.TB, body []byte, what string, match func(*page.EnginePage) bool) *page.EnginePage {
+	t.Helper()
+	p, err := page.ParsePage(body)
+	if err != nil {
+		t.Fatalf("page does not parse: %v", err)
+	}
+	for i := range p.Engines {
+		if ep := &p.Engines[i]; match(ep) {
+			return ep
+		}
+	}
+	t.Fatalf("no %s on the page", what)
+	return nil
 }

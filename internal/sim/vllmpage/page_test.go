@@ -9,7 +9,6 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/vllmstat/vllmstat/internal/sim/fleetconfig"
 	"github.com/vllmstat/vllmstat/internal/sim/simtest"
 )
 
@@ -17,12 +16,7 @@ import (
 // that every counter and histogram has values.
 func busyPage(t testing.TB, version string) []byte {
 	t.Helper()
-	cfg := fleetconfig.DefaultConfig()
-	cfg.Version = version
-	cfg.DP = 2
-	if version == "0.8" {
-		cfg.DP = 1
-	}
+	cfg := simtest.VersionConfig(version)
 	s := mustSim(t, cfg)
 	s.AdvanceTo(6 * time.Second)
 	return s.Page(0, simtest.Start)

@@ -12,26 +12,13 @@ import (
 	"github.com/vllmstat/vllmstat/internal/sim/simtest"
 )
 
-// mustSim builds the model of cfg with this package's page writer.
-func mustSim(t testing.TB, cfg fleetconfig.Config) *fleetmodel.Sim {
-	t.Helper()
-	s := simtest.Build(t, fleetmodel.New, cfg)
-	s.SetPages(NewVLLMPageWriter(cfg))
-	return s
-}
-
 // TestPageCountersEqualSimulatorCounts reads every counter and histogram back from the rendered
 // pages of each version and compares them with the simulator's own counts, at several moments
 // of a run (busy and idle).
 func TestPageCountersEqualSimulatorCounts(t *testing.T) {
 	for _, version := range []string{"0.20", "0.10", "0.8"} {
 		t.Run(version, func(t *testing.T) {
-			cfg := fleetconfig.DefaultConfig()
-			cfg.Version = version
-			cfg.DP = 2
-			if version == "0.8" {
-				cfg.DP = 1
-			}
+			cfg := simtest.VersionConfig(version)
 			s := mustSim(t, cfg)
 			for _, at := range []time.Duration{500 * time.Millisecond, 3 * time.Second, 7777 * time.Millisecond, 25 * time.Second} {
 				s.AdvanceTo(at)
@@ -73,4 +60,12 @@ func valuesOf(f *dto.MetricFamily) string {
 		}
 	}
 	return b.String()
+}
+
+// mustSim builds the model of cfg with this package's page writer.
+func mustSim(t testing.TB, cfg fleetconfig.Config) *fleetmodel.Sim {
+	t.Helper()
+	s := simtest.Build(t, fleetmodel.New, cfg)
+	s.SetPages(NewVLLMPageWriter(cfg))
+	return s
 }
