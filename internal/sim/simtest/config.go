@@ -42,7 +42,7 @@ func AsyncConfig() fleetconfig.Config {
 }
 
 // VersionConfig is the default fleet with the pages of vLLM version: two engines a server, one
-// for 0.8, whose pages have no engine label.
+// for 0.8.
 func VersionConfig(version string) fleetconfig.Config {
 	cfg := fleetconfig.DefaultConfig()
 	cfg.Version = version
