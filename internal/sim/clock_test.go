@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/vllmstat/vllmstat/internal/clock"
+	"github.com/vllmstat/vllmstat/internal/sim/simtest"
 )
 
 // waitTimers blocks until n timers wait on clk: the fleet's goroutines have done what the
@@ -23,8 +24,8 @@ func waitTimers(t *testing.T, clk *clock.Fake, n int) {
 // checks that what it serves over HTTP is byte for byte the page of a Sim advanced to the same
 // simulated time: the fleet adds pacing and HTTP, nothing else.
 func TestFleetOnFakeClockServesTheSimulation(t *testing.T) {
-	clk := clock.NewFake(testStart)
-	cfg := fastConfig()
+	clk := clock.NewFake(simtest.Start)
+	cfg := simtest.FastConfig()
 	cfg.Clock = clk
 	cfg.Tick = 50 * time.Millisecond
 	f := startFleet(t, cfg)
@@ -44,7 +45,7 @@ func TestFleetOnFakeClockServesTheSimulation(t *testing.T) {
 		t.Errorf("fleet reported %d batches, the simulation finished %d", batches, got)
 	}
 	for i, u := range f.URLs() {
-		if got, want := mustGet(t, u), string(s.Page(i, testStart)); got != want {
+		if got, want := simtest.MustGet(t, u), string(s.Page(i, simtest.Start)); got != want {
 			t.Errorf("server %d serves a page that differs from the simulation's", i)
 		}
 	}

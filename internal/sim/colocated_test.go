@@ -7,14 +7,15 @@ import (
 
 	"github.com/vllmstat/vllmstat/internal/clock"
 	"github.com/vllmstat/vllmstat/internal/sim/fleetmodel"
+	"github.com/vllmstat/vllmstat/internal/sim/simtest"
 )
 
 // TestFleetDeliversLoopEdges drives a colocated fleet with a fake wall clock: it delivers the
 // Sim's edges in order, each once the served pages show it (asleep after a sleep, awake after a
 // wake-up), and a fleet outside the loop has no edge channel.
 func TestFleetDeliversLoopEdges(t *testing.T) {
-	clk := clock.NewFake(testStart)
-	cfg := fastConfig()
+	clk := clock.NewFake(simtest.Start)
+	cfg := simtest.FastConfig()
 	cfg.Clock = clk
 	cfg.Tick = 50 * time.Millisecond
 	cfg.Workload.Colocated = true
@@ -30,14 +31,17 @@ func TestFleetDeliversLoopEdges(t *testing.T) {
 			if e.Kind != fleetmodel.Sleep && e.Kind != fleetmodel.Wake {
 				continue
 			}
-			g := gaugesOf(t, parsePage(t, []byte(mustGet(t, f.URLs()[0]))), "1")
-			if want := map[fleetmodel.LoopEdgeKind]float64{fleetmodel.Sleep: 0, fleetmodel.Wake: 1}[e.Kind]; g.awake != want {
-				t.Errorf("after %v of step %d the page shows awake %v", e.Kind, e.Step, g.awake)
+			g := simtest.GaugesOf(t, simtest.ParsePage(t, []byte(simtest.MustGet(t, f.URLs()[0]))), "1")
+			if want := map[fleetmodel.LoopEdgeKind]float64{fleetmodel.Sleep: 0, fleetmodel.Wake: 1}[e.Kind]; g.Awake != want {
+				t.Errorf("after %v of step %d the page shows awake %v", e.Kind, e.Step, g.Awake)
 			}
 		}
 		clk.Advance(cfg.Tick)
 	}
-	want := runLoop(t, cfg, 50*time.Millisecond).edges
+	want := simEdges(t, cfg, 10*time.Minute, 50*time.Millisecond, func(edges []fleetmodel.LoopEdge) bool {
+		last := edges[len(edges)-1]
+		return last.Kind == fleetmodel.Wake && last.Step == cfg.Workload.Batches
+	})
 	if !slices.Equal(got, want) {
 		t.Errorf("fleet delivered\n%v\nthe simulation has\n%v", got, want)
 	}

@@ -4,10 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"io"
 	"log/slog"
 	"net/http"
-	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -15,69 +13,13 @@ import (
 
 	"github.com/vllmstat/vllmstat/internal/clock"
 	"github.com/vllmstat/vllmstat/internal/sim/fleetconfig"
+	"github.com/vllmstat/vllmstat/internal/sim/simtest"
 	"github.com/vllmstat/vllmstat/internal/testkit"
 )
 
-// fastConfig is a small fleet on free ports running 20x faster than the wall clock: a GRPO
-// batch takes about half a second.
-func fastConfig() fleetconfig.Config {
-	cfg := fleetconfig.DefaultConfig()
-	cfg.Port = 0
-	cfg.DP = 2
-	cfg.Speed = 20
-	cfg.Tick = 5 * time.Millisecond
-	cfg.Workload.StartDelay = 100 * time.Millisecond
-	cfg.Workload.Pause = 200 * time.Millisecond
-	return cfg
-}
-
-func startFleet(t *testing.T, cfg fleetconfig.Config) *Fleet {
-	t.Helper()
-	before := runtime.NumGoroutine()
-	f, err := Start(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := f.Close(); err != nil {
-			t.Errorf("close: %v", err)
-		}
-		http.DefaultClient.CloseIdleConnections()
-		testkit.Poll(2*time.Second, func() bool { return runtime.NumGoroutine() <= before })
-		if n := runtime.NumGoroutine(); n > before {
-			buf := make([]byte, 1<<16)
-			t.Errorf("%d goroutines after Close, %d before:\n%s", n, before, buf[:runtime.Stack(buf, true)])
-		}
-	})
-	return f
-}
-
-func get(t *testing.T, client *http.Client, url string) (string, *http.Response, error) {
-	t.Helper()
-	resp, err := client.Get(url)
-	if err != nil {
-		return "", nil, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return string(b), resp, err
-}
-
-func mustGet(t *testing.T, url string) string {
-	t.Helper()
-	body, resp, err := get(t, http.DefaultClient, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.StatusCode != 200 {
-		t.Fatalf("GET %s: %s", url, resp.Status)
-	}
-	return body
-}
-
 func sampleValue(t *testing.T, page, name string) float64 {
 	t.Helper()
-	fams := parsePage(t, []byte(page))
+	fams := simtest.ParsePage(t, []byte(page))
 	f := fams[name]
 	if f == nil || len(f.Metric) == 0 {
 		t.Fatalf("page has no %s", name)
@@ -96,7 +38,7 @@ func sampleValue(t *testing.T, page, name string) float64 {
 // TestFleetBatchesAndTotalsOverHTTP runs two batches and then compares what the pages say over
 // HTTP with the simulator's own totals.
 func TestFleetBatchesAndTotalsOverHTTP(t *testing.T) {
-	cfg := fastConfig()
+	cfg := simtest.FastConfig()
 	cfg.Workload.Batches = 2
 	f := startFleet(t, cfg)
 	urls := f.URLs()
@@ -116,15 +58,15 @@ func TestFleetBatchesAndTotalsOverHTTP(t *testing.T) {
 	// The workload is over, so the pages and the totals stay put.
 	pages := map[string]float64{}
 	for _, u := range urls {
-		pageTotals(parsePage(t, []byte(mustGet(t, u))), pages)
+		simtest.PageTotals(simtest.ParsePage(t, []byte(simtest.MustGet(t, u))), pages)
 	}
 	tot := f.Totals()
-	compareTotals(t, "over HTTP", pages, tot)
+	simtest.CompareTotals(t, "over HTTP", pages, tot)
 	if want := float64(2 * cfg.Workload.Prompts * cfg.Workload.Samples); tot["request_success/stop"]+tot["request_success/length"] != want {
 		t.Errorf("%v requests finished, want %v", tot["request_success/stop"]+tot["request_success/length"], want)
 	}
 	// One scrape of server 0 so far; the instrumentation counts a request after answering it.
-	if page := mustGet(t, urls[0]); !strings.Contains(page, `http_requests_total{handler="/metrics",method="GET",status="2xx"} 1.0`+"\n") {
+	if page := simtest.MustGet(t, urls[0]); !strings.Contains(page, `http_requests_total{handler="/metrics",method="GET",status="2xx"} 1.0`+"\n") {
 		t.Errorf("scrapes not counted:\n%s", page[strings.Index(page, "http_requests_total{"):])
 	}
 }
@@ -134,8 +76,8 @@ func TestFleetBatchesAndTotalsOverHTTP(t *testing.T) {
 // (Requests lost in a restart during a batch are checked in TestRestartInSim.) The wall clock
 // is the test's, so the page before the restart is read before it on every machine.
 func TestFaultRestartOverHTTP(t *testing.T) {
-	clk := clock.NewFake(testStart)
-	cfg := fastConfig()
+	clk := clock.NewFake(simtest.Start)
+	cfg := simtest.FastConfig()
 	cfg.Clock = clk
 	cfg.Tick = 50 * time.Millisecond
 	cfg.Workload.Batches = 1
@@ -160,10 +102,10 @@ func TestFaultRestartOverHTTP(t *testing.T) {
 		}
 		tick()
 	}
-	page := mustGet(t, u1)
+	page := simtest.MustGet(t, u1)
 	created := sampleValue(t, page, "vllm:generation_tokens_created")
 	gen := sampleValue(t, page, "vllm:generation_tokens_total")
-	created0 := sampleValue(t, mustGet(t, u0), "vllm:generation_tokens_created")
+	created0 := sampleValue(t, simtest.MustGet(t, u0), "vllm:generation_tokens_created")
 	if gen == 0 {
 		t.Fatal("no tokens before the restart")
 	}
@@ -174,7 +116,7 @@ func TestFaultRestartOverHTTP(t *testing.T) {
 		tick()
 	}
 	waitTimers(t, clk, 1)
-	page = mustGet(t, u1)
+	page = simtest.MustGet(t, u1)
 	if got := sampleValue(t, page, "vllm:generation_tokens_created"); got == created {
 		t.Fatalf("_created still %v after the restart was due", got)
 	}
@@ -195,7 +137,7 @@ func TestFaultRestartOverHTTP(t *testing.T) {
 			t.Errorf("%s = %v after the restart, want 0", name, v)
 		}
 	}
-	if v := sampleValue(t, mustGet(t, u0), "vllm:generation_tokens_created"); v != created0 {
+	if v := sampleValue(t, simtest.MustGet(t, u0), "vllm:generation_tokens_created"); v != created0 {
 		t.Errorf("server 0 restarted too")
 	}
 	tot := f.Totals()
@@ -211,8 +153,8 @@ var noKeepAlive = &http.Client{Transport: &http.Transport{DisableKeepAlives: tru
 // TestFaultDownOverHTTP takes the only server down on a fake wall clock: its port refuses
 // connections from the fault's start to the end of its window, then serves again at the same URL.
 func TestFaultDownOverHTTP(t *testing.T) {
-	clk := clock.NewFake(testStart)
-	cfg := fastConfig()
+	clk := clock.NewFake(simtest.Start)
+	cfg := simtest.FastConfig()
 	cfg.Clock = clk
 	cfg.Tick = 50 * time.Millisecond
 	cfg.Servers = 1
@@ -221,16 +163,16 @@ func TestFaultDownOverHTTP(t *testing.T) {
 	u := f.URLs()[0]
 	refused := func(when string) {
 		t.Helper()
-		if _, _, err := get(t, noKeepAlive, u); !errors.Is(err, syscall.ECONNREFUSED) {
+		if _, _, err := simtest.Get(t, noKeepAlive, u); !errors.Is(err, syscall.ECONNREFUSED) {
 			t.Fatalf("%s: %v, want connection refused", when, err)
 		}
 	}
 	waitTimers(t, clk, 2) // the fleet's tick and the server's wait for the fault
-	body, resp, err := get(t, noKeepAlive, u)
+	body, resp, err := simtest.Get(t, noKeepAlive, u)
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("before the fault: %v %v", err, resp)
 	}
-	parsePage(t, []byte(body))
+	simtest.ParsePage(t, []byte(body))
 	clk.Advance(200 * time.Millisecond)
 	waitTimers(t, clk, 2) // the server is down and waits for the window's end
 	refused("at the fault's start")
@@ -239,13 +181,13 @@ func TestFaultDownOverHTTP(t *testing.T) {
 	refused("1 ms before the window's end")
 	clk.Advance(time.Millisecond)
 	testkit.WaitFor(t, 10*time.Second, "the port to come back", func() bool {
-		_, resp, err := get(t, noKeepAlive, u)
+		_, resp, err := simtest.Get(t, noKeepAlive, u)
 		return err == nil && resp.StatusCode == 200
 	})
 	if f.URLs()[0] != u {
 		t.Errorf("URL changed from %s to %s", u, f.URLs()[0])
 	}
-	parsePage(t, []byte(mustGet(t, u)))
+	simtest.ParsePage(t, []byte(simtest.MustGet(t, u)))
 }
 
 type answer struct {
@@ -257,7 +199,7 @@ type answer struct {
 func getAsync(t *testing.T, u string) <-chan answer {
 	c := make(chan answer, 1)
 	go func() {
-		_, resp, err := get(t, noKeepAlive, u)
+		_, resp, err := simtest.Get(t, noKeepAlive, u)
 		if err != nil {
 			c <- answer{err: err}
 			return
@@ -270,8 +212,8 @@ func getAsync(t *testing.T, u string) <-chan answer {
 // TestFaultSlowOverHTTP checks on a fake wall clock that an answer asked for in the slow window
 // is held for SlowDelay, and that answers after the window come at once.
 func TestFaultSlowOverHTTP(t *testing.T) {
-	clk := clock.NewFake(testStart)
-	cfg := fastConfig()
+	clk := clock.NewFake(simtest.Start)
+	cfg := simtest.FastConfig()
 	cfg.Clock = clk
 	cfg.Tick = 50 * time.Millisecond
 	cfg.Servers = 1
@@ -299,24 +241,24 @@ func TestFaultSlowOverHTTP(t *testing.T) {
 }
 
 func TestFaultGarbageOverHTTP(t *testing.T) {
-	cfg := fastConfig()
+	cfg := simtest.FastConfig()
 	cfg.Faults = []fleetconfig.Fault{{Kind: fleetconfig.FaultGarbage, At: 0, Server: fleetconfig.AllServers}}
 	f := startFleet(t, cfg)
 	for _, u := range f.URLs() {
-		body, resp, err := get(t, http.DefaultClient, u)
+		body, resp, err := simtest.Get(t, http.DefaultClient, u)
 		if err != nil || resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") || !strings.Contains(body, "<html>") {
 			t.Fatalf("first answer: %v %v %q", err, resp, body)
 		}
 		// The second answer is a real page again.
-		parsePage(t, []byte(mustGet(t, u)))
+		simtest.ParsePage(t, []byte(simtest.MustGet(t, u)))
 	}
 }
 
 // TestCloseDoesNotWaitForSlowAnswers closes a fleet while an answer is held for a minute of a
 // fake clock that never moves: Close ends the held answer instead of waiting for it.
 func TestCloseDoesNotWaitForSlowAnswers(t *testing.T) {
-	clk := clock.NewFake(testStart)
-	cfg := fastConfig()
+	clk := clock.NewFake(simtest.Start)
+	cfg := simtest.FastConfig()
 	cfg.Clock = clk
 	cfg.Servers = 1
 	cfg.SlowDelay = time.Minute
@@ -340,7 +282,7 @@ func TestCloseDoesNotWaitForSlowAnswers(t *testing.T) {
 }
 
 func TestStartFailsOnTakenPort(t *testing.T) {
-	cfg := fastConfig()
+	cfg := simtest.FastConfig()
 	f := startFleet(t, cfg)
 	u := f.URLs()[0]
 	port := u[strings.LastIndexByte(u, ':')+1 : strings.LastIndexByte(u, '/')]
@@ -358,8 +300,8 @@ func TestStartFailsOnTakenPort(t *testing.T) {
 // TestCloseDuringDownWindow closes the fleet while its servers are down; startFleet's cleanup
 // checks that no goroutine is left waiting for the window's end.
 func TestCloseDuringDownWindow(t *testing.T) {
-	clk := clock.NewFake(testStart)
-	cfg := fastConfig()
+	clk := clock.NewFake(simtest.Start)
+	cfg := simtest.FastConfig()
 	cfg.Clock = clk
 	cfg.Tick = 50 * time.Millisecond
 	cfg.Faults = []fleetconfig.Fault{{Kind: fleetconfig.FaultDown, At: 50 * time.Millisecond, Duration: 5 * time.Second, Server: fleetconfig.AllServers}}
@@ -368,7 +310,7 @@ func TestCloseDuringDownWindow(t *testing.T) {
 	clk.Advance(50 * time.Millisecond)
 	waitTimers(t, clk, 3) // the servers are down and wait for the window's end
 	for _, u := range f.URLs() {
-		if _, _, err := get(t, noKeepAlive, u); !errors.Is(err, syscall.ECONNREFUSED) {
+		if _, _, err := simtest.Get(t, noKeepAlive, u); !errors.Is(err, syscall.ECONNREFUSED) {
 			t.Fatalf("%s in the down window: %v, want connection refused", u, err)
 		}
 	}

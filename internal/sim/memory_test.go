@@ -12,6 +12,7 @@ import (
 
 	"github.com/vllmstat/vllmstat/internal/sim/fleetmodel"
 	"github.com/vllmstat/vllmstat/internal/sim/serve"
+	"github.com/vllmstat/vllmstat/internal/sim/simtest"
 	"github.com/vllmstat/vllmstat/internal/sim/workload"
 	"github.com/vllmstat/vllmstat/internal/testkit"
 )
@@ -26,7 +27,7 @@ const heldSampleBytes = 1 << 10
 // heldSampleBytes per sample over what it held before, and that it gives it back once they are
 // answered. Nothing is timed: the test waits until the simulator holds every sample.
 func TestDrivenMemoryBounded(t *testing.T) {
-	cfg := fastConfig()
+	cfg := simtest.FastConfig()
 	cfg.Workload.Kind = workload.WorkloadNone
 	cfg.Servers, cfg.DP = 1, 1
 	cfg.MaxModelLen, cfg.BlocksPerEngine = 64, 16
@@ -47,14 +48,14 @@ func TestDrivenMemoryBounded(t *testing.T) {
 	body := `{"prompt": [` + strings.Join(ids, ",") + `], "n": 16, "max_tokens": 1, "ignore_eos": true}`
 	body += strings.Repeat(" ", int(serve.MaxBody(cfg.MaxModelLen))-len(body))
 	samples := prompts * n
-	if code, got := post(t, base+"/v1/completions", body+" "); code != http.StatusRequestEntityTooLarge {
+	if code, got := simtest.Post(t, base+"/v1/completions", body+" "); code != http.StatusRequestEntityTooLarge {
 		t.Fatalf("a byte more than the largest body: %d %s", code, got)
 	}
-	if code, got := post(t, base+"/v1/completions", strings.Replace(body, `"n": 16`, `"n": 17`, 1)); code != http.StatusBadRequest {
+	if code, got := simtest.Post(t, base+"/v1/completions", strings.Replace(body, `"n": 16`, `"n": 17`, 1)); code != http.StatusBadRequest {
 		t.Fatalf("a sample more than the budget: %d %s", code, got)
 	}
 
-	if code, got := post(t, base+"/pause?mode=keep", ""); code != http.StatusOK {
+	if code, got := simtest.Post(t, base+"/pause?mode=keep", ""); code != http.StatusOK {
 		t.Fatalf("pause: %d %s", code, got)
 	}
 	heapInuse := func() uint64 {
@@ -93,7 +94,7 @@ func TestDrivenMemoryBounded(t *testing.T) {
 		t.Errorf("holding %d requests grew the heap by %d MiB, more than %d MiB", clients, (during-before)>>20, bound>>20)
 	}
 
-	if code, got := post(t, base+"/resume", ""); code != http.StatusOK {
+	if code, got := simtest.Post(t, base+"/resume", ""); code != http.StatusOK {
 		t.Fatalf("resume: %d %s", code, got)
 	}
 	wg.Wait()

@@ -9,6 +9,7 @@ import (
 	"github.com/vllmstat/vllmstat/internal/sim/core"
 	"github.com/vllmstat/vllmstat/internal/sim/fleetmodel"
 	"github.com/vllmstat/vllmstat/internal/sim/serve"
+	"github.com/vllmstat/vllmstat/internal/sim/simtest"
 	"github.com/vllmstat/vllmstat/internal/sim/snap"
 	"github.com/vllmstat/vllmstat/internal/step"
 )
@@ -27,7 +28,7 @@ import (
 // each load end. Taking the engine's version at an interval's end instead misses every token an
 // engine made between its previous scrape and its pause: hundreds more in this run.
 func TestStaleTokensMatchTruth(t *testing.T) {
-	cfg := asyncConfig()
+	cfg := simtest.AsyncConfig()
 	cfg.DP = 1 // a server answers one version: one engine each
 	cfg.Servers = 3
 	s := mustSim(t, cfg)

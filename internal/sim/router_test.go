@@ -17,27 +17,14 @@ import (
 	"github.com/vllmstat/vllmstat/internal/page"
 	"github.com/vllmstat/vllmstat/internal/sim/routerpage"
 	"github.com/vllmstat/vllmstat/internal/sim/serve"
+	"github.com/vllmstat/vllmstat/internal/sim/simtest"
 	"github.com/vllmstat/vllmstat/internal/vllm"
 )
-
-func fetchPage(t *testing.T, url string) (int, []byte) {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, b
-}
 
 // The router's /engine_metrics holds every server's page, each sample labelled worker_addr: read
 // back, its workers are the servers' workers, one set per worker_addr, with the same counts.
 func TestRouterEngineMetrics(t *testing.T) {
-	cfg := sglangConfig(2, 2)
+	cfg := simtest.SGLangConfig(2, 2)
 	cfg.Port, cfg.Speed, cfg.Router = 0, 20, true
 	cfg.Workload.Batches = 1
 	f, err := Start(context.Background(), cfg)
@@ -54,7 +41,7 @@ func TestRouterEngineMetrics(t *testing.T) {
 		t.Fatalf("router URL %q", f.RouterURL())
 	}
 	// The batch is over: the pages hold still but for the idle log points' gauges.
-	code, merged := fetchPage(t, f.RouterURL())
+	code, merged := simtest.Fetch(t, f.RouterURL())
 	if code != http.StatusOK {
 		t.Fatalf("status %d: %s", code, merged)
 	}
@@ -64,7 +51,7 @@ func TestRouterEngineMetrics(t *testing.T) {
 	}
 	want := map[string]page.EnginePage{}
 	for _, u := range f.URLs() {
-		_, body := fetchPage(t, u)
+		_, body := simtest.Fetch(t, u)
 		p, err := page.ParsePage(body)
 		if err != nil {
 			t.Fatal(err)
@@ -111,7 +98,7 @@ func TestRouterEngineMetrics(t *testing.T) {
 	}
 	// The router's families come in another order at every answer (a HashMap's), which reads
 	// the same.
-	_, again := fetchPage(t, f.RouterURL())
+	_, again := simtest.Fetch(t, f.RouterURL())
 	if helps := func(b []byte) []string {
 		var h []string
 		for l := range strings.SplitSeq(string(b), "\n") {
@@ -157,7 +144,7 @@ func TestRouterLabelMismatch(t *testing.T) {
 	r.Serve(ln, &wg)
 	defer wg.Wait()
 	defer r.Stop(time.Second)
-	code, body := fetchPage(t, r.URL())
+	code, body := simtest.Fetch(t, r.URL())
 	want := `Failed to aggregate metrics: Label names should agree a=["dp_rank", "model_name", "worker_addr"] b=["model_name", "worker_addr"]`
 	if code != http.StatusInternalServerError || string(body) != want {
 		t.Errorf("status %d body %q, want 500 %q", code, body, want)
@@ -172,7 +159,7 @@ func TestRouterLabelMismatch(t *testing.T) {
 
 func fetchBody(t *testing.T, url string) string {
 	t.Helper()
-	_, b := fetchPage(t, url)
+	_, b := simtest.Fetch(t, url)
 	return string(b)
 }
 
@@ -192,7 +179,7 @@ func TestRouterNoPages(t *testing.T) {
 	r.Serve(ln, &wg)
 	defer wg.Wait()
 	defer r.Stop(time.Second)
-	if code, body := fetchPage(t, r.URL()); code != http.StatusOK || len(body) != 0 {
+	if code, body := simtest.Fetch(t, r.URL()); code != http.StatusOK || len(body) != 0 {
 		t.Errorf("status %d body %q, want 200 and nothing", code, body)
 	}
 }

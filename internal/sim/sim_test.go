@@ -7,6 +7,7 @@ import (
 
 	"github.com/vllmstat/vllmstat/internal/sim/fleetconfig"
 	"github.com/vllmstat/vllmstat/internal/sim/fleetmodel"
+	"github.com/vllmstat/vllmstat/internal/sim/simtest"
 	"github.com/vllmstat/vllmstat/internal/sim/workload"
 )
 
@@ -69,9 +70,9 @@ func TestRestartInSim(t *testing.T) {
 	s := mustSim(t, cfg)
 	s.AdvanceTo(5*time.Second - time.Millisecond)
 	before := s.Totals()
-	page0 := parsePage(t, s.Page(0, testStart))
+	page0 := simtest.ParsePage(t, s.Page(0, simtest.Start))
 	s.AdvanceTo(5 * time.Second)
-	after := parsePage(t, s.Page(0, testStart))
+	after := simtest.ParsePage(t, s.Page(0, simtest.Start))
 	if got := after["vllm:generation_tokens_total"].Metric[0].Counter.GetValue(); got != 0 {
 		t.Errorf("generation tokens right after restart: %v", got)
 	}
@@ -86,7 +87,7 @@ func TestRestartInSim(t *testing.T) {
 			before["generation_tokens"], tot["generation_tokens"], tot["requests_lost"], tot["restarts"])
 	}
 	s.AdvanceTo(30 * time.Second)
-	compareLives := simTotalsFromPages(t, s)
+	compareLives := simtest.TotalsFromPages(t, len(s.Servers), s.Page)
 	// The pages show only the current life of server 0; the simulator's totals include the
 	// first one, so they are larger.
 	if compareLives["generation_tokens"] >= s.Totals()["generation_tokens"] {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/vllmstat/vllmstat/internal/sim/fleetconfig"
+	"github.com/vllmstat/vllmstat/internal/sim/simtest"
 	"github.com/vllmstat/vllmstat/internal/sim/workload"
 )
 
@@ -17,7 +18,7 @@ import (
 func TestVersionTag(t *testing.T) {
 	for _, engine := range []string{fleetconfig.EngineVLLM, fleetconfig.EngineSGLang} {
 		t.Run(engine, func(t *testing.T) {
-			cfg := fastConfig()
+			cfg := simtest.FastConfig()
 			cfg.Engine = engine
 			cfg.Workload.Kind = workload.WorkloadNone
 			cfg.Workload.LoadTime = time.Second
@@ -33,7 +34,7 @@ func TestVersionTag(t *testing.T) {
 				var info struct {
 					WeightVersion *string `json:"weight_version"`
 				}
-				if err := json.Unmarshal([]byte(mustGet(t, base+path)), &info); err != nil || info.WeightVersion == nil {
+				if err := json.Unmarshal([]byte(simtest.MustGet(t, base+path)), &info); err != nil || info.WeightVersion == nil {
 					t.Fatalf("%s: %v", path, err)
 				}
 				return *info.WeightVersion
@@ -41,19 +42,19 @@ func TestVersionTag(t *testing.T) {
 			if v := version(); v != "default" {
 				t.Errorf("before any load: %q, want default", v)
 			}
-			if code, body := post(t, base+"/update_weight_version", `{"new_version": "step-4"}`); code != 200 {
+			if code, body := simtest.Post(t, base+"/update_weight_version", `{"new_version": "step-4"}`); code != 200 {
 				t.Fatalf("update_weight_version: %d %s", code, body)
 			}
 			if v := version(); v != "step-4" {
 				t.Errorf("after update_weight_version step-4: %q", v)
 			}
-			if code, _ := post(t, base+"/update_weight_version", `{"new_version": "ckpt-4"}`); code != 400 {
+			if code, _ := simtest.Post(t, base+"/update_weight_version", `{"new_version": "ckpt-4"}`); code != 400 {
 				t.Errorf("update_weight_version ckpt-4: %d, want 400", code)
 			}
 		})
 	}
 	for _, tag := range []string{"step-1", "a\x1bb", strings.Repeat("x", 65)} {
-		cfg := fastConfig()
+		cfg := simtest.FastConfig()
 		cfg.VersionTag = tag
 		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "version tag") {
 			t.Errorf("tag %q: %v, want refused", tag, err)

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
@@ -10,64 +11,20 @@ import (
 	"time"
 
 	"github.com/vllmstat/vllmstat/internal/clock"
-	"github.com/vllmstat/vllmstat/internal/expo"
 	"github.com/vllmstat/vllmstat/internal/page"
 	"github.com/vllmstat/vllmstat/internal/sim/core"
 	"github.com/vllmstat/vllmstat/internal/sim/fleetconfig"
 	"github.com/vllmstat/vllmstat/internal/sim/fleetmodel"
+	"github.com/vllmstat/vllmstat/internal/sim/simtest"
 	"github.com/vllmstat/vllmstat/internal/sim/snap"
 	"github.com/vllmstat/vllmstat/internal/sim/workload"
 	"github.com/vllmstat/vllmstat/internal/vllm"
 )
 
-// syncFamilies are the families of a fleet that syncs weights, read with internal/expo.
-var syncFamilies = []string{
-	"vllm:engine_sleep_resource_state", "vllm:engine_fully_awake", "vllm:engine_sleep_state",
-	"vllm:rl_weight_update_total", "vllm:rl_weight_update_created", "vllm:rl_weight_gen", "vllm:rl_weight_update_active",
-	"vllm:rl_weight_update_duration_seconds_count", "vllm:rl_weight_update_duration_seconds_sum",
-	"sglang:num_paused_reqs", "sglang:weight_load_duration_seconds",
-}
-
-// samplesOf reads the samples of syncFamilies on body with the project's exposition parser,
-// keyed by name and the values of the labels in keep, in that order: `name{v1,v2}`.
-func samplesOf(t *testing.T, body []byte, keep ...string) map[string]float64 {
-	t.Helper()
-	m := map[string]float64{}
-	err := expo.Parse(body, expo.NewNames(syncFamilies), func(s *expo.Sample) {
-		var vals []string
-		for _, k := range keep {
-			for _, l := range s.Labels {
-				if l.Name == k {
-					vals = append(vals, l.Value)
-				}
-			}
-		}
-		key := s.Name + "{" + strings.Join(vals, ",") + "}"
-		if _, dup := m[key]; dup {
-			t.Errorf("two samples %s", key)
-		}
-		m[key] = s.Value
-	})
-	if err != nil {
-		t.Fatalf("page does not parse: %v", err)
-	}
-	return m
-}
-
 // enginePage returns the internal/page view of engine eng on body.
 func enginePage(t *testing.T, body []byte, eng string) *page.EnginePage {
 	t.Helper()
-	p, err := page.ParsePage(body)
-	if err != nil {
-		t.Fatalf("page does not parse: %v", err)
-	}
-	for i := range p.Engines {
-		if p.Engines[i].Engine == eng {
-			return &p.Engines[i]
-		}
-	}
-	t.Fatalf("no engine %q on the page", eng)
-	return nil
+	return simtest.EnginePage(t, body, fmt.Sprintf("engine %q", eng), func(ep *page.EnginePage) bool { return ep.Engine == eng })
 }
 
 // TestVLLMSyncFamiliesThroughTheLoop follows a 0.20 page through the colocated loop with a
@@ -77,10 +34,10 @@ func enginePage(t *testing.T, body []byte, eng string) *page.EnginePage {
 // shows it, the legacy sleep state following the fully-awake predicate, and each load's end
 // counts one update of its duration.
 func TestVLLMSyncFamiliesThroughTheLoop(t *testing.T) {
-	cfg := syncedColocatedConfig()
+	cfg := simtest.SyncedColocatedConfig()
 	cfg.Workload.EvalEvery = 0
 	w := cfg.Workload
-	edges := runSync(t, cfg, time.Minute, 100*time.Millisecond).edges
+	edges := simEdges(t, cfg, time.Minute, 100*time.Millisecond, nil)
 	var sleep time.Duration
 	for _, e := range edges {
 		if e.Kind == fleetmodel.Sleep && e.Step == 2 {
@@ -116,12 +73,12 @@ func TestVLLMSyncFamiliesThroughTheLoop(t *testing.T) {
 	}
 	load := w.LoadTime.Seconds()
 	// The counter's child appears at the end of the initial load.
-	firstLoad := float64(testStart.UnixMicro())/1e6 + (w.StartDelay+w.LoadTime).Seconds()/cfg.Speed
+	firstLoad := float64(simtest.Start.UnixMicro())/1e6 + (w.StartDelay+w.LoadTime).Seconds()/cfg.Speed
 	s := mustSim(t, cfg)
 	for _, st := range steps {
 		s.AdvanceTo(st.at)
-		body := s.Page(1, testStart)
-		m := samplesOf(t, body, "engine", "resource", "state", "sleep_state")
+		body := s.Page(1, simtest.Start)
+		m := simtest.SamplesOf(t, body, "engine", "resource", "state", "sleep_state")
 		for _, eng := range []string{"0", "1"} {
 			w := st.want
 			if got := m["vllm:engine_sleep_resource_state{"+eng+",weights,"+w.weights+"}"]; w.snapshot && got != 1 {
@@ -178,7 +135,7 @@ func TestVLLMSyncFamiliesThroughTheLoop(t *testing.T) {
 // appeared, so an engine whose first snapshot or load came later is listed later, whatever its
 // index.
 func TestSleepFamilyChildOrder(t *testing.T) {
-	cfg := goldenConfig("0.20")
+	cfg := simtest.GoldenConfig("0.20")
 	cfg.Workload.Async = true
 	cfg.Workload.StepTime, cfg.Workload.LoadTime = 10*time.Second, time.Second
 	s := mustSim(t, cfg)
@@ -261,8 +218,8 @@ func versionAt(g core.GroundTruth, server int) int {
 // endpoint's requests. An SGLang fleet answers /model_info, "default" before its first load,
 // and 404 on the deprecated endpoints; a fleet that syncs no weights has no /weight_info.
 func TestVersionEndpointsOverHTTP(t *testing.T) {
-	clk := clock.NewFake(testStart)
-	cfg := asyncConfig()
+	clk := clock.NewFake(simtest.Start)
+	cfg := simtest.AsyncConfig()
 	cfg.Port = 0
 	cfg.Clock = clk
 	cfg.Speed = 10
@@ -322,7 +279,7 @@ func TestVersionEndpointsOverHTTP(t *testing.T) {
 	if !slices.Equal(got, g.Publishes) || len(got) < 3 {
 		t.Errorf("delivered publishes %v, ground truth %v", got, g.Publishes)
 	}
-	if page := mustGet(t, f.URLs()[0]); !strings.Contains(page, `http_requests_total{handler="/weight_info",method="GET",status="2xx"} `+strconv.Itoa(asked)+".0\n") {
+	if page := simtest.MustGet(t, f.URLs()[0]); !strings.Contains(page, `http_requests_total{handler="/weight_info",method="GET",status="2xx"} `+strconv.Itoa(asked)+".0\n") {
 		t.Errorf("the page does not count %d /weight_info requests", asked)
 	}
 	if srv, eng, ok := f.Laggard(); !ok || srv*cfg.DP+eng != f.sim.Async.Laggard {
@@ -334,10 +291,10 @@ func TestVersionEndpointsOverHTTP(t *testing.T) {
 	}
 
 	t.Run("sglang", func(t *testing.T) {
-		cfg := asyncConfig()
+		cfg := simtest.AsyncConfig()
 		cfg.Engine = fleetconfig.EngineSGLang
 		cfg.Port, cfg.Servers = 0, 1
-		cfg.Clock = clock.NewFake(testStart)
+		cfg.Clock = clock.NewFake(simtest.Start)
 		cfg.Speed, cfg.Tick = 10, 50*time.Millisecond
 		f := startFleet(t, cfg)
 		u := base(f.URLs()[0])
@@ -361,7 +318,7 @@ func TestVersionEndpointsOverHTTP(t *testing.T) {
 		}
 	})
 	t.Run("no sync", func(t *testing.T) {
-		cfg := fastConfig()
+		cfg := simtest.FastConfig()
 		f := startFleet(t, cfg)
 		resp, err := noKeepAlive.Get(base(f.URLs()[0]) + "/weight_info")
 		if err != nil {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/vllmstat/vllmstat/internal/sim/core"
 	"github.com/vllmstat/vllmstat/internal/sim/fleetconfig"
+	"github.com/vllmstat/vllmstat/internal/sim/simtest"
 	"github.com/vllmstat/vllmstat/internal/sim/snap"
 	"github.com/vllmstat/vllmstat/internal/sim/workload"
 )
@@ -53,7 +54,7 @@ func BenchmarkFleet64(b *testing.B) {
 			at += 20 * time.Millisecond
 			s.AdvanceTo(at)
 			for i := range pages {
-				s.FillPage(i, testStart, &pages[i])
+				s.FillPage(i, simtest.Start, &pages[i])
 			}
 			s.Totals()
 		}

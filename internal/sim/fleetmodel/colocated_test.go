@@ -8,19 +8,9 @@ import (
 
 	"github.com/vllmstat/vllmstat/internal/sim/core"
 	"github.com/vllmstat/vllmstat/internal/sim/fleetconfig"
+	"github.com/vllmstat/vllmstat/internal/sim/simtest"
 	"github.com/vllmstat/vllmstat/internal/sim/workload"
 )
-
-// colocatedConfig is the demo's fleet in the colocated loop: 2 servers x 2 engines, an eval
-// batch every second step, four steps.
-func colocatedConfig() fleetconfig.Config {
-	cfg := fleetconfig.DefaultConfig()
-	cfg.DP = 2
-	cfg.Workload.Colocated = true
-	cfg.Workload.EvalEvery = 2
-	cfg.Workload.Batches = 4
-	return cfg
-}
 
 // loopRun is what a colocated Sim did, advanced in steps of step until every step is over.
 type loopRun struct {
@@ -51,7 +41,7 @@ func runLoop(t *testing.T, cfg fleetconfig.Config, step time.Duration) loopRun {
 // rollout batch (the default training time), and the next rollout a pause after the wake-up;
 // each batch arrives a handoff after its start.
 func TestColocatedLoopTimeline(t *testing.T) {
-	cfg := colocatedConfig()
+	cfg := simtest.ColocatedConfig()
 	r := runLoop(t, cfg, 100*time.Millisecond)
 	var kinds []string
 	for _, e := range r.edges {
@@ -159,7 +149,7 @@ func stepOfEdge(edges []LoopEdge, i int) int {
 // held-out ones each time and no training question, arriving a handoff after the eval's start
 // and finished by its end, and leaving the rollout batches as they are without them.
 func TestColocatedEvalBatch(t *testing.T) {
-	cfg := colocatedConfig()
+	cfg := simtest.ColocatedConfig()
 	s := mustSim(t, cfg)
 	type req struct {
 		engine  int
@@ -260,7 +250,7 @@ func TestColocatedEvalBatch(t *testing.T) {
 // TestColocatedSameSeedSameEvents: the loop is as repeatable as the rest of the simulation,
 // however the simulation is advanced.
 func TestColocatedSameSeedSameEvents(t *testing.T) {
-	cfg := colocatedConfig()
+	cfg := simtest.ColocatedConfig()
 	cfg.Faults = []fleetconfig.Fault{{Kind: fleetconfig.FaultRestart, At: 40 * time.Second, Server: 1}}
 	a := runLoop(t, cfg, 100*time.Millisecond)
 	b := runLoop(t, cfg, 100*time.Millisecond)
@@ -288,7 +278,7 @@ func TestColocatedSameSeedSameEvents(t *testing.T) {
 // TestColocatedRestartWhileAsleep: a server restarted during the training time comes back awake
 // and empty, and the loop goes on.
 func TestColocatedRestartWhileAsleep(t *testing.T) {
-	cfg := colocatedConfig()
+	cfg := simtest.ColocatedConfig()
 	cfg.Workload.EvalEvery = 0
 	cfg.Workload.Batches = 2
 	s := mustSim(t, cfg)
@@ -353,7 +343,7 @@ func TestColocatedConfigValidation(t *testing.T) {
 			}
 		})
 	}
-	if err := colocatedConfig().Validate(); err != nil {
+	if err := simtest.ColocatedConfig().Validate(); err != nil {
 		t.Fatalf("colocated config invalid: %v", err)
 	}
 }

@@ -2,12 +2,12 @@ package fleetmodel
 
 import (
 	"errors"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/vllmstat/vllmstat/internal/sim/core"
 	"github.com/vllmstat/vllmstat/internal/sim/fleetconfig"
+	"github.com/vllmstat/vllmstat/internal/sim/simtest"
 	"github.com/vllmstat/vllmstat/internal/sim/snap"
 	"github.com/vllmstat/vllmstat/internal/sim/workload"
 )
@@ -52,8 +52,6 @@ func advance(s *Sim, t time.Duration) {
 	}
 }
 
-func words(n int, word string) string { return strings.TrimSpace(strings.Repeat(word+" ", n)) }
-
 func TestWorkloadNoneRunsNothingByItself(t *testing.T) {
 	s := newDrivenSim(t, drivenConfig())
 	advance(s, time.Minute)
@@ -70,7 +68,7 @@ func TestWorkloadNoneRunsNothingByItself(t *testing.T) {
 func TestDrivenGroupHitsThePrefixCache(t *testing.T) {
 	s := newDrivenSim(t, drivenConfig())
 	const n, promptLen, maxTokens = 4, 40, 8
-	p := core.Prompt{Tokens: core.Tokenize(words(promptLen, "w")), MaxTokens: maxTokens, IgnoreEOS: true}
+	p := core.Prompt{Tokens: core.Tokenize(simtest.Words(promptLen, "w")), MaxTokens: maxTokens, IgnoreEOS: true}
 	r := submit(t, s, 1, p, n)
 	for at := time.Duration(0); !r.done && at < time.Minute; at += 10 * time.Millisecond {
 		advance(s, at)

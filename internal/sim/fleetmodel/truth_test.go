@@ -8,6 +8,7 @@ import (
 
 	"github.com/vllmstat/vllmstat/internal/sim/core"
 	"github.com/vllmstat/vllmstat/internal/sim/fleetconfig"
+	"github.com/vllmstat/vllmstat/internal/sim/simtest"
 	"github.com/vllmstat/vllmstat/internal/sim/snap"
 	"github.com/vllmstat/vllmstat/internal/sim/workload"
 )
@@ -43,29 +44,6 @@ func runSync(t *testing.T, cfg fleetconfig.Config, until, step time.Duration) *s
 	}
 	r.truth = r.s.GroundTruth()
 	return r
-}
-
-// asyncConfig is two servers of two vLLM engines in the async loop: a publish every 10 s, loads
-// of 2 s, one engine 3 s late; GRPO batches one after another.
-func asyncConfig() fleetconfig.Config {
-	cfg := fleetconfig.DefaultConfig()
-	cfg.DP = 2
-	cfg.Workload.Async = true
-	cfg.Workload.StepTime = 10 * time.Second
-	cfg.Workload.Lag = 3 * time.Second
-	cfg.Workload.LoadTime = 2 * time.Second
-	cfg.Workload.Pause = 0
-	return cfg
-}
-
-// syncedColocatedConfig is the colocated loop with a wake-up and a load that take time.
-func syncedColocatedConfig() fleetconfig.Config {
-	cfg := colocatedConfig()
-	cfg.Workload.WakeTime = time.Second
-	cfg.Workload.LoadTime = 2 * time.Second
-	cfg.Workload.TrainTime = 3 * time.Second
-	cfg.Workload.Batches = 3
-	return cfg
 }
 
 func sumTime(ts [core.NumStates]time.Duration) time.Duration {
@@ -121,9 +99,9 @@ func checkAddsUp(t *testing.T, g core.GroundTruth) {
 // engine's ground truth adds up (checkAddsUp), that the tokens it counts are the pages'
 // counters' true increase, and that it does not depend on how the simulation was advanced.
 func TestGroundTruthAddsUp(t *testing.T) {
-	sglang := asyncConfig()
+	sglang := simtest.AsyncConfig()
 	sglang.Engine = fleetconfig.EngineSGLang
-	poisson := asyncConfig()
+	poisson := simtest.AsyncConfig()
 	poisson.Workload.Kind = workload.WorkloadPoisson
 	plain := fleetconfig.DefaultConfig()
 	plain.DP = 2
@@ -131,8 +109,8 @@ func TestGroundTruthAddsUp(t *testing.T) {
 		name string
 		cfg  fleetconfig.Config
 	}{
-		{"colocated", syncedColocatedConfig()},
-		{"async", asyncConfig()},
+		{"colocated", simtest.SyncedColocatedConfig()},
+		{"async", simtest.AsyncConfig()},
 		{"async sglang", sglang},
 		{"async poisson", poisson},
 		{"grpo", plain},
@@ -165,7 +143,7 @@ func TestGroundTruthAddsUp(t *testing.T) {
 // engine gained between two ground truths is in one state, it is the earlier truth's State; and
 // a colocated vLLM engine is seen in every state the loop has.
 func TestGroundTruthState(t *testing.T) {
-	cfg := syncedColocatedConfig()
+	cfg := simtest.SyncedColocatedConfig()
 	s := mustSim(t, cfg)
 	seen := map[core.State]bool{}
 	prev := s.GroundTruth()
@@ -240,7 +218,7 @@ func staleFromTrace(trace [][]core.TraceEvent, publishes []core.Publish, ends []
 // handoff later and resumes with the version. Its stale tokens are the ones a recount from the
 // raw trace finds, in all and per step; the laggard has the most, and every engine some.
 func TestAsyncLoop(t *testing.T) {
-	cfg := asyncConfig()
+	cfg := simtest.AsyncConfig()
 	w := cfg.Workload
 	start := w.StartDelay + workload.Handoff + w.LoadTime
 	const steps = 4
@@ -334,7 +312,7 @@ func TestAsyncLoop(t *testing.T) {
 // each engine sleeps through the training and the weights' wake-up, loads for the load time,
 // wakes for the KV cache's, and generates nothing stale.
 func TestColocatedWeightSync(t *testing.T) {
-	cfg := syncedColocatedConfig()
+	cfg := simtest.SyncedColocatedConfig()
 	w := cfg.Workload
 	r := runSync(t, cfg, 3*time.Minute, 100*time.Millisecond)
 	g := r.truth
@@ -399,7 +377,7 @@ func TestColocatedWeightSync(t *testing.T) {
 // trainer's latest version is the one they lost), and load the step's version at the next
 // wake-up (awake, they pause for it, all of which is loading).
 func TestColocatedRestartLosesTheVersion(t *testing.T) {
-	cfg := syncedColocatedConfig()
+	cfg := simtest.SyncedColocatedConfig()
 	cfg.Workload.EvalEvery = 0
 	s := mustSim(t, cfg)
 	var rollout time.Duration

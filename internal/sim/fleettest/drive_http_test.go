@@ -11,6 +11,7 @@ import (
 
 	"github.com/vllmstat/vllmstat/internal/sim"
 	"github.com/vllmstat/vllmstat/internal/sim/fleetconfig"
+	"github.com/vllmstat/vllmstat/internal/sim/simtest"
 	"github.com/vllmstat/vllmstat/internal/sim/workload"
 )
 
@@ -18,7 +19,7 @@ import (
 // and returns it with its servers' base URLs.
 func drivenFleet(t *testing.T, engine string) (*sim.Fleet, []string) {
 	t.Helper()
-	cfg := fastConfig()
+	cfg := simtest.FastConfig()
 	cfg.Engine = engine
 	cfg.Workload.Kind = workload.WorkloadNone
 	cfg.Workload.LoadTime = time.Second
@@ -30,26 +31,11 @@ func drivenFleet(t *testing.T, engine string) (*sim.Fleet, []string) {
 	return f, bases
 }
 
-// post sends body to url and returns the answer's status and body.
-func post(t *testing.T, url, body string) (int, string) {
-	t.Helper()
-	resp, err := http.Post(url, "application/json", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, string(b)
-}
-
 // counters returns the server's page's totals, summed over its engines.
 func counters(t *testing.T, base string) map[string]float64 {
 	t.Helper()
 	m := map[string]float64{}
-	pageTotals(parsePage(t, []byte(mustGet(t, base+"/metrics"))), m)
+	simtest.PageTotals(simtest.ParsePage(t, []byte(simtest.MustGet(t, base+"/metrics"))), m)
 	return m
 }
 
@@ -70,13 +56,13 @@ func TestDrivenCompletionsUsageIsWhatThePageGained(t *testing.T) {
 		choices          int
 	}{
 		{"two prompts, n 3", "/v1/completions",
-			`{"prompt": ["` + words(40, "x") + `", "` + words(20, "y") + `"], "n": 3, "max_tokens": 30}`, 6},
+			`{"prompt": ["` + simtest.Words(40, "x") + `", "` + simtest.Words(20, "y") + `"], "n": 3, "max_tokens": 30}`, 6},
 		{"token ids", "/v1/completions", `{"prompt": [1, 2, 3, 4, 5], "max_tokens": 5, "ignore_eos": true}`, 1},
 		{"chat", "/v1/chat/completions", `{"model": "Qwen/Qwen3-1.7B", "messages": [{"role": "user", "content": "hello there"}], "n": 2, "max_tokens": 12}`, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := counters(t, base)
-			code, body := post(t, base+tc.path, tc.body)
+			code, body := simtest.Post(t, base+tc.path, tc.body)
 			if code != http.StatusOK {
 				t.Fatalf("%d: %s", code, body)
 			}
@@ -188,7 +174,7 @@ func TestDrivenCompletionsUsageIsWhatThePageGained(t *testing.T) {
 			MaxModelLen int    `json:"max_model_len"`
 		} `json:"data"`
 	}
-	if err := json.Unmarshal([]byte(mustGet(t, base+"/v1/models")), &models); err != nil || len(models.Data) != 1 ||
+	if err := json.Unmarshal([]byte(simtest.MustGet(t, base+"/v1/models")), &models); err != nil || len(models.Data) != 1 ||
 		models.Data[0].ID != "Qwen/Qwen3-1.7B" || models.Data[0].MaxModelLen != 4096 {
 		t.Errorf("/v1/models: %+v (%v)", models, err)
 	}
@@ -201,7 +187,7 @@ func TestDrivenCompletionsUsageIsWhatThePageGained(t *testing.T) {
 		{"no prompt", `{"max_tokens": 3}`, http.StatusBadRequest},
 		{"bad json", `{`, http.StatusBadRequest},
 	} {
-		if code, body := post(t, base+"/v1/completions", tc.body); code != tc.code || !strings.Contains(body, `"error"`) {
+		if code, body := simtest.Post(t, base+"/v1/completions", tc.body); code != tc.code || !strings.Contains(body, `"error"`) {
 			t.Errorf("%s: %d %s, want %d and an error", tc.name, code, body, tc.code)
 		}
 	}
@@ -228,7 +214,7 @@ func TestDrivenVLLMControl(t *testing.T) {
 	}
 	sleepState := func(state string) float64 {
 		t.Helper()
-		for _, m := range parsePage(t, []byte(mustGet(t, base+"/metrics")))["vllm:engine_sleep_state"].GetMetric() {
+		for _, m := range simtest.ParsePage(t, []byte(simtest.MustGet(t, base+"/metrics")))["vllm:engine_sleep_state"].GetMetric() {
 			for _, l := range m.GetLabel() {
 				if l.GetName() == "sleep_state" && l.GetValue() == state && m.GetGauge().GetValue() == 1 {
 					return 1
@@ -269,7 +255,7 @@ func TestDrivenVLLMControl(t *testing.T) {
 		t.Errorf("is_paused %s", got)
 	}
 	call("POST", "/start_weight_update", "", 200)
-	page := mustGet(t, base+"/metrics")
+	page := simtest.MustGet(t, base+"/metrics")
 	if !strings.Contains(page, `vllm:rl_weight_update_active{engine="0"} 1.0`) {
 		t.Errorf("the page does not show the load:\n%s", page)
 	}
@@ -295,7 +281,7 @@ func TestDrivenVLLMControl(t *testing.T) {
 func TestDrivenSGLang(t *testing.T) {
 	_, bases := drivenFleet(t, fleetconfig.EngineSGLang)
 	base := bases[0]
-	code, body := post(t, base+"/generate", `{"text": "`+words(30, "q")+`", "sampling_params": {"max_new_tokens": 9, "n": 2, "ignore_eos": true}}`)
+	code, body := simtest.Post(t, base+"/generate", `{"text": "`+simtest.Words(30, "q")+`", "sampling_params": {"max_new_tokens": 9, "n": 2, "ignore_eos": true}}`)
 	if code != 200 {
 		t.Fatalf("generate: %d %s", code, body)
 	}
@@ -317,7 +303,7 @@ func TestDrivenSGLang(t *testing.T) {
 	}
 	// SGLang counts a request's tokens at its finish, so the page has them all.
 	sum := func(name string) (v float64) {
-		for _, m := range parsePage(t, []byte(mustGet(t, base+"/metrics")))[name].GetMetric() {
+		for _, m := range simtest.ParsePage(t, []byte(simtest.MustGet(t, base+"/metrics")))[name].GetMetric() {
 			v += m.GetCounter().GetValue()
 		}
 		return v
@@ -325,28 +311,28 @@ func TestDrivenSGLang(t *testing.T) {
 	if p, g := sum("sglang:prompt_tokens_total"), sum("sglang:generation_tokens_total"); p != 60 || g != 18 {
 		t.Errorf("the page counted %v prompt and %v generation tokens, want 60 and 18", p, g)
 	}
-	code, body = post(t, base+"/update_weights_from_disk", `{"model_path": "/ckpt/5", "weight_version": "5"}`)
+	code, body = simtest.Post(t, base+"/update_weights_from_disk", `{"model_path": "/ckpt/5", "weight_version": "5"}`)
 	if code != 200 || !strings.Contains(body, `"success":true`) {
 		t.Fatalf("update_weights_from_disk: %d %s", code, body)
 	}
-	if page := mustGet(t, base+"/metrics"); !strings.Contains(page, "sglang:weight_load_duration_seconds") {
+	if page := simtest.MustGet(t, base+"/metrics"); !strings.Contains(page, "sglang:weight_load_duration_seconds") {
 		t.Errorf("the page does not show the load:\n%s", page)
 	}
 	var info struct {
 		WeightVersion string `json:"weight_version"`
 	}
-	if err := json.Unmarshal([]byte(mustGet(t, base+"/model_info")), &info); err != nil || info.WeightVersion != "5" {
+	if err := json.Unmarshal([]byte(simtest.MustGet(t, base+"/model_info")), &info); err != nil || info.WeightVersion != "5" {
 		t.Errorf("model_info weight_version %q (%v), want 5", info.WeightVersion, err)
 	}
 	for _, p := range []string{"/release_memory_occupation", "/resume_memory_occupation", "/pause_generation", "/continue_generation"} {
-		if code, body := post(t, base+p, `{}`); code != 200 {
+		if code, body := simtest.Post(t, base+p, `{}`); code != 200 {
 			t.Errorf("%s: %d %s", p, code, body)
 		}
 	}
-	if code, body := post(t, base+"/v1/completions", `{"prompt": "a b", "max_tokens": 3}`); code != 200 || !strings.Contains(body, `"prompt_tokens":2`) {
+	if code, body := simtest.Post(t, base+"/v1/completions", `{"prompt": "a b", "max_tokens": 3}`); code != 200 || !strings.Contains(body, `"prompt_tokens":2`) {
 		t.Errorf("completions on SGLang: %d %s", code, body)
 	}
-	code, body = post(t, base+"/generate", `{"input_ids": [5, 6, 7], "sampling_params": {"max_new_tokens": 2, "ignore_eos": true}, "stream": true}`)
+	code, body = simtest.Post(t, base+"/generate", `{"input_ids": [5, 6, 7], "sampling_params": {"max_new_tokens": 2, "ignore_eos": true}, "stream": true}`)
 	if events := strings.Split(strings.TrimSpace(body), "\n\n"); code != 200 || len(events) != 2 ||
 		!strings.Contains(events[0], `"prompt_tokens":3`) || events[1] != "data: [DONE]" {
 		t.Errorf("streamed generate: %d %q", code, body)

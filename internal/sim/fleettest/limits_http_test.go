@@ -9,6 +9,7 @@ import (
 	"github.com/vllmstat/vllmstat/internal/scrape"
 	"github.com/vllmstat/vllmstat/internal/sim/fleetconfig"
 	"github.com/vllmstat/vllmstat/internal/sim/serve"
+	"github.com/vllmstat/vllmstat/internal/sim/simtest"
 )
 
 // errorBody is an error answer in any of the engines' shapes: vLLM's nested one, SGLang's flat
@@ -47,7 +48,7 @@ const maxInt64 = "9223372036854775807"
 func TestDrivenRequestsOutOfBoundsAreRefused(t *testing.T) {
 	_, bases := drivenFleet(t, fleetconfig.EngineVLLM)
 	base := bases[0]
-	long := words(4000, "w") // 4000 tokens of the 4096 of the model
+	long := simtest.Words(4000, "w") // 4000 tokens of the 4096 of the model
 	for _, tc := range []refusal{
 		{"n of a billion", "/v1/completions", `{"prompt": "a", "n": 1000000000}`, 400, "n", "at most 16384"},
 		{"n of 0", "/v1/completions", `{"prompt": "a", "n": 0}`, 400, "n", "at least 1"},
@@ -59,7 +60,7 @@ func TestDrivenRequestsOutOfBoundsAreRefused(t *testing.T) {
 		{"max_tokens 2^63-1", "/v1/completions", `{"prompt": "a", "max_tokens": ` + maxInt64 + `}`, 400, "max_tokens", "max_model_len=4096"},
 		{"max_tokens 0", "/v1/completions", `{"prompt": "a", "max_tokens": 0}`, 400, "max_tokens", "at least 1"},
 		{"prompt and max_tokens over the model length", "/v1/completions", `{"prompt": "` + long + `", "max_tokens": 97}`, 400, "input_tokens", "4000 input tokens"},
-		{"prompt of the model length", "/v1/chat/completions", `{"messages": [{"role": "user", "content": "` + words(4095, "w") + `"}]}`, 400, "input_tokens", "no room"},
+		{"prompt of the model length", "/v1/chat/completions", `{"messages": [{"role": "user", "content": "` + simtest.Words(4095, "w") + `"}]}`, 400, "input_tokens", "no room"},
 		{"null prompt", "/v1/completions", `{"prompt": null}`, 400, "prompt", "prompt is required"},
 		{"no prompt", "/v1/completions", `{"max_tokens": 3}`, 400, "prompt", "prompt is required"},
 		{"empty prompt list", "/v1/completions", `{"prompt": []}`, 400, "prompt", "must be"},
@@ -74,14 +75,14 @@ func TestDrivenRequestsOutOfBoundsAreRefused(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) { checkRefusal(t, base, tc, vllmErrors) })
 	}
-	code, body := post(t, base+"/v1/completions", `{"prompt": "`+long+`", "max_tokens": 96, "ignore_eos": true}`)
+	code, body := simtest.Post(t, base+"/v1/completions", `{"prompt": "`+long+`", "max_tokens": 96, "ignore_eos": true}`)
 	if code != http.StatusOK || !strings.Contains(body, `"completion_tokens":96`) {
 		t.Errorf("a request of the whole model length: %d %s", code, body)
 	}
-	if code, body := post(t, base+"/update_weight_version", `{"new_version": 9007199254740992}`); code != http.StatusOK {
+	if code, body := simtest.Post(t, base+"/update_weight_version", `{"new_version": 9007199254740992}`); code != http.StatusOK {
 		t.Errorf("version 2^53: %d %s", code, body)
 	}
-	if got := mustGet(t, base+"/weight_info"); !strings.Contains(got, `"9007199254740992"`) {
+	if got := simtest.MustGet(t, base+"/weight_info"); !strings.Contains(got, `"9007199254740992"`) {
 		t.Errorf("/weight_info after version 2^53: %s", got)
 	}
 }
@@ -96,7 +97,7 @@ func TestDrivenSGLangRequestsOutOfBoundsAreRefused(t *testing.T) {
 		{"n over the simulator's cap", "/generate", `{"input_ids": [[1], [2]], "sampling_params": {"n": 600, "max_new_tokens": 1}}`, 400, "", "1200 samples"},
 		{"max_new_tokens 2^63-1 with ignore_eos", "/generate", `{"text": "a", "sampling_params": {"max_new_tokens": ` + maxInt64 + `, "ignore_eos": true}}`, 400, "", "maximum context length of 4096"},
 		{"max_new_tokens reaching the context length", "/generate", `{"text": "a", "sampling_params": {"max_new_tokens": 4095}}`, 400, "", "maximum context length of 4096"},
-		{"input of the context length", "/generate", `{"text": "` + words(4096, "w") + `"}`, 400, "", "longer than the model's context length"},
+		{"input of the context length", "/generate", `{"text": "` + simtest.Words(4096, "w") + `"}`, 400, "", "longer than the model's context length"},
 		{"null text", "/generate", `{"text": null}`, 400, "", "text or input_ids is required"},
 		{"no text", "/generate", `{"sampling_params": {"n": 2}}`, 400, "", "text or input_ids is required"},
 		{"OpenAI n of a billion", "/v1/completions", `{"prompt": "a", "n": 1000000000}`, 400, "n", "at most 16384"},
@@ -109,7 +110,7 @@ func TestDrivenSGLangRequestsOutOfBoundsAreRefused(t *testing.T) {
 		}
 		t.Run(tc.name, func(t *testing.T) { checkRefusal(t, base, tc, shape) })
 	}
-	if code, body := post(t, base+"/generate", `{"text": "a", "sampling_params": {"max_new_tokens": 4094, "n": 1}}`); code != http.StatusOK {
+	if code, body := simtest.Post(t, base+"/generate", `{"text": "a", "sampling_params": {"max_new_tokens": 4094, "n": 1}}`); code != http.StatusOK {
 		t.Errorf("a request just inside the context length: %d %s", code, body)
 	}
 }
@@ -132,7 +133,7 @@ const (
 
 func checkRefusal(t *testing.T, base string, tc refusal, shape errorShape) {
 	t.Helper()
-	code, body := post(t, base+tc.path, tc.body)
+	code, body := simtest.Post(t, base+tc.path, tc.body)
 	if len(body) > 400 {
 		body = body[:400] + "..."
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/vllmstat/vllmstat/internal/page"
 	"github.com/vllmstat/vllmstat/internal/sim/fleetconfig"
+	"github.com/vllmstat/vllmstat/internal/sim/simtest"
 	"github.com/vllmstat/vllmstat/internal/vllm"
 )
 
@@ -109,7 +110,7 @@ func sampleLabels(t *testing.T, s string) (name string, labels []string, le stri
 // declared is served but
 // aborted requests, which the simulator has none of.
 func TestSGLangFamiliesAsDeclared(t *testing.T) {
-	async := asyncConfig()
+	async := simtest.AsyncConfig()
 	async.Engine = fleetconfig.EngineSGLang
 	async.Servers = 1
 	seen := map[string]bool{}
@@ -118,7 +119,7 @@ func TestSGLangFamiliesAsDeclared(t *testing.T) {
 		async, priority, spec bool
 	}{{1, false, false, false}, {2, false, false, false}, {2, true, false, false}, {2, false, true, false}, {2, false, false, true}} {
 		dp := c.dp
-		cfg := sglangConfig(1, dp)
+		cfg := simtest.SGLangConfig(1, dp)
 		cfg.Workload.Batches = 1
 		if c.async {
 			cfg = async
@@ -128,21 +129,18 @@ func TestSGLangFamiliesAsDeclared(t *testing.T) {
 			cfg.SpecDecode = 3
 			cfg.MFUMetrics = true
 		}
-		s, err := newSim(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
+		s := mustSim(t, cfg)
 		for _, at := range []time.Duration{0, 20 * time.Second, 40 * time.Second} {
 			s.AdvanceTo(at)
-			for _, f := range parseStructure(t, string(s.Page(0, testStart))) {
-				d, ok := sglangDeclared[f.name]
+			for _, f := range simtest.ParseStructure(t, string(s.Page(0, simtest.Start))) {
+				d, ok := sglangDeclared[f.Name]
 				if !ok {
-					t.Errorf("dp %d: %s is no family of SGLang's", dp, f.name)
+					t.Errorf("dp %d: %s is no family of SGLang's", dp, f.Name)
 					continue
 				}
-				seen[f.name] = true
-				if f.typ != d.typ || f.help != d.help {
-					t.Errorf("dp %d: %s: TYPE %q HELP %q, SGLang declares %q %q", dp, f.name, f.typ, f.help, d.typ, d.help)
+				seen[f.Name] = true
+				if f.Type != d.typ || f.Help != d.help {
+					t.Errorf("dp %d: %s: TYPE %q HELP %q, SGLang declares %q %q", dp, f.Name, f.Type, f.Help, d.typ, d.help)
 				}
 				want := []string{"engine_type", "model_name"}
 				if !d.tokenizer {
@@ -157,15 +155,15 @@ func TestSGLangFamiliesAsDeclared(t *testing.T) {
 				want = append(want, d.extra...)
 				slices.Sort(want)
 				les := map[string][]float64{}
-				for _, smp := range f.samples {
+				for _, smp := range f.Samples {
 					name, labels, le := sampleLabels(t, smp)
 					if !slices.Equal(labels, want) {
 						t.Errorf("dp %d: %s: labels %q, SGLang's %q", dp, name, labels, want)
 					}
-					if d.typ != "histogram" && name != f.name {
-						t.Errorf("dp %d: sample %s in family %s", dp, name, f.name)
+					if d.typ != "histogram" && name != f.Name {
+						t.Errorf("dp %d: sample %s in family %s", dp, name, f.Name)
 					}
-					if name == f.name+"_bucket" {
+					if name == f.Name+"_bucket" {
 						key := strings.Replace(smp, `le="`+le+`"`, "", 1)
 						v, err := strconv.ParseFloat(le, 64)
 						if err != nil {
@@ -175,7 +173,7 @@ func TestSGLangFamiliesAsDeclared(t *testing.T) {
 					}
 				}
 				if d.typ == "histogram" && len(les) == 0 {
-					t.Errorf("dp %d: %s has no bucket", dp, f.name)
+					t.Errorf("dp %d: %s has no bucket", dp, f.Name)
 				}
 				for key, got := range les {
 					if want := append(slices.Clone(d.buckets), math.Inf(1)); !slices.Equal(got, want) {
@@ -196,19 +194,16 @@ func TestSGLangFamiliesAsDeclared(t *testing.T) {
 // a request's first token, the token and request counters and e2e with the first finished
 // request; aborted requests never, as no simulated request is aborted.
 func TestSGLangTokenizerSeriesAtFirstRequest(t *testing.T) {
-	cfg := sglangConfig(1, 1)
+	cfg := simtest.SGLangConfig(1, 1)
 	cfg.Workload.Batches = 1
-	s, err := newSim(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := mustSim(t, cfg)
 	finish := []string{"sglang:prompt_tokens_total", "sglang:generation_tokens_total", "sglang:num_requests_total", "sglang:e2e_request_latency_seconds"}
 	var ttftFirst, finished bool
 	for at := time.Duration(0); at < 30*time.Second && !finished; at += 50 * time.Millisecond {
 		s.AdvanceTo(at)
 		fams := map[string]bool{}
-		for _, f := range parseStructure(t, string(s.Page(0, testStart))) {
-			fams[f.name] = len(f.samples) > 0
+		for _, f := range simtest.ParseStructure(t, string(s.Page(0, simtest.Start))) {
+			fams[f.Name] = len(f.Samples) > 0
 		}
 		if fams["sglang:num_aborted_requests_total"] {
 			t.Fatalf("at %s: aborted requests without an abort", at)
@@ -237,24 +232,21 @@ func TestSGLangTokenizerSeriesAtFirstRequest(t *testing.T) {
 // priorities' series (all the priorities known are set at every log point); the page parser
 // reads the totals.
 func TestSGLangPriorityGauges(t *testing.T) {
-	cfg := sglangConfig(1, 2)
+	cfg := simtest.SGLangConfig(1, 2)
 	cfg.Workload.Batches = 1
 	cfg.Priority = true
-	s, err := newSim(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := mustSim(t, cfg)
 	var parts int
 	for at := time.Second; at <= 20*time.Second; at += time.Second {
 		s.AdvanceTo(at)
-		body := s.Page(0, testStart)
+		body := s.Page(0, simtest.Start)
 		totals := map[string]float64{} // by family and dp_rank
 		sums := map[string]float64{}
-		for _, f := range parseStructure(t, string(body)) {
-			if f.name != "sglang:num_running_reqs" && f.name != "sglang:num_queue_reqs" {
+		for _, f := range simtest.ParseStructure(t, string(body)) {
+			if f.Name != "sglang:num_running_reqs" && f.Name != "sglang:num_queue_reqs" {
 				continue
 			}
-			for _, smp := range f.samples {
+			for _, smp := range f.Samples {
 				line := ""
 				for _, l := range strings.Split(string(body), "\n") {
 					if strings.HasPrefix(l, smp+" ") {
@@ -265,7 +257,7 @@ func TestSGLangPriorityGauges(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				dp := f.name + "/" + smp[strings.Index(smp, `dp_rank="`)+9:][:1]
+				dp := f.Name + "/" + smp[strings.Index(smp, `dp_rank="`)+9:][:1]
 				if strings.Contains(smp, `priority=""`) {
 					totals[dp] += v
 				} else {

@@ -13,17 +13,10 @@ import (
 	"github.com/vllmstat/vllmstat/internal/page"
 	"github.com/vllmstat/vllmstat/internal/sim/core"
 	"github.com/vllmstat/vllmstat/internal/sim/fleetconfig"
+	"github.com/vllmstat/vllmstat/internal/sim/fleetmodel"
+	"github.com/vllmstat/vllmstat/internal/sim/simtest"
 	"github.com/vllmstat/vllmstat/internal/vllm"
 )
-
-func sglangConfig(servers, dp int) fleetconfig.Config {
-	cfg := fleetconfig.DefaultConfig()
-	cfg.Engine = fleetconfig.EngineSGLang
-	cfg.Servers, cfg.DP = servers, dp
-	cfg.Model = "Qwen/Qwen3-1.7B"
-	cfg.BlocksPerEngine = 640 // small enough to retract
-	return cfg
-}
 
 // sglangShape is a sample line's name and label names, the label values left out but le's.
 func sglangShape(line string) string {
@@ -46,35 +39,32 @@ func sglangShape(line string) string {
 // sglang-dp2.prom); it leaves out families vllmstat does not read and SGLang sets only in cases
 // the simulator has none of (grammars, disaggregation, LoRA).
 func TestSGLangPageLayout(t *testing.T) {
-	ref := parseStructure(t, string(mustReadFile(t, "testdata/prometheus-client-render-sglang-dp2.prom")))
-	want := map[string]pageFamily{}
+	ref := simtest.ParseStructure(t, string(mustReadFile(t, "testdata/prometheus-client-render-sglang-dp2.prom")))
+	want := map[string]simtest.PageFamily{}
 	shapes := map[string]bool{}
 	for _, f := range ref {
-		want[f.name] = f
-		for _, s := range f.samples {
+		want[f.Name] = f
+		for _, s := range f.Samples {
 			shapes[sglangShape(s+" 0")] = true
 		}
 	}
-	s, err := newSim(sglangConfig(1, 2))
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := mustSim(t, simtest.SGLangConfig(1, 2))
 	s.AdvanceTo(20 * time.Second)
-	got := parseStructure(t, string(s.Page(0, testStart)))
+	got := simtest.ParseStructure(t, string(s.Page(0, simtest.Start)))
 	seen := map[string]bool{}
 	for _, f := range got {
-		w, ok := want[f.name]
+		w, ok := want[f.Name]
 		if !ok {
-			t.Errorf("family %s is not on SGLang's page", f.name)
+			t.Errorf("family %s is not on SGLang's page", f.Name)
 			continue
 		}
-		seen[f.name] = true
-		if f.typ != w.typ || f.help != w.help {
-			t.Errorf("%s: TYPE %q HELP %q, SGLang's are %q %q", f.name, f.typ, f.help, w.typ, w.help)
+		seen[f.Name] = true
+		if f.Type != w.Type || f.Help != w.Help {
+			t.Errorf("%s: TYPE %q HELP %q, SGLang's are %q %q", f.Name, f.Type, f.Help, w.Type, w.Help)
 		}
-		for _, smp := range f.samples {
+		for _, smp := range f.Samples {
 			if sh := sglangShape(smp + " 0"); !shapes[sh] {
-				t.Errorf("%s: sample %s has labels SGLang's page has not", f.name, sh)
+				t.Errorf("%s: sample %s has labels SGLang's page has not", f.Name, sh)
 			}
 		}
 	}
@@ -136,18 +126,15 @@ func pageCounters(t *testing.T, body []byte, m map[string]float64) {
 // a DP server's page has a worker per DP rank and, once a request has finished, its
 // tokenizer's.
 func TestSGLangPagesAgreeWithTotals(t *testing.T) {
-	cfg := sglangConfig(2, 2)
+	cfg := simtest.SGLangConfig(2, 2)
 	cfg.Workload.Batches = 2
 	cfg.MFUMetrics = true
-	s, err := newSim(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := mustSim(t, cfg)
 	for _, at := range []time.Duration{500 * time.Millisecond, 4 * time.Second, 9 * time.Second, 40 * time.Second} {
 		s.AdvanceTo(at)
 		got := map[string]float64{}
 		for i := range cfg.Servers {
-			body := s.Page(i, testStart)
+			body := s.Page(i, simtest.Start)
 			pageCounters(t, body, got)
 			p, _ := page.ParsePage(body)
 			var labels []string
@@ -185,29 +172,17 @@ func TestSGLangPagesAgreeWithTotals(t *testing.T) {
 // SGLang sets its gauges at log points only: after a batch ends, the page shows the last log
 // point's load until the idle scheduler logs again 30 s after it.
 func TestSGLangGaugesAtLogPoints(t *testing.T) {
-	cfg := sglangConfig(1, 1)
+	cfg := simtest.SGLangConfig(1, 1)
 	cfg.Workload.Batches = 1
-	s, err := newSim(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := mustSim(t, cfg)
 	running := func() float64 {
-		p, err := page.ParsePage(s.Page(0, testStart))
+		p, err := page.ParsePage(s.Page(0, simtest.Start))
 		if err != nil || len(p.Engines) != 1 {
 			t.Fatalf("page: %v %+v", err, p)
 		}
 		return p.Engines[0].Gauges[vllm.Running]
 	}
-	var end time.Duration
-	for at := time.Second; end == 0 && at < time.Minute; at += 100 * time.Millisecond {
-		s.AdvanceTo(at)
-		for _, b := range s.TakeBatches() {
-			end = b.At
-		}
-	}
-	if end == 0 {
-		t.Fatal("the batch did not finish")
-	}
+	end := batchEnd(t, s)
 	e := s.Engines[0]
 	if e.Busy() {
 		t.Fatal("the engine is busy after its batch")
@@ -229,25 +204,13 @@ func TestSGLangGaugesAtLogPoints(t *testing.T) {
 // (TestSGLangGaugesAtLogPoints) still show the batch's running requests.
 func TestSGLangEagerGauges(t *testing.T) {
 	for _, eager := range []bool{false, true} {
-		cfg := sglangConfig(1, 1)
+		cfg := simtest.SGLangConfig(1, 1)
 		cfg.Workload.Batches = 1
 		cfg.SGLangEagerGauges = eager
-		s, err := newSim(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var end time.Duration
-		for at := time.Second; end == 0 && at < time.Minute; at += 100 * time.Millisecond {
-			s.AdvanceTo(at)
-			for _, b := range s.TakeBatches() {
-				end = b.At
-			}
-		}
-		if end == 0 {
-			t.Fatal("the batch did not finish")
-		}
+		s := mustSim(t, cfg)
+		end := batchEnd(t, s)
 		s.AdvanceTo(end + time.Second)
-		p, err := page.ParsePage(s.Page(0, testStart))
+		p, err := page.ParsePage(s.Page(0, simtest.Start))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -263,19 +226,16 @@ func TestSGLangEagerGauges(t *testing.T) {
 // all of them its time since its server started; scheduler_idle_seconds_total its idle time.
 // Without it the page has neither family.
 func TestSGLangStageMetrics(t *testing.T) {
-	cfg := sglangConfig(1, 2)
+	cfg := simtest.SGLangConfig(1, 2)
 	cfg.Workload.Async, cfg.Workload.Pause = true, 2*time.Second
 	cfg.Workload.StepTime, cfg.Workload.Lag, cfg.Workload.LoadTime = 6*time.Second, time.Second, time.Second
 	cfg.SGLangStageMetrics = true
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	s, err := newSim(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := mustSim(t, cfg)
 	s.AdvanceTo(20 * time.Second)
-	body := s.Page(0, testStart)
+	body := s.Page(0, simtest.Start)
 	p, err := page.ParsePage(body)
 	if err != nil {
 		t.Fatal(err)
@@ -329,12 +289,9 @@ func TestSGLangStageMetrics(t *testing.T) {
 		}
 	}
 	cfg.SGLangStageMetrics = false
-	s, err = newSim(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s = mustSim(t, cfg)
 	s.AdvanceTo(20 * time.Second)
-	if body := string(s.Page(0, testStart)); strings.Contains(body, "scheduler_stage_seconds") || strings.Contains(body, "scheduler_idle_seconds") {
+	if body := string(s.Page(0, simtest.Start)); strings.Contains(body, "scheduler_stage_seconds") || strings.Contains(body, "scheduler_idle_seconds") {
 		t.Error("the stage families without Config.SGLangStageMetrics")
 	}
 }
@@ -342,15 +299,12 @@ func TestSGLangStageMetrics(t *testing.T) {
 // TestSGLangStageMetricsRestart: a restart starts the scheduler's stage seconds again from zero,
 // as a new process's counters do: a page after it counts the time since the restart only.
 func TestSGLangStageMetricsRestart(t *testing.T) {
-	cfg := sglangConfig(1, 1)
+	cfg := simtest.SGLangConfig(1, 1)
 	cfg.SGLangStageMetrics = true
 	cfg.Faults = []fleetconfig.Fault{{Kind: fleetconfig.FaultRestart, At: 10 * time.Second, Server: fleetconfig.AllServers}}
-	s, err := newSim(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := mustSim(t, cfg)
 	total := func() float64 {
-		p, err := page.ParsePage(s.Page(0, testStart))
+		p, err := page.ParsePage(s.Page(0, simtest.Start))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -370,4 +324,29 @@ func TestSGLangStageMetricsRestart(t *testing.T) {
 	if got := total(); math.Abs(got-3) > 0.5 {
 		t.Errorf("3 s after the restart, the stages add up to %v s", got)
 	}
+}
+
+// batchEnd advances s in steps of 100 ms from 1 s until a batch finishes, within a minute, and
+// returns when it finished.
+func batchEnd(t *testing.T, s *fleetmodel.Sim) time.Duration {
+	t.Helper()
+	var end time.Duration
+	for at := time.Second; end == 0 && at < time.Minute; at += 100 * time.Millisecond {
+		s.AdvanceTo(at)
+		for _, b := range s.TakeBatches() {
+			end = b.At
+		}
+	}
+	if end == 0 {
+		t.Fatal("the batch did not finish")
+	}
+	return end
+}
+
+// mustSim builds the model of cfg with this package's page writer.
+func mustSim(t testing.TB, cfg fleetconfig.Config) *fleetmodel.Sim {
+	t.Helper()
+	s := simtest.Build(t, fleetmodel.New, cfg)
+	s.SetPages(NewSGLangPageWriter(cfg))
+	return s
 }

@@ -1,6 +1,7 @@
 package sglangpage
 
 import (
+	"fmt"
 	"slices"
 	"strconv"
 	"testing"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/vllmstat/vllmstat/internal/page"
 	"github.com/vllmstat/vllmstat/internal/sim/fleetconfig"
+	"github.com/vllmstat/vllmstat/internal/sim/simtest"
 	"github.com/vllmstat/vllmstat/internal/sim/workload"
 	"github.com/vllmstat/vllmstat/internal/vllm"
 )
@@ -15,17 +17,9 @@ import (
 // sglangEnginePage returns the internal/page view of DP rank dp on an SGLang page.
 func sglangEnginePage(t *testing.T, body []byte, dp string) *page.EnginePage {
 	t.Helper()
-	p, err := page.ParsePage(body)
-	if err != nil {
-		t.Fatalf("page does not parse: %v", err)
-	}
-	for i := range p.Engines {
-		if ep := &p.Engines[i]; ep.Kind == vllm.SGLang && page.LabelMap(ep.Labels)["dp_rank"] == dp {
-			return ep
-		}
-	}
-	t.Fatalf("no DP rank %q on the page", dp)
-	return nil
+	return simtest.EnginePage(t, body, fmt.Sprintf("DP rank %q", dp), func(ep *page.EnginePage) bool {
+		return ep.Kind == vllm.SGLang && page.LabelMap(ep.Labels)["dp_rank"] == dp
+	})
 }
 
 // TestSGLangSyncFamilies follows SGLang pages through the async loop: num_paused_reqs shows the
@@ -35,7 +29,7 @@ func sglangEnginePage(t *testing.T, body []byte, dp string) *page.EnginePage {
 // scheduler's labels; each later load sets it to a value of its own, since a gauge set to the
 // same value twice does not show the second load.
 func TestSGLangSyncFamilies(t *testing.T) {
-	cfg := asyncConfig()
+	cfg := simtest.AsyncConfig()
 	cfg.Engine = fleetconfig.EngineSGLang
 	cfg.Servers = 1
 	w := cfg.Workload
@@ -43,15 +37,15 @@ func TestSGLangSyncFamilies(t *testing.T) {
 	start := w.StartDelay + workload.Handoff + w.LoadTime
 	for _, at := range []time.Duration{w.StartDelay + workload.Handoff/2, w.StartDelay + workload.Handoff + w.LoadTime/2} {
 		s.AdvanceTo(at)
-		body := s.Page(0, testStart)
-		m := samplesOf(t, body, "dp_rank", "source")
+		body := s.Page(0, simtest.Start)
+		m := simtest.SamplesOf(t, body, "dp_rank", "source")
 		if m["sglang:num_paused_reqs{0}"] != 0 || m["sglang:num_paused_reqs{1}"] != 0 || len(m) != 2 {
 			t.Errorf("at %s, in the initial sync: %v", at, m)
 		}
 	}
 	s.AdvanceTo(start)
 	loadOf := func(dp string) float64 {
-		return samplesOf(t, s.Page(0, testStart), "dp_rank", "source", "tp_rank", "model_name")["sglang:weight_load_duration_seconds{"+dp+",distributed,0,"+cfg.Model+"}"]
+		return simtest.SamplesOf(t, s.Page(0, simtest.Start), "dp_rank", "source", "tp_rank", "model_name")["sglang:weight_load_duration_seconds{"+dp+",distributed,0,"+cfg.Model+"}"]
 	}
 	isLoad := func(d float64) bool { return d >= w.LoadTime.Seconds() && d < (w.LoadTime+time.Millisecond).Seconds() }
 	first := map[string]float64{}
@@ -66,9 +60,9 @@ func TestSGLangSyncFamilies(t *testing.T) {
 	for _, i := range engines {
 		pause := publish + s.SyncDelay(i)
 		s.AdvanceTo(pause + workload.Handoff/2) // the engine holds its requests; iterations take far less than that
-		body := s.Page(0, testStart)
+		body := s.Page(0, simtest.Start)
 		dp := strconv.Itoa(i)
-		held := samplesOf(t, body, "dp_rank")["sglang:num_paused_reqs{"+dp+"}"]
+		held := simtest.SamplesOf(t, body, "dp_rank")["sglang:num_paused_reqs{"+dp+"}"]
 		ep := sglangEnginePage(t, body, dp)
 		if held <= 0 || float64(len(s.Engines[i].Running)+s.Engines[i].Waiting.Len()) != held {
 			t.Errorf("dp_rank %s in its sync: %v paused requests, the engine holds %d running and %d waiting",
@@ -79,7 +73,7 @@ func TestSGLangSyncFamilies(t *testing.T) {
 		}
 		// The pause waits for the iteration in flight, which takes far less than 100 ms.
 		s.AdvanceTo(pause + workload.Handoff + w.LoadTime + 100*time.Millisecond)
-		if held := samplesOf(t, s.Page(0, testStart), "dp_rank")["sglang:num_paused_reqs{"+dp+"}"]; held != 0 {
+		if held := simtest.SamplesOf(t, s.Page(0, simtest.Start), "dp_rank")["sglang:num_paused_reqs{"+dp+"}"]; held != 0 {
 			t.Errorf("dp_rank %s after its sync: %v paused requests", dp, held)
 		}
 		if d := loadOf(dp); !isLoad(d) || d == first[dp] {

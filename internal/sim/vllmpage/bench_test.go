@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/vllmstat/vllmstat/internal/sim/fleetconfig"
+	"github.com/vllmstat/vllmstat/internal/sim/simtest"
 	"github.com/vllmstat/vllmstat/internal/sim/snap"
 )
 
@@ -18,7 +19,7 @@ func BenchmarkRenderPage(b *testing.B) {
 	s := mustSim(b, cfg)
 	s.AdvanceTo(6 * time.Second)
 	var st snap.PageState
-	s.FillPage(0, testStart, &st)
+	s.FillPage(0, simtest.Start, &st)
 	r := NewVLLMPageWriter(cfg)
 	buf := r.Render(nil, &st)
 	b.SetBytes(int64(len(buf)))

@@ -9,83 +9,37 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/vllmstat/vllmstat/internal/sim/fleetconfig"
 	"github.com/vllmstat/vllmstat/internal/sim/fleetmodel"
+	"github.com/vllmstat/vllmstat/internal/sim/simtest"
 )
-
-// engineGauges are one engine's children of vllm:engine_sleep_state and its load gauges.
-type engineGauges struct {
-	awake, offloaded, discarded, running, waiting, kv float64
-	hasSleep                                          bool
-}
-
-// gaugesOf reads the gauges of the engine labelled engine from a parsed page.
-func gaugesOf(t *testing.T, fams map[string]*dto.MetricFamily, engine string) engineGauges {
-	t.Helper()
-	var g engineGauges
-	value := func(name, state string) (float64, bool) {
-		f := fams[name]
-		if f == nil {
-			return 0, false
-		}
-		for _, m := range f.Metric {
-			var eng, st string
-			for _, l := range m.Label {
-				switch l.GetName() {
-				case "engine":
-					eng = l.GetValue()
-				case "sleep_state":
-					st = l.GetValue()
-				}
-			}
-			if eng == engine && st == state {
-				return m.Gauge.GetValue(), true
-			}
-		}
-		t.Fatalf("%s has no child for engine %s %s", name, engine, state)
-		return 0, false
-	}
-	g.awake, g.hasSleep = value("vllm:engine_sleep_state", "awake")
-	if g.hasSleep {
-		g.offloaded, _ = value("vllm:engine_sleep_state", "weights_offloaded")
-		g.discarded, _ = value("vllm:engine_sleep_state", "discard_all")
-	}
-	g.running, _ = value("vllm:num_requests_running", "")
-	g.waiting, _ = value("vllm:num_requests_waiting", "")
-	if _, ok := fams["vllm:kv_cache_usage_perc"]; ok {
-		g.kv, _ = value("vllm:kv_cache_usage_perc", "")
-	} else {
-		g.kv, _ = value("vllm:gpu_cache_usage_perc", "")
-	}
-	return g
-}
 
 // TestColocatedPages follows the pages through the loop: the sleep family is on every page of
 // 0.20, awake = 1 while the engines are awake and weights_offloaded = 1 while they sleep, when
 // nothing runs or waits and the KV cache is empty; the counters keep their values over the
 // sleep; and after the wake-up the prefix cache starts empty.
 func TestColocatedPages(t *testing.T) {
-	cfg := colocatedConfig()
+	cfg := simtest.ColocatedConfig()
 	s := mustSim(t, cfg)
-	page := func() map[string]*dto.MetricFamily { return parsePage(t, s.Page(1, testStart)) }
+	page := func() map[string]*dto.MetricFamily { return simtest.ParsePage(t, s.Page(1, simtest.Start)) }
 	check := func(when string, asleep bool) {
 		t.Helper()
 		fams := page()
 		busy := 0.0
 		for _, eng := range []string{"0", "1"} {
-			g := gaugesOf(t, fams, eng)
-			if !g.hasSleep {
+			g := simtest.GaugesOf(t, fams, eng)
+			if !g.HasSleep {
 				t.Fatalf("%s: no vllm:engine_sleep_state on the page", when)
 			}
 			wantAwake, wantOff := 1.0, 0.0
 			if asleep {
 				wantAwake, wantOff = 0, 1
 			}
-			if g.awake != wantAwake || g.offloaded != wantOff || g.discarded != 0 {
-				t.Errorf("%s: engine %s awake %v weights_offloaded %v discard_all %v", when, eng, g.awake, g.offloaded, g.discarded)
+			if g.Awake != wantAwake || g.Offloaded != wantOff || g.Discarded != 0 {
+				t.Errorf("%s: engine %s awake %v weights_offloaded %v discard_all %v", when, eng, g.Awake, g.Offloaded, g.Discarded)
 			}
-			if asleep && (g.running != 0 || g.waiting != 0 || g.kv != 0) {
-				t.Errorf("%s: sleeping engine %s has running %v waiting %v kv %v", when, eng, g.running, g.waiting, g.kv)
+			if asleep && (g.Running != 0 || g.Waiting != 0 || g.KV != 0) {
+				t.Errorf("%s: sleeping engine %s has running %v waiting %v kv %v", when, eng, g.Running, g.Waiting, g.KV)
 			}
-			busy += g.running + g.waiting
+			busy += g.Running + g.Waiting
 		}
 		if !asleep && strings.HasPrefix(when, "mid") && busy == 0 {
 			t.Errorf("%s: nothing running or waiting", when)
@@ -102,7 +56,7 @@ func TestColocatedPages(t *testing.T) {
 				s.AdvanceTo(e.At + 2*time.Second)
 				check("mid "+e.Kind.String(), false)
 			case fleetmodel.Sleep:
-				before := simTotalsFromPages(t, s)
+				before := simtest.TotalsFromPages(t, len(s.Servers), s.Page)
 				s.AdvanceTo(e.At + time.Second)
 				check("asleep", true)
 				for _, e := range s.Engines {
@@ -110,7 +64,7 @@ func TestColocatedPages(t *testing.T) {
 						t.Errorf("sleeping engine keeps %d blocks, %d cached", e.Pool.NumUsed(), len(e.Pool.Cached))
 					}
 				}
-				compareTotals(t, "counters over the sleep", simTotalsFromPages(t, s), before)
+				simtest.CompareTotals(t, "counters over the sleep", simtest.TotalsFromPages(t, len(s.Servers), s.Page), before)
 			case fleetmodel.Wake:
 				check("woken", false)
 			}
@@ -122,8 +76,8 @@ func TestColocatedPages(t *testing.T) {
 	// in the loop either, but the same empty engines while they sleep.
 	plain := fleetconfig.DefaultConfig()
 	plain.DP = 2
-	fams := parsePage(t, mustSim(t, plain).Page(0, testStart))
-	if g := gaugesOf(t, fams, "1"); !g.hasSleep || g.awake != 1 || g.offloaded != 0 || g.discarded != 0 {
+	fams := simtest.ParsePage(t, mustSim(t, plain).Page(0, simtest.Start))
+	if g := simtest.GaugesOf(t, fams, "1"); !g.HasSleep || g.Awake != 1 || g.Offloaded != 0 || g.Discarded != 0 {
 		t.Errorf("a page outside the colocated loop shows the sleep state %+v", g)
 	}
 	for name := range fams {
@@ -141,7 +95,7 @@ func TestColocatedPages(t *testing.T) {
 	}
 	fams = page()
 	for _, eng := range []string{"0", "1"} {
-		if g := gaugesOf(t, fams, eng); g.hasSleep || g.running != 0 || g.waiting != 0 || g.kv != 0 {
+		if g := simtest.GaugesOf(t, fams, eng); g.HasSleep || g.Running != 0 || g.Waiting != 0 || g.KV != 0 {
 			t.Errorf("0.10 page of a sleeping engine %s: %+v", eng, g)
 		}
 	}
@@ -151,9 +105,9 @@ func TestColocatedPages(t *testing.T) {
 // num_requests_waiting and its split by reason, where vLLM registers it, its children state by
 // state, as vLLM creates them, and the sleep resource families after it.
 func TestColocatedSleepFamilyLayout(t *testing.T) {
-	cfg := goldenConfig("0.20")
+	cfg := simtest.GoldenConfig("0.20")
 	cfg.Workload.Colocated = true
-	page := string(mustSim(t, cfg).Page(0, testStart))
+	page := string(mustSim(t, cfg).Page(0, simtest.Start))
 	const m = `model_name="Qwen/Qwen3-1.7B"`
 	want := `vllm:num_requests_waiting_by_reason{engine="1",` + m + `,reason="deferred"} 0.0
 # HELP vllm:engine_sleep_state Engine sleep state; awake = 0 means engine is sleeping; awake = 1 means engine is awake; weights_offloaded = 1 means sleep level 1; discard_all = 1 means sleep level 2.
@@ -171,7 +125,7 @@ vllm:engine_sleep_state{engine="1",` + m + `,sleep_state="discard_all"} 0.0
 	// Apart from the loop's families, whose children come with the first sleep and the first
 	// load, the page is the one without the loop.
 	cfg.Workload.Colocated = false
-	plain := string(mustSim(t, cfg).Page(0, testStart))
+	plain := string(mustSim(t, cfg).Page(0, simtest.Start))
 	i := strings.Index(page, "# HELP vllm:engine_sleep_resource_state")
 	j := strings.Index(page, "# HELP vllm:kv_cache_usage_perc")
 	k := strings.Index(page, "# HELP vllm:rl_weight_update_total")

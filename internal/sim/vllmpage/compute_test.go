@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/vllmstat/vllmstat/internal/sim/fleetconfig"
+	"github.com/vllmstat/vllmstat/internal/sim/simtest"
 )
 
 // TestShapeFamiliesOnPages checks which pages have the shape families (0.20 pages of a vLLM
@@ -35,7 +36,7 @@ func TestShapeFamiliesOnPages(t *testing.T) {
 			cfg.Version, cfg.Engine, cfg.MFUMetrics, cfg.KVCacheMetrics = tt.version, tt.engine, tt.mfu, tt.kv
 			s := mustSim(t, cfg)
 			s.AdvanceTo(25 * time.Second)
-			page := string(s.Page(0, testStart))
+			page := string(s.Page(0, simtest.Start))
 			has := func(name string) bool { return strings.Contains(page, "\n# TYPE "+name+" ") }
 			for name, want := range map[string]bool{
 				"vllm:recomputed_token_executions_total":   tt.recomputed,
@@ -53,8 +54,8 @@ func TestShapeFamiliesOnPages(t *testing.T) {
 			if tt.engine == fleetconfig.EngineSGLang {
 				return
 			}
-			got, tot := simTotalsFromPages(t, s), s.Totals()
-			compareTotals(t, "at 25s", got, tot)
+			got, tot := simtest.TotalsFromPages(t, len(s.Servers), s.Page), s.Totals()
+			simtest.CompareTotals(t, "at 25s", got, tot)
 			for _, k := range []string{"recomputed_token_executions", "estimated_flops_per_gpu", "kv_block_lifetime_seconds_count"} {
 				_, ok := tot[k]
 				if want := has("vllm:"+strings.TrimSuffix(k, "_count")) || has("vllm:"+k+"_total"); ok != want {
@@ -80,7 +81,7 @@ func TestShapeFamiliesOnPages(t *testing.T) {
 func TestShapeHelpTexts(t *testing.T) {
 	cfg := fleetconfig.DefaultConfig()
 	cfg.MFUMetrics, cfg.KVCacheMetrics = true, true
-	page := string(mustSim(t, cfg).Page(0, testStart))
+	page := string(mustSim(t, cfg).Page(0, simtest.Start))
 	for _, line := range []string{
 		"# HELP vllm:estimated_flops_per_gpu_total Estimated number of floating point operations per GPU (for Model Flops Utilization calculations).",
 		"# HELP vllm:estimated_read_bytes_per_gpu_total Estimated number of bytes read from memory per GPU (for Model Flops Utilization calculations).",

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/vllmstat/vllmstat/internal/sim/fleetconfig"
+	"github.com/vllmstat/vllmstat/internal/sim/simtest"
 )
 
 // With a KV connector, engines load part of their local misses from the shared external
@@ -19,7 +20,7 @@ func TestKVConnector(t *testing.T) {
 		cfg.Workload.Batches = 3
 		s := mustSim(t, cfg)
 		s.AdvanceTo(60 * time.Second)
-		return simTotalsFromPages(t, s)
+		return simtest.TotalsFromPages(t, len(s.Servers), s.Page)
 	}
 	off, on := run(false), run(true)
 	if off["external_prefix_cache_queries"] != 0 || off["external_prefix_cache_hits"] != 0 || off["prompt_tokens_by_source/external_kv_transfer"] != 0 {

@@ -10,6 +10,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/vllmstat/vllmstat/internal/sim/core"
 	"github.com/vllmstat/vllmstat/internal/sim/fleetconfig"
+	"github.com/vllmstat/vllmstat/internal/sim/simtest"
 )
 
 // TestVLLM020Families checks the families vLLM 0.20's PrometheusStatLogger creates that the
@@ -18,18 +19,18 @@ import (
 // (1-2-5 buckets up to max_model_len), each with vLLM's HELP text; and that the older layouts
 // have neither.
 func TestVLLM020Families(t *testing.T) {
-	fams := parseStructure(t, renderIdle(t, goldenConfig("0.20")))
-	byName := map[string]pageFamily{}
+	fams := simtest.ParseStructure(t, renderIdle(t, simtest.GoldenConfig("0.20")))
+	byName := map[string]simtest.PageFamily{}
 	var order []string
 	for _, f := range fams {
-		byName[f.name] = f
-		order = append(order, f.name)
+		byName[f.Name] = f
+		order = append(order, f.Name)
 	}
 	model := `model_name="Qwen/Qwen3-1.7B"`
 	w := byName["vllm:num_requests_waiting_by_reason"]
-	if w.typ != "gauge" || w.help != "Number of waiting requests by reason. Reason labels: 'capacity' = waiting for scheduling capacity; "+
+	if w.Type != "gauge" || w.Help != "Number of waiting requests by reason. Reason labels: 'capacity' = waiting for scheduling capacity; "+
 		"'deferred' = deferred by transient constraints (LoRA budget, KV transfer, blocked status). Sum of all reasons equals vllm:num_requests_waiting." {
-		t.Errorf("waiting by reason: type %q help %q", w.typ, w.help)
+		t.Errorf("waiting by reason: type %q help %q", w.Type, w.Help)
 	}
 	var want []string
 	for _, reason := range []string{"capacity", "deferred"} {
@@ -37,8 +38,8 @@ func TestVLLM020Families(t *testing.T) {
 			want = append(want, fmt.Sprintf(`vllm:num_requests_waiting_by_reason{engine="%d",%s,reason="%s"}`, e, model, reason))
 		}
 	}
-	if !slices.Equal(w.samples, want) {
-		t.Errorf("waiting by reason samples:\n got %q\nwant %q", w.samples, want)
+	if !slices.Equal(w.Samples, want) {
+		t.Errorf("waiting by reason samples:\n got %q\nwant %q", w.Samples, want)
 	}
 	// vLLM registers it right after num_requests_waiting and before the sleep state.
 	if i := slices.Index(order, "vllm:num_requests_waiting_by_reason"); i < 1 || order[i-1] != "vllm:num_requests_waiting" || order[i+1] != "vllm:engine_sleep_state" {
@@ -46,8 +47,8 @@ func TestVLLM020Families(t *testing.T) {
 	}
 
 	k := byName["vllm:request_prefill_kv_computed_tokens"]
-	if k.typ != "histogram" || k.help != "Histogram of new KV tokens computed during prefill (excluding cached tokens)." {
-		t.Errorf("prefill kv computed: type %q help %q", k.typ, k.help)
+	if k.Type != "histogram" || k.Help != "Histogram of new KV tokens computed during prefill (excluding cached tokens)." {
+		t.Errorf("prefill kv computed: type %q help %q", k.Type, k.Help)
 	}
 	want = nil
 	for e := range 2 {
@@ -57,15 +58,15 @@ func TestVLLM020Families(t *testing.T) {
 		want = append(want, fmt.Sprintf(`vllm:request_prefill_kv_computed_tokens_count{engine="%d",%s}`, e, model),
 			fmt.Sprintf(`vllm:request_prefill_kv_computed_tokens_sum{engine="%d",%s}`, e, model))
 	}
-	if !slices.Equal(k.samples, want) {
-		t.Errorf("prefill kv computed samples:\n got %q\nwant %q", k.samples, want)
+	if !slices.Equal(k.Samples, want) {
+		t.Errorf("prefill kv computed samples:\n got %q\nwant %q", k.Samples, want)
 	}
-	if c := byName["vllm:request_prefill_kv_computed_tokens_created"]; c.typ != "gauge" || len(c.samples) != 2 {
+	if c := byName["vllm:request_prefill_kv_computed_tokens_created"]; c.Type != "gauge" || len(c.Samples) != 2 {
 		t.Errorf("prefill kv computed _created: %+v", c)
 	}
 
 	for _, version := range []string{"0.10", "0.8"} {
-		page := renderIdle(t, goldenConfig(version))
+		page := renderIdle(t, simtest.GoldenConfig(version))
 		for _, name := range []string{"vllm:num_requests_waiting_by_reason", "vllm:request_prefill_kv_computed_tokens"} {
 			if strings.Contains(page, name) {
 				t.Errorf("the %s page has %s, which that release did not export", version, name)
@@ -89,7 +90,7 @@ func TestVLLM020FamilyValues(t *testing.T) {
 		s.AdvanceTo(at)
 		var waitingPage, capacity, deferred, kvCount, kvSum, computed, success float64
 		for i := range s.Servers {
-			fams := parsePage(t, s.Page(i, testStart))
+			fams := simtest.ParsePage(t, s.Page(i, simtest.Start))
 			for _, m := range fams["vllm:num_requests_waiting"].Metric {
 				waitingPage += m.Gauge.GetValue()
 			}

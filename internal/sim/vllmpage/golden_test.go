@@ -6,54 +6,10 @@ import (
 	"testing"
 
 	"github.com/vllmstat/vllmstat/internal/sim/fleetconfig"
+	"github.com/vllmstat/vllmstat/internal/sim/simtest"
 	"github.com/vllmstat/vllmstat/internal/sim/snap"
 	"github.com/vllmstat/vllmstat/internal/testkit"
 )
-
-// pageFamily is one "# HELP"/"# TYPE" block of a page with its sample lines minus the values.
-type pageFamily struct {
-	name, typ, help string
-	samples         []string
-}
-
-func parseStructure(t *testing.T, page string) []pageFamily {
-	t.Helper()
-	var fams []pageFamily
-	for _, line := range strings.Split(strings.TrimSuffix(page, "\n"), "\n") {
-		switch {
-		case strings.HasPrefix(line, "# HELP "):
-			name, help, _ := strings.Cut(line[len("# HELP "):], " ")
-			fams = append(fams, pageFamily{name: name, help: help})
-		case strings.HasPrefix(line, "# TYPE "):
-			name, typ, _ := strings.Cut(line[len("# TYPE "):], " ")
-			if len(fams) == 0 || fams[len(fams)-1].name != name {
-				t.Fatalf("TYPE line without HELP: %q", line)
-			}
-			fams[len(fams)-1].typ = typ
-		default:
-			if len(fams) == 0 {
-				t.Fatalf("sample before any HELP: %q", line)
-			}
-			f := &fams[len(fams)-1]
-			f.samples = append(f.samples, line[:strings.LastIndexByte(line, ' ')])
-		}
-	}
-	return fams
-}
-
-// goldenConfig renders pages with the fixtures' model name and KV cache size so that label
-// values can be compared too.
-func goldenConfig(version string) fleetconfig.Config {
-	cfg := fleetconfig.DefaultConfig()
-	cfg.Version = version
-	cfg.DP = 2
-	if version == "0.8" {
-		cfg.DP = 1
-	}
-	cfg.BlocksPerEngine = 46080
-	cfg.Model = "Qwen/Qwen3-1.7B"
-	return cfg
-}
 
 func renderIdle(t *testing.T, cfg fleetconfig.Config) string {
 	t.Helper()
@@ -114,54 +70,54 @@ var extraFamilies = map[string]map[string]bool{
 func TestPageStructureMatchesFixtures(t *testing.T) {
 	for _, version := range []string{"0.20", "0.10", "0.8"} {
 		t.Run(version, func(t *testing.T) {
-			cfg := goldenConfig(version)
+			cfg := simtest.GoldenConfig(version)
 			fixture := testkit.ReadFixture(t, "prometheus-client-render-vllm-"+version+".prom")
-			want := parseStructure(t, string(fixture))
-			got := parseStructure(t, renderIdle(t, cfg))
+			want := simtest.ParseStructure(t, string(fixture))
+			got := simtest.ParseStructure(t, renderIdle(t, cfg))
 			gi := 0
 			for _, w := range want {
-				for gi < len(got) && extraFamilies[version][got[gi].name] {
+				for gi < len(got) && extraFamilies[version][got[gi].Name] {
 					gi++
 				}
 				if gi >= len(got) {
-					t.Fatalf("page ends before family %s", w.name)
+					t.Fatalf("page ends before family %s", w.Name)
 				}
 				g := got[gi]
 				gi++
-				if g.name != w.name || g.typ != w.typ {
-					t.Fatalf("family %d: got %s %s, fixture has %s %s", gi, g.name, g.typ, w.name, w.typ)
+				if g.Name != w.Name || g.Type != w.Type {
+					t.Fatalf("family %d: got %s %s, fixture has %s %s", gi, g.Name, g.Type, w.Name, w.Type)
 				}
-				wantHelp := w.help
-				if h, ok := knownHelpDifferences[version][w.name]; ok {
+				wantHelp := w.Help
+				if h, ok := knownHelpDifferences[version][w.Name]; ok {
 					wantHelp = h
 				}
-				if g.help != wantHelp {
-					t.Errorf("%s HELP:\n got %q\nwant %q", w.name, g.help, wantHelp)
+				if g.Help != wantHelp {
+					t.Errorf("%s HELP:\n got %q\nwant %q", w.Name, g.Help, wantHelp)
 				}
-				if len(w.samples) == 0 && strings.HasPrefix(w.name, "vllm:") && w.name != "vllm:cache_config_info" {
+				if len(w.Samples) == 0 && strings.HasPrefix(w.Name, "vllm:") && w.Name != "vllm:cache_config_info" {
 					checkChildrenOfEmptyFamily(t, cfg, g)
-					if w.typ != "gauge" {
+					if w.Type != "gauge" {
 						c := got[gi]
 						gi++
-						if c.name != strings.TrimSuffix(w.name, "_total")+"_created" && c.name != w.name+"_created" || c.typ != "gauge" || c.help != g.help {
-							t.Fatalf("after %s: got %s %s, want its _created gauge family", w.name, c.name, c.typ)
+						if c.Name != strings.TrimSuffix(w.Name, "_total")+"_created" && c.Name != w.Name+"_created" || c.Type != "gauge" || c.Help != g.Help {
+							t.Fatalf("after %s: got %s %s, want its _created gauge family", w.Name, c.Name, c.Type)
 						}
-						if len(c.samples) != cfg.DP {
-							t.Errorf("%s: %d samples, want one per engine", c.name, len(c.samples))
+						if len(c.Samples) != cfg.DP {
+							t.Errorf("%s: %d samples, want one per engine", c.Name, len(c.Samples))
 						}
 					}
 					continue
 				}
-				if w.name == "python_info" {
+				if w.Name == "python_info" {
 					// The reference page was rendered by Python 3.11; vLLM's images ship 3.12.
-					g.samples, w.samples = []string{sampleShape(g.samples[0] + " 1")}, []string{sampleShape(w.samples[0] + " 1")}
+					g.Samples, w.Samples = []string{sampleShape(g.Samples[0] + " 1")}, []string{sampleShape(w.Samples[0] + " 1")}
 				}
-				if !slices.Equal(g.samples, w.samples) {
-					t.Errorf("%s samples differ:\n got %q\nwant %q", w.name, g.samples, w.samples)
+				if !slices.Equal(g.Samples, w.Samples) {
+					t.Errorf("%s samples differ:\n got %q\nwant %q", w.Name, g.Samples, w.Samples)
 				}
 			}
 			if gi != len(got) {
-				t.Errorf("page has %d families after the fixture's last one, first %s", len(got)-gi, got[gi].name)
+				t.Errorf("page has %d families after the fixture's last one, first %s", len(got)-gi, got[gi].Name)
 			}
 		})
 	}
@@ -169,7 +125,7 @@ func TestPageStructureMatchesFixtures(t *testing.T) {
 
 // checkChildrenOfEmptyFamily checks a family the fixture shows without children: one child per
 // engine with the labels of its siblings, and for histograms vLLM's bucket bounds.
-func checkChildrenOfEmptyFamily(t *testing.T, cfg fleetconfig.Config, g pageFamily) {
+func checkChildrenOfEmptyFamily(t *testing.T, cfg fleetconfig.Config, g simtest.PageFamily) {
 	t.Helper()
 	wantLe := map[string]string{
 		"vllm:request_inference_time_seconds":        "0.3 0.5 0.8 1.0 1.5 2.0 2.5 5.0 10.0 15.0 20.0 30.0 40.0 50.0 60.0 120.0 240.0 480.0 960.0 1920.0 7680.0",
@@ -191,21 +147,21 @@ func checkChildrenOfEmptyFamily(t *testing.T, cfg fleetconfig.Config, g pageFami
 			eng = ""
 		}
 		model := `model_name="Qwen/Qwen3-1.7B"`
-		if g.typ == "counter" {
-			want = append(want, g.name+"{"+eng+model+"}")
+		if g.Type == "counter" {
+			want = append(want, g.Name+"{"+eng+model+"}")
 			continue
 		}
-		les, ok := wantLe[g.name]
+		les, ok := wantLe[g.Name]
 		if !ok {
-			t.Fatalf("no expected buckets for %s", g.name)
+			t.Fatalf("no expected buckets for %s", g.Name)
 		}
 		for _, le := range append(strings.Fields(les), "+Inf") {
-			want = append(want, g.name+`_bucket{`+eng+`le="`+le+`",`+model+"}")
+			want = append(want, g.Name+`_bucket{`+eng+`le="`+le+`",`+model+"}")
 		}
-		want = append(want, g.name+"_count{"+eng+model+"}", g.name+"_sum{"+eng+model+"}")
+		want = append(want, g.Name+"_count{"+eng+model+"}", g.Name+"_sum{"+eng+model+"}")
 	}
-	if !slices.Equal(g.samples, want) {
-		t.Errorf("%s samples:\n got %q\nwant %q", g.name, g.samples, want)
+	if !slices.Equal(g.Samples, want) {
+		t.Errorf("%s samples:\n got %q\nwant %q", g.Name, g.Samples, want)
 	}
 }
 
@@ -230,7 +186,7 @@ func TestPageMatchesRealExcerpts(t *testing.T) {
 	for file, version := range cases {
 		t.Run(file, func(t *testing.T) {
 			excerpt := testkit.ReadFixture(t, file)
-			cfg := goldenConfig(version)
+			cfg := simtest.GoldenConfig(version)
 			cfg.DP = 1
 			cfg.MaxModelLen = 32768 // the excerpt's model has buckets up to 20000
 			page := renderIdle(t, cfg)
@@ -276,7 +232,7 @@ func sampleShape(line string) string {
 func TestGoldenPages(t *testing.T) {
 	for _, version := range []string{"0.20", "0.10", "0.8"} {
 		t.Run(version, func(t *testing.T) {
-			testkit.Golden(t, "golden-"+version+".prom", []byte(renderIdle(t, goldenConfig(version))))
+			testkit.Golden(t, "golden-"+version+".prom", []byte(renderIdle(t, simtest.GoldenConfig(version))))
 		})
 	}
 }

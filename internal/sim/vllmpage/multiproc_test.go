@@ -9,6 +9,7 @@ import (
 
 	"github.com/vllmstat/vllmstat/internal/page"
 	"github.com/vllmstat/vllmstat/internal/sim/fleetconfig"
+	"github.com/vllmstat/vllmstat/internal/sim/simtest"
 	"github.com/vllmstat/vllmstat/internal/sim/snap"
 	"github.com/vllmstat/vllmstat/internal/testkit"
 	"github.com/vllmstat/vllmstat/internal/vllm"
@@ -94,11 +95,11 @@ func mpSeries(t *testing.T, body string) (map[string][]string, []string) {
 	t.Helper()
 	series := map[string][]string{}
 	var order []string
-	for _, f := range parseStructure(t, body) {
-		order = append(order, f.name)
-		s := slices.Clone(f.samples)
+	for _, f := range simtest.ParseStructure(t, body) {
+		order = append(order, f.Name)
+		s := slices.Clone(f.Samples)
 		slices.Sort(s)
-		series[f.name+" "+f.typ+" "+f.help] = s
+		series[f.Name+" "+f.Type+" "+f.Help] = s
 	}
 	return series, order
 }
@@ -111,7 +112,7 @@ func mpSeries(t *testing.T, body string) (map[string][]string, []string) {
 // directory (the fixture's script reads them sorted; its stand-in for "mostrecent" creates gauge
 // children when it sets them) and, before 0.20, a histogram's _sum samples first.
 func TestMultiprocessPageMatchesFixture(t *testing.T) {
-	cfg := goldenConfig("0.20")
+	cfg := simtest.GoldenConfig("0.20")
 	cfg.APIServerCount = 2
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
@@ -156,8 +157,8 @@ func TestMultiprocessPageFollowsTheSimulation(t *testing.T) {
 	cfg.DP = 2
 	cfg.APIServerCount = 3
 	s := mustSim(t, cfg)
-	first := s.Page(0, testStart)
-	fams := parsePage(t, first)
+	first := s.Page(0, simtest.Start)
+	fams := simtest.ParsePage(t, first)
 	for _, name := range []string{"vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc", "vllm:num_requests_waiting_by_reason"} {
 		if !strings.Contains(string(first), "# TYPE "+name+" gauge\n") || fams[name] != nil {
 			t.Errorf("page before any iteration: %s has children or no HELP and TYPE, want the family without children", name)
@@ -189,13 +190,13 @@ func TestMultiprocessPageFollowsTheSimulation(t *testing.T) {
 
 	for _, at := range []time.Duration{300 * time.Millisecond, 4 * time.Second, 12 * time.Second} {
 		s.AdvanceTo(at)
-		compareTotals(t, fmt.Sprint("at ", at), simTotalsFromPages(t, s), s.Totals())
+		simtest.CompareTotals(t, fmt.Sprint("at ", at), simtest.TotalsFromPages(t, len(s.Servers), s.Page), s.Totals())
 		for i, srv := range s.Servers {
-			body := s.Page(i, testStart)
+			body := s.Page(i, simtest.Start)
 			if strings.Contains(string(body), "_created") {
 				t.Fatalf("at %s: page %d has _created samples", at, i)
 			}
-			fams := parsePage(t, body)
+			fams := simtest.ParsePage(t, body)
 			for j, e := range srv.Engines {
 				id := fmt.Sprint(j)
 				var running, waiting float64
@@ -228,7 +229,7 @@ func TestMultiprocessSpecDecodeFirst(t *testing.T) {
 	cfg := fleetconfig.DefaultConfig()
 	cfg.APIServerCount = 2
 	cfg.SpecDecode = 2
-	_, order := mpSeries(t, string(mustSim(t, cfg).Page(0, testStart)))
+	_, order := mpSeries(t, string(mustSim(t, cfg).Page(0, simtest.Start)))
 	want := []string{"vllm:spec_decode_num_drafts_total", "vllm:spec_decode_num_draft_tokens_total",
 		"vllm:spec_decode_num_accepted_tokens_total", "vllm:spec_decode_num_accepted_tokens_per_pos_total", "vllm:prefix_cache_queries_total"}
 	if len(order) < len(want) || !slices.Equal(order[:len(want)], want) {

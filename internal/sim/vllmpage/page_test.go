@@ -9,28 +9,23 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/vllmstat/vllmstat/internal/sim/fleetconfig"
+	"github.com/vllmstat/vllmstat/internal/sim/simtest"
 )
 
 // busyPage renders server 0's page of version after a few seconds of the default workload, so
 // that every counter and histogram has values.
 func busyPage(t testing.TB, version string) []byte {
 	t.Helper()
-	cfg := fleetconfig.DefaultConfig()
-	cfg.Version = version
-	cfg.DP = 2
-	if version == "0.8" {
-		cfg.DP = 1
-	}
+	cfg := simtest.VersionConfig(version)
 	s := mustSim(t, cfg)
 	s.AdvanceTo(6 * time.Second)
-	return s.Page(0, testStart)
+	return s.Page(0, simtest.Start)
 }
 
 func TestPageParsesWithExpfmt(t *testing.T) {
 	for _, version := range []string{"0.20", "0.10", "0.8"} {
 		t.Run(version, func(t *testing.T) {
-			fams := parsePage(t, busyPage(t, version))
+			fams := simtest.ParsePage(t, busyPage(t, version))
 			want := map[string]dto.MetricType{
 				"vllm:num_requests_running":           dto.MetricType_GAUGE,
 				"vllm:num_preemptions_total":          dto.MetricType_COUNTER,

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/vllmstat/vllmstat/internal/sim/fleetconfig"
+	"github.com/vllmstat/vllmstat/internal/sim/simtest"
 )
 
 // TestSleepResourceChildrenAtFirstSleep follows the pages of fleets in both loops from their
@@ -16,7 +17,7 @@ import (
 // rl_weight_update_active child; the legacy gauge's awake is 0 during the pause), and keep them
 // from then on, awake again or not.
 func TestSleepResourceChildrenAtFirstSleep(t *testing.T) {
-	for name, cfg := range map[string]fleetconfig.Config{"colocated": colocatedConfig(), "async": asyncConfig()} {
+	for name, cfg := range map[string]fleetconfig.Config{"colocated": simtest.ColocatedConfig(), "async": simtest.AsyncConfig()} {
 		t.Run(name, func(t *testing.T) {
 			s := mustSim(t, cfg)
 			snapped := map[[2]int]bool{}
@@ -25,7 +26,7 @@ func TestSleepResourceChildrenAtFirstSleep(t *testing.T) {
 			for at := 25 * time.Millisecond; at <= 20*time.Second && (len(snapped) < cfg.Servers*cfg.DP || !sawAwakeAgain); at += 100 * time.Millisecond {
 				s.AdvanceTo(at)
 				for server := range cfg.Servers {
-					fams := parsePage(t, s.Page(server, testStart))
+					fams := simtest.ParsePage(t, s.Page(server, simtest.Start))
 					resource, fully, awake, loads := map[string]int{}, map[string]int{}, map[string]float64{}, map[string]bool{}
 					for _, m := range fams["vllm:rl_weight_update_active"].GetMetric() {
 						loads[labelOf(m, "engine")] = true

@@ -7,6 +7,7 @@ import (
 
 	"github.com/vllmstat/vllmstat/internal/sim/fleetconfig"
 	"github.com/vllmstat/vllmstat/internal/sim/fleetmodel"
+	"github.com/vllmstat/vllmstat/internal/sim/simtest"
 )
 
 // With speculative decoding on, a page's spec_decode counters agree with each other and with
@@ -20,11 +21,11 @@ func TestSpecDecode(t *testing.T) {
 		cfg.Workload.Batches = 2
 		s := mustSim(t, cfg)
 		s.AdvanceTo(40 * time.Second)
-		return s, simTotalsFromPages(t, s)
+		return s, simtest.TotalsFromPages(t, len(s.Servers), s.Page)
 	}
 	off, offTot := run(0)
 	for i := range off.Servers {
-		if p := string(off.Page(i, testStart)); strings.Contains(p, "spec_decode") {
+		if p := string(off.Page(i, simtest.Start)); strings.Contains(p, "spec_decode") {
 			t.Fatal("a page without speculative decoding has spec_decode families")
 		}
 	}
@@ -77,7 +78,7 @@ func perPos(t *testing.T, s *fleetmodel.Sim, i int) (float64, bool) {
 	var v float64
 	found := false
 	for srv := range s.Servers {
-		f := parsePage(t, s.Page(srv, testStart))["vllm:spec_decode_num_accepted_tokens_per_pos_total"]
+		f := simtest.ParsePage(t, s.Page(srv, simtest.Start))["vllm:spec_decode_num_accepted_tokens_per_pos_total"]
 		if f == nil {
 			continue
 		}
