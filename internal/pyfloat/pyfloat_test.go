@@ -88,7 +88,7 @@ func TestGoFloat(t *testing.T) {
 // printed (vLLM's, prometheus_client's renders, the simulator's golden pages) and expects the
 // page's own text back. llm-d's simulator is written in Go: its page is not one of them.
 func TestGoFloatFixtureValues(t *testing.T) {
-	files, _ := filepath.Glob("../sim/testdata/*.prom")
+	files, _ := filepath.Glob("../sim/*/testdata/*.prom") // the page writers' golden pages
 	if len(files) == 0 {
 		t.Fatal("no pages in the simulator's testdata")
 	}
