@@ -86,17 +86,7 @@ func runBatchSteps(t *testing.T, sc sim.Config) ([]step.Record, []map[string]flo
 	t.Cleanup(func() { fleet.Close() })
 	out := t.TempDir()
 	l := startLive(t, out, "--target", fleet.URLs()[0], "--per-worker", "--interval", "0.2")
-	var atBatch []map[string]float64
-	for range 2 {
-		select {
-		case n := <-fleet.Batches():
-			atBatch = append(atBatch, fleet.Totals()) // as the pages show the batch's end
-			l.endStep(n)
-		case <-time.After(2 * time.Minute): // only a hang gets here
-			l.stop()
-			t.Fatalf("no batch finished\n%s", l.stderr.String())
-		}
-	}
+	atBatch := l.endStepsAtBatches(fleet, 2) // the totals as the pages show each batch's end
 	if code := l.stop(); code != 0 {
 		t.Fatalf("run exited %d\n%s", code, l.stderr.String())
 	}

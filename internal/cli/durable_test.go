@@ -17,6 +17,7 @@ import (
 
 	"github.com/vllmstat/vllmstat/internal/outdir"
 	"github.com/vllmstat/vllmstat/internal/record"
+	"github.com/vllmstat/vllmstat/internal/sim"
 	"github.com/vllmstat/vllmstat/internal/step"
 	"github.com/vllmstat/vllmstat/internal/syncbuf"
 	"github.com/vllmstat/vllmstat/internal/testkit"
@@ -59,6 +60,24 @@ func (l *liveRun) endStep(n int) {
 	if code, body := l.tryEndStep(n); code != 200 {
 		l.t.Fatalf("end step %d: %d %s", n, code, body)
 	}
+}
+
+// endStepsAtBatches ends a step at the end of each of fleet's next n batches (the step numbered
+// as the batch) and returns the fleet's totals at each, as its pages show them then.
+func (l *liveRun) endStepsAtBatches(fleet *sim.Fleet, n int) []map[string]float64 {
+	l.t.Helper()
+	var atBatch []map[string]float64
+	for range n {
+		select {
+		case b := <-fleet.Batches():
+			atBatch = append(atBatch, fleet.Totals())
+			l.endStep(b)
+		case <-time.After(2 * time.Minute): // only a hang gets here
+			l.stop()
+			l.t.Fatalf("no batch finished\n%s", l.stderr.String())
+		}
+	}
+	return atBatch
 }
 
 // tryEndStep asks the API to end step n and returns the answer's status and body.

@@ -47,17 +47,7 @@ func TestRunSGLangRouterDPSteps(t *testing.T) {
 	out := t.TempDir()
 	rec := filepath.Join(out, "run.jsonl.gz")
 	l := startLive(t, out, "--per-worker", "--record", rec, "--interval", "0.2", "--target", fleet.RouterURL())
-	var atBatch []map[string]float64
-	for range batches {
-		select {
-		case n := <-fleet.Batches():
-			atBatch = append(atBatch, fleet.Totals()) // the pages hold still in the pause after it
-			l.endStep(n)
-		case <-time.After(2 * time.Minute):
-			l.stop()
-			t.Fatalf("no batch finished\n%s", l.stderr.String())
-		}
-	}
+	atBatch := l.endStepsAtBatches(fleet, batches) // the pages hold still in the pause after each
 	before := l.liveScrapes()
 	testkit.WaitFor(t, 10*time.Second, "the router to be scraped", func() bool { return l.liveScrapes() >= before+4 })
 	l.endStep(batches + 1)

@@ -51,17 +51,7 @@ func TestRequestShapeAgainstSimulator(t *testing.T) {
 		args = append(args, "--target", u)
 	}
 	l := startLive(t, out, args...)
-	var atBatch []map[string]float64
-	for range shapeBatches {
-		select {
-		case n := <-fleet.Batches():
-			atBatch = append(atBatch, fleet.Totals()) // as the pages show the batch's end
-			l.endStep(n)
-		case <-time.After(2 * time.Minute): // only a hang gets here
-			l.stop()
-			t.Fatalf("no batch finished\n%s", l.stderr.String())
-		}
-	}
+	atBatch := l.endStepsAtBatches(fleet, shapeBatches) // the totals as the pages show each batch's end
 	if code := l.stop(); code != 0 {
 		t.Fatalf("run exited %d\n%s", code, l.stderr.String())
 	}
