@@ -113,3 +113,16 @@ func LabelKey(labels map[string]string) string {
 	}
 	return string(appendKey(nil, kv))
 }
+
+// WorkerAddrLabel is the label SGLang's router adds to every sample of its merged page, naming
+// the server the sample came from.
+const WorkerAddrLabel = "worker_addr"
+
+// WorkerAddr returns the worker_addr of a worker's labels key, "" when it has none. Most keys
+// have none: they are not decoded.
+func WorkerAddr(key string) string {
+	if !strings.Contains(key, WorkerAddrLabel+`="`) {
+		return ""
+	}
+	return LabelMap(key)[WorkerAddrLabel]
+}

@@ -23,7 +23,7 @@ import (
 // list.
 
 // WorkerAddrLabel is the label a router's merged page names each sample's server by.
-const WorkerAddrLabel = "worker_addr"
+const WorkerAddrLabel = page.WorkerAddrLabel
 
 // ServerRules bound the servers a router's page names that are asked for their version. Both
 // functions are called from the targets' goroutines, at once.
@@ -62,17 +62,17 @@ func routerAddrs(pg *page.Page) []string {
 		return nil
 	}
 	var addrs []string
-	seen := map[string]bool{}
+	var seen map[string]bool
 	for i := range pg.Engines {
-		ep := &pg.Engines[i]
-		if ep.Labels == "" {
+		a := page.WorkerAddr(pg.Engines[i].Labels)
+		if a == "" || seen[a] {
 			continue
 		}
-		a, ok := page.LabelMap(ep.Labels)[WorkerAddrLabel]
-		if ok && !seen[a] {
-			seen[a] = true
-			addrs = append(addrs, a)
+		if seen == nil {
+			seen = map[string]bool{}
 		}
+		seen[a] = true
+		addrs = append(addrs, a)
 	}
 	return addrs
 }

@@ -157,7 +157,7 @@ func (t *Tracker) Observe(ts time.Time, target string, pg *page.Page, err error)
 			*ref = engineRef{engine: ep.Engine, labels: ep.Labels, ws: t.workers[id]}
 			if ref.ws == nil {
 				ref.ws = &workerState{w: window.NewWorkerSharing(&t.scratch)}
-				ref.ws.pv.addr = workerAddr(ep.Labels)
+				ref.ws.pv.addr = page.WorkerAddr(ep.Labels)
 				t.workers[id] = ref.ws
 				if absent && !t.departed.has(id) {
 					ref.ws.w.Absent()

@@ -1,10 +1,7 @@
 package step
 
 import (
-	"strings"
 	"time"
-
-	"github.com/vllmstat/vllmstat/internal/page"
 )
 
 // Servers behind a router. A router's merged page (SGLang's /engine_metrics) names each
@@ -12,18 +9,6 @@ import (
 // (ServerVersion): a worker of such a page holds what its server reports, or, where its server
 // reports none, what is inferred of it as of any other worker. A server's tokenizer shares the
 // versions of that server's engines, not of the router's others.
-
-// workerAddrLabel is the label a router's page names a worker's server by.
-const workerAddrLabel = "worker_addr"
-
-// workerAddr returns the worker_addr of a worker's labels key (page.EnginePage.Labels), "" when
-// it has none.
-func workerAddr(labels string) string {
-	if !strings.Contains(labels, workerAddrLabel+`="`) {
-		return "" // nearly every page: no map
-	}
-	return page.LabelMap(labels)[workerAddrLabel]
-}
 
 // ServerVersion says what the server that target's router page names addr (worker_addr)
 // reported as its version at ts, right after the target's scrape at ts: version v when reports
