@@ -1,0 +1,3 @@
+module linuxonly
+
+go 1.21
