@@ -126,6 +126,7 @@ func Start(ctx context.Context, cfg fleetconfig.Config) (*Fleet, error) {
 			workers = append(workers, strings.TrimSuffix(u, "/metrics"))
 		}
 		f.router = serve.NewRouter(routerLn, workers, cfg.SlowDelay+5*time.Second, log)
+		f.router.Route(cfg.RouterPolicy, cfg.Clock)
 		f.router.Serve(routerLn, &f.wg)
 	}
 	f.wg.Go(func() { f.run(ctx) })

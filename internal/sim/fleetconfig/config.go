@@ -15,6 +15,13 @@ import (
 	"github.com/vllmstat/vllmstat/internal/sim/workload"
 )
 
+// The router's policies the simulator imitates (Config.RouterPolicy), by the names of SGLang's
+// router.
+const (
+	RouterRoundRobin = "round_robin"
+	RouterCacheAware = "cache_aware"
+)
+
 // The engines a fleet can imitate (Config.Engine).
 const (
 	EngineVLLM   = "vllm"
@@ -56,8 +63,11 @@ type Config struct {
 	// multiprocess collector's (multiproc.go). vLLM 0.20 pages only.
 	APIServerCount int
 	// Router puts SGLang's router in front of an SGLang fleet, on port Port+Servers: its
-	// /engine_metrics merges every server's page (see router.go).
+	// /engine_metrics merges every server's page, it routes /generate and the OpenAI requests
+	// to the servers by RouterPolicy, and its /metrics is its own (see serve/router.go).
 	Router bool
+	// RouterPolicy is the router's --policy: RouterRoundRobin (the default) or RouterCacheAware.
+	RouterPolicy string
 	// Priority is SGLang's --enable-priority-scheduling: a request's priority is 0 or 1 (its ID's
 	// parity), every scheduler series is labelled priority="", and the running and queue gauges
 	// come per priority too, their totals under priority="" (see sglang.go).
@@ -138,6 +148,7 @@ func DefaultConfig() Config {
 		Compute:             core.DefaultComputeModel(),
 		SlowDelay:           5 * time.Second,
 		Tick:                20 * time.Millisecond,
+		RouterPolicy:        RouterRoundRobin,
 	}
 }
 
@@ -169,6 +180,11 @@ func (c Config) Validate() error {
 	c.validateAPIServers(bad)
 	if c.Router && c.Engine != EngineSGLang {
 		bad("a router is SGLang's: use it with engine sglang")
+	}
+	switch c.RouterPolicy {
+	case RouterRoundRobin, RouterCacheAware, "":
+	default:
+		bad("router-policy %q is not simulated: use %s or %s", c.RouterPolicy, RouterRoundRobin, RouterCacheAware)
 	}
 	if c.Priority && c.Engine != EngineSGLang {
 		bad("priority scheduling is SGLang's: use it with engine sglang")

@@ -18,6 +18,7 @@ func TestConfigValidation(t *testing.T) {
 		{"small cache", func(c *Config) { c.BlocksPerEngine = 10 }, "cannot hold one request"},
 		{"workload", func(c *Config) { c.Workload.Kind = "burst" }, `workload kind "burst"`},
 		{"long requests", func(c *Config) { c.Workload.MaxTokens = 4000 }, "exceed max model len"},
+		{"router policy", func(c *Config) { c.Engine, c.Router, c.RouterPolicy = EngineSGLang, true, "random" }, `router-policy "random" is not simulated: use round_robin or cache_aware`},
 		{"fault server", func(c *Config) { c.Faults = []Fault{{Kind: FaultRestart, Server: 5}} }, "aims at server 5"},
 	}
 	for _, tt := range tests {

@@ -1,3 +1,4 @@
-// Package routerpage merges the pages of SGLang servers as SGLang's router does on its
-// /engine_metrics endpoint. It reads the servers' pages, not the model.
+// Package routerpage writes SGLang's router's pages: the servers' pages merged as the router
+// does on its /engine_metrics endpoint, and the router's own metrics (Metrics). It reads the
+// servers' pages and the router's counts, not the model.
 package routerpage

@@ -11,30 +11,54 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/vllmstat/vllmstat/internal/clock"
+	"github.com/vllmstat/vllmstat/internal/sim/fleetconfig"
 	"github.com/vllmstat/vllmstat/internal/sim/routerpage"
 )
 
-// router is SGLang's router in front of an SGLang fleet (Config.Router): its /engine_metrics
+// Router is SGLang's router in front of an SGLang fleet (Config.Router). Its /engine_metrics
 // asks every server for its /metrics, as sgl-model-gateway does (core/worker_manager.rs,
 // WorkerManager::get_engine_metrics; core/metrics_aggregator.rs, aggregate_metrics), and
 // answers their pages merged as the router writes them (see mergeEnginePages). A server that
-// does not answer 200, or whose page the router's parser rejects, is left out.
+// does not answer 200, or whose page the router's parser rejects, is left out. Its /generate,
+// /v1/completions and /v1/chat/completions go to one server each, chosen by its policy, with
+// the router's retries (see routerforward.go); its /metrics is its own (routerpage.Metrics).
 type Router struct {
 	workers []string      // the servers' base URLs, which worker_addr holds
 	answers atomic.Uint64 // pages answered: each one's families in another order
-	client  *http.Client
+	client  *http.Client  // for the servers' pages
+	relay   *http.Client  // for the requests it routes, which take as long as a rollout
 	log     *slog.Logger
 	srv     *http.Server
 	addr    string
+	clock   clock.Clock
+	policy  routerPolicy
+	metrics *routerpage.Metrics
 }
 
+// NewRouter returns a router of workers (base URLs) listening on ln, routing round robin on
+// the real clock until Route says otherwise; timeout bounds each server's page.
 func NewRouter(ln net.Listener, workers []string, timeout time.Duration, log *slog.Logger) *Router {
-	r := &Router{workers: workers, client: &http.Client{Timeout: timeout}, log: log.With("router", ln.Addr().String()), addr: ln.Addr().String()}
+	r := &Router{workers: workers, client: &http.Client{Timeout: timeout}, relay: &http.Client{},
+		log: log.With("router", ln.Addr().String()), addr: ln.Addr().String(), clock: clock.Real{},
+		policy: newRouterPolicy(fleetconfig.RouterRoundRobin, len(workers)), metrics: routerpage.NewMetrics()}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /engine_metrics", r.handle)
+	mux.HandleFunc("GET /engine_metrics", r.counted("/engine_metrics", r.handle))
+	mux.HandleFunc("GET /metrics", r.handleMetrics)
+	for _, route := range []string{"/generate", "/v1/completions", "/v1/chat/completions"} {
+		mux.HandleFunc("POST "+route, r.counted(route, r.routed(route)))
+	}
+	mux.HandleFunc("GET /v1/models", r.counted("/v1/models", r.handleModels))
 	r.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, WriteTimeout: timeout + 10*time.Second,
 		ErrorLog: slog.NewLogLogger(r.log.Handler(), slog.LevelDebug)}
 	return r
+}
+
+// Route sets the router's policy (fleetconfig.RouterRoundRobin or RouterCacheAware) and the
+// clock its retries wait and its durations are measured by. Call it before Serve.
+func (r *Router) Route(policy string, c clock.Clock) {
+	r.policy = newRouterPolicy(policy, len(r.workers))
+	r.clock = c
 }
 
 // URL is the router's merged page.
