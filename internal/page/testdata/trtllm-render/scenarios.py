@@ -59,7 +59,7 @@ BATCH_B = [request(i, ("stop", "length", "stop", "stop")[i % 4], prompt=2000 + 1
            for i in range(8)]
 ITER_A = [iteration(6, 0, 800, reused=30, missed=70, drafts=500, accepted=350)]
 ITER_B = [iteration(8, 3, 1500, paused=2, reused=130, missed=170, drafts=900, accepted=500),
-          iteration(5, 1, 1200, paused=0, reused=180, missed=220, drafts=1300, accepted=700)]
+          iteration(5, 1, 1200, paused=1, reused=180, missed=220, drafts=1300, accepted=700)]
 
 
 def step(decl, page):
