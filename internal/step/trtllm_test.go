@@ -2,6 +2,7 @@ package step
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"strings"
@@ -122,4 +123,53 @@ func TestMixedVLLMTRTLLMFleetKeys(t *testing.T) {
 			}
 		}
 	}
+}
+
+// trt is one TensorRT-LLM server's cumulative values for a generated page, spelled as
+// trtllm-serve's multiprocess page spells them.
+type trt struct {
+	running, waiting, usage   float64
+	prompt, gen, cached, stop float64
+}
+
+func trtllmPage(w trt) string {
+	const lb = `engine_type="pytorch",model_name="m"`
+	var b strings.Builder
+	fmt.Fprintf(&b, "trtllm_num_requests_running{%s,pid=\"7\"} %v\n", lb, w.running)
+	fmt.Fprintf(&b, "trtllm_num_requests_waiting{%s,pid=\"7\"} %v\n", lb, w.waiting)
+	fmt.Fprintf(&b, "trtllm_kv_cache_utilization{%s,pid=\"7\"} %v\n", lb, w.usage)
+	fmt.Fprintf(&b, "trtllm_prompt_tokens_total{%s} %v\n", lb, w.prompt)
+	fmt.Fprintf(&b, "trtllm_generation_tokens_total{%s} %v\n", lb, w.gen)
+	fmt.Fprintf(&b, "trtllm_prompt_cached_tokens_total{%s} %v\n", lb, w.cached)
+	fmt.Fprintf(&b, "trtllm_request_success_total{%s,finished_reason=\"stop\"} %v\n", lb, w.stop)
+	return b.String()
+}
+
+// TestTRTLLMUndetermined: trtllm-serve sets its gauges from the iteration statistics it drains
+// when a request finishes, so a page whose gauges are as they were and on which no request
+// finished repeats an old iteration: it cannot tell generating from idle, and its span is
+// undetermined, as SGLang's stale log points are. A request finished (its tokens counted) or a
+// gauge changed says the page is the engine's again; a page showing no running requests is
+// idle.
+//
+//	t  page                                    state
+//	1  running 2, as t0                        undetermined
+//	2  a request finished, gauges as t0        generating
+//	3  as t2                                   undetermined
+//	4  as t2, KV usage changed                 generating
+//	5  running 0                               idle
+func TestTRTLLMUndetermined(t *testing.T) {
+	base := trt{running: 2, waiting: 1, usage: 0.5, prompt: 100, gen: 40, cached: 10, stop: 1}
+	finished := base
+	finished.prompt, finished.gen, finished.cached, finished.stop = 300, 90, 50, 2
+	drained := finished
+	drained.usage = 0.6
+	idle := drained
+	idle.running = 0
+	tr := NewTracker(Options{PerWorker: true})
+	for i, w := range []trt{base, base, finished, finished, drained, idle} {
+		observeText(t, tr, float64(i), trtllmPage(w))
+	}
+	r := tr.EndStep(1, at(5))
+	wantLedger(t, r.Metrics, "trtllm", map[State]float64{Undetermined: 2, Generating: 2, Idle: 1})
 }
