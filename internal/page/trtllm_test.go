@@ -52,8 +52,8 @@ func TestTRTLLMFixturePages(t *testing.T) {
 				"cached_tokens/" + trtllmSeries:     3 * 512,
 				"request_success/" + `engine_type="pytorch",finished_reason="stop",model_name="Qwen3-8B"`:   2,
 				"request_success/" + `engine_type="pytorch",finished_reason="length",model_name="Qwen3-8B"`: 1,
-				"spec_decode_num_draft_tokens/" + trtllmSeries:    300,
-				"spec_decode_num_accepted_tokens/" + trtllmSeries: 180,
+				"spec_decode_num_draft_tokens/" + trtllmSeries:                                              300,
+				"spec_decode_num_accepted_tokens/" + trtllmSeries:                                           180,
 			}
 			got := map[string]float64{}
 			for _, c := range ep.Counters {
