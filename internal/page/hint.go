@@ -18,7 +18,7 @@ import (
 const (
 	// HintNotFound follows "no metrics page at URL: ".
 	HintNotFound = "wrong port or path? An SGLang server serves /metrics only when started with --enable-metrics"
-	HintNoFamily = "answers a page without any family vllmstat reads (vllm:, sglang:): a vLLM server exports them unless started " +
+	HintNoFamily = "answers a page without any family vllmstat reads (vllm:, sglang:, trtllm_): a vLLM server exports them unless started " +
 		"with --disable-log-stats; an SGLang server only when started with --enable-metrics, and from its first request on"
 	HintDPRankZero = "shows SGLang's DP rank 0 only: the other DP ranks export their figures only when the server is started with " +
 		"--enable-metrics-for-all-schedulers"

@@ -61,7 +61,16 @@ import (
 // So an SGLang engine that went idle shows at most the span of one scrape after its last batch
 // as generating; the rest, until its next log point, is undetermined. vLLM sets its gauges at
 // every iteration, and its ledger has neither refinement: the keys of undetermined are only
-// those of a pool with SGLang's workers.
+// those of a pool with SGLang's or TensorRT-LLM's workers.
+//
+// TensorRT-LLM's pages get the undetermined refinement too (they have no stage seconds):
+// trtllm-serve sets its gauges from the engine's iteration statistics, which it drains only
+// when a request finishes (tensorrt_llm/serve/openai_server.py, _extract_metrics waking
+// _iteration_stats_collector_loop), and the last iteration drained counted the finishing
+// request as active. So once its last request finished, an engine's page shows running
+// requests until another one finishes, however long it idles or sleeps; its prompt and
+// generation tokens, counted at each finish, are the counters that say a page is fresh. A
+// span in which nothing was drained while the page shows running requests is undetermined.
 //
 // A page without a family has no time in the states that family tells: nothing is guessed.
 // SGLang's weight_load_duration_seconds tells a load's length once it is over: when a page
@@ -165,6 +174,11 @@ func classify(ep *page.EnginePage, slept bool) (State, bool) {
 	}
 	return Idle, slept
 }
+
+// refreshedAtEvents are the engine kinds whose gauges are set at events (SGLang's log points,
+// TensorRT-LLM's drains of iteration statistics at a request's finish) rather than at every
+// iteration: their generating spans get the refinements of sglangTime.
+var refreshedAtEvents = [vllm.NumEngines]bool{vllm.SGLang: true, vllm.TRTLLM: true}
 
 // batchCounters are SGLang's counters that move with a batch or a request's finish: one of them
 // moving since the previous page says the scheduler ran batches in the span.
@@ -457,14 +471,15 @@ func (l *spanList) split(a int64, idle float64, ns *[NumStates]int64) {
 }
 
 // ledgerValues are the ledger's keys over a pool of workers (all of a kind, or one): none when
-// they have no engine time, and those of undetermined only when SGLang's workers are among them.
+// they have no engine time, and those of undetermined only when SGLang's or TensorRT-LLM's
+// workers are among them.
 func ledgerValues(was []*workerAcc) []vllm.Value {
 	var ns [NumStates]int64
 	var tokens [len(perGeneratingOf)]float64
 	var has [len(perGeneratingOf)]bool
-	sglang := false // undetermined is a state of SGLang's pages only: other pools have no keys of it
+	stale := false // undetermined is a state of SGLang's and TensorRT-LLM's pages only: other pools have no keys of it
 	for _, wa := range was {
-		sglang = sglang || wa.kind == vllm.SGLang
+		stale = stale || refreshedAtEvents[wa.kind]
 		for s, v := range wa.led.ns {
 			ns[s] += v
 		}
@@ -484,7 +499,7 @@ func ledgerValues(was []*workerAcc) []vllm.Value {
 	}
 	vs := make([]vllm.Value, 0, 2*int(NumStates)+1+len(tokens))
 	for s, v := range ns {
-		if State(s) == Undetermined && !sglang {
+		if State(s) == Undetermined && !stale {
 			continue
 		}
 		vs = append(vs, vllm.Value{Name: stateKeys[s], V: time.Duration(v).Seconds()},

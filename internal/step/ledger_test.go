@@ -65,7 +65,7 @@ func wantLedger(t *testing.T, m map[string]float64, prefix string, secs map[Stat
 	}
 	want(t, m, prefix+"/"+NameEngineTime, engine)
 	for s := range NumStates {
-		if s == Undetermined && prefix != "sglang" { // a state of SGLang's pages alone
+		if s == Undetermined && prefix != "sglang" && prefix != "trtllm" { // a state of SGLang's and TensorRT-LLM's pages alone
 			absent(t, m, prefix+"/"+StateKey(s))
 			absent(t, m, prefix+"/"+FractionKey(s))
 			continue

@@ -194,7 +194,7 @@ func (t *Tracker) Observe(ts time.Time, target string, pg *page.Page, err error)
 		if ws.engine {
 			state, ws.slept = classify(ep, ws.slept)
 			load = ws.newLoads(ep, ws.seen)
-			if ep.Kind == vllm.SGLang {
+			if refreshedAtEvents[ep.Kind] {
 				sg = ws.sglangTime(ep, &inc, state, ts)
 				state = sg.s
 			}

@@ -14,6 +14,7 @@ type Engine uint8
 const (
 	VLLM Engine = iota
 	SGLang
+	TRTLLM
 	NumEngines
 )
 
@@ -63,6 +64,20 @@ var Engines = [NumEngines]EngineSpec{
 		RankLabels: []string{"pp_rank", "tp_rank"},
 		HitRate:    &SGLangPrefixHitRate,
 	},
+	// TensorRT-LLM's names, types and labels are those of tensorrt_llm/metrics/collector.py
+	// (MetricsCollector, prefix trtllm_), which trtllm-serve (tensorrt_llm/serve/
+	// openai_server.py) creates with return_perf_metrics and serves at /prometheus/metrics from a
+	// multiprocess registry. Its series carry model_name and engine_type only, and its gauges
+	// the pid of the one process that sets them (prometheus_client's multiprocess mode "all"),
+	// which stays in their series keys: a page is one worker, with no worker or rank labels of
+	// its own. Dynamo re-exports the families on its own page, spelled trtllm: by its older
+	// releases.
+	TRTLLM: {
+		Name: "TensorRT-LLM", Prefix: "trtllm", Namespaces: []string{"trtllm_", "trtllm:"},
+		// The cached over prompt tokens of the requests that finished, as SGLang's (see
+		// SGLangPrefixHitRate and docs/trtllm.md).
+		HitRate: &SGLangPrefixHitRate,
+	},
 }
 
 // EnginePrefix is the first part of the keys of an engine kind's workers in a run whose metric
@@ -89,12 +104,14 @@ func EnginePrefix(prefix string, e Engine) string {
 func (f Family) Spellings(e Engine) []string {
 	switch e {
 	case VLLM:
-		if f.SGLangOnly {
+		if f.SGLangOnly || f.TRTLLMOnly {
 			return nil
 		}
 		return append([]string{cmp.Or(f.PageName, f.Name)}, f.Old...)
 	case SGLang:
 		return f.SGLang
+	case TRTLLM:
+		return f.TRTLLM
 	}
 	return nil
 }

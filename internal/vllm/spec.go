@@ -1,13 +1,13 @@
 // Package vllm is the one description of the metric families vllmstat reads: how each is
-// spelled on a page across vLLM versions and on SGLang's pages (see Engines), how its series
+// spelled on a page across vLLM versions and on SGLang's and TensorRT-LLM's pages (see Engines), how its series
 // combine within a worker, which per-step statistics and derived metrics it gets, and how it is
 // titled and grouped. The parser (page), the step tracker (step), plots, the report, the
 // Prometheus names of step gauges and the command-line views all take their names from here.
 //
 // Adding a family is one entry in Gauges, Counters or Hists (plus a Ratio or Rate if it derives
-// one), and an ID constant beside the others. A family that means the same on SGLang's pages
-// lists SGLang's spellings and shares its keys; a family of SGLang alone is SGLangOnly and keeps
-// SGLang's name.
+// one), and an ID constant beside the others. A family that means the same on SGLang's (or
+// TensorRT-LLM's) pages lists that engine's spellings and shares its keys; a family of SGLang
+// alone is SGLangOnly and keeps SGLang's name, one of TensorRT-LLM alone TRTLLMOnly.
 package vllm
 
 import "strings"
@@ -87,9 +87,14 @@ type Family struct {
 	Old []string
 	// SGLang lists the family's spellings on SGLang pages, best first; none when SGLang exports
 	// no such family. SGLangOnly marks a family that vLLM does not export: Name and Old are then
-	// read from no vLLM page.
+	// read from no vLLM page (TensorRT-LLM's pages may still have it, under TRTLLM).
 	SGLang     []string
 	SGLangOnly bool
+	// TRTLLM lists the family's spellings on TensorRT-LLM's pages, best first; none when
+	// TensorRT-LLM exports no such family. TRTLLMOnly marks a family of TensorRT-LLM's alone:
+	// Name and Old are then read from no vLLM page.
+	TRTLLM     []string
+	TRTLLMOnly bool
 	// Split names a label whose values make one key each ("request_success/stop"); its series
 	// are added up by value within a worker. "" for families read as one value.
 	Split string
@@ -218,6 +223,7 @@ const (
 	KVEvictableTokens
 	KVUsedTokens
 	MaxTotalTokens
+	TRTLLMPausedReqs
 	ResourceState
 	FullyAwake
 	PauseState
@@ -295,6 +301,7 @@ const (
 	ReqPrefillTime
 	ReqDecodeTime
 	ReqInferenceTime
+	ReqTPOT
 	IterationTokens
 	KVBlockLifetime
 	KVBlockIdleBeforeEvict
@@ -308,13 +315,21 @@ const (
 // decode_log_interval decode batches (scheduler_metrics_mixin.py, log_prefill_stats and
 // log_decode_stats), so a sample repeats the value of the last log point.
 var Gauges = [NumGauges]Family{
-	Running: {Name: "num_requests_running", SGLang: []string{"num_running_reqs"}, Parts: "priority", Combine: Sum, Scalars: true, Timeline: true,
+	//
+	// TensorRT-LLM sets its gauges from the engine's iteration statistics (collector.py,
+	// log_iteration_stats, with enable_iter_perf_stats), which trtllm-serve drains only when a
+	// request finishes (openai_server.py, _extract_metrics waking
+	// _iteration_stats_collector_loop): a sample repeats the last drained iteration's values.
+	Running: {Name: "num_requests_running", SGLang: []string{"num_running_reqs"}, TRTLLM: []string{"num_requests_running"}, Parts: "priority", Combine: Sum, Scalars: true, Timeline: true,
 		Title: "Requests running", Unit: "requests", Group: GroupQueue},
-	Waiting: {Name: "num_requests_waiting", SGLang: []string{"num_queue_reqs"}, Parts: "priority", Combine: Sum, Scalars: true, Timeline: true,
+	Waiting: {Name: "num_requests_waiting", SGLang: []string{"num_queue_reqs"}, TRTLLM: []string{"num_requests_waiting"}, Parts: "priority", Combine: Sum, Scalars: true, Timeline: true,
 		Title: "Requests waiting", Unit: "requests", Group: GroupQueue},
 	// SGLang's token_usage is the largest fraction in use of its memory pools (full-attention KV,
-	// SWA, Mamba: SchedulerStats.token_usage in metrics_collector.py).
-	KVUsage: {Name: "kv_cache_usage_perc", Old: []string{"gpu_cache_usage_perc"}, SGLang: []string{"token_usage"}, Combine: Mean, Scalars: true, Timeline: true,
+	// SWA, Mamba: SchedulerStats.token_usage in metrics_collector.py). TensorRT-LLM's
+	// kv_cache_utilization is its used over its maximum KV blocks (kvCacheStats' usedNumBlocks
+	// over maxNumBlocks).
+	KVUsage: {Name: "kv_cache_usage_perc", Old: []string{"gpu_cache_usage_perc"}, SGLang: []string{"token_usage"},
+		TRTLLM: []string{"kv_cache_utilization"}, Combine: Mean, Scalars: true, Timeline: true,
 		Title: "KV cache usage", Unit: "fraction of KV cache in use (0–1)", Fraction: true, Group: GroupKVCache},
 	// vLLM 0.20: the waiting requests by why they wait (capacity, deferred); they add up to
 	// num_requests_waiting.
@@ -353,6 +368,13 @@ var Gauges = [NumGauges]Family{
 		Title: "KV pool: token slots in use", Unit: "tokens", Group: GroupKVCache},
 	MaxTotalTokens: {Name: "max_total_num_tokens", SGLang: []string{"max_total_num_tokens"}, SGLangOnly: true, Combine: Sum, Scalars: true,
 		Title: "KV pool size", Unit: "tokens", Group: GroupKVCache},
+
+	// TensorRT-LLM's own gauges. Its paused requests (inflightBatchingStats' numPausedRequests)
+	// are those its capacity scheduler paused in the iteration, their KV cache freed to be
+	// computed again: its nearest figure to preemption, which its page does not count. Only the
+	// MAX_UTILIZATION scheduler policy pauses; no weight sync does, so it is no ledger state.
+	TRTLLMPausedReqs: {Name: "num_paused_requests", TRTLLM: []string{"num_paused_requests"}, TRTLLMOnly: true, Combine: Sum, Scalars: true,
+		Title: "Requests paused by the capacity scheduler", Unit: "requests", Group: GroupPreemptions},
 
 	// The families below give the time ledger's states (package step) and no keys of their own.
 	//
@@ -453,11 +475,15 @@ var Counters = [NumCounters]Family{
 		Title: "Preemptions", Unit: "preemptions per interval", Group: GroupPreemptions},
 	// SGLang counts a request's prompt and generated tokens when it finishes
 	// (TokenizerMetricsCollector.observe_one_finished_request), vLLM as it computes them.
-	PromptTokens: {Name: "prompt_tokens", SGLang: []string{"prompt_tokens"}, Total: true, Timeline: true,
+	// TensorRT-LLM counts them, its finished requests by finished_reason and its cached prompt
+	// tokens (CachedTokens) at a request's finish too (collector.py, log_request_metrics_dict,
+	// with return_perf_metrics; once per candidate of a request with several).
+	PromptTokens: {Name: "prompt_tokens", SGLang: []string{"prompt_tokens"}, TRTLLM: []string{"prompt_tokens"}, Total: true, Timeline: true,
 		Title: "Prompt tokens", Unit: "tokens per interval", Group: GroupThroughput},
-	GenerationTokens: {Name: "generation_tokens", SGLang: []string{"generation_tokens"}, Total: true, Scalars: true, Timeline: true,
+	GenerationTokens: {Name: "generation_tokens", SGLang: []string{"generation_tokens"}, TRTLLM: []string{"generation_tokens"}, Total: true,
+		Scalars: true, Timeline: true,
 		Title: "Generation tokens", Unit: "tokens per interval", Group: GroupThroughput},
-	RequestSuccess: {Name: "request_success", Split: "finished_reason", Total: true,
+	RequestSuccess: {Name: "request_success", TRTLLM: []string{"request_success"}, Split: "finished_reason", Total: true,
 		Title: "Requests finished", Unit: "requests", Group: GroupThroughput},
 	// A KV connector's cross-instance cache (LMCache, NIXL, ...): tokens asked of it and served.
 	ExternalQueries: {Name: "external_prefix_cache_queries", Total: true,
@@ -470,9 +496,11 @@ var Counters = [NumCounters]Family{
 	// Speculative decoding, on pages of engines started with a speculative config.
 	SpecDrafts: {Name: "spec_decode_num_drafts", Total: true,
 		Title: "Speculative drafts", Unit: "drafts", Group: GroupSpecDecode},
-	SpecDraftTokens: {Name: "spec_decode_num_draft_tokens", Total: true,
+	// TensorRT-LLM's two of the same names count per iteration (specDecodingStats' numDraftTokens
+	// and numAcceptedTokens, logged at each drain of the iteration statistics).
+	SpecDraftTokens: {Name: "spec_decode_num_draft_tokens", TRTLLM: []string{"spec_decode_num_draft_tokens"}, Total: true,
 		Title: "Draft tokens", Unit: "tokens", Group: GroupSpecDecode},
-	SpecAccepted: {Name: "spec_decode_num_accepted_tokens", Total: true,
+	SpecAccepted: {Name: "spec_decode_num_accepted_tokens", TRTLLM: []string{"spec_decode_num_accepted_tokens"}, Total: true,
 		Title: "Accepted draft tokens", Unit: "tokens", Group: GroupSpecDecode},
 	SpecAcceptedPerPos: {Name: "spec_decode_num_accepted_tokens_per_pos", Split: "position",
 		Title: "Accepted draft tokens by position", Unit: "tokens", Group: GroupSpecDecode},
@@ -481,8 +509,10 @@ var Counters = [NumCounters]Family{
 
 	// SGLang's own counters, under its names. Its prompt tokens found in a prefix cache, counted
 	// at the request's finish like its prompt tokens; series by cache_source (device, host,
-	// storage_<backend>, or total from a server that does not tell) add up.
-	CachedTokens: {Name: "cached_tokens", SGLang: []string{"cached_tokens"}, SGLangOnly: true, Total: true,
+	// storage_<backend>, or total from a server that does not tell) add up. TensorRT-LLM's
+	// prompt_cached_tokens_total counts the same at the same moment (collector.py,
+	// log_request_metrics_dict), its one series created at 0 with the collector.
+	CachedTokens: {Name: "cached_tokens", SGLang: []string{"cached_tokens"}, TRTLLM: []string{"prompt_cached_tokens"}, SGLangOnly: true, Total: true,
 		Title: "Cached prompt tokens", Unit: "tokens", Group: GroupPrefixCache},
 	NumRequests: {Name: "num_requests", SGLang: []string{"num_requests"}, SGLangOnly: true, Total: true,
 		Title: "Requests processed", Unit: "requests", Group: GroupThroughput},
@@ -558,13 +588,15 @@ var Counters = [NumCounters]Family{
 
 // Hists are the histogram families, by Hist; each gets HistQuantiles and a mean per step.
 var Hists = [NumHists]Family{
-	TTFT: {Name: "time_to_first_token_seconds", SGLang: []string{"time_to_first_token_seconds"},
+	// TensorRT-LLM observes its latencies at a request's finish (collector.py,
+	// log_request_metrics_dict), a zero TTFT, prefill, decode or inference time not at all.
+	TTFT: {Name: "time_to_first_token_seconds", SGLang: []string{"time_to_first_token_seconds"}, TRTLLM: []string{"time_to_first_token_seconds"},
 		Title: "Time to first token", Unit: "seconds", Group: GroupLatency},
 	ITL: {Name: "inter_token_latency_seconds", Old: []string{"time_per_output_token_seconds"}, SGLang: []string{"inter_token_latency_seconds"},
 		Title: "Inter-token latency", Unit: "seconds", Group: GroupLatency},
-	E2E: {Name: "e2e_request_latency_seconds", SGLang: []string{"e2e_request_latency_seconds"},
+	E2E: {Name: "e2e_request_latency_seconds", SGLang: []string{"e2e_request_latency_seconds"}, TRTLLM: []string{"e2e_request_latency_seconds"},
 		Title: "End-to-end request latency", Unit: "seconds", Group: GroupLatency},
-	QueueTime: {Name: "request_queue_time_seconds", SGLang: []string{"queue_time_seconds"},
+	QueueTime: {Name: "request_queue_time_seconds", SGLang: []string{"queue_time_seconds"}, TRTLLM: []string{"request_queue_time_seconds"},
 		Title: "Queue time", Unit: "seconds", Group: GroupQueue},
 	// New KV tokens computed in a request's prefill, cached tokens excluded.
 	PrefillKVComputed: {Name: "request_prefill_kv_computed_tokens", Title: "Prefill KV tokens computed", Unit: "tokens", Group: GroupPrefixCache},
@@ -599,10 +631,19 @@ var Hists = [NumHists]Family{
 		Title: "Longest generation of a request's samples", Unit: "tokens per request", Group: GroupRequests},
 	ReqParamsMaxTokens: {Name: "request_params_max_tokens",
 		Title: "Requested max tokens", Unit: "tokens per request", Group: GroupRequests},
-	ReqPrefillTime: {Name: "request_prefill_time_seconds", Title: "Prefill time per request", Unit: "seconds", Group: GroupRequests},
-	ReqDecodeTime:  {Name: "request_decode_time_seconds", Title: "Decode time per request", Unit: "seconds", Group: GroupRequests},
-	ReqInferenceTime: {Name: "request_inference_time_seconds", Title: "Running time per request", Unit: "seconds",
-		Group: GroupRequests},
+	// TensorRT-LLM's three of the same names measure the same spans (collector.py: first
+	// scheduled to first token, first to last token, first scheduled to last token).
+	ReqPrefillTime: {Name: "request_prefill_time_seconds", TRTLLM: []string{"request_prefill_time_seconds"},
+		Title: "Prefill time per request", Unit: "seconds", Group: GroupRequests},
+	ReqDecodeTime: {Name: "request_decode_time_seconds", TRTLLM: []string{"request_decode_time_seconds"},
+		Title: "Decode time per request", Unit: "seconds", Group: GroupRequests},
+	ReqInferenceTime: {Name: "request_inference_time_seconds", TRTLLM: []string{"request_inference_time_seconds"},
+		Title: "Running time per request", Unit: "seconds", Group: GroupRequests},
+	// TensorRT-LLM's time_per_output_token_seconds: one observation per finished request, its
+	// mean time per generated token, where vLLM's inter-token latency observes every token; so
+	// it keeps a name of its own.
+	ReqTPOT: {Name: "request_time_per_output_token_seconds", TRTLLM: []string{"time_per_output_token_seconds"}, TRTLLMOnly: true,
+		Title: "Time per output token per request", Unit: "seconds", Group: GroupLatency},
 	// The tokens of each engine step: the batch size in tokens. vLLM names the histogram
 	// iteration_tokens_total, a name the key leaves out: it is no counter's total. Up to 0.20 it
 	// counts prompt and generated tokens, after it computed prompt tokens only (PR #43346).
@@ -625,7 +666,10 @@ var (
 	// SGLangPrefixHitRate is SGLang's token-weighted prefix-cache hit rate: the cached prompt
 	// tokens over the prompt tokens of the requests that finished. SGLang's cache_hit_rate
 	// gauge is the last prefill batch's ratio, and decode log points set it to 0, so it is not
-	// read.
+	// read. It is TensorRT-LLM's too: its two counters count the same requests at their finish,
+	// where its reused and missed KV block counters move only when the iteration statistics are
+	// drained, count whole blocks, and count requests as they are scheduled, those later
+	// aborted too.
 	SGLangPrefixHitRate = Ratio{Name: "prefix_cache_hit_rate", Num: CachedTokens, Den: PromptTokens, Scalars: true, Timeline: true,
 		Title: "Prefix cache hit rate", Unit: "cached / prompt tokens per interval (0–1)", Fraction: true, Group: GroupPrefixCache}
 
