@@ -19,3 +19,13 @@ func (c Config) validateTRTLLM(bad func(string, ...any)) {
 		bad("mfu-metrics and kv-cache-metrics are vLLM's: use them with engine vllm")
 	}
 }
+
+// MetricsPath is where the fleet's servers serve their Prometheus page: trtllm-serve mounts its
+// at /prometheus/metrics (OpenAIServer.mount_metrics), since its /metrics answers the
+// executor's iteration statistics in JSON; vLLM and SGLang serve theirs at /metrics.
+func (c Config) MetricsPath() string {
+	if c.Engine == EngineTRTLLM {
+		return "/prometheus/metrics"
+	}
+	return "/metrics"
+}

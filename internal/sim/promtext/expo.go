@@ -12,9 +12,10 @@ import (
 
 type label struct{ name, value string }
 
-// labelSet collects up to a handful of labels and writes them sorted by name.
+// labelSet collects up to a dozen labels (a TensorRT-LLM config info gauge has nine) and writes
+// them sorted by name.
 type LabelSet struct {
-	l [8]label
+	l [12]label
 	n int
 }
 
