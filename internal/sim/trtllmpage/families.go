@@ -19,12 +19,8 @@ func (r *renderer) gauge(v func(it *snap.TrtllmIteration) float64) func([]byte, 
 // info writes a *_config_info gauge: 1, with the configuration as labels.
 func (r *renderer) info(config func() [][2]string) func([]byte, string, *snap.EngineStats, *snap.PageState) []byte {
 	return func(dst []byte, name string, _ *snap.EngineStats, st *snap.PageState) []byte {
-		ls := r.labels()
-		for _, kv := range config() {
-			ls.Add(kv[0], kv[1])
-		}
-		ls.Add("pid", pid(st))
-		return promtext.AppendSample(dst, name, "", &ls, "", 1)
+		labels := append([][2]string{{"engine_type", engineType}, {"model_name", r.model}}, config()...)
+		return promtext.AppendSampleLabels(dst, name, append(labels, [2]string{"pid", pid(st)}), 1)
 	}
 }
 
