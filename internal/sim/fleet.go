@@ -137,7 +137,8 @@ func Start(ctx context.Context, cfg fleetconfig.Config) (*Fleet, error) {
 	return f, nil
 }
 
-// URLs returns each server's /metrics URL, server 0 first.
+// URLs returns each server's page URL (/metrics, or /prometheus/metrics on TensorRT-LLM), server
+// 0 first.
 func (f *Fleet) URLs() []string {
 	urls := make([]string, len(f.servers))
 	for i, s := range f.servers {
