@@ -15,7 +15,8 @@ import (
 // prints the page's URL at trtllm-serve's path, /prometheus/metrics; the page has only what
 // trtllm-serve makes at start until a client's completion finishes, whose usage the page's
 // counters then show, with its finish reason; /metrics, trtllm-serve's JSON statistics, is not
-// the page.
+// the page. POST /release_memory and /resume_memory answer as trtllm-serve does and leave the
+// page as it was; vLLM's /sleep is not served.
 func TestSimTRTLLMServesItsPage(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -73,6 +74,29 @@ func TestSimTRTLLMServesItsPage(t *testing.T) {
 		if !strings.Contains(body, want) {
 			t.Errorf("after the completion the page lacks %q:\n%s", want, body)
 		}
+	}
+	// trtllm-serve's memory calls, which its page does not show; vLLM's are not served.
+	post := func(path string) (int, string) {
+		t.Helper()
+		resp, err := http.Post(base+path, "application/json", strings.NewReader(`{}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, strings.TrimSpace(string(b))
+	}
+	_, before := get(page)
+	for _, path := range []string{"/release_memory", "/resume_memory"} {
+		if status, got := post(path); status != http.StatusOK || got != `{"status":"success"}` {
+			t.Errorf("POST %s: %d %s", path, status, got)
+		}
+	}
+	if _, after := get(page); after != before {
+		t.Errorf("the memory calls changed the page:\n%s\nthen\n%s", before, after)
+	}
+	if status, _ := post("/sleep?level=1"); status != http.StatusNotFound {
+		t.Errorf("POST /sleep: %d, want 404: vLLM's call is not trtllm-serve's", status)
 	}
 	http.DefaultClient.CloseIdleConnections()
 	cancel()
