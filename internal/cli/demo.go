@@ -34,6 +34,8 @@ of a table and written to OUT/steps.jsonl.
 
 With --engine sglang the simulated servers are SGLang servers, and the table shows the keys
 under the prefix sglang: the same figures where SGLang has them, read from its own families.
+With --engine trtllm they are TensorRT-LLM servers (trtllm-serve's page at /prometheus/metrics),
+one engine each: --dp is 1 unless set.
 
 With --colocated the fleet runs a colocated RL loop: after each rollout batch (and, every
 --eval-every steps, an eval batch) the engines sleep for the training time, then wake up with
@@ -96,8 +98,8 @@ func demoWith(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "vllmstat demo: --straggler must be a number of at least 1 (1 means no straggler), got %v\n", *straggler)
 		return exitUsage
 	}
-	if *engine != sim.EngineVLLM && *engine != sim.EngineSGLang {
-		fmt.Fprintf(stderr, "vllmstat demo: --engine must be vllm or sglang, got %q\n", *engine)
+	if *engine != sim.EngineVLLM && *engine != sim.EngineSGLang && *engine != sim.EngineTRTLLM {
+		fmt.Fprintf(stderr, "vllmstat demo: --engine must be vllm, sglang or trtllm, got %q\n", *engine)
 		return exitUsage
 	}
 	if msg := checkLoopFlags(*colocated, *trainTime, *evalEvery); msg != "" {
@@ -147,6 +149,9 @@ func demoWith(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "vllmstat demo: %v\n", problems)
 		return exitUsage
 	}
+	if *engine == sim.EngineTRTLLM && !set["dp"] {
+		*dp = 1 // a trtllm-serve page shows one executor
+	}
 	sc := sim.DefaultConfig()
 	sc.Servers, sc.DP, sc.Port, sc.Speed, sc.Seed = *servers, *dp, 0, *speed, *seed
 	sc.Engine = *engine
@@ -157,6 +162,9 @@ func demoWith(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	sc.SpecDecode = *specDecode
 	sc.KVConnector = *kvConnector
 	sc.MFUMetrics = true // the engines' estimated FLOPs and bytes, which --gpu makes MFU and MBU of
+	if sc.Engine == sim.EngineTRTLLM {
+		sc.MFUMetrics = false // trtllm-serve's page has no FLOPs or bytes counters
+	}
 	sc.Workload.Colocated = *colocated
 	sc.Workload.TrainTime = *trainTime
 	sc.Workload.EvalEvery = *evalEvery
@@ -215,7 +223,9 @@ func demoWith(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return exitError
 	}
 	kind, unit := vllm.VLLM, "engine"
-	if sc.Engine == sim.EngineSGLang {
+	if sc.Engine == sim.EngineTRTLLM {
+		fmt.Fprintf(stdout, "Simulated TensorRT-LLM fleet: %d servers (trtllm-serve pages)\n", sc.Servers)
+	} else if sc.Engine == sim.EngineSGLang {
 		kind, unit = vllm.SGLang, "DP rank"
 		fmt.Fprintf(stdout, "Simulated SGLang fleet: %d servers x %d DP ranks (SGLang pages, keys under %s/)\n", *servers, *dp,
 			vllm.EnginePrefix(cfg.MetricPrefix, kind))

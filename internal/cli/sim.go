@@ -48,6 +48,12 @@ router listens on port --port + --servers: its /engine_metrics merges every serv
 sample labelled worker_addr; its URL is printed after the servers'. With --priority the servers
 run SGLang's priority scheduling: the running and queue gauges come per priority too.
 
+With --engine trtllm the servers are trtllm-serve servers run with return_perf_metrics and
+iteration statistics on: one engine each (--dp 1), its page at /prometheus/metrics (the URL
+printed), laid out as prometheus_client's multiprocess collector prints TensorRT-LLM's trtllm_
+families. A request's tokens, finish reason and latencies are logged when it finishes, and the
+gauges are the iteration statistics of the last iteration a request finished in.
+
 With --api-server-count N above 1 each vLLM server runs N API server processes, as vllm serve
 --api-server-count does: its page is prometheus_client's multiprocess page, with no _created
 samples and no process or Python families, counters and histograms summed over the processes,
@@ -84,7 +90,8 @@ prompt is one token per whitespace-separated word. vLLM servers answer POST /sle
 /finish_weight_update, /update_weight_version and GET /weight_info; SGLang servers POST
 /generate, /release_memory_occupation, /resume_memory_occupation, /update_weights_from_disk
 (--load-time), /pause_generation, /continue_generation, /update_weight_version and GET
-/model_info. See docs/simulator.md.
+/model_info; TensorRT-LLM servers POST /release_memory and /resume_memory. See
+docs/simulator.md.
 
 Faults (--fault, repeatable): KIND@TIME[+DURATION][:server=N]
   restart@30s         the server restarts: counters reset, new _created, caches and requests lost
@@ -97,7 +104,7 @@ Flags:
 `
 
 // engineHelp documents --engine for sim and demo alike.
-const engineHelp = "inference engine whose pages the servers serve: vllm or sglang"
+const engineHelp = "inference engine whose pages the servers serve: vllm, sglang or trtllm"
 
 // stragglerHelp documents --straggler for sim and demo alike.
 const stragglerHelp = "make the last engine of the last server a straggler: its requests generate `F` times longer outputs " +

@@ -23,6 +23,7 @@ type (
 const (
 	EngineVLLM      = fleetconfig.EngineVLLM
 	EngineSGLang    = fleetconfig.EngineSGLang
+	EngineTRTLLM    = fleetconfig.EngineTRTLLM
 	WorkloadGRPO    = workload.WorkloadGRPO
 	WorkloadPoisson = workload.WorkloadPoisson
 	WorkloadNone    = workload.WorkloadNone

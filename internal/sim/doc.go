@@ -1,4 +1,5 @@
-// Package sim simulates a fleet of vLLM or SGLang inference servers for tests and demos.
+// Package sim simulates a fleet of vLLM, SGLang or TensorRT-LLM inference servers for tests and
+// demos.
 //
 // Each simulated server is an HTTP endpoint whose /metrics page is laid out exactly as the page
 // the real server prints: the same families, HELP texts, label names and order, bucket bounds,

@@ -5,6 +5,7 @@ import (
 	"github.com/vllmstat/vllmstat/internal/sim/fleetmodel"
 	"github.com/vllmstat/vllmstat/internal/sim/sglangpage"
 	"github.com/vllmstat/vllmstat/internal/sim/snap"
+	"github.com/vllmstat/vllmstat/internal/sim/trtllmpage"
 	"github.com/vllmstat/vllmstat/internal/sim/vllmpage"
 )
 
@@ -19,11 +20,15 @@ func NewSim(cfg fleetconfig.Config) (*fleetmodel.Sim, error) {
 	return s, nil
 }
 
-// pageWriter returns a writer of the pages of cfg's servers: SGLang's layout, or the vLLM
-// release's (single-process or multiprocess). A new engine's page writer is chosen here.
+// pageWriter returns a writer of the pages of cfg's servers: SGLang's layout, trtllm-serve's,
+// or the vLLM release's (single-process or multiprocess). A new engine's page writer is chosen
+// here.
 func pageWriter(cfg fleetconfig.Config) snap.PageRenderer {
-	if cfg.Engine == fleetconfig.EngineSGLang {
+	switch cfg.Engine {
+	case fleetconfig.EngineSGLang:
 		return sglangpage.NewSGLangPageWriter(cfg)
+	case fleetconfig.EngineTRTLLM:
+		return trtllmpage.NewTRTLLMPageWriter(cfg)
 	}
 	return vllmpage.NewVLLMPageWriter(cfg)
 }

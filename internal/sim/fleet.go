@@ -131,14 +131,15 @@ func Start(ctx context.Context, cfg fleetconfig.Config) (*Fleet, error) {
 	}
 	f.wg.Go(func() { f.run(ctx) })
 	attrs := []any{"engine", cfg.Engine, "servers", cfg.Servers, "dp", cfg.DP}
-	if cfg.Engine != fleetconfig.EngineSGLang {
+	if cfg.Engine != fleetconfig.EngineSGLang && cfg.Engine != fleetconfig.EngineTRTLLM {
 		attrs = append(attrs, "vllm_version", cfg.Version) // the page style of a vLLM fleet only
 	}
 	log.Info("fleet started", append(attrs, "workload", cfg.Workload.Kind, "seed", cfg.Seed, "speed", cfg.Speed)...)
 	return f, nil
 }
 
-// URLs returns each server's /metrics URL, server 0 first.
+// URLs returns each server's page URL (/metrics, or /prometheus/metrics on TensorRT-LLM), server
+// 0 first.
 func (f *Fleet) URLs() []string {
 	urls := make([]string, len(f.servers))
 	for i, s := range f.servers {
@@ -212,7 +213,12 @@ func (f *Fleet) GroundTruth() core.GroundTruth {
 // which no vLLM page counts: see WorkloadConfig.Abort). An SGLang fleet's are its pages' family names without "sglang:" and "_total", as
 // SGLang counts: "prompt_tokens", "generation_tokens", "cached_tokens", "num_requests" (at each
 // request's finish, aborted ones too), "num_aborted_requests", "num_retracted_requests", "realtime_tokens/<mode>", and "<histogram>_count"
-// and "<histogram>_sum" of its four histograms; plus "requests_lost" and "restarts".
+// and "<histogram>_sum" of its four histograms; plus "requests_lost" and "restarts". A
+// TensorRT-LLM fleet's are its pages' family names without "trtllm_" and "_total", counted at
+// each request's finish as trtllm-serve logs them: "request_success/<reason>" (stop, length,
+// cancelled), "prompt_tokens", "generation_tokens", "prompt_cached_tokens", "<histogram>_count"
+// and "<histogram>_sum" of its seven latency histograms; plus "requests_aborted",
+// "num_preemptions", "requests_lost" and "restarts".
 func (f *Fleet) Totals() map[string]float64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -48,6 +48,8 @@ type EngineConfig struct {
 	EagerLog bool
 	// Priority counts the running and waiting requests by priority at each log point (Config.Priority).
 	Priority bool
+	// TRTLLM makes the engine count what a TensorRT-LLM page shows too (see trtllm.go).
+	TRTLLM bool
 	// MFU counts the work of each iteration by Compute; KVMetrics keeps the KV blocks'
 	// residency (see compute.go).
 	MFU       bool
@@ -120,6 +122,7 @@ type Engine struct {
 
 	Stats snap.EngineStats
 	Sg    sglangEngine // an SGLang engine's logging state
+	Trt   trtllmEngine // a TensorRT-LLM engine's iteration state
 
 	// ext is the fleet's external prefix cache, nil without a KV connector.
 	Ext *externalCache
@@ -230,10 +233,17 @@ func (e *Engine) Step() time.Duration {
 	if e.cfg.SGLang {
 		e.sgPrefillLog()
 	}
+	var trt trtIteration
+	if e.cfg.TRTLLM {
+		trt = e.trtScheduled(sched)
+	}
 	d := e.cost(sched)
 	e.Time += d
 	e.LastBusy = e.Time
 	decoded := e.complete(sched)
+	if e.cfg.TRTLLM {
+		e.trtLog(trt, d)
+	}
 	e.Stats.Running = len(e.Running)
 	e.Stats.Waiting = e.Waiting.Len()
 	e.Stats.KvUsage = e.Pool.usage()
@@ -351,6 +361,9 @@ func (e *Engine) schedule() []scheduledReq {
 			}
 		}
 		e.emitSchedule(r, hit*snap.BlockSize)
+		if e.cfg.TRTLLM {
+			e.trtAdmit(r, hit)
+		}
 		if e.cfg.SGLang {
 			e.sgPrefill(r, n, (hit+ext)*snap.BlockSize)
 			if !r.preempted {
@@ -427,6 +440,9 @@ func (e *Engine) preempt(r *Request) {
 	r.preempted = true
 	e.Waiting.pushFront(r)
 	e.Stats.Preemptions++
+	if e.cfg.TRTLLM {
+		e.Trt.paused++
+	}
 	if e.cfg.SGLang {
 		e.Stats.Sg.More.Retract(r.PromptLen, r.NumOutput)
 	}
@@ -561,6 +577,13 @@ func (e *Engine) Finish(r *Request) {
 	if e.cfg.SGLang {
 		e.sgFinish(r)
 	}
+	if e.cfg.TRTLLM {
+		trtReason := snap.TrtllmStop
+		if reason == snap.ReasonLength {
+			trtReason = snap.TrtllmLength
+		}
+		e.trtFinish(r, trtReason)
+	}
 	s.ReqPrompt.Observe(b.Tokens, float64(r.PromptLen))
 	s.PrefillKVComputed.Observe(b.Tokens, float64(r.PromptLen-r.CachedTokens-r.ExternalTokens))
 	s.ReqGeneration.Observe(b.Tokens, float64(r.NumOutput))
@@ -591,6 +614,9 @@ func (e *Engine) abort(r *Request) {
 	if e.cfg.SGLang {
 		e.sgFinish(r)
 		e.Stats.Sg.Aborted++
+	}
+	if e.cfg.TRTLLM {
+		e.trtFinish(r, snap.TrtllmCancelled)
 	}
 	e.emit(EventAbort, r, e.Time)
 	if e.Done != nil {
@@ -626,6 +652,7 @@ func (e *Engine) Restart() int {
 	}
 	e.Stats = snap.EngineStats{}
 	e.Sg = sglangEngine{LastLog: e.Time, lastDecodeLog: e.Time}
+	e.Trt = trtllmEngine{}
 	e.Sync.Restart()
 	e.Note(e.Time)
 	e.Sg.base = e.Led.total(e.Time)

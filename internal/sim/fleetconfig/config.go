@@ -26,13 +26,14 @@ const (
 const (
 	EngineVLLM   = "vllm"
 	EngineSGLang = "sglang"
+	EngineTRTLLM = "trtllm"
 )
 
 // Config describes a simulated fleet: Servers API servers, each on its own port with DP
 // data-parallel engines behind it.
 type Config struct {
-	// Engine is the inference engine whose pages the servers serve: "vllm" (the default) or
-	// "sglang" (see sglang.go). The engines behind the pages are the same model either way.
+	// Engine is the inference engine whose pages the servers serve: "vllm" (the default),
+	// "sglang" (see sglang.go) or "trtllm" (trtllm-serve's, see internal/sim/trtllmpage). The engines behind the pages are the same model either way.
 	Engine string
 	// Servers is the number of API servers (scrape targets).
 	Servers int
@@ -174,8 +175,10 @@ func (c Config) Validate() error {
 			bad("vllm version %s pages have no engine label, so they can show only one engine: use dp 1", c.Version)
 		}
 	case EngineSGLang:
+	case EngineTRTLLM:
+		c.validateTRTLLM(bad)
 	default:
-		bad("engine %q is not simulated: use vllm or sglang", c.Engine)
+		bad("engine %q is not simulated: use vllm, sglang or trtllm", c.Engine)
 	}
 	c.validateAPIServers(bad)
 	if c.Router && c.Engine != EngineSGLang {
@@ -245,12 +248,13 @@ func (c Config) EngineConfig() core.EngineConfig {
 		Cost:                c.Cost,
 		SpecTokens:          c.SpecDecode,
 		SGLang:              c.Engine == EngineSGLang,
+		TRTLLM:              c.Engine == EngineTRTLLM,
 		DecodeLogInterval:   c.DecodeLogInterval,
 		EagerLog:            c.SGLangEagerGauges,
 		Priority:            c.Priority,
 		MFU:                 c.MFUMetrics,
 		Compute:             c.Compute,
-		KVMetrics:           c.KVCacheMetrics && c.Engine != EngineSGLang,
+		KVMetrics:           c.KVCacheMetrics && c.Engine != EngineSGLang && c.Engine != EngineTRTLLM,
 	}
 }
 

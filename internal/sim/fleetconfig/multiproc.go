@@ -10,7 +10,7 @@ func (c Config) validateAPIServers(bad func(string, ...any)) {
 	case c.APIServerCount < 0:
 		bad("api server count must not be negative, got %d", c.APIServerCount)
 	case c.APIServerCount <= 1:
-	case c.Engine == EngineSGLang:
+	case c.Engine == EngineSGLang || c.Engine == EngineTRTLLM:
 		bad("api server count is vLLM's: use it with engine vllm")
 	case c.Version != "" && !isVersion020(c.Version):
 		bad("api server count %d wants vllm version 0.20, whose gauges are all mostrecent in multiprocess mode, got %s",

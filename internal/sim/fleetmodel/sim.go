@@ -87,7 +87,7 @@ func New(cfg fleetconfig.Config) (*Sim, error) {
 			e := core.NewEngineWithBuckets(ec, s.buckets)
 			e.Server, e.Index = i, j
 			e.Led.Sched = s.sched
-			e.ShowsSleep = cfg.Engine != fleetconfig.EngineSGLang && s.release.SleepState
+			e.ShowsSleep = cfg.Engine != fleetconfig.EngineSGLang && cfg.Engine != fleetconfig.EngineTRTLLM && s.release.SleepState
 			srv.Engines = append(srv.Engines, e)
 			s.Engines = append(s.Engines, e)
 		}
@@ -258,9 +258,14 @@ func (s *Sim) Totals() map[string]float64 {
 	m := map[string]float64{}
 	for _, srv := range s.Servers {
 		for i, e := range srv.Engines {
-			if s.Cfg.Engine == fleetconfig.EngineSGLang {
+			switch s.Cfg.Engine {
+			case fleetconfig.EngineSGLang:
 				srv.carry[i].AddSGLangTotals(m)
 				e.Stats.AddSGLangTotals(m)
+				continue
+			case fleetconfig.EngineTRTLLM:
+				srv.carry[i].AddTRTLLMTotals(m)
+				e.Stats.AddTRTLLMTotals(m)
 				continue
 			}
 			srv.carry[i].AddTotals(m)

@@ -1,6 +1,9 @@
 package promtext
 
 import (
+	"slices"
+	"strings"
+
 	"github.com/vllmstat/vllmstat/internal/pyfloat"
 )
 
@@ -111,4 +114,26 @@ func AppendHistogramChild(dst []byte, name string, ls *LabelSet, les []string, c
 	}
 	dst = AppendSample(dst, name, "_count", ls, "", float64(cum))
 	return AppendSample(dst, name, "_sum", ls, "", sum)
+}
+
+// AppendSampleLabels writes one sample line with labels given as name and value pairs, which it
+// sorts by name: for the few samples with more labels than a LabelSet holds (a TensorRT-LLM
+// config info gauge has nine). LabelSet stays small because the pages copy it for every sample.
+func AppendSampleLabels(dst []byte, name string, labels [][2]string, v float64) []byte {
+	sorted := slices.Clone(labels)
+	slices.SortFunc(sorted, func(a, b [2]string) int { return strings.Compare(a[0], b[0]) })
+	dst = append(dst, name...)
+	dst = append(dst, '{')
+	for i, l := range sorted {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, l[0]...)
+		dst = append(dst, '=', '"')
+		dst = appendLabelValue(dst, l[1])
+		dst = append(dst, '"')
+	}
+	dst = append(dst, '}', ' ')
+	dst = pyfloat.AppendGo(dst, v)
+	return append(dst, '\n')
 }

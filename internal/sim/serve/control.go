@@ -59,6 +59,10 @@ func (s *Server) handleDriven(mux *http.ServeMux) {
 		mux.HandleFunc("POST /update_weights_from_disk", s.handleLoadFromDisk)
 		return
 	}
+	if s.engine == fleetconfig.EngineTRTLLM {
+		s.handleTRTLLMControl(mux)
+		return
+	}
 	mux.HandleFunc("POST /sleep", s.control(func(sim *fleetmodel.Sim, r *http.Request) (any, error) {
 		level := 1
 		if q := r.URL.Query().Get("level"); q != "" {

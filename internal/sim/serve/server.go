@@ -47,6 +47,7 @@ type Server struct {
 	Drive       func(ctx context.Context, fn func(*fleetmodel.Sim)) error
 	driven      bool
 	engine      string
+	metricsPath string // where the page is served (Config.MetricsPath)
 	maxModelLen int
 
 	mu    sync.Mutex
@@ -61,7 +62,8 @@ type Server struct {
 func NewServer(ctx context.Context, idx int, ln net.Listener, r snap.PageRenderer, cfg fleetconfig.Config, start time.Time, log *slog.Logger) *Server {
 	s := &Server{idx: idx, addr: ln.Addr().String(), renderer: r, clock: cfg.Clock, start: start, done: ctx.Done(),
 		log: log.With("server", idx, "addr", ln.Addr().String()), slow: cfg.SlowDelay, versions: versionAPIOf(cfg), versionTag: cfg.VersionTag, model: cfg.Model,
-		driven: cfg.Workload.Kind == workload.WorkloadNone, engine: cfg.Engine, maxModelLen: cfg.MaxModelLen}
+		driven: cfg.Workload.Kind == workload.WorkloadNone, engine: cfg.Engine, maxModelLen: cfg.MaxModelLen,
+		metricsPath: cfg.MetricsPath()}
 	for _, f := range cfg.Faults {
 		if f.Kind != fleetconfig.FaultRestart && f.Hits(idx) {
 			s.faults = append(s.faults, f)
@@ -72,13 +74,13 @@ func NewServer(ctx context.Context, idx int, ln net.Listener, r snap.PageRendere
 	return s
 }
 
-// URL is the server's metrics endpoint.
+// URL is the server's metrics endpoint: its Prometheus page.
 func (s *Server) URL() string {
 	host, port, _ := net.SplitHostPort(s.addr)
 	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
 		host = "127.0.0.1"
 	}
-	return "http://" + net.JoinHostPort(host, port) + "/metrics"
+	return "http://" + net.JoinHostPort(host, port) + s.metricsPath
 }
 
 // publish replaces the page state with what fill writes. A new createdAt means the simulated
@@ -96,7 +98,7 @@ func (s *Server) Publish(fill func(st *snap.PageState)) {
 // serve starts answering on ln; the goroutine belongs to wg.
 func (s *Server) Serve(ln net.Listener, wg *sync.WaitGroup) {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /metrics", s.handleMetrics)
+	mux.HandleFunc("GET "+s.metricsPath, s.handleMetrics)
 	mux.HandleFunc("GET /health", s.handleHealth)
 	s.handleVersions(mux)
 	if s.driven {

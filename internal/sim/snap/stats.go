@@ -102,6 +102,8 @@ type EngineStats struct {
 
 	// sg is what an SGLang page shows (Config.Engine "sglang"); zero on a vLLM fleet.
 	Sg SglangStats
+	// Trt is what a TensorRT-LLM page shows (Config.Engine "trtllm"); zero on other fleets.
+	Trt TrtllmStats
 }
 
 // addCounters adds o's counters and histograms to s, leaving the gauges alone. It is how a
@@ -132,6 +134,7 @@ func (s *EngineStats) AddCounters(o *EngineStats) {
 		f.get(s).Add(f.get(o))
 	}
 	s.Sg.AddCounters(&o.Sg)
+	s.Trt.AddCounters(&o.Trt)
 	s.Shape.Add(&o.Shape)
 }
 

@@ -1,0 +1,143 @@
+package core
+
+import (
+	"time"
+
+	"github.com/vllmstat/vllmstat/internal/sim/snap"
+)
+
+// A TensorRT-LLM fleet (Config.Engine "trtllm") runs the same engines and workload as a vLLM
+// fleet and counts what trtllm-serve's MetricsCollector logs (snap.TrtllmStats):
+//   - at a request's finish, its finish reason, prompt, generated and cached prompt tokens and
+//     its latencies, each latency only when above 0 (the server drops the others), the time per
+//     output token only for a request of more than one token; an aborted request finishes with
+//     reason "cancelled" and is counted the same way;
+//   - right after, the iteration the request finished in: the server drains the executor's
+//     iteration statistics when a request finishes and logs the latest, so its gauges hold
+//     between finishes, and its completed-requests counter adds up the logged iterations only.
+//
+// The mapping to the model: the running batch is numActiveRequests, the waiting queue
+// numQueuedRequests, a preemption pauses the request (numPausedRequests of the iteration that
+// preempted it), and every prefill allocation counts its blocks found in the prefix cache as
+// reused and the rest of its sequence's blocks as missed, as the KV cache manager does when it
+// adds a sequence.
+
+// trtllmEngine is a TensorRT-LLM engine's state within one iteration, which no page shows.
+type trtllmEngine struct {
+	finished int // requests that finished in the iteration
+	paused   int // requests the iteration preempted
+	// reused and missed are the engine's KV blocks counted so far; a log copies them.
+	reused, missed int64
+}
+
+// trtAdmit counts r's blocks at a prefill allocation: hit blocks reused, the rest missed.
+func (e *Engine) trtAdmit(r *Request, hit int) {
+	blocks := (r.numTokens() + snap.BlockSize - 1) / snap.BlockSize
+	e.Trt.reused += int64(hit)
+	e.Trt.missed += int64(blocks - hit)
+}
+
+// trtFinish logs r's figures at its finish for reason.
+func (e *Engine) trtFinish(r *Request, reason snap.TrtllmReason) {
+	t := &e.Stats.Trt
+	f := &t.First
+	f.Logs++
+	first := func(at *uint64) {
+		if *at == 0 {
+			*at = f.Logs
+		}
+	}
+	e.Trt.finished++
+	t.Success[reason]++
+	first(&f.Reason[reason])
+	b := &snap.TrtllmBuckets
+	observe := func(h *snap.Histogram, at *uint64, bounds []float64, d time.Duration) {
+		if d > 0 {
+			h.Observe(bounds, d.Seconds())
+			first(at)
+		}
+	}
+	// A request aborted before its first token has no token times: the server's differences of
+	// them are 0 or below, which it drops.
+	firstToken, lastToken := r.firstTokenAt, r.lastTokenAt
+	if r.NumOutput == 0 {
+		firstToken, lastToken = r.Arrival, r.Arrival
+	}
+	observe(&t.E2e, &f.E2e, b.Phase, lastToken-r.Arrival)
+	observe(&t.Ttft, &f.Ttft, b.Ttft, firstToken-r.Arrival)
+	if r.NumOutput > 1 {
+		observe(&t.Tpot, &f.Tpot, b.Tpot, (lastToken-firstToken)/time.Duration(r.NumOutput-1))
+	}
+	if r.everScheduled {
+		observe(&t.Queue, &f.Queue, b.Phase, r.scheduledAt-r.Arrival)
+		observe(&t.Prefill, &f.Prefill, b.Prefill, firstToken-r.scheduledAt)
+		observe(&t.Decode, &f.Decode, b.Phase, lastToken-firstToken)
+		observe(&t.Inference, &f.Inference, b.Phase, lastToken-r.scheduledAt)
+	}
+	if r.PromptLen > 0 {
+		t.Prompt += int64(r.PromptLen)
+		first(&f.Prompt)
+	}
+	if r.NumOutput > 0 {
+		t.Generation += int64(r.NumOutput)
+		first(&f.Generation)
+	}
+	cached := r.CachedTokens + r.ExternalTokens
+	t.Cached += int64(cached)
+	t.CachedPerRequest.Observe(b.CachedTokens, float64(cached))
+	first(&f.CachedPerRequest)
+}
+
+// trtIteration is what the iteration just run did, counted before its outputs change the
+// requests.
+type trtIteration struct {
+	active, queued, context, generation, contextTokens int
+}
+
+func (e *Engine) trtScheduled(sched []scheduledReq) trtIteration {
+	it := trtIteration{active: len(e.Running), queued: e.Waiting.Len()}
+	for _, s := range sched {
+		if s.r.NumOutput == 0 || s.tokens > 1+s.draft {
+			it.context++
+			it.contextTokens += s.tokens
+		} else {
+			it.generation++
+		}
+	}
+	return it
+}
+
+// trtLog logs the iteration that took d, if a request finished in it, and starts the next.
+func (e *Engine) trtLog(it trtIteration, d time.Duration) {
+	finished, paused := e.Trt.finished, e.Trt.paused
+	e.Trt.finished, e.Trt.paused = 0, 0
+	if finished == 0 {
+		return
+	}
+	t := &e.Stats.Trt
+	f := &t.First
+	f.Logs++
+	first := func(at *uint64) {
+		if *at == 0 {
+			*at = f.Logs
+		}
+	}
+	first(&f.Iteration)
+	t.Logged = snap.TrtllmIteration{
+		Active: it.active, Queued: it.queued, Latency: d.Seconds(), UsedBlocks: e.Pool.NumUsed(),
+		ReusedBlocks: e.Trt.reused, MissedBlocks: e.Trt.missed,
+		Context: it.context, Generation: it.generation, Paused: paused, ContextTokens: it.contextTokens,
+	}
+	t.Completed += int64(finished)
+	first(&f.Completed)
+	if e.Trt.reused > 0 {
+		first(&f.Reused)
+	}
+	if e.Trt.missed > 0 {
+		first(&f.Missed)
+	}
+	if it.contextTokens > 0 {
+		t.PrefillBatchTokens.Observe(snap.TrtllmBuckets.BatchTokens, float64(it.contextTokens))
+		first(&f.PrefillBatchTokens)
+	}
+}
