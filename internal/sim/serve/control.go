@@ -15,18 +15,20 @@ import (
 
 // The control endpoints of a driven fleet's servers (workload none), which a trainer calls as
 // it calls vLLM's or SGLang's, each applied to every engine of the server at the simulated time
-// it arrives and answered once the server's page shows it.
+// it arrives and answered once the server's page shows it; a wake-up (--wake-time per half) and
+// a weight load (--load-time) are answered when they are over, on the simulated clock.
 //
 // vLLM (sleep mode and the dev-mode RL endpoints, vllm/entrypoints/serve/dev/rlhf/api_router.py):
 // POST /sleep?level=1|2, POST /wake_up (?tags=weights, ?tags=kv_cache, or both without tags),
 // GET /is_sleeping, POST /pause (the held requests stay, as mode=keep; mode abort and wait need
 // no request in flight), POST /resume, GET /is_paused, POST /start_weight_update, POST
-// /update_weights (the transfer: nothing to simulate), POST /finish_weight_update
-// {"weight_version"}, POST /update_weight_version {"new_version"}; GET /weight_info is in
-// versions.go.
+// /update_weights (the transfer, answered when the load has lasted --load-time), POST
+// /finish_weight_update {"weight_version"} (which ends the load no earlier), POST
+// /update_weight_version {"new_version"}; GET /weight_info is in versions.go.
 //
 // SGLang (python/sglang/srt/entrypoints/http_server.py): POST /release_memory_occupation and
-// /resume_memory_occupation (a sleep at level 1 and a full wake-up: SGLang's pages show neither),
+// /resume_memory_occupation (a sleep at level 1 and a full wake-up, both halves: SGLang's pages
+// show neither),
 // POST /update_weights_from_disk {"model_path", "weight_version"} (a load of --load-time, the
 // engines paused), POST /pause_generation and /continue_generation, POST
 // /update_weight_version {"new_version"}, and POST /generate; GET /model_info is in versions.go.
