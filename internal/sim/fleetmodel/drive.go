@@ -249,6 +249,9 @@ func (s *Sim) WakeUp(server int, weights, kv bool, reply func()) {
 		s.after(at, func(at time.Duration) {
 			for _, e := range engines {
 				e.WakeWeights(at)
+				if e.Stats.Res.Sleeping && e.Stats.Res.Kv == snap.KvResident {
+					s.wakeKV(e, at) // the KV cache came back first
+				}
 			}
 		}, nil)
 	}

@@ -325,3 +325,25 @@ func TestDrivenWakeAndLoadTakeTime(t *testing.T) {
 		t.Errorf("asleep %s, waking %s, loading %s; want 11s, 1s, 2s", g.Time[core.StateAsleep], g.Time[core.StateWaking], g.Time[core.StateLoadingWeights])
 	}
 }
+
+// TestDrivenWakeKVFirst wakes the KV cache before the weights, in two calls: the engine is awake
+// once both are back, whichever came first, and gets the requests it held.
+func TestDrivenWakeKVFirst(t *testing.T) {
+	s := newDrivenSim(t, drivenConfig())
+	if err := s.Sleep(0, 1); err != nil {
+		t.Fatal(err)
+	}
+	r := submit(t, s, 0, core.Prompt{Tokens: core.Tokenize("a b c"), MaxTokens: 4}, 1)
+	s.WakeUp(0, false, true, nil)
+	if !s.Sleeping(0) {
+		t.Fatal("awake with the weights still offloaded")
+	}
+	s.WakeUp(0, true, false, nil)
+	if s.Sleeping(0) {
+		t.Fatal("still sleeping with the weights and the KV cache back")
+	}
+	advance(s, 10*time.Second)
+	if !r.done || r.err != nil {
+		t.Fatalf("the held request: done %v, err %v", r.done, r.err)
+	}
+}
