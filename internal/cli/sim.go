@@ -86,11 +86,13 @@ vLLM (or SGLang), on the wall clock times --speed. POST /v1/completions and /v1/
 (n, max_tokens, ignore_eos, stream) run each request on one engine of the server (its samples
 together), answered when it finishes, with usage equal to what the page's counters gained; the
 prompt is one token per whitespace-separated word. vLLM servers answer POST /sleep?level=N,
-/wake_up, GET /is_sleeping, POST /pause, /resume, GET /is_paused, POST /start_weight_update,
-/finish_weight_update, /update_weight_version and GET /weight_info; SGLang servers POST
-/generate, /release_memory_occupation, /resume_memory_occupation, /update_weights_from_disk
-(--load-time), /pause_generation, /continue_generation, /update_weight_version and GET
-/model_info; TensorRT-LLM servers POST /release_memory and /resume_memory. See
+/wake_up (--wake-time for the weights, then for the KV cache), GET /is_sleeping, POST /pause,
+/resume, GET /is_paused, POST /start_weight_update, /update_weights and /finish_weight_update
+(the load lasts --load-time from its start), /update_weight_version and GET /weight_info; SGLang
+servers POST /generate, /release_memory_occupation, /resume_memory_occupation (--wake-time
+twice), /update_weights_from_disk (--load-time), /pause_generation, /continue_generation,
+/update_weight_version and GET /model_info; TensorRT-LLM servers POST /release_memory and
+/resume_memory (--wake-time twice). Each call is answered once its wake-up or load is over. See
 docs/simulator.md.
 
 Faults (--fault, repeatable): KIND@TIME[+DURATION][:server=N]
@@ -120,8 +122,8 @@ const (
 		"and each engine pauses and loads it at its own time, one of them late by the lag"
 	stepTimeHelp = "async: simulated time between two of the trainer's publishes"
 	lagHelp      = "async: how much later than its own time the lagging engine syncs each version (simulated)"
-	loadTimeHelp = "colocated, async, workload none on sglang: simulated time a weight load takes"
-	wakeTimeHelp = "colocated: simulated time each half of a wake-up takes: the weights', then, after the load, the KV cache's"
+	loadTimeHelp = "colocated, async, workload none: simulated time a weight load takes"
+	wakeTimeHelp = "colocated, workload none: simulated time each half of a wake-up takes: the weights', then, after the load, the KV cache's"
 )
 
 // The defaults of the loops' timing flags; each applies only to its loops.
@@ -152,7 +154,7 @@ func settleLoopTiming(w *sim.WorkloadConfig, set map[string]bool) {
 			w.Lag = 0
 		}
 	}
-	if !w.Colocated && !set["wake-time"] {
+	if !w.Colocated && w.Kind != sim.WorkloadNone && !set["wake-time"] {
 		w.WakeTime = 0
 	}
 	if !w.Async && !w.Colocated && w.Kind != sim.WorkloadNone && !set["load-time"] {

@@ -35,6 +35,7 @@ func TestSimBadFlags(t *testing.T) {
 		{[]string{"--workload", "burst"}, `workload kind "burst" is not "grpo", "poisson" or "none"`},
 		{[]string{"--workload", "none", "--colocated"}, `the async and the colocated loop need a built-in workload, not "none"`},
 		{[]string{"--workload", "poisson", "--load-time", "1s"}, "workload load time 1s needs the colocated or the async loop"},
+		{[]string{"--workload", "poisson", "--wake-time", "1s"}, `workload wake time 1s needs the colocated loop, or workload "none"`},
 		{[]string{"--vllm-version", "0.9"}, "use 0.20 (current names), 0.10"},
 		{[]string{"--vllm-version", "0.8", "--dp", "2"}, "use dp 1"},
 		{[]string{"--fault", "boom@1s"}, `unknown kind "boom" (want restart, down, slow or garbage)`},

@@ -31,8 +31,10 @@ type drive struct {
 	nextID  uint64
 	Waiting map[uint64]*drivenSpec // by request id, until the request finishes or is lost
 	held    [][]*drivenSpec        // per engine: requests that reached it while it slept
-	loads   []drivenLoad           // SGLang loads under way, in end order
+	timers  []drivenTimer          // wake-ups and loads under way, in end order
 	done    []func()               // answers to give once the pages show the results
+	// finishing is, per server, whether a finish_weight_update waits for its load to end.
+	finishing []bool
 }
 
 // drivenReq is one HTTP request's samples: reply gets them once every one has finished.
@@ -49,17 +51,40 @@ type drivenSpec struct {
 	index int
 }
 
-// drivenLoad is an SGLang weight load that ends at at with version.
-type drivenLoad struct {
-	at      time.Duration
-	server  int
-	version int
-	reply   func()
+// drivenTimer is the end of a control call that takes simulated time (a half of a wake-up, a
+// weight load): at at, do (if any) changes the engines, and reply (if any) is answered once the
+// pages show it.
+type drivenTimer struct {
+	at    time.Duration
+	do    func(at time.Duration)
+	reply func()
 }
 
-func (d *drive) init(engines int) {
+func (d *drive) init(servers, engines int) {
 	d.Waiting = map[uint64]*drivenSpec{}
 	d.held = make([][]*drivenSpec, engines)
+	d.finishing = make([]bool, servers)
+}
+
+// after runs do at at and then answers reply: at once when at is not after the simulation's time,
+// else when the simulation reaches at (see advanceDriven). Either may be nil.
+func (s *Sim) after(at time.Duration, do func(at time.Duration), reply func()) {
+	if at <= s.Time {
+		if do != nil {
+			do(s.Time)
+		}
+		if reply != nil {
+			s.Drive.done = append(s.Drive.done, reply)
+		}
+		return
+	}
+	d := &s.Drive
+	i := len(d.timers)
+	d.timers = append(d.timers, drivenTimer{at, do, reply})
+	for i > 0 && d.timers[i-1].at > at {
+		d.timers[i], d.timers[i-1] = d.timers[i-1], d.timers[i]
+		i--
+	}
 }
 
 // Submit hands n samples of the prompt to one engine of server at the simulation's time: the
@@ -158,24 +183,30 @@ func (s *Sim) TakeDriven() []func() {
 	return d
 }
 
-// advanceDriven ends the driven loads due by t, each after the engines have run up to its end.
+// advanceDriven ends the driven wake-ups and loads due by t, each after the engines have run up
+// to its end.
 func (s *Sim) advanceDriven(t time.Duration) {
-	for len(s.Drive.loads) > 0 && s.Drive.loads[0].at <= t {
-		l := s.Drive.loads[0]
-		s.Drive.loads = s.Drive.loads[1:]
+	for len(s.Drive.timers) > 0 && s.Drive.timers[0].at <= t {
+		l := s.Drive.timers[0]
+		s.Drive.timers = s.Drive.timers[1:]
 		s.runEngines(l.at)
-		for _, e := range s.Servers[l.server].Engines {
-			e.EndSync(l.at, l.version)
+		if l.do != nil {
+			l.do(l.at)
 		}
-		s.Drive.done = append(s.Drive.done, l.reply)
+		if l.reply != nil {
+			s.Drive.done = append(s.Drive.done, l.reply)
+		}
 	}
 }
 
 // ErrBusy is the answer to a control call that needs idle engines while requests are in flight.
 var ErrBusy = errors.New("requests are in flight: wait until they finish")
 
-// ErrNoUpdate is the answer to the end of a weight update that was not started.
+// ErrNoUpdate is the answer to the transfer or the end of a weight update that was not started.
 var ErrNoUpdate = errors.New("no weight update was started")
+
+// ErrFinishing is the answer to the end of a weight update that is being ended already.
+var ErrFinishing = errors.New("the weight update is being finished already")
 
 // at is the time a control call takes effect on e: now, or the end of its iteration in flight.
 func (s *Sim) at(e *core.Engine) time.Duration { return max(s.Time, e.Time) }
@@ -201,29 +232,53 @@ func (s *Sim) Sleep(server, level int) error {
 }
 
 // WakeUp wakes server's sleeping engines up, as vLLM's POST /wake_up does with its tags: the
-// weights, the KV cache, or both. Once both are back the scheduler resumes and the requests that
-// came during the sleep arrive.
-func (s *Sim) WakeUp(server int, weights, kv bool) {
-	for _, e := range s.Servers[server].Engines {
-		if !e.Stats.Res.Sleeping {
-			continue
-		}
-		at := s.at(e)
-		if weights {
-			e.WakeWeights(at)
-		}
-		if kv {
-			if e.Stats.Res.Weights == snap.WeightsResident {
-				e.WakeKV(at)
-			} else {
-				e.Stats.Res.Kv = snap.KvResident
-				e.Note(at)
-			}
-		}
-		if !e.Stats.Res.Sleeping {
-			s.releaseHeld(e, at)
-		}
+// weights, the KV cache, or both. Each half takes the workload's WakeTime, as in the colocated
+// loop: the weights first, then the KV cache, the page showing the engine asleep until the
+// weights are back and waking until the KV cache is. Once both are back the scheduler resumes
+// and the requests that came during the sleep arrive. Reply (if any) is answered when the
+// wake-up is done, as vLLM's endpoint answers.
+func (s *Sim) WakeUp(server int, weights, kv bool, reply func()) {
+	engines := s.Servers[server].Engines
+	wake := s.Cfg.Workload.WakeTime
+	at := s.Time
+	asleep := func(want func(e *core.Engine) bool) bool {
+		return slices.ContainsFunc(engines, func(e *core.Engine) bool { return e.Stats.Res.Sleeping && want(e) })
 	}
+	if weights && asleep(func(e *core.Engine) bool { return e.Stats.Res.Weights != snap.WeightsResident }) {
+		at += wake
+		s.after(at, func(at time.Duration) {
+			for _, e := range engines {
+				e.WakeWeights(at)
+				if e.Stats.Res.Sleeping && e.Stats.Res.Kv == snap.KvResident {
+					s.wakeKV(e, at) // the KV cache came back first
+				}
+			}
+		}, nil)
+	}
+	if kv && asleep(func(e *core.Engine) bool { return e.Stats.Res.Kv != snap.KvResident }) {
+		at += wake
+		s.after(at, func(at time.Duration) {
+			for _, e := range engines {
+				s.wakeKV(e, at)
+			}
+		}, nil)
+	}
+	s.after(at, nil, reply)
+}
+
+// wakeKV brings a sleeping engine's KV cache back at at: with its weights resident the engine is
+// awake and gets the requests it held; without, it waits for the weights' wake-up.
+func (s *Sim) wakeKV(e *core.Engine, at time.Duration) {
+	if !e.Stats.Res.Sleeping {
+		return
+	}
+	if e.Stats.Res.Weights != snap.WeightsResident {
+		e.Stats.Res.Kv = snap.KvResident
+		e.Note(at)
+		return
+	}
+	e.WakeKV(at)
+	s.releaseHeld(e, at)
 }
 
 // Pause pauses server's engines as vLLM's POST /pause?mode=keep does: the requests they hold
@@ -258,20 +313,54 @@ func (s *Sim) StartWeightUpdate(server int) {
 	}
 }
 
-// FinishWeightUpdate ends the weight load of server's engines with the given version, or the
-// version they have when version is nil, as vLLM's POST /finish_weight_update does.
-func (s *Sim) FinishWeightUpdate(server int, version *int) error {
-	engines := s.Servers[server].Engines
-	if !engines[0].Sync.Loading {
+// loadEnd is when the weight load under way on server's engines has lasted the workload's
+// LoadTime, and whether one is under way.
+func (s *Sim) loadEnd(server int) (time.Duration, bool) {
+	end, loading := time.Duration(0), false
+	for _, e := range s.Servers[server].Engines {
+		if e.Sync.Loading {
+			end, loading = max(end, e.Stats.Rl.LoadStart+s.Cfg.Workload.LoadTime), true
+		}
+	}
+	return end, loading
+}
+
+// UpdateWeights is the transfer of a weight update, as vLLM's POST /update_weights: the engines
+// receive the weights for the workload's LoadTime from the update's start, and reply is answered
+// then (at once for a later chunk of the same update). It needs a started update, as vLLM's
+// worker does.
+func (s *Sim) UpdateWeights(server int, reply func()) error {
+	end, ok := s.loadEnd(server)
+	if !ok {
 		return ErrNoUpdate
 	}
-	for _, e := range engines {
-		v := e.Stats.CurrentVersion()
-		if version != nil {
-			v = *version
-		}
-		e.EndSync(s.at(e), v)
+	s.after(end, nil, reply)
+	return nil
+}
+
+// FinishWeightUpdate ends the weight load of server's engines with the given version, or the
+// version they have when version is nil, as vLLM's POST /finish_weight_update does, once the
+// load has lasted the workload's LoadTime: until then vllm:rl_weight_update_active stays 1.
+// Reply (if any) is answered when the load has ended.
+func (s *Sim) FinishWeightUpdate(server int, version *int, reply func()) error {
+	end, ok := s.loadEnd(server)
+	switch {
+	case !ok:
+		return ErrNoUpdate
+	case s.Drive.finishing[server]:
+		return ErrFinishing
 	}
+	s.Drive.finishing[server] = true
+	s.after(end, func(at time.Duration) {
+		s.Drive.finishing[server] = false
+		for _, e := range s.Servers[server].Engines {
+			v := e.Stats.CurrentVersion()
+			if version != nil {
+				v = *version
+			}
+			e.EndSync(max(at, e.Time), v)
+		}
+	}, reply)
 	return nil
 }
 
@@ -299,12 +388,11 @@ func (s *Sim) LoadWeights(server int, version *int, reply func()) int {
 	if version != nil {
 		v = *version
 	}
-	i := len(s.Drive.loads)
-	s.Drive.loads = append(s.Drive.loads, drivenLoad{end, server, v, reply})
-	for i > 0 && s.Drive.loads[i-1].at > end {
-		s.Drive.loads[i], s.Drive.loads[i-1] = s.Drive.loads[i-1], s.Drive.loads[i]
-		i--
-	}
+	s.after(end, func(at time.Duration) {
+		for _, e := range engines {
+			e.EndSync(at, v)
+		}
+	}, reply)
 	return held
 }
 

@@ -138,7 +138,7 @@ func TestDrivenSleepHoldsRequests(t *testing.T) {
 	}
 	r := submit(t, s, 0, core.Prompt{Tokens: core.Tokenize("a b c"), MaxTokens: 4}, 2)
 	advance(s, 10*time.Second)
-	s.WakeUp(0, true, false)
+	s.WakeUp(0, true, false, nil)
 	advance(s, 20*time.Second)
 	if r.done {
 		t.Fatal("a sleeping server answered")
@@ -146,7 +146,7 @@ func TestDrivenSleepHoldsRequests(t *testing.T) {
 	if e := s.Servers[0].Engines[0]; e.LedgerState() != core.StateWaking {
 		t.Errorf("after the weights' wake-up the engine is %s, want waking", e.LedgerState())
 	}
-	s.WakeUp(0, false, true)
+	s.WakeUp(0, false, true, nil)
 	if s.Sleeping(0) {
 		t.Fatal("still sleeping after both wake-ups")
 	}
@@ -187,7 +187,7 @@ func TestDrivenPauseAndWeightUpdate(t *testing.T) {
 	if r.done {
 		t.Fatal("a paused server finished its request")
 	}
-	if err := s.FinishWeightUpdate(0, nil); !errors.Is(err, ErrNoUpdate) {
+	if err := s.FinishWeightUpdate(0, nil, nil); !errors.Is(err, ErrNoUpdate) {
 		t.Errorf("finish without a start: %v, want ErrNoUpdate", err)
 	}
 	s.StartWeightUpdate(0)
@@ -196,7 +196,7 @@ func TestDrivenPauseAndWeightUpdate(t *testing.T) {
 	}
 	advance(s, time.Minute+2*time.Second)
 	v := 7
-	if err := s.FinishWeightUpdate(0, &v); err != nil {
+	if err := s.FinishWeightUpdate(0, &v, nil); err != nil {
 		t.Fatal(err)
 	}
 	if e.Stats.CurrentVersion() != 7 || e.Stats.Rl.Updates != 1 || e.Stats.Rl.Active {
@@ -257,5 +257,93 @@ func TestTokenize(t *testing.T) {
 	}
 	if n := len(core.Tokenize(" ")); n != 1 {
 		t.Errorf("an empty prompt is %d tokens, want 1", n)
+	}
+}
+
+// TestDrivenWakeAndLoadTakeTime checks that a driven wake-up takes the workload's WakeTime per
+// half and a driven weight load its LoadTime, on the simulation's clock, as in the colocated
+// loop: the engine shows asleep, then waking, loading_weights for LoadTime, and each call's
+// answer comes when its effect is over.
+func TestDrivenWakeAndLoadTakeTime(t *testing.T) {
+	cfg := drivenConfig()
+	cfg.Workload.WakeTime, cfg.Workload.LoadTime = time.Second, 2*time.Second
+	s := newDrivenSim(t, cfg)
+	e := s.Servers[0].Engines[0]
+	if err := s.Sleep(0, 1); err != nil {
+		t.Fatal(err)
+	}
+	r := submit(t, s, 0, core.Prompt{Tokens: core.Tokenize("a b c"), MaxTokens: 4}, 1)
+	advance(s, 10*time.Second)
+	woke := false
+	s.WakeUp(0, true, true, func() { woke = true })
+	for _, st := range []struct {
+		at    time.Duration
+		state core.State
+	}{{10*time.Second + 999*time.Millisecond, core.StateAsleep}, {11 * time.Second, core.StateWaking}, {12*time.Second - time.Millisecond, core.StateWaking}} {
+		advance(s, st.at)
+		if e.LedgerState() != st.state || woke || r.done {
+			t.Fatalf("at %s: %s, wake-up answered %v, request done %v; want %s, neither", st.at, e.LedgerState(), woke, r.done, st.state)
+		}
+	}
+	advance(s, 12*time.Second)
+	if !woke || s.Sleeping(0) {
+		t.Fatalf("at 12s: wake-up answered %v, sleeping %v; want awake", woke, s.Sleeping(0))
+	}
+	advance(s, 20*time.Second)
+	if !r.done || r.err != nil {
+		t.Fatalf("the held request: done %v, err %v", r.done, r.err)
+	}
+
+	if err := s.UpdateWeights(0, func() {}); !errors.Is(err, ErrNoUpdate) {
+		t.Errorf("transfer without a start: %v, want ErrNoUpdate", err)
+	}
+	s.StartWeightUpdate(0)
+	transferred, finished := false, false
+	if err := s.UpdateWeights(0, func() { transferred = true }); err != nil {
+		t.Fatal(err)
+	}
+	v := 4
+	if err := s.FinishWeightUpdate(0, &v, func() { finished = true }); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.FinishWeightUpdate(0, &v, nil); !errors.Is(err, ErrFinishing) {
+		t.Errorf("a second finish: %v, want ErrFinishing", err)
+	}
+	advance(s, 22*time.Second-time.Millisecond)
+	if !e.Stats.Rl.Active || e.LedgerState() != core.StateLoadingWeights || transferred || finished {
+		t.Fatalf("before LoadTime: active %v, %s, answered %v %v; want loading, unanswered", e.Stats.Rl.Active, e.LedgerState(), transferred, finished)
+	}
+	advance(s, 22*time.Second)
+	if e.Stats.Rl.Active || !transferred || !finished || e.Stats.CurrentVersion() != 4 {
+		t.Fatalf("after LoadTime: active %v, answered %v %v, version %d", e.Stats.Rl.Active, transferred, finished, e.Stats.CurrentVersion())
+	}
+	if d := e.Stats.Rl.Duration; d.Count != 1 || d.Sum != 2 {
+		t.Errorf("rl_weight_update_duration_seconds count %d sum %v, want one load of 2s", d.Count, d.Sum)
+	}
+	g := s.GroundTruth().Engines[0]
+	if g.Time[core.StateAsleep] != 11*time.Second || g.Time[core.StateWaking] != time.Second || g.Time[core.StateLoadingWeights] != 2*time.Second {
+		t.Errorf("asleep %s, waking %s, loading %s; want 11s, 1s, 2s", g.Time[core.StateAsleep], g.Time[core.StateWaking], g.Time[core.StateLoadingWeights])
+	}
+}
+
+// TestDrivenWakeKVFirst wakes the KV cache before the weights, in two calls: the engine is awake
+// once both are back, whichever came first, and gets the requests it held.
+func TestDrivenWakeKVFirst(t *testing.T) {
+	s := newDrivenSim(t, drivenConfig())
+	if err := s.Sleep(0, 1); err != nil {
+		t.Fatal(err)
+	}
+	r := submit(t, s, 0, core.Prompt{Tokens: core.Tokenize("a b c"), MaxTokens: 4}, 1)
+	s.WakeUp(0, false, true, nil)
+	if !s.Sleeping(0) {
+		t.Fatal("awake with the weights still offloaded")
+	}
+	s.WakeUp(0, true, false, nil)
+	if s.Sleeping(0) {
+		t.Fatal("still sleeping with the weights and the KV cache back")
+	}
+	advance(s, 10*time.Second)
+	if !r.done || r.err != nil {
+		t.Fatalf("the held request: done %v, err %v", r.done, r.err)
 	}
 }

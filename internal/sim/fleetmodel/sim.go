@@ -93,7 +93,7 @@ func New(cfg fleetconfig.Config) (*Sim, error) {
 		}
 		s.Servers = append(s.Servers, srv)
 	}
-	s.Drive.init(len(s.Engines))
+	s.Drive.init(len(s.Servers), len(s.Engines))
 	for _, e := range s.Engines {
 		e.Done = s.requestDone
 	}

@@ -338,3 +338,59 @@ func TestDrivenSGLang(t *testing.T) {
 		t.Errorf("streamed generate: %d %q", code, body)
 	}
 }
+
+// TestDrivenWakeAndLoadTakeTime drives a vLLM server's wake-up and weight load over HTTP with
+// --wake-time and --load-time set: each answer comes only once the simulated clock has passed
+// the call's time (a half of the wake-up, the load from its start), the page shows the engines
+// asleep while the weights come back, waking until the KV cache is back, and the load's
+// duration in rl_weight_update_duration_seconds.
+func TestDrivenWakeAndLoadTakeTime(t *testing.T) {
+	cfg := simtest.FastConfig()
+	cfg.Workload.Kind = workload.WorkloadNone
+	cfg.Workload.WakeTime, cfg.Workload.LoadTime = 2*time.Second, 3*time.Second
+	f := startFleet(t, cfg)
+	base := strings.TrimSuffix(f.URLs()[0], "/metrics")
+	gauge := func(name string) (v float64) {
+		t.Helper()
+		for _, m := range simtest.ParsePage(t, []byte(simtest.MustGet(t, base+"/metrics")))[name].GetMetric() {
+			v += m.GetGauge().GetValue() + m.GetHistogram().GetSampleSum()
+		}
+		return v
+	}
+	// timed makes the call and returns the simulated time it took, at least.
+	timed := func(path, body string) time.Duration {
+		t.Helper()
+		before := f.GroundTruth().At
+		if code, b := simtest.Post(t, base+path, body); code != http.StatusOK {
+			t.Fatalf("%s: %d %s", path, code, b)
+		}
+		return f.GroundTruth().At - before
+	}
+	if code, b := simtest.Post(t, base+"/sleep?level=1", ""); code != http.StatusOK {
+		t.Fatalf("sleep: %d %s", code, b)
+	}
+	if code, b := simtest.Post(t, base+"/update_weights", "{}"); code != http.StatusConflict {
+		t.Errorf("update_weights without a start: %d %s, want 409", code, b)
+	}
+	if d := timed("/wake_up?tags=weights", ""); d < cfg.Workload.WakeTime {
+		t.Errorf("the weights' wake-up answered after %s simulated, want at least %s", d, cfg.Workload.WakeTime)
+	}
+	if awake := gauge("vllm:engine_fully_awake"); awake != 0 {
+		t.Errorf("engine_fully_awake %v with the KV cache still asleep, want 0", awake)
+	}
+	if code, b := simtest.Post(t, base+"/start_weight_update", ""); code != http.StatusOK {
+		t.Fatalf("start_weight_update: %d %s", code, b)
+	}
+	if d := timed("/update_weights", "{}") + timed("/finish_weight_update", `{"weight_version": "2"}`); d < cfg.Workload.LoadTime {
+		t.Errorf("the load answered after %s simulated, want at least %s", d, cfg.Workload.LoadTime)
+	}
+	if active, sum := gauge("vllm:rl_weight_update_active"), gauge("vllm:rl_weight_update_duration_seconds"); active != 0 || sum < float64(cfg.DP)*cfg.Workload.LoadTime.Seconds() {
+		t.Errorf("after the load: rl_weight_update_active %v, duration sum %v over %d engines, want 0 and at least %s each", active, sum, cfg.DP, cfg.Workload.LoadTime)
+	}
+	if d := timed("/wake_up?tags=kv_cache", ""); d < cfg.Workload.WakeTime {
+		t.Errorf("the KV cache's wake-up answered after %s simulated, want at least %s", d, cfg.Workload.WakeTime)
+	}
+	if awake := gauge("vllm:engine_fully_awake"); awake != float64(cfg.DP) {
+		t.Errorf("engine_fully_awake %v after the wake-up, want %d", awake, cfg.DP)
+	}
+}

@@ -15,18 +15,20 @@ import (
 
 // The control endpoints of a driven fleet's servers (workload none), which a trainer calls as
 // it calls vLLM's or SGLang's, each applied to every engine of the server at the simulated time
-// it arrives and answered once the server's page shows it.
+// it arrives and answered once the server's page shows it; a wake-up (--wake-time per half) and
+// a weight load (--load-time) are answered when they are over, on the simulated clock.
 //
 // vLLM (sleep mode and the dev-mode RL endpoints, vllm/entrypoints/serve/dev/rlhf/api_router.py):
 // POST /sleep?level=1|2, POST /wake_up (?tags=weights, ?tags=kv_cache, or both without tags),
 // GET /is_sleeping, POST /pause (the held requests stay, as mode=keep; mode abort and wait need
 // no request in flight), POST /resume, GET /is_paused, POST /start_weight_update, POST
-// /update_weights (the transfer: nothing to simulate), POST /finish_weight_update
-// {"weight_version"}, POST /update_weight_version {"new_version"}; GET /weight_info is in
-// versions.go.
+// /update_weights (the transfer, answered when the load has lasted --load-time), POST
+// /finish_weight_update {"weight_version"} (which ends the load no earlier), POST
+// /update_weight_version {"new_version"}; GET /weight_info is in versions.go.
 //
 // SGLang (python/sglang/srt/entrypoints/http_server.py): POST /release_memory_occupation and
-// /resume_memory_occupation (a sleep at level 1 and a full wake-up: SGLang's pages show neither),
+// /resume_memory_occupation (a sleep at level 1 and a full wake-up, both halves: SGLang's pages
+// show neither),
 // POST /update_weights_from_disk {"model_path", "weight_version"} (a load of --load-time, the
 // engines paused), POST /pause_generation and /continue_generation, POST
 // /update_weight_version {"new_version"}, and POST /generate; GET /model_info is in versions.go.
@@ -44,8 +46,8 @@ func (s *Server) handleDriven(mux *http.ServeMux) {
 		mux.HandleFunc("POST /release_memory_occupation", s.control(func(sim *fleetmodel.Sim, _ *http.Request) (any, error) {
 			return okMessage("memory released"), sim.Sleep(s.idx, core.SleepLevel)
 		}))
-		mux.HandleFunc("POST /resume_memory_occupation", s.control(func(sim *fleetmodel.Sim, _ *http.Request) (any, error) {
-			sim.WakeUp(s.idx, true, true)
+		mux.HandleFunc("POST /resume_memory_occupation", s.controlTimed(func(sim *fleetmodel.Sim, _ *http.Request, done func()) (any, error) {
+			sim.WakeUp(s.idx, true, true, done)
 			return okMessage("memory resumed"), nil
 		}))
 		mux.HandleFunc("POST /pause_generation", s.control(func(sim *fleetmodel.Sim, _ *http.Request) (any, error) {
@@ -73,7 +75,7 @@ func (s *Server) handleDriven(mux *http.ServeMux) {
 		}
 		return nil, sim.Sleep(s.idx, level)
 	}))
-	mux.HandleFunc("POST /wake_up", s.control(func(sim *fleetmodel.Sim, r *http.Request) (any, error) {
+	mux.HandleFunc("POST /wake_up", s.controlTimed(func(sim *fleetmodel.Sim, r *http.Request, done func()) (any, error) {
 		tags := r.URL.Query()["tags"]
 		weights, kv := len(tags) == 0, len(tags) == 0
 		for _, t := range tags {
@@ -86,7 +88,7 @@ func (s *Server) handleDriven(mux *http.ServeMux) {
 				return nil, fmt.Errorf("wake_up tag %q is not weights or kv_cache", t)
 			}
 		}
-		sim.WakeUp(s.idx, weights, kv)
+		sim.WakeUp(s.idx, weights, kv, done)
 		return nil, nil
 	}))
 	mux.HandleFunc("GET /is_sleeping", s.control(func(sim *fleetmodel.Sim, _ *http.Request) (any, error) {
@@ -116,11 +118,11 @@ func (s *Server) handleDriven(mux *http.ServeMux) {
 		sim.StartWeightUpdate(s.idx)
 		return map[string]string{"message": "Weight update started"}, nil
 	}))
-	mux.HandleFunc("POST /update_weights", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"message": "Weights updated"})
-	})
-	mux.HandleFunc("POST /finish_weight_update", s.withVersion("weight_version", func(sim *fleetmodel.Sim, v *int) (any, error) {
-		return map[string]string{"message": "Weight update finished"}, sim.FinishWeightUpdate(s.idx, v)
+	mux.HandleFunc("POST /update_weights", s.controlTimed(func(sim *fleetmodel.Sim, _ *http.Request, done func()) (any, error) {
+		return map[string]string{"message": "Weights updated"}, sim.UpdateWeights(s.idx, done)
+	}))
+	mux.HandleFunc("POST /finish_weight_update", s.withVersion("weight_version", func(sim *fleetmodel.Sim, v *int, done func()) (any, error) {
+		return map[string]string{"message": "Weight update finished"}, sim.FinishWeightUpdate(s.idx, v, done)
 	}))
 }
 
@@ -129,15 +131,38 @@ func okMessage(msg string) map[string]any { return map[string]any{"success": tru
 // control makes a handler of fn, which runs on the Sim: its answer is fn's value as JSON (an
 // empty 200 for nil), or its error, with 409 for engines busy or in the wrong state.
 func (s *Server) control(fn func(sim *fleetmodel.Sim, r *http.Request) (any, error)) http.HandlerFunc {
+	return s.controlTimed(func(sim *fleetmodel.Sim, r *http.Request, done func()) (any, error) {
+		v, err := fn(sim, r)
+		done()
+		return v, err
+	})
+}
+
+// controlTimed is control for a call that takes simulated time (a wake-up, a load): fn hands
+// done to the Sim, which calls it once the call's effect is over and the pages show it, and the
+// answer waits for it, as vLLM's endpoints answer when the wake-up or the load is done. A call
+// fn refuses is answered at once, and done is then never called.
+func (s *Server) controlTimed(fn func(sim *fleetmodel.Sim, r *http.Request, done func()) (any, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		var v any
 		var ferr error
-		if err := s.Drive(r.Context(), func(sim *fleetmodel.Sim) { v, ferr = fn(sim, r) }); err != nil {
+		over := make(chan struct{})
+		if err := s.Drive(r.Context(), func(sim *fleetmodel.Sim) { v, ferr = fn(sim, r, func() { close(over) }) }); err != nil {
 			s.writeError(w, openAIErrors, &apiError{status: http.StatusServiceUnavailable, msg: err.Error()})
 			return
 		}
+		if ferr == nil {
+			select {
+			case <-over:
+			case <-r.Context().Done():
+				return
+			case <-s.done:
+				s.writeError(w, openAIErrors, &apiError{status: http.StatusServiceUnavailable, msg: ErrStopped.Error()})
+				return
+			}
+		}
 		switch {
-		case errors.Is(ferr, fleetmodel.ErrBusy) || errors.Is(ferr, fleetmodel.ErrNoUpdate):
+		case errors.Is(ferr, fleetmodel.ErrBusy) || errors.Is(ferr, fleetmodel.ErrNoUpdate) || errors.Is(ferr, fleetmodel.ErrFinishing):
 			s.writeError(w, openAIErrors, &apiError{status: http.StatusConflict, msg: ferr.Error()})
 		case ferr != nil:
 			s.writeError(w, openAIErrors, ferr)
@@ -149,16 +174,16 @@ func (s *Server) control(fn func(sim *fleetmodel.Sim, r *http.Request) (any, err
 	}
 }
 
-// withVersion makes a control handler of fn that reads a version from the body's key: a decimal
-// integer (a JSON string or number), or nil when the key is absent or null.
-func (s *Server) withVersion(key string, fn func(sim *fleetmodel.Sim, v *int) (any, error)) http.HandlerFunc {
+// withVersion makes a timed control handler of fn that reads a version from the body's key: a
+// decimal integer (a JSON string or number), or nil when the key is absent or null.
+func (s *Server) withVersion(key string, fn func(sim *fleetmodel.Sim, v *int, done func()) (any, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		v, err := s.readVersion(r, key)
 		if err != nil {
 			s.writeError(w, openAIErrors, err)
 			return
 		}
-		s.control(func(sim *fleetmodel.Sim, _ *http.Request) (any, error) { return fn(sim, v) })(w, r)
+		s.controlTimed(func(sim *fleetmodel.Sim, _ *http.Request, done func()) (any, error) { return fn(sim, v, done) })(w, r)
 	}
 }
 

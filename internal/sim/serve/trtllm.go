@@ -9,7 +9,8 @@ import (
 
 // handleTRTLLMControl serves a driven TensorRT-LLM server's memory calls (tensorrt_llm/serve/
 // openai_server.py, its RL endpoints): POST /release_memory, a sleep that frees the weights and
-// the KV cache, and POST /resume_memory, which brings both back, each answered
+// the KV cache, and POST /resume_memory, which brings both back (--wake-time for each, answered when they
+// are), each answered
 // {"status": "success"} as trtllm-serve answers them. The page shows neither: no family of
 // MetricsCollector's reports memory released. Its POST /update_weights, which loads weights the
 // trainer shares over IPC, is not served.
@@ -18,8 +19,8 @@ func (s *Server) handleTRTLLMControl(mux *http.ServeMux) {
 	mux.HandleFunc("POST /release_memory", s.control(func(sim *fleetmodel.Sim, _ *http.Request) (any, error) {
 		return success, sim.Sleep(s.idx, core.SleepLevel)
 	}))
-	mux.HandleFunc("POST /resume_memory", s.control(func(sim *fleetmodel.Sim, _ *http.Request) (any, error) {
-		sim.WakeUp(s.idx, true, true)
+	mux.HandleFunc("POST /resume_memory", s.controlTimed(func(sim *fleetmodel.Sim, _ *http.Request, done func()) (any, error) {
+		sim.WakeUp(s.idx, true, true, done)
 		return success, nil
 	}))
 }

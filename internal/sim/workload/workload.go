@@ -90,8 +90,9 @@ type WorkloadConfig struct {
 	// means a quarter of Prompts (at least one). Every eval batch asks the same held-out
 	// questions, none of which is a training question.
 	EvalPrompts int
-	// WakeTime is how long each half of the colocated loop's wake-up takes: the weights', then,
-	// after the load, the KV cache's. 0 wakes the engines at once.
+	// WakeTime is how long each half of a wake-up takes: the weights', then, after the load, the
+	// KV cache's, in the colocated loop and on the engines of workload none that their clients
+	// wake up. 0 wakes the engines at once.
 	WakeTime time.Duration
 
 	// Async makes the workload (GRPO batches, one after another, or Poisson arrivals) run under
@@ -104,7 +105,8 @@ type WorkloadConfig struct {
 	// Lag is how much later than its own time the async loop's lagging engine syncs each
 	// version.
 	Lag time.Duration
-	// LoadTime is how long a weight load takes, in the colocated and the async loop.
+	// LoadTime is how long a weight load takes, in the colocated and the async loop, and on the
+	// engines of workload none that their clients load weights into.
 	LoadTime time.Duration
 }
 
@@ -159,9 +161,6 @@ func (w WorkloadConfig) Validate(maxModelLen int) error {
 			bad("workload eval prompts must be 0 (a quarter of the prompts) or positive, got %d", w.EvalPrompts)
 		}
 		if !w.Colocated {
-			if w.WakeTime != 0 {
-				bad("workload wake time %s needs the colocated loop, whose engines wake up", w.WakeTime)
-			}
 			if w.TrainTime != 0 {
 				bad("workload train time %s needs the colocated loop: the engines sleep for it", w.TrainTime)
 			}
@@ -182,6 +181,9 @@ func (w WorkloadConfig) Validate(maxModelLen int) error {
 		}
 	default:
 		bad("workload kind %q is not %q, %q or %q", w.Kind, WorkloadGRPO, WorkloadPoisson, WorkloadNone)
+	}
+	if !w.Colocated && w.Kind != WorkloadNone && w.WakeTime != 0 {
+		bad("workload wake time %s needs the colocated loop, or workload %q, whose engines wake up", w.WakeTime, WorkloadNone)
 	}
 	if w.Colocated && w.Kind != WorkloadGRPO {
 		bad("the colocated loop needs the %q workload, got %q", WorkloadGRPO, w.Kind)
