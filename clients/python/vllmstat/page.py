@@ -257,9 +257,10 @@ class _Template:
     memchr, where a str template looks at every character of the labels around it (half the
     instructions per value). Counts that are whole numbers below 1e6 (as observations make them,
     and as most counters of requests and tokens are) are written "%d.0", which is their repr;
-    that needs no string made per value. A histogram's
-    buckets are read and added up in one pass of iterators over all its children. Other values
-    are written one by one (_float_texts). Where a count is not a whole number, or is 1e6 or more
+    that needs no string made per value, and they are given to it as integers, which it writes
+    in half the instructions of floats. A histogram's values are read in one pass over all its
+    children's objects, and its buckets added up as integers. Other values are written one by
+    one (_float_texts). Where a count is not a whole number, or is 1e6 or more
     (Go writes it with an exponent), every value of the metric is written one by one into the
     general template.
     """
