@@ -447,8 +447,8 @@ class _Buckets:
         bucket's value is a whole number from 0 (as observations make them) and each child's
         count is below 1e6. Then every cumulative count is a whole number below 1e6, which
         prometheus_client's float additions give exactly and "%d.0" writes as Python and Go
-        do; else None. (Integers are written in half the instructions of floats, and added
-        up as fast.)"""
+        do; else None. (The template writes integers in half the instructions of floats,
+        which converting them mostly spends: a busy histogram takes a few percent less CPU.)"""
         n = self._read_counts
         own = raw[:n]
         try:
