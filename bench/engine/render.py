@@ -11,8 +11,8 @@ the values left alone (idle). Both pages are checked to be the same first.
 
 compare.py measures a whole scrape, each version in a process of its own; on a machine shared
 with other work its figures move by a third between runs of the same client. Here both
-versions run under the same load at the same moments, and the ratio of their medians holds
-within a few hundredths; it leaves out the HTTP side, which page.py's render does not touch.
+versions run under the same load at the same moments (the same client against itself gives a
+ratio near 1.00); it leaves out the HTTP side, which page.py's render does not touch.
 Prints markdown.
 """
 
