@@ -177,6 +177,26 @@ class ActorTest(unittest.TestCase):
         for r in rows:
             self.assertGreater(int(r[-1].strip(" |").split("–")[0]), 1000)  # the page's bytes
 
+    def test_render_compares_both_pages_and_refuses_a_directory_without_one(self):
+        sys.path.insert(0, os.path.join(actor.REPO, "clients", "python"))
+        import vllmstat_client
+        render = os.path.join(os.path.dirname(actor.__file__), "render.py")
+        with tempfile.NamedTemporaryFile("w", suffix=".txt") as names, tempfile.TemporaryDirectory() as empty:
+            names.write("\n".join(sorted(vllmstat_client._ASKED)))
+            names.flush()
+            p = subprocess.run([sys.executable, render, "--names", names.name, "--before", empty],
+                               capture_output=True, text=True, timeout=60)
+            self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
+            self.assertIn("--before: %s holds no vllmstat package" % empty, p.stderr)
+            client = os.path.join(actor.REPO, "clients", "python")
+            p = subprocess.run([sys.executable, render, "--names", names.name, "--before", client,
+                                "--engines", "1", "--renders", "3"], capture_output=True, text=True, timeout=300)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        rows = [line.split(" | ") for line in p.stdout.splitlines() if line.startswith("| idle") or line.startswith("| busy")]
+        self.assertEqual([r[0] for r in rows], ["| idle", "| busy"], p.stdout)
+        for r in rows:
+            self.assertGreater(int(r[-1].strip(" |")), 1000)  # the page's bytes
+
 
 if __name__ == "__main__":
     unittest.main()

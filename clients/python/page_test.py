@@ -223,6 +223,21 @@ class RestrictedPage(PageCase):
             tokens.inc(total - tokens._value.get())
             self.assertIn(" %s\n" % prometheus_client.utils.floatToGoString(total), self.same(QUERY).decode())
 
+    def test_bucket_values_set_directly(self):
+        # observations only add whole numbers to buckets; values set on the objects themselves
+        # (a negative one, whose children's counts go down, or an int) are written as
+        # prometheus_client writes them all the same
+        hist = self.engines.histograms[1].labels("2", ESCAPED[2])
+        self.same(QUERY)
+        hist._buckets[0].set(2e6)  # the first cumulative count is 2e+06 ...
+        hist._buckets[1].set(-1.5e6)  # ... and the child's count 5e5
+        self.assertIn(" 2e+06\n", self.same(QUERY).decode())
+        hist._buckets[1].set(-2e6)
+        self.same(QUERY)
+        hist._buckets[0]._value = 3  # an int
+        hist._buckets[1].set(0.0)
+        self.same(QUERY)
+
     def test_values_are_written_as_prometheus_client_writes_them(self):
         # the page writes values itself: whole numbers as integers, the large ones with Go's
         # exponent, each as floatToGoString does
