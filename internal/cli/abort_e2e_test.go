@@ -32,6 +32,9 @@ func TestAbortsAgainstSimulator(t *testing.T) {
 			sc.Workload.Batches = 2
 			sc.Workload.Pause = 20 * time.Second
 			sc.Workload.Abort = 0.3
+			// Step 1 begins at the run's first scrape, which a loaded machine may make after the
+			// first batch's first aborts: what the pages counted before it is the run's baseline,
+			// not the step's, so step 1 may count fewer than the simulator; step 2 counts all.
 			recs, atBatch := runBatchSteps(t, sc)
 			for i, r := range recs[:2] {
 				delta := batchDelta(atBatch, i)
@@ -48,7 +51,7 @@ func TestAbortsAgainstSimulator(t *testing.T) {
 					if has {
 						t.Errorf("step %d: an SGLang fleet has vllm/aborted_prompt_tokens %v", r.Step, got)
 					}
-					if got, want := r.Metrics["sglang/num_aborted_requests"], delta("num_aborted_requests"); got != want {
+					if got, want := r.Metrics["sglang/num_aborted_requests"], delta("num_aborted_requests"); got != want && !(i == 0 && got < want) {
 						t.Errorf("step %d: sglang/num_aborted_requests = %v, the simulator counted %v", r.Step, got, want)
 					}
 					continue
@@ -59,6 +62,8 @@ func TestAbortsAgainstSimulator(t *testing.T) {
 					t.Logf("step 1 has no aborted_prompt_tokens: its first scrape came after the first batch began")
 				case !has:
 					t.Errorf("step %d has no vllm/aborted_prompt_tokens; the simulator's aborted requests had %v prompt tokens", r.Step, want)
+				case i == 0 && got < want:
+					t.Logf("step 1 has %v of the aborted requests' %v prompt tokens: its first scrape came after the first aborts", got, want)
 				case got != want:
 					t.Errorf("step %d: vllm/aborted_prompt_tokens = %v, the simulator's aborted requests had %v", r.Step, got, want)
 				}
