@@ -42,7 +42,7 @@ func TestRunMixedVLLMAndTRTLLM(t *testing.T) {
 	l := startLive(t, out, args...)
 	const steps = 2
 	type sent struct {
-		vllm, trtllm   received
+		vllm, trtllm    received
 		vbefore, vafter map[string]float64
 		tbefore, tafter map[string]float64
 	}
