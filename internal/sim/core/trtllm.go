@@ -9,7 +9,8 @@ import (
 // A TensorRT-LLM fleet (Config.Engine "trtllm") runs the same engines and workload as a vLLM
 // fleet and counts what trtllm-serve's MetricsCollector logs (snap.TrtllmStats):
 //   - at a request's finish, its finish reason, prompt, generated and cached prompt tokens and
-//     its latencies, each latency only when above 0 (the server drops the others), the time per
+//     its latencies, each latency but the queue time only when above 0 (the server drops the
+//     others; it keeps any queue time a scheduled request has), the time per
 //     output token only for a request of more than one token; an aborted request finishes with
 //     reason "cancelled" and is counted the same way;
 //   - the iterations, from the one a request finished in: a request's finish wakes the
@@ -83,7 +84,10 @@ func (e *Engine) trtFinish(r *Request, reason snap.TrtllmReason) {
 		observe(&t.Tpot, &f.Tpot, b.Tpot, (lastToken-firstToken)/time.Duration(r.NumOutput-1))
 	}
 	if r.everScheduled {
-		observe(&t.Queue, &f.Queue, b.Phase, r.scheduledAt-r.Arrival)
+		// The queue time is kept whatever its value (it is not None), 0 for a request scheduled
+		// as it arrived.
+		t.Queue.Observe(b.Phase, (r.scheduledAt - r.Arrival).Seconds())
+		first(&f.Queue)
 		observe(&t.Prefill, &f.Prefill, b.Prefill, firstToken-r.scheduledAt)
 		observe(&t.Decode, &f.Decode, b.Phase, lastToken-firstToken)
 		observe(&t.Inference, &f.Inference, b.Phase, lastToken-r.scheduledAt)
