@@ -47,12 +47,22 @@ func TestRunMixedVLLMAndTRTLLM(t *testing.T) {
 		tbefore, tafter map[string]float64
 	}
 	plans := make([]sent, steps)
+	phase := func(edge string) {
+		t.Helper()
+		if code, body := apiCall(t, "POST", l.api+"/v1/phases/"+edge, `{"phase": "rollout"}`, map[string]string{"Content-Type": "application/json"}); code != 200 {
+			t.Fatalf("%s phase rollout: %d %s", edge, code, body)
+		}
+	}
 	for k := range plans {
 		p := &plans[k]
+		// The phase's start scrapes every target: the run's first pages are in before the
+		// first tokens, which vLLM counts as they are generated.
+		phase("start")
 		p.vbefore, p.tbefore = vfleet.Totals(), tfleet.Totals()
 		p.vllm = openAIBatch(t, vbases, fmt.Sprintf("vllm step %d", k+1), 3, 4)
 		p.trtllm = openAIBatch(t, tbases, fmt.Sprintf("trtllm step %d", k+1), 3, 4)
 		p.vafter, p.tafter = vfleet.Totals(), tfleet.Totals()
+		phase("end")
 		l.endStep(k + 1)
 	}
 	if code := l.stop(); code != 0 {
