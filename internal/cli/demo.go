@@ -486,7 +486,7 @@ var sglangSpecDecodeCol = tableCol{"accept", vllm.Value{Name: vllm.Gauges[vllm.S
 
 // pausedCol takes the place of the preemptions column on a TensorRT-LLM fleet, whose page has
 // no preemption counter: the most requests the capacity scheduler held paused at once.
-var pausedCol = tableCol{"paused", vllm.Value{Name: vllm.Gauges[vllm.TRTLLMPausedReqs].Name, Stat: vllm.StatMax}, "%7.0f", 1, false}
+var pausedCol = tableCol{"paused", keyPausedMax, "%7.0f", 1, false}
 
 // kvConnectorCol is the column a demo with a KV connector adds.
 var kvConnectorCol = tableCol{"ext hit", vllm.Value{Name: vllm.ExternalHitRate.Name}, "%7.1f%%", 100, false}

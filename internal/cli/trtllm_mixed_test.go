@@ -16,7 +16,7 @@ import (
 // own batches: each kind's token and request keys are what its own answers' usage said, its hit
 // rate its own simulator's, its ledger its own workers' (states adding up to its engine-seconds,
 // at most its workers' worth of the step), and the summary line shows each kind's figures after
-// its name.
+// its name, TensorRT-LLM's paused requests where vLLM's has preemptions.
 func TestRunMixedVLLMAndTRTLLM(t *testing.T) {
 	t.Parallel()
 	vc := sim.DefaultConfig()
@@ -113,8 +113,9 @@ func TestRunMixedVLLMAndTRTLLM(t *testing.T) {
 			}
 		}
 		checkSummaryLine(t, l.stderr.String(), r, "vLLM ", "vllm")
-		want := fmt.Sprintf("TensorRT-LLM hit %.1f%% | preempt - | kv %.2f/%.2f", 100*m["trtllm/prefix_cache_hit_rate"],
-			m["trtllm/kv_cache_usage_perc/mean"], m["trtllm/kv_cache_usage_perc/max"])
+		// TensorRT-LLM's page counts no preemptions: the most requests paused at once in their place.
+		want := fmt.Sprintf("TensorRT-LLM hit %.1f%% | paused %.0f | kv %.2f/%.2f", 100*m["trtllm/prefix_cache_hit_rate"],
+			m["trtllm/num_paused_requests/max"], m["trtllm/kv_cache_usage_perc/mean"], m["trtllm/kv_cache_usage_perc/max"])
 		if !strings.Contains(l.stderr.String(), want) {
 			t.Errorf("step %d: the logs lack %q:\n%s", n, want, l.stderr.String())
 		}
