@@ -35,7 +35,8 @@ of a table and written to OUT/steps.jsonl.
 With --engine sglang the simulated servers are SGLang servers, and the table shows the keys
 under the prefix sglang: the same figures where SGLang has them, read from its own families.
 With --engine trtllm they are TensorRT-LLM servers (trtllm-serve's page at /prometheus/metrics),
-one engine each: --dp is 1 unless set.
+one engine each: --dp is 1 unless set. The table shows the keys under the prefix trtllm:, with
+the most requests paused at once in place of preemptions, which TensorRT-LLM does not count.
 
 With --colocated the fleet runs a colocated RL loop: after each rollout batch (and, every
 --eval-every steps, an eval batch) the engines sleep for the training time, then wake up with
@@ -224,7 +225,9 @@ func demoWith(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	kind, unit := vllm.VLLM, "engine"
 	if sc.Engine == sim.EngineTRTLLM {
-		fmt.Fprintf(stdout, "Simulated TensorRT-LLM fleet: %d servers (trtllm-serve pages)\n", sc.Servers)
+		kind = vllm.TRTLLM
+		fmt.Fprintf(stdout, "Simulated TensorRT-LLM fleet: %d servers (trtllm-serve pages, keys under %s/)\n", sc.Servers,
+			vllm.EnginePrefix(cfg.MetricPrefix, kind))
 	} else if sc.Engine == sim.EngineSGLang {
 		kind, unit = vllm.SGLang, "DP rank"
 		fmt.Fprintf(stdout, "Simulated SGLang fleet: %d servers x %d DP ranks (SGLang pages, keys under %s/)\n", *servers, *dp,
@@ -272,6 +275,11 @@ func demoWith(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		table.cols = append(table.cols, sglangSpecDecodeCol)
 	case sc.SpecDecode > 0:
 		table.cols = append(table.cols, specDecodeCol)
+	}
+	if kind == vllm.TRTLLM {
+		// TensorRT-LLM's page counts no preemptions: its nearest figure is the requests paused.
+		i := slices.IndexFunc(table.cols, func(c tableCol) bool { return c.key == keyPreemptions })
+		table.cols[i] = pausedCol
 	}
 	if sc.KVConnector && kind == vllm.VLLM { // SGLang counts the external cache's hits as cached tokens
 		table.cols = append(table.cols, kvConnectorCol)
@@ -457,7 +465,7 @@ type stepTable struct {
 }
 
 func newStepTable(w io.Writer, prefix string) *stepTable {
-	return &stepTable{w: w, prefix: prefix, cols: slices.Clip(tableCols)}
+	return &stepTable{w: w, prefix: prefix, cols: slices.Clone(tableCols)}
 }
 
 type tableCol struct {
@@ -475,6 +483,10 @@ var specDecodeCol = tableCol{"accept", vllm.Value{Name: vllm.SpecAcceptanceRate.
 
 // sglangSpecDecodeCol is specDecodeCol of an SGLang fleet, which has the rate as a gauge only.
 var sglangSpecDecodeCol = tableCol{"accept", vllm.Value{Name: vllm.Gauges[vllm.SpecAcceptRate].Name, Stat: vllm.StatMean}, "%6.1f%%", 100, false}
+
+// pausedCol takes the place of the preemptions column on a TensorRT-LLM fleet, whose page has
+// no preemption counter: the most requests the capacity scheduler held paused at once.
+var pausedCol = tableCol{"paused", keyPausedMax, "%7.0f", 1, false}
 
 // kvConnectorCol is the column a demo with a KV connector adds.
 var kvConnectorCol = tableCol{"ext hit", vllm.Value{Name: vllm.ExternalHitRate.Name}, "%7.1f%%", 100, false}

@@ -48,9 +48,14 @@ func summaryLine(r *step.Record, prefix string) string {
 // step's stragglers after the tail, "" for none.
 func engineParts(metrics map[string]float64, prefix string, kind vllm.Engine, straggler string) []string {
 	v := formatter(metrics, prefix, kind)
+	preempt := "preempt " + v(keyPreemptions, "%.0f", 1)
+	if kind == vllm.TRTLLM {
+		// TensorRT-LLM's page counts no preemptions: its nearest figure is the requests paused.
+		preempt = "paused " + v(keyPausedMax, "%.0f", 1)
+	}
 	parts := []string{
 		"hit " + v(keyHitRate, "%.1f%%", 100) + parens(computedShare(metrics, prefix, kind)),
-		"preempt " + v(keyPreemptions, "%.0f", 1),
+		preempt,
 		"kv " + v(keyKVMean, "%.2f", 1) + "/" + v(keyKVMax, "%.2f", 1),
 		"run " + v(keyRunMean, "%.1f", 1) + " wait " + v(keyWaitMean, "%.1f", 1),
 		"gen " + v(keyGenPerS, "%.0f tok/s", 1),
@@ -180,6 +185,7 @@ func formatter(metrics map[string]float64, prefix string, kind vllm.Engine) func
 var (
 	keyHitRate     = vllm.Value{Name: vllm.PrefixHitRate.Name}
 	keyPreemptions = vllm.Value{Name: vllm.Counters[vllm.Preemptions].Name}
+	keyPausedMax   = vllm.Value{Name: vllm.Gauges[vllm.TRTLLMPausedReqs].Name, Stat: vllm.StatMax}
 	keyKVMean      = vllm.Value{Name: vllm.Gauges[vllm.KVUsage].Name, Stat: vllm.StatMean}
 	keyKVMax       = vllm.Value{Name: vllm.Gauges[vllm.KVUsage].Name, Stat: vllm.StatMax}
 	keyRunMean     = vllm.Value{Name: vllm.Gauges[vllm.Running].Name, Stat: vllm.StatMean}

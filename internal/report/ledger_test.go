@@ -356,3 +356,26 @@ func TestGeneratingShareUndetermined(t *testing.T) {
 		t.Errorf("tile %q tells of undetermined time without any", got)
 	}
 }
+
+// TestGeneratingShareUndeterminedTRTLLM: the generating share's tile names the engine kinds
+// whose gauges were not refreshed, TensorRT-LLM's where they had the undetermined time.
+func TestGeneratingShareUndeterminedTRTLLM(t *testing.T) {
+	recs := ledgerRun(5, 3)
+	for _, r := range recs {
+		if _, ok := ledgerSeconds[r.Step]; ok {
+			putLedger(r.Metrics, "trtllm", [7]float64{15, 5})
+			r.Metrics["trtllm/time/undetermined_s"] = 10
+			r.Metrics["trtllm/time/engine_s"] += 10
+		}
+	}
+	for _, x := range buildOf(t, recs).Headline {
+		if x.ID != "generating-share" {
+			continue
+		}
+		if sub := strings.ReplaceAll(x.Sub, nbsp, " "); !strings.Contains(sub, "vLLM and TensorRT-LLM) · undetermined 9.1% (TensorRT-LLM's gauges not refreshed: generating or idle)") {
+			t.Errorf("tile %q", sub)
+		}
+		return
+	}
+	t.Fatal("no generating share")
+}

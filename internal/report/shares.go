@@ -41,6 +41,8 @@ type shareSums struct {
 	stepEngine         []float64
 	stepGenerating     []float64
 	kinds              []string
+	// undetermined are the prefixes of kinds that have undetermined time, in the order of kinds.
+	undetermined []string
 }
 
 func (d *pageData) ledgerSums(phase string) shareSums {
@@ -64,6 +66,9 @@ func (d *pageData) ledgerSums(phase string) shareSums {
 					continue
 				}
 				s.states[st] += col[j]
+				if st == "undetermined" && col[j] > 0 && !slices.Contains(s.undetermined, prefix) {
+					s.undetermined = append(s.undetermined, prefix)
+				}
 				if st == ledgerStates[0] {
 					s.generating += col[j]
 					s.stepGenerating[j] += col[j]
@@ -99,10 +104,15 @@ func generatingTile(d *pageData) (tile, bool) {
 		of += ", " + strings.Join(names, " and ")
 	}
 	t := tile{ID: "generating-share", Label: "Generating share", Value: percent(s.generating / s.engine), Sub: "generating / " + of + ")", Spark: []values{spark}, Frac: true}
-	// SGLang's pages that repeated an old log point could not tell generating from idle: the
-	// share is a lower bound by that much, said first.
+	// Pages that repeated old gauges (SGLang's log points, TensorRT-LLM's last logged
+	// iteration) could not tell generating from idle: the share is a lower bound by that much,
+	// said first, with the kinds whose pages did.
 	if u := s.states["undetermined"]; u > 0 {
-		t.Sub += " · undetermined " + percent(u/s.engine) + " (SGLang's gauges not refreshed: generating or idle)"
+		var whose []string
+		for _, k := range s.undetermined {
+			whose = append(whose, kindName(k)+"'s")
+		}
+		t.Sub += " · undetermined " + percent(u/s.engine) + " (" + strings.Join(whose, " and ") + " gauges not refreshed: generating or idle)"
 	}
 	// The two states that took most of the rest.
 	others := slices.DeleteFunc(slices.Clone(ledgerStates[1:]), func(st string) bool { return !(s.states[st] > 0) || st == "undetermined" })

@@ -64,9 +64,10 @@ import (
 // those of a pool with SGLang's or TensorRT-LLM's workers.
 //
 // TensorRT-LLM's pages get the undetermined refinement too (they have no stage seconds):
-// trtllm-serve sets its gauges from the engine's iteration statistics, which it drains only
-// when a request finishes (tensorrt_llm/serve/openai_server.py, _extract_metrics waking
-// _iteration_stats_collector_loop), and the last iteration drained counted the finishing
+// trtllm-serve sets its gauges from the engine's iteration statistics, which it drains from a
+// request's finish until the engine made no iteration for half a second (tensorrt_llm/serve/
+// openai_server.py, _extract_metrics waking _iteration_stats_collector_loop, whose
+// get_stats_async has a timeout of 0.5 s), and the last iteration drained counted the finishing
 // request as active. So once its last request finished, an engine's page shows running
 // requests until another one finishes, however long it idles or sleeps; its prompt and
 // generation tokens, counted at each finish, are the counters that say a page is fresh. A
@@ -176,7 +177,7 @@ func classify(ep *page.EnginePage, slept bool) (State, bool) {
 }
 
 // refreshedAtEvents are the engine kinds whose gauges are set at events (SGLang's log points,
-// TensorRT-LLM's drains of iteration statistics at a request's finish) rather than at every
+// TensorRT-LLM's drains of iteration statistics, begun at a request's finish) rather than at every
 // iteration: their generating spans get the refinements of sglangTime.
 var refreshedAtEvents = [vllm.NumEngines]bool{vllm.SGLang: true, vllm.TRTLLM: true}
 

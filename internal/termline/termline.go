@@ -143,9 +143,10 @@ func Lines(r *step.Record, opt Options) []string {
 	return append(append(lines, note...), undetermined(r)...)
 }
 
-// undetermined says, for each engine kind whose ledger has time in step.Undetermined, how much:
-// SGLang's pages repeated an old log point then, so its running requests drawn above may be
-// those of the log point rather than the engine's.
+// undetermined says, for each engine kind whose ledger has time in step.Undetermined, how much
+// and why in that kind's words: its pages repeated old gauges then (SGLang's log point,
+// TensorRT-LLM's last logged iteration), so its running requests drawn above may be those of
+// the old gauges rather than the engine's.
 func undetermined(r *step.Record) []string {
 	suffix := "/" + step.StateKey(step.Undetermined)
 	var keys []string
@@ -162,7 +163,7 @@ func undetermined(r *step.Record) []string {
 		if f := r.Metrics[prefix+"/"+step.FractionKey(step.Undetermined)]; f > 0 {
 			line += fmt.Sprintf(" (%.0f%%)", 100*f)
 		}
-		out = append(out, line+": the pages repeated an old log point of SGLang's scheduler, generating or idle; their running requests may be stale")
+		out = append(out, line+": "+staleGauges(prefix)+", generating or idle; their running requests may be stale")
 	}
 	return out
 }
@@ -259,4 +260,14 @@ func pad(s string, w int) string {
 // formatValue prints a scale's maximum with three significant digits.
 func formatValue(v float64) string {
 	return fmt.Sprintf("%.3g", v)
+}
+
+// staleGauges says what the pages of the engine kind whose keys are under prefix repeated in a
+// span that is undetermined. The kind is that of prefix's last part; a prefix of one's own
+// (see vllm.EnginePrefix) is read as SGLang's, the first kind whose pages had such spans.
+func staleGauges(prefix string) string {
+	if last := prefix[strings.LastIndexByte(prefix, '/')+1:]; last == vllm.Engines[vllm.TRTLLM].Prefix {
+		return "the pages kept the gauges of the last iteration TensorRT-LLM logged"
+	}
+	return "the pages repeated an old log point of SGLang's scheduler"
 }

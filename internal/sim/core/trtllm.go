@@ -9,12 +9,17 @@ import (
 // A TensorRT-LLM fleet (Config.Engine "trtllm") runs the same engines and workload as a vLLM
 // fleet and counts what trtllm-serve's MetricsCollector logs (snap.TrtllmStats):
 //   - at a request's finish, its finish reason, prompt, generated and cached prompt tokens and
-//     its latencies, each latency only when above 0 (the server drops the others), the time per
+//     its latencies, each latency but the queue time only when above 0 (the server drops the
+//     others; it keeps any queue time a scheduled request has), the time per
 //     output token only for a request of more than one token; an aborted request finishes with
 //     reason "cancelled" and is counted the same way;
-//   - right after, the iteration the request finished in: the server drains the executor's
-//     iteration statistics when a request finishes and logs the latest, so its gauges hold
-//     between finishes, and its completed-requests counter adds up the logged iterations only.
+//   - the iterations, from the one a request finished in: a request's finish wakes the
+//     server's collector, which drains the executor's iteration statistics, logging each, until
+//     none came for half a second (_iteration_stats_collector_loop in tensorrt_llm/serve/
+//     openai_server.py, get_stats_async(timeout=0.5)). So from a busy period's first finish on
+//     every iteration is logged; after it the gauges hold the last iteration's figures, and the
+//     iterations of the next busy period wait in the executor's queue until its first finish,
+//     when they are logged at once (their prefilled tokens observed then).
 //
 // The mapping to the model: the running batch is numActiveRequests, the waiting queue
 // numQueuedRequests, a preemption pauses the request (numPausedRequests of the iteration that
@@ -28,7 +33,17 @@ type trtllmEngine struct {
 	paused   int // requests the iteration preempted
 	// reused and missed are the engine's KV blocks counted so far; a log copies them.
 	reused, missed int64
+	// draining is whether the server's collector drains the executor's statistics, lastEnd the
+	// end of the previous iteration: the drain stops once no iteration came for trtDrainTimeout.
+	draining bool
+	lastEnd  time.Duration
+	// queued are the prefilled tokens of the iterations not yet drained.
+	queued []int
 }
+
+// trtDrainTimeout is how long the server's collector waits for the executor's next iteration
+// statistics before its drain ends (the timeout it gives get_stats_async).
+const trtDrainTimeout = 500 * time.Millisecond
 
 // trtAdmit counts r's blocks at a prefill allocation: hit blocks reused, the rest missed.
 func (e *Engine) trtAdmit(r *Request, hit int) {
@@ -69,7 +84,10 @@ func (e *Engine) trtFinish(r *Request, reason snap.TrtllmReason) {
 		observe(&t.Tpot, &f.Tpot, b.Tpot, (lastToken-firstToken)/time.Duration(r.NumOutput-1))
 	}
 	if r.everScheduled {
-		observe(&t.Queue, &f.Queue, b.Phase, r.scheduledAt-r.Arrival)
+		// The queue time is kept whatever its value (it is not None), 0 for a request scheduled
+		// as it arrived.
+		t.Queue.Observe(b.Phase, (r.scheduledAt - r.Arrival).Seconds())
+		first(&f.Queue)
 		observe(&t.Prefill, &f.Prefill, b.Prefill, firstToken-r.scheduledAt)
 		observe(&t.Decode, &f.Decode, b.Phase, lastToken-firstToken)
 		observe(&t.Inference, &f.Inference, b.Phase, lastToken-r.scheduledAt)
@@ -107,11 +125,22 @@ func (e *Engine) trtScheduled(sched []scheduledReq) trtIteration {
 	return it
 }
 
-// trtLog logs the iteration that took d, if a request finished in it, and starts the next.
+// trtLog logs the iteration that took d, ending now, if the server's collector drains it: a
+// request finished in it, or the drain a finish began goes on (the previous iteration ended at
+// most trtDrainTimeout before); an iteration it does not drain waits in the executor's queue.
+// Then it starts the next.
 func (e *Engine) trtLog(it trtIteration, d time.Duration) {
 	finished, paused := e.Trt.finished, e.Trt.paused
 	e.Trt.finished, e.Trt.paused = 0, 0
-	if finished == 0 {
+	if e.Time-e.Trt.lastEnd > trtDrainTimeout {
+		e.Trt.draining = false
+	}
+	e.Trt.lastEnd = e.Time
+	e.Trt.draining = e.Trt.draining || finished > 0
+	if !e.Trt.draining {
+		if it.contextTokens > 0 {
+			e.Trt.queued = append(e.Trt.queued, it.contextTokens)
+		}
 		return
 	}
 	t := &e.Stats.Trt
@@ -136,8 +165,12 @@ func (e *Engine) trtLog(it trtIteration, d time.Duration) {
 	if e.Trt.missed > 0 {
 		first(&f.Missed)
 	}
-	if it.contextTokens > 0 {
-		t.PrefillBatchTokens.Observe(snap.TrtllmBuckets.BatchTokens, float64(it.contextTokens))
-		first(&f.PrefillBatchTokens)
+	// The queued iterations are drained first, in order, then this one.
+	for _, tokens := range append(e.Trt.queued, it.contextTokens) {
+		if tokens > 0 {
+			t.PrefillBatchTokens.Observe(snap.TrtllmBuckets.BatchTokens, float64(tokens))
+			first(&f.PrefillBatchTokens)
+		}
 	}
+	e.Trt.queued = e.Trt.queued[:0]
 }

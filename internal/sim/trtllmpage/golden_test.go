@@ -9,9 +9,9 @@ import (
 )
 
 // goldenState is the scenario of testdata/render.py as the engine model counts it: a request
-// finishes with reason stop (log 1), its iteration is logged (log 2), a second request finishes
-// with reason length after one output token and a wait in the queue (log 3), its iteration is
-// logged (log 4).
+// scheduled as it arrived finishes with reason stop (log 1), its iteration is logged (log 2), a
+// second request finishes with reason length after one output token and a wait in the queue
+// (log 3), its iteration is logged (log 4).
 func goldenState() snap.PageState {
 	var t snap.TrtllmStats
 	b := &snap.TrtllmBuckets
@@ -23,6 +23,7 @@ func goldenState() snap.PageState {
 	t.Ttft.Observe(b.Ttft, 0.25)
 	t.Ttft.Observe(b.Ttft, 0.5)
 	t.Tpot.Observe(b.Tpot, 0.0625)
+	t.Queue.Observe(b.Phase, 0)
 	t.Queue.Observe(b.Phase, 0.125)
 	t.Prefill.Observe(b.Prefill, 0.25)
 	t.Prefill.Observe(b.Prefill, 0.375)
@@ -37,8 +38,7 @@ func goldenState() snap.PageState {
 		Context: 0, Generation: 2, Paused: 1, ContextTokens: 0}
 	f := &t.First
 	f.Logs = 4
-	f.Prompt, f.Generation, f.CachedPerRequest, f.E2e, f.Ttft, f.Tpot, f.Prefill, f.Decode, f.Inference = 1, 1, 1, 1, 1, 1, 1, 1, 1
-	f.Queue = 3
+	f.Prompt, f.Generation, f.CachedPerRequest, f.E2e, f.Ttft, f.Tpot, f.Queue, f.Prefill, f.Decode, f.Inference = 1, 1, 1, 1, 1, 1, 1, 1, 1, 1
 	f.Iteration, f.Completed, f.Reused, f.Missed, f.PrefillBatchTokens = 2, 2, 2, 2, 2
 	return snap.PageState{Engines: []snap.EngineStats{{Trt: t}}, Epoch: 1, Speed: 1}
 }
@@ -48,9 +48,8 @@ func goldenState() snap.PageState {
 // TensorRT-LLM's declarations and logging rules for it (testdata/prometheus-client-render-
 // trtllm.prom): families in the order their first child was made, file by file, HELP and TYPE,
 // sorted labels with pid on the gauges, no _created samples, each histogram's _sum before its
-// buckets and _count, numbers as prometheus_client prints them. The second request's queue
-// time makes request_queue_time_seconds a family of log 3, after the iteration's
-// prefill_batch_tokens of log 2.
+// buckets and _count, numbers as prometheus_client prints them. The first request's queue
+// time of 0 is observed: request_queue_time_seconds is a family of log 1.
 func TestPageMatchesPrometheusClient(t *testing.T) {
 	want, err := os.ReadFile("testdata/prometheus-client-render-trtllm.prom")
 	if err != nil {

@@ -82,9 +82,9 @@ func TestCreationPoints(t *testing.T) {
 	}
 }
 
-// TestGaugesHoldBetweenFinishes: trtllm-serve logs iteration statistics only when a request
-// finishes, so after a batch the page keeps the last finishing iteration's figures, which
-// counted the finishing request as active, while the engine is idle.
+// TestGaugesHoldBetweenFinishes: trtllm-serve logs iteration statistics only while a drain
+// begun at a request's finish goes on, so after a batch the page keeps its last iteration's
+// figures, which counted the finishing request as active, while the engine is idle.
 func TestGaugesHoldBetweenFinishes(t *testing.T) {
 	s := mustSim(t, trtllmConfig())
 	s.AdvanceTo(2 * time.Minute)
@@ -97,7 +97,7 @@ func TestGaugesHoldBetweenFinishes(t *testing.T) {
 		t.Errorf("the idle engine's page shows %v running, the last logged iteration %d", r, e.Stats.Trt.Logged.Active)
 	}
 	if l := g["trtllm_iteration_latency_seconds"]; l <= 0 {
-		t.Errorf("the idle engine's page shows iteration latency %v, not the last finishing iteration's", l)
+		t.Errorf("the idle engine's page shows iteration latency %v, not the batch's last iteration's", l)
 	}
 }
 

@@ -6,8 +6,9 @@ and the latest iteration statistics, restated here.
     python3 render.py > prometheus-client-render-trtllm.prom
 
 The scenario is the one golden_test.go builds: the server starts (log_config_info), a request
-finishes with reason stop, the iteration statistics are logged, a second request finishes with
-reason length after one output token and a wait in the queue, the statistics are logged again.
+finishes with reason stop, scheduled as it arrived, the iteration statistics are logged, a
+second request finishes with reason length after one output token and a wait in the queue, the
+statistics are logged again.
 The multiprocess files are read in sorted order (counter, gauge, histogram) since the order in
 which a directory lists them is the filesystem's, and the writing process is given pid 3000.
 """
@@ -98,11 +99,12 @@ info("kv_cache_config_info", "KV cache configuration info",
 
 
 def request(reason, m):
-    """A finished request's log: latencies above 0 only, as the server keeps them."""
+    """A finished request's log: latencies above 0 only, as the server keeps them, but the queue
+    time, kept whatever its value."""
     success.labels(**LABELS, finished_reason=reason).inc()
     for h, k in ((e2e, "e2e"), (ttft, "ttft"), (tpot, "tpot"), (queue, "queue"), (prefill, "prefill"), (decode, "decode"),
                  (inference, "inference")):
-        if m.get(k, 0) > 0:
+        if m.get(k, 0) > 0 or (k == "queue" and k in m):
             h.labels(**LABELS).observe(m[k])
     if m["prompt"]:
         prompt.labels(**LABELS).inc(m["prompt"])
@@ -148,7 +150,7 @@ def iteration(s):
     occupancy.labels(**LABELS).set(s["context"] / 48)
 
 
-request("stop", {"e2e": 1.5, "ttft": 0.25, "tpot": 0.0625, "prefill": 0.25, "decode": 1.25, "inference": 1.5,
+request("stop", {"e2e": 1.5, "ttft": 0.25, "tpot": 0.0625, "queue": 0.0, "prefill": 0.25, "decode": 1.25, "inference": 1.5,
                  "prompt": 100, "generation": 21, "cached": 64})
 iteration({"active": 3, "queued": 1, "completed": 1, "latency_ms": 12.5, "reused": 4, "missed": 7, "used": 20,
            "context": 1, "generation": 2, "paused": 0, "ctx_tokens": 36})
