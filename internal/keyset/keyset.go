@@ -137,11 +137,12 @@ func (s *Set) Keep(key string) bool {
 	if s == nil {
 		return true
 	}
-	in := s.preset == nil || matchAny(s.preset, key) || matchAny(s.include, key)
-	return in && !matchAny(s.exclude, key)
+	in := s.preset == nil || Match(s.preset, key) || Match(s.include, key)
+	return in && !Match(s.exclude, key)
 }
 
-func matchAny(globs []string, key string) bool {
+// Match reports whether key matches any of globs (path.Match: * within one /-separated part).
+func Match(globs []string, key string) bool {
 	for _, g := range globs {
 		if ok, _ := path.Match(g, key); ok {
 			return true
