@@ -49,8 +49,8 @@ type Settings struct {
 	Exclude []string `yaml:"exclude"`
 }
 
-// Validate refuses a glob that path.Match cannot read, or that matches nothing (an empty
-// one); at says where the settings were given, under keys "include" and "exclude".
+// Validate refuses an empty glob, one that path.Match cannot read, and include with keys: all
+// (which has every key already); at says where the settings were given.
 func (s Settings) Validate(at yamlx.Where) yamlx.Errors {
 	var es yamlx.Errors
 	for _, l := range []struct {
