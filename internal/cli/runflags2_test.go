@@ -74,7 +74,7 @@ func TestRunConfigProblemsAtOnce(t *testing.T) {
 			"\n  " + file + ": scrape_timout (line 4): unknown key",
 			"\n  " + file + ": sinks[0] (line 6): a sink with settings needs a type key",
 			"\n  sinks[1] (line 7): unknown sink type \"tensorbaord\"; known: csv, jsonl, remote_write, tensorboard, wandb; did you mean tensorboard?",
-			"\n  sinks[2].kyes (line 8): unknown setting of a csv sink: the settings are type, keys, path; did you mean keys?",
+			"\n  sinks[2].kyes (line 8): unknown setting of a csv sink: the settings are type, keys, include, exclude, path; did you mean keys?",
 		} {
 			if !strings.Contains(errs, want) {
 				t.Errorf("%s: stderr lacks %q:\n%s", args[0], want, errs)

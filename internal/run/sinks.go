@@ -22,7 +22,7 @@ import (
 // sinkTypes are the sink types a config may name, by name. Adding a sink type is a package
 // with a sink.Type, plus its line here.
 var sinkTypes = map[string]sink.Type{
-	"jsonl":        {}, // steps.jsonl, always written; accepted in the list for clarity
+	"jsonl":        sink.JSONLType, // steps.jsonl, always written, or a second file with fewer keys
 	"tensorboard":  tensorboard.Type,
 	"wandb":        wandb.Type,
 	"remote_write": remotewrite.Type,
@@ -61,7 +61,7 @@ func parseSinks(cfg config.Config, log *slog.Logger) ([]plannedSink, error) {
 			problems = append(problems, ps...)
 		case err != nil:
 			problems = append(problems, fmt.Sprintf("%s: %v", spec.Path, err))
-		case !t.Builtin():
+		case !p.Builtin():
 			out = append(out, plannedSink{spec, p})
 		}
 	}

@@ -70,6 +70,15 @@ type Parsed struct {
 // Caps are the entry's type's.
 func (p Parsed) Caps() Caps { return p.t.Caps }
 
+// Builtin reports whether the entry names what the run always writes (steps.jsonl): its type
+// is builtin, or its settings say so (a jsonl entry without a path).
+func (p Parsed) Builtin() bool {
+	if b, ok := p.set.(interface{ Builtin() bool }); ok {
+		return b.Builtin()
+	}
+	return p.t.Builtin()
+}
+
 // Open creates the sink.
 func (p Parsed) Open(env Env) (Sink, error) { return p.t.open(env, p.set) }
 

@@ -13,6 +13,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -20,8 +21,12 @@ import (
 	"strings"
 	"time"
 
+	"go.yaml.in/yaml/v3"
+
 	"github.com/vllmstat/vllmstat/internal/appendlog"
 	"github.com/vllmstat/vllmstat/internal/config"
+	"github.com/vllmstat/vllmstat/internal/config/yamlx"
+	"github.com/vllmstat/vllmstat/internal/keyset"
 	"github.com/vllmstat/vllmstat/internal/sink"
 	"github.com/vllmstat/vllmstat/internal/step"
 	"github.com/vllmstat/vllmstat/internal/vllm"
@@ -42,9 +47,14 @@ var DefaultKeys = []string{"prefix_cache_hit_rate", "num_preemptions", "kv_cache
 type Settings struct {
 	// Keys are the metric keys of the columns after step and end, e.g.
 	// [vllm/prefix_cache_hit_rate, vllm/num_preemptions], or a phase's, e.g.
-	// vllm/rollout/prefix_cache_hit_rate; a step without a key has an empty cell. Without keys,
-	// DefaultKeys.
-	Keys []string `yaml:"keys"`
+	// vllm/rollout/prefix_cache_hit_rate; a step without a key has an empty cell. Or a preset
+	// (summary, standard, all; see package keyset): the columns are then the keys of the first
+	// step that it holds. Without keys, DefaultKeys.
+	Keys Columns `yaml:"keys"`
+	// Include adds a column for each key of the first step that matches one of these globs.
+	Include []string `yaml:"include"`
+	// Exclude leaves out the columns whose keys match one of these globs.
+	Exclude []string `yaml:"exclude"`
 	// Path is the file; default OUT_DIR/steps.csv. An existing file with the same columns is
 	// appended to; one with other columns is kept under another name (steps.1.csv, the first
 	// free number) and a new file started.
@@ -54,6 +64,45 @@ type Settings struct {
 	defaults bool
 }
 
+// Columns are a csv entry's keys: a list of keys, or a preset's name.
+type Columns struct {
+	List   []string
+	Preset keyset.Preset
+}
+
+// UnmarshalYAML reads a list of keys, or a preset's name.
+func (c *Columns) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode {
+		var p keyset.Preset
+		if err := p.UnmarshalYAML(n); err != nil {
+			return yamlx.NotAllowed(n, "must be a list of metric keys, e.g. [vllm/prefix_cache_hit_rate], or a preset: summary, standard or all")
+		}
+		*c = Columns{Preset: p}
+		return nil
+	}
+	if n.Kind != yaml.SequenceNode {
+		return yamlx.NotAllowed(n, "must be a list of metric keys, e.g. [vllm/prefix_cache_hit_rate], or a preset: summary, standard or all")
+	}
+	var list []string
+	var es yamlx.Errors
+	for i, k := range n.Content {
+		if k.Kind != yaml.ScalarNode || k.Tag == "!!null" {
+			es = append(es, yamlx.Error{Path: fmt.Sprintf("[%d]", i), Line: k.Line, Msg: yamlx.Show(k) + " is not allowed: must be a string"})
+			continue
+		}
+		list = append(list, k.Value)
+	}
+	if len(es) > 0 {
+		return es
+	}
+	*c = Columns{List: list}
+	return nil
+}
+
+// fromFirstStep reports whether columns come from the keys of the first step: a preset's, or
+// included ones.
+func (s Settings) fromFirstStep() bool { return s.Keys.Preset != "" || len(s.Include) > 0 }
+
 func (Settings) UnknownKey() string { return "unknown setting of a csv sink: the settings are" }
 
 func (Settings) YAMLExample() string { return "{type: csv, keys: [vllm/prefix_cache_hit_rate]}" }
@@ -62,11 +111,12 @@ func parse(e sink.Env, spec config.SinkSpec) (Settings, error) {
 	s := Settings{Path: filepath.Join(e.OutDir, "steps.csv")}
 	at, es := spec.Decode(&s)
 	switch {
-	case !at.Has("keys"): // "--sinks csv": the figures the step summary shows
+	case !at.Has("keys") && len(s.Include) == 0: // "--sinks csv": the figures the step summary shows
 		s.defaults = true
-	case len(s.Keys) == 0:
+	case at.Has("keys") && at["keys"].Kind == yaml.SequenceNode && len(at["keys"].Content) == 0:
 		es = append(es, at.Problem("keys", "empty: list the metric keys of the columns, e.g. [vllm/prefix_cache_hit_rate], or leave keys out for the default ones"))
 	}
+	es = append(es, keyset.Settings{Keys: s.Keys.Preset, Include: s.Include, Exclude: s.Exclude}.Validate(at)...)
 	if s.Path == "" {
 		es = append(es, at.NotAllowed("path", s.Path, "must be a file path (default OUT_DIR/steps.csv)"))
 	}
@@ -100,9 +150,11 @@ func (s Settings) LastStep() (sink.Held, bool, error) {
 // Writer appends one row per step, each row whole or not at all (a failed write is cut back
 // before the retry).
 type Writer struct {
-	f      *appendlog.Log // nil until the first step of an entry without keys
-	keys   []string
-	prefix string // the run's metric prefix, to find phase keys
+	f      *appendlog.Log // nil until the first step of an entry whose columns it chooses
+	keys   []string       // the columns after step and end
+	set    Settings
+	chosen *keyset.Set // the keys of the first step that are columns, when set.fromFirstStep
+	prefix string      // the run's metric prefix, to find phase keys
 	path   string
 	log    *slog.Logger
 }
@@ -122,14 +174,16 @@ func open(e sink.Env, set Settings) (sink.Sink, error) {
 	if err := os.MkdirAll(filepath.Dir(set.Path), 0o755); err != nil {
 		return nil, fmt.Errorf("create csv directory: %w", err)
 	}
-	w := &Writer{keys: set.Keys, prefix: prefix, path: set.Path, log: log}
-	if set.defaults {
-		return w, nil
+	w := &Writer{prefix: prefix, path: set.Path, log: log, set: set}
+	if set.fromFirstStep() {
+		w.chosen = keyset.Settings{Keys: set.Keys.Preset, Include: set.Include}.Compile(prefix)
 	}
-	if err := w.openWith(set.Keys); err != nil {
-		return nil, err
+	if !set.defaults && !set.fromFirstStep() {
+		if err := w.openWith(w.columns(nil)); err != nil {
+			return nil, err
+		}
 	}
-	warnUnknownKeys(log, prefix, set.Keys)
+	warnUnknownKeys(log, prefix, set.Keys.List)
 	return w, nil
 }
 
@@ -150,6 +204,35 @@ func (w *Writer) openWith(keys []string) error {
 	}
 	w.f, w.keys = rf, keys
 	return nil
+}
+
+// columns are the keys of the file's columns: the listed ones, or DefaultKeys for the fleet of
+// r, then those of r (every key, phases' among them, sorted) that the preset or an include
+// chooses, less those an exclude matches. r is the first step, nil when the columns are the
+// listed ones alone.
+func (w *Writer) columns(r *step.Record) []string {
+	base := w.set.Keys.List
+	if w.set.defaults {
+		base = defaultKeys(w.prefix, r)
+	}
+	var out []string
+	add := func(k string) {
+		if !keyset.Match(w.set.Exclude, k) && !slices.Contains(out, k) {
+			out = append(out, k)
+		}
+	}
+	for _, k := range base {
+		add(k)
+	}
+	if r != nil && w.set.fromFirstStep() {
+		m := r.Scalars(w.prefix)
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			if w.chosen.Keep(k) {
+				add(k)
+			}
+		}
+	}
+	return out
 }
 
 // defaultKeys are DefaultKeys under the prefix of each kind of engine whose keys r has, in the
@@ -274,7 +357,7 @@ func moveAside(path string) (string, error) {
 // Write appends r's row. The record is shared and only read.
 func (w *Writer) Write(_ context.Context, r *step.Record) error {
 	if w.f == nil {
-		if err := w.openWith(defaultKeys(w.prefix, r)); err != nil {
+		if err := w.openWith(w.columns(r)); err != nil {
 			return err
 		}
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/vllmstat/vllmstat/internal/config"
 	"github.com/vllmstat/vllmstat/internal/config/yamlx"
+	"github.com/vllmstat/vllmstat/internal/keyset"
 	"github.com/vllmstat/vllmstat/internal/promname"
 )
 
@@ -57,6 +58,11 @@ type Settings struct {
 	MinBackoff time.Duration `yaml:"min_backoff"`
 	// MaxBackoff bounds the delay between retries from above (max_backoff); default 30s.
 	MaxBackoff time.Duration `yaml:"max_backoff"`
+	// Settings are keys (a preset: summary, standard or all, the default), include and
+	// exclude (globs of key names as steps.jsonl spells them), which choose the step's series
+	// (see package keyset); the step number, duration, workers and scrapes are always sent,
+	// and interval values are not chosen by them.
+	keyset.Settings `yaml:",inline"`
 }
 
 // BasicAuth is a basic_auth mapping of a remote_write sink.
@@ -112,7 +118,7 @@ func ParseSettings(spec config.SinkSpec) (Settings, error) {
 
 // Validate checks the values a decode alone does not; at says where they were given.
 func (s Settings) Validate(at yamlx.Where) yamlx.Errors {
-	var es yamlx.Errors
+	es := s.Settings.Validate(at)
 	if at.Has("basic_auth") && (at.Has("bearer_token") || at.Has("bearer_token_file")) {
 		es = append(es, at.Problem("bearer_token", "give basic_auth or a bearer token, not both"))
 	}

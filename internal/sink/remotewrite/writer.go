@@ -22,6 +22,7 @@ import (
 	"github.com/klauspost/compress/snappy"
 
 	"github.com/vllmstat/vllmstat/internal/config"
+	"github.com/vllmstat/vllmstat/internal/keyset"
 	"github.com/vllmstat/vllmstat/internal/sink"
 	"github.com/vllmstat/vllmstat/internal/step"
 )
@@ -34,6 +35,7 @@ import (
 type Writer struct {
 	set    Settings
 	prefix string
+	keys   *keyset.Set // the step keys sent; nil: every key
 	log    *slog.Logger
 	client *http.Client
 	stats  sink.Stats
@@ -88,7 +90,7 @@ func NewWithSettings(set Settings, prefix string, log *slog.Logger) *Writer {
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 4
-	w := &Writer{set: set, prefix: prefix, log: log.With("sink", "remote_write", "url", set.URL),
+	w := &Writer{set: set, prefix: prefix, keys: set.Settings.Compile(prefix), log: log.With("sink", "remote_write", "url", set.URL),
 		client: &http.Client{Transport: tr}, cache: map[string]*series{}}
 	w.ctx, w.cancel = context.WithCancel(context.Background())
 	if set.Intervals {
@@ -125,6 +127,7 @@ func (w *Writer) Stats() *sink.Stats { return &w.stats }
 func (w *Writer) Write(ctx context.Context, r *step.Record) error {
 	var samples []sample
 	t := r.End.UnixMilli()
+	r = w.keys.Record(r, w.prefix)
 	byTarget := w.stepTargetLabels(r)
 	promname.WalkStep(w.prefix, r, func(name string, labels []promname.Label, v float64) {
 		if byTarget != nil {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/vllmstat/vllmstat/internal/config"
 	"github.com/vllmstat/vllmstat/internal/config/yamlx"
+	"github.com/vllmstat/vllmstat/internal/keyset"
 )
 
 // Settings are what a tensorboard entry of sinks: may set.
@@ -16,6 +17,9 @@ type Settings struct {
 	// Dir receives the event file; TensorBoard's --logdir points at it or a parent. Default
 	// OUT_DIR/tensorboard.
 	Dir string `yaml:"dir"`
+	// Settings are keys (a preset: summary, standard or all, the default), include and
+	// exclude (globs of key names), which choose the scalars written (see package keyset).
+	keyset.Settings `yaml:",inline"`
 }
 
 // DefaultSettings returns the settings an entry leaves unset, for a run writing to outDir.
@@ -29,7 +33,7 @@ func (Settings) YAMLExample() string { return "{type: tensorboard, images: false
 
 // Validate checks the values a decode alone does not; at says where they were given.
 func (s Settings) Validate(at yamlx.Where) yamlx.Errors {
-	var es yamlx.Errors
+	es := s.Settings.Validate(at)
 	if strings.TrimSpace(s.Dir) == "" {
 		es = append(es, at.NotAllowed("dir", s.Dir, "must be a directory path (default OUT_DIR/tensorboard)"))
 	}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/vllmstat/vllmstat/internal/appendlog"
 	"github.com/vllmstat/vllmstat/internal/config"
+	"github.com/vllmstat/vllmstat/internal/keyset"
 	"github.com/vllmstat/vllmstat/internal/sink"
 	"github.com/vllmstat/vllmstat/internal/step"
 	"github.com/vllmstat/vllmstat/internal/vllm"
@@ -42,6 +43,7 @@ type Writer struct {
 	outDir string
 	prefix string // the run's metric prefix, to name phase keys
 	set    Settings
+	keys   *keyset.Set // the scalars written; nil: every key
 	path   string
 
 	mu     sync.Mutex
@@ -89,8 +91,8 @@ func openSettings(env sink.Env, set Settings, now time.Time) (*Writer, error) {
 		f.Close()
 		return nil, err
 	}
-	w := &Writer{log: log, outDir: outDir, prefix: prefix, set: set, path: path, f: rf}
-	log.Info("tensorboard sink writing", "path", path, "images", set.Images, "per_worker", set.PerWorker)
+	w := &Writer{log: log, outDir: outDir, prefix: prefix, set: set, keys: set.Settings.Compile(prefix), path: path, f: rf}
+	log.Info("tensorboard sink writing", "path", path, "images", set.Images, "per_worker", set.PerWorker, "keys", set.Keys)
 	return w, nil
 }
 
@@ -174,6 +176,7 @@ func (w *Writer) Write(ctx context.Context, r *step.Record) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	r = w.keys.Record(r, w.prefix)
 	ev := summaryEvent(wallTime(r.End), r.Step, w.scalars(r), w.pictures(r))
 	w.mu.Lock()
 	defer w.mu.Unlock()

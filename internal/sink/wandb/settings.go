@@ -10,6 +10,7 @@ import (
 
 	"github.com/vllmstat/vllmstat/internal/config"
 	"github.com/vllmstat/vllmstat/internal/config/yamlx"
+	"github.com/vllmstat/vllmstat/internal/keyset"
 )
 
 // Settings are what a wandb entry of sinks: may set.
@@ -32,6 +33,9 @@ type Settings struct {
 	// TrackerSettings are images (copy the step's plots into the run and log them as images)
 	// and per_worker (one history key per worker and metric, "<key>/<worker>").
 	config.TrackerSettings `yaml:",inline"`
+	// Settings are keys (a preset: summary, standard or all, the default), include and
+	// exclude (globs of key names), which choose the history keys (see package keyset).
+	keyset.Settings `yaml:",inline"`
 
 	// drawnID: RunID was drawn at decode, not given; a run that continues an out_dir then
 	// takes the id of the W&B run written there before instead.
@@ -52,7 +56,7 @@ const forbidden = `/\#?%:`
 
 // Validate checks the values a decode alone does not; at says where they were given.
 func (s Settings) Validate(at yamlx.Where) yamlx.Errors {
-	var es yamlx.Errors
+	es := s.Settings.Validate(at)
 	if !validName(s.Project) {
 		es = append(es, at.NotAllowed("project", s.Project, "must be a W&B project name: not empty, at most 128 characters, none of "+forbidden))
 	}

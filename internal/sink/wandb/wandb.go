@@ -25,6 +25,7 @@ import (
 
 	"github.com/vllmstat/vllmstat/internal/appendlog"
 	"github.com/vllmstat/vllmstat/internal/config"
+	"github.com/vllmstat/vllmstat/internal/keyset"
 	"github.com/vllmstat/vllmstat/internal/sink"
 	"github.com/vllmstat/vllmstat/internal/step"
 	"github.com/vllmstat/vllmstat/internal/vllm"
@@ -43,6 +44,7 @@ type Writer struct {
 	outDir  string
 	prefix  string // the run's metric prefix, to name phase keys
 	set     Settings
+	keys    *keyset.Set // the keys logged; nil: every key
 	runDir  string
 	path    string
 	created time.Time
@@ -130,14 +132,14 @@ func openSettings(env sink.Env, set Settings, now time.Time) (*Writer, error) {
 		return nil, err
 	}
 	host, _ := os.Hostname()
-	w := &Writer{log: log, outDir: outDir, prefix: prefix, set: set, runDir: runDir, path: path, created: now, host: host, f: rf, prev: prev}
+	w := &Writer{log: log, outDir: outDir, prefix: prefix, set: set, keys: set.Settings.Compile(prefix), runDir: runDir, path: path, created: now, host: host, f: rf, prev: prev}
 	if prev != nil {
 		w.offset = time.Duration(prev.runtime * float64(time.Second))
 		log.Info("wandb sink continues the offline run of the steps before; wandb sync appends this instance to it", "dir", runDir,
 			"run_id", set.RunID, "previous", prev.dir, "runtime_s", prev.runtime)
 	}
 	log.Info("wandb sink writing an offline run", "dir", runDir, "project", set.Project, "run_id", set.RunID,
-		"group", set.Group, "images", set.Images, "per_worker", set.PerWorker)
+		"group", set.Group, "images", set.Images, "per_worker", set.PerWorker, "keys", set.Keys)
 	return w, nil
 }
 
@@ -162,6 +164,7 @@ func (w *Writer) Write(ctx context.Context, r *step.Record) error {
 	if !w.started {
 		start = r.Start
 	}
+	r = w.keys.Record(r, w.prefix)
 	values := w.values(r, start)
 	images, files := w.images(r)
 

@@ -58,7 +58,7 @@ func TestSettings(t *testing.T) {
 		{name: "config not JSON", doc: "{type: wandb, config: {a: .inf, a: 1}}",
 			errs: []string{`sinks[2].config.a (line 1): ".inf" is not allowed: must be representable in JSON`, `sinks[2].config.a (line 1): is given twice`}},
 		{name: "typo and duplicate", doc: "type: wandb\nrunid: x\nproject: a\nproject: b\n",
-			errs: []string{"sinks[2].runid (line 2): unknown setting of a wandb sink: the settings are type, project, entity, group, name, run_id, config, images, per_worker; did you mean run_id?",
+			errs: []string{"sinks[2].runid (line 2): unknown setting of a wandb sink: the settings are type, project, entity, group, name, run_id, config, images, per_worker, keys, include, exclude; did you mean run_id?",
 				"sinks[2].project (line 4): is given twice, at lines 3 and 4"}},
 		{name: "empty project", doc: `{type: wandb, project: ""}`, errs: []string{`sinks[2].project (line 1): "" is not allowed`}},
 	} {
