@@ -65,8 +65,8 @@ func TestKeyedJSONL(t *testing.T) {
 	var recs []*step.Record
 	for i := range 3 {
 		r := &step.Record{Step: int64(5 + i), DurationS: 2, Workers: 3, Scrapes: step.Scrapes{OK: 6},
-			Metrics: map[string]float64{"vllm/prefix_cache_hit_rate": 0.5, "vllm/time/idle_s": 1, "vllm/mfu": 0.25},
-			Phases:  map[string]*step.Phase{"rollout": {DurationS: 1, Intervals: 1, Metrics: map[string]float64{"vllm/mfu": 0.3, "vllm/generation_tokens_per_s": 9}}},
+			Metrics:   map[string]float64{"vllm/prefix_cache_hit_rate": 0.5, "vllm/time/idle_s": 1, "vllm/mfu": 0.25},
+			Phases:    map[string]*step.Phase{"rollout": {DurationS: 1, Intervals: 1, Metrics: map[string]float64{"vllm/mfu": 0.3, "vllm/generation_tokens_per_s": 9}}},
 			PerWorker: []step.WorkerRecord{{Target: "http://a:8000/metrics", Metrics: map[string]float64{"vllm/prefix_cache_hit_rate": 0.75, "vllm/time/idle_s": 2}}}}
 		recs = append(recs, r)
 		if err := s.Write(context.Background(), r); err != nil {
