@@ -92,9 +92,11 @@ func replayAll(ctx context.Context, segs []string, opt step.Options, workerLabel
 	}
 	// A run resumed from step k cut the steps after k out of steps.jsonl before it went on, so
 	// a segment's steps after the smallest k of the segments after it are not in steps.jsonl.
+	// The first segment's own start is not read here: nothing before it depends on it, and it
+	// may be a pipe, which can be read only once.
 	last := make([]int64, len(segs))
 	upTo := int64(math.MaxInt64)
-	for i := len(segs) - 1; i >= 0; i-- {
+	for i := len(segs) - 1; i >= 1; i-- {
 		last[i] = upTo
 		k, resumed, err := record.ResumedFrom(ctx, segs[i], maxLine)
 		if err != nil {
@@ -105,6 +107,7 @@ func replayAll(ctx context.Context, segs []string, opt step.Options, workerLabel
 			upTo = min(upTo, k)
 		}
 	}
+	last[0] = upTo
 	prog := newProgress(stderr, "replay", total)
 	defer prog.done()
 	var base int64
