@@ -356,6 +356,129 @@ class InstrumentEndToEnd(unittest.TestCase):
         self.assertEqual(rec["metrics"].get("trtllm/finished_requests"), 0, rec)
 
 
+class Recorder:
+    """A collector that keeps what it was given; with fail, it raises instead."""
+
+    def __init__(self, fail=False):
+        self.requests, self.iterations, self.fail = [], [], fail
+
+    def log_request_metrics_dict(self, d):
+        if self.fail:
+            raise RuntimeError("collector broke")
+        self.requests.append(d)
+
+    def log_iteration_stats(self, stats):
+        self.iterations.append(stats)
+
+
+class Handled:
+    """A result that handles responses as TensorRT-LLM's does: the final one finishes it."""
+
+    def __init__(self, metrics_dict=None, candidate_metrics=None):
+        self.finished = False
+        self.handled = 0
+        self.metrics_dict = metrics_dict
+        self.candidate_metrics = candidate_metrics
+
+    def _handle_response(self, final):
+        self.handled += 1
+        self.finished = self.finished or final
+        return "handled"
+
+
+class Watching(unittest.TestCase):
+    """What instrument() does to each request's result, with a collector that records calls."""
+
+    def watched(self, result, fail=False):
+        inst = vllmstat.trtllm._Instrumented(Recorder(fail), {})
+        inst.watch(result)
+        return inst
+
+    def test_a_result_is_logged_once_at_its_finish(self):
+        r = Handled(metrics_dict={"finished_reason": "stop", "n": 1})
+        inst = self.watched(r)
+        self.assertEqual(r._handle_response(False), "handled")
+        self.assertEqual(inst.collector.requests, [])  # not finished yet
+        self.assertFalse(inst.wake.is_set())
+        r._handle_response(True)
+        self.assertEqual(inst.collector.requests, [{"finished_reason": "stop", "n": 1}])
+        self.assertTrue(inst.wake.is_set())  # the finish wakes the drain
+        r._handle_response(True)  # handled again after its finish: not logged again
+        self.assertEqual(len(inst.collector.requests), 1)
+        self.assertEqual(r.handled, 3)
+
+    def test_each_candidate_is_logged_and_not_the_result_dict_too(self):
+        r = Handled(metrics_dict={"finished_reason": "length"},
+                    candidate_metrics=[{"finished_reason": "stop"}, {"finished_reason": "length"}])
+        inst = self.watched(r)
+        r._handle_response(True)
+        self.assertEqual(inst.collector.requests, [{"finished_reason": "stop"}, {"finished_reason": "length"}])
+
+    def test_a_result_without_metrics_logs_nothing(self):
+        r = Handled(metrics_dict={})
+        inst = self.watched(r)
+        r._handle_response(True)
+        self.assertEqual(inst.collector.requests, [])
+        self.assertTrue(inst.wake.is_set())
+
+    def test_a_failing_collector_warns_and_the_request_goes_on(self):
+        r = Handled(metrics_dict={"finished_reason": "stop"})
+        inst = self.watched(r, fail=True)
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            self.assertEqual(r._handle_response(True), "handled")
+        self.assertEqual([str(x.message) for x in w],
+                         ["vllmstat.trtllm: cannot record a finished request's metrics: collector broke"])
+
+    def test_a_result_it_cannot_watch_warns_once_and_is_returned_as_it_is(self):
+        inst = vllmstat.trtllm._Instrumented(Recorder(), {})
+
+        class Bare:
+            def generate_async(self, inputs):
+                return object()
+        llm = Bare()
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            inst.attach(llm, llm.generate_async, drain=False)
+            a, b = llm.generate_async(1), llm.generate_async(2)
+        self.assertIsNot(a, b)
+        self.assertEqual([str(x.message) for x in w],
+                         ["vllmstat.trtllm: object has no _handle_response; its requests' metrics are not recorded"])
+
+
+class Draining(unittest.TestCase):
+    def test_statistics_are_drained_after_a_finish_and_a_failed_drain_is_retried_at_the_next(self):
+        class Engine:
+            def __init__(self):
+                self.calls = 0
+                self.queued = []
+
+            def generate_async(self, inputs):
+                return Handled(metrics_dict={"finished_reason": "stop"})
+
+            def get_stats(self, timeout=2):
+                self.calls += 1
+                if self.calls == 1:
+                    raise RuntimeError("stats queue broke")
+                out, self.queued = self.queued, []
+                return out
+
+        llm = Engine()
+        inst = vllmstat.trtllm._Instrumented(Recorder(), {})
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            inst.attach(llm, llm.generate_async, drain=True)  # wakes once at start, as the server
+            wait_for(lambda: llm.calls == 1 and w, "the first drain's failure")
+            self.assertEqual([str(x.message) for x in w],
+                             ["vllmstat.trtllm: cannot drain the engine's iteration statistics: stats queue broke"])
+            llm.queued = [{"numActiveRequests": 2}, '{"numActiveRequests": 1}']  # older releases: JSON text
+            r = llm.generate_async({})
+            r._handle_response(True)
+            wait_for(lambda: len(inst.collector.iterations) == 2, "the drain after the finish")
+        self.assertEqual(inst.collector.iterations, [{"numActiveRequests": 2}, {"numActiveRequests": 1}])
+        self.assertEqual(inst.collector.requests, [{"finished_reason": "stop"}])
+
+
 class InstrumentRefuses(unittest.TestCase):
     def test_an_object_without_generate_async_is_refused_by_name(self):
         with self.assertRaisesRegex(TypeError, r"object has no generate_async method"):

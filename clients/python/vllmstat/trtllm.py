@@ -19,7 +19,7 @@ import os
 import threading
 import time
 import warnings
-from typing import Any, Optional
+from typing import Any, Callable, List, Optional
 
 from .exposition import expose
 
@@ -150,12 +150,13 @@ class _Instrumented:
         result's _handle_response, so that is where the finish is seen, whichever reader the
         caller uses, on that reader's thread, right after the result has recorded its metrics.
         """
-        handle = getattr(result, "_handle_response", None)
-        if not callable(handle):
+        found = getattr(result, "_handle_response", None)
+        if not callable(found):
             self._warn("result", "vllmstat.trtllm: %s has no _handle_response; its requests' metrics "
                        "are not recorded" % type(result).__name__)
             return
-        done = []
+        handle: Callable[..., Any] = found
+        done: List[bool] = []  # whether the finish was logged: once, whatever reads the result after
 
         @functools.wraps(handle)
         def handle_response(*args, **kwargs):
