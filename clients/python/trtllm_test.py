@@ -233,6 +233,16 @@ def iteration(running, waiting, used, total):
             "kvCacheStats": {"usedNumBlocks": used, "maxNumBlocks": total, "freeNumBlocks": total - used}}
 
 
+def write_standin(tmp):
+    """Writes the stand-in tensorrt_llm package under tmp/standin."""
+    pkg = os.path.join(tmp, "standin", "tensorrt_llm")
+    os.makedirs(os.path.join(pkg, "metrics"))
+    with open(os.path.join(pkg, "__init__.py"), "w") as f:
+        f.write("")
+    with open(os.path.join(pkg, "metrics", "__init__.py"), "w") as f:
+        f.write(STANDIN_METRICS)
+
+
 class Engine:
     """The engine process."""
 
@@ -290,12 +300,7 @@ class InstrumentEndToEnd(unittest.TestCase):
     def setUp(self):
         need(CHILD_PY is not None, "no Python with prometheus_client for the engine process")
         self.tmp = tempfile.mkdtemp()
-        pkg = os.path.join(self.tmp, "standin", "tensorrt_llm")
-        os.makedirs(os.path.join(pkg, "metrics"))
-        with open(os.path.join(pkg, "__init__.py"), "w") as f:
-            f.write("")
-        with open(os.path.join(pkg, "metrics", "__init__.py"), "w") as f:
-            f.write(STANDIN_METRICS)
+        write_standin(self.tmp)
         self.vs = Vllmstat(self.tmp)
         self.engine = None
 
@@ -509,6 +514,40 @@ class InstrumentRefuses(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertIn("ImportError vllmstat.trtllm.instrument needs TensorRT-LLM's MetricsCollector "
                       "(tensorrt_llm.metrics)", p.stdout)
+
+    def test_one_engine_per_process_and_again_for_the_same_one_only_exposes(self):
+        need(CHILD_PY is not None, "no Python with prometheus_client")
+        tmp = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, tmp, True)
+        write_standin(tmp)
+        code = ("import vllmstat.trtllm\n"
+                "vllmstat.trtllm.expose = lambda *a, **kw: 'URL'  # no vllmstat here\n"
+                "from tensorrt_llm.metrics import MetricsCollector\n"
+                "class A:\n"
+                "    return_perf_metrics = True\n"
+                "    backend = 'pytorch'\n"
+                "    def __init__(self, model): self.model = model\n"
+                "class E:\n"
+                "    def __init__(self, model): self.args = A(model)\n"
+                "    def generate_async(self, inputs): pass\n"
+                "    def get_stats(self, timeout=2): return []\n"
+                "one = E('m1')\n"
+                "print(vllmstat.trtllm.instrument(one))\n"
+                "wrapped = one.generate_async\n"
+                "print(vllmstat.trtllm.instrument(one), one.generate_async is wrapped, MetricsCollector.made)\n"
+                "try:\n"
+                "    vllmstat.trtllm.instrument(E('m2'))\n"
+                "except ValueError as e:\n"
+                "    print('ValueError', e)\n")
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([HERE, os.path.join(tmp, "standin"), DECL]))
+        p = subprocess.run([CHILD_PY, "-c", code], cwd=tmp, capture_output=True, text=True, timeout=60, env=env)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stdout.splitlines(), [
+            "URL",
+            "URL True 1",
+            "ValueError vllmstat.trtllm.instrument: this process already records an engine with labels "
+            "{'model_name': 'm1', 'engine_type': 'pytorch'}; another with {'model_name': 'm2', 'engine_type': "
+            "'pytorch'} cannot have a collector of its own in the same registry"])
 
     def test_metrics_off_in_the_llm_arguments_warns(self):
         code = ("import sys, warnings\n"
