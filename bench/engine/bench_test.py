@@ -17,6 +17,7 @@ import unittest
 import actor
 import bench
 import snapshot
+import trtllm
 import vllmpage
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
@@ -196,6 +197,32 @@ class ActorTest(unittest.TestCase):
         self.assertEqual([r[0] for r in rows], ["| idle", "| busy"], p.stdout)
         for r in rows:
             self.assertGreater(int(r[-1].strip(" |")), 1000)  # the page's bytes
+
+
+class TrtllmTest(unittest.TestCase):
+    def test_query_asks_for_the_namespaces_the_page_has(self):
+        names = ["vllm:num_requests_running", "vllm:e2e_request_latency_seconds_bucket", "trtllm_prompt_tokens_total"]
+        vllm_page = "# HELP x\nvllm:num_requests_running{engine=\"0\"} 1.0\n"
+        self.assertEqual(trtllm.scraper_query(names, vllm_page),
+                         "name%5B%5D=vllm%3Anum_requests_running&name%5B%5D=vllm%3Ae2e_request_latency_seconds_bucket"
+                         "&name%5B%5D=vllm%3Ae2e_request_latency_seconds")
+        self.assertEqual(trtllm.scraper_query(names[:2], "trtllm_prompt_tokens_total{a=\"b\"} 3.0\n"), "")
+
+    def test_runs_and_prints_its_rows(self):
+        sys.path.insert(0, os.path.join(actor.REPO, "clients", "python"))
+        import vllmstat_client
+        with tempfile.NamedTemporaryFile("w", suffix=".txt") as names:
+            names.write("\n".join(sorted(vllmstat_client._ASKED)))
+            names.flush()
+            p = subprocess.run([sys.executable, trtllm.__file__, "--names", names.name, "--calls", "5", "--runs", "1"],
+                               capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertIn("no name[]", p.stdout)  # vllmstat reads no TensorRT-LLM name with name[]
+        rows = [line.split(" | ") for line in p.stdout.splitlines() if line.startswith("| ") and "µs" not in line]
+        self.assertEqual([r[0] for r in rows], ["| vllmstat scrape of expose()'s page, per scrape",
+                                                "| per finished request (reader's thread, instrumented less not)",
+                                                "| per drained iteration (drain thread)"], p.stdout)
+        self.assertGreater(int(rows[0][-1].strip(" |")), 10000)  # the page's bytes
 
 
 if __name__ == "__main__":
