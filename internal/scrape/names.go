@@ -34,7 +34,7 @@ type sampleNames struct {
 	queries sync.Map // nsMask -> string
 }
 
-// nsMask is a set of namespace spellings, bit i for vllm.Namespaces[i].
+// nsMask is a set of namespace spellings, bit i for queryNamespaces[i].
 type nsMask uint8
 
 var readNames = sync.OnceValue(func() *sampleNames {
@@ -53,11 +53,16 @@ var readNames = sync.OnceValue(func() *sampleNames {
 	return s
 })
 
-// namespaceOf returns the index in vllm.Namespaces of the spelling name begins with (the
+// queryNamespaces are the namespace spellings of the names a query may ask for: vLLM's, then
+// TensorRT-LLM's (see page.SampleNames). A page's query asks for the names of the spellings it
+// has.
+var queryNamespaces = append(slices.Clip(vllm.Namespaces), vllm.Engines[vllm.TRTLLM].Namespaces...)
+
+// namespaceOf returns the index in queryNamespaces of the spelling name begins with (the
 // longest, as "ray_vllm_" also holds "vllm_").
 func namespaceOf(name string) uint8 {
 	best, bestLen := uint8(0), -1
-	for i, p := range vllm.Namespaces {
+	for i, p := range queryNamespaces {
 		if strings.HasPrefix(name, p) && len(p) > bestLen {
 			best, bestLen = uint8(i), len(p)
 		}

@@ -7,12 +7,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/vllmstat/vllmstat/internal/vllm"
 )
 
 // TestPythonPageKnowsTheQuery checks the Python client's page (expose(), whose page is
-// clients/python/vllmstat/page.py) against the query a scrape sends a vLLM page: the page
+// clients/python/vllmstat/page.py) against the queries a scrape sends a vLLM page and a
+// TensorRT-LLM page: the page
 // renders a restricted request itself only when every name asked for is in its list, so the
 // list must hold every name[] value of that query, and nothing else.
 func TestPythonPageKnowsTheQuery(t *testing.T) {
@@ -35,16 +34,20 @@ print("\n".join(sorted(page._ASKED)))`)
 	}
 	got := strings.Fields(string(out))
 
-	ns := slices.Index(vllm.Namespaces, "vllm:")
-	q, err := url.ParseQuery(readNames().query(nsMask(1) << ns))
-	if err != nil {
-		t.Fatal(err)
+	// A vLLM page's query and a TensorRT-LLM page's (vllmstat.trtllm.instrument serves one).
+	var want []string
+	for _, spelling := range []string{"vllm:", "trtllm_"} {
+		ns := slices.Index(queryNamespaces, spelling)
+		q, err := url.ParseQuery(readNames().query(nsMask(1) << ns))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(q["name[]"]) < 40 {
+			t.Fatalf("the query asks a %s page for %d names, want its dozens", spelling, len(q["name[]"]))
+		}
+		want = append(want, q["name[]"]...)
 	}
-	want := slices.Clone(q["name[]"])
 	slices.Sort(want)
-	if len(want) < 50 {
-		t.Fatalf("the query asks for %d names, want the vLLM page's dozens", len(want))
-	}
 	for _, n := range want {
 		if _, found := slices.BinarySearch(got, n); !found {
 			t.Errorf("the query asks for %s; the Python page's list lacks it", n)

@@ -24,7 +24,7 @@ _IDLE_TIMEOUT = 120.0
 # request gets prometheus_client's own answer.
 
 # The samples a vllmstat scrape asks a vLLM page for, in vLLM's spelling (internal/scrape's tests
-# keep these lists equal to the name[] parameters it sends).
+# keep these lists equal to the name[] parameters it sends; a query asks for one engine's names).
 _ASKED_GAUGES = ("num_requests_running", "num_requests_waiting", "kv_cache_usage_perc", "gpu_cache_usage_perc",
                  "num_requests_waiting_by_reason", "engine_sleep_state", "engine_sleep_resource_state",
                  "engine_fully_awake", "engine_pause_state", "rl_weight_update_active")
@@ -42,10 +42,24 @@ _ASKED_HISTOGRAMS = ("time_to_first_token_seconds", "inter_token_latency_seconds
                      "request_prefill_time_seconds", "request_decode_time_seconds", "request_inference_time_seconds",
                      "iteration_tokens_total",
                      "kv_block_lifetime_seconds", "kv_block_idle_before_evict_seconds", "kv_block_reuse_gap_seconds")
-_ASKED = frozenset(["vllm:" + g for g in _ASKED_GAUGES]
-                   + ["vllm:" + c + s for c in _ASKED_COUNTERS for s in ("_total", "_created")]
-                   + ["vllm:" + h + s for h in _ASKED_HISTOGRAMS
-                      for s in ("", "_bucket", "_sum", "_count", "_created")])
+# The same for a TensorRT-LLM engine's page (vllmstat.trtllm.instrument), in its spelling.
+_TRTLLM_ASKED_GAUGES = ("num_requests_running", "num_requests_waiting", "num_paused_requests", "kv_cache_utilization")
+_TRTLLM_ASKED_COUNTERS = ("prompt_tokens", "generation_tokens", "prompt_cached_tokens", "request_success",
+                          "spec_decode_num_draft_tokens", "spec_decode_num_accepted_tokens")
+_TRTLLM_ASKED_HISTOGRAMS = ("time_to_first_token_seconds", "time_per_output_token_seconds",
+                            "e2e_request_latency_seconds", "request_queue_time_seconds",
+                            "request_prefill_time_seconds", "request_decode_time_seconds",
+                            "request_inference_time_seconds")
+
+
+def _asked(ns, gauges, counters, histograms):
+    return ([ns + g for g in gauges]
+            + [ns + c + s for c in counters for s in ("_total", "_created")]
+            + [ns + h + s for h in histograms for s in ("", "_bucket", "_sum", "_count", "_created")])
+
+
+_ASKED = frozenset(_asked("vllm:", _ASKED_GAUGES, _ASKED_COUNTERS, _ASKED_HISTOGRAMS)
+                   + _asked("trtllm_", _TRTLLM_ASKED_GAUGES, _TRTLLM_ASKED_COUNTERS, _TRTLLM_ASKED_HISTOGRAMS))
 
 
 class _Page:
