@@ -1,10 +1,8 @@
 package keyset
 
 import (
-	"bufio"
 	"encoding/json"
 	"maps"
-	"os"
 	"path"
 	"path/filepath"
 	"slices"
@@ -14,6 +12,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/vllmstat/vllmstat/internal/config/yamlx"
+	"github.com/vllmstat/vllmstat/internal/report"
 	"github.com/vllmstat/vllmstat/internal/step"
 	"github.com/vllmstat/vllmstat/internal/vllm"
 )
@@ -29,22 +28,8 @@ var recordFiles = []string{"vllm.jsonl", "sglang.jsonl", "trtllm.jsonl"}
 // Records reads the records of a testdata file.
 func Records(t testing.TB, file string) []*step.Record {
 	t.Helper()
-	f, err := os.Open(filepath.Join("testdata", file))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var out []*step.Record
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<24)
-	for sc.Scan() {
-		var r step.Record
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			t.Fatalf("%s: %v", file, err)
-		}
-		out = append(out, &r)
-	}
-	if err := sc.Err(); err != nil || len(out) == 0 {
+	out, err := report.ReadSteps(filepath.Join("testdata", file))
+	if err != nil || len(out) == 0 {
 		t.Fatalf("%s: %d records, %v", file, len(out), err)
 	}
 	return out

@@ -1,15 +1,13 @@
 package sink_test
 
 import (
-	"bufio"
-	"encoding/json"
-	"os"
 	"path/filepath"
 	"slices"
 	"testing"
 
 	"github.com/vllmstat/vllmstat/internal/e2etest"
 	"github.com/vllmstat/vllmstat/internal/keyset"
+	"github.com/vllmstat/vllmstat/internal/report"
 	"github.com/vllmstat/vllmstat/internal/step"
 )
 
@@ -64,20 +62,9 @@ func TestRunKeyedJSONL(t *testing.T) {
 
 func readRecords(t *testing.T, path string) []*step.Record {
 	t.Helper()
-	f, err := os.Open(path)
+	out, err := report.ReadSteps(path)
 	if err != nil {
 		t.Fatal(err)
-	}
-	defer f.Close()
-	var out []*step.Record
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<24)
-	for sc.Scan() {
-		var r step.Record
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, &r)
 	}
 	return out
 }

@@ -1,10 +1,7 @@
 package wandb
 
 import (
-	"bufio"
-	"encoding/json"
 	"maps"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -12,29 +9,16 @@ import (
 
 	"google.golang.org/protobuf/encoding/protowire"
 
+	"github.com/vllmstat/vllmstat/internal/report"
 	"github.com/vllmstat/vllmstat/internal/step"
 )
 
 // demoRecords reads the steps of a demo run that package keyset checks its presets against.
 func demoRecords(t *testing.T, file string) []*step.Record {
 	t.Helper()
-	f, err := os.Open(filepath.Join("..", "..", "keyset", "testdata", file))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var out []*step.Record
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<24)
-	for sc.Scan() {
-		var r step.Record
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, &r)
-	}
-	if len(out) == 0 || sc.Err() != nil {
-		t.Fatalf("%s: %d records, %v", file, len(out), sc.Err())
+	out, err := report.ReadSteps(filepath.Join("..", "..", "keyset", "testdata", file))
+	if err != nil || len(out) == 0 {
+		t.Fatalf("%s: %d records, %v", file, len(out), err)
 	}
 	return out
 }
