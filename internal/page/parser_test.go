@@ -177,9 +177,9 @@ func TestParserReplays(t *testing.T) {
 	}
 }
 
-// TestParserReleaseFromAnotherGoroutine reads and releases pages on another goroutine, as the
+// TestParserReleasesConcurrently reads and releases pages on another goroutine, as the
 // collector does, under the race detector.
-func TestParserReleaseFromAnotherGoroutine(t *testing.T) {
+func TestParserReleasesConcurrently(t *testing.T) {
 	base := readPage(t, "ray-serve-llm-two-replicas.prom")
 	p := NewParser(Options{})
 	pages := make(chan *Page)
@@ -403,11 +403,11 @@ func TestParserResyncs(t *testing.T) {
 	}
 }
 
-// TestParsersInParallel runs the parsers of several targets at once, as the scrape goroutines
+// TestParsersRunConcurrently runs the parsers of several targets at once, as the scrape goroutines
 // do: the buffers parsers share while a page is read (expo's pools of scratch code and of
 // decoded lines) must never be written by two of them at a time (run with -race), nor leave
 // one parser with another's lines.
-func TestParsersInParallel(t *testing.T) {
+func TestParsersRunConcurrently(t *testing.T) {
 	base := readPage(t, "prometheus-client-render-vllm-0.20.prom")
 	seq := append(pageSequence(base), lineEdits(base)...)
 	for i := range 6 {

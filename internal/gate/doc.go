@@ -1,0 +1,4 @@
+// Package gate holds the tests of the rules scripts/test relies on to run the test suite in
+// less time: the packages it tests without the race detector (scripts/sequential) start no
+// goroutines but in tests it runs under -race.
+package gate
