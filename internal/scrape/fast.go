@@ -239,7 +239,7 @@ func (f *fastTransport) get(r *request, restrict bool, buf *bytes.Buffer, deadli
 	defer fasthttp.ReleaseRequest(req)
 	req.Header.SetHost(r.parsed.Host)
 	req.SetRequestURI(r.requestURI(restrict))
-	if err := r.setHeaders(&req.Header); err != nil {
+	if err := r.setHeaders(&req.Header, restrict); err != nil {
 		return nil, err
 	}
 	c := &f.client.c
@@ -257,7 +257,11 @@ func (f *fastTransport) get(r *request, restrict bool, buf *bytes.Buffer, deadli
 	case code != http.StatusOK:
 		return nil, &StatusError{Code: code}
 	}
-	return decodePage(string(f.resp.Header.ContentEncoding()), f.resp.Body(), int64(f.client.c.MaxResponseBodySize), buf)
+	maxBody, encoding := int64(f.client.c.MaxResponseBodySize), string(f.resp.Header.ContentEncoding())
+	if restrict && isValuesAnswer(string(f.resp.Header.ContentType())) {
+		return r.values(f.resp.Body(), string(f.resp.Header.Peek(layoutHeader)), encoding, maxBody, buf)
+	}
+	return decodePage(encoding, f.resp.Body(), maxBody, buf)
 }
 
 // newConnections sends every later request on a new connection, closed after its answer.

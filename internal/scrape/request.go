@@ -29,6 +29,8 @@ type request struct {
 	// authorization is the Authorization header when the credentials are not read from files
 	// ("" for none); see header.
 	authorization string
+	// layout is the layout of the target's last values answer (see values.go); nil for none.
+	layout *layout
 }
 
 func newRequest(rawURL string, auth *target.Auth, c Compression, names *restriction) (*request, error) {
@@ -99,8 +101,9 @@ func authHeader(a *target.Auth) (string, error) {
 // headerSetter is a request's headers, of either client: http.Header, *fasthttp.RequestHeader.
 type headerSetter interface{ Set(key, value string) }
 
-// setHeaders sets the headers of a scrape on h: what it accepts, and the credentials.
-func (r *request) setHeaders(h headerSetter) error {
+// setHeaders sets the headers of a scrape on h: what it accepts, and the credentials; and on a
+// restricted one, the layout of a values answer it holds.
+func (r *request) setHeaders(h headerSetter, restrict bool) error {
 	auth, err := r.header()
 	if err != nil {
 		return err
@@ -110,6 +113,9 @@ func (r *request) setHeaders(h headerSetter) error {
 	h.Set("User-Agent", userAgent)
 	if auth != "" {
 		h.Set("Authorization", auth)
+	}
+	if restrict {
+		h.Set(layoutHeader, r.layoutID())
 	}
 	return nil
 }

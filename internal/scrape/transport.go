@@ -77,7 +77,7 @@ func (t *stdTransport) get(r *request, restrict bool, buf *bytes.Buffer, deadlin
 	}
 	req.URL, req.Host = u, u.Host
 	req.Close = t.fresh
-	if err := r.setHeaders(req.Header); err != nil {
+	if err := r.setHeaders(req.Header, restrict); err != nil {
 		return nil, err
 	}
 	resp, err := t.client.Do(req)
@@ -89,6 +89,13 @@ func (t *stdTransport) get(r *request, restrict bool, buf *bytes.Buffer, deadlin
 	if resp.StatusCode != http.StatusOK {
 		io.Copy(io.Discard, io.LimitReader(resp.Body, 4096)) // so that net/http may keep the connection
 		return nil, &StatusError{Code: resp.StatusCode}
+	}
+	if restrict && isValuesAnswer(resp.Header.Get("Content-Type")) {
+		var raw bytes.Buffer
+		if err := readBody(resp, t.maxBody, &raw); err != nil {
+			return nil, err
+		}
+		return r.values(raw.Bytes(), resp.Header.Get(layoutHeader), "", t.maxBody, buf)
 	}
 	if err := readBody(resp, t.maxBody, buf); err != nil {
 		return nil, err
