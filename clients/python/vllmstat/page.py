@@ -362,7 +362,7 @@ class _Template:
         self._pick = _getter(slots)
         # the values answer's part of the layout (_Query.layout): the text around the values,
         # where each value of the text comes from, and how the raw values are added up
-        self.part = {"segments": segments, "slots": slots, "cuts": reader.cuts, "raw": reader.raw}
+        self.part = {"segments": segments, "slots": slots, "cuts": reader.cut_sizes, "raw": reader.raw}
         segments = [s.replace("%", "%%") for s in segments]
         self._general = "%s".join(segments).encode("utf-8")
         self._fast = "".join(itertools.chain.from_iterable(
@@ -466,7 +466,7 @@ def _float_texts(values, go):
 class _Values:
     """A counter's or gauge's children's values: read as a list, in the text's order."""
 
-    cuts = None  # the values are the text's as they are: nothing to add up
+    cut_sizes = None  # the values are the text's as they are: nothing to add up
 
     def __init__(self, objs, names, gauge):
         self._objs, self.names, self._gauge = objs, names, gauge
@@ -507,7 +507,7 @@ class _Buckets:
         buckets = [list(b) for b, _, _ in series]  # each child's bucket values
         self._objs = [v for b in buckets for v in b] + [total for _, total, with_sum in series if with_sum]
         self._read_counts = sum(map(len, buckets))  # how many of the values read are buckets'
-        self.cuts = list(map(len, buckets))  # how many bucket values each child has
+        self.cut_sizes = list(map(len, buckets))  # how many bucket values each child has
         self.raw = len(self._objs)
         self._cuts, self.names, self.sources, lasts = [], [], [], []
         start, read, sums = 0, 0, self._read_counts + len(buckets)
