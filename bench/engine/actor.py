@@ -13,9 +13,12 @@ many engines (vllmpage.py, every per-engine series present) and measures:
 - a vllmstat scrape of prometheus_client's own page server (its WSGI app under its threading
   wsgiref server, as start_http_server runs it: a connection and a thread per scrape) and of
   the page vllmstat.expose() serves, each by a child process that sends vllmstat's request
-  (its query, headers and User-Agent) and keeps the connection when the server does: this
-  process's CPU per scrape, and the CPU of the page's answer in the server's thread (the
-  render: Python code with no waits, run holding the GIL).
+  (its query, headers and User-Agent, and X-Vllmstat-Layout: "none", then the layout id of the
+  last answer, so that expose()'s page sends its values answer, the layout only the first time)
+  and keeps the connection when the server does: this process's CPU per scrape, and the CPU of
+  the page's answer in the server's thread (the render: Python code with no waits, run holding
+  the GIL). Page bytes: the body of an answer after the first (for expose(), the values; the
+  first answer, with the layout, is printed below the table).
 
 CPU is read with time.process_time (all threads of this process): a snapshot's is the CPU of
 the thread that calls it, a scrape's that of the other threads (the page server's) while the
@@ -65,17 +68,21 @@ def vllmstat_query(names):
 # -- the scraper (a child process) ---------------------------------------------------------------
 
 def scrape_loop(port, path):
-    """Reads a count per line on stdin, sends that many requests, answers "ok BYTES"."""
+    """Reads a count per line on stdin, sends that many requests, answers "ok BYTES" (the last
+    answer's body). Each request holds the layout id of the answer before it, as vllmstat's do:
+    "none" at first, and after an answer without one (a text answer)."""
     import http.client
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    layout = "none"
     for line in sys.stdin:
         size = 0
         for _ in range(int(line)):
-            conn.request("GET", path, headers=HEADERS)
+            conn.request("GET", path, headers=dict(HEADERS, **{"X-Vllmstat-Layout": layout}))
             r = conn.getresponse()
             body = r.read()
             if r.status != 200:
                 sys.exit(f"GET: status {r.status}")
+            layout = r.getheader("X-Vllmstat-Layout") or "none"
             size = len(body)
         print(f"ok {size}", flush=True)
 
@@ -250,8 +257,8 @@ def waits(call, engines, busy, n):
 
 
 def measure(fixture, n, query, calls, runs, works=tuple(LABELS)):
-    """The rows for n engines: {work: {"size": page bytes, busy: {"cpu", "hold": [per run],
-    "wait": [per call]}}}, for the works named."""
+    """The rows for n engines: {work: {"size": page bytes, "first": the first answer's bytes,
+    busy: {"cpu", "hold": [per run], "wait": [per call]}}}, for the works named."""
     engines = Engines(fixture, n)
     holds = []
     try:
@@ -261,6 +268,7 @@ def measure(fixture, n, query, calls, runs, works=tuple(LABELS)):
         if "expose" in works:
             servers["expose"] = ExposeServer(engines.registry, holds)
         scrapers = {k: Scraper(s.port, "/metrics?" + query) for k, s in servers.items()}
+        firsts = {k: s.scrape() for k, s in scrapers.items()}
         sizes = {k: s.scrape() for k, s in scrapers.items()}
         if "expose" in servers:
             check_same(engines, servers["expose"], query)
@@ -269,7 +277,7 @@ def measure(fixture, n, query, calls, runs, works=tuple(LABELS)):
         rows = {}
         for _ in range(runs):
             for name, call, own in cases:
-                row = rows.setdefault(name, {"size": sizes.get(name)})
+                row = rows.setdefault(name, {"size": sizes.get(name), "first": firsts.get(name)})
                 for busy in (False, True):
                     for _ in range(3):  # warm-up
                         call()
@@ -345,12 +353,17 @@ def main():
     print("| engines | work | µs CPU per call, idle / busy | µs of it holding the GIL | another "
           "thread's longest wait per call, ms, idle / busy | page bytes |")
     print("|---:|---|---:|---:|---:|---:|")
+    firsts = []
     for n in (int(e) for e in args.engines.split(",")):
         for name, row in measure(fixture, n, query, args.calls, args.runs, works).items():
             cells = [" / ".join(f"{statistics.median(row[b][k]) * 1e6:.0f}" for b in (False, True))
                      for k in ("cpu", "hold")]
             cells.append(" / ".join(ms(row[b]["wait"]) for b in (False, True)))
             print(f"| {n} | {LABELS[name]} | {' | '.join(cells)} | {row['size'] or ''} |")
+            if row["first"] != row["size"]:
+                firsts.append(f"{LABELS[name]} at {n} engines, {row['first']}")
+    if firsts:
+        print("\nThe first answer's bytes (with the layout): " + "; ".join(firsts) + ".")
     print(f"\nMachine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}; "
           f"prometheus_client {prometheus_client_version()}, Python {sys.version.split()[0]}; "
           f"switch interval {sys.getswitchinterval() * 1e3:.0f} ms.")

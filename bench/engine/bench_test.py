@@ -153,9 +153,14 @@ class ActorTest(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
         rows = [line.split(" | ") for line in p.stdout.splitlines() if line.startswith(("| 1 |", "| 2 |"))]
         self.assertEqual(len(rows), 6, p.stdout)
-        for scrapes in (rows[1:3], rows[4:6]):  # prometheus_client's server and expose(): the same page
-            self.assertEqual(scrapes[0][-1], scrapes[1][-1])
-            self.assertGreater(int(scrapes[0][-1].strip(" |")), 1000)
+        for prom, exposed in (rows[1:3], rows[4:6]):
+            # prometheus_client's server sends the text; expose()'s page the values answer,
+            # after a first answer with the layout
+            text, values = int(prom[-1].strip(" |")), int(exposed[-1].strip(" |"))
+            self.assertGreater(text, 1000)
+            self.assertLess(values, text / 3)
+        self.assertIn("The first answer's bytes (with the layout): vllmstat scrape: expose()'s page at 1 engines",
+                      p.stdout)
 
     def test_compare_runs_both_clients_and_refuses_a_directory_without_one(self):
         sys.path.insert(0, os.path.join(actor.REPO, "clients", "python"))

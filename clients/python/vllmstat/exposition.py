@@ -249,7 +249,7 @@ class _Exposure:
         began = time.monotonic()
         path, _, query = target.partition("?")
         out = self._page.respond(method, urllib.parse.unquote(path, "iso-8859-1"), query, headers.get("accept"),
-                                headers.get("accept-encoding"))
+                                headers.get("accept-encoding"), headers.get("x-vllmstat-layout"))
         if headers.get("user-agent", "").startswith("vllmstat"):
             with self._cond:
                 if self._last_begin is not None:
