@@ -21,7 +21,7 @@ PKG = os.path.join(HERE, "vllmstat")
 # must not load them (ctypes: the sidecar's parent-death signal; gzip: compressed pages;
 # multiprocessing: forked children's exit; prometheus_client and Ray: expose() and ray_targets()).
 OPTIONAL = ("ctypes", "gzip", "multiprocessing", "prometheus_client", "ray")
-# Imported inside a function that the module calls when it is imported (page.py makes its
+# Imported inside a function that the module calls when it is imported (_http.py makes its
 # server classes then), so importing the package loads it.
 CALLED_AT_IMPORT = ("socketserver",)
 

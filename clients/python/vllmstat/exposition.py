@@ -18,7 +18,8 @@ from typing import List, Optional
 
 from ._common import VllmstatError, _base_url, _url_host
 from ._api import Client
-from .page import _Handler, _Page, _Server, _Server6
+from ._http import _Handler, _Server, _Server6
+from .page import _Page
 
 __all__ = ["expose", "ray_targets"]
 
