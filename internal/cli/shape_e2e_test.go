@@ -11,6 +11,7 @@ import (
 
 	"github.com/vllmstat/vllmstat/internal/sim"
 	"github.com/vllmstat/vllmstat/internal/step"
+	"github.com/vllmstat/vllmstat/internal/testkit"
 	"github.com/vllmstat/vllmstat/internal/vllm"
 )
 
@@ -37,6 +38,10 @@ func TestRequestShapeAgainstSimulator(t *testing.T) {
 	sc.Workload.Dataset = sc.Workload.Prompts // the second batch asks the first one's questions again
 	sc.Workload.MaxTokens = 400               // a good share stops at max_tokens
 	sc.Workload.Pause = 20 * time.Second
+	// The first batch waits 3 s (at speed 10) for the run's first scrapes: counts a page shows at
+	// a target's first scrape are its baseline, in no step. A loaded machine took longer than
+	// the default 0.1 s to start the run, and step 1 lost most of the batch's prompt tokens.
+	sc.Workload.StartDelay = 30 * time.Second
 	fleet, err := sim.Start(context.Background(), sc)
 	if err != nil {
 		t.Fatal(err)
@@ -51,6 +56,12 @@ func TestRequestShapeAgainstSimulator(t *testing.T) {
 		args = append(args, "--target", u)
 	}
 	l := startLive(t, out, args...)
+	if !testkit.Poll(time.Minute, func() bool { return l.liveScrapes() >= len(fleet.URLs()) }) {
+		t.Fatalf("the run made no scrapes\n%s", l.stderr.String())
+	}
+	if n := fleet.Totals()["prompt_tokens"]; n != 0 {
+		t.Fatalf("the first batch started (%v prompt tokens) before the run's first scrapes, which take its counts as their baseline: raise the workload's start delay", n)
+	}
 	atBatch := l.endStepsAtBatches(fleet, shapeBatches) // the totals as the pages show each batch's end
 	if code := l.stop(); code != 0 {
 		t.Fatalf("run exited %d\n%s", code, l.stderr.String())
