@@ -59,7 +59,7 @@ func TestRunEndToEnd(t *testing.T) {
 			"--interval", "0.05", "--scrape-timeout", "5s", "--step-every", "300ms", "--listen", "127.0.0.1:0", "--out", dir, "--record", rec, "--per-worker",
 		}, &bytes.Buffer{}, &stderr)
 	}()
-	testkit.WaitFor(t, 10*time.Second, "server a to be scraped more than 20 times", func() bool { a.mu.Lock(); defer a.mu.Unlock(); return a.n > 20 })
+	testkit.WaitFor(t, time.Minute, "server a to be scraped more than 20 times", func() bool { a.mu.Lock(); defer a.mu.Unlock(); return a.n > 20 })
 	cancel()
 	if code := <-done; code != 0 {
 		t.Fatalf("run exited %d\n%s", code, stderr.String())
