@@ -21,10 +21,9 @@ import (
 
 const python = "/usr/bin/python3"
 
-// pythonServer starts testdata/promclient_server.py: vLLM families served by prometheus_client's
-// own WSGI app, from a MultiProcessCollector registry when multiproc. It returns the server's
-// base URL. Without Python or prometheus_client the test is skipped, loudly, except in CI.
-func pythonServer(t *testing.T, multiproc bool) string {
+// needPromClient skips the test, loudly, without Python or its prometheus_client, except in CI,
+// where it fails.
+func needPromClient(t *testing.T) {
 	t.Helper()
 	if out, err := exec.Command(python, "-c", "import prometheus_client").CombinedOutput(); err != nil {
 		msg := "SKIPPED: needs " + python + " with prometheus_client (Debian: python3-prometheus-client): " + strings.TrimSpace(string(out)) + " " + err.Error()
@@ -33,6 +32,14 @@ func pythonServer(t *testing.T, multiproc bool) string {
 		}
 		t.Skip(msg)
 	}
+}
+
+// pythonServer starts testdata/promclient_server.py: vLLM families served by prometheus_client's
+// own WSGI app, from a MultiProcessCollector registry when multiproc. It returns the server's
+// base URL. Without Python or prometheus_client the test is skipped, loudly, except in CI.
+func pythonServer(t *testing.T, multiproc bool) string {
+	t.Helper()
+	needPromClient(t)
 	cmd := exec.Command(python, "testdata/promclient_server.py")
 	cmd.Env = os.Environ()
 	if multiproc {

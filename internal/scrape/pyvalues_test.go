@@ -60,13 +60,7 @@ for line in sys.stdin:
 // without the layout header: the same engines, series and values. A new series changes the
 // layout, which comes again.
 func TestValuesAnswerOfPythonPage(t *testing.T) {
-	if _, err := os.Stat(python); err != nil {
-		msg := "SKIPPED: needs " + python + ": " + err.Error()
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
+	needPromClient(t)
 	cmd := exec.Command(python, "-c", valuesEngineScript)
 	cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1")
 	cmd.Stderr = io.Discard // expose()'s registration with a vllmstat that is not there
