@@ -45,6 +45,8 @@ type layout struct {
 	parts []layoutPart
 	n     int // the values an answer sends: the parts' raw values, one after another
 	size  int // the text's bytes without its values
+	// most is the largest part's derived values: each part's are made in one slice that size.
+	most int
 }
 
 type layoutPart struct {
@@ -113,6 +115,7 @@ func parseLayout(b []byte, id string) (*layout, error) {
 			l.size += len(s)
 		}
 		l.n += p.raw
+		l.most = max(l.most, p.derived)
 	}
 	return l, nil
 }
@@ -147,7 +150,7 @@ func decodeValues(body []byte, id string, held *layout, maxBody int64, buf *byte
 	}
 	buf.Grow(int(min(int64(l.size+12*l.n), maxBody)))
 	out := buf.AvailableBuffer()
-	var derived []float64
+	derived := make([]float64, 0, l.most)
 	for i := range l.parts {
 		p := &l.parts[i]
 		derived = p.derive(derived[:0], body[:8*p.raw])
