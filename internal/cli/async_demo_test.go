@@ -17,8 +17,11 @@ func TestAsyncDemo(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	var out, errb bytes.Buffer
+	// The late engine generates on the old weights for --lag after each publish, a second of
+	// wall time at --speed 8 with 6 s: scrapes 0.2 s apart see it even on a loaded machine (with
+	// 3 s, a cold gate's scrapes once missed every stale token).
 	code := demoWith(context.Background(), []string{"--async", "--steps", "3", "--servers", "1", "--dp", "2", "--speed", "8",
-		"--interval", "0.2", "--terminal-timelines=false", "--plots=false", "-v", "--out", dir}, &out, &errb)
+		"--lag", "6s", "--interval", "0.2", "--terminal-timelines=false", "--plots=false", "-v", "--out", dir}, &out, &errb)
 	if code != 0 {
 		t.Fatalf("demo exited %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errb.String())
 	}
@@ -44,7 +47,7 @@ func TestAsyncDemo(t *testing.T) {
 	}
 	for _, want := range []string{
 		"Async loop: the trainer publishes a new policy version every 10s (simulated); each engine pauses and loads it (2s) at its own time, engine ",
-		" 3s late.\n", "a step ends at each publish",
+		" 6s late.\n", "a step ends at each publish",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
