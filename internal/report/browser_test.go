@@ -47,22 +47,34 @@ func chromiumPath(t *testing.T) string {
 	return ""
 }
 
-// browser starts a headless chromium with a fresh profile and no background traffic, and
-// returns a context for a tab in it.
-func browser(t *testing.T) context.Context {
-	t.Helper()
-	// Chromium's helper processes may still write to the profile as the browser exits, so the
-	// folder is removed after the browser, and without failing the test.
+// sharedBrowser is the package's one headless chromium, started by the first test that asks
+// for a tab and stopped by TestMain: a start costs seconds of CPU (seven starts were a fifth of
+// the package's time), and each test has a tab of its own in it.
+var sharedBrowser struct {
+	once sync.Once
+	ctx  context.Context // the browser's first tab, which keeps it open
+	err  error
+	stop func()
+}
+
+// TestMain stops the shared browser once every test has run.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if sharedBrowser.stop != nil {
+		sharedBrowser.stop()
+	}
+	os.Exit(code)
+}
+
+// startBrowser starts a headless chromium with a fresh profile and no background traffic; stop
+// ends it and removes the profile.
+func startBrowser(path string) (ctx context.Context, stop func(), err error) {
 	profile, err := os.MkdirTemp("", "vllmstat-chromium-")
 	if err != nil {
-		t.Fatal(err)
+		return nil, nil, err
 	}
-	t.Cleanup(func() {
-		// Chromium's last processes may still write into the profile as they exit.
-		testkit.Poll(2*time.Second, func() bool { return os.RemoveAll(profile) == nil })
-	})
 	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(chromiumPath(t)),
+		chromedp.ExecPath(path),
 		chromedp.Headless,
 		chromedp.NoSandbox,
 		chromedp.DisableGPU,
@@ -75,16 +87,39 @@ func browser(t *testing.T) context.Context {
 		chromedp.UserDataDir(profile),
 		chromedp.WindowSize(1400, 1000),
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	t.Cleanup(cancel)
-	actx, acancel := chromedp.NewExecAllocator(ctx, opts...)
-	t.Cleanup(acancel)
+	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
 	bctx, bcancel := chromedp.NewContext(actx)
-	t.Cleanup(bcancel)
-	if err := chromedp.Run(bctx); err != nil {
-		t.Fatalf("start chromium: %v", err)
+	stop = func() {
+		bcancel()
+		acancel()
+		// Chromium's last processes may still write into the profile as they exit.
+		testkit.Poll(2*time.Second, func() bool { return os.RemoveAll(profile) == nil })
 	}
-	return bctx
+	if err := chromedp.Run(bctx); err != nil {
+		stop()
+		return nil, nil, err
+	}
+	return bctx, stop, nil
+}
+
+// browser returns a context for a new tab of the package's headless chromium (sharedBrowser),
+// closed when the test ends; the test's calls in it time out after 90 s.
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	path := chromiumPath(t)
+	b := &sharedBrowser
+	b.once.Do(func() { b.ctx, b.stop, b.err = startBrowser(path) })
+	if b.err != nil {
+		t.Fatalf("start chromium: %v", b.err)
+	}
+	tab, closeTab := chromedp.NewContext(b.ctx)
+	t.Cleanup(closeTab)
+	ctx, cancel := context.WithTimeout(tab, 90*time.Second)
+	t.Cleanup(cancel)
+	if err := chromedp.Run(ctx); err != nil {
+		t.Fatalf("open a tab in chromium: %v", err)
+	}
+	return ctx
 }
 
 // jsErrors collects the page's uncaught exceptions and console errors.
