@@ -116,18 +116,7 @@ func benchServer(b *testing.B) string {
 	b.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), benchServeEnv+"="+testkit.Fixture(b, benchPage))
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { stdin.Close(); cmd.Wait() })
+	_, stdout := startPiped(b, cmd)
 	line, err := bufio.NewReader(stdout).ReadString('\n')
 	f := strings.Fields(line)
 	if err != nil || len(f) == 0 || f[0] == "error" {

@@ -3,6 +3,7 @@ package scrape
 import (
 	"bufio"
 	"context"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -46,23 +47,31 @@ func pythonServer(t *testing.T, multiproc bool) string {
 		cmd.Env = append(cmd.Env, "PROMETHEUS_MULTIPROC_DIR="+t.TempDir())
 	}
 	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { stdin.Close(); cmd.Wait() })
+	_, stdout := startPiped(t, cmd)
 	port, err := bufio.NewReader(stdout).ReadString('\n')
 	if err != nil {
 		t.Fatalf("python server: %v", err)
 	}
 	return "http://127.0.0.1:" + strings.TrimSpace(port)
+}
+
+// startPiped starts cmd with pipes to its standard input and from its standard output; at the
+// test's end it closes the input, which ends the child (each serves until then), and waits.
+func startPiped(tb testing.TB, cmd *exec.Cmd) (stdin io.WriteCloser, stdout io.Reader) {
+	tb.Helper()
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	stdout, err = cmd.StdoutPipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { stdin.Close(); cmd.Wait() })
+	return stdin, stdout
 }
 
 // sampleNamesOf returns the distinct sample names of a page.

@@ -64,18 +64,7 @@ func TestValuesAnswerOfPythonPage(t *testing.T) {
 	cmd := exec.Command(python, "-c", valuesEngineScript)
 	cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1")
 	cmd.Stderr = io.Discard // expose()'s registration with a vllmstat that is not there
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	outPipe, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { in.Close(); cmd.Process.Kill(); cmd.Wait() })
+	in, outPipe := startPiped(t, cmd)
 	out := bufio.NewScanner(outPipe)
 	if !out.Scan() {
 		t.Fatalf("the engine's process printed no URL: %v", out.Err())
