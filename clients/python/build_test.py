@@ -34,6 +34,7 @@ import vllmstat_backend as backend  # noqa: E402
 BUILD_WAIT = 900
 
 ELF_MACHINES = {62: "x86_64", 183: "aarch64"}  # e_machine: EM_X86_64, EM_AARCH64
+GOARCHES = {"x86_64": "amd64", "aarch64": "arm64", "arm64": "arm64"}  # Go's name of each machine
 MACHO_CPUS = {0x01000007: "x86_64", 0x0100000C: "arm64"}  # cputype: CPU_TYPE_X86_64, CPU_TYPE_ARM64
 PT_INTERP = 3
 LC_BUILD_VERSION = 0x32
@@ -227,7 +228,7 @@ def stand_in_binary(tmp, platform):
     goos, goarch = platform.split("/")
     out = os.path.join(tmp, "stand-in-%s-%s" % (goos, goarch))
     if goos == "linux":
-        return elf_stand_in(out, {v: k for k, v in ELF_MACHINES.items()}[{"amd64": "x86_64", "arm64": "aarch64"}[goarch]])
+        return elf_stand_in(out, next(m for m, name in ELF_MACHINES.items() if GOARCHES[name] == goarch))
     src = os.path.join(tmp, "stand-in")
     os.makedirs(src, exist_ok=True)
     with open(os.path.join(src, "go.mod"), "w") as f:
@@ -280,7 +281,7 @@ class Wheels(unittest.TestCase):
                 data = z.read(binary)
                 got_os, machine, minos, dynamic = binary_platform(data)
                 self.assertFalse(dynamic, "the Linux binary asks for a dynamic loader (PT_INTERP)")
-                goarch = {"x86_64": "amd64", "aarch64": "arm64", "arm64": "arm64"}.get(machine, machine)
+                goarch = GOARCHES.get(machine, machine)
                 if "%s/%s" % (got_os, goarch) not in self.stand_ins:  # vllmstat, whose build info names its module
                     self.assertIn(b"github.com/vllmstat/vllmstat", data)
                 for tag in tags:
