@@ -14,6 +14,7 @@ import (
 	"github.com/vllmstat/vllmstat/internal/selfmetrics"
 	"github.com/vllmstat/vllmstat/internal/sink"
 	"github.com/vllmstat/vllmstat/internal/sink/csvfile"
+	"github.com/vllmstat/vllmstat/internal/sink/otlp"
 	"github.com/vllmstat/vllmstat/internal/sink/remotewrite"
 	"github.com/vllmstat/vllmstat/internal/sink/tensorboard"
 	"github.com/vllmstat/vllmstat/internal/sink/wandb"
@@ -27,6 +28,7 @@ var sinkTypes = map[string]sink.Type{
 	"wandb":        wandb.Type,
 	"remote_write": remotewrite.Type,
 	"csv":          csvfile.Type,
+	"otlp":         otlp.Type,
 }
 
 // sinkTypeNames lists the known types, for messages.

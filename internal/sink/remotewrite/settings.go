@@ -3,7 +3,6 @@ package remotewrite
 import (
 	"cmp"
 	"fmt"
-	"net/http"
 	"net/url"
 	"os"
 	"regexp"
@@ -17,6 +16,7 @@ import (
 	"github.com/vllmstat/vllmstat/internal/config/yamlx"
 	"github.com/vllmstat/vllmstat/internal/keyset"
 	"github.com/vllmstat/vllmstat/internal/promname"
+	"github.com/vllmstat/vllmstat/internal/sink"
 )
 
 // Settings are a remote_write sink's settings, the keys of its entry under sinks.
@@ -229,41 +229,18 @@ func (l *ExtraLabels) UnmarshalYAML(v *yaml.Node) error {
 }
 
 // Headers are HTTP headers sent with every request, by canonical name.
-type Headers map[string]string
+type Headers sink.Headers
 
 // ownHeaders are set by the writer itself.
 var ownHeaders = []string{"Authorization", "Content-Encoding", "Content-Length", "Content-Type", "Host", "User-Agent", "X-Prometheus-Remote-Write-Version"}
 
-var headerName = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
-
 // UnmarshalYAML reads a mapping of header names to values; the writer's own headers are
 // refused.
 func (h *Headers) UnmarshalYAML(v *yaml.Node) error {
-	if v.Kind != yaml.MappingNode {
-		return yamlx.Problem(v, "must be a mapping of header names to values, e.g. {X-Scope-OrgID: team-a}")
+	m, err := sink.ParseHeaders(v, ownHeaders, " (use basic_auth or bearer_token for Authorization)")
+	if err != nil {
+		return err
 	}
-	es := yamlx.Duplicates(v)
-	out := Headers{}
-	for i := 0; i+1 < len(v.Content); i += 2 {
-		raw, x := v.Content[i].Value, v.Content[i+1]
-		k := http.CanonicalHeaderKey(raw)
-		bad := func(msg string) { es = append(es, yamlx.Error{Path: raw, Line: x.Line, Msg: msg}) }
-		switch {
-		case !headerName.MatchString(k):
-			bad(fmt.Sprintf("%q is not a header name", raw))
-		case slices.Contains(ownHeaders, k):
-			bad(fmt.Sprintf("%q is not allowed: the writer sets it (use basic_auth or bearer_token for Authorization)", k))
-		case x.Kind != yaml.ScalarNode || x.Tag == "!!null":
-			bad("must be a string")
-		case out[k] != "":
-			bad(fmt.Sprintf("is %q again: header names are case-insensitive; give it once", k))
-		default:
-			out[k] = x.Value
-		}
-	}
-	if len(es) > 0 {
-		return es
-	}
-	*h = out
+	*h = Headers(m)
 	return nil
 }

@@ -1,0 +1,50 @@
+package sink
+
+import (
+	"fmt"
+	"net/http"
+	"regexp"
+	"slices"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/vllmstat/vllmstat/internal/config/yamlx"
+)
+
+// Headers are HTTP headers a network sink sends with every request, by canonical name, as a
+// sinks entry's headers mapping gives them. Their values are never quoted in a message: they
+// may carry a token.
+type Headers map[string]string
+
+var headerName = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+
+// ParseHeaders reads a mapping of header names to values; the names in own, which the sink
+// sets itself, are refused with why (e.g. "use basic_auth or bearer_token for Authorization").
+func ParseHeaders(v *yaml.Node, own []string, why string) (Headers, error) {
+	if v.Kind != yaml.MappingNode {
+		return nil, yamlx.Problem(v, "must be a mapping of header names to values, e.g. {X-Scope-OrgID: team-a}")
+	}
+	es := yamlx.Duplicates(v)
+	out := Headers{}
+	for i := 0; i+1 < len(v.Content); i += 2 {
+		raw, x := v.Content[i].Value, v.Content[i+1]
+		k := http.CanonicalHeaderKey(raw)
+		bad := func(msg string) { es = append(es, yamlx.Error{Path: raw, Line: x.Line, Msg: msg}) }
+		switch {
+		case !headerName.MatchString(k):
+			bad(fmt.Sprintf("%q is not a header name", raw))
+		case slices.Contains(own, k):
+			bad(fmt.Sprintf("%q is not allowed: the sink sets it%s", k, why))
+		case x.Kind != yaml.ScalarNode || x.Tag == "!!null":
+			bad("must be a string")
+		case out[k] != "":
+			bad(fmt.Sprintf("is %q again: header names are case-insensitive; give it once", k))
+		default:
+			out[k] = x.Value
+		}
+	}
+	if len(es) > 0 {
+		return nil, es
+	}
+	return out, nil
+}
