@@ -73,7 +73,7 @@ func TestRunConfigProblemsAtOnce(t *testing.T) {
 			"vllmstat " + args[0] + ": invalid configuration:\n",
 			"\n  " + file + ": scrape_timout (line 4): unknown key",
 			"\n  " + file + ": sinks[0] (line 6): a sink with settings needs a type key",
-			"\n  sinks[1] (line 7): unknown sink type \"tensorbaord\"; known: csv, jsonl, remote_write, tensorboard, wandb; did you mean tensorboard?",
+			"\n  sinks[1] (line 7): unknown sink type \"tensorbaord\"; known: csv, jsonl, otlp, remote_write, tensorboard, wandb; did you mean tensorboard?",
 			"\n  sinks[2].kyes (line 8): unknown setting of a csv sink: the settings are type, keys, include, exclude, path; did you mean keys?",
 		} {
 			if !strings.Contains(errs, want) {

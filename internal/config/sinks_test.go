@@ -26,7 +26,7 @@ func TestSinkProblemsWithTheOthers(t *testing.T) {
 	for _, want := range []string{
 		"scrape_timout (line 4): unknown key",
 		"sinks[0] (line 6): a sink with settings needs a type key",
-		`sinks[1] (line 7): unknown sink type "tensorbaord"; known: csv, jsonl, remote_write, tensorboard, wandb; did you mean tensorboard?`,
+		`sinks[1] (line 7): unknown sink type "tensorbaord"; known: csv, jsonl, otlp, remote_write, tensorboard, wandb; did you mean tensorboard?`,
 		"sinks[2].kyes (line 8): unknown setting of a csv sink: the settings are type, keys, include, exclude, path; did you mean keys?",
 	} {
 		if !strings.Contains(all, want) {
