@@ -247,7 +247,9 @@ func (h *handler) endStep(r *http.Request) (any, *apiError) {
 	if err != nil || n < 0 || n > collector.MaxStep {
 		return nil, errorf(http.StatusBadRequest, `"step" must be a whole number from 0 to %d (2^53), got %s`, collector.MaxStep, *body.Step)
 	}
-	rec, cerr := h.opt.Collector.EndStep(r.Context(), n)
+	// An instrumented client sends its span as the W3C traceparent header: the step's span is
+	// made its child (see the otlp sink).
+	rec, cerr := h.opt.Collector.EndStep(collector.WithTraceParent(r.Context(), r.Header.Get("traceparent")), n)
 	if cerr != nil {
 		return nil, collectorError(cerr)
 	}

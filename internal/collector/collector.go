@@ -145,9 +145,12 @@ func (c *Collector) call(ctx context.Context, f func(*state)) error {
 // EndStep closes the open step as step n (n < 0: the next number) after a boundary scrape of
 // every target, and returns its record once the sinks have it. n must be at most MaxStep and
 // greater than every step number ended or being ended (ErrStepRange, ErrStepOrder).
+//
+// A W3C trace context put in ctx by WithTraceParent goes into the record (its TraceParent).
 func (c *Collector) EndStep(ctx context.Context, n int64) (step.Record, error) {
 	reply := make(chan endResult, 1)
-	if err := c.call(ctx, func(s *state) { s.requestEnd(n, reply) }); err != nil {
+	tp, _ := ctx.Value(traceParentKey{}).(string)
+	if err := c.call(ctx, func(s *state) { s.requestEnd(n, tp, reply) }); err != nil {
 		return step.Record{}, err
 	}
 	select {
@@ -163,6 +166,17 @@ func (c *Collector) EndStep(ctx context.Context, n int64) (step.Record, error) {
 			return step.Record{}, ErrStopped
 		}
 	}
+}
+
+type traceParentKey struct{}
+
+// WithTraceParent returns ctx carrying a W3C traceparent (the trainer's step span), which
+// EndStep gives the record; "" carries none.
+func WithTraceParent(ctx context.Context, traceparent string) context.Context {
+	if traceparent == "" {
+		return ctx
+	}
+	return context.WithValue(ctx, traceParentKey{}, traceparent)
 }
 
 // wait waits for the answer to a query sent with call.
@@ -256,7 +270,7 @@ func (c *Collector) Run(ctx context.Context) error {
 			s.onTick()
 		case <-stepC:
 			if !s.stepPending() { // a slow step end does not pile up timer steps behind it
-				s.requestEnd(-1, nil)
+				s.requestEnd(-1, "", nil)
 			}
 		case f := <-c.reqs:
 			f(s)
@@ -281,7 +295,7 @@ func (s *state) shutdown(results chan scrape.Result) error {
 	case s.c.opt.StepEvery == 0:
 		s.enqueue(endQuery{kind: queryExit}) // behind a step end in progress, if any
 	default:
-		s.requestEnd(-1, nil)
+		s.requestEnd(-1, "", nil)
 	}
 	deadline := s.c.opt.Clock.NewTimer(2*s.c.opt.Timeout + 2*time.Second)
 	for s.boundary != nil {

@@ -66,6 +66,7 @@ type endQuery struct {
 	n     int64          // queryStep: the step's number; queryPolicy: the version
 	phase string         // queryPhase*: the phase's name
 	name  string         // queryPolicy: the version's name, "" for none
+	trace string         // queryStep: the W3C traceparent given with the step's end, if any
 	reply chan endResult // nil for timer and shutdown steps
 }
 
@@ -301,7 +302,7 @@ const undatedNote = "first seen with counts already made; a page without _create
 
 // requestEnd asks for the open step to end as step n (n < 0: the next number, from 1). lastStep
 // never exceeds MaxStep, so the next number cannot overflow.
-func (s *state) requestEnd(n int64, reply chan endResult) {
+func (s *state) requestEnd(n int64, traceparent string, reply chan endResult) {
 	fail := func(err error) {
 		if reply != nil {
 			reply <- endResult{err: err}
@@ -326,7 +327,7 @@ func (s *state) requestEnd(n int64, reply chan endResult) {
 		return
 	}
 	s.lastStep = n
-	s.enqueue(endQuery{n: n, reply: reply})
+	s.enqueue(endQuery{n: n, trace: traceparent, reply: reply})
 }
 
 // enqueue starts q's boundary scrapes, or queues q behind the step end or phase edge in
@@ -429,6 +430,7 @@ func (s *state) closeStep() {
 // endStep closes the open step as step q.n at ts.
 func (s *state) endStep(q endQuery, ts time.Time) {
 	rec := s.tracker.EndStep(q.n, ts)
+	rec.TraceParent = q.trace
 	s.unversioned()
 	s.ratiosOver(&rec)
 	s.negativeBounds(&rec)

@@ -67,11 +67,12 @@ func (t *Tracker) build(n int64, start, end time.Time) Record {
 	phases := make(map[string]*Phase, len(t.phases))
 	var wg sync.WaitGroup
 	for name, pa := range t.phases {
-		d := pa.dur
+		d, runs := pa.dur, slices.Clip(pa.runs)
 		if name == t.phase {
 			d += end.Sub(pa.since)
+			runs = append(runs, Run{pa.since, end})
 		}
-		ph := &Phase{DurationS: d.Seconds(), Intervals: pa.intervals}
+		ph := &Phase{DurationS: d.Seconds(), Intervals: pa.intervals, Runs: runs}
 		phases[name] = ph
 		wg.Go(func() {
 			pr := Record{DurationS: ph.DurationS}

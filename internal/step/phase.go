@@ -32,6 +32,14 @@ type Phase struct {
 	Metrics map[string]float64 `json:"metrics"`
 	// Values are what Metrics spells as keys; not part of the JSON line.
 	Values []vllm.Value `json:"-"`
+	// Runs are the phase's runs in the step, in order, each cut at the step's start and end;
+	// not part of the JSON line (the spans of a trace are made of them).
+	Runs []Run `json:"-"`
+}
+
+// Run is one time a phase was open.
+type Run struct {
+	Start, End time.Time
 }
 
 // MaxPhaseName is the longest phase name.
@@ -130,6 +138,7 @@ type phaseAcc struct {
 	since     time.Time     // its current run's start, while open
 	dur       time.Duration // its closed runs' time in the step
 	intervals int
+	runs      []Run // its closed runs in the step
 }
 
 // Begin marks the start of the run at ts, before any scrape: the first step starts there, and a
@@ -178,6 +187,7 @@ func (t *Tracker) EndPhase(name string, ts time.Time) bool {
 	t.now = ts
 	pa := t.phases[name]
 	pa.dur += ts.Sub(pa.since)
+	pa.runs = append(pa.runs, Run{pa.since, ts})
 	t.phase = ""
 	return true
 }

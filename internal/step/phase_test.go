@@ -3,6 +3,7 @@ package step
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -220,4 +221,26 @@ func TestForgetTwiceKeepsTheLastAnswer(t *testing.T) {
 	tr.Observe(at(6), target, mustPage(t, eng{engine: "0", gen: 700, created: unix(2)}), nil) // restarted at 2
 	rec := tr.EndStep(1, at(7))
 	want(t, rec.Metrics, "vllm/generation_tokens", 700)
+}
+
+// TestPhaseRuns: a phase's runs in a step, in order, the one still open cut at the step's end
+// and going on from the next step's start.
+func TestPhaseRuns(t *testing.T) {
+	tr := NewTracker(Options{})
+	tr.Begin(at(0))
+	tr.StartPhase("rollout", at(1))
+	tr.StartPhase("eval", at(2)) // ends rollout
+	tr.StartPhase("rollout", at(3))
+	rec := tr.EndStep(1, at(4))
+	if got, want := rec.Phases["rollout"].Runs, []Run{{at(1), at(2)}, {at(3), at(4)}}; !slices.Equal(got, want) {
+		t.Errorf("step 1 rollout runs %v, want %v", got, want)
+	}
+	if got, want := rec.Phases["eval"].Runs, []Run{{at(2), at(3)}}; !slices.Equal(got, want) {
+		t.Errorf("step 1 eval runs %v, want %v", got, want)
+	}
+	tr.EndPhase("rollout", at(5))
+	rec = tr.EndStep(2, at(6))
+	if got, want := rec.Phases["rollout"].Runs, []Run{{at(4), at(5)}}; !slices.Equal(got, want) || len(rec.Phases) != 1 {
+		t.Errorf("step 2 rollout runs %v, want %v; phases %v", got, want, rec.Phases)
+	}
 }

@@ -51,6 +51,9 @@ type Record struct {
 	// other over the step, the ratio's key left out (see RatioOver); nil when none did. Not
 	// part of the JSON line.
 	RatiosOver []RatioOver `json:"-"`
+	// TraceParent is the W3C traceparent the trainer gave with the step's end (its own step
+	// span), which the step's span is a child of; "" when none. Not part of the JSON line.
+	TraceParent string `json:"-"`
 	// NegativeBounds name the targets whose pages gave a histogram a bucket below 0 in the
 	// step, refused (see negativeBound); nil when none did. Not part of the JSON line.
 	NegativeBounds []NegativeBounds `json:"-"`

@@ -49,6 +49,10 @@ type Settings struct {
 	// run: grpo-7b, after OTEL_RESOURCE_ATTRIBUTES'; service.name is vllmstat unless
 	// OTEL_SERVICE_NAME or these say otherwise.
 	ResourceAttributes map[string]string `yaml:"resource_attributes"`
+	// Spans sends each step as a span, with a child span per run of each phase (spans), over
+	// the same connection settings; default false, so that a collector without a traces
+	// pipeline takes the metrics.
+	Spans bool `yaml:"spans"`
 	// MinBackoff and MaxBackoff bound the delay between the sink runtime's retries of a step
 	// (min_backoff, max_backoff; defaults 500ms and 30s).
 	MinBackoff time.Duration `yaml:"min_backoff"`

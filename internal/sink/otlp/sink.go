@@ -5,17 +5,22 @@ package otlp
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetricgrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/vllmstat/vllmstat/internal/config"
 	"github.com/vllmstat/vllmstat/internal/keyset"
@@ -52,7 +57,17 @@ type Sink struct {
 	keys    *keyset.Set
 	exp     exporter
 	metrics *metrics
+	spanExp sdktrace.SpanExporter // nil without spans
+	spans   *spans
 	log     *slog.Logger
+
+	// sent is the step whose metrics were accepted while its spans were not: its retry sends
+	// the spans only. Write's caller owns it.
+	sent struct {
+		ok   bool
+		step int64
+		end  time.Time
+	}
 }
 
 // New makes the sink's exporter (no connection is made before the first export).
@@ -68,17 +83,27 @@ func New(set Settings, prefix string, log *slog.Logger) (*Sink, error) {
 	if err != nil {
 		return nil, fmt.Errorf("otlp sink: resource attributes: %w", err)
 	}
-	exp, err := newExporter(ctx, set)
+	exp, err := newMetricExporter(ctx, set)
 	if err != nil {
 		return nil, fmt.Errorf("otlp sink: %w", err)
+	}
+	var sexp sdktrace.SpanExporter
+	if set.Spans {
+		if sexp, err = newSpanExporter(ctx, set); err != nil {
+			return nil, fmt.Errorf("otlp sink: %w", err)
+		}
 	}
 	where := target.Redact(set.Endpoint)
 	if where == "" {
 		where = "from the environment"
 	}
-	return &Sink{set: set, prefix: prefix, keys: set.Settings.Compile(prefix), exp: exp,
+	sk := &Sink{set: set, prefix: prefix, keys: set.Settings.Compile(prefix), exp: exp, spanExp: sexp,
 		metrics: newMetrics(prefix, res, version.Number()),
-		log:     log.With("sink", "otlp", "protocol", set.Protocol, "endpoint", where)}, nil
+		log:     log.With("sink", "otlp", "protocol", set.Protocol, "endpoint", where)}
+	if sexp != nil {
+		sk.spans = newSpans(prefix, res, version.Number())
+	}
+	return sk, nil
 }
 
 // newResource is service.name=vllmstat, then OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES,
@@ -99,47 +124,69 @@ func newResource(ctx context.Context, attrs map[string]string) (*resource.Resour
 	return resource.Merge(res, resource.NewSchemaless(kv...))
 }
 
-// newExporter makes the exporter of set's protocol; the exporter reads the
-// OTEL_EXPORTER_OTLP_* variables itself, and set's keys, given as options, override them.
-func newExporter(ctx context.Context, set Settings) (exporter, error) {
-	endpoint := set.Endpoint
+// conn is what both signals' exporters take from the settings; the exporters read the
+// OTEL_EXPORTER_OTLP_* variables themselves, and what conn sets, given as options, overrides
+// them.
+type conn struct {
+	url      string // "" for the environment's
+	headers  map[string]string
+	timeout  time.Duration
+	compress string // gzip, none, or "" for the environment's
+	envZip   bool   // the environment names a compression
+}
+
+// signalURL is the endpoint's URL for a signal over HTTP: the endpoint is the receiver's base,
+// as OTEL_EXPORTER_OTLP_ENDPOINT is, and each signal's path goes after its own.
+func signalURL(endpoint, signal string) string {
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return endpoint
+	}
+	u.Path = strings.TrimSuffix(u.Path, "/") + "/v1/" + signal
+	return u.String()
+}
+
+func (s Settings) conn(signal string) conn {
+	c := conn{headers: s.Headers, timeout: s.Timeout, compress: s.Compression, envZip: s.fromEnv("COMPRESSION") != ""}
+	if s.Endpoint != "" {
+		c.url = s.Endpoint
+		if s.Protocol == ProtocolHTTP {
+			c.url = signalURL(s.Endpoint, signal)
+		}
+	}
+	return c
+}
+
+// newMetricExporter makes the metrics exporter of set's protocol.
+func newMetricExporter(ctx context.Context, set Settings) (exporter, error) {
+	c := set.conn("metrics")
 	if set.Protocol == ProtocolGRPC {
 		opts := []otlpmetricgrpc.Option{otlpmetricgrpc.WithRetry(otlpmetricgrpc.RetryConfig{Enabled: false})}
-		if endpoint != "" {
-			opts = append(opts, otlpmetricgrpc.WithEndpointURL(endpoint))
+		if c.url != "" {
+			opts = append(opts, otlpmetricgrpc.WithEndpointURL(c.url))
 		}
-		if set.Headers != nil {
-			opts = append(opts, otlpmetricgrpc.WithHeaders(set.Headers))
+		if c.headers != nil {
+			opts = append(opts, otlpmetricgrpc.WithHeaders(c.headers))
 		}
-		if set.Timeout > 0 {
-			opts = append(opts, otlpmetricgrpc.WithTimeout(set.Timeout))
+		if c.timeout > 0 {
+			opts = append(opts, otlpmetricgrpc.WithTimeout(c.timeout))
 		}
-		switch set.Compression {
-		case "gzip":
-			opts = append(opts, otlpmetricgrpc.WithCompressor("gzip"))
-		case "none":
-			if set.fromEnv("COMPRESSION") != "" { // else none is the default already
-				opts = append(opts, otlpmetricgrpc.WithCompressor("none")) // (reported as not gzip, and taken)
-			}
+		if z := c.grpcCompressor(); z != "" {
+			opts = append(opts, otlpmetricgrpc.WithCompressor(z))
 		}
 		return otlpmetricgrpc.New(ctx, opts...)
 	}
 	opts := []otlpmetrichttp.Option{otlpmetrichttp.WithRetry(otlpmetrichttp.RetryConfig{Enabled: false})}
-	if endpoint != "" {
-		// A URL without a path is the receiver's base, as OTEL_EXPORTER_OTLP_ENDPOINT is.
-		if u, err := url.Parse(endpoint); err == nil && (u.Path == "" || u.Path == "/") {
-			u.Path = "/v1/metrics"
-			endpoint = u.String()
-		}
-		opts = append(opts, otlpmetrichttp.WithEndpointURL(endpoint))
+	if c.url != "" {
+		opts = append(opts, otlpmetrichttp.WithEndpointURL(c.url))
 	}
-	if set.Headers != nil {
-		opts = append(opts, otlpmetrichttp.WithHeaders(set.Headers))
+	if c.headers != nil {
+		opts = append(opts, otlpmetrichttp.WithHeaders(c.headers))
 	}
-	if set.Timeout > 0 {
-		opts = append(opts, otlpmetrichttp.WithTimeout(set.Timeout))
+	if c.timeout > 0 {
+		opts = append(opts, otlpmetrichttp.WithTimeout(c.timeout))
 	}
-	switch set.Compression {
+	switch c.compress {
 	case "gzip":
 		opts = append(opts, otlpmetrichttp.WithCompression(otlpmetrichttp.GzipCompression))
 	case "none":
@@ -148,21 +195,86 @@ func newExporter(ctx context.Context, set Settings) (exporter, error) {
 	return otlpmetrichttp.New(ctx, opts...)
 }
 
+// newSpanExporter makes the trace exporter of set's protocol (the same settings as the
+// metrics', read from the traces signal's variables where the settings leave them).
+func newSpanExporter(ctx context.Context, set Settings) (sdktrace.SpanExporter, error) {
+	c := set.conn("traces")
+	if set.Protocol == ProtocolGRPC {
+		opts := []otlptracegrpc.Option{otlptracegrpc.WithRetry(otlptracegrpc.RetryConfig{Enabled: false})}
+		if c.url != "" {
+			opts = append(opts, otlptracegrpc.WithEndpointURL(c.url))
+		}
+		if c.headers != nil {
+			opts = append(opts, otlptracegrpc.WithHeaders(c.headers))
+		}
+		if c.timeout > 0 {
+			opts = append(opts, otlptracegrpc.WithTimeout(c.timeout))
+		}
+		if z := c.grpcCompressor(); z != "" {
+			opts = append(opts, otlptracegrpc.WithCompressor(z))
+		}
+		return otlptracegrpc.New(ctx, opts...)
+	}
+	opts := []otlptracehttp.Option{otlptracehttp.WithRetry(otlptracehttp.RetryConfig{Enabled: false})}
+	if c.url != "" {
+		opts = append(opts, otlptracehttp.WithEndpointURL(c.url))
+	}
+	if c.headers != nil {
+		opts = append(opts, otlptracehttp.WithHeaders(c.headers))
+	}
+	if c.timeout > 0 {
+		opts = append(opts, otlptracehttp.WithTimeout(c.timeout))
+	}
+	switch c.compress {
+	case "gzip":
+		opts = append(opts, otlptracehttp.WithCompression(otlptracehttp.GzipCompression))
+	case "none":
+		opts = append(opts, otlptracehttp.WithCompression(otlptracehttp.NoCompression))
+	}
+	return otlptracehttp.New(ctx, opts...)
+}
+
+// grpcCompressor is the gRPC compressor option's value, "" for none to give. "none" is given
+// only over an environment that names a compression (the exporter reports it as not gzip, and
+// takes it); without one, no compression is the default already.
+func (c conn) grpcCompressor() string {
+	if c.compress == "gzip" || c.compress == "none" && c.envZip {
+		return c.compress
+	}
+	return ""
+}
+
 // Backoff is the retry delay for steps: min_backoff, doubling up to max_backoff.
 func (s *Sink) Backoff() (first, max time.Duration) { return s.set.MinBackoff, s.set.MaxBackoff }
 
-// Write exports r's metrics (those its key set keeps) in one request.
+// Write exports r's metrics (those its key set keeps) in one request, then its spans in
+// another, when the sink sends spans. A step whose metrics went and whose spans did not is
+// retried with its spans only.
 func (s *Sink) Write(ctx context.Context, r *step.Record) error {
-	rm := s.metrics.record(s.keys.Record(r, s.prefix))
-	if err := s.exp.Export(ctx, rm); err != nil {
-		return fmt.Errorf("otlp export of step %d: %w", r.Step, err)
+	if !(s.sent.ok && s.sent.step == r.Step && s.sent.end.Equal(r.End)) {
+		rm := s.metrics.record(s.keys.Record(r, s.prefix))
+		if err := s.exp.Export(ctx, rm); err != nil {
+			return fmt.Errorf("otlp export of step %d: %w", r.Step, err)
+		}
+	}
+	s.sent.ok = false
+	if s.spans == nil {
+		return nil
+	}
+	if err := s.spanExp.ExportSpans(ctx, s.spans.record(r)); err != nil {
+		s.sent.ok, s.sent.step, s.sent.end = true, r.Step, r.End
+		return fmt.Errorf("otlp export of step %d's spans: %w", r.Step, err)
 	}
 	return nil
 }
 
 // Close shuts the exporter down, within ctx's deadline.
 func (s *Sink) Close(ctx context.Context) error {
-	if err := s.exp.Shutdown(ctx); err != nil {
+	err := s.exp.Shutdown(ctx)
+	if s.spanExp != nil {
+		err = errors.Join(err, s.spanExp.Shutdown(ctx))
+	}
+	if err != nil {
 		return fmt.Errorf("otlp sink: %w", err)
 	}
 	return nil

@@ -1,4 +1,4 @@
-// Package otlptest is an OTLP metrics receiver on loopback, over HTTP or gRPC, for tests: it
+// Package otlptest is an OTLP metrics and traces receiver on loopback, over HTTP or gRPC, for tests: it
 // decodes what it gets with OpenTelemetry's own protobuf definitions. Only _test.go files
 // import it.
 package otlptest
@@ -6,18 +6,22 @@ package otlptest
 import (
 	"compress/gzip"
 	"context"
+	"encoding/hex"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	colmetricpb "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -41,6 +45,67 @@ type Receiver struct {
 	headers   []map[string]string
 	Encodings []string // each gRPC request's compression
 	Fail      int      // requests still to refuse with 503 (HTTP) or Unavailable (gRPC)
+	// FailSpans are trace requests still to refuse so.
+	FailSpans int
+	spans     []*tracepb.ResourceSpans
+}
+
+func (rc *Receiver) takeSpans(req *coltracepb.ExportTraceServiceRequest) bool {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if rc.FailSpans > 0 {
+		rc.FailSpans--
+		return false
+	}
+	rc.spans = append(rc.spans, req.ResourceSpans...)
+	return true
+}
+
+// Span is one span as the receiver got it.
+type Span struct {
+	Name                    string
+	TraceID, SpanID, Parent string // hex
+	Start, End              time.Time
+	Attrs                   map[string]string // values as text
+	Events                  []string          // names
+}
+
+// Spans returns the spans so far, in the order they came.
+func (rc *Receiver) Spans() []Span {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	var out []Span
+	for _, rs := range rc.spans {
+		for _, ss := range rs.ScopeSpans {
+			for _, sp := range ss.Spans {
+				s := Span{Name: sp.Name, TraceID: hex.EncodeToString(sp.TraceId), SpanID: hex.EncodeToString(sp.SpanId),
+					Parent: hex.EncodeToString(sp.ParentSpanId), Start: time.Unix(0, int64(sp.StartTimeUnixNano)),
+					End: time.Unix(0, int64(sp.EndTimeUnixNano)), Attrs: map[string]string{}}
+				for _, kv := range sp.Attributes {
+					s.Attrs[kv.Key] = anyText(kv.Value)
+				}
+				for _, e := range sp.Events {
+					s.Events = append(s.Events, e.Name)
+				}
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
+
+func anyText(v *commonpb.AnyValue) string {
+	switch x := v.GetValue().(type) {
+	case *commonpb.AnyValue_StringValue:
+		return x.StringValue
+	case *commonpb.AnyValue_IntValue:
+		return strconv.FormatInt(x.IntValue, 10)
+	case *commonpb.AnyValue_DoubleValue:
+		return strconv.FormatFloat(x.DoubleValue, 'g', -1, 64)
+	case *commonpb.AnyValue_BoolValue:
+		return strconv.FormatBool(x.BoolValue)
+	}
+	return v.String()
 }
 
 func (rc *Receiver) take(req *colmetricpb.ExportMetricsServiceRequest, h map[string]string) bool {
@@ -62,12 +127,12 @@ func (rc *Receiver) Got() ([]*colmetricpb.ExportMetricsServiceRequest, []map[str
 	return slices.Clone(rc.requests), slices.Clone(rc.headers)
 }
 
-// StartHTTP starts a receiver of OTLP/HTTP protobuf requests at /v1/metrics.
+// StartHTTP starts a receiver of OTLP/HTTP protobuf requests at /v1/metrics and /v1/traces.
 func StartHTTP(t *testing.T) *Receiver {
 	rc := &Receiver{}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/v1/metrics" || r.Header.Get("Content-Type") != "application/x-protobuf" {
-			http.Error(w, "want a protobuf POST to /v1/metrics", http.StatusNotFound)
+		if (r.URL.Path != "/v1/metrics" && r.URL.Path != "/v1/traces") || r.Header.Get("Content-Type") != "application/x-protobuf" {
+			http.Error(w, "want a protobuf POST to /v1/metrics or /v1/traces", http.StatusNotFound)
 			return
 		}
 		var body io.Reader = r.Body
@@ -80,20 +145,33 @@ func StartHTTP(t *testing.T) *Receiver {
 			body = zr
 		}
 		b, err := io.ReadAll(body)
-		req := &colmetricpb.ExportMetricsServiceRequest{}
-		if err == nil {
-			err = proto.Unmarshal(b, req)
-		}
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		h := map[string]string{"content-encoding": r.Header.Get("Content-Encoding"), "authorization": r.Header.Get("Authorization")}
-		if !rc.take(req, h) {
+		var ok bool
+		var answer proto.Message
+		if r.URL.Path == "/v1/traces" {
+			req := &coltracepb.ExportTraceServiceRequest{}
+			if err := proto.Unmarshal(b, req); err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			ok, answer = rc.takeSpans(req), &coltracepb.ExportTraceServiceResponse{}
+		} else {
+			req := &colmetricpb.ExportMetricsServiceRequest{}
+			if err := proto.Unmarshal(b, req); err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			h := map[string]string{"content-encoding": r.Header.Get("Content-Encoding"), "authorization": r.Header.Get("Authorization")}
+			ok, answer = rc.take(req, h), &colmetricpb.ExportMetricsServiceResponse{}
+		}
+		if !ok {
 			http.Error(w, "try later", http.StatusServiceUnavailable)
 			return
 		}
-		out, _ := proto.Marshal(&colmetricpb.ExportMetricsServiceResponse{})
+		out, _ := proto.Marshal(answer)
 		w.Header().Set("Content-Type", "application/x-protobuf")
 		w.Write(out)
 	}))
@@ -121,6 +199,18 @@ func (g grpcReceiver) Export(ctx context.Context, req *colmetricpb.ExportMetrics
 	return &colmetricpb.ExportMetricsServiceResponse{}, nil
 }
 
+type grpcTraceReceiver struct {
+	coltracepb.UnimplementedTraceServiceServer
+	rc *Receiver
+}
+
+func (g grpcTraceReceiver) Export(_ context.Context, req *coltracepb.ExportTraceServiceRequest) (*coltracepb.ExportTraceServiceResponse, error) {
+	if !g.rc.takeSpans(req) {
+		return nil, errUnavailable
+	}
+	return &coltracepb.ExportTraceServiceResponse{}, nil
+}
+
 // encodings notes each gRPC request's compression, which its metadata does not show.
 type encodings struct{ rc *Receiver }
 
@@ -137,7 +227,7 @@ func (e encodings) HandleRPC(_ context.Context, s stats.RPCStats) {
 
 var errUnavailable = status.Error(codes.Unavailable, "try later")
 
-// StartGRPC starts a receiver of OTLP/gRPC metrics.
+// StartGRPC starts a receiver of OTLP/gRPC metrics and traces.
 func StartGRPC(t *testing.T) *Receiver {
 	rc := &Receiver{}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -146,6 +236,7 @@ func StartGRPC(t *testing.T) *Receiver {
 	}
 	s := grpc.NewServer(grpc.StatsHandler(encodings{rc}))
 	colmetricpb.RegisterMetricsServiceServer(s, grpcReceiver{rc: rc})
+	coltracepb.RegisterTraceServiceServer(s, grpcTraceReceiver{rc: rc})
 	go s.Serve(l)
 	t.Cleanup(s.Stop)
 	rc.URL = "http://" + l.Addr().String()
