@@ -28,7 +28,7 @@ func TestStepsAndPhasesAsSpans(t *testing.T) {
 			recs := demoRecords(t)
 			const trainerTrace, trainerSpan = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
 			recs[0].TraceParent = "00-" + trainerTrace + "-" + trainerSpan + "-01"
-			recs[1].TraceParent = "00-not-a-trace-parent-01" // malformed: ignored
+			recs[1].TraceParent = "00-not-a-trace-parent-01"         // malformed: ignored
 			t0, d := recs[2].Start, recs[2].End.Sub(recs[2].Start)/4 // two runs of a phase in step 3
 			recs[2].Phases["rollout"].Runs = []step.Run{{Start: t0.Add(d), End: t0.Add(2 * d)}, {Start: t0.Add(3 * d), End: recs[2].End}}
 			for _, r := range recs {
