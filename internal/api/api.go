@@ -235,6 +235,9 @@ func recordJSON(r *step.Record) (any, *apiError) {
 func (h *handler) endStep(r *http.Request) (any, *apiError) {
 	var body struct {
 		Step *json.RawMessage `json:"step"`
+		// TraceParent is the trainer's span as a W3C traceparent, for a client that cannot set
+		// the traceparent header; the header wins.
+		TraceParent string `json:"traceparent"`
 	}
 	if err := decode(r, &body); err != nil {
 		return nil, err
@@ -249,7 +252,11 @@ func (h *handler) endStep(r *http.Request) (any, *apiError) {
 	}
 	// An instrumented client sends its span as the W3C traceparent header: the step's span is
 	// made its child (see the otlp sink).
-	rec, cerr := h.opt.Collector.EndStep(collector.WithTraceParent(r.Context(), r.Header.Get("traceparent")), n)
+	tp := r.Header.Get("traceparent")
+	if tp == "" {
+		tp = body.TraceParent
+	}
+	rec, cerr := h.opt.Collector.EndStep(collector.WithTraceParent(r.Context(), tp), n)
 	if cerr != nil {
 		return nil, collectorError(cerr)
 	}
