@@ -389,6 +389,51 @@ class ClientFailures(unittest.TestCase):
         self.assertIn("step must be a whole number", str(w[0].message))
 
 
+class StepTraceParent(unittest.TestCase):
+    """end_step's traceparent: given, taken from OpenTelemetry's current span, or none."""
+
+    TP = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+
+    def setUp(self):
+        self.api = FakeAPI()
+        self.addCleanup(self.api.close)
+        self.api.answers["/v1/steps/end"] = (200, {"step": 1, "metrics": {}})
+
+    def sent(self):
+        return [b for _, p, b in self.api.requests if p == "/v1/steps/end"]
+
+    def test_given_or_none(self):
+        c = Client(self.api.url, timeout=5, strict=True)
+        c._version_checked = True
+        c.end_step(1, traceparent=self.TP)
+        c.end_step(2, traceparent="")
+        c.end_step(3)  # no opentelemetry package on this Python: nothing extra
+        self.assertNotIn("opentelemetry", sys.modules)
+        self.assertEqual(self.sent(), [{"step": 1, "traceparent": self.TP}, {"step": 2}, {"step": 3}])
+
+    def test_current_span_when_opentelemetry_is_installed(self):
+        # The opentelemetry package is not in Debian: a module on the path stands in for its
+        # propagate.inject, the one call the client makes, as the API documents it (it writes
+        # the current context's traceparent into the carrier, nothing without a span).
+        d = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, d)
+        os.makedirs(os.path.join(d, "opentelemetry"))
+        open(os.path.join(d, "opentelemetry", "__init__.py"), "w").close()
+        with open(os.path.join(d, "opentelemetry", "propagate.py"), "w") as f:
+            f.write("CURRENT = None\n\ndef inject(carrier):\n    if CURRENT:\n        carrier['traceparent'] = CURRENT\n")
+        sys.path.insert(0, d)
+        self.addCleanup(sys.path.remove, d)
+        self.addCleanup(lambda: [sys.modules.pop(m, None) for m in ("opentelemetry", "opentelemetry.propagate")])
+        import opentelemetry.propagate as propagate
+        c = Client(self.api.url, timeout=5, strict=True)
+        c._version_checked = True
+        c.end_step(1)
+        propagate.CURRENT = self.TP
+        c.end_step(2)
+        c.end_step(3, traceparent="")
+        self.assertEqual(self.sent(), [{"step": 1}, {"step": 2, "traceparent": self.TP}, {"step": 3}])
+
+
 class PhaseCalls(unittest.TestCase):
     """start_phase, end_phase and phase() against FakeAPI: what they send, and their failures."""
 

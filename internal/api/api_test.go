@@ -52,7 +52,7 @@ func (f *fakeCollector) EndPhase(_ context.Context, name string) (collector.Phas
 	return collector.PhaseEdge{Phase: name, Edge: "end"}, nil
 }
 
-func (f *fakeCollector) EndStep(_ context.Context, n int64) (step.Record, error) {
+func (f *fakeCollector) EndStep(ctx context.Context, n int64) (step.Record, error) {
 	if n < 0 {
 		n = f.last + 1
 	}
@@ -60,7 +60,8 @@ func (f *fakeCollector) EndStep(_ context.Context, n int64) (step.Record, error)
 		return step.Record{}, fmt.Errorf("step %d: %w (the last step ended or being ended is %d)", n, collector.ErrStepOrder, f.last)
 	}
 	f.last, f.ended = n, true
-	r := step.Record{Step: n, End: time.Date(2026, 1, 1, 0, 0, int(n%60), 0, time.UTC), Metrics: map[string]float64{"vllm/num_preemptions": float64(n)}}
+	r := step.Record{Step: n, End: time.Date(2026, 1, 1, 0, 0, int(n%60), 0, time.UTC), Metrics: map[string]float64{"vllm/num_preemptions": float64(n)},
+		TraceParent: collector.TraceParent(ctx)}
 	f.steps = append(f.steps, r)
 	return r, nil
 }
@@ -209,6 +210,33 @@ func hasErr(sub string) func(t *testing.T, o map[string]any) {
 		msg, _ := o["error"].(string)
 		if !strings.Contains(msg, sub) {
 			t.Errorf("error %q lacks %q", msg, sub)
+		}
+	}
+}
+
+// A step end's W3C traceparent, as a header (an instrumented client's) or in the body, reaches
+// the collector; the header wins.
+func TestEndStepTraceParent(t *testing.T) {
+	fc := &fakeCollector{}
+	h := New(Options{Collector: fc})
+	const a, b = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	for i, tc := range []struct{ header, body, want string }{{a, "", a}, {"", b, b}, {a, b, a}, {"", "", ""}} {
+		body := fmt.Sprintf(`{"step": %d}`, i+1)
+		if tc.body != "" {
+			body = fmt.Sprintf(`{"step": %d, "traceparent": %q}`, i+1, tc.body)
+		}
+		req := httptest.NewRequest("POST", "/v1/steps/end", strings.NewReader(body))
+		local := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 9400}
+		req = req.WithContext(context.WithValue(req.Context(), http.LocalAddrContextKey, local))
+		req.Host = local.String()
+		req.Header.Set("Content-Type", "application/json")
+		if tc.header != "" {
+			req.Header.Set("traceparent", tc.header)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		if w.Code != 200 || len(fc.steps) != i+1 || fc.steps[i].TraceParent != tc.want {
+			t.Errorf("header %q, body %q: %d, traceparent %q, want %q", tc.header, tc.body, w.Code, fc.steps[len(fc.steps)-1].TraceParent, tc.want)
 		}
 	}
 }

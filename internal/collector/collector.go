@@ -149,7 +149,7 @@ func (c *Collector) call(ctx context.Context, f func(*state)) error {
 // A W3C trace context put in ctx by WithTraceParent goes into the record (its TraceParent).
 func (c *Collector) EndStep(ctx context.Context, n int64) (step.Record, error) {
 	reply := make(chan endResult, 1)
-	tp, _ := ctx.Value(traceParentKey{}).(string)
+	tp := TraceParent(ctx)
 	if err := c.call(ctx, func(s *state) { s.requestEnd(n, tp, reply) }); err != nil {
 		return step.Record{}, err
 	}
@@ -177,6 +177,12 @@ func WithTraceParent(ctx context.Context, traceparent string) context.Context {
 		return ctx
 	}
 	return context.WithValue(ctx, traceParentKey{}, traceparent)
+}
+
+// TraceParent is the traceparent WithTraceParent put in ctx, "" for none.
+func TraceParent(ctx context.Context) string {
+	tp, _ := ctx.Value(traceParentKey{}).(string)
+	return tp
 }
 
 // wait waits for the answer to a query sent with call.

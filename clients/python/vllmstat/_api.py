@@ -26,6 +26,18 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optio
 
 from ._common import Record, VllmstatError, _base_url, _NoAnswer, _warn, _whole, __version__
 
+
+def _current_traceparent() -> Optional[str]:
+    """The current OpenTelemetry span as a W3C traceparent; None without the opentelemetry
+    package (it is not imported until a step ends) or without a span."""
+    try:
+        from opentelemetry import propagate  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    carrier: Dict[str, str] = {}
+    propagate.inject(carrier)
+    return carrier.get("traceparent")
+
 #: What the client takes as a step number or policy version: an int, another integer type
 #: (numpy's), or a float with no fraction (2.0).
 Number = Union[SupportsIndex, float]
@@ -99,17 +111,27 @@ class Client:
 
     # -- calls ------------------------------------------------------------------------------
 
-    def end_step(self, step: Number) -> Record:
+    def end_step(self, step: Number, traceparent: Optional[str] = None) -> Record:
         """Ends training step ``step`` and returns its record (``{}`` on failure).
 
         Step numbers are whole numbers from 0 to 2**53 (an int, numpy's integers, or a float
         such as 2.0) that must increase; they may skip (log every 5th step, say). Another value
         is refused before any request: ``ValueError`` when strict, else a warning and ``{}``.
+
+        ``traceparent`` is the trainer's span as a W3C traceparent, which vllmstat's span of the
+        step (the ``otlp`` sink's, with ``spans: true``) is made a child of. By default it is
+        the current span's when the ``opentelemetry`` package is installed and a span is
+        recording, and nothing is sent without one; ``""`` sends none.
         """
         n = self._number(step, "step")
         if n is None:
             return {}
-        return self._call("POST", "/v1/steps/end", {"step": n}, empty={})
+        body: Dict[str, Any] = {"step": n}
+        if traceparent is None:
+            traceparent = _current_traceparent()
+        if traceparent:
+            body["traceparent"] = traceparent
+        return self._call("POST", "/v1/steps/end", body, empty={})
 
     def start_phase(self, name: str) -> Optional[Dict[str, Any]]:
         """Starts phase ``name`` in the open step; returns the edge (``None`` on failure).
