@@ -31,7 +31,7 @@ def _current_traceparent() -> Optional[str]:
     """The current OpenTelemetry span as a W3C traceparent; None without the opentelemetry
     package (it is not imported until a step ends) or without a span."""
     try:
-        from opentelemetry import propagate  # type: ignore[import-not-found]
+        from opentelemetry import propagate  # type: ignore[import]
     except ImportError:
         return None
     carrier: Dict[str, str] = {}
