@@ -174,9 +174,9 @@ func TestSettingsProblems(t *testing.T) {
 		env  map[string]string
 		want string
 	}{
-		{"{protocol: http/json}", nil, "sinks[0].protocol: \"http/json\" is not allowed: must be http/protobuf or grpc"},
+		{"{protocol: http/json}", nil, "sinks[0].protocol (line 1): \"http/json\" is not allowed: must be http/protobuf or grpc"},
 		{"{}", map[string]string{"OTEL_EXPORTER_OTLP_METRICS_PROTOCOL": "http/json"}, "the environment's OTLP protocol \"http/json\""},
-		{"{endpoint: \"http://user:hunter2@collector:4318\", compression: zstd}", nil, "compression: \"zstd\" is not allowed"},
+		{"{endpoint: \"http://user:hunter2@collector:4318\", compression: zstd}", nil, "compression (line 1): \"zstd\" is not allowed"},
 		{"{endpoint: \"collector:4318\"}", nil, "must be an http or https URL"},
 		{"{endpoint: \"http://user:hunter2@collector:43x8\"}", nil, "must be an http or https URL"},
 		{"{timeout: 0s}", nil, "timeout"},

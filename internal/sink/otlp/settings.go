@@ -1,11 +1,9 @@
 package otlp
 
 import (
-	"cmp"
 	"fmt"
 	"net/url"
 	"os"
-	"slices"
 	"strings"
 	"time"
 
@@ -86,18 +84,7 @@ func ParseSettings(spec config.SinkSpec, getenv func(string) string) (Settings, 
 		at, es = spec.Decode(&s)
 	}
 	es = append(es, s.validate(at)...)
-	if len(es) > 0 {
-		slices.SortStableFunc(es, func(a, b yamlx.Error) int { return cmp.Compare(a.Line, b.Line) })
-		ps := make(config.Problems, len(es))
-		for i, e := range es {
-			ps[i] = yamlx.Join(spec.Path, e.Path) + ": " + e.Msg
-			if e.Line > 0 {
-				ps[i] += fmt.Sprintf(" (line %d)", e.Line)
-			}
-		}
-		return s, ps
-	}
-	return s, nil
+	return s, spec.Problems(es)
 }
 
 // validate checks the values a decode alone does not, and the environment variables that the

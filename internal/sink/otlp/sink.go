@@ -157,42 +157,57 @@ func (s Settings) conn(signal string) conn {
 	return c
 }
 
+// optionSet is one exporter package's option constructors, which each package declares anew
+// for its own Option type.
+type optionSet[O any] struct {
+	url      func(string) O
+	headers  func(map[string]string) O
+	timeout  func(time.Duration) O
+	compress func(string) O // gzip or none
+	noRetry  O
+}
+
+// options are conn's settings as options of one exporter package: what conn leaves unset is
+// given no option, so that the exporter reads it from the environment.
+func options[O any](c conn, o optionSet[O]) []O {
+	opts := []O{o.noRetry}
+	if c.url != "" {
+		opts = append(opts, o.url(c.url))
+	}
+	if c.headers != nil {
+		opts = append(opts, o.headers(c.headers))
+	}
+	if c.timeout > 0 {
+		opts = append(opts, o.timeout(c.timeout))
+	}
+	if c.compress != "" {
+		opts = append(opts, o.compress(c.compress))
+	}
+	return opts
+}
+
+// httpCompression is a compression setting as the HTTP exporters' constant.
+func httpCompression[C ~int](gzip, none C) func(string) C {
+	return func(z string) C {
+		if z == "gzip" {
+			return gzip
+		}
+		return none
+	}
+}
+
 // newMetricExporter makes the metrics exporter of set's protocol.
 func newMetricExporter(ctx context.Context, set Settings) (exporter, error) {
 	c := set.conn("metrics")
 	if set.Protocol == ProtocolGRPC {
-		opts := []otlpmetricgrpc.Option{otlpmetricgrpc.WithRetry(otlpmetricgrpc.RetryConfig{Enabled: false})}
-		if c.url != "" {
-			opts = append(opts, otlpmetricgrpc.WithEndpointURL(c.url))
-		}
-		if c.headers != nil {
-			opts = append(opts, otlpmetricgrpc.WithHeaders(c.headers))
-		}
-		if c.timeout > 0 {
-			opts = append(opts, otlpmetricgrpc.WithTimeout(c.timeout))
-		}
-		if z := c.grpcCompressor(); z != "" {
-			opts = append(opts, otlpmetricgrpc.WithCompressor(z))
-		}
-		return otlpmetricgrpc.New(ctx, opts...)
+		c.compress = c.grpcCompressor()
+		return otlpmetricgrpc.New(ctx, options(c, optionSet[otlpmetricgrpc.Option]{otlpmetricgrpc.WithEndpointURL, otlpmetricgrpc.WithHeaders,
+			otlpmetricgrpc.WithTimeout, otlpmetricgrpc.WithCompressor, otlpmetricgrpc.WithRetry(otlpmetricgrpc.RetryConfig{Enabled: false})})...)
 	}
-	opts := []otlpmetrichttp.Option{otlpmetrichttp.WithRetry(otlpmetrichttp.RetryConfig{Enabled: false})}
-	if c.url != "" {
-		opts = append(opts, otlpmetrichttp.WithEndpointURL(c.url))
-	}
-	if c.headers != nil {
-		opts = append(opts, otlpmetrichttp.WithHeaders(c.headers))
-	}
-	if c.timeout > 0 {
-		opts = append(opts, otlpmetrichttp.WithTimeout(c.timeout))
-	}
-	switch c.compress {
-	case "gzip":
-		opts = append(opts, otlpmetrichttp.WithCompression(otlpmetrichttp.GzipCompression))
-	case "none":
-		opts = append(opts, otlpmetrichttp.WithCompression(otlpmetrichttp.NoCompression))
-	}
-	return otlpmetrichttp.New(ctx, opts...)
+	z := httpCompression(otlpmetrichttp.GzipCompression, otlpmetrichttp.NoCompression)
+	return otlpmetrichttp.New(ctx, options(c, optionSet[otlpmetrichttp.Option]{otlpmetrichttp.WithEndpointURL, otlpmetrichttp.WithHeaders,
+		otlpmetrichttp.WithTimeout, func(s string) otlpmetrichttp.Option { return otlpmetrichttp.WithCompression(z(s)) },
+		otlpmetrichttp.WithRetry(otlpmetrichttp.RetryConfig{Enabled: false})})...)
 }
 
 // newSpanExporter makes the trace exporter of set's protocol (the same settings as the
@@ -200,38 +215,14 @@ func newMetricExporter(ctx context.Context, set Settings) (exporter, error) {
 func newSpanExporter(ctx context.Context, set Settings) (sdktrace.SpanExporter, error) {
 	c := set.conn("traces")
 	if set.Protocol == ProtocolGRPC {
-		opts := []otlptracegrpc.Option{otlptracegrpc.WithRetry(otlptracegrpc.RetryConfig{Enabled: false})}
-		if c.url != "" {
-			opts = append(opts, otlptracegrpc.WithEndpointURL(c.url))
-		}
-		if c.headers != nil {
-			opts = append(opts, otlptracegrpc.WithHeaders(c.headers))
-		}
-		if c.timeout > 0 {
-			opts = append(opts, otlptracegrpc.WithTimeout(c.timeout))
-		}
-		if z := c.grpcCompressor(); z != "" {
-			opts = append(opts, otlptracegrpc.WithCompressor(z))
-		}
-		return otlptracegrpc.New(ctx, opts...)
+		c.compress = c.grpcCompressor()
+		return otlptracegrpc.New(ctx, options(c, optionSet[otlptracegrpc.Option]{otlptracegrpc.WithEndpointURL, otlptracegrpc.WithHeaders,
+			otlptracegrpc.WithTimeout, otlptracegrpc.WithCompressor, otlptracegrpc.WithRetry(otlptracegrpc.RetryConfig{Enabled: false})})...)
 	}
-	opts := []otlptracehttp.Option{otlptracehttp.WithRetry(otlptracehttp.RetryConfig{Enabled: false})}
-	if c.url != "" {
-		opts = append(opts, otlptracehttp.WithEndpointURL(c.url))
-	}
-	if c.headers != nil {
-		opts = append(opts, otlptracehttp.WithHeaders(c.headers))
-	}
-	if c.timeout > 0 {
-		opts = append(opts, otlptracehttp.WithTimeout(c.timeout))
-	}
-	switch c.compress {
-	case "gzip":
-		opts = append(opts, otlptracehttp.WithCompression(otlptracehttp.GzipCompression))
-	case "none":
-		opts = append(opts, otlptracehttp.WithCompression(otlptracehttp.NoCompression))
-	}
-	return otlptracehttp.New(ctx, opts...)
+	z := httpCompression(otlptracehttp.GzipCompression, otlptracehttp.NoCompression)
+	return otlptracehttp.New(ctx, options(c, optionSet[otlptracehttp.Option]{otlptracehttp.WithEndpointURL, otlptracehttp.WithHeaders,
+		otlptracehttp.WithTimeout, func(s string) otlptracehttp.Option { return otlptracehttp.WithCompression(z(s)) },
+		otlptracehttp.WithRetry(otlptracehttp.RetryConfig{Enabled: false})})...)
 }
 
 // grpcCompressor is the gRPC compressor option's value, "" for none to give. "none" is given
