@@ -111,17 +111,7 @@ func (s *Settings) validate(at yamlx.Where) yamlx.Errors {
 	if at.Has("compression") && s.Compression != "gzip" && s.Compression != "none" {
 		es = append(es, at.NotAllowed("compression", s.Compression, "must be gzip or none"))
 	}
-	for _, d := range []struct {
-		key string
-		v   time.Duration
-	}{{"timeout", s.Timeout}, {"min_backoff", s.MinBackoff}, {"max_backoff", s.MaxBackoff}} {
-		if at.Has(d.key) && d.v <= 0 {
-			es = append(es, at.NotAllowed(d.key, d.v, "must be a duration > 0 such as 10s or 500ms, or a number of seconds"))
-		}
-	}
-	if s.MinBackoff > s.MaxBackoff {
-		es = append(es, at.Problem("min_backoff", fmt.Sprintf("%s is not allowed: must not exceed max_backoff (%s)", s.MinBackoff, s.MaxBackoff)))
-	}
+	es = append(es, sink.CheckDurations(at, s.Timeout, s.MinBackoff, s.MaxBackoff)...)
 	for k, v := range s.ResourceAttributes {
 		if k == "" || v == "" {
 			es = append(es, at.Problem("resource_attributes", "names and values must be non-empty strings"))

@@ -154,17 +154,7 @@ func (s Settings) Validate(at yamlx.Where) yamlx.Errors {
 			es = append(es, at.NotAllowed(r.key, r.v, fmt.Sprintf("must be a whole number from %d to %d", r.lo, r.hi)))
 		}
 	}
-	for _, d := range []struct {
-		key string
-		v   time.Duration
-	}{{"timeout", s.Timeout}, {"min_backoff", s.MinBackoff}, {"max_backoff", s.MaxBackoff}} {
-		if at.Has(d.key) && d.v <= 0 {
-			es = append(es, at.NotAllowed(d.key, d.v, "must be a duration > 0 such as 10s or 500ms, or a number of seconds"))
-		}
-	}
-	if s.MinBackoff > s.MaxBackoff {
-		es = append(es, at.Problem("min_backoff", fmt.Sprintf("%s is not allowed: must not exceed max_backoff (%s)", s.MinBackoff, s.MaxBackoff)))
-	}
+	es = append(es, sink.CheckDurations(at, s.Timeout, s.MinBackoff, s.MaxBackoff)...)
 	return es
 }
 

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"regexp"
 	"slices"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -47,4 +48,22 @@ func ParseHeaders(v *yaml.Node, own []string, why string) (Headers, error) {
 		return nil, es
 	}
 	return out, nil
+}
+
+// CheckDurations checks a network sink's timeout, min_backoff and max_backoff settings, where
+// at says they were given: each > 0, and min_backoff not over max_backoff.
+func CheckDurations(at yamlx.Where, timeout, minBackoff, maxBackoff time.Duration) yamlx.Errors {
+	var es yamlx.Errors
+	for _, d := range []struct {
+		key string
+		v   time.Duration
+	}{{"timeout", timeout}, {"min_backoff", minBackoff}, {"max_backoff", maxBackoff}} {
+		if at.Has(d.key) && d.v <= 0 {
+			es = append(es, at.NotAllowed(d.key, d.v, "must be a duration > 0 such as 10s or 500ms, or a number of seconds"))
+		}
+	}
+	if minBackoff > maxBackoff {
+		es = append(es, at.Problem("min_backoff", fmt.Sprintf("%s is not allowed: must not exceed max_backoff (%s)", minBackoff, maxBackoff)))
+	}
+	return es
 }
