@@ -56,6 +56,11 @@ type Options struct {
 	// NoFinalStep, as it was at the last event (a live view's whole session, which no step
 	// ever ends, up to its last scrape).
 	OnOpenStep func(*step.Record)
+	// Boundary is called, on the collector's goroutine, as a boundary's scrapes start (a step
+	// end, a phase edge, a publish), and the function it returns once that boundary and those
+	// queued behind it are closed; nil: nothing. The trainer waits for those scrapes: the run
+	// holds the garbage collector back meanwhile (see package run).
+	Boundary func() (end func())
 	// Resume continues the step numbers of an earlier run after ResumeAfter: a step end
 	// must name a greater number, and timer steps count on from it.
 	Resume      bool

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -280,5 +282,35 @@ func TestShutdownDeadline(t *testing.T) {
 	}
 	if _, err := c.EndStep(context.Background(), 5); !errors.Is(err, ErrStopped) {
 		t.Fatalf("after stop: %v", err)
+	}
+}
+
+// Options.Boundary begins as a boundary's scrapes start (a step end, a phase edge) and ends
+// once it closed.
+func TestBoundaryHook(t *testing.T) {
+	s := newCounterServer(t)
+	var mu sync.Mutex
+	var events []string
+	note := func(e string) { mu.Lock(); events = append(events, e); mu.Unlock() }
+	hook := func() func() {
+		note("begin:" + strconv.FormatInt(s.n.Load(), 10))
+		return func() { note("end:" + strconv.FormatInt(s.n.Load(), 10)) }
+	}
+	c, _, stop := start(t, Options{Targets: targets(s.srv.URL), NoFinalStep: true, Boundary: hook})
+	defer stop()
+	ctx := context.Background()
+	testkit.WaitFor(t, 5*time.Second, "the scrape at start", func() bool { return s.n.Load() == 1 })
+	if _, err := c.StartPhase(ctx, "rollout"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.EndStep(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	got := strings.Join(events, ",")
+	mu.Unlock()
+	// each begun before its boundary scrape and ended after it
+	if want := "begin:1,end:2,begin:2,end:3"; got != want {
+		t.Fatalf("%s, want %s", got, want)
 	}
 }

@@ -31,6 +31,8 @@ type state struct {
 	phase    string // the phase open once every queued edge has taken effect
 	nextID   uint64
 	boundary *boundary // the step end or phase edge in progress
+	// boundaryEnd ends what Options.Boundary began, once no boundary is in progress or queued.
+	boundaryEnd func()
 	// absorbed is set when a tick came while the boundary in progress scrapes every target
 	// (see onTick).
 	absorbed  bool
@@ -349,6 +351,9 @@ func (s *state) stepPending() bool {
 }
 
 func (s *state) startBoundary(q endQuery) {
+	if s.boundaryEnd == nil && s.c.opt.Boundary != nil {
+		s.boundaryEnd = s.c.opt.Boundary()
+	}
 	s.nextID++
 	b := &boundary{id: s.nextID, q: q, pending: map[string]bool{}}
 	unanswered := false
@@ -424,6 +429,10 @@ func (s *state) closeStep() {
 		next := s.queue[0]
 		s.queue = s.queue[1:]
 		s.startBoundary(next)
+	}
+	if s.boundary == nil && s.boundaryEnd != nil {
+		s.boundaryEnd()
+		s.boundaryEnd = nil
 	}
 }
 

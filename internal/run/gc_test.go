@@ -40,3 +40,32 @@ func TestSetGC(t *testing.T) {
 		t.Errorf("log does not say the settings:\n%s", logs.String())
 	}
 }
+
+// TestBoundaryGC: a boundary raises the run's collector target while its scrapes are in
+// flight and sets it back after; a process whose target the run does not own keeps its own.
+func TestBoundaryGC(t *testing.T) {
+	t.Setenv("GOGC", "")
+	t.Setenv("GOMEMLIMIT", "")
+	before := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(before)
+
+	end := boundaryGC() // not owned: nothing changes
+	if got := debug.SetGCPercent(100); got != 100 {
+		t.Errorf("without SetGC a boundary set the target to %d", got)
+	}
+	end()
+
+	restore := SetGC(slog.New(slog.DiscardHandler))
+	end = boundaryGC()
+	if got := debug.SetGCPercent(boundaryGCPercent); got != boundaryGCPercent {
+		t.Errorf("in a boundary the target is %d, want %d", got, boundaryGCPercent)
+	}
+	end()
+	if got := debug.SetGCPercent(defaultGCPercent); got != defaultGCPercent {
+		t.Errorf("after a boundary the target is %d, want %d", got, defaultGCPercent)
+	}
+	restore()
+	if got := debug.SetGCPercent(100); got != 100 {
+		t.Errorf("restored target is %d, want 100", got)
+	}
+}

@@ -383,6 +383,7 @@ func collectorOptions(cfg config.Config) collector.Options {
 
 			AfterFirstPages: returnStartMemory,
 		},
+		Boundary: boundaryGC,
 		Targets:  cfg.Targets,
 		Interval: cfg.IntervalDuration(),
 	}
