@@ -23,6 +23,13 @@ func (t *Tracker) EndStep(n int64, ts time.Time) Record {
 		t.started, t.start = true, ts
 	}
 	r := t.build(n, t.start, ts)
+	// The step's publishes: after its start, up to its end (the latest are at the list's end).
+	for i := len(t.pol.pubs) - 1; i >= 0 && t.pol.pubs[i].at.After(t.start); i-- {
+		if p := t.pol.pubs[i]; !p.at.After(ts) {
+			r.Publishes = append(r.Publishes, Publish{p.v, p.at})
+		}
+	}
+	slices.Reverse(r.Publishes)
 	r.RatiosOver = t.ratiosOver(t.open)
 	r.NegativeBounds = t.negativeBounds(t.open)
 	r.Forgotten = t.forgetDeparted()

@@ -244,3 +244,22 @@ func TestPhaseRuns(t *testing.T) {
 		t.Errorf("step 2 rollout runs %v, want %v; phases %v", got, want, rec.Phases)
 	}
 }
+
+// TestPublishesInTheRecord: a step's record lists the versions published in it, in order.
+func TestPublishesInTheRecord(t *testing.T) {
+	tr := NewTracker(Options{})
+	tr.Begin(at(0))
+	tr.Publish(1, at(1))
+	tr.Publish(2, at(2))
+	rec := tr.EndStep(1, at(2))
+	if want := []Publish{{1, at(1)}, {2, at(2)}}; !slices.Equal(rec.Publishes, want) {
+		t.Errorf("step 1 publishes %v, want %v", rec.Publishes, want)
+	}
+	tr.Publish(3, at(3))
+	if rec = tr.EndStep(2, at(4)); !slices.Equal(rec.Publishes, []Publish{{3, at(3)}}) {
+		t.Errorf("step 2 publishes %v, want version 3 at 3", rec.Publishes)
+	}
+	if rec = tr.EndStep(3, at(5)); rec.Publishes != nil {
+		t.Errorf("step 3 publishes %v, want none", rec.Publishes)
+	}
+}

@@ -51,6 +51,9 @@ type Record struct {
 	// other over the step, the ratio's key left out (see RatioOver); nil when none did. Not
 	// part of the JSON line.
 	RatiosOver []RatioOver `json:"-"`
+	// Publishes are the policy versions the trainer published in the step, in order; not part
+	// of the JSON line (the step's span shows them as events).
+	Publishes []Publish `json:"-"`
 	// TraceParent is the W3C traceparent the trainer gave with the step's end (its own step
 	// span), which the step's span is a child of; "" when none. Not part of the JSON line.
 	TraceParent string `json:"-"`
@@ -67,6 +70,12 @@ func (r *Record) flatten(prefix string) {
 		w := &r.PerWorker[i]
 		w.Metrics = vllm.Flat(prefix, w.Values)
 	}
+}
+
+// Publish is a policy version the trainer published, and when.
+type Publish struct {
+	Version int64
+	At      time.Time
 }
 
 // Scrapes counts the step's scrapes of all targets.

@@ -26,8 +26,8 @@ const (
 )
 
 // spans turns step records into spans: a span per step, from its start to its end, with the
-// step's headline figures (the summary key set) as attributes, and a child span per run of
-// each phase. A step whose end the trainer called with a W3C traceparent is a child of the
+// step's headline figures (the summary key set) as attributes and events for its failed
+// scrapes, publishes and departed workers, and a child span per run of each phase. A step whose end the trainer called with a W3C traceparent is a child of the
 // trainer's span, in its trace; the others are the roots of one trace per run.
 type spans struct {
 	prefix   string
@@ -80,6 +80,10 @@ func (sp *spans) record(r *step.Record) []sdktrace.ReadOnlySpan {
 	if r.Scrapes.Failed > 0 {
 		events = append(events, sdktrace.Event{Name: "scrapes failed", Time: r.End,
 			Attributes: []attribute.KeyValue{attribute.Int("count", r.Scrapes.Failed)}})
+	}
+	for _, p := range r.Publishes {
+		events = append(events, sdktrace.Event{Name: "policy published", Time: p.At,
+			Attributes: []attribute.KeyValue{attribute.Int64("version", p.Version)}})
 	}
 	for _, w := range r.Forgotten {
 		events = append(events, sdktrace.Event{Name: "worker gone", Time: r.End,

@@ -3,6 +3,7 @@ package otlp
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/vllmstat/vllmstat/internal/sink/otlp/otlptest"
@@ -28,7 +29,9 @@ func TestStepsAndPhasesAsSpans(t *testing.T) {
 			recs := demoRecords(t)
 			const trainerTrace, trainerSpan = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
 			recs[0].TraceParent = "00-" + trainerTrace + "-" + trainerSpan + "-01"
-			recs[1].TraceParent = "00-not-a-trace-parent-01"         // malformed: ignored
+			recs[1].TraceParent = "00-not-a-trace-parent-01" // malformed: ignored
+			recs[0].Publishes = []step.Publish{{Version: 7, At: recs[0].End}}
+			recs[0].Scrapes.Failed = 2
 			t0, d := recs[2].Start, recs[2].End.Sub(recs[2].Start)/4 // two runs of a phase in step 3
 			recs[2].Phases["rollout"].Runs = []step.Run{{Start: t0.Add(d), End: t0.Add(2 * d)}, {Start: t0.Add(3 * d), End: recs[2].End}}
 			for _, r := range recs {
@@ -75,6 +78,9 @@ func TestStepsAndPhasesAsSpans(t *testing.T) {
 			}
 			if steps[0].TraceID != trainerTrace || steps[0].Parent != trainerSpan {
 				t.Errorf("step 1 in trace %s under %s, want the trainer's %s under %s", steps[0].TraceID, steps[0].Parent, trainerTrace, trainerSpan)
+			}
+			if got := strings.Join(steps[0].Events, ","); got != "scrapes failed,policy published" {
+				t.Errorf("step 1's events %q, want its failed scrapes and its publish", got)
 			}
 			if steps[1].Parent != "" || steps[1].TraceID != steps[2].TraceID || steps[1].TraceID == trainerTrace {
 				t.Errorf("steps 2 and 3 without a valid traceparent: traces %s and %s, parent %q; want one trace of the run's, no parent", steps[1].TraceID, steps[2].TraceID, steps[1].Parent)
