@@ -432,6 +432,9 @@ class StepTraceParent(unittest.TestCase):
         c.end_step(2)
         c.end_step(3, traceparent="")
         self.assertEqual(self.sent(), [{"step": 1}, {"step": 2, "traceparent": self.TP}, {"step": 3}])
+        self.api.answers["/v1/phases/start"] = (200, edge("rollout", "start"))
+        c.start_phase("rollout")  # a phase call sends the current span too
+        self.assertEqual(self.api.requests[-1], ("POST", "/v1/phases/start", {"phase": "rollout", "traceparent": self.TP}))
 
 
 class PhaseCalls(unittest.TestCase):

@@ -232,6 +232,16 @@ func recordJSON(r *step.Record) (any, *apiError) {
 	return b, nil
 }
 
+// traceParent is a call's W3C traceparent: the header an instrumented client sends, else the
+// body's (given as inBody). The step's span is made a child of the trainer's span it names
+// (see the otlp sink).
+func traceParent(r *http.Request, inBody string) string {
+	if tp := r.Header.Get("traceparent"); tp != "" {
+		return tp
+	}
+	return inBody
+}
+
 func (h *handler) endStep(r *http.Request) (any, *apiError) {
 	var body struct {
 		Step *json.RawMessage `json:"step"`
@@ -250,13 +260,7 @@ func (h *handler) endStep(r *http.Request) (any, *apiError) {
 	if err != nil || n < 0 || n > collector.MaxStep {
 		return nil, errorf(http.StatusBadRequest, `"step" must be a whole number from 0 to %d (2^53), got %s`, collector.MaxStep, *body.Step)
 	}
-	// An instrumented client sends its span as the W3C traceparent header: the step's span is
-	// made its child (see the otlp sink).
-	tp := r.Header.Get("traceparent")
-	if tp == "" {
-		tp = body.TraceParent
-	}
-	rec, cerr := h.opt.Collector.EndStep(collector.WithTraceParent(r.Context(), tp), n)
+	rec, cerr := h.opt.Collector.EndStep(collector.WithTraceParent(r.Context(), traceParent(r, body.TraceParent)), n)
 	if cerr != nil {
 		return nil, collectorError(cerr)
 	}
@@ -268,7 +272,8 @@ func (h *handler) endStep(r *http.Request) (any, *apiError) {
 func (h *handler) phase(edge func(context.Context, string) (collector.PhaseEdge, error)) func(*http.Request) (any, *apiError) {
 	return func(r *http.Request) (any, *apiError) {
 		var body struct {
-			Phase *string `json:"phase"`
+			Phase       *string `json:"phase"`
+			TraceParent string  `json:"traceparent"` // as a step end's
 		}
 		if err := decode(r, &body); err != nil {
 			return nil, err
@@ -276,7 +281,7 @@ func (h *handler) phase(edge func(context.Context, string) (collector.PhaseEdge,
 		if body.Phase == nil {
 			return nil, errorf(http.StatusBadRequest, `missing "phase": want {"phase": "rollout"}`)
 		}
-		e, err := edge(r.Context(), *body.Phase)
+		e, err := edge(collector.WithTraceParent(r.Context(), traceParent(r, body.TraceParent)), *body.Phase)
 		if err != nil {
 			return nil, collectorError(err)
 		}

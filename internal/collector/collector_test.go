@@ -314,3 +314,24 @@ func TestBoundaryHook(t *testing.T) {
 		t.Fatalf("%s, want %s", got, want)
 	}
 }
+
+// A step's traceparent is its end's, else the last one a phase edge of the step was given.
+func TestStepTraceParent(t *testing.T) {
+	s := newCounterServer(t)
+	c, _, stop := start(t, Options{Targets: targets(s.srv.URL), NoFinalStep: true})
+	defer stop()
+	ctx := context.Background()
+	const a, b = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	if _, err := c.StartPhase(WithTraceParent(ctx, a), "rollout"); err != nil {
+		t.Fatal(err)
+	}
+	for i, tc := range []struct {
+		ctx  context.Context
+		want string
+	}{{ctx, a}, {ctx, ""}, {WithTraceParent(ctx, b), b}} {
+		r, err := c.EndStep(tc.ctx, int64(i+1))
+		if err != nil || r.TraceParent != tc.want {
+			t.Errorf("step %d: traceparent %q (%v), want %q", i+1, r.TraceParent, err, tc.want)
+		}
+	}
+}

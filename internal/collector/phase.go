@@ -43,7 +43,8 @@ func (c *Collector) phaseQuery(ctx context.Context, kind int, name string) (Phas
 		return PhaseEdge{}, fmt.Errorf("%w: %v", ErrPhaseName, err)
 	}
 	reply := make(chan endResult, 1)
-	if err := c.call(ctx, func(s *state) { s.requestPhase(kind, name, reply) }); err != nil {
+	tp := TraceParent(ctx)
+	if err := c.call(ctx, func(s *state) { s.requestPhase(kind, name, tp, reply) }); err != nil {
 		return PhaseEdge{}, err
 	}
 	r := c.wait(ctx, reply)
@@ -53,7 +54,7 @@ func (c *Collector) phaseQuery(ctx context.Context, kind int, name string) (Phas
 // requestPhase queues a phase edge. Whether a phase may end is decided here, against the phase
 // that will be open once every edge queued before it took effect, so that a wrong end fails at
 // once rather than after a boundary scrape.
-func (s *state) requestPhase(kind int, name string, reply chan endResult) {
+func (s *state) requestPhase(kind int, name, traceparent string, reply chan endResult) {
 	if kind == queryPhaseEnd {
 		if s.phase != name {
 			open := "no phase is open"
@@ -67,11 +68,14 @@ func (s *state) requestPhase(kind int, name string, reply chan endResult) {
 	} else {
 		s.phase = name
 	}
-	s.enqueue(endQuery{kind: kind, phase: name, reply: reply})
+	s.enqueue(endQuery{kind: kind, phase: name, trace: traceparent, reply: reply})
 }
 
 // phaseEdge makes the phase edge q take effect at ts, after its boundary scrapes.
 func (s *state) phaseEdge(q endQuery, ts time.Time) {
+	if q.trace != "" { // the trainer's span, for a step end that names none
+		s.phaseTrace = q.trace
+	}
 	edge := PhaseEdge{Phase: q.phase, TS: ts}
 	changed := false
 	if q.kind == queryPhaseStart {

@@ -1,6 +1,7 @@
 package collector
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -31,6 +32,9 @@ type state struct {
 	phase    string // the phase open once every queued edge has taken effect
 	nextID   uint64
 	boundary *boundary // the step end or phase edge in progress
+	// phaseTrace is the last traceparent a phase edge of the open step was given: the step's,
+	// when its end is given none.
+	phaseTrace string
 	// boundaryEnd ends what Options.Boundary began, once no boundary is in progress or queued.
 	boundaryEnd func()
 	// absorbed is set when a tick came while the boundary in progress scrapes every target
@@ -68,7 +72,7 @@ type endQuery struct {
 	n     int64          // queryStep: the step's number; queryPolicy: the version
 	phase string         // queryPhase*: the phase's name
 	name  string         // queryPolicy: the version's name, "" for none
-	trace string         // queryStep: the W3C traceparent given with the step's end, if any
+	trace string         // queryStep, queryPhase*: the W3C traceparent given with the call, if any
 	reply chan endResult // nil for timer and shutdown steps
 }
 
@@ -439,7 +443,8 @@ func (s *state) closeStep() {
 // endStep closes the open step as step q.n at ts.
 func (s *state) endStep(q endQuery, ts time.Time) {
 	rec := s.tracker.EndStep(q.n, ts)
-	rec.TraceParent = q.trace
+	rec.TraceParent = cmp.Or(q.trace, s.phaseTrace)
+	s.phaseTrace = ""
 	s.unversioned()
 	s.ratiosOver(&rec)
 	s.negativeBounds(&rec)

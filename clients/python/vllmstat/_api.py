@@ -277,7 +277,11 @@ class Client:
             return None
         # a refusal is a kind of its own for each phase: ending "eval" when it is not open is
         # not the mistake of ending "rollout" when it is not
-        return self._call("POST", "/v1/phases/" + edge, {"phase": name}, stacklevel=depth + 3, detail=name,
+        body: Dict[str, Any] = {"phase": name}
+        traceparent = _current_traceparent()  # the trainer's span, for a step end given none
+        if traceparent:
+            body["traceparent"] = traceparent
+        return self._call("POST", "/v1/phases/" + edge, body, stacklevel=depth + 3, detail=name,
                           version_check=False)
 
     def _valid_phase(self, name, depth):
