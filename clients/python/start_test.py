@@ -82,6 +82,11 @@ class Credentials(SidecarTest):
                 out = "%s-%d" % (self.out, i)
                 vs = self.start(config, targets=[engine.url], out_dir=out, interval=0.2, strict=True)
                 self.assertNotIn(PASSWORD, cmdline(vs.pid))
+                # nor in a file once the sidecar read its settings: a trainer killed with SIGKILL
+                # never removes its private directory
+                for name in os.listdir(vs._cleanup):
+                    with open(os.path.join(vs._cleanup, name), errors="replace") as f:
+                        self.assertNotIn(PASSWORD, f.read(), name)
                 self.assertNotIn("trainer", cmdline(vs.pid))
                 # the sidecar has the target, credentials and all
                 wait_for(lambda: "trainer:" + PASSWORD in engine.seen, "a scrape with the target's credentials")

@@ -60,6 +60,7 @@ class Plan:
         self.out_dir: Optional[str] = None
         self.token: Optional[str] = None  # api_token, as start() was given it (not from the environment)
         self.file: Optional[str] = None  # the config file written here
+        self.written: List[str] = []  # every file written here (the config, the targets)
         self.origins: Dict[str, str] = {}  # config key -> how the trainer named it
 
 
@@ -90,6 +91,7 @@ def plan(config: Any, settings: Mapping[str, Any], private: str) -> Plan:
             body = _absolute_paths("", {k: _config_file_value(k, v) for k, v in merged.items()})
             with _private_file(p.file) as f:
                 json.dump(body, f, indent=1, default=_json_value)
+            p.written.append(p.file)
             p.args += ["--config", p.file]
         return p
     unknown = [k for k in given if k not in RUN_FLAGS]
@@ -108,6 +110,7 @@ def plan(config: Any, settings: Mapping[str, Any], private: str) -> Plan:
             path = os.path.join(private, "targets")
             with _private_file(path) as f:
                 f.write("".join(t + "\n" for t in _targets(value)))
+            p.written.append(path)
             p.args += ["--targets-file", path]
         else:
             p.args += _flag_args(key, value)

@@ -4,6 +4,7 @@ returns a :class:`Sidecar`, a :class:`~vllmstat.client.Client` for it that also 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import re
 import shutil
@@ -419,6 +420,12 @@ def start(config: Union[str, os.PathLike, Mapping[str, Any], None] = None, *, bi
             proc.wait()
         shutil.rmtree(cleanup, ignore_errors=True)
         raise
+    # The run has read its config and targets (it read them before its API answered, and never
+    # again): they may hold credentials, so they go now rather than when the sidecar is closed,
+    # which a trainer killed with SIGKILL never does.
+    for path in run_plan.written:
+        with contextlib.suppress(OSError):
+            os.remove(path)
     sidecar = Sidecar(url, proc, output, out_dir=out_dir, token=token or env.get("VLLMSTAT_API_TOKEN"),
                       timeout=timeout, strict=strict, cleanup=cleanup,
                       log=None if log.startswith(cleanup + os.sep) else log)
