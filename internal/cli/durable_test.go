@@ -63,9 +63,10 @@ func (l *liveRun) endStep(n int) {
 }
 
 // pauseForStepEnd is the simulated pause between batches of the tests that end a step at each
-// batch's end (endStepsAtBatches): 6 s of wall time at speed 10, the time a step end has to
-// make its boundary scrapes before the next batch starts. With 2 s, a cold gate's loaded
-// machine once ended step 1 after the second batch had finished, so that step 1 counted both.
+// batch's end (endStepsAtBatches, and the SGLang runs' own loops): 6 s of wall time at speed
+// 10, the time a step end has to make its boundary scrapes before the next batch starts. With
+// 2 s, a loaded gate once ended step 1 after the second batch had finished, so that step 1
+// counted both (the shape test), and once in the second batch (an SGLang fleet's).
 const pauseForStepEnd = 60 * time.Second
 
 // endStepsAtBatches ends a step at the end of each of fleet's next n batches (the step numbered

@@ -35,7 +35,7 @@ func TestRunSGLangRouterDPSteps(t *testing.T) {
 	sc.Servers, sc.DP, sc.Port, sc.Speed, sc.Seed = 2, 2, 0, 10, 11
 	sc.BlocksPerEngine = demoBlocks // the batches retract
 	sc.Workload.Batches = batches
-	sc.Workload.Pause = 20 * time.Second
+	sc.Workload.Pause = pauseForStepEnd
 	sc.Workload.StartDelay = 30 * time.Second
 	sc.Priority = true
 	fleet, err := sim.Start(context.Background(), sc)

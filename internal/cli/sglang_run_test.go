@@ -30,7 +30,7 @@ func sglangFleet(t *testing.T, servers, dp, batches int, straggler float64, seed
 	sc.BlocksPerEngine = demoBlocks // the batches retract
 	sc.Workload.Batches = batches
 	sc.Workload.Straggler = straggler
-	sc.Workload.Pause = 20 * time.Second
+	sc.Workload.Pause = pauseForStepEnd
 	fleet, err := sim.Start(context.Background(), sc)
 	if err != nil {
 		t.Fatal(err)
