@@ -81,14 +81,17 @@ func pageCounts(t *testing.T, u string) map[string]float64 {
 // servers with --api-server-count 2 and two engines each, whose pages are prometheus_client's
 // multiprocess pages (no _created), through two GRPO batches, ending a step at the end of each
 // batch and one after them. On the wall clock from the fleet's start (simulated time runs 10
-// times faster), the first batch runs from 2 s to about 3 s, the second from about 11 s to 12 s:
+// times faster), the first batch runs from 2 s to about 3 s, the second from about 21 s to 22 s:
 //   - server 1's port refuses connections from before the run's start until 4 s, after its
 //     engines ran the first batch: its first page already holds that work, and counts whole, in
 //     the first step;
-//   - server 0 restarts at 7.5 s, its port refusing connections from 6.5 s to 13.5 s, over the
+//   - server 0 restarts at 17.5 s, its port refusing connections from 16.5 s to 23.5 s, over the
 //     second batch: no scrape sees the restart, and the first page after it holds the second
 //     batch's work, some of its counters below their values before the restart and some above.
 //     A counter going down is a restart of every counter of the worker: all count from zero.
+//
+// Step 1 must end between server 1's return and server 0's fall: 12 s of wall time. With 2.5 s
+// (server 0 down from 6.5 s), a loaded gate once ended it after, with the second batch in it.
 //
 // Each step's counts are the simulator's own counts of the step, which Totals keeps over the
 // restart.
@@ -100,8 +103,8 @@ func TestRunMultiprocessSimulator(t *testing.T) {
 	sc.BlocksPerEngine = demoBlocks // the batches preempt
 	sc.Workload.Batches = 2
 	sc.Workload.StartDelay = 20 * time.Second
-	sc.Workload.Pause = 80 * time.Second
-	for _, f := range []string{"down@0s+4s:server=1", "down@6.5s+7s:server=0", "restart@7.5s:server=0"} {
+	sc.Workload.Pause = 180 * time.Second
+	for _, f := range []string{"down@0s+4s:server=1", "down@16.5s+7s:server=0", "restart@17.5s:server=0"} {
 		fault, err := sim.ParseFault(f)
 		if err != nil {
 			t.Fatal(err)
