@@ -26,16 +26,19 @@ type fakeCollector struct {
 	auth    map[string]target.Auth
 	phase   string // the open phase
 
+	phaseTrace string // the traceparent of the last phase start
+
 	version   int64 // the last policy version published, when published
 	published bool
 	name      string // the last version's name
 }
 
 // StartPhase and EndPhase keep the open phase as the collector does, with its errors.
-func (f *fakeCollector) StartPhase(_ context.Context, name string) (collector.PhaseEdge, error) {
+func (f *fakeCollector) StartPhase(ctx context.Context, name string) (collector.PhaseEdge, error) {
 	if err := step.ValidPhase(name); err != nil {
 		return collector.PhaseEdge{}, fmt.Errorf("%w: %v", collector.ErrPhaseName, err)
 	}
+	f.phaseTrace = collector.TraceParent(ctx)
 	e := collector.PhaseEdge{Phase: name, Edge: "start", Ended: f.phase}
 	f.phase = name
 	return e, nil
@@ -214,6 +217,39 @@ func hasErr(sub string) func(t *testing.T, o map[string]any) {
 	}
 }
 
+// postTraced POSTs body to path as a program on loopback does, with traceparent as its header
+// when not "", and returns the status.
+func postTraced(h http.Handler, path, body, traceparent string) int {
+	req := httptest.NewRequest("POST", path, strings.NewReader(body))
+	local := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 9400}
+	req = req.WithContext(context.WithValue(req.Context(), http.LocalAddrContextKey, local))
+	req.Host = local.String()
+	req.Header.Set("Content-Type", "application/json")
+	if traceparent != "" {
+		req.Header.Set("traceparent", traceparent)
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, req)
+	return w.Code
+}
+
+// A phase call's traceparent reaches the collector as a step end's does.
+func TestPhaseTraceParent(t *testing.T) {
+	fc := &fakeCollector{}
+	h := New(Options{Collector: fc})
+	const a = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	for _, tc := range []struct{ header, body string }{{a, ""}, {"", a}} {
+		body := `{"phase": "rollout"}`
+		if tc.body != "" {
+			body = fmt.Sprintf(`{"phase": "rollout", "traceparent": %q}`, tc.body)
+		}
+		fc.phaseTrace = ""
+		if code := postTraced(h, "/v1/phases/start", body, tc.header); code != 200 || fc.phaseTrace != a {
+			t.Errorf("header %q, body %q: %d, traceparent %q", tc.header, tc.body, code, fc.phaseTrace)
+		}
+	}
+}
+
 // A step end's W3C traceparent, as a header (an instrumented client's) or in the body, reaches
 // the collector; the header wins.
 func TestEndStepTraceParent(t *testing.T) {
@@ -225,18 +261,9 @@ func TestEndStepTraceParent(t *testing.T) {
 		if tc.body != "" {
 			body = fmt.Sprintf(`{"step": %d, "traceparent": %q}`, i+1, tc.body)
 		}
-		req := httptest.NewRequest("POST", "/v1/steps/end", strings.NewReader(body))
-		local := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 9400}
-		req = req.WithContext(context.WithValue(req.Context(), http.LocalAddrContextKey, local))
-		req.Host = local.String()
-		req.Header.Set("Content-Type", "application/json")
-		if tc.header != "" {
-			req.Header.Set("traceparent", tc.header)
-		}
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, req)
-		if w.Code != 200 || len(fc.steps) != i+1 || fc.steps[i].TraceParent != tc.want {
-			t.Errorf("header %q, body %q: %d, traceparent %q, want %q", tc.header, tc.body, w.Code, fc.steps[len(fc.steps)-1].TraceParent, tc.want)
+		code := postTraced(h, "/v1/steps/end", body, tc.header)
+		if code != 200 || len(fc.steps) != i+1 || fc.steps[i].TraceParent != tc.want {
+			t.Errorf("header %q, body %q: %d, traceparent %q, want %q", tc.header, tc.body, code, fc.steps[len(fc.steps)-1].TraceParent, tc.want)
 		}
 	}
 }
