@@ -27,16 +27,21 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optio
 from ._common import Record, VllmstatError, _base_url, _NoAnswer, _warn, _whole, __version__
 
 
-def _current_traceparent() -> Optional[str]:
-    """The current OpenTelemetry span as a W3C traceparent; None without the opentelemetry
-    package (it is not imported until a step ends) or without a span."""
-    try:
-        from opentelemetry import propagate  # type: ignore[import]
-    except ImportError:
-        return None
-    carrier: Dict[str, str] = {}
-    propagate.inject(carrier)
-    return carrier.get("traceparent")
+def _traced(body: Dict[str, Any], traceparent: Optional[str] = None) -> Dict[str, Any]:
+    """body with the trainer's span as "traceparent": the one given, else the current
+    OpenTelemetry span's (none without the opentelemetry package, which is not imported until a
+    call, or without a span); ``""`` adds none."""
+    if traceparent is None:
+        try:
+            from opentelemetry import propagate  # type: ignore[import]
+        except ImportError:
+            return body
+        carrier: Dict[str, str] = {}
+        propagate.inject(carrier)
+        traceparent = carrier.get("traceparent")
+    if traceparent:
+        body["traceparent"] = traceparent
+    return body
 
 #: What the client takes as a step number or policy version: an int, another integer type
 #: (numpy's), or a float with no fraction (2.0).
@@ -126,12 +131,7 @@ class Client:
         n = self._number(step, "step")
         if n is None:
             return {}
-        body: Dict[str, Any] = {"step": n}
-        if traceparent is None:
-            traceparent = _current_traceparent()
-        if traceparent:
-            body["traceparent"] = traceparent
-        return self._call("POST", "/v1/steps/end", body, empty={})
+        return self._call("POST", "/v1/steps/end", _traced({"step": n}, traceparent), empty={})
 
     def start_phase(self, name: str) -> Optional[Dict[str, Any]]:
         """Starts phase ``name`` in the open step; returns the edge (``None`` on failure).
@@ -277,11 +277,8 @@ class Client:
             return None
         # a refusal is a kind of its own for each phase: ending "eval" when it is not open is
         # not the mistake of ending "rollout" when it is not
-        body: Dict[str, Any] = {"phase": name}
-        traceparent = _current_traceparent()  # the trainer's span, for a step end given none
-        if traceparent:
-            body["traceparent"] = traceparent
-        return self._call("POST", "/v1/phases/" + edge, body, stacklevel=depth + 3, detail=name,
+        # the trainer's span goes too, for a step end given none
+        return self._call("POST", "/v1/phases/" + edge, _traced({"phase": name}), stacklevel=depth + 3, detail=name,
                           version_check=False)
 
     def _valid_phase(self, name, depth):

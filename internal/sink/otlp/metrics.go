@@ -85,9 +85,9 @@ func newMetrics(prefix string, res *resource.Resource, version string) *metrics 
 }
 
 // record returns r's metrics: every series promname.WalkStep names, a data point each at r's
-// end, the phase, statistic, split label and worker as attributes (those with a value). The step number is a gauge
-// of its own (vllmstat.step.number), not an attribute: an attribute that changes every step
-// would make every step a new series in every store.
+// end, the phase, statistic, split label and worker as attributes (those with a value). The
+// step number is a gauge of its own (vllmstat.step.number), not an attribute: an attribute
+// that changes every step would make every step a new series in every store.
 func (m *metrics) record(r *step.Record) *metricdata.ResourceMetrics {
 	var out []metricdata.Metrics
 	index := map[string]int{}

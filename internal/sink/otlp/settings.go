@@ -27,15 +27,15 @@ const (
 // signal's own first), as the OpenTelemetry specification defines them, and then from the
 // specification's defaults; a key that is set wins over the environment.
 type Settings struct {
-	// Endpoint is the receiver (endpoint): a URL such as http://collector:4318 (HTTP; the
-	// path /v1/metrics is added to a URL without one) or http://collector:4317 (gRPC).
-	// Default: OTEL_EXPORTER_OTLP_METRICS_ENDPOINT, OTEL_EXPORTER_OTLP_ENDPOINT, then
-	// localhost on the protocol's port.
+	// Endpoint is the receiver's base URL (endpoint), such as http://collector:4318 (HTTP: each
+	// signal's path, /v1/metrics or /v1/traces, goes after its own) or http://collector:4317
+	// (gRPC). Default: the signal's OTEL_EXPORTER_OTLP_<SIGNAL>_ENDPOINT,
+	// OTEL_EXPORTER_OTLP_ENDPOINT, then localhost on the protocol's port.
 	Endpoint string `yaml:"endpoint"`
 	// Protocol is http/protobuf or grpc (protocol). Default: OTEL_EXPORTER_OTLP_METRICS_PROTOCOL,
 	// OTEL_EXPORTER_OTLP_PROTOCOL, then http/protobuf.
 	Protocol string `yaml:"protocol"`
-	// Headers are sent with every request (headers), added to OTEL_EXPORTER_OTLP_HEADERS'.
+	// Headers are sent with every request (headers), instead of OTEL_EXPORTER_OTLP_HEADERS'.
 	// Their values are never printed: they often carry a token.
 	Headers headers `yaml:"headers"`
 	// Timeout bounds one export (timeout). Default: OTEL_EXPORTER_OTLP_TIMEOUT, then 10s.
@@ -92,7 +92,7 @@ func ParseSettings(spec config.SinkSpec, getenv func(string) string) (Settings, 
 func (s *Settings) validate(at yamlx.Where) yamlx.Errors {
 	es := s.Settings.Validate(at)
 	if !at.Has("protocol") {
-		s.Protocol = s.fromEnv("PROTOCOL")
+		s.Protocol = s.fromEnv("METRICS", "PROTOCOL")
 	}
 	switch p := s.Protocol; {
 	case p == "":
@@ -121,10 +121,10 @@ func (s *Settings) validate(at yamlx.Where) yamlx.Errors {
 	return es
 }
 
-// fromEnv is the metrics signal's OTEL_EXPORTER_OTLP_METRICS_<name>, else
+// fromEnv is a signal's (METRICS, TRACES) OTEL_EXPORTER_OTLP_<signal>_<name>, else
 // OTEL_EXPORTER_OTLP_<name>.
-func (s *Settings) fromEnv(name string) string {
-	if v := strings.TrimSpace(s.env("OTEL_EXPORTER_OTLP_METRICS_" + name)); v != "" {
+func (s *Settings) fromEnv(signal, name string) string {
+	if v := strings.TrimSpace(s.env("OTEL_EXPORTER_OTLP_" + signal + "_" + name)); v != "" {
 		return v
 	}
 	return strings.TrimSpace(s.env("OTEL_EXPORTER_OTLP_" + name))

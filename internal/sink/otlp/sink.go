@@ -59,7 +59,6 @@ type Sink struct {
 	metrics *metrics
 	spanExp sdktrace.SpanExporter // nil without spans
 	spans   *spans
-	log     *slog.Logger
 
 	// sent is the step whose metrics were accepted while its spans were not: its retry sends
 	// the spans only. Write's caller owns it.
@@ -75,10 +74,15 @@ func New(set Settings, prefix string, log *slog.Logger) (*Sink, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	ctx := context.Background()
+	where := target.Redact(set.Endpoint)
+	if where == "" {
+		where = "from the environment"
+	}
+	log = log.With("sink", "otlp", "protocol", set.Protocol, "endpoint", where)
 	// What the exporters report beside their errors (a receiver's partial success, say) goes to
 	// the run's log; it is the process's one handler.
-	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { log.Warn("opentelemetry", "sink", "otlp", "err", err) }))
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { log.Warn("opentelemetry", "err", err) }))
+	ctx := context.Background()
 	res, err := newResource(ctx, set.ResourceAttributes)
 	if err != nil {
 		return nil, fmt.Errorf("otlp sink: resource attributes: %w", err)
@@ -93,13 +97,8 @@ func New(set Settings, prefix string, log *slog.Logger) (*Sink, error) {
 			return nil, fmt.Errorf("otlp sink: %w", err)
 		}
 	}
-	where := target.Redact(set.Endpoint)
-	if where == "" {
-		where = "from the environment"
-	}
 	sk := &Sink{set: set, prefix: prefix, keys: set.Settings.Compile(prefix), exp: exp, spanExp: sexp,
-		metrics: newMetrics(prefix, res, version.Number()),
-		log:     log.With("sink", "otlp", "protocol", set.Protocol, "endpoint", where)}
+		metrics: newMetrics(prefix, res, version.Number())}
 	if sexp != nil {
 		sk.spans = newSpans(prefix, res, version.Number())
 	}
@@ -147,7 +146,7 @@ func signalURL(endpoint, signal string) string {
 }
 
 func (s Settings) conn(signal string) conn {
-	c := conn{headers: s.Headers, timeout: s.Timeout, compress: s.Compression, envZip: s.fromEnv("COMPRESSION") != ""}
+	c := conn{headers: s.Headers, timeout: s.Timeout, compress: s.Compression, envZip: s.fromEnv(strings.ToUpper(signal), "COMPRESSION") != ""}
 	if s.Endpoint != "" {
 		c.url = s.Endpoint
 		if s.Protocol == ProtocolHTTP {
