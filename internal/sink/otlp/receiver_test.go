@@ -26,6 +26,16 @@ func demoRecords(t *testing.T) []*step.Record {
 	return rs
 }
 
+// newSink is the sink of an entry (yml) in an environment (env).
+func newSink(t *testing.T, yml string, env map[string]string) *Sink {
+	t.Helper()
+	s, err := New(parse(t, yml, env), vllm.Prefix, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 func parse(t *testing.T, yml string, env map[string]string) Settings {
 	t.Helper()
 	var n yaml.Node
@@ -49,11 +59,7 @@ func TestExportsEveryKeyOfTheSteps(t *testing.T) {
 			if tc.protocol == ProtocolGRPC {
 				rc = otlptest.StartGRPC(t)
 			}
-			set := parse(t, fmt.Sprintf("{endpoint: %q, protocol: %s, compression: %s, headers: {Authorization: Bearer s3cret}, resource_attributes: {run: grpo-7b}}", rc.URL, tc.protocol, tc.compression), nil)
-			s, err := New(set, vllm.Prefix, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
+			s := newSink(t, fmt.Sprintf("{endpoint: %q, protocol: %s, compression: %s, headers: {Authorization: Bearer s3cret}, resource_attributes: {run: grpo-7b}}", rc.URL, tc.protocol, tc.compression), nil)
 			recs := demoRecords(t)
 			for _, r := range recs {
 				if err := s.Write(t.Context(), r); err != nil {
@@ -110,10 +116,7 @@ func TestExportsEveryKeyOfTheSteps(t *testing.T) {
 func TestFailedExportReturnsAndRetries(t *testing.T) {
 	rc := otlptest.StartHTTP(t)
 	rc.Fail = 1
-	s, err := New(parse(t, fmt.Sprintf("{endpoint: %q, timeout: 5s}", rc.URL), nil), vllm.Prefix, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := newSink(t, fmt.Sprintf("{endpoint: %q, timeout: 5s}", rc.URL), nil)
 	defer s.Close(context.Background())
 	r := demoRecords(t)[0]
 	if err := s.Write(t.Context(), r); err == nil || !strings.Contains(err.Error(), "step 1") {
@@ -135,10 +138,7 @@ func TestEnvironmentAndItsOverrides(t *testing.T) {
 	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
 	t.Setenv("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment=test,run=from-env")
 	env := map[string]string{"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}
-	s, err := New(parse(t, "{resource_attributes: {run: from-config}}", env), vllm.Prefix, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := newSink(t, "{resource_attributes: {run: from-config}}", env)
 	r := demoRecords(t)[0]
 	if err := s.Write(t.Context(), r); err != nil {
 		t.Fatal(err)
@@ -155,10 +155,7 @@ func TestEnvironmentAndItsOverrides(t *testing.T) {
 
 	// The entry's endpoint and protocol win over the environment's (a gRPC port there).
 	hr := otlptest.StartHTTP(t)
-	s, err = New(parse(t, fmt.Sprintf("{endpoint: %q, protocol: http/protobuf, headers: {Authorization: Bearer from-config}}", hr.URL), env), vllm.Prefix, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s = newSink(t, fmt.Sprintf("{endpoint: %q, protocol: http/protobuf, headers: {Authorization: Bearer from-config}}", hr.URL), env)
 	if err := s.Write(t.Context(), r); err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,6 @@ import (
 
 	"github.com/vllmstat/vllmstat/internal/sink/otlp/otlptest"
 	"github.com/vllmstat/vllmstat/internal/step"
-	"github.com/vllmstat/vllmstat/internal/vllm"
 )
 
 // A step is a span from its start to its end with its headline figures, a child of the
@@ -22,10 +21,7 @@ func TestStepsAndPhasesAsSpans(t *testing.T) {
 			if protocol == ProtocolGRPC {
 				rc = otlptest.StartGRPC(t)
 			}
-			s, err := New(parse(t, fmt.Sprintf("{endpoint: %q, protocol: %s, spans: true}", rc.URL, protocol), nil), vllm.Prefix, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
+			s := newSink(t, fmt.Sprintf("{endpoint: %q, protocol: %s, spans: true}", rc.URL, protocol), nil)
 			recs := demoRecords(t)
 			const trainerTrace, trainerSpan = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
 			recs[0].TraceParent = "00-" + trainerTrace + "-" + trainerSpan + "-01"
@@ -96,10 +92,7 @@ func TestStepsAndPhasesAsSpans(t *testing.T) {
 func TestSpansRetriedAlone(t *testing.T) {
 	rc := otlptest.StartHTTP(t)
 	rc.FailSpans = 1
-	s, err := New(parse(t, fmt.Sprintf("{endpoint: %q, spans: true}", rc.URL), nil), vllm.Prefix, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := newSink(t, fmt.Sprintf("{endpoint: %q, spans: true}", rc.URL), nil)
 	defer s.Close(t.Context())
 	r := demoRecords(t)[0]
 	if err := s.Write(t.Context(), r); err == nil {
