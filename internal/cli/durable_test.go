@@ -73,16 +73,7 @@ const pauseForStepEnd = 60 * time.Second
 // as the batch) and returns the fleet's totals at each, as its pages show them then.
 func (l *liveRun) endStepsAtBatches(fleet *sim.Fleet, n int) []map[string]float64 {
 	l.t.Helper()
-	// Counts a page shows at a target's first scrape are its baseline, in no step: the fleet's
-	// first batch must wait for the run's first scrapes (the workload's StartDelay).
-	if !testkit.Poll(time.Minute, func() bool { return l.liveScrapes() >= len(fleet.URLs()) }) {
-		l.stop()
-		l.t.Fatalf("the run made no scrapes\n%s", l.stderr.String())
-	}
-	if tokens := fleet.Totals()["prompt_tokens"]; tokens != 0 {
-		l.stop()
-		l.t.Fatalf("the first batch started (%v prompt tokens) before the run's first scrapes, which take its counts as their baseline: raise the workload's StartDelay", tokens)
-	}
+	l.scrapedBeforeWork(fleet)
 	var atBatch []map[string]float64
 	for range n {
 		select {
@@ -95,6 +86,21 @@ func (l *liveRun) endStepsAtBatches(fleet *sim.Fleet, n int) []map[string]float6
 		}
 	}
 	return atBatch
+}
+
+// scrapedBeforeWork waits for the run's first scrapes of every target and fails the test when
+// the fleet's first batch had begun by then. Counts a page shows at a target's first scrape are
+// its baseline, in no step: the first batch must wait for them (the workload's StartDelay).
+func (l *liveRun) scrapedBeforeWork(fleet *sim.Fleet) {
+	l.t.Helper()
+	if !testkit.Poll(time.Minute, func() bool { return l.liveScrapes() >= len(fleet.URLs()) }) {
+		l.stop()
+		l.t.Fatalf("the run made no scrapes\n%s", l.stderr.String())
+	}
+	if tokens := fleet.Totals()["prompt_tokens"]; tokens != 0 {
+		l.stop()
+		l.t.Fatalf("the first batch started (%v prompt tokens) before the run's first scrapes, which take its counts as their baseline: raise the workload's StartDelay", tokens)
+	}
 }
 
 // tryEndStep asks the API to end step n and returns the answer's status and body.

@@ -21,7 +21,8 @@ import (
 )
 
 // sglangFleet starts a simulated SGLang fleet of servers × dp ranks running batches GRPO
-// batches, 2 s apart on the wall clock: time for a step to end between two batches.
+// batches, 6 s apart on the wall clock (pauseForStepEnd): time for a step to end between two
+// batches.
 func sglangFleet(t *testing.T, servers, dp, batches int, straggler float64, seed int64) *sim.Fleet {
 	t.Helper()
 	sc := sim.DefaultConfig()
@@ -31,6 +32,9 @@ func sglangFleet(t *testing.T, servers, dp, batches int, straggler float64, seed
 	sc.Workload.Batches = batches
 	sc.Workload.Straggler = straggler
 	sc.Workload.Pause = pauseForStepEnd
+	// The first batch waits 3 s (at speed 10) for the run's first scrapes: what a page counted
+	// before a target's first scrape is its baseline, in no step (see recordSGLangRun).
+	sc.Workload.StartDelay = 30 * time.Second
 	fleet, err := sim.Start(context.Background(), sc)
 	if err != nil {
 		t.Fatal(err)
@@ -50,6 +54,9 @@ func recordSGLangRun(t *testing.T, fleet *sim.Fleet, batches int, rec string) ([
 		args = append(args, "--target", u)
 	}
 	l := startLive(t, out, args...)
+	// A loaded machine once started the run after the first batch had begun: step 1 and the
+	// run's sums then lacked what the first pages already held.
+	l.scrapedBeforeWork(fleet)
 	var totals []map[string]float64
 	for range batches {
 		select {
