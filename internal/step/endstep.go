@@ -33,6 +33,7 @@ func (t *Tracker) EndStep(n int64, ts time.Time) Record {
 	r.RatiosOver = t.ratiosOver(t.open)
 	r.NegativeBounds = t.negativeBounds(t.open)
 	r.Forgotten = t.forgetDeparted()
+	r.Restarts, t.restarts = t.restarts, nil
 	t.seq++
 	t.labels.stepEnded()
 	t.start, t.now = ts, ts

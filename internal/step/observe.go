@@ -183,6 +183,9 @@ func (t *Tracker) Observe(ts time.Time, target string, pg *page.Page, err error)
 		ws.page = tgt.pages
 		ep = ws.w.Pick(ep) // the copy of its figures the worker keeps to
 		inc := ws.w.Observe(ep, stepStart)
+		if inc.Restarted {
+			t.restarts = append(t.restarts, Restart{Worker: id, At: ts})
+		}
 		if inc.Undated && !tgt.undated {
 			tgt.undated, undated = true, true
 		}

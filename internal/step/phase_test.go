@@ -263,3 +263,20 @@ func TestPublishesInTheRecord(t *testing.T) {
 		t.Errorf("step 3 publishes %v, want none", rec.Publishes)
 	}
 }
+
+// TestRestartsInTheRecord: a step's record lists the restarts its scrapes showed, each with
+// its worker and the scrape's time, and the next step's record does not list them again.
+func TestRestartsInTheRecord(t *testing.T) {
+	tr := NewTracker(Options{})
+	tr.Begin(at(0))
+	tr.Observe(at(1), "a", mustPage(t, eng{engine: "0", queries: 100, hits: 50}, eng{engine: "1", queries: 100, hits: 50}), nil)
+	tr.Observe(at(2), "a", mustPage(t, eng{engine: "0", queries: 150, hits: 60}, eng{engine: "1", queries: 20, hits: 5}), nil)
+	rec := tr.EndStep(1, at(3))
+	if want := []Restart{{WorkerID{Target: "a", Engine: "1"}, at(2)}}; !slices.Equal(rec.Restarts, want) {
+		t.Errorf("step 1 restarts %v, want %v", rec.Restarts, want)
+	}
+	tr.Observe(at(4), "a", mustPage(t, eng{engine: "0", queries: 160, hits: 60}, eng{engine: "1", queries: 30, hits: 5}), nil)
+	if rec = tr.EndStep(2, at(5)); rec.Restarts != nil {
+		t.Errorf("step 2 restarts %v, want none", rec.Restarts)
+	}
+}

@@ -54,6 +54,10 @@ type Record struct {
 	// Publishes are the policy versions the trainer published in the step, in order; not part
 	// of the JSON line (the step's span shows them as events).
 	Publishes []Publish `json:"-"`
+	// Restarts are the engine restarts the step's scrapes showed, in the order seen (see
+	// window.Increase.Restarted); not part of the JSON line (the step's span shows them as
+	// events).
+	Restarts []Restart `json:"-"`
 	// TraceParent is the W3C traceparent the trainer gave with the step's end (its own step
 	// span), which the step's span is a child of; "" when none. Not part of the JSON line.
 	TraceParent string `json:"-"`
@@ -76,6 +80,13 @@ func (r *Record) flatten(prefix string) {
 type Publish struct {
 	Version int64
 	At      time.Time
+}
+
+// Restart is a worker whose page showed that its process restarted since its last page, and
+// the time of that scrape.
+type Restart struct {
+	Worker WorkerID
+	At     time.Time
 }
 
 // Scrapes counts the step's scrapes of all targets.

@@ -71,6 +71,8 @@ type Tracker struct {
 	phaseKeep keep                 // what a phase keeps: the open step's series, untimed
 
 	pol policy // the trainer's policy versions (see policy.go)
+	// restarts are the open step's engine restarts, as its scrapes showed them
+	restarts []Restart
 }
 
 // NewTracker returns a tracker with no step open yet; the first scrape opens it.

@@ -138,3 +138,69 @@ func TestWorkerAbsentCountsWhole(t *testing.T) {
 		t.Errorf("absent worker, series NaN then 7: %s, want %s", got, want)
 	}
 }
+
+// TestWorkerRestartedSaysSo: an increase says that the worker's process restarted when a series
+// with a baseline went down or its _created changed, on the page that shows it, and only there:
+// not on a worker's first page, not when a series is new, not when a histogram's layout alone
+// changed.
+func TestWorkerRestartedSaysSo(t *testing.T) {
+	tests := []struct {
+		name   string
+		absent bool
+		pages  []string
+		want   []bool
+	}{
+		{"a counter down on pages without _created", false, []string{
+			engine0(0, "", "num_preemptions", "", "10", "prompt_tokens", "", "900"),
+			engine0(0, "", "num_preemptions", "", "3", "prompt_tokens", "", "950"),
+			engine0(0, "", "num_preemptions", "", "4", "prompt_tokens", "", "1000"),
+		}, []bool{false, true, false}},
+		{"a counter down with _created unchanged", false, []string{
+			engine0(100, "", "num_preemptions", "", "10"),
+			engine0(100, "", "num_preemptions", "", "3"),
+		}, []bool{false, true}},
+		{"a _created changed, the counter above its old value", false, []string{
+			engine0(100, "", "num_preemptions", "", "10"),
+			engine0(200, "", "num_preemptions", "", "12"),
+			engine0(200, "", "num_preemptions", "", "13"),
+		}, []bool{false, true, false}},
+		{"a counter down after a page without its number", false, []string{
+			engine0(0, "", "num_preemptions", "", "10"),
+			engine0(0, "", "num_preemptions", "", "NaN", "prompt_tokens", "", "5"),
+			engine0(0, "", "num_preemptions", "", "4", "prompt_tokens", "", "6"),
+		}, []bool{false, false, true}},
+		{"a histogram down, the counters up", false, []string{
+			engine0(0, ttft("2", "10", "50", "10", 0), "num_preemptions", "", "1"),
+			engine0(0, ttft("1", "3", "4", "3", 0), "num_preemptions", "", "2"),
+		}, []bool{false, true}},
+		{"a histogram down with _created unchanged", false, []string{
+			engine0(100, ttft("2", "10", "50", "10", 100), "num_preemptions", "", "1"),
+			engine0(100, ttft("1", "3", "4", "3", 100), "num_preemptions", "", "2"),
+		}, []bool{false, true}},
+		{"a histogram's _created changed, its counts up", false, []string{
+			engine0(0, ttft("2", "10", "50", "10", 100), "num_preemptions", "", "1"),
+			engine0(0, ttft("3", "12", "60", "12", 200), "num_preemptions", "", "2"),
+		}, []bool{false, true}},
+		{"a histogram's layout changed, its counts up", false, []string{
+			engine0(0, ttft("2", "10", "50", "10", 0), "num_preemptions", "", "1"),
+			engine0(0, ttft("", "12", "60", "12", 0), "num_preemptions", "", "2"),
+		}, []bool{false, false}},
+		{"a new series, and a worker's first page with counts", true, []string{
+			engine0(0, "", "num_preemptions", "", "10"),
+			engine0(0, ttft("2", "10", "50", "10", 0), "num_preemptions", "", "11", "prompt_tokens", "", "7"),
+		}, []bool{false, false}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := NewWorker()
+			if tt.absent {
+				w.Absent()
+			}
+			for i, pg := range tt.pages {
+				if got := observeText(t, w, pg, 150).Restarted; got != tt.want[i] {
+					t.Fatalf("page %d:\n%s\nrestarted %v, want %v", i, pg, got, tt.want[i])
+				}
+			}
+		})
+	}
+}

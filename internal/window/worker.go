@@ -150,6 +150,10 @@ type Increase struct {
 	// _created: they are a baseline, though they may have been made after the moment since,
 	// which a page without _created cannot tell.
 	Undated bool
+	// Restarted is set when the page shows that the worker's process restarted since its last
+	// page: a series with a baseline went down, or its _created changed (see Observe). The
+	// increases count from zero already; this says that it happened, for whoever reports it.
+	Restarted bool
 }
 
 // Success returns the increases of request_success by finished_reason, nil if none.
@@ -295,7 +299,7 @@ func (w *Worker) Observe(p *page.EnginePage, since float64) Increase {
 				return &histState{whole: !first && !(switched && r), since: since, ranked: r, copied: switched && r}
 			})
 	}
-	w.restart(p, cstates, hstates)
+	inc.Restarted = w.restart(p, cstates, hstates)
 	for i := range p.Counters {
 		cs := &p.Counters[i]
 		st := cstates[i]
@@ -316,6 +320,7 @@ func (w *Worker) Observe(p *page.EnginePage, since float64) Increase {
 			d = cs.Value
 		case cs.Value < old.value || cs.HasCreated && old.hasCreated && cs.Created != old.created:
 			d = cs.Value
+			inc.Restarted = true
 		default:
 			d = cs.Value - old.value
 		}
@@ -355,6 +360,8 @@ func (w *Worker) Observe(p *page.EnginePage, since float64) Increase {
 		case histReset(old, hs):
 			fullHist(d, hs)
 			w.keep(old, hs)
+			// a new layout or format alone is a reset of the counts, not a sign of a restart
+			inc.Restarted = inc.Restarted || hs.HasCreated && old.hasCreated && hs.Created != old.created || histDown(old, hs)
 		default: // the same layout as the state's, so the copy is made with the increase
 			*d = HistDelta{Sum: hs.Sum - old.sum, Count: hs.Count - old.count, Buckets: slices.Grow(d.Buckets[:0], len(hs.Buckets))[:len(hs.Buckets)], NoSum: !hs.HasSum}
 			counts := old.counts
@@ -421,8 +428,9 @@ func (w *Worker) share(c vllm.Counter, value string, d float64) {
 // baseline, and counts whole from this page's value, or from its next finite one. A series shown
 // after that may have been shown after the restart already: it keeps its baseline, and goes by
 // its own values; so does a series absent from the page, which shows a restart by going down
-// when it is back. Series with _created go by their own _created, which is exact.
-func (w *Worker) restart(p *page.EnginePage, cstates []*counterState, hstates []*histState) {
+// when it is back. Series with _created go by their own _created, which is exact. It reports
+// whether a series went down.
+func (w *Worker) restart(p *page.EnginePage, cstates []*counterState, hstates []*histState) bool {
 	var before uint64 // the restart came after this page
 	down := false
 	for i := range p.Counters {
@@ -439,7 +447,7 @@ func (w *Worker) restart(p *page.EnginePage, cstates []*counterState, hstates []
 		}
 	}
 	if !down {
-		return
+		return false
 	}
 	for i, st := range cstates {
 		if st.base && !st.hasCreated && !p.Counters[i].HasCreated && st.at <= before {
@@ -451,6 +459,7 @@ func (w *Worker) restart(p *page.EnginePage, cstates []*counterState, hstates []
 			st.base, st.whole = false, true
 		}
 	}
+	return true
 }
 
 // histDown reports whether any of a histogram's values went down between its old state and hs:

@@ -27,7 +27,7 @@ const (
 
 // spans turns step records into spans: a span per step, from its start to its end, with the
 // step's headline figures (the summary key set) as attributes and events for its failed
-// scrapes, publishes and departed workers, and a child span per run of each phase. A step whose end the trainer called with a W3C traceparent is a child of the
+// scrapes, publishes, engine restarts and departed workers, and a child span per run of each phase. A step whose end the trainer called with a W3C traceparent is a child of the
 // trainer's span, in its trace; the others are the roots of one trace per run.
 type spans struct {
 	prefix   string
@@ -62,6 +62,15 @@ func newSpanID() trace.SpanID {
 	return id
 }
 
+// workerAttrs names a worker in an event: its target, engine, and worker labels when it has any.
+func workerAttrs(w step.WorkerID) []attribute.KeyValue {
+	attrs := []attribute.KeyValue{attribute.String("target", w.Target), attribute.String("engine", w.Engine)}
+	if w.Labels != "" {
+		attrs = append(attrs, attribute.String("worker_labels", w.Labels))
+	}
+	return attrs
+}
+
 // record returns r's spans, the step's first.
 func (sp *spans) record(r *step.Record) []sdktrace.ReadOnlySpan {
 	up := parent(r.TraceParent)
@@ -85,9 +94,11 @@ func (sp *spans) record(r *step.Record) []sdktrace.ReadOnlySpan {
 		events = append(events, sdktrace.Event{Name: "policy published", Time: p.At,
 			Attributes: []attribute.KeyValue{attribute.Int64("version", p.Version)}})
 	}
+	for _, re := range r.Restarts {
+		events = append(events, sdktrace.Event{Name: "engine restarted", Time: re.At, Attributes: workerAttrs(re.Worker)})
+	}
 	for _, w := range r.Forgotten {
-		events = append(events, sdktrace.Event{Name: "worker gone", Time: r.End,
-			Attributes: []attribute.KeyValue{attribute.String("target", w.Target), attribute.String("engine", w.Engine)}})
+		events = append(events, sdktrace.Event{Name: "worker gone", Time: r.End, Attributes: workerAttrs(w)})
 	}
 	out := []sdktrace.ReadOnlySpan{tracetest.SpanStub{Name: StepSpan, SpanContext: sc, Parent: up, SpanKind: trace.SpanKindInternal,
 		StartTime: r.Start, EndTime: r.End, Attributes: attrs, Events: events, Resource: sp.res, InstrumentationScope: sp.scope}.Snapshot()}

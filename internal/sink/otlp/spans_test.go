@@ -28,6 +28,8 @@ func TestStepsAndPhasesAsSpans(t *testing.T) {
 			recs[1].TraceParent = "00-not-a-trace-parent-01" // malformed: ignored
 			recs[0].Publishes = []step.Publish{{Version: 7, At: recs[0].End}}
 			recs[0].Scrapes.Failed = 2
+			restartAt := recs[0].Start.Add(recs[0].End.Sub(recs[0].Start) / 2)
+			recs[0].Restarts = []step.Restart{{Worker: step.WorkerID{Target: "10.0.0.7:8000", Engine: "1", Labels: `ReplicaId="r1"`}, At: restartAt}}
 			t0, d := recs[2].Start, recs[2].End.Sub(recs[2].Start)/4 // two runs of a phase in step 3
 			recs[2].Phases["rollout"].Runs = []step.Run{{Start: t0.Add(d), End: t0.Add(2 * d)}, {Start: t0.Add(3 * d), End: recs[2].End}}
 			for _, r := range recs {
@@ -75,8 +77,17 @@ func TestStepsAndPhasesAsSpans(t *testing.T) {
 			if steps[0].TraceID != trainerTrace || steps[0].Parent != trainerSpan {
 				t.Errorf("step 1 in trace %s under %s, want the trainer's %s under %s", steps[0].TraceID, steps[0].Parent, trainerTrace, trainerSpan)
 			}
-			if got := strings.Join(steps[0].Events, ","); got != "scrapes failed,policy published" {
-				t.Errorf("step 1's events %q, want its failed scrapes and its publish", got)
+			var names []string
+			for _, e := range steps[0].Events {
+				names = append(names, e.Name)
+			}
+			if got := strings.Join(names, ","); got != "scrapes failed,policy published,engine restarted" {
+				t.Errorf("step 1's events %q, want its failed scrapes, its publish and its restart", got)
+			} else if e := steps[0].Events[2]; !e.Time.Equal(restartAt) || e.Attrs["target"] != "10.0.0.7:8000" || e.Attrs["engine"] != "1" || e.Attrs["worker_labels"] != `ReplicaId="r1"` {
+				t.Errorf("restart event at %s with %v, want at %s naming the worker", e.Time, e.Attrs, restartAt)
+			}
+			if e := steps[0].Events[1]; !e.Time.Equal(recs[0].End) || e.Attrs["version"] != "7" {
+				t.Errorf("publish event at %s with %v, want version 7 at %s", e.Time, e.Attrs, recs[0].End)
 			}
 			if steps[1].Parent != "" || steps[1].TraceID != steps[2].TraceID || steps[1].TraceID == trainerTrace {
 				t.Errorf("steps 2 and 3 without a valid traceparent: traces %s and %s, parent %q; want one trace of the run's, no parent", steps[1].TraceID, steps[2].TraceID, steps[1].Parent)

@@ -67,7 +67,14 @@ type Span struct {
 	TraceID, SpanID, Parent string // hex
 	Start, End              time.Time
 	Attrs                   map[string]string // values as text
-	Events                  []string          // names
+	Events                  []Event
+}
+
+// Event is one event of a span.
+type Event struct {
+	Name  string
+	Time  time.Time
+	Attrs map[string]string // values as text
 }
 
 // Spans returns the spans so far, in the order they came.
@@ -80,18 +87,24 @@ func (rc *Receiver) Spans() []Span {
 			for _, sp := range ss.Spans {
 				s := Span{Name: sp.Name, TraceID: hex.EncodeToString(sp.TraceId), SpanID: hex.EncodeToString(sp.SpanId),
 					Parent: hex.EncodeToString(sp.ParentSpanId), Start: time.Unix(0, int64(sp.StartTimeUnixNano)),
-					End: time.Unix(0, int64(sp.EndTimeUnixNano)), Attrs: map[string]string{}}
-				for _, kv := range sp.Attributes {
-					s.Attrs[kv.Key] = anyText(kv.Value)
-				}
+					End: time.Unix(0, int64(sp.EndTimeUnixNano))}
+				s.Attrs = attrText(sp.Attributes)
 				for _, e := range sp.Events {
-					s.Events = append(s.Events, e.Name)
+					s.Events = append(s.Events, Event{Name: e.Name, Time: time.Unix(0, int64(e.TimeUnixNano)), Attrs: attrText(e.Attributes)})
 				}
 				out = append(out, s)
 			}
 		}
 	}
 	return out
+}
+
+func attrText(kvs []*commonpb.KeyValue) map[string]string {
+	m := make(map[string]string, len(kvs))
+	for _, kv := range kvs {
+		m[kv.Key] = anyText(kv.Value)
+	}
+	return m
 }
 
 func anyText(v *commonpb.AnyValue) string {
