@@ -97,9 +97,14 @@ func (l *liveRun) scrapedBeforeWork(fleet *sim.Fleet) {
 		l.stop()
 		l.t.Fatalf("the run made no scrapes\n%s", l.stderr.String())
 	}
-	if tokens := fleet.Totals()["prompt_tokens"]; tokens != 0 {
-		l.stop()
-		l.t.Fatalf("the first batch started (%v prompt tokens) before the run's first scrapes, which take its counts as their baseline: raise the workload's StartDelay", tokens)
+	// vLLM counts a request's prompt tokens at its prefill; SGLang's tokenizer counts them when
+	// it finishes, its schedulers' realtime_tokens at every batch.
+	totals := fleet.Totals()
+	for _, k := range []string{"prompt_tokens", "realtime_tokens/prefill_compute", "realtime_tokens/prefill_cache", "realtime_tokens/decode"} {
+		if tokens := totals[k]; tokens != 0 {
+			l.stop()
+			l.t.Fatalf("the first batch started (%v %s) before the run's first scrapes, which take its counts as their baseline: raise the workload's StartDelay", tokens, k)
+		}
 	}
 }
 

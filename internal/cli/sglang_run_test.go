@@ -270,6 +270,9 @@ func TestRunSGLangRouter(t *testing.T) {
 	sc.Servers, sc.DP, sc.Port, sc.Speed, sc.Seed = 2, 1, 0, 10, 5
 	sc.BlocksPerEngine = demoBlocks
 	sc.Workload.Batches = 1
+	// The batch waits 3 s (at speed 10) for the run's first scrape: realtime_tokens counts at
+	// every batch, and what the router's first page holds is its baseline, in no step.
+	sc.Workload.StartDelay = 30 * time.Second
 	fleet, err := sim.Start(context.Background(), sc)
 	if err != nil {
 		t.Fatal(err)
@@ -277,6 +280,7 @@ func TestRunSGLangRouter(t *testing.T) {
 	defer fleet.Close()
 	out := t.TempDir()
 	l := startLive(t, out, "--per-worker", "--interval", "0.2", "--target", fleet.RouterURL())
+	l.scrapedBeforeWork(fleet)
 	select {
 	case <-fleet.Batches():
 	case <-time.After(2 * time.Minute):
