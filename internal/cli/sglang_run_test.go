@@ -321,6 +321,7 @@ func TestRunMixedFleet(t *testing.T) {
 	vc := sim.DefaultConfig()
 	vc.Servers, vc.DP, vc.Port, vc.Speed, vc.Seed = 1, 2, 0, 10, 11
 	vc.Workload.Batches = 1
+	vc.Workload.StartDelay = 30 * time.Second // 3 s at speed 10, for the run's first scrapes, as sglangFleet's
 	vfleet, err := sim.Start(context.Background(), vc)
 	if err != nil {
 		t.Fatal(err)
@@ -329,6 +330,8 @@ func TestRunMixedFleet(t *testing.T) {
 	sfleet := sglangFleet(t, 1, 2, 1, 1, 12)
 	out := t.TempDir()
 	l := startLive(t, out, "--interval", "0.2", "--target", vfleet.URLs()[0], "--target", sfleet.URLs()[0])
+	l.scrapedBeforeWork(vfleet)
+	l.scrapedBeforeWork(sfleet)
 	for _, f := range []*sim.Fleet{vfleet, sfleet} {
 		select {
 		case <-f.Batches():
