@@ -167,6 +167,9 @@ func demoWith(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		sc.MFUMetrics = false // trtllm-serve's page has no FLOPs or bytes counters
 	}
 	sc.Workload.Colocated = *colocated
+	// The fleet waits at each edge of the colocated loop until the demo has marked it (its phase,
+	// or its step's end), so that a machine too busy to mark it at once changes no figure.
+	sc.HoldAtEdges = *colocated
 	sc.Workload.TrainTime = *trainTime
 	sc.Workload.EvalEvery = *evalEvery
 	sc.Workload.Async, sc.Workload.StepTime, sc.Workload.Lag = lw.Async, lw.StepTime, lw.Lag
@@ -346,12 +349,14 @@ func demoWith(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 					break
 				}
 				done++
+				fleet.Resume()
 				break
 			}
 			if err := markPhase(ctx, c, e.Kind); err != nil {
 				fail("step %d: %v", e.Step, err)
 				done = *steps
 			}
+			fleet.Resume()
 		case p := <-publishes:
 			if err := publishPolicy(ctx, c, log, p); err != nil {
 				fail("%v", err)

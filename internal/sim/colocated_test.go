@@ -1,7 +1,9 @@
 package sim
 
 import (
+	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -50,5 +52,91 @@ func TestFleetDeliversLoopEdges(t *testing.T) {
 	cfg.Clock = nil
 	if f := startFleet(t, cfg); f.Edges() != nil {
 		t.Error("a fleet outside the colocated loop has an edge channel")
+	}
+}
+
+// TestFleetHoldsAtEdges: a fleet told to hold at edges stops its simulated time at each edge it
+// delivers, however long the wall clock runs on, serving the same page, until each edge is
+// resumed; it then goes on from where it stopped, and its edges are the simulation's, as
+// without the hold.
+func TestFleetHoldsAtEdges(t *testing.T) {
+	clk := clock.NewFake(simtest.Start)
+	cfg := simtest.FastConfig()
+	cfg.Clock = clk
+	cfg.Tick = 50 * time.Millisecond
+	cfg.Workload.Colocated = true
+	cfg.Workload.EvalEvery = 1
+	cfg.Workload.Batches = 2
+	cfg.HoldAtEdges = true
+	f := startFleet(t, cfg)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// next returns the edges the fleet delivered after its last tick and holds at, or none when
+	// it went on to wait for its next tick: it does one or the other.
+	next := func() []fleetmodel.LoopEdge {
+		ticking := make(chan error, 1)
+		go func() { ticking <- clk.BlockUntil(ctx, 1) }()
+		select {
+		case e := <-f.Edges():
+			es := []fleetmodel.LoopEdge{e}
+			f.GroundTruth() // answered once the fleet has delivered the tick's edges
+			for len(f.Edges()) > 0 {
+				es = append(es, <-f.Edges())
+			}
+			return es
+		case err := <-ticking:
+			if err != nil {
+				t.Fatal(err)
+			}
+			return nil
+		case <-time.After(10 * time.Second):
+			t.Fatal("the fleet neither delivered an edge nor waited for its tick")
+		}
+		return nil
+	}
+	var got []fleetmodel.LoopEdge
+	for ticks := 0; ticks < 200; { // 10 s of wall time ticking, 200 s simulated
+		es := next()
+		if es == nil {
+			clk.Advance(cfg.Tick)
+			ticks++
+			continue
+		}
+		got = append(got, es...)
+		// the engines' samples (the process' families change at every request)
+		engines := func() string {
+			var b strings.Builder
+			for line := range strings.Lines(simtest.MustGet(t, f.URLs()[0])) {
+				if strings.HasPrefix(line, "vllm:") {
+					b.WriteString(line)
+				}
+			}
+			return b.String()
+		}
+		at, page := f.GroundTruth().At, engines()
+		clk.Advance(time.Minute) // a driver slow to act
+		if now := f.GroundTruth().At; now != at || len(f.Edges()) != 0 {
+			t.Fatalf("held at %v after %v, the fleet went on: simulated time %v, %d edges more", at, es, now, len(f.Edges()))
+		}
+		if p := engines(); p != page || page == "" {
+			t.Fatalf("held at %v after %v, the page changed:\n%s\nthen\n%s", at, es, page, p)
+		}
+		for range es {
+			f.Resume()
+		}
+	}
+	// The held minutes are not simulated: the fleet is where 200 ticks take it.
+	if es := next(); es != nil {
+		t.Fatalf("edges %v after the loop's end", es)
+	}
+	if got, want := f.GroundTruth().At, cfg.SimTime(200*cfg.Tick); got != want {
+		t.Errorf("simulated time %v after 200 ticks and the holds, want %v", got, want)
+	}
+	want := simEdges(t, cfg, 10*time.Minute, 50*time.Millisecond, func(edges []fleetmodel.LoopEdge) bool {
+		last := edges[len(edges)-1]
+		return last.Kind == fleetmodel.Wake && last.Step == cfg.Workload.Batches
+	})
+	if !slices.Equal(got, want) {
+		t.Errorf("fleet delivered\n%v\nthe simulation has\n%v", got, want)
 	}
 }

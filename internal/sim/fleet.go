@@ -45,6 +45,11 @@ type Fleet struct {
 	final   core.GroundTruth // guarded by mu; set when the run goroutine ends
 	// ops takes the HTTP side's requests and control calls to the run goroutine (see drive.go).
 	ops chan fleetOp
+	// resume takes Resume's calls to the run goroutine, which holds the simulated time at
+	// each edge it delivered until they came (Config.HoldAtEdges); held is the wall time it
+	// held it in all, which the simulated time leaves out. held is owned by the run goroutine.
+	resume chan struct{}
+	held   time.Duration
 
 	mu     sync.Mutex
 	totals map[string]float64 // guarded by mu; as of the last publish
@@ -98,7 +103,7 @@ func Start(ctx context.Context, cfg fleetconfig.Config) (*Fleet, error) {
 		}
 	}
 	f := &Fleet{cfg: cfg, log: log, clock: cfg.Clock, start: cfg.Clock.Now(), sim: s, restarts: make([]int, cfg.Servers),
-		truth: make(chan chan core.GroundTruth), stopped: make(chan struct{}), ops: make(chan fleetOp)}
+		truth: make(chan chan core.GroundTruth), stopped: make(chan struct{}), ops: make(chan fleetOp), resume: make(chan struct{}, 1024)}
 	if cfg.Workload.Kind == workload.WorkloadGRPO {
 		f.batches = make(chan int, 1024)
 	}
@@ -167,6 +172,9 @@ func (f *Fleet) Batches() <-chan int { return f.batches }
 // colocated. It is never closed; if nobody reads it, edges past its buffer of 1024 are dropped
 // rather than stalling the simulation.
 func (f *Fleet) Edges() <-chan fleetmodel.LoopEdge { return f.edges }
+
+// Resume lets a fleet held at an edge go on (Config.HoldAtEdges): one call per edge read.
+func (f *Fleet) Resume() { f.resume <- struct{}{} }
 
 // Publishes delivers the trainer's publishes of new policy versions, in order, each once the
 // simulation has reached it (the engines load it after that): the moments a trainer would tell
@@ -241,6 +249,28 @@ func (f *Fleet) Close() error {
 	return nil
 }
 
+// simNow is the simulated time now: the wall time since the start, less the time held.
+func (f *Fleet) simNow() time.Duration { return f.cfg.SimTime(f.clock.Now().Sub(f.start) - f.held) }
+
+// hold keeps the simulated time where it is until n calls of Resume came, answering the ground
+// truth's requests meanwhile; it reports false when ctx ended first. The held wall time is
+// left out of the simulated time after it, so the fleet goes on from where it stopped.
+func (f *Fleet) hold(ctx context.Context, n int) bool {
+	from := f.clock.Now()
+	defer func() { f.held += f.clock.Now().Sub(from) }()
+	for n > 0 {
+		select {
+		case <-ctx.Done():
+			return false
+		case c := <-f.truth:
+			c <- f.sim.GroundTruth()
+		case <-f.resume:
+			n--
+		}
+	}
+	return true
+}
+
 // run keeps the simulation at the wall clock's simulated time, publishing after each catch-up.
 // A simulation slower than the wall clock falls behind and catches up as it can; its events stay
 // the same, only their publication is late.
@@ -254,7 +284,7 @@ func (f *Fleet) run(ctx context.Context) {
 	}()
 	var opsDone []chan struct{}
 	for {
-		f.sim.AdvanceTo(f.cfg.SimTime(f.clock.Now().Sub(f.start)))
+		f.sim.AdvanceTo(f.simNow())
 		f.Publish()
 		// The pages show what the calls did and what the requests generated before the callers
 		// hear of it, so that a scrape right after the answer counts it.
@@ -273,10 +303,12 @@ func (f *Fleet) run(ctx context.Context) {
 				f.log.Warn("batch channel full, dropping", "batch", b.N)
 			}
 		}
+		delivered := 0
 		for _, e := range f.sim.TakeEdges() {
 			f.log.Info("loop edge", "edge", e.Kind.String(), "step", e.Step, "sim_time", e.At)
 			select {
 			case f.edges <- e:
+				delivered++
 			default:
 				if !f.edgesFull {
 					f.edgesFull = true
@@ -285,6 +317,9 @@ func (f *Fleet) run(ctx context.Context) {
 				continue
 			}
 			f.edgesFull = false
+		}
+		if f.cfg.HoldAtEdges && delivered > 0 && !f.hold(ctx, delivered) {
+			return
 		}
 		for _, p := range f.sim.TakePublishes() {
 			f.log.Info("policy published", "version", p.Version, "sim_time", p.At)
@@ -308,7 +343,7 @@ func (f *Fleet) run(ctx context.Context) {
 			case c := <-f.truth:
 				c <- f.sim.GroundTruth()
 			case op := <-f.ops:
-				f.sim.AdvanceTo(f.cfg.SimTime(f.clock.Now().Sub(f.start)))
+				f.sim.AdvanceTo(f.simNow())
 				op.fn(f.sim)
 				opsDone = append(opsDone, op.done)
 				tick.Stop()
