@@ -30,7 +30,7 @@ func TestAbortsAgainstSimulator(t *testing.T) {
 			sc.Servers, sc.DP, sc.Port, sc.Speed, sc.Seed = 1, 2, 0, 10, 11
 			sc.Workload.Prompts, sc.Workload.Samples = 8, 8
 			sc.Workload.Batches = 2
-			sc.Workload.Pause = pauseForStepEnd
+			sc.WaitForDriver = true // each batch's end waits for its step's end
 			sc.Workload.Abort = 0.3
 			// Step 1 begins at the run's first scrape, which a loaded machine may make after the
 			// first batch's first aborts: what the pages counted before it is the run's baseline,
@@ -129,7 +129,7 @@ func TestMaxTokensAgainstSimulator(t *testing.T) {
 	sc.Servers, sc.DP, sc.Port, sc.Speed, sc.Seed = 1, 2, 0, 10, 13
 	sc.Workload.Prompts, sc.Workload.Samples = 8, 8
 	sc.Workload.Batches = 2
-	sc.Workload.Pause = pauseForStepEnd
+	sc.WaitForDriver = true // each batch's end waits for its step's end
 	sc.Workload.MaxTokens = 300
 	sc.Workload.Abort = 0.2
 	recs, atBatch := runBatchSteps(t, sc)

@@ -169,7 +169,7 @@ func demoWith(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	sc.Workload.Colocated = *colocated
 	// The fleet waits at each edge of the colocated loop until the demo has marked it (its phase,
 	// or its step's end), so that a machine too busy to mark it at once changes no figure.
-	sc.HoldAtEdges = *colocated
+	sc.WaitForDriver = *colocated
 	sc.Workload.TrainTime = *trainTime
 	sc.Workload.EvalEvery = *evalEvery
 	sc.Workload.Async, sc.Workload.StepTime, sc.Workload.Lag = lw.Async, lw.StepTime, lw.Lag

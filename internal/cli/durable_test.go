@@ -62,15 +62,9 @@ func (l *liveRun) endStep(n int) {
 	}
 }
 
-// pauseForStepEnd is the simulated pause between batches of the tests that end a step at each
-// batch's end (endStepsAtBatches, and the SGLang runs' own loops): 6 s of wall time at speed
-// 10, the time a step end has to make its boundary scrapes before the next batch starts. With
-// 2 s, a loaded gate once ended step 1 after the second batch had finished, so that step 1
-// counted both (the shape test), and once in the second batch (an SGLang fleet's).
-const pauseForStepEnd = 60 * time.Second
-
 // endStepsAtBatches ends a step at the end of each of fleet's next n batches (the step numbered
-// as the batch) and returns the fleet's totals at each, as its pages show them then.
+// as the batch) and returns the fleet's totals at each, as its pages show them then. The fleet
+// waits for the step's end there (sim.Config.WaitForDriver), however late it comes.
 func (l *liveRun) endStepsAtBatches(fleet *sim.Fleet, n int) []map[string]float64 {
 	l.t.Helper()
 	l.scrapedBeforeWork(fleet)
@@ -80,6 +74,7 @@ func (l *liveRun) endStepsAtBatches(fleet *sim.Fleet, n int) []map[string]float6
 		case b := <-fleet.Batches():
 			atBatch = append(atBatch, fleet.Totals())
 			l.endStep(b)
+			fleet.Resume()
 		case <-time.After(2 * time.Minute): // only a hang gets here
 			l.stop()
 			l.t.Fatalf("no batch finished\n%s", l.stderr.String())

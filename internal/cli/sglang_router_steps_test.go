@@ -35,7 +35,7 @@ func TestRunSGLangRouterDPSteps(t *testing.T) {
 	sc.Servers, sc.DP, sc.Port, sc.Speed, sc.Seed = 2, 2, 0, 10, 11
 	sc.BlocksPerEngine = demoBlocks // the batches retract
 	sc.Workload.Batches = batches
-	sc.Workload.Pause = pauseForStepEnd
+	sc.WaitForDriver = true // each batch's end waits for its step's end
 	sc.Workload.StartDelay = 30 * time.Second
 	sc.Priority = true
 	fleet, err := sim.Start(context.Background(), sc)

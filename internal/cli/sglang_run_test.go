@@ -21,8 +21,7 @@ import (
 )
 
 // sglangFleet starts a simulated SGLang fleet of servers × dp ranks running batches GRPO
-// batches, 6 s apart on the wall clock (pauseForStepEnd): time for a step to end between two
-// batches.
+// batches, each of whose ends waits for the step's end (its driver's Resume).
 func sglangFleet(t *testing.T, servers, dp, batches int, straggler float64, seed int64) *sim.Fleet {
 	t.Helper()
 	sc := sim.DefaultConfig()
@@ -31,7 +30,7 @@ func sglangFleet(t *testing.T, servers, dp, batches int, straggler float64, seed
 	sc.BlocksPerEngine = demoBlocks // the batches retract
 	sc.Workload.Batches = batches
 	sc.Workload.Straggler = straggler
-	sc.Workload.Pause = pauseForStepEnd
+	sc.WaitForDriver = true // each batch's end waits for its step's end
 	// The first batch waits 3 s (at speed 10) for the run's first scrapes: what a page counted
 	// before a target's first scrape is its baseline, in no step (see recordSGLangRun).
 	sc.Workload.StartDelay = 30 * time.Second
@@ -63,6 +62,7 @@ func recordSGLangRun(t *testing.T, fleet *sim.Fleet, batches int, rec string) ([
 		case n := <-fleet.Batches():
 			totals = append(totals, fleet.Totals()) // as the pages show the batch's end
 			l.endStep(n)
+			fleet.Resume()
 		case <-time.After(2 * time.Minute):
 			l.stop()
 			t.Fatalf("no batch finished\n%s", l.stderr.String())

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -67,33 +68,11 @@ func TestFleetHoldsAtEdges(t *testing.T) {
 	cfg.Workload.Colocated = true
 	cfg.Workload.EvalEvery = 1
 	cfg.Workload.Batches = 2
-	cfg.HoldAtEdges = true
+	cfg.WaitForDriver = true
 	f := startFleet(t, cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	// next returns the edges the fleet delivered after its last tick and holds at, or none when
-	// it went on to wait for its next tick: it does one or the other.
-	next := func() []fleetmodel.LoopEdge {
-		ticking := make(chan error, 1)
-		go func() { ticking <- clk.BlockUntil(ctx, 1) }()
-		select {
-		case e := <-f.Edges():
-			es := []fleetmodel.LoopEdge{e}
-			f.GroundTruth() // answered once the fleet has delivered the tick's edges
-			for len(f.Edges()) > 0 {
-				es = append(es, <-f.Edges())
-			}
-			return es
-		case err := <-ticking:
-			if err != nil {
-				t.Fatal(err)
-			}
-			return nil
-		case <-time.After(10 * time.Second):
-			t.Fatal("the fleet neither delivered an edge nor waited for its tick")
-		}
-		return nil
-	}
+	next := func() []fleetmodel.LoopEdge { return nextHeld(t, ctx, clk, f, f.Edges()) }
 	var got []fleetmodel.LoopEdge
 	for ticks := 0; ticks < 200; { // 10 s of wall time ticking, 200 s simulated
 		es := next()
@@ -138,5 +117,69 @@ func TestFleetHoldsAtEdges(t *testing.T) {
 	})
 	if !slices.Equal(got, want) {
 		t.Errorf("fleet delivered\n%v\nthe simulation has\n%v", got, want)
+	}
+}
+
+// nextHeld returns what a fleet that waits for its driver delivered on ch after its last tick,
+// and holds at, or nothing when it went on to wait for its next tick: it does one or the other.
+func nextHeld[T any](t *testing.T, ctx context.Context, clk *clock.Fake, f *Fleet, ch <-chan T) []T {
+	t.Helper()
+	ticking := make(chan error, 1)
+	go func() { ticking <- clk.BlockUntil(ctx, 1) }()
+	select {
+	case x := <-ch:
+		xs := []T{x}
+		f.GroundTruth() // answered once the fleet has delivered the tick's
+		for len(ch) > 0 {
+			xs = append(xs, <-ch)
+		}
+		return xs
+	case err := <-ticking:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the fleet neither delivered nor waited for its tick")
+	}
+	return nil
+}
+
+// TestFleetHoldsAtBatchEnds: outside the colocated loop, a fleet that waits for its driver holds
+// at each batch's end, its counts unchanged, until resumed. Behind the wall clock by a minute at
+// every tick, it catches up a tick at a time and stops at each batch's end: one batch per hold,
+// none skipped.
+func TestFleetHoldsAtBatchEnds(t *testing.T) {
+	clk := clock.NewFake(simtest.Start)
+	cfg := simtest.FastConfig()
+	cfg.Clock = clk
+	cfg.Tick = 50 * time.Millisecond
+	cfg.Workload.Batches = 4
+	cfg.WaitForDriver = true
+	f := startFleet(t, cfg)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var got []int
+	for range 1000 {
+		bs := nextHeld(t, ctx, clk, f, f.Batches())
+		if bs == nil {
+			if len(got) == cfg.Workload.Batches {
+				break
+			}
+			clk.Advance(time.Minute) // far behind: a minute of wall time per tick
+			continue
+		}
+		if len(bs) != 1 {
+			t.Fatalf("batches %v delivered at once after batches %v: want one per hold", bs, got)
+		}
+		got = append(got, bs...)
+		at, totals := f.GroundTruth().At, f.Totals()
+		clk.Advance(time.Minute)
+		if now := f.GroundTruth().At; now != at || !maps.Equal(f.Totals(), totals) {
+			t.Fatalf("held at %v after batch %d, the fleet went on to %v", at, bs[0], now)
+		}
+		f.Resume()
+	}
+	if !slices.Equal(got, []int{1, 2, 3, 4}) {
+		t.Errorf("batches %v, want 1 to 4", got)
 	}
 }

@@ -46,8 +46,9 @@ type Fleet struct {
 	// ops takes the HTTP side's requests and control calls to the run goroutine (see drive.go).
 	ops chan fleetOp
 	// resume takes Resume's calls to the run goroutine, which holds the simulated time at
-	// each edge it delivered until they came (Config.HoldAtEdges); held is the wall time it
-	// held it in all, which the simulated time leaves out. held is owned by the run goroutine.
+	// each batch end and edge it delivered until they came (Config.WaitForDriver); held is the
+	// wall time it held it in all, which the simulated time leaves out. held is owned by the
+	// run goroutine.
 	resume chan struct{}
 	held   time.Duration
 
@@ -173,7 +174,8 @@ func (f *Fleet) Batches() <-chan int { return f.batches }
 // rather than stalling the simulation.
 func (f *Fleet) Edges() <-chan fleetmodel.LoopEdge { return f.edges }
 
-// Resume lets a fleet held at an edge go on (Config.HoldAtEdges): one call per edge read.
+// Resume lets a fleet held at a batch end or an edge go on (Config.WaitForDriver): one call
+// per batch and edge read.
 func (f *Fleet) Resume() { f.resume <- struct{}{} }
 
 // Publishes delivers the trainer's publishes of new policy versions, in order, each once the
@@ -252,6 +254,21 @@ func (f *Fleet) Close() error {
 // simNow is the simulated time now: the wall time since the start, less the time held.
 func (f *Fleet) simNow() time.Duration { return f.cfg.SimTime(f.clock.Now().Sub(f.start) - f.held) }
 
+// advance runs the simulation up to the wall clock's simulated time. A fleet that waits for its
+// driver goes a tick at a time and stops after the first tick that ends a batch or reaches an
+// edge, so that it holds there even when it had fallen behind the wall clock.
+func (f *Fleet) advance() {
+	to := f.simNow()
+	if !f.cfg.WaitForDriver {
+		f.sim.AdvanceTo(to)
+		return
+	}
+	tick := max(f.cfg.SimTime(f.cfg.Tick), time.Millisecond)
+	for f.sim.Time < to && !f.sim.Pending(f.edges != nil) {
+		f.sim.AdvanceTo(min(to, f.sim.Time+tick))
+	}
+}
+
 // hold keeps the simulated time where it is until n calls of Resume came, answering the ground
 // truth's requests meanwhile; it reports false when ctx ended first. The held wall time is
 // left out of the simulated time after it, so the fleet goes on from where it stopped.
@@ -284,7 +301,7 @@ func (f *Fleet) run(ctx context.Context) {
 	}()
 	var opsDone []chan struct{}
 	for {
-		f.sim.AdvanceTo(f.simNow())
+		f.advance()
 		f.Publish()
 		// The pages show what the calls did and what the requests generated before the callers
 		// hear of it, so that a scrape right after the answer counts it.
@@ -295,15 +312,18 @@ func (f *Fleet) run(ctx context.Context) {
 		for _, reply := range f.sim.TakeDriven() {
 			reply()
 		}
+		delivered := 0
 		for _, b := range f.sim.TakeBatches() {
 			f.log.Info("batch done", "batch", b.N, "sim_time", b.At)
 			select {
 			case f.batches <- b.N:
+				if f.edges == nil { // a colocated loop's driver goes by its edges
+					delivered++
+				}
 			default:
 				f.log.Warn("batch channel full, dropping", "batch", b.N)
 			}
 		}
-		delivered := 0
 		for _, e := range f.sim.TakeEdges() {
 			f.log.Info("loop edge", "edge", e.Kind.String(), "step", e.Step, "sim_time", e.At)
 			select {
@@ -318,7 +338,7 @@ func (f *Fleet) run(ctx context.Context) {
 			}
 			f.edgesFull = false
 		}
-		if f.cfg.HoldAtEdges && delivered > 0 && !f.hold(ctx, delivered) {
+		if f.cfg.WaitForDriver && delivered > 0 && !f.hold(ctx, delivered) {
 			return
 		}
 		for _, p := range f.sim.TakePublishes() {
@@ -343,7 +363,7 @@ func (f *Fleet) run(ctx context.Context) {
 			case c := <-f.truth:
 				c <- f.sim.GroundTruth()
 			case op := <-f.ops:
-				f.sim.AdvanceTo(f.simNow())
+				f.advance()
 				op.fn(f.sim)
 				opsDone = append(opsDone, op.done)
 				tick.Stop()

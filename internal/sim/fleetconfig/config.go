@@ -124,12 +124,14 @@ type Config struct {
 	// Clock is the wall clock the fleet paces itself by and times faults with; nil means the
 	// real one. Tests inject a fake one.
 	Clock clock.Clock
-	// HoldAtEdges makes a colocated loop's fleet stop its simulated time at each loop edge it
-	// delivers (Fleet.Edges) until the reader calls Fleet.Resume: a driver that marks a phase or
-	// ends a step at an edge then sees the fleet as the edge left it, however late it acts on a
-	// loaded machine. The pages keep being served meanwhile, unchanged, and the times they show
-	// (a series' _created, a sleep's start) lag the wall clock by the time held so far.
-	HoldAtEdges bool
+	// WaitForDriver makes the fleet stop its simulated time at each edge of a colocated loop it
+	// delivers (Fleet.Edges), or outside that loop at the end of each batch (Fleet.Batches),
+	// until the reader has called Fleet.Resume for each: a driver that ends a step or marks a phase there
+	// then sees the fleet as that moment left it, however late it acts on a loaded machine. A
+	// fleet behind the wall clock catches up a tick at a time, so that it stops within a tick of
+	// the moment. The pages keep being served meanwhile, unchanged, and the times they show (a
+	// series' _created, a sleep's start) lag the wall clock by the time held so far.
+	WaitForDriver bool
 }
 
 // DefaultConfig returns the configuration of `vllmstat sim` without flags: two servers with one

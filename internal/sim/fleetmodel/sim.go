@@ -245,6 +245,15 @@ func (s *Sim) Restart(server int, at time.Duration) {
 	srv.Restarts++
 }
 
+// Pending reports whether the colocated loop reached an edge since the last TakeEdges (loop
+// set), or a batch finished since the last TakeBatches.
+func (s *Sim) Pending(loop bool) bool {
+	if loop {
+		return len(s.loop.edges) > 0
+	}
+	return len(s.done) > 0
+}
+
 // takeBatches returns the batches finished since the last call.
 func (s *Sim) TakeBatches() []BatchDone {
 	d := s.done
