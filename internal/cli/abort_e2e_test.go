@@ -5,7 +5,6 @@ import (
 	"math"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/vllmstat/vllmstat/internal/sim"
 	"github.com/vllmstat/vllmstat/internal/step"
@@ -84,9 +83,6 @@ func TestAbortsAgainstSimulator(t *testing.T) {
 // Totals at each batch's end.
 func runBatchSteps(t *testing.T, sc sim.Config) ([]step.Record, []map[string]float64) {
 	t.Helper()
-	// The first batch waits 3 s (at speed 10) for the run's first scrapes (see
-	// endStepsAtBatches): a loaded machine took longer than the default 0.1 s to start the run.
-	sc.Workload.StartDelay = 30 * time.Second
 	fleet, err := sim.Start(context.Background(), sc)
 	if err != nil {
 		t.Fatal(err)

@@ -196,6 +196,7 @@ func demoWith(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return exitError
 	}
 	defer fleet.Close()
+	fleet.Resume() // a fleet that waits for its driver starts at once, as the others do
 
 	cfg.Targets = config.TargetsOf(fleet.URLs())
 	cfg.Interval = *interval

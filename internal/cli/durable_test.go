@@ -62,12 +62,14 @@ func (l *liveRun) endStep(n int) {
 	}
 }
 
-// endStepsAtBatches ends a step at the end of each of fleet's next n batches (the step numbered
-// as the batch) and returns the fleet's totals at each, as its pages show them then. The fleet
-// waits for the step's end there (sim.Config.WaitForDriver), however late it comes.
+// endStepsAtBatches starts fleet, which waits for its driver (sim.Config.WaitForDriver), once
+// the run has made its first scrapes, ends a step at the end of each of its next n batches (the
+// step numbered as the batch), where the fleet waits for it however late it comes, and returns
+// the fleet's totals at each, as its pages show them then.
 func (l *liveRun) endStepsAtBatches(fleet *sim.Fleet, n int) []map[string]float64 {
 	l.t.Helper()
 	l.scrapedBeforeWork(fleet)
+	fleet.Resume()
 	var atBatch []map[string]float64
 	for range n {
 		select {
@@ -85,7 +87,8 @@ func (l *liveRun) endStepsAtBatches(fleet *sim.Fleet, n int) []map[string]float6
 
 // scrapedBeforeWork waits for the run's first scrapes of every target and fails the test when
 // the fleet's first batch had begun by then. Counts a page shows at a target's first scrape are
-// its baseline, in no step: the first batch must wait for them (the workload's StartDelay).
+// its baseline, in no step: the first batch must wait for them (a fleet that waits for its
+// driver until it is resumed, or the workload's StartDelay).
 func (l *liveRun) scrapedBeforeWork(fleet *sim.Fleet) {
 	l.t.Helper()
 	if !testkit.Poll(time.Minute, func() bool { return l.liveScrapes() >= len(fleet.URLs()) }) {

@@ -36,7 +36,6 @@ func TestRunSGLangRouterDPSteps(t *testing.T) {
 	sc.BlocksPerEngine = demoBlocks // the batches retract
 	sc.Workload.Batches = batches
 	sc.WaitForDriver = true // each batch's end waits for its step's end
-	sc.Workload.StartDelay = 30 * time.Second
 	sc.Priority = true
 	fleet, err := sim.Start(context.Background(), sc)
 	if err != nil {

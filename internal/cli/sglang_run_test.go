@@ -21,7 +21,8 @@ import (
 )
 
 // sglangFleet starts a simulated SGLang fleet of servers × dp ranks running batches GRPO
-// batches, each of whose ends waits for the step's end (its driver's Resume).
+// batches, which waits for its driver: to start (once the run has made its first scrapes), and
+// at each batch's end for the step's end (Fleet.Resume).
 func sglangFleet(t *testing.T, servers, dp, batches int, straggler float64, seed int64) *sim.Fleet {
 	t.Helper()
 	sc := sim.DefaultConfig()
@@ -31,9 +32,6 @@ func sglangFleet(t *testing.T, servers, dp, batches int, straggler float64, seed
 	sc.Workload.Batches = batches
 	sc.Workload.Straggler = straggler
 	sc.WaitForDriver = true // each batch's end waits for its step's end
-	// The first batch waits 3 s (at speed 10) for the run's first scrapes: what a page counted
-	// before a target's first scrape is its baseline, in no step (see recordSGLangRun).
-	sc.Workload.StartDelay = 30 * time.Second
 	fleet, err := sim.Start(context.Background(), sc)
 	if err != nil {
 		t.Fatal(err)
@@ -56,6 +54,7 @@ func recordSGLangRun(t *testing.T, fleet *sim.Fleet, batches int, rec string) ([
 	// A loaded machine once started the run after the first batch had begun: step 1 and the
 	// run's sums then lacked what the first pages already held.
 	l.scrapedBeforeWork(fleet)
+	fleet.Resume() // the batches start
 	var totals []map[string]float64
 	for range batches {
 		select {
@@ -332,6 +331,7 @@ func TestRunMixedFleet(t *testing.T) {
 	l := startLive(t, out, "--interval", "0.2", "--target", vfleet.URLs()[0], "--target", sfleet.URLs()[0])
 	l.scrapedBeforeWork(vfleet)
 	l.scrapedBeforeWork(sfleet)
+	sfleet.Resume() // the SGLang batch starts
 	for _, f := range []*sim.Fleet{vfleet, sfleet} {
 		select {
 		case <-f.Batches():

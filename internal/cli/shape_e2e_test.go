@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/vllmstat/vllmstat/internal/sim"
 	"github.com/vllmstat/vllmstat/internal/step"
@@ -37,10 +36,6 @@ func TestRequestShapeAgainstSimulator(t *testing.T) {
 	sc.Workload.Dataset = sc.Workload.Prompts // the second batch asks the first one's questions again
 	sc.Workload.MaxTokens = 400               // a good share stops at max_tokens
 	sc.WaitForDriver = true                   // each batch's end waits for its step's end
-	// The first batch waits 3 s (at speed 10) for the run's first scrapes: counts a page shows at
-	// a target's first scrape are its baseline, in no step. A loaded machine took longer than
-	// the default 0.1 s to start the run, and step 1 lost most of the batch's prompt tokens.
-	sc.Workload.StartDelay = 30 * time.Second
 	fleet, err := sim.Start(context.Background(), sc)
 	if err != nil {
 		t.Fatal(err)

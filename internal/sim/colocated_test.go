@@ -73,6 +73,7 @@ func TestFleetHoldsAtEdges(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	next := func() []fleetmodel.LoopEdge { return nextHeld(t, ctx, clk, f, f.Edges()) }
+	startHeld(t, clk, f)
 	var got []fleetmodel.LoopEdge
 	for ticks := 0; ticks < 200; { // 10 s of wall time ticking, 200 s simulated
 		es := next()
@@ -158,6 +159,7 @@ func TestFleetHoldsAtBatchEnds(t *testing.T) {
 	f := startFleet(t, cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	startHeld(t, clk, f)
 	var got []int
 	for range 1000 {
 		bs := nextHeld(t, ctx, clk, f, f.Batches())
@@ -182,4 +184,15 @@ func TestFleetHoldsAtBatchEnds(t *testing.T) {
 	if !slices.Equal(got, []int{1, 2, 3, 4}) {
 		t.Errorf("batches %v, want 1 to 4", got)
 	}
+}
+
+// startHeld checks that f, waiting for its driver, stays at time 0 while the wall clock runs
+// on, and starts it.
+func startHeld(t *testing.T, clk *clock.Fake, f *Fleet) {
+	t.Helper()
+	clk.Advance(time.Hour)
+	if at := f.GroundTruth().At; at != 0 {
+		t.Fatalf("a fleet waiting for its driver's start went on to %v", at)
+	}
+	f.Resume()
 }

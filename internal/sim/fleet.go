@@ -51,6 +51,9 @@ type Fleet struct {
 	// run goroutine.
 	resume chan struct{}
 	held   time.Duration
+	// advancedAt is the wall time the simulation was last advanced to; owned by the run
+	// goroutine.
+	advancedAt time.Time
 
 	mu     sync.Mutex
 	totals map[string]float64 // guarded by mu; as of the last publish
@@ -174,8 +177,8 @@ func (f *Fleet) Batches() <-chan int { return f.batches }
 // rather than stalling the simulation.
 func (f *Fleet) Edges() <-chan fleetmodel.LoopEdge { return f.edges }
 
-// Resume lets a fleet held at a batch end or an edge go on (Config.WaitForDriver): one call
-// per batch and edge read.
+// Resume lets a fleet held at its start, at a batch end or at an edge go on
+// (Config.WaitForDriver): one call to start it, then one per batch and edge read.
 func (f *Fleet) Resume() { f.resume <- struct{}{} }
 
 // Publishes delivers the trainer's publishes of new policy versions, in order, each once the
@@ -251,14 +254,13 @@ func (f *Fleet) Close() error {
 	return nil
 }
 
-// simNow is the simulated time now: the wall time since the start, less the time held.
-func (f *Fleet) simNow() time.Duration { return f.cfg.SimTime(f.clock.Now().Sub(f.start) - f.held) }
-
-// advance runs the simulation up to the wall clock's simulated time. A fleet that waits for its
+// advance runs the simulation up to the wall clock's simulated time (the wall time since the
+// start, less the time held). A fleet that waits for its
 // driver goes a tick at a time and stops after the first tick that ends a batch or reaches an
 // edge, so that it holds there even when it had fallen behind the wall clock.
 func (f *Fleet) advance() {
-	to := f.simNow()
+	f.advancedAt = f.clock.Now()
+	to := f.cfg.SimTime(f.advancedAt.Sub(f.start) - f.held)
 	if !f.cfg.WaitForDriver {
 		f.sim.AdvanceTo(to)
 		return
@@ -270,10 +272,10 @@ func (f *Fleet) advance() {
 }
 
 // hold keeps the simulated time where it is until n calls of Resume came, answering the ground
-// truth's requests meanwhile; it reports false when ctx ended first. The held wall time is
-// left out of the simulated time after it, so the fleet goes on from where it stopped.
-func (f *Fleet) hold(ctx context.Context, n int) bool {
-	from := f.clock.Now()
+// truth's requests meanwhile; it reports false when ctx ended first. The wall time from from
+// (when the simulated time stopped) is left out of the simulated time after it, so the fleet
+// goes on from where it stopped.
+func (f *Fleet) hold(ctx context.Context, n int, from time.Time) bool {
 	defer func() { f.held += f.clock.Now().Sub(from) }()
 	for n > 0 {
 		select {
@@ -299,6 +301,11 @@ func (f *Fleet) run(ctx context.Context) {
 		f.mu.Unlock()
 		close(f.stopped)
 	}()
+	// A fleet that waits for its driver first waits for the driver to be ready (its first
+	// scrapes made): counts a page shows at a first scrape are its baseline, in no step.
+	if f.cfg.WaitForDriver && !f.hold(ctx, 1, f.start) {
+		return
+	}
 	var opsDone []chan struct{}
 	for {
 		f.advance()
@@ -338,7 +345,7 @@ func (f *Fleet) run(ctx context.Context) {
 			}
 			f.edgesFull = false
 		}
-		if f.cfg.WaitForDriver && delivered > 0 && !f.hold(ctx, delivered) {
+		if f.cfg.WaitForDriver && delivered > 0 && !f.hold(ctx, delivered, f.advancedAt) {
 			return
 		}
 		for _, p := range f.sim.TakePublishes() {

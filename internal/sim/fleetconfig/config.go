@@ -124,9 +124,10 @@ type Config struct {
 	// Clock is the wall clock the fleet paces itself by and times faults with; nil means the
 	// real one. Tests inject a fake one.
 	Clock clock.Clock
-	// WaitForDriver makes the fleet stop its simulated time at each edge of a colocated loop it
-	// delivers (Fleet.Edges), or outside that loop at the end of each batch (Fleet.Batches),
-	// until the reader has called Fleet.Resume for each: a driver that ends a step or marks a phase there
+	// WaitForDriver makes the fleet wait at its start (time 0) for a first Fleet.Resume, and
+	// stop its simulated time at each edge of a colocated loop it delivers (Fleet.Edges), or
+	// outside that loop at the end of each batch (Fleet.Batches), until the reader has called
+	// Fleet.Resume for each: a driver that ends a step or marks a phase there
 	// then sees the fleet as that moment left it, however late it acts on a loaded machine. A
 	// fleet behind the wall clock catches up a tick at a time, so that it stops within a tick of
 	// the moment. The pages keep being served meanwhile, unchanged, and the times they show (a
