@@ -288,3 +288,42 @@ func BenchmarkScanNames(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPool measures a pool's scrapes as a step end makes them: every target at once, each
+// page restricted to the sample names and parsed by the target's parser; cpu-ns/scrape is this
+// process's CPU time per scrape.
+func BenchmarkPool(b *testing.B) {
+	const targets = 64
+	base := strings.TrimSuffix(benchServer(b), "/metrics")
+	var ts []target.Target
+	for i := range targets {
+		ts = append(ts, target.Target{URL: fmt.Sprintf("%s/metrics/%d", base, i)})
+	}
+	out := make(chan Result, targets)
+	p := NewPool(Options{Timeout: 5 * time.Second, RequestNames: true, Compression: CompressionNone}, out)
+	defer p.Close()
+	p.Add(ts)
+	<-p.Started()
+	var id uint64
+	round := func() {
+		id++
+		p.Boundary(id)
+		for range targets {
+			r := <-out
+			if r.Err() != nil {
+				b.Fatal(r.Err())
+			}
+			r.Page.Release()
+		}
+	}
+	for range 3 { // the full pages, then restricted ones learnt
+		round()
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	c0 := cpuTime()
+	for b.Loop() {
+		round()
+	}
+	b.ReportMetric(float64(cpuTime()-c0)/float64(b.N*targets), "cpu-ns/scrape")
+}
