@@ -306,6 +306,8 @@ func TestBoundaryHook(t *testing.T) {
 	if _, err := c.EndStep(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
+	// The step's end answers its caller before the collector ends the hook's boundary.
+	testkit.WaitFor(t, 5*time.Second, "the last boundary's end", func() bool { mu.Lock(); defer mu.Unlock(); return len(events) >= 4 })
 	mu.Lock()
 	got := strings.Join(events, ",")
 	mu.Unlock()
