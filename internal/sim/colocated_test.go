@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/vllmstat/vllmstat/internal/clock"
+	"github.com/vllmstat/vllmstat/internal/sim/fleetconfig"
 	"github.com/vllmstat/vllmstat/internal/sim/fleetmodel"
 	"github.com/vllmstat/vllmstat/internal/sim/simtest"
 )
@@ -17,13 +18,7 @@ import (
 // Sim's edges in order, each once the served pages show it (asleep after a sleep, awake after a
 // wake-up), and a fleet outside the loop has no edge channel.
 func TestFleetDeliversLoopEdges(t *testing.T) {
-	clk := clock.NewFake(simtest.Start)
-	cfg := simtest.FastConfig()
-	cfg.Clock = clk
-	cfg.Tick = 50 * time.Millisecond
-	cfg.Workload.Colocated = true
-	cfg.Workload.EvalEvery = 1
-	cfg.Workload.Batches = 2
+	clk, cfg := colocatedOnFakeClock()
 	f := startFleet(t, cfg)
 	var got []fleetmodel.LoopEdge
 	for range 200 { // 10 s of wall time, 200 s simulated
@@ -61,13 +56,7 @@ func TestFleetDeliversLoopEdges(t *testing.T) {
 // resumed; it then goes on from where it stopped, and its edges are the simulation's, as
 // without the hold.
 func TestFleetHoldsAtEdges(t *testing.T) {
-	clk := clock.NewFake(simtest.Start)
-	cfg := simtest.FastConfig()
-	cfg.Clock = clk
-	cfg.Tick = 50 * time.Millisecond
-	cfg.Workload.Colocated = true
-	cfg.Workload.EvalEvery = 1
-	cfg.Workload.Batches = 2
+	clk, cfg := colocatedOnFakeClock()
 	cfg.WaitForDriver = true
 	f := startFleet(t, cfg)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -150,10 +139,7 @@ func nextHeld[T any](t *testing.T, ctx context.Context, clk *clock.Fake, f *Flee
 // every tick, it catches up a tick at a time and stops at each batch's end: one batch per hold,
 // none skipped.
 func TestFleetHoldsAtBatchEnds(t *testing.T) {
-	clk := clock.NewFake(simtest.Start)
-	cfg := simtest.FastConfig()
-	cfg.Clock = clk
-	cfg.Tick = 50 * time.Millisecond
+	clk, cfg := onFakeClock()
 	cfg.Workload.Batches = 4
 	cfg.WaitForDriver = true
 	f := startFleet(t, cfg)
@@ -195,4 +181,23 @@ func startHeld(t *testing.T, clk *clock.Fake, f *Fleet) {
 		t.Fatalf("a fleet waiting for its driver's start went on to %v", at)
 	}
 	f.Resume()
+}
+
+// onFakeClock returns a fake wall clock and a fast fleet's config paced by it, 50 ms a tick.
+func onFakeClock() (*clock.Fake, fleetconfig.Config) {
+	clk := clock.NewFake(simtest.Start)
+	cfg := simtest.FastConfig()
+	cfg.Clock = clk
+	cfg.Tick = 50 * time.Millisecond
+	return clk, cfg
+}
+
+// colocatedOnFakeClock is onFakeClock's fleet running two steps of the colocated loop, each with
+// an eval batch.
+func colocatedOnFakeClock() (*clock.Fake, fleetconfig.Config) {
+	clk, cfg := onFakeClock()
+	cfg.Workload.Colocated = true
+	cfg.Workload.EvalEvery = 1
+	cfg.Workload.Batches = 2
+	return clk, cfg
 }
