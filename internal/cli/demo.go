@@ -196,7 +196,9 @@ func demoWith(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return exitError
 	}
 	defer fleet.Close()
-	fleet.Resume() // a fleet that waits for its driver starts at once, as the others do
+	if sc.WaitForDriver {
+		fleet.Resume() // it starts at once, as the other fleets do
+	}
 
 	cfg.Targets = config.TargetsOf(fleet.URLs())
 	cfg.Interval = *interval

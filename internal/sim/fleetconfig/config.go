@@ -131,7 +131,8 @@ type Config struct {
 	// then sees the fleet as that moment left it, however late it acts on a loaded machine. A
 	// fleet behind the wall clock catches up a tick at a time, so that it stops within a tick of
 	// the moment. The pages keep being served meanwhile, unchanged, and the times they show (a
-	// series' _created, a sleep's start) lag the wall clock by the time held so far; planned
+	// series' _created, a sleep's start) lag the wall clock by the time held so far, and calls
+	// of the servers' control endpoints wait until the fleet goes on; planned
 	// server faults keep to the wall clock, so a fleet with faults should not wait.
 	WaitForDriver bool
 }
