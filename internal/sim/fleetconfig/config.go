@@ -124,16 +124,16 @@ type Config struct {
 	// Clock is the wall clock the fleet paces itself by and times faults with; nil means the
 	// real one. Tests inject a fake one.
 	Clock clock.Clock
-	// WaitForDriver makes the fleet wait at its start (time 0) for a first Fleet.Resume, and
-	// stop its simulated time at each edge of a colocated loop it delivers (Fleet.Edges), or
-	// outside that loop at the end of each batch (Fleet.Batches), until the reader has called
-	// Fleet.Resume for each: a driver that ends a step or marks a phase there
-	// then sees the fleet as that moment left it, however late it acts on a loaded machine. A
-	// fleet behind the wall clock catches up a tick at a time, so that it stops within a tick of
-	// the moment. The pages keep being served meanwhile, unchanged, and the times they show (a
-	// series' _created, a sleep's start) lag the wall clock by the time held so far, and calls
-	// of the servers' control endpoints wait until the fleet goes on; planned
-	// server faults keep to the wall clock, so a fleet with faults should not wait.
+	// WaitForDriver makes the fleet wait at its start (time 0) for a first Fleet.Resume, and stop
+	// its simulated time at each edge of a colocated loop it delivers (Fleet.Edges), or outside
+	// that loop at the end of each batch (Fleet.Batches), until the reader has called Fleet.Resume
+	// for each: a driver that ends a step or marks a phase there then sees the fleet as that moment
+	// left it, however late it acts on a loaded machine. A fleet behind the wall clock catches up a
+	// tick at a time, so that it stops within a tick of the moment. The pages keep being served
+	// meanwhile, unchanged, and the times they show (a series' _created, a sleep's start) lag the
+	// wall clock by the time held so far, and calls of the servers' control endpoints wait until
+	// the fleet goes on; planned server faults keep to the wall clock, so a fleet with faults
+	// should not wait.
 	WaitForDriver bool
 }
 
