@@ -132,12 +132,13 @@ type mode struct {
 	hang       bool // wait until the client gives up
 }
 
-// receiver is a remote-write endpoint on a fixed loopback port that can go down and come back.
+// receiver is a remote-write endpoint on a loopback port that can go down and come back.
 type receiver struct {
 	t    *testing.T
 	addr string
 	mu   sync.Mutex
-	srv  *http.Server
+	// isDown makes it close each request's connection unanswered (see down).
+	isDown bool
 	// modes are used one per request, then def.
 	modes    []mode
 	def      mode
@@ -154,38 +155,27 @@ func newReceiver(t *testing.T) *receiver {
 		t.Fatal(err)
 	}
 	r := &receiver{t: t, addr: ln.Addr().String(), series: map[string][][2]float64{}}
-	r.serve(ln)
-	t.Cleanup(func() { r.down() })
+	srv := &http.Server{Handler: http.HandlerFunc(r.handle)}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
 	return r
 }
 
 func (r *receiver) url() string { return "http://" + r.addr + "/api/v1/write" }
 
-func (r *receiver) serve(ln net.Listener) {
-	srv := &http.Server{Handler: http.HandlerFunc(r.handle)}
-	r.mu.Lock()
-	r.srv = srv
-	r.mu.Unlock()
-	go srv.Serve(ln)
-}
-
-// down closes the port: connections are refused until up.
+// down makes every request fail until up: its connection is closed unanswered. The port stays
+// the receiver's: one given back could be taken meanwhile by another test's listener or
+// connection, and the receiver could not come back.
 func (r *receiver) down() {
 	r.mu.Lock()
-	srv := r.srv
-	r.srv = nil
+	r.isDown = true
 	r.mu.Unlock()
-	if srv != nil {
-		srv.Close()
-	}
 }
 
 func (r *receiver) up() {
-	ln, err := net.Listen("tcp", r.addr)
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	r.serve(ln)
+	r.mu.Lock()
+	r.isDown = false
+	r.mu.Unlock()
 }
 
 func (r *receiver) set(def mode, next ...mode) {
@@ -196,6 +186,13 @@ func (r *receiver) set(def mode, next ...mode) {
 
 func (r *receiver) handle(w http.ResponseWriter, req *http.Request) {
 	r.mu.Lock()
+	if r.isDown {
+		r.mu.Unlock()
+		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+			conn.Close()
+		}
+		return
+	}
 	r.requests++
 	r.headers = append(r.headers, req.Header.Clone())
 	m := r.def
