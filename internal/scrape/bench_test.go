@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -291,9 +292,18 @@ func BenchmarkScanNames(b *testing.B) {
 
 // BenchmarkPool measures a pool's scrapes as a step end makes them: every target at once, each
 // page restricted to the sample names and parsed by the target's parser; cpu-ns/scrape is this
-// process's CPU time per scrape.
+// process's CPU time per scrape, heap-B/target the heap the pool holds once its rounds are done
+// and a collection has run (its targets' state and parsers, and the requests, answers and
+// buffers its clients keep pooled, which outlive one collection).
 func BenchmarkPool(b *testing.B) {
 	const targets = 64
+	heap := func() uint64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	h0 := heap()
 	base := strings.TrimSuffix(benchServer(b), "/metrics")
 	var ts []target.Target
 	for i := range targets {
@@ -326,4 +336,6 @@ func BenchmarkPool(b *testing.B) {
 		round()
 	}
 	b.ReportMetric(float64(cpuTime()-c0)/float64(b.N*targets), "cpu-ns/scrape")
+	b.StopTimer()
+	b.ReportMetric(float64(heap()-h0)/targets, "heap-B/target")
 }
