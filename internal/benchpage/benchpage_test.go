@@ -16,8 +16,9 @@ import (
 )
 
 func pages(t *testing.T) map[string][]byte {
-	vllm := testkit.ReadFixture(t, "prometheus-client-render-vllm-0.10.prom")
-	return map[string][]byte{"ray-256KB": Ray(256 << 10), "vllm-0.10": vllm}
+	return map[string][]byte{"ray-256KB": Ray(256 << 10),
+		"vllm-0.10": testkit.ReadFixture(t, "prometheus-client-render-vllm-0.10.prom"),
+		"vllm-0.20": testkit.ReadFixture(t, "prometheus-client-render-vllm-0.20.prom")}
 }
 
 // check parses body with expfmt, which must accept it, and returns what package page reads of it.
@@ -95,8 +96,16 @@ func TestVariant(t *testing.T) {
 						if cs.Key != was.Counters[c].Key || cs.Value < was.Counters[c].Value {
 							t.Errorf("k=%d: counter %s went from %v to %v", k, cs.Key, was.Counters[c].Value, cs.Value)
 						}
+						// a _created that moved reads as the engine's restart (prometheus_client
+						// types a counter's _created as a gauge family of its own)
+						if cs.HasCreated != was.Counters[c].HasCreated || cs.Created != was.Counters[c].Created {
+							t.Errorf("k=%d: counter %s created at %v, was %v", k, cs.Key, cs.Created, was.Counters[c].Created)
+						}
 					}
 					for h, hs := range ep.Hists {
+						if hs.HasCreated != was.Hists[h].HasCreated || hs.Created != was.Hists[h].Created {
+							t.Errorf("k=%d: histogram %s created at %v, was %v", k, hs.Key, hs.Created, was.Hists[h].Created)
+						}
 						last := math.Inf(-1)
 						for j, bk := range hs.Buckets {
 							if bk.Count < last || bk.Count < was.Hists[h].Buckets[j].Count {

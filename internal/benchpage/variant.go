@@ -135,13 +135,18 @@ const (
 
 // role tells what a sample is from the TYPE of its family.
 func role(types map[string]string, name string) sampleRole {
+	// A _created sample is kept whatever its family's TYPE says: prometheus_client types a
+	// counter's _created as a gauge family of its own (its counter's TYPE names the _total), and
+	// a _created that moves reads as the engine's restart.
+	if base, ok := strings.CutSuffix(name, "_created"); ok && (types[base] != "" || types[base+"_total"] == "counter") {
+		return roleKeep
+	}
 	for _, s := range []struct {
 		suffix string
 		typ    string
 		role   sampleRole
 	}{
 		{"_bucket", "histogram", roleBucket}, {"_count", "histogram", roleCount}, {"_sum", "histogram", roleSum},
-		{"_created", "histogram", roleKeep}, {"_created", "counter", roleKeep}, {"_created", "summary", roleKeep},
 		{"_total", "counter", roleCounter}, {"_count", "summary", roleSummaryCount}, {"_sum", "summary", roleSummarySum},
 	} {
 		if base, ok := strings.CutSuffix(name, s.suffix); ok && types[base] == s.typ {

@@ -34,6 +34,7 @@ func (t *Tracker) EndStep(n int64, ts time.Time) Record {
 	r.NegativeBounds = t.negativeBounds(t.open)
 	r.Forgotten = t.forgetDeparted()
 	r.Restarts, t.restarts = t.restarts, nil
+	r.RestartsUnlisted, t.restartsUnlisted = t.restartsUnlisted, 0
 	t.seq++
 	t.labels.stepEnded()
 	t.start, t.now = ts, ts

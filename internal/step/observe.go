@@ -184,7 +184,11 @@ func (t *Tracker) Observe(ts time.Time, target string, pg *page.Page, err error)
 		ep = ws.w.Pick(ep) // the copy of its figures the worker keeps to
 		inc := ws.w.Observe(ep, stepStart)
 		if inc.Restarted {
-			t.restarts = append(t.restarts, Restart{Worker: id, At: ts})
+			if len(t.restarts) < maxRestarts {
+				t.restarts = append(t.restarts, Restart{Worker: id, At: ts})
+			} else {
+				t.restartsUnlisted++
+			}
 		}
 		if inc.Undated && !tgt.undated {
 			tgt.undated, undated = true, true

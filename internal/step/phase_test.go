@@ -4,7 +4,10 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"testing"
+
+	"github.com/vllmstat/vllmstat/internal/page"
 )
 
 // TestPhaseCountersAddUp drives random scrapes, phase edges and step ends, and checks every
@@ -278,5 +281,30 @@ func TestRestartsInTheRecord(t *testing.T) {
 	tr.Observe(at(4), "a", mustPage(t, eng{engine: "0", queries: 160, hits: 60}, eng{engine: "1", queries: 30, hits: 5}), nil)
 	if rec = tr.EndStep(2, at(5)); rec.Restarts != nil {
 		t.Errorf("step 2 restarts %v, want none", rec.Restarts)
+	}
+}
+
+// A step lists its first maxRestarts restarts and counts the others: a fleet restarting at
+// once, or an engine whose counters fall at every scrape, must not grow the step without bound.
+func TestRestartsListedUpToALimit(t *testing.T) {
+	const n = maxRestarts + 3
+	pageOf := func(queries float64) *page.Page {
+		var es []eng
+		for i := range n {
+			es = append(es, eng{engine: strconv.Itoa(i), queries: queries, hits: 1})
+		}
+		return mustPage(t, es...)
+	}
+	tr := NewTracker(Options{})
+	tr.Begin(at(0))
+	tr.Observe(at(1), "a", pageOf(100), nil)
+	tr.Observe(at(2), "a", pageOf(10), nil) // every engine restarted
+	rec := tr.EndStep(1, at(3))
+	if len(rec.Restarts) != maxRestarts || rec.RestartsUnlisted != n-maxRestarts {
+		t.Errorf("%d restarts listed and %d not, want %d and %d", len(rec.Restarts), rec.RestartsUnlisted, maxRestarts, n-maxRestarts)
+	}
+	tr.Observe(at(4), "a", pageOf(5), nil)
+	if rec = tr.EndStep(2, at(5)); len(rec.Restarts) != maxRestarts || rec.RestartsUnlisted != n-maxRestarts {
+		t.Errorf("step 2: %d restarts listed and %d not, want the count to start again at each step", len(rec.Restarts), rec.RestartsUnlisted)
 	}
 }

@@ -71,9 +71,17 @@ type Tracker struct {
 	phaseKeep keep                 // what a phase keeps: the open step's series, untimed
 
 	pol policy // the trainer's policy versions (see policy.go)
-	// restarts are the open step's engine restarts, as its scrapes showed them
-	restarts []Restart
+	// restarts are the open step's engine restarts, as its scrapes showed them, the first
+	// maxRestarts of them; restartsUnlisted counts the others.
+	restarts         []Restart
+	restartsUnlisted int
 }
+
+// maxRestarts is how many engine restarts a step lists. A fleet that restarts all at once, or an
+// engine whose counters fall at every scrape, would otherwise grow the list by a restart per
+// worker and scrape until the step ends (at 10,000 engines scraped every second, 50 MB in a
+// minute), and the step's span by as many events.
+const maxRestarts = 128
 
 // NewTracker returns a tracker with no step open yet; the first scrape opens it.
 func NewTracker(opt Options) *Tracker {

@@ -97,6 +97,10 @@ func (sp *spans) record(r *step.Record) []sdktrace.ReadOnlySpan {
 	for _, re := range r.Restarts {
 		events = append(events, sdktrace.Event{Name: "engine restarted", Time: re.At, Attributes: workerAttrs(re.Worker)})
 	}
+	if r.RestartsUnlisted > 0 {
+		events = append(events, sdktrace.Event{Name: "engine restarts not listed", Time: r.End,
+			Attributes: []attribute.KeyValue{attribute.Int("count", r.RestartsUnlisted)}})
+	}
 	for _, w := range r.Forgotten {
 		events = append(events, sdktrace.Event{Name: "worker gone", Time: r.End, Attributes: workerAttrs(w)})
 	}

@@ -30,6 +30,7 @@ func TestStepsAndPhasesAsSpans(t *testing.T) {
 			recs[0].Scrapes.Failed = 2
 			restartAt := recs[0].Start.Add(recs[0].End.Sub(recs[0].Start) / 2)
 			recs[0].Restarts = []step.Restart{{Worker: step.WorkerID{Target: "10.0.0.7:8000", Engine: "1", Labels: `ReplicaId="r1"`}, At: restartAt}}
+			recs[0].RestartsUnlisted = 5
 			t0, d := recs[2].Start, recs[2].End.Sub(recs[2].Start)/4 // two runs of a phase in step 3
 			recs[2].Phases["rollout"].Runs = []step.Run{{Start: t0.Add(d), End: t0.Add(2 * d)}, {Start: t0.Add(3 * d), End: recs[2].End}}
 			for _, r := range recs {
@@ -81,8 +82,10 @@ func TestStepsAndPhasesAsSpans(t *testing.T) {
 			for _, e := range steps[0].Events {
 				names = append(names, e.Name)
 			}
-			if got := strings.Join(names, ","); got != "scrapes failed,policy published,engine restarted" {
-				t.Errorf("step 1's events %q, want its failed scrapes, its publish and its restart", got)
+			if got := strings.Join(names, ","); got != "scrapes failed,policy published,engine restarted,engine restarts not listed" {
+				t.Errorf("step 1's events %q, want its failed scrapes, its publish, its restart and the count of those not listed", got)
+			} else if e := steps[0].Events[3]; !e.Time.Equal(recs[0].End) || e.Attrs["count"] != "5" {
+				t.Errorf("restarts not listed: at %s with %v, want a count of 5 at the step's end", e.Time, e.Attrs)
 			} else if e := steps[0].Events[2]; !e.Time.Equal(restartAt) || e.Attrs["target"] != "10.0.0.7:8000" || e.Attrs["engine"] != "1" || e.Attrs["worker_labels"] != `ReplicaId="r1"` {
 				t.Errorf("restart event at %s with %v, want at %s naming the worker", e.Time, e.Attrs, restartAt)
 			}
