@@ -3,7 +3,9 @@ package run
 import (
 	"bytes"
 	"log/slog"
+	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
 	"strings"
 	"testing"
 )
@@ -69,3 +71,52 @@ func TestBoundaryGC(t *testing.T) {
 		t.Errorf("restored target is %d, want 100", got)
 	}
 }
+
+// TestBoundaryReturnsItsBurst: a boundary whose burst left more garbage than returnBurstAt has
+// its memory collected and given back to the system once it ends; one that left little starts
+// no collection.
+func TestBoundaryReturnsItsBurst(t *testing.T) {
+	t.Setenv("GOGC", "")
+	t.Setenv("GOMEMLIMIT", "")
+	restore := SetGC(slog.New(slog.DiscardHandler))
+	defer restore()
+	resident := func() uint64 { // the heap's memory not given back to the system
+		s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}, {Name: "/memory/classes/heap/unused:bytes"}, {Name: "/memory/classes/heap/free:bytes"}}
+		metrics.Read(s)
+		return s[0].Value.Uint64() + s[1].Value.Uint64() + s[2].Value.Uint64()
+	}
+	runtime.GC()
+	end := boundaryGC()
+	end() // nothing allocated
+	if returning.Load() {
+		t.Error("a boundary that allocated nothing started a collection")
+	}
+
+	// What is live before the boundary, enough that the burst, held back at boundaryGCPercent,
+	// runs no collection: its answers all in memory at once, then all garbage, as a step
+	// end's are.
+	live := make([][]byte, 3*returnBurstAt>>20/2)
+	for i := range live {
+		live[i] = make([]byte, 1<<20)
+	}
+	debug.FreeOSMemory()
+	before := resident()
+	end = boundaryGC()
+	answers := make([][]byte, 2*returnBurstAt>>20)
+	for i := range answers {
+		answers[i] = make([]byte, 1<<20)
+	}
+	burstGarbage, answers = answers, nil
+	burstGarbage = nil
+	end()
+	for returning.Load() { // the collection runs on a goroutine of its own
+		runtime.Gosched()
+	}
+	if got := resident(); got > before+returnBurstAt/2 {
+		t.Errorf("after a burst of %d MiB, the heap holds %d MiB more than before it, want less than %d", 2*returnBurstAt>>20, (got-before)>>20, returnBurstAt>>21)
+	}
+	runtime.KeepAlive(live)
+}
+
+// burstGarbage keeps the test's allocations from being optimised away.
+var burstGarbage [][]byte
