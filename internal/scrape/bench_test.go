@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -297,13 +296,7 @@ func BenchmarkScanNames(b *testing.B) {
 // buffers its clients keep pooled, which outlive one collection).
 func BenchmarkPool(b *testing.B) {
 	const targets = 64
-	heap := func() uint64 {
-		runtime.GC()
-		var m runtime.MemStats
-		runtime.ReadMemStats(&m)
-		return m.HeapAlloc
-	}
-	h0 := heap()
+	h0 := testkit.HeapAfterGC().HeapAlloc
 	base := strings.TrimSuffix(benchServer(b), "/metrics")
 	var ts []target.Target
 	for i := range targets {
@@ -337,5 +330,5 @@ func BenchmarkPool(b *testing.B) {
 	}
 	b.ReportMetric(float64(cpuTime()-c0)/float64(b.N*targets), "cpu-ns/scrape")
 	b.StopTimer()
-	b.ReportMetric(float64(heap()-h0)/targets, "heap-B/target")
+	b.ReportMetric(float64(testkit.HeapAfterGC().HeapAlloc-h0)/targets, "heap-B/target")
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -58,12 +57,7 @@ func TestDrivenMemoryBounded(t *testing.T) {
 	if code, got := simtest.Post(t, base+"/pause?mode=keep", ""); code != http.StatusOK {
 		t.Fatalf("pause: %d %s", code, got)
 	}
-	heapInuse := func() uint64 {
-		runtime.GC()
-		var m runtime.MemStats
-		runtime.ReadMemStats(&m)
-		return m.HeapInuse
-	}
+	heapInuse := func() uint64 { return testkit.HeapAfterGC().HeapInuse }
 	before := heapInuse()
 	var wg sync.WaitGroup
 	codes := make([]int, clients)
