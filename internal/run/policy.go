@@ -115,9 +115,10 @@ func boundaryGC() func() {
 // last collection for the run to give the memory back to the system at once, once collected.
 // Held back at boundaryGCPercent, the burst grows the heap to up to three times what is live,
 // and the runtime returns the free heap a little at a time: at 10,000 engines with a step every
-// 20 s, the mean resident size was 290 and 295 MiB with this against 305 and 310 without it
-// (runs taken in turn), for one collection per step end. A smaller fleet's burst, or a phase
-// edge's in a quiet step, leaves less than this and costs nothing.
+// 20 s, returning it at every boundary's end gave a mean resident size of 290 and 295 MiB
+// against 305 and 310 without (runs taken in turn), and this threshold is passed at each of
+// those step ends (229 MB of heap collected to 121, about 90 ms of CPU). A burst that leaves
+// less than this costs nothing.
 const returnBurstAt = 32 << 20
 
 // returning is set while a collection started by returnBurstMemory runs: boundaries that close
