@@ -255,9 +255,9 @@ func (f *Fleet) Close() error {
 }
 
 // advance runs the simulation up to the wall clock's simulated time (the wall time since the
-// start, less the time held). A fleet that waits for its
-// driver goes a tick at a time and stops after the first tick that ends a batch or reaches an
-// edge, so that it holds there even when it had fallen behind the wall clock.
+// start, less the time held). A fleet that waits for its driver goes a tick at a time and stops
+// after the first tick that ends a batch or reaches an edge, so that it holds there even when it
+// had fallen behind the wall clock.
 func (f *Fleet) advance() {
 	f.advancedAt = f.clock.Now()
 	to := f.cfg.SimTime(f.advancedAt.Sub(f.start) - f.held)

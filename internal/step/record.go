@@ -58,8 +58,8 @@ type Record struct {
 	// window.Increase.Restarted); not part of the JSON line (the step's span shows them as
 	// events).
 	Restarts []Restart `json:"-"`
-	// RestartsUnlisted counts the step's restarts beyond the first 128, which Restarts lists;
-	// not part of the JSON line.
+	// RestartsUnlisted counts the step's restarts beyond those Restarts lists (the first
+	// maxRestarts); not part of the JSON line.
 	RestartsUnlisted int `json:"-"`
 	// TraceParent is the W3C traceparent the trainer gave with the step's end (its own step
 	// span), which the step's span is a child of; "" when none. Not part of the JSON line.
